@@ -1,0 +1,54 @@
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "app/commands.h"
+
+namespace {
+
+void print_usage(std::ostream& out) {
+  out << "usage: meshwork                     start the workbench (GUI)\n"
+         "       meshwork plan ...            rank every mesh shape for a model and cluster\n"
+         "       meshwork probe HOST...       detect GPUs, memory and links of nodes over SSH\n"
+         "       meshwork launch ...          deploy meshtrain and run it, streaming into the store\n"
+         "       meshwork attach RUN          follow a running run again\n"
+         "       meshwork stop RUN            stop a run on every node\n"
+         "       meshwork runs list|import|export|delete ...   the run store\n"
+         "Run `meshwork COMMAND --help` for the options of one command.\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace meshwork::cli;
+  if (argc >= 2) {
+    const std::string cmd = argv[1];
+    if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+      print_usage(std::cout);
+      return kExitOk;
+    }
+    if (cmd == "--version") {
+      std::cout << "meshwork " << MESHWORK_VERSION << "\n";
+      return kExitOk;
+    }
+    static const std::map<std::string, int (*)(const Args&)> commands = {
+        {"plan", plan_main},     {"runs", runs_main},     {"probe", probe_main},
+        {"launch", launch_main}, {"attach", attach_main}, {"stop", stop_main}};
+    if (auto it = commands.find(cmd); it != commands.end()) {
+      Args args(argv + 2, argv + argc);
+      try {
+        return it->second(args);
+      } catch (const std::exception& e) {
+        std::cerr << "meshwork: " << cmd << ": " << e.what() << "\n";
+        return kExitError;
+      }
+    }
+    if (cmd.rfind("-", 0) != 0) {
+      std::cerr << "meshwork: command: " << cmd
+                << ": allowed: plan, probe, launch, attach, stop, runs (or none for the GUI)\n";
+      return kExitInvalid;
+    }
+  }
+  return gui_main(argc, argv);
+}

@@ -1,0 +1,63 @@
+// Errors returned as values at the boundaries (LevelDB style). Every user-facing error names the
+// field, the offending value and what is allowed, so the CLI can print
+//   meshwork: <field>: <value>: <what is allowed>
+// and the GUI can put the same words next to the control for <field>.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace meshwork {
+
+struct Error {
+  std::string field;    // e.g. "tp", "model.num_attention_heads", "--gpu-memory"
+  std::string value;    // the offending value as the user wrote it
+  std::string allowed;  // what would be accepted, in plain words
+
+  std::string message() const {
+    std::string out = field;
+    if (!value.empty()) out += ": " + value;
+    if (!allowed.empty()) out += ": " + allowed;
+    return out;
+  }
+};
+
+// Result<T>: either a value or an Error. A small stand-in for std::expected (C++23).
+template <class T>
+class Result {
+ public:
+  Result(T value) : data_(std::move(value)) {}          // NOLINT(implicit)
+  Result(Error error) : data_(std::move(error)) {}      // NOLINT(implicit)
+
+  bool ok() const { return std::holds_alternative<T>(data_); }
+  explicit operator bool() const { return ok(); }
+  const T& value() const& { return std::get<T>(data_); }
+  T& value() & { return std::get<T>(data_); }
+  T&& value() && { return std::get<T>(std::move(data_)); }
+  const T& operator*() const& { return value(); }
+  T& operator*() & { return value(); }
+  const T* operator->() const { return &value(); }
+  T* operator->() { return &value(); }
+  const Error& error() const { return std::get<Error>(data_); }
+
+ private:
+  std::variant<T, Error> data_;
+};
+
+// Status: success or an Error, for operations with no value.
+class Status {
+ public:
+  Status() = default;
+  Status(Error error) : error_(std::move(error)) {}  // NOLINT(implicit)
+  static Status Ok() { return {}; }
+  bool ok() const { return !error_.has_value(); }
+  explicit operator bool() const { return ok(); }
+  const Error& error() const { return *error_; }
+
+ private:
+  std::optional<Error> error_;
+};
+
+}  // namespace meshwork

@@ -1,0 +1,267 @@
+#include "core/mesh.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace meshwork {
+
+namespace {
+
+std::string normalize(std::string_view name) {
+  std::string out(name);
+  std::replace(out.begin(), out.end(), '-', '_');
+  return out;
+}
+
+}  // namespace
+
+std::string_view axis_name(Axis axis) {
+  switch (axis) {
+    case Axis::dp_replicate: return "dp_replicate";
+    case Axis::dp_shard: return "dp_shard";
+    case Axis::cp: return "cp";
+    case Axis::tp: return "tp";
+  }
+  return "?";
+}
+
+std::optional<Axis> axis_from_name(std::string_view name) {
+  const std::string n = normalize(name);
+  for (Axis a : kAxes)
+    if (axis_name(a) == n) return a;
+  return std::nullopt;
+}
+
+std::string_view group_name(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::dp_replicate: return "dp_replicate";
+    case GroupKind::dp_shard: return "dp_shard";
+    case GroupKind::cp: return "cp";
+    case GroupKind::tp: return "tp";
+    case GroupKind::dp: return "dp";
+    case GroupKind::dp_shard_cp: return "dp_shard_cp";
+    case GroupKind::dp_cp: return "dp_cp";
+  }
+  return "?";
+}
+
+std::optional<GroupKind> group_from_name(std::string_view name) {
+  const std::string n = normalize(name);
+  for (GroupKind k : kGroupKinds)
+    if (group_name(k) == n) return k;
+  return std::nullopt;
+}
+
+std::vector<Axis> group_axes(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::dp_replicate: return {Axis::dp_replicate};
+    case GroupKind::dp_shard: return {Axis::dp_shard};
+    case GroupKind::cp: return {Axis::cp};
+    case GroupKind::tp: return {Axis::tp};
+    case GroupKind::dp: return {Axis::dp_replicate, Axis::dp_shard};
+    case GroupKind::dp_shard_cp: return {Axis::dp_shard, Axis::cp};
+    case GroupKind::dp_cp: return {Axis::dp_replicate, Axis::dp_shard, Axis::cp};
+  }
+  return {};
+}
+
+GroupKind group_of_axis(Axis axis) {
+  switch (axis) {
+    case Axis::dp_replicate: return GroupKind::dp_replicate;
+    case Axis::dp_shard: return GroupKind::dp_shard;
+    case Axis::cp: return GroupKind::cp;
+    case Axis::tp: return GroupKind::tp;
+  }
+  return GroupKind::tp;
+}
+
+int MeshShape::size(Axis axis) const {
+  switch (axis) {
+    case Axis::dp_replicate: return dp_replicate;
+    case Axis::dp_shard: return dp_shard;
+    case Axis::cp: return cp;
+    case Axis::tp: return tp;
+  }
+  return 1;
+}
+
+void MeshShape::set(Axis axis, int value) {
+  switch (axis) {
+    case Axis::dp_replicate: dp_replicate = value; break;
+    case Axis::dp_shard: dp_shard = value; break;
+    case Axis::cp: cp = value; break;
+    case Axis::tp: tp = value; break;
+  }
+}
+
+int MeshShape::group_size(GroupKind kind) const {
+  int n = 1;
+  for (Axis a : group_axes(kind)) n *= size(a);
+  return n;
+}
+
+int64_t MeshShape::world_size() const {
+  return int64_t{dp_replicate} * dp_shard * cp * tp;
+}
+
+std::string MeshShape::to_string() const {
+  std::string out;
+  for (Axis a : kAxes) {
+    if (!out.empty()) out += ' ';
+    out += std::string(axis_name(a)) + "=" + std::to_string(size(a));
+  }
+  return out;
+}
+
+std::string MeshShape::compact() const {
+  return std::to_string(dp_replicate) + "x" + std::to_string(dp_shard) + "x" +
+         std::to_string(cp) + "x" + std::to_string(tp);
+}
+
+Result<MeshShape> resolve_shape(MeshShape shape, int64_t world_size) {
+  if (world_size < 1)
+    return Error{"world_size", std::to_string(world_size), "must be at least 1"};
+  std::optional<Axis> auto_axis;
+  int64_t fixed = 1;
+  for (Axis a : kAxes) {
+    const int s = shape.size(a);
+    if (s == -1) {
+      if (auto_axis)
+        return Error{std::string(axis_name(a)), "-1",
+                     "only one axis may be -1 (auto); " + std::string(axis_name(*auto_axis)) +
+                         " is already -1"};
+      auto_axis = a;
+    } else if (s < 1) {
+      return Error{std::string(axis_name(a)), std::to_string(s),
+                   "must be a whole number >= 1, or -1 to fill from the world size"};
+    } else {
+      fixed *= s;
+    }
+  }
+  if (auto_axis) {
+    if (world_size % fixed != 0)
+      return Error{std::string(axis_name(*auto_axis)), "-1",
+                   "cannot be filled: the other axes multiply to " + std::to_string(fixed) +
+                       ", which does not divide the world size " + std::to_string(world_size)};
+    shape.set(*auto_axis, static_cast<int>(world_size / fixed));
+  } else if (fixed != world_size) {
+    return Error{"mesh", shape.compact(),
+                 "dp_replicate*dp_shard*cp*tp = " + std::to_string(fixed) +
+                     " must equal the world size " + std::to_string(world_size)};
+  }
+  return shape;
+}
+
+int MeshCoord::get(Axis axis) const {
+  switch (axis) {
+    case Axis::dp_replicate: return dp_replicate;
+    case Axis::dp_shard: return dp_shard;
+    case Axis::cp: return cp;
+    case Axis::tp: return tp;
+  }
+  return 0;
+}
+
+void MeshCoord::set(Axis axis, int value) {
+  switch (axis) {
+    case Axis::dp_replicate: dp_replicate = value; break;
+    case Axis::dp_shard: dp_shard = value; break;
+    case Axis::cp: cp = value; break;
+    case Axis::tp: tp = value; break;
+  }
+}
+
+Result<DeviceMesh> DeviceMesh::create(const MeshShape& shape, int gpus_per_node) {
+  for (Axis a : kAxes)
+    if (shape.size(a) < 1)
+      return Error{std::string(axis_name(a)), std::to_string(shape.size(a)),
+                   "must be >= 1 (resolve -1 first)"};
+  if (gpus_per_node < 1)
+    return Error{"gpus_per_node", std::to_string(gpus_per_node), "must be >= 1"};
+  if (shape.world_size() > (1 << 24))
+    return Error{"mesh", shape.compact(), "world size must be at most 16777216"};
+  return DeviceMesh(shape, gpus_per_node);
+}
+
+DeviceMesh::DeviceMesh(const MeshShape& shape, int gpus_per_node)
+    : shape_(shape), world_(static_cast<int>(shape.world_size())), gpus_per_node_(gpus_per_node) {}
+
+int DeviceMesh::stride(Axis axis) const {
+  int s = 1;
+  for (int i = static_cast<int>(kAxes.size()) - 1; i > static_cast<int>(axis); --i)
+    s *= shape_.size(kAxes[i]);
+  return s;
+}
+
+MeshCoord DeviceMesh::coord_of(int rank) const {
+  if (rank < 0 || rank >= world_) throw std::out_of_range("rank outside the mesh");
+  MeshCoord c;
+  for (Axis a : kAxes) c.set(a, (rank / stride(a)) % shape_.size(a));
+  return c;
+}
+
+int DeviceMesh::rank_of(const MeshCoord& coord) const {
+  int r = 0;
+  for (Axis a : kAxes) {
+    if (coord.get(a) < 0 || coord.get(a) >= shape_.size(a))
+      throw std::out_of_range("coordinate outside the mesh");
+    r += coord.get(a) * stride(a);
+  }
+  return r;
+}
+
+std::vector<int> DeviceMesh::group_members(int rank, GroupKind kind) const {
+  const std::vector<Axis> axes = group_axes(kind);
+  const MeshCoord base = coord_of(rank);
+  const int n = shape_.group_size(kind);
+  std::vector<int> members;
+  members.reserve(n);
+  // Enumerate the grouped axes row-major (last axis fastest), other coordinates fixed.
+  for (int i = 0; i < n; ++i) {
+    MeshCoord c = base;
+    int rem = i;
+    for (int k = static_cast<int>(axes.size()) - 1; k >= 0; --k) {
+      const int sz = shape_.size(axes[k]);
+      c.set(axes[k], rem % sz);
+      rem /= sz;
+    }
+    members.push_back(rank_of(c));
+  }
+  return members;
+}
+
+int DeviceMesh::group_rank(int rank, GroupKind kind) const {
+  const MeshCoord c = coord_of(rank);
+  int idx = 0;
+  for (Axis a : group_axes(kind)) idx = idx * shape_.size(a) + c.get(a);
+  return idx;
+}
+
+int DeviceMesh::group_index(int rank, GroupKind kind) const {
+  const std::vector<Axis> grouped = group_axes(kind);
+  const MeshCoord c = coord_of(rank);
+  int idx = 0;
+  for (Axis a : kAxes) {
+    if (std::find(grouped.begin(), grouped.end(), a) != grouped.end()) continue;
+    idx = idx * shape_.size(a) + c.get(a);
+  }
+  return idx;
+}
+
+std::vector<std::vector<int>> DeviceMesh::groups(GroupKind kind) const {
+  const int count = world_ / shape_.group_size(kind);
+  std::vector<std::vector<int>> out(count);
+  for (int r = 0; r < world_; ++r) {
+    if (group_rank(r, kind) == 0) out[group_index(r, kind)] = group_members(r, kind);
+  }
+  return out;
+}
+
+bool DeviceMesh::group_crosses_nodes(int rank, GroupKind kind) const {
+  const int node = node_of(rank);
+  for (int m : group_members(rank, kind))
+    if (node_of(m) != node) return true;
+  return false;
+}
+
+}  // namespace meshwork

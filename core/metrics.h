@@ -1,0 +1,81 @@
+// Metrics JSON lines, version 1: the contract between meshtrain (writer) and the workbench's
+// store (reader). Documented for users in docs/metrics.md. One JSON object per line:
+//   {"v":1,"type":"start", "rank":r, "time":unix_s, "host":..., "pid":..., "node":n,
+//    "world":N, "mesh":{axes}, "config":{run config}, "versions":{...}}
+//   {"v":1,"type":"step","step":k,"rank":r,"time":unix_s,"loss":..,"lr":..,"grad_norm":..,
+//    "tokens":..,"tokens_per_s":..,"tflops":..,"mfu":..,"mem_bytes":..,"mem_peak_bytes":..,
+//    "comm_s":{"dp_replicate":..,"dp_shard":..,"cp":..,"tp":..},"compute_s":..,"step_s":..}
+//   {"v":1,"type":"end","rank":r,"time":unix_s,"status":"ok|failed|stopped","reason":"..."}
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/mesh.h"
+
+namespace meshwork {
+
+inline constexpr int kMetricsVersion = 1;
+
+struct StartRecord {
+  int rank = 0;
+  double time = 0;
+  std::string host;
+  int64_t pid = 0;
+  int node = 0;
+  int world = 1;
+  MeshShape mesh;
+  nlohmann::json config = nlohmann::json::object();
+  nlohmann::json versions = nlohmann::json::object();
+};
+
+struct StepRecord {
+  int64_t step = 0;
+  int rank = 0;
+  double time = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  int64_t tokens = 0;          // tokens of this step, counted once per data-parallel replica
+  double tokens_per_s = 0;
+  double tflops = 0;           // achieved model TFLOP/s of this rank
+  double mfu = 0;              // fraction of peak, 0..1
+  int64_t mem_bytes = 0;
+  int64_t mem_peak_bytes = 0;
+  std::array<double, 4> comm_s{};  // indexed by Axis
+  double compute_s = 0;
+  double step_s = 0;
+};
+
+struct EndRecord {
+  int rank = 0;
+  double time = 0;
+  std::string status = "ok";  // ok | failed | stopped
+  std::string reason;
+};
+
+using MetricsRecord = std::variant<StartRecord, StepRecord, EndRecord>;
+
+std::string to_json_line(const StartRecord& r);  // no trailing newline
+std::string to_json_line(const StepRecord& r);
+std::string to_json_line(const EndRecord& r);
+
+// Parses one line. A malformed line, a wrong version or an unknown type is an Error that says
+// which (callers count and report them; never fatal).
+Result<MetricsRecord> parse_metrics_line(std::string_view line);
+
+// The scalar series of a step record, as stored: "loss", "lr", "grad_norm", "tokens",
+// "tokens_per_s", "tflops", "mfu", "mem_bytes", "mem_peak_bytes", "comm_s.dp_replicate",
+// "comm_s.dp_shard", "comm_s.cp", "comm_s.tp", "compute_s", "step_s".
+std::vector<std::pair<std::string, double>> step_series(const StepRecord& r);
+const std::vector<std::string>& step_series_keys();
+
+}  // namespace meshwork

@@ -1,0 +1,217 @@
+#include "core/run_config.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace meshwork {
+
+std::string_view to_string(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
+std::string_view to_string(ActivationCheckpointing a) {
+  return a == ActivationCheckpointing::full ? "full" : "none";
+}
+std::string_view to_string(DeviceKind d) { return d == DeviceKind::cuda ? "cuda" : "cpu"; }
+
+Result<Precision> parse_precision(std::string_view text, std::string_view field) {
+  if (text == "fp32") return Precision::fp32;
+  if (text == "bf16") return Precision::bf16;
+  return Error{std::string(field), std::string(text), "must be fp32 or bf16"};
+}
+
+Result<ActivationCheckpointing> parse_activation_checkpointing(std::string_view text,
+                                                               std::string_view field) {
+  if (text == "none") return ActivationCheckpointing::none;
+  if (text == "full") return ActivationCheckpointing::full;
+  return Error{std::string(field), std::string(text), "must be none or full"};
+}
+
+Result<DeviceKind> parse_device(std::string_view text, std::string_view field) {
+  if (text == "cpu") return DeviceKind::cpu;
+  if (text == "cuda") return DeviceKind::cuda;
+  return Error{std::string(field), std::string(text), "must be cpu or cuda"};
+}
+
+int RunConfig::world_size() const {
+  if (nodes.empty()) return static_cast<int>(mesh.world_size());
+  int n = 0;
+  for (const NodeConfig& node : nodes) n += node.slots;
+  return n;
+}
+
+nlohmann::json to_json(const RunConfig& c) {
+  nlohmann::json mesh;
+  for (Axis a : kAxes) mesh[std::string(axis_name(a))] = c.mesh.size(a);
+  const TrainingConfig& t = c.training;
+  nlohmann::json training = {
+      {"steps", t.steps},
+      {"seq_len", t.seq_len},
+      {"global_batch", t.global_batch},
+      {"micro_batch", t.micro_batch},
+      {"lr", t.lr},
+      {"warmup_steps", t.warmup_steps},
+      {"seed", t.seed},
+      {"precision", to_string(t.precision)},
+      {"activation_checkpointing", to_string(t.activation_checkpointing)},
+      {"device", to_string(t.device)},
+      {"checkpoint_every", t.checkpoint_every},
+  };
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const NodeConfig& n : c.nodes) {
+    nlohmann::json node = n.extra.is_object() ? n.extra : nlohmann::json::object();
+    node["host"] = n.host;
+    node["slots"] = n.slots;
+    nodes.push_back(node);
+  }
+  return {{"v", RunConfig::kVersion}, {"name", c.name},         {"model", c.model},
+          {"mesh", mesh},             {"training", training},   {"data", c.data},
+          {"cluster", {{"nodes", nodes}}}};
+}
+
+namespace {
+
+std::string dump_value(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+// Reads an integer field `key` of `obj` into `out`, checking `min`. Absent keys keep the default.
+Status read_int(const nlohmann::json& obj, const std::string& prefix, const char* key, int min,
+                int& out) {
+  if (!obj.contains(key)) return {};
+  const nlohmann::json& v = obj.at(key);
+  if (!v.is_number_integer())
+    return Error{prefix + key, dump_value(v), "must be a whole number"};
+  const int64_t x = v.get<int64_t>();
+  if (x < min || x > INT32_MAX)
+    return Error{prefix + key, std::to_string(x),
+                 "must be a whole number >= " + std::to_string(min)};
+  out = static_cast<int>(x);
+  return {};
+}
+
+}  // namespace
+
+Result<RunConfig> run_config_from_json(const nlohmann::json& doc) {
+  if (!doc.is_object()) return Error{"run config", dump_value(doc), "must be a JSON object"};
+  RunConfig c;
+  if (doc.contains("v")) {
+    const auto& v = doc.at("v");
+    if (!v.is_number_integer() || v.get<int>() != RunConfig::kVersion)
+      return Error{"v", dump_value(v), "only version 1 run configs are supported"};
+  }
+  if (doc.contains("name")) {
+    if (!doc.at("name").is_string()) return Error{"name", dump_value(doc.at("name")), "must be a string"};
+    c.name = doc.at("name").get<std::string>();
+  }
+  if (doc.contains("model")) {
+    const auto& m = doc.at("model");
+    if (!m.is_string() && !m.is_object())
+      return Error{"model", dump_value(m), "must be a preset name, a path, or a config.json object"};
+    c.model = m;
+  }
+  if (doc.contains("mesh")) {
+    const auto& mesh = doc.at("mesh");
+    if (!mesh.is_object()) return Error{"mesh", dump_value(mesh), "must be an object of axis sizes"};
+    for (Axis a : kAxes) {
+      const std::string key(axis_name(a));
+      if (!mesh.contains(key)) continue;
+      const auto& v = mesh.at(key);
+      if (!v.is_number_integer() || (v.get<int64_t>() < 1 && v.get<int64_t>() != -1))
+        return Error{"mesh." + key, dump_value(v), "must be a whole number >= 1, or -1 (auto)"};
+      c.mesh.set(a, v.get<int>());
+    }
+  }
+  if (doc.contains("training")) {
+    const auto& t = doc.at("training");
+    if (!t.is_object()) return Error{"training", dump_value(t), "must be an object"};
+    const std::string p = "training.";
+    TrainingConfig& tc = c.training;
+    for (auto [key, min, out] : {std::tuple{"steps", 1, &tc.steps},
+                                 std::tuple{"seq_len", 1, &tc.seq_len},
+                                 std::tuple{"global_batch", 1, &tc.global_batch},
+                                 std::tuple{"micro_batch", 1, &tc.micro_batch},
+                                 std::tuple{"warmup_steps", 0, &tc.warmup_steps},
+                                 std::tuple{"checkpoint_every", 0, &tc.checkpoint_every}}) {
+      if (Status s = read_int(t, p, key, min, *out); !s) return s.error();
+    }
+    if (t.contains("lr")) {
+      const auto& v = t.at("lr");
+      if (!v.is_number() || v.get<double>() <= 0 || v.get<double>() > 10)
+        return Error{p + "lr", dump_value(v), "must be a number in (0, 10]"};
+      tc.lr = v.get<double>();
+    }
+    if (t.contains("seed")) {
+      const auto& v = t.at("seed");
+      if (!v.is_number_integer() || v.get<int64_t>() < 0)
+        return Error{p + "seed", dump_value(v), "must be a whole number >= 0"};
+      tc.seed = v.get<uint64_t>();
+    }
+    auto read_word = [&](const char* key, auto parse, auto& out) -> Status {
+      if (!t.contains(key)) return {};
+      const auto& v = t.at(key);
+      if (!v.is_string()) return Error{p + key, dump_value(v), "must be a string"};
+      auto r = parse(v.template get<std::string>(), p + key);
+      if (!r) return r.error();
+      out = *r;
+      return {};
+    };
+    if (Status s = read_word("precision", parse_precision, tc.precision); !s) return s.error();
+    if (Status s = read_word("activation_checkpointing", parse_activation_checkpointing,
+                             tc.activation_checkpointing); !s)
+      return s.error();
+    if (Status s = read_word("device", parse_device, tc.device); !s) return s.error();
+  }
+  if (doc.contains("data")) {
+    const auto& d = doc.at("data");
+    if (!d.is_null() && !d.is_string() && !d.is_object())
+      return Error{"data", dump_value(d), "must be a path, an object, or null"};
+    c.data = d;
+  }
+  if (doc.contains("cluster")) {
+    const auto& cl = doc.at("cluster");
+    if (!cl.is_object()) return Error{"cluster", dump_value(cl), "must be an object"};
+    if (cl.contains("nodes")) {
+      const auto& nodes = cl.at("nodes");
+      if (!nodes.is_array()) return Error{"cluster.nodes", dump_value(nodes), "must be an array"};
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        const auto& n = nodes[i];
+        const std::string f = "cluster.nodes[" + std::to_string(i) + "]";
+        if (!n.is_object() || !n.contains("host") || !n.at("host").is_string() ||
+            n.at("host").get<std::string>().empty())
+          return Error{f + ".host", n.is_object() && n.contains("host") ? dump_value(n.at("host")) : "",
+                       "each node needs a non-empty \"host\" string"};
+        NodeConfig node;
+        node.host = n.at("host").get<std::string>();
+        if (Status s = read_int(n, f + ".", "slots", 1, node.slots); !s) return s.error();
+        node.extra = n;
+        node.extra.erase("host");
+        node.extra.erase("slots");
+        c.nodes.push_back(std::move(node));
+      }
+    }
+  }
+  return c;
+}
+
+Result<RunConfig> load_run_config(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return Error{"config", path.string(), "cannot be opened for reading"};
+  nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return Error{"config", path.string(), "is not valid JSON"};
+  return run_config_from_json(doc);
+}
+
+Status save_run_config(const RunConfig& config, const std::filesystem::path& path) {
+  // Write to a temporary file and rename, so a crash never leaves a torn config.
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) return Error{"config", path.string(), "cannot be opened for writing"};
+    out << to_json(config).dump(2) << '\n';
+    if (!out) return Error{"config", path.string(), "could not be written"};
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Error{"config", path.string(), "could not be written: " + ec.message()};
+  return {};
+}
+
+}  // namespace meshwork

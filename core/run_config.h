@@ -1,0 +1,76 @@
+// The run configuration: one JSON document that the workbench saves and loads, that
+// `meshwork launch --config` reads, and that the store keeps with each run (DESIGN.md).
+//
+// {"v":1, "name":"...", "model":"tiny" | {<HF config.json>}, "mesh":{"dp_replicate":1,...},
+//  "training":{"steps":..,"seq_len":..,"global_batch":..,"micro_batch":..,"lr":..,"warmup_steps":..,
+//              "seed":..,"precision":"fp32|bf16","activation_checkpointing":"none|full",
+//              "device":"cpu|cuda","checkpoint_every":..},
+//  "data": "<path>" | null, "cluster":{"nodes":[{"host":"...","slots":N, ...}]}}
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/mesh.h"
+
+namespace meshwork {
+
+enum class Precision { fp32, bf16 };
+enum class ActivationCheckpointing { none, full };
+enum class DeviceKind { cpu, cuda };
+
+std::string_view to_string(Precision p);
+std::string_view to_string(ActivationCheckpointing a);
+std::string_view to_string(DeviceKind d);
+// Parsers return an Error naming `field` when the text is not one of the allowed words.
+Result<Precision> parse_precision(std::string_view text, std::string_view field = "precision");
+Result<ActivationCheckpointing> parse_activation_checkpointing(
+    std::string_view text, std::string_view field = "activation_checkpointing");
+Result<DeviceKind> parse_device(std::string_view text, std::string_view field = "device");
+
+struct TrainingConfig {
+  int steps = 100;
+  int seq_len = 256;
+  int global_batch = 8;   // sequences per optimizer step, over the whole mesh
+  int micro_batch = 1;    // sequences per forward/backward on one data-parallel rank
+  double lr = 3e-4;
+  int warmup_steps = 10;
+  uint64_t seed = 1234;
+  Precision precision = Precision::fp32;
+  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
+  DeviceKind device = DeviceKind::cpu;
+  int checkpoint_every = 0;  // 0: no checkpoints
+  bool operator==(const TrainingConfig&) const = default;
+};
+
+struct NodeConfig {
+  std::string host;         // "local", "user@host:port", an ssh_config alias
+  int slots = 1;            // ranks on this node
+  nlohmann::json extra = nlohmann::json::object();  // anything else the GUI/launcher keeps
+};
+
+struct RunConfig {
+  static constexpr int kVersion = 1;
+  std::string name;
+  nlohmann::json model = "tiny";  // preset name / path (string) or an inline HF config (object)
+  MeshShape mesh;
+  TrainingConfig training;
+  nlohmann::json data = nullptr;  // path to a .bin shard or a directory; null: bundled corpus
+  std::vector<NodeConfig> nodes;  // empty: the local machine
+
+  int world_size() const;  // sum of node slots, or the mesh product when no nodes are given
+};
+
+nlohmann::json to_json(const RunConfig& config);
+// Unknown keys are ignored; a wrong type or value is an Error naming e.g. "training.seq_len".
+Result<RunConfig> run_config_from_json(const nlohmann::json& doc);
+Result<RunConfig> load_run_config(const std::filesystem::path& path);
+Status save_run_config(const RunConfig& config, const std::filesystem::path& path);
+
+}  // namespace meshwork

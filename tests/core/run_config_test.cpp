@@ -1,0 +1,76 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/metrics.h"
+#include "core/run_config.h"
+
+using namespace meshwork;
+
+TEST(RunConfig, RoundTripsThroughJsonAndFile) {
+  RunConfig c;
+  c.name = "my run";
+  c.model = "small";
+  c.mesh = MeshShape{2, 2, 1, 2};
+  c.training.steps = 50;
+  c.training.precision = Precision::bf16;
+  c.training.activation_checkpointing = ActivationCheckpointing::full;
+  c.nodes = {{"local", 4, {{"gpus", 0}}}, {"user@host:2222", 4, nlohmann::json::object()}};
+  auto back = run_config_from_json(to_json(c));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->mesh, c.mesh);
+  EXPECT_EQ(back->training, c.training);
+  EXPECT_EQ(back->nodes.size(), 2u);
+  EXPECT_EQ(back->nodes[0].extra["gpus"], 0);
+  EXPECT_EQ(back->world_size(), 8);
+
+  auto path = std::filesystem::temp_directory_path() / "meshwork_run_config_test.json";
+  ASSERT_TRUE(save_run_config(c, path).ok());
+  auto loaded = load_run_config(path);
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->name, "my run");
+  std::filesystem::remove(path);
+}
+
+TEST(RunConfig, BadValuesNameTheField) {
+  auto r = run_config_from_json({{"training", {{"seq_len", 0}}}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "training.seq_len: 0: must be a whole number >= 1");
+  auto p = run_config_from_json({{"training", {{"precision", "fp8"}}}});
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().message(), "training.precision: fp8: must be fp32 or bf16");
+  auto m = run_config_from_json({{"mesh", {{"tp", "two"}}}});
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.error().field, "mesh.tp");
+  auto v = run_config_from_json({{"v", 2}});
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.error().field, "v");
+  EXPECT_FALSE(load_run_config("/nonexistent/x.json").ok());
+}
+
+TEST(Metrics, StepRecordRoundTrips) {
+  StepRecord s;
+  s.step = 7;
+  s.rank = 3;
+  s.loss = 2.5;
+  s.tokens = 4096;
+  s.comm_s[static_cast<int>(Axis::tp)] = 0.25;
+  auto parsed = parse_metrics_line(to_json_line(s));
+  ASSERT_TRUE(parsed.ok());
+  const auto& back = std::get<StepRecord>(*parsed);
+  EXPECT_EQ(back.step, 7);
+  EXPECT_EQ(back.rank, 3);
+  EXPECT_DOUBLE_EQ(back.loss, 2.5);
+  EXPECT_DOUBLE_EQ(back.comm_s[3], 0.25);
+  auto series = step_series(back);
+  EXPECT_EQ(series.size(), step_series_keys().size());
+  EXPECT_EQ(series[12].first, "comm_s.tp");
+}
+
+TEST(Metrics, BadLinesAreErrorsNotCrashes) {
+  EXPECT_FALSE(parse_metrics_line("not json").ok());
+  EXPECT_FALSE(parse_metrics_line("{\"v\":2,\"type\":\"step\",\"step\":1,\"rank\":0}").ok());
+  EXPECT_FALSE(parse_metrics_line("{\"v\":1,\"type\":\"bogus\"}").ok());
+  EXPECT_FALSE(parse_metrics_line("{\"v\":1,\"type\":\"step\",\"rank\":0}").ok());
+  EXPECT_TRUE(parse_metrics_line("{\"v\":1,\"type\":\"end\",\"rank\":0,\"status\":\"ok\"}").ok());
+}
