@@ -1,0 +1,52 @@
+// Model specs: the architecture numbers of a Llama-style decoder (Llama, Mistral, Qwen2 families),
+// read from a Hugging Face config.json or a bundled preset (resources/models/<name>.json).
+// Both the estimator and meshtrain build from these; parameter counts are exact.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace meshwork {
+
+struct ModelSpec {
+  std::string name;          // preset name or file stem
+  std::string architecture;  // "llama" | "mistral" | "qwen2"
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;  // hidden_size / num_attention_heads unless the config says otherwise
+  int64_t vocab_size = 0;
+  int64_t max_position_embeddings = 0;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v projections carry biases (Qwen2 always does)
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-5;
+
+  // Exact number of parameters (embedding, per-layer attention/MLP/norm weights and biases,
+  // final norm, untied output head).
+  int64_t parameter_count() const;
+  // Parameters of one decoder layer.
+  int64_t layer_parameter_count() const;
+};
+
+// Reads a Hugging Face config.json object; other keys are ignored. A missing or inconsistent
+// required field, or an unsupported architecture, is an Error naming the field.
+Result<ModelSpec> model_spec_from_json(const nlohmann::json& config, std::string name);
+Result<ModelSpec> load_model_spec_file(const std::filesystem::path& path);
+// A preset name (see preset_names()) or a path to a config.json.
+Result<ModelSpec> load_model_spec(std::string_view name_or_path);
+std::vector<std::string> preset_names();
+// Where presets are read from: $MESHWORK_RESOURCE_DIR/models if set, else the build-time
+// resource directory, else <executable dir>/../share/meshwork/models.
+std::filesystem::path preset_dir();
+
+}  // namespace meshwork
