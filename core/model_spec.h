@@ -28,6 +28,8 @@ struct ModelSpec {
   int64_t max_position_embeddings = 0;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections carry biases (Qwen2 always does)
+  bool o_proj_bias = false;     // o_proj carries a bias (Llama's attention_bias covers q,k,v,o)
+  bool mlp_bias = false;        // gate/up/down carry biases (Llama's mlp_bias)
   double rope_theta = 10000.0;
   double rms_norm_eps = 1e-5;
 
@@ -36,7 +38,17 @@ struct ModelSpec {
   int64_t parameter_count() const;
   // Parameters of one decoder layer.
   int64_t layer_parameter_count() const;
+  // Parameters of the token embedding (vocab x hidden) and of the untied output head (0 if tied).
+  int64_t embedding_parameter_count() const;
+  int64_t lm_head_parameter_count() const;
+  // q width (heads * head_dim) and k/v width (kv_heads * head_dim).
+  int64_t q_dim() const { return num_attention_heads * head_dim; }
+  int64_t kv_dim() const { return num_key_value_heads * head_dim; }
 };
+
+// An HF-style config.json for the spec (model_type, architectures and every field above), which
+// model_spec_from_json reads back to an equal spec.
+nlohmann::json model_spec_to_json(const ModelSpec& spec);
 
 // Reads a Hugging Face config.json object; other keys are ignored. A missing or inconsistent
 // required field, or an unsupported architecture, is an Error naming the field.
@@ -45,6 +57,8 @@ Result<ModelSpec> load_model_spec_file(const std::filesystem::path& path);
 // A preset name (see preset_names()) or a path to a config.json.
 Result<ModelSpec> load_model_spec(std::string_view name_or_path);
 std::vector<std::string> preset_names();
+// The "model" entry of a run config: a preset name / path (string) or an inline config (object).
+Result<ModelSpec> model_spec_from_run_model(const nlohmann::json& model);
 // Where presets are read from: $MESHWORK_RESOURCE_DIR/models if set, else the build-time
 // resource directory, else <executable dir>/../share/meshwork/models.
 std::filesystem::path preset_dir();

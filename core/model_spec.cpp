@@ -1,0 +1,308 @@
+#include "core/model_spec.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <system_error>
+
+namespace meshwork {
+
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------------------------
+// Parameter counts. A Llama-style decoder layer (HF LlamaDecoderLayer / MistralDecoderLayer /
+// Qwen2DecoderLayer) holds, with H = hidden, d = head_dim, nh = heads, nkv = kv heads, I = MLP:
+//   q_proj  H x (nh*d)   [+ nh*d bias]      k_proj, v_proj  H x (nkv*d)  [+ nkv*d bias each]
+//   o_proj  (nh*d) x H   [+ H bias]         gate_proj, up_proj H x I, down_proj I x H [+ 2I + H]
+//   input_layernorm, post_attention_layernorm: H weights each (RMSNorm has no bias)
+// The model adds the embedding V x H, a final RMSNorm H and an lm_head V x H unless tied.
+// Check: Llama-3.1-8B = 2*128256*4096 + 32*218,112,000 + 4096 = 8,030,261,248.
+// ---------------------------------------------------------------------------------------------
+int64_t ModelSpec::layer_parameter_count() const {
+  const int64_t h = hidden_size;
+  int64_t attn = h * q_dim() + 2 * h * kv_dim() + q_dim() * h;
+  if (attention_bias) attn += q_dim() + 2 * kv_dim();
+  if (o_proj_bias) attn += h;
+  int64_t mlp = 3 * h * intermediate_size;
+  if (mlp_bias) mlp += 2 * intermediate_size + h;
+  const int64_t norms = 2 * h;
+  return attn + mlp + norms;
+}
+
+int64_t ModelSpec::embedding_parameter_count() const { return vocab_size * hidden_size; }
+
+int64_t ModelSpec::lm_head_parameter_count() const {
+  return tie_word_embeddings ? 0 : vocab_size * hidden_size;
+}
+
+int64_t ModelSpec::parameter_count() const {
+  return embedding_parameter_count() + num_hidden_layers * layer_parameter_count() +
+         hidden_size /* final norm */ + lm_head_parameter_count();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading config.json
+// ---------------------------------------------------------------------------------------------
+namespace {
+
+constexpr const char* kSupported = "one of llama, mistral, qwen2 (LlamaForCausalLM, "
+                                   "MistralForCausalLM, Qwen2ForCausalLM)";
+
+std::string field_name(const std::string& key) { return "model." + key; }
+
+std::string dump_value(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+// An integer field: a JSON integer, or a float with an integral value (some exporters write 4096.0).
+Result<std::optional<int64_t>> get_int(const nlohmann::json& cfg, const std::string& key,
+                                       bool required, int64_t min_value) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) {
+    if (required)
+      return Error{field_name(key), "missing", "a whole number >= " + std::to_string(min_value)};
+    return std::optional<int64_t>{};
+  }
+  int64_t v = 0;
+  if (it->is_number_integer()) {
+    v = it->get<int64_t>();
+  } else if (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>() &&
+             std::abs(it->get<double>()) < 9e15) {
+    v = static_cast<int64_t>(it->get<double>());
+  } else {
+    return Error{field_name(key), dump_value(*it),
+                 "a whole number >= " + std::to_string(min_value)};
+  }
+  if (v < min_value)
+    return Error{field_name(key), std::to_string(v),
+                 "a whole number >= " + std::to_string(min_value)};
+  return std::optional<int64_t>{v};
+}
+
+Result<std::optional<bool>> get_bool(const nlohmann::json& cfg, const std::string& key) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return std::optional<bool>{};
+  if (!it->is_boolean()) return Error{field_name(key), dump_value(*it), "true or false"};
+  return std::optional<bool>{it->get<bool>()};
+}
+
+Result<std::optional<double>> get_double(const nlohmann::json& cfg, const std::string& key) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return std::optional<double>{};
+  if (!it->is_number() || !(it->get<double>() > 0))
+    return Error{field_name(key), dump_value(*it), "a positive number"};
+  return std::optional<double>{it->get<double>()};
+}
+
+// "llama" | "mistral" | "qwen2" from model_type, else from architectures[0].
+Result<std::string> detect_architecture(const nlohmann::json& cfg) {
+  if (auto it = cfg.find("model_type"); it != cfg.end() && !it->is_null()) {
+    const std::string mt = it->is_string() ? it->get<std::string>() : it->dump();
+    if (mt == "llama" || mt == "mistral" || mt == "qwen2") return mt;
+    return Error{"model.model_type", mt, kSupported};
+  }
+  if (auto it = cfg.find("architectures"); it != cfg.end() && it->is_array() && !it->empty()) {
+    const std::string a = (*it)[0].is_string() ? (*it)[0].get<std::string>() : (*it)[0].dump();
+    if (a == "LlamaForCausalLM") return std::string("llama");
+    if (a == "MistralForCausalLM") return std::string("mistral");
+    if (a == "Qwen2ForCausalLM") return std::string("qwen2");
+    return Error{"model.architectures", a, kSupported};
+  }
+  return Error{"model.model_type", "missing", kSupported};
+}
+
+#define MW_TRY(var, expr)                       \
+  auto var##_r = (expr);                        \
+  if (!var##_r.ok()) return var##_r.error();    \
+  auto var = std::move(var##_r).value()
+
+}  // namespace
+
+Result<ModelSpec> model_spec_from_json(const nlohmann::json& cfg, std::string name) {
+  if (!cfg.is_object())
+    return Error{"model", cfg.is_string() ? cfg.get<std::string>() : std::string(cfg.type_name()),
+                 "a config.json object"};
+  ModelSpec s;
+  s.name = std::move(name);
+  MW_TRY(arch, detect_architecture(cfg));
+  s.architecture = arch;
+
+  if (auto it = cfg.find("hidden_act"); it != cfg.end() && !it->is_null()) {
+    const std::string act = it->is_string() ? it->get<std::string>() : it->dump();
+    if (act != "silu" && act != "swish")
+      return Error{"model.hidden_act", act, "silu (the SwiGLU MLP of Llama/Mistral/Qwen2)"};
+  }
+
+  MW_TRY(hidden, get_int(cfg, "hidden_size", true, 1));
+  MW_TRY(inter, get_int(cfg, "intermediate_size", true, 1));
+  MW_TRY(layers, get_int(cfg, "num_hidden_layers", true, 1));
+  MW_TRY(heads, get_int(cfg, "num_attention_heads", true, 1));
+  MW_TRY(kv, get_int(cfg, "num_key_value_heads", false, 1));
+  MW_TRY(hd, get_int(cfg, "head_dim", false, 1));
+  MW_TRY(vocab, get_int(cfg, "vocab_size", true, 1));
+  MW_TRY(maxpos, get_int(cfg, "max_position_embeddings", true, 1));
+  s.hidden_size = *hidden;
+  s.intermediate_size = *inter;
+  s.num_hidden_layers = *layers;
+  s.num_attention_heads = *heads;
+  s.num_key_value_heads = kv ? *kv : *heads;  // HF: absent means multi-head (no GQA)
+  s.vocab_size = *vocab;
+  s.max_position_embeddings = *maxpos;
+
+  if (hd) {
+    s.head_dim = *hd;
+  } else {
+    if (s.hidden_size % s.num_attention_heads != 0)
+      return Error{"model.hidden_size", std::to_string(s.hidden_size),
+                   "must be divisible by num_attention_heads (" +
+                       std::to_string(s.num_attention_heads) + ") when head_dim is not given"};
+    s.head_dim = s.hidden_size / s.num_attention_heads;
+  }
+  if (s.num_key_value_heads > s.num_attention_heads ||
+      s.num_attention_heads % s.num_key_value_heads != 0)
+    return Error{"model.num_key_value_heads", std::to_string(s.num_key_value_heads),
+                 "must divide num_attention_heads (" + std::to_string(s.num_attention_heads) +
+                     ")"};
+  if (s.head_dim % 2 != 0)
+    return Error{"model.head_dim", std::to_string(s.head_dim), "an even number (RoPE rotates pairs)"};
+
+  MW_TRY(tie, get_bool(cfg, "tie_word_embeddings"));
+  s.tie_word_embeddings = tie.value_or(false);  // PretrainedConfig's default is true, but every
+  // Llama/Mistral/Qwen2 config class defaults to false, and that is what from_pretrained uses.
+  MW_TRY(abias, get_bool(cfg, "attention_bias"));
+  MW_TRY(mbias, get_bool(cfg, "mlp_bias"));
+  if (s.architecture == "qwen2") {
+    // Qwen2Attention hard-codes bias=True on q/k/v and bias=False on o; config.json says nothing.
+    s.attention_bias = true;
+    s.o_proj_bias = false;
+  } else if (s.architecture == "llama") {
+    // LlamaAttention passes config.attention_bias to q, k, v and o alike.
+    s.attention_bias = abias.value_or(false);
+    s.o_proj_bias = s.attention_bias;
+    s.mlp_bias = mbias.value_or(false);
+  }  // MistralAttention / MistralMLP have no biases at all.
+
+  MW_TRY(theta, get_double(cfg, "rope_theta"));
+  MW_TRY(eps, get_double(cfg, "rms_norm_eps"));
+  s.rope_theta = theta.value_or(10000.0);
+  s.rms_norm_eps = eps.value_or(s.architecture == "qwen2" ? 1e-6 : 1e-5);
+  return s;
+}
+
+nlohmann::json model_spec_to_json(const ModelSpec& s) {
+  nlohmann::json j;
+  const char* arch = s.architecture == "qwen2"     ? "Qwen2ForCausalLM"
+                     : s.architecture == "mistral" ? "MistralForCausalLM"
+                                                   : "LlamaForCausalLM";
+  j["architectures"] = {arch};
+  j["model_type"] = s.architecture.empty() ? "llama" : s.architecture;
+  j["hidden_act"] = "silu";
+  j["hidden_size"] = s.hidden_size;
+  j["intermediate_size"] = s.intermediate_size;
+  j["num_hidden_layers"] = s.num_hidden_layers;
+  j["num_attention_heads"] = s.num_attention_heads;
+  j["num_key_value_heads"] = s.num_key_value_heads;
+  j["head_dim"] = s.head_dim;
+  j["vocab_size"] = s.vocab_size;
+  j["max_position_embeddings"] = s.max_position_embeddings;
+  j["tie_word_embeddings"] = s.tie_word_embeddings;
+  j["rope_theta"] = s.rope_theta;
+  j["rms_norm_eps"] = s.rms_norm_eps;
+  if (s.architecture == "llama") {
+    j["attention_bias"] = s.attention_bias;
+    j["mlp_bias"] = s.mlp_bias;
+  }
+  return j;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files and presets
+// ---------------------------------------------------------------------------------------------
+Result<ModelSpec> load_model_spec_file(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in)
+    return Error{"model", path.string(), "a readable config.json file or a preset name"};
+  nlohmann::json cfg = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (cfg.is_discarded())
+    return Error{"model", path.string(), "a file holding valid JSON (a Hugging Face config.json)"};
+  std::string name = path.stem().string();
+  if (name == "config" && path.has_parent_path() && !path.parent_path().filename().empty())
+    name = path.parent_path().filename().string();  // .../Llama-3.1-8B/config.json
+  return model_spec_from_json(cfg, name);
+}
+
+namespace {
+
+fs::path executable_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path();
+}
+
+}  // namespace
+
+fs::path preset_dir() {
+  if (const char* env = std::getenv("MESHWORK_RESOURCE_DIR"); env && *env)
+    return fs::path(env) / "models";
+#ifdef MESHWORK_RESOURCE_DIR
+  {
+    std::error_code ec;
+    fs::path built = fs::path(MESHWORK_RESOURCE_DIR) / "models";
+    if (fs::is_directory(built, ec)) return built;
+  }
+#endif
+  return executable_dir() / ".." / "share" / "meshwork" / "models";
+}
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(preset_dir(), ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() == ".json") names.push_back(it->path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Result<ModelSpec> load_model_spec(std::string_view name_or_path) {
+  const std::string text(name_or_path);
+  if (text.empty()) return Error{"model", "\"\"", "a preset name or a path to a config.json"};
+  std::error_code ec;
+  const bool looks_like_path = text.find('/') != std::string::npos ||
+                               (text.size() > 5 && text.ends_with(".json"));
+  if (looks_like_path) {
+    fs::path p(text);
+    if (fs::is_directory(p, ec)) p /= "config.json";
+    if (!fs::exists(p, ec))
+      return Error{"model", text, "a path to an existing config.json, or a preset name"};
+    return load_model_spec_file(p);
+  }
+  const fs::path preset = preset_dir() / (text + ".json");
+  if (fs::exists(preset, ec)) {
+    auto spec = load_model_spec_file(preset);
+    if (spec.ok()) spec->name = text;
+    return spec;
+  }
+  std::string allowed = "a preset (";
+  const auto names = preset_names();
+  for (size_t i = 0; i < names.size(); ++i) allowed += (i ? ", " : "") + names[i];
+  if (names.empty()) allowed += "none found in " + preset_dir().string();
+  allowed += ") or a path to a config.json";
+  return Error{"model", text, allowed};
+}
+
+Result<ModelSpec> model_spec_from_run_model(const nlohmann::json& model) {
+  if (model.is_string()) return load_model_spec(model.get<std::string>());
+  if (model.is_object()) {
+    std::string name = "inline";
+    if (auto it = model.find("name"); it != model.end() && it->is_string()) name = *it;
+    return model_spec_from_json(model, name);
+  }
+  return Error{"model", model.dump(), "a preset name, a path, or an inline config.json object"};
+}
+
+}  // namespace meshwork

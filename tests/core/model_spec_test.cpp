@@ -1,0 +1,226 @@
+// Model specs: every preset's parameter count equals its published total, and real config.json
+// files load as they are.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "core/model_spec.h"
+
+using namespace meshwork;
+using nlohmann::json;
+
+namespace {
+
+ModelSpec preset(const std::string& name) {
+  auto spec = load_model_spec(name);
+  EXPECT_TRUE(spec.ok()) << (spec.ok() ? "" : spec.error().message());
+  return spec.ok() ? *spec : ModelSpec{};
+}
+
+json llama8b_config() {
+  // meta-llama/Llama-3.1-8B config.json as published, with its extra keys.
+  return json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
+    "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 131072,
+    "mlp_bias": false, "model_type": "llama", "num_attention_heads": 32,
+    "num_hidden_layers": 32, "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    "transformers_version": "4.43.0.dev0", "use_cache": true, "vocab_size": 128256})");
+}
+
+}  // namespace
+
+// Published totals: the safetensors index / model card parameter count of each checkpoint.
+TEST(ModelSpec, PresetParameterCountsMatchPublishedTotals) {
+  const std::vector<std::pair<std::string, int64_t>> published = {
+      {"llama-3.2-1b", 1'235'814'400},     {"llama-3.2-3b", 3'212'749'824},
+      {"llama-3.1-8b", 8'030'261'248},     {"llama-3.1-70b", 70'553'706'496},
+      {"llama-3.1-405b", 405'853'388'800}, {"qwen2.5-7b", 7'615'616'512},
+      {"qwen2.5-72b", 72'706'203'648},     {"mistral-7b-v0.3", 7'248'023'552},
+  };
+  for (const auto& [name, total] : published) {
+    EXPECT_EQ(preset(name).parameter_count(), total) << name;
+  }
+}
+
+TEST(ModelSpec, TrainerPresetsHaveTheAgreedShapes) {
+  ModelSpec tiny = preset("tiny");
+  EXPECT_EQ(tiny.architecture, "llama");
+  EXPECT_EQ(tiny.hidden_size, 64);
+  EXPECT_EQ(tiny.intermediate_size, 128);
+  EXPECT_EQ(tiny.num_hidden_layers, 2);
+  EXPECT_EQ(tiny.num_attention_heads, 8);
+  EXPECT_EQ(tiny.num_key_value_heads, 4);
+  EXPECT_EQ(tiny.head_dim, 8);
+  EXPECT_EQ(tiny.vocab_size, 256);
+  EXPECT_EQ(tiny.max_position_embeddings, 512);
+  EXPECT_FALSE(tiny.tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(tiny.rope_theta, 10000.0);
+  EXPECT_DOUBLE_EQ(tiny.rms_norm_eps, 1e-5);
+  // Hand count: embed 256*64 + head 256*64 + final norm 64 + 2 layers of
+  // (q 64*64 + k,v 2*64*32 + o 64*64 + mlp 3*64*128 + norms 2*64 = 36,992).
+  EXPECT_EQ(tiny.layer_parameter_count(), 36'992);
+  EXPECT_EQ(tiny.parameter_count(), 2 * 16'384 + 64 + 2 * 36'992);
+
+  ModelSpec small = preset("small");
+  EXPECT_EQ(small.hidden_size, 256);
+  EXPECT_EQ(small.intermediate_size, 768);
+  EXPECT_EQ(small.num_hidden_layers, 4);
+  EXPECT_EQ(small.num_attention_heads, 8);
+  EXPECT_EQ(small.num_key_value_heads, 4);
+  EXPECT_EQ(small.head_dim, 32);
+  EXPECT_EQ(small.vocab_size, 256);
+  EXPECT_EQ(small.max_position_embeddings, 1024);
+  EXPECT_TRUE(small.tie_word_embeddings);
+  EXPECT_EQ(small.lm_head_parameter_count(), 0);
+  // layer: q 256*256 + k,v 2*256*128 + o 256*256 + mlp 3*256*768 + norms 512 = 786,944
+  EXPECT_EQ(small.parameter_count(), 256 * 256 + 4 * 786'944 + 256);
+}
+
+TEST(ModelSpec, PresetNamesListEveryBundledConfig) {
+  const auto names = preset_names();
+  for (const char* n : {"llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "llama-3.1-70b",
+                        "llama-3.1-405b", "qwen2.5-7b", "qwen2.5-72b", "mistral-7b-v0.3", "tiny",
+                        "small"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+}
+
+TEST(ModelSpec, RealHubConfigLoadsAsIs) {
+  auto spec = model_spec_from_json(llama8b_config(), "Llama-3.1-8B");
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  EXPECT_EQ(spec->head_dim, 128);  // absent -> hidden / heads
+  EXPECT_EQ(spec->parameter_count(), 8'030'261'248);
+  EXPECT_EQ(spec->name, "Llama-3.1-8B");
+}
+
+TEST(ModelSpec, QwenHasQkvBiasesWithoutSayingSo) {
+  ModelSpec q = preset("qwen2.5-7b");
+  EXPECT_TRUE(q.attention_bias);
+  EXPECT_FALSE(q.o_proj_bias);
+  ModelSpec no_bias = q;
+  no_bias.attention_bias = false;
+  // 28 layers x (q 3584 + k 512 + v 512) biases.
+  EXPECT_EQ(q.parameter_count() - no_bias.parameter_count(), 28 * (3584 + 512 + 512));
+}
+
+TEST(ModelSpec, LlamaAttentionBiasCoversOutputProjection) {
+  json cfg = llama8b_config();
+  cfg["attention_bias"] = true;
+  auto spec = model_spec_from_json(cfg, "x");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->parameter_count() - 8'030'261'248, 32 * (4096 + 1024 + 1024 + 4096));
+}
+
+TEST(ModelSpec, DefaultsForAbsentOptionalFields) {
+  json cfg = llama8b_config();
+  cfg.erase("num_key_value_heads");
+  auto spec = model_spec_from_json(cfg, "x");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->num_key_value_heads, 32);  // absent -> multi-head attention
+}
+
+TEST(ModelSpec, ArchitectureFromArchitecturesWhenModelTypeAbsent) {
+  json cfg = llama8b_config();
+  cfg.erase("model_type");
+  cfg["architectures"] = {"MistralForCausalLM"};
+  auto spec = model_spec_from_json(cfg, "x");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->architecture, "mistral");
+}
+
+TEST(ModelSpec, ErrorsNameTheField) {
+  json missing = llama8b_config();
+  missing.erase("hidden_size");
+  auto e1 = model_spec_from_json(missing, "x");
+  ASSERT_FALSE(e1.ok());
+  EXPECT_EQ(e1.error().field, "model.hidden_size");
+  EXPECT_EQ(e1.error().value, "missing");
+
+  json bad_type = llama8b_config();
+  bad_type["num_hidden_layers"] = "thirty-two";
+  auto e2 = model_spec_from_json(bad_type, "x");
+  ASSERT_FALSE(e2.ok());
+  EXPECT_EQ(e2.error().field, "model.num_hidden_layers");
+  EXPECT_EQ(e2.error().value, "thirty-two");
+
+  json arch = llama8b_config();
+  arch["model_type"] = "gpt2";
+  auto e3 = model_spec_from_json(arch, "x");
+  ASSERT_FALSE(e3.ok());
+  EXPECT_EQ(e3.error().field, "model.model_type");
+  EXPECT_NE(e3.error().allowed.find("qwen2"), std::string::npos);
+
+  json kv = llama8b_config();
+  kv["num_key_value_heads"] = 5;
+  auto e4 = model_spec_from_json(kv, "x");
+  ASSERT_FALSE(e4.ok());
+  EXPECT_EQ(e4.error().field, "model.num_key_value_heads");
+
+  json indivisible = llama8b_config();
+  indivisible["hidden_size"] = 4095;
+  auto e5 = model_spec_from_json(indivisible, "x");
+  ASSERT_FALSE(e5.ok());
+  EXPECT_EQ(e5.error().field, "model.hidden_size");
+
+  json neg = llama8b_config();
+  neg["vocab_size"] = 0;
+  EXPECT_EQ(model_spec_from_json(neg, "x").error().field, "model.vocab_size");
+
+  json act = llama8b_config();
+  act["hidden_act"] = "gelu";
+  EXPECT_EQ(model_spec_from_json(act, "x").error().field, "model.hidden_act");
+
+  EXPECT_EQ(model_spec_from_json(json::array(), "x").error().field, "model");
+}
+
+TEST(ModelSpec, RoundTripsThroughJson) {
+  for (const std::string name : {"tiny", "small", "qwen2.5-7b", "mistral-7b-v0.3"}) {
+    ModelSpec a = preset(name);
+    auto b = model_spec_from_json(model_spec_to_json(a), name);
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(b->parameter_count(), a.parameter_count()) << name;
+    EXPECT_EQ(b->architecture, a.architecture);
+    EXPECT_EQ(b->head_dim, a.head_dim);
+  }
+}
+
+TEST(ModelSpec, LoadsFromPathAndRunModel) {
+  const auto dir = std::filesystem::temp_directory_path() / "meshwork_model_spec_test" / "My-8B";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << llama8b_config().dump();
+  auto by_dir = load_model_spec(dir.string());
+  ASSERT_TRUE(by_dir.ok()) << by_dir.error().message();
+  EXPECT_EQ(by_dir->name, "My-8B");
+  EXPECT_EQ(by_dir->parameter_count(), 8'030'261'248);
+
+  std::ofstream(dir / "broken.json") << "{ not json";
+  EXPECT_FALSE(load_model_spec((dir / "broken.json").string()).ok());
+  EXPECT_FALSE(load_model_spec("/no/such/config.json").ok());
+
+  auto unknown = load_model_spec("llama-9000");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().field, "model");
+  EXPECT_NE(unknown.error().allowed.find("tiny"), std::string::npos);
+
+  EXPECT_EQ(model_spec_from_run_model(json("tiny"))->parameter_count(), 106'816);
+  EXPECT_EQ(model_spec_from_run_model(llama8b_config())->parameter_count(), 8'030'261'248);
+  EXPECT_FALSE(model_spec_from_run_model(json(3)).ok());
+  std::filesystem::remove_all(dir.parent_path());
+}
+
+TEST(ModelSpec, ResourceDirFromEnvironment) {
+  const auto dir = std::filesystem::temp_directory_path() / "meshwork_res_test";
+  std::filesystem::create_directories(dir / "models");
+  std::ofstream(dir / "models" / "only.json") << model_spec_to_json(preset("tiny")).dump();
+  setenv("MESHWORK_RESOURCE_DIR", dir.c_str(), 1);
+  EXPECT_EQ(preset_names(), std::vector<std::string>{"only"});
+  EXPECT_TRUE(load_model_spec("only").ok());
+  EXPECT_FALSE(load_model_spec("tiny").ok());
+  unsetenv("MESHWORK_RESOURCE_DIR");
+  EXPECT_TRUE(load_model_spec("tiny").ok());
+  std::filesystem::remove_all(dir);
+}
