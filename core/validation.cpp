@@ -1,0 +1,214 @@
+#include "core/validation.h"
+
+#include <cstdio>
+
+#include "core/run_config.h"
+
+namespace meshwork {
+
+std::string_view to_string(Severity s) { return s == Severity::error ? "error" : "warning"; }
+
+std::string Diagnostic::text() const { return field + ": " + value + ": " + message; }
+
+bool ShapeReport::ok() const {
+  for (const auto& d : diagnostics)
+    if (d.level == Severity::error) return false;
+  return true;
+}
+
+std::vector<Diagnostic> ShapeReport::errors() const {
+  std::vector<Diagnostic> out;
+  for (const auto& d : diagnostics)
+    if (d.level == Severity::error) out.push_back(d);
+  return out;
+}
+
+std::vector<Diagnostic> ShapeReport::warnings() const {
+  std::vector<Diagnostic> out;
+  for (const auto& d : diagnostics)
+    if (d.level == Severity::warning) out.push_back(d);
+  return out;
+}
+
+Error ShapeReport::first_error() const {
+  for (const auto& d : diagnostics)
+    if (d.level == Severity::error) return d.to_error();
+  return Error{"mesh", shape.compact(), "no error"};
+}
+
+namespace {
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+std::string gbps(double bytes_per_s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f GB/s", bytes_per_s / 1e9);
+  return buf;
+}
+
+struct Checker {
+  ShapeReport& report;
+  void error(std::string field, std::string value, std::string message) {
+    report.diagnostics.push_back(
+        {Severity::error, std::move(field), std::move(value), std::move(message)});
+  }
+  void warning(std::string field, std::string value, std::string message) {
+    report.diagnostics.push_back(
+        {Severity::warning, std::move(field), std::move(value), std::move(message)});
+  }
+};
+
+// Sizes >= 1 (one -1 allowed) and product == world. Returns false when the shape is unusable
+// for the remaining rules.
+bool check_mesh(const ShapeQuery& q, Checker& c) {
+  if (q.world_size < 1) {
+    c.error("world_size", num(q.world_size), "must be at least 1");
+    return false;
+  }
+  auto resolved = resolve_shape(q.shape, q.world_size);
+  if (!resolved.ok()) {
+    const Error& e = resolved.error();
+    c.error(e.field, e.value, e.allowed);
+    return false;
+  }
+  c.report.shape = *resolved;
+  const MeshShape& s = c.report.shape;
+  // Accelerate's ParallelismConfig._validate_accelerator: "Tensor/Context parallelism cannot be
+  // used with pure data parallelism (dp_replicate_size > 1, dp_shard_size == 1)": DDP wraps the
+  // whole model and cannot hold DTensor-sharded (tp) or cp-split parameters; FSDP can.
+  if (s.dp_replicate > 1 && s.dp_shard == 1 && (s.tp > 1 || s.cp > 1)) {
+    c.error("dp_shard", "1",
+            "must be > 1 when dp_replicate > 1 and tp or cp > 1 (tp/cp cannot be combined with "
+            "pure replication, as in Accelerate; shard with dp_shard instead of dp_replicate)");
+  }
+  return true;
+}
+
+void check_model(const ShapeQuery& q, const MeshShape& s, Checker& c) {
+  const ModelSpec& m = *q.model;
+  const int64_t tp = s.tp;
+  if (m.num_attention_heads % tp != 0)
+    c.error("tp", num(tp),
+            "must divide num_attention_heads (" + num(m.num_attention_heads) +
+                "): each tp rank computes whole heads");
+  const int64_t kv = m.num_key_value_heads;
+  if (tp <= kv) {
+    if (kv % tp != 0)
+      c.error("tp", num(tp),
+              "must divide num_key_value_heads (" + num(kv) + "), or be a multiple of it");
+  } else if (tp % kv == 0) {
+    // Megatron/torchtitan-style GQA with tp > kv_heads: each kv head is copied onto tp/kv ranks.
+    c.report.kv_replicated = true;
+    c.warning("tp", num(tp),
+              "exceeds num_key_value_heads (" + num(kv) + "): each kv head is replicated on " +
+                  num(tp / kv) + " tp ranks (k/v projections and their gradients duplicated)");
+  } else {
+    c.error("tp", num(tp),
+            "must divide num_key_value_heads (" + num(kv) + ") or be a multiple of it");
+  }
+  if (m.intermediate_size % tp != 0)
+    c.error("tp", num(tp),
+            "must divide intermediate_size (" + num(m.intermediate_size) +
+                "): the MLP is split column-wise over tp");
+  if (q.vocab_parallel && m.vocab_size % tp != 0)
+    c.error("tp", num(tp),
+            "must divide vocab_size (" + num(m.vocab_size) +
+                "): embedding and output head are split over the vocabulary");
+  if (q.seq_len > 0 && m.max_position_embeddings > 0 && q.seq_len > m.max_position_embeddings)
+    c.warning("seq_len", num(q.seq_len),
+              "exceeds the model's max_position_embeddings (" + num(m.max_position_embeddings) +
+                  "): positions beyond it were never trained");
+}
+
+void check_sequence(const ShapeQuery& q, const MeshShape& s, Checker& c) {
+  if (q.seq_len <= 0) return;
+  if (s.cp > 1) {
+    // Load-balanced causal CP cuts each sequence into 2*cp chunks and gives rank i chunks i and
+    // 2cp-1-i (equal causal work per rank); sequence parallelism then splits a chunk over tp.
+    const int64_t d = int64_t{2} * s.cp * s.tp;
+    if (q.seq_len % d != 0)
+      c.error("seq_len", num(q.seq_len),
+              "must be a multiple of 2*cp*tp = " + num(d) +
+                  " (load-balanced causal context parallel with sequence parallel)");
+  } else if (s.tp > 1 && q.seq_len % s.tp != 0) {
+    // Sequence parallelism shards the norm/dropout activations along the sequence over tp.
+    c.error("seq_len", num(q.seq_len),
+            "must be a multiple of tp = " + num(s.tp) + " (sequence parallel)");
+  }
+}
+
+void check_batch(const ShapeQuery& q, const MeshShape& s, Checker& c) {
+  if (q.micro_batch < 0 || (q.micro_batch == 0 && q.global_batch > 0)) {
+    c.error("micro_batch", num(q.micro_batch), "must be at least 1");
+    return;
+  }
+  if (q.global_batch < 0) {
+    c.error("global_batch", num(q.global_batch), "must be at least 1");
+    return;
+  }
+  if (q.global_batch == 0 || q.micro_batch == 0) return;
+  // Each dp rank (dp_replicate x dp_shard of them; cp and tp ranks share their samples) runs
+  // micro_batch sequences per forward/backward and accumulates until global_batch is reached.
+  const int64_t per_step = q.micro_batch * s.dp_replicate * s.dp_shard;
+  if (q.global_batch % per_step != 0) {
+    c.error("global_batch", num(q.global_batch),
+            "must be a multiple of micro_batch*dp_replicate*dp_shard = " + num(per_step));
+  } else {
+    c.report.grad_accum_steps = q.global_batch / per_step;
+  }
+}
+
+void check_placement(const ShapeQuery& q, const MeshShape& s, Checker& c) {
+  if (s.tp <= 1) return;
+  const int gpn = q.gpus_per_node > 0 ? q.gpus_per_node : static_cast<int>(q.world_size);
+  auto mesh = DeviceMesh::create(s, gpn);
+  if (!mesh.ok()) return;
+  bool crosses = false;
+  for (int r = 0; r < mesh->world_size() && !crosses; r += s.tp)
+    crosses = mesh->group_crosses_nodes(r, GroupKind::tp);
+  if (crosses) {
+    std::string msg = "the tp group spans more than one node (" + num(gpn) +
+                      " ranks per node): tp all-gathers and reduce-scatters every layer";
+    if (q.links.inter_node_bytes_per_s > 0)
+      msg += " over the " + gbps(q.links.inter_node_bytes_per_s) + " inter-node link";
+    c.warning("tp", num(s.tp), msg + "; keep tp within a node");
+  } else if (q.links.intra_node_bytes_per_s > 0 &&
+             q.links.intra_node_bytes_per_s < q.slow_tp_link_bytes_per_s) {
+    c.warning("tp", num(s.tp),
+              "runs over a slow intra-node link (" + gbps(q.links.intra_node_bytes_per_s) +
+                  ", less than " + gbps(q.slow_tp_link_bytes_per_s) +
+                  "): tp communicates every layer; prefer dp_shard");
+  }
+}
+
+}  // namespace
+
+ShapeReport validate_shape(const ShapeQuery& q) {
+  ShapeReport report;
+  report.shape = q.shape;
+  Checker c{report};
+  if (q.gpus_per_node < 0)
+    c.error("gpus_per_node", num(q.gpus_per_node), "must be at least 1");
+  if (q.seq_len < 0) c.error("seq_len", num(q.seq_len), "must be at least 1");
+  if (!check_mesh(q, c)) return report;
+  const MeshShape s = report.shape;
+  if (q.model) check_model(q, s, c);
+  check_sequence(q, s, c);
+  check_batch(q, s, c);
+  check_placement(q, s, c);
+  return report;
+}
+
+ShapeQuery shape_query_for(const RunConfig& config, const ModelSpec& model) {
+  ShapeQuery q;
+  q.shape = config.mesh;
+  q.world_size = config.world_size();
+  q.gpus_per_node = config.nodes.empty() ? static_cast<int>(q.world_size) : config.nodes.front().slots;
+  q.model = &model;
+  q.seq_len = config.training.seq_len;
+  q.global_batch = config.training.global_batch;
+  q.micro_batch = config.training.micro_batch;
+  return q;
+}
+
+}  // namespace meshwork

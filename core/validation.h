@@ -1,0 +1,90 @@
+// Every shape rule in one place (the role torchtitan's ParallelDims and Accelerate's
+// ParallelismConfig play): the planner, the workbench and meshtrain all ask validate_shape()
+// and show its words. Each finding is a Diagnostic naming the field, the value and what is wrong
+// or allowed, so the CLI can print `meshwork: <field>: <value>: <message>` and the GUI can put
+// the same words next to the control for <field>.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/mesh.h"
+#include "core/model_spec.h"
+
+namespace meshwork {
+
+struct RunConfig;
+
+enum class Severity { error, warning };
+std::string_view to_string(Severity s);
+
+struct Diagnostic {
+  Severity level = Severity::error;
+  std::string field;    // "tp", "seq_len", "global_batch", "mesh", ...
+  std::string value;    // the offending value as written
+  std::string message;  // what is allowed, or (warnings) what it means
+  // "field: value: message"
+  std::string text() const;
+  Error to_error() const { return Error{field, value, message}; }
+  bool operator==(const Diagnostic&) const = default;
+};
+
+// Link speeds a shape will run over, for the slow-link warning. 0 = unknown (no warning).
+struct LinkSpeeds {
+  double intra_node_bytes_per_s = 0;  // between two ranks of one node (NVLink, PCIe, shared mem)
+  double inter_node_bytes_per_s = 0;  // between nodes (InfiniBand, Ethernet)
+};
+
+// Everything the rules look at. Batch/sequence fields <= 0 are "not given" and skip their rules;
+// model == nullptr skips the model rules.
+struct ShapeQuery {
+  MeshShape shape;           // one axis may be -1 (filled from world_size)
+  int64_t world_size = 0;
+  int gpus_per_node = 0;     // 0: all ranks on one node
+  const ModelSpec* model = nullptr;
+  int64_t seq_len = 0;
+  int64_t global_batch = 0;  // sequences per optimizer step over the whole mesh
+  int64_t micro_batch = 0;   // sequences per forward/backward on one rank
+  bool vocab_parallel = true;  // embedding / lm_head sharded over tp along the vocabulary
+  LinkSpeeds links;
+  // tp exchanges activations every layer; below this it is called a slow link (default: less
+  // than a PCIe Gen5 x16's ~64 GB/s, i.e. anything without NVLink).
+  double slow_tp_link_bytes_per_s = 64e9;
+};
+
+struct ShapeReport {
+  MeshShape shape;  // resolved (-1 filled) when resolution succeeded, else as given
+  std::vector<Diagnostic> diagnostics;
+
+  bool ok() const;  // no error-level diagnostic
+  std::vector<Diagnostic> errors() const;
+  std::vector<Diagnostic> warnings() const;
+  // The first error as an Error (for Result-returning callers); precondition: !ok().
+  Error first_error() const;
+  // True when the kv heads are replicated over tp (tp > kv_heads, tp % kv_heads == 0).
+  bool kv_replicated = false;
+  // Gradient-accumulation steps: global_batch / (micro_batch * dp_replicate * dp_shard), when
+  // both batches were given and divide.
+  int64_t grad_accum_steps = 0;
+};
+
+// Applies every rule; never throws. Rules (each documented in docs/estimator.md):
+//  mesh:  sizes >= 1 (or one -1), product == world size;
+//         tp/cp > 1 with pure replication (dp_replicate > 1, dp_shard == 1) is rejected, as
+//         Accelerate's ParallelismConfig does (shard instead: FSDP supports tp/cp, DDP does not);
+//  model: num_attention_heads % tp; num_key_value_heads % tp, or tp % kv_heads when tp > kv_heads
+//         (kv heads replicated: a warning); intermediate_size % tp; vocab_size % tp when
+//         vocab-parallel; seq_len <= max_position_embeddings (warning);
+//  seq:   cp > 1: seq_len % (2*cp*tp) (load-balanced causal CP splits each sequence into 2*cp
+//         chunks, and sequence parallelism splits each chunk over tp); tp > 1: seq_len % tp;
+//  batch: global_batch % (micro_batch * dp_replicate * dp_shard);
+//  place: a tp group that crosses nodes, or tp over a link slower than slow_tp_link (warnings).
+ShapeReport validate_shape(const ShapeQuery& query);
+
+// The query for a run config: world = sum of node slots (or the mesh product), gpus_per_node =
+// the first node's slots, seq/batch from config.training. `model` must outlive the query.
+ShapeQuery shape_query_for(const RunConfig& config, const ModelSpec& model);
+
+}  // namespace meshwork
