@@ -1,0 +1,220 @@
+#include "core/memory_estimate.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/param_layout.h"
+
+namespace meshwork {
+
+std::string_view to_string(AttentionKernel a) {
+  return a == AttentionKernel::fused ? "fused" : "materialized";
+}
+
+AttentionKernel default_attention_kernel(DeviceKind device) {
+  return device == DeviceKind::cuda ? AttentionKernel::fused : AttentionKernel::materialized;
+}
+
+int64_t default_reserve_bytes(DeviceKind device) {
+  return device == DeviceKind::cuda ? (int64_t{1} << 30) : 0;
+}
+
+int64_t MemoryBreakdown::backward_phase() const {
+  return params + grads + optimizer + activations + logits + gather_buffers + comm_buffers;
+}
+
+int64_t MemoryBreakdown::step_phase() const {
+  return params + grads + optimizer + optimizer_step_temp;
+}
+
+int64_t MemoryBreakdown::total() const {
+  return std::max(backward_phase(), step_phase()) + reserve;
+}
+
+namespace {
+
+std::string f(const char* format, long long a = 0, long long b = 0, long long c = 0,
+              long long d = 0, long long e = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, format, a, b, c, d, e);
+  return buf;
+}
+
+}  // namespace
+
+// Notation (per rank): b = micro_batch, s = seq_len, cp, tp = t, s_cp = s / cp,
+// T = b * s_cp tokens of one micro-batch on this rank, h = hidden, I = intermediate,
+// q = heads*head_dim / t, kv = kv_heads_per_rank*head_dim, a = heads / t, L = layers,
+// V = vocab / t (vocab-parallel), c = bytes of the compute dtype (4 fp32, 2 bf16),
+// n = dp_shard * cp (the FSDP group, torchtitan's dp_shard_cp).
+MemoryBreakdown estimate_memory(const MemoryQuery& q) {
+  MemoryBreakdown out;
+  const ModelSpec& m = *q.model;
+  const MeshShape& sh = q.shape;
+  const MemoryModel& k = q.knobs;
+  auto add = [&](int64_t& field, std::string name, int64_t bytes, std::string formula) {
+    field += bytes;
+    out.terms.push_back({std::move(name), bytes, std::move(formula)});
+  };
+
+  const int64_t t = std::max(1, sh.tp);
+  const int64_t cp = std::max(1, sh.cp);
+  const int64_t n = int64_t{std::max(1, sh.dp_shard)} * cp;
+  const bool fsdp = n > 1;
+  const bool bf16 = q.precision == Precision::bf16;
+  const int64_t c = bf16 ? 2 : 4;
+  const bool sp = k.sequence_parallel && t > 1;
+  const int64_t t_sp = sp ? t : 1;
+  const int64_t b = std::max<int64_t>(1, q.micro_batch);
+  const int64_t s = std::max<int64_t>(1, q.seq_len);
+  const int64_t s_cp = std::max<int64_t>(1, s / cp);
+  const int64_t T = b * s_cp;
+  const int64_t h = m.hidden_size;
+  const int64_t L = m.num_hidden_layers;
+  const ParamLayout layout = tp_param_layout(m, t, k.vocab_parallel);
+  const int64_t q_loc = m.q_dim() / t;
+  const int64_t kv_loc = layout.kv_heads_per_rank * m.head_dim;
+  const int64_t a_loc = std::max<int64_t>(1, m.num_attention_heads / t);
+  const int64_t i_loc = m.intermediate_size / t;
+  const int64_t v_loc = k.vocab_parallel ? m.vocab_size / t : m.vocab_size;
+
+  out.attention = q.attention.value_or(default_attention_kernel(q.device));
+  out.fsdp_shards = n;
+  out.tokens = T;
+  out.tp_params = layout.total_numel();
+  out.owned_params = fsdp ? layout.sharded_total_numel(n) : layout.total_numel();
+  const int64_t P = out.owned_params;
+
+  // ---- Model state (ZeRO paper's 4 + 4 + 8 bytes per parameter, Rajbhandari et al. 2020) ----
+  // FSDP shards every tensor on dim 0 over n = dp_shard*cp ranks (FSDP2 pads dim 0 to a multiple
+  // of n), so each rank owns sum(ceil(rows/n)*cols); without FSDP it owns its whole tp shard.
+  // fp32: parameters 4 B. bf16 (mixed precision): the owned master copy stays fp32 (4 B); the
+  // bf16 compute copy is an FSDP gather buffer, or without FSDP a full bf16 copy (2 B).
+  add(out.params, "params", 4 * P, f("4 B x %lld owned parameters", P));
+  if (bf16 && !fsdp)
+    add(out.params, "params.bf16_copy", 2 * layout.total_numel(),
+        f("2 B x %lld parameters (bf16 compute copy, no FSDP)", layout.total_numel()));
+  // Gradients are reduced and kept in fp32 next to the fp32 master parameters.
+  add(out.grads, "grads", 4 * P, f("4 B x %lld owned parameters", P));
+  // AdamW keeps exp_avg and exp_avg_sq in fp32 for every owned parameter.
+  add(out.optimizer, "optimizer", 8 * P, f("8 B x %lld owned parameters (AdamW m, v)", P));
+  // torch::optim::AdamW steps one tensor at a time; its denominator sqrt(v)/bc2 + eps is one
+  // temporary of the largest owned tensor (activations are freed by then: a separate phase).
+  const int64_t max_owned = fsdp ? (layout.max_tensor_numel() + n - 1) / n : layout.max_tensor_numel();
+  out.optimizer_step_temp = 4 * max_owned;
+  out.terms.push_back({"optimizer.step_temp", out.optimizer_step_temp,
+                       f("4 B x %lld (largest owned tensor; optimizer-step phase only)", max_owned)});
+
+  // ---- Activations saved for backward (Korthikanti et al. 2022, "Reducing Activation
+  // Recomputation in Large Transformer Models", section 4, redone for the Llama block) ----
+  // Per layer and token, autograd keeps (elements):
+  //   RMSNorm x2: input x and x*rstd (the product with the weight saves x*rstd)    4h / t_sp
+  //   inputs of q/k/v and gate/up matmuls (all-gathered over tp under SP)         2h
+  //   attention: fused  q + k + v + out (+ fp32 lse: a per head)                   2q + 2kv
+  //              materialized: q, k and v expanded to the local heads, out        4q
+  //                            + softmax probabilities a * s per token             a*s
+  //   MLP: gate, silu(gate), up, silu(gate)*up                                     4I/t
+  // RoPE's cos/sin and the causal mask are shared across layers and tokens (negligible).
+  // Sequence is s/cp per rank (cp splits the sequence); tp divides heads and I; sequence
+  // parallelism divides the norm regions by t. GPT's 34sbh + 5as^2b (2-byte) has the same
+  // structure with a 4h GELU MLP, dropout masks and biases.
+  const bool ring = cp > 1;  // ring attention: custom autograd keeps q,k,v,out,lse per block
+  const bool materialized = out.attention == AttentionKernel::materialized;
+  const int64_t norms_e = 4 * h * T / t_sp;
+  const int64_t inputs_e = 2 * h * T;
+  int64_t attn_e = 0, attn_fp32_e = 0, scores_e = 0;
+  if (materialized && !ring) {
+    attn_e = 4 * q_loc * T;
+    scores_e = a_loc * s * T;  // b * a * s_cp * s: queries of this rank against every key
+  } else {
+    attn_e = (2 * q_loc + 2 * kv_loc) * T;
+    attn_fp32_e = a_loc * T;  // log-sum-exp per head and token
+  }
+  const int64_t mlp_e = 4 * i_loc * T;
+  const int64_t layer_bytes =
+      c * (norms_e + inputs_e + attn_e + scores_e + mlp_e) + 4 * attn_fp32_e;
+
+  // Backward working set of one layer (gradients in flight): the residual-stream gradient in and
+  // out (2h), gate/up/act gradients (3I/t), and under materialized attention the probability
+  // gradient and the score gradient (2 a s per token). Ring attention recomputes one
+  // s_cp x s_cp block of scores and probabilities at a time (2 a s_cp per token, materialized).
+  int64_t transient_e = 2 * h * T + 3 * i_loc * T;
+  if (materialized) transient_e += ring ? 2 * a_loc * s_cp * T : 2 * scores_e;
+  const int64_t transient_bytes =
+      static_cast<int64_t>(k.backward_transient_layers * static_cast<double>(c * transient_e));
+
+  if (q.activation_checkpointing == ActivationCheckpointing::none) {
+    add(out.activations, "activations.norms", L * c * norms_e,
+        f("L=%lld x %lld B x 4h=%lld x T=%lld / t_sp=%lld", L, c, 4 * h, T, t_sp));
+    add(out.activations, "activations.matmul_inputs", L * c * inputs_e,
+        f("L=%lld x %lld B x 2h=%lld x T=%lld", L, c, 2 * h, T));
+    add(out.activations, "activations.attention", L * (c * attn_e + 4 * attn_fp32_e),
+        materialized && !ring
+            ? f("L=%lld x %lld B x 4q=%lld x T=%lld", L, c, 4 * q_loc, T)
+            : f("L=%lld x (%lld B x (2q+2kv)=%lld + 4 B x a=%lld) x T=%lld", L, c,
+                2 * q_loc + 2 * kv_loc, a_loc, T));
+    if (scores_e)
+      add(out.activations, "activations.attention_scores", L * c * scores_e,
+          f("L=%lld x %lld B x b=%lld x a=%lld x s_cp*s=%lld", L, c, b, a_loc, s_cp * s));
+    add(out.activations, "activations.mlp", L * c * mlp_e,
+        f("L=%lld x %lld B x 4I/t=%lld x T=%lld", L, c, 4 * i_loc, T));
+  } else {
+    // Full checkpointing keeps only each layer's input (sharded by sequence parallelism,
+    // Korthikanti's 2sbh/t) and recomputes one layer at a time in backward.
+    add(out.activations, "activations.checkpoints", L * c * h * T / t_sp,
+        f("L=%lld x %lld B x h=%lld x T=%lld / t_sp=%lld", L, c, h, T, t_sp));
+    add(out.activations, "activations.recomputed_layer", layer_bytes,
+        f("one layer's saved activations: %lld B", layer_bytes));
+  }
+  add(out.activations, "activations.backward_transient", transient_bytes,
+      f(materialized ? "%lld x %lld B x (2h + 3I/t + 2 a s_kv) x T=%lld"
+                     : "%lld x %lld B x (2h + 3I/t) x T=%lld",
+        static_cast<long long>(k.backward_transient_layers), c, T));
+  // Outside the layers: the final norm (2h / t_sp), the lm_head input (h), the token ids and
+  // targets (int64).
+  add(out.activations, "activations.head", c * (2 * h * T / t_sp + h * T) + 16 * T,
+      f("%lld B x (2h/t_sp + h)=%lld x T=%lld + 16 B x T", c, 2 * h / t_sp + h, T));
+
+  // ---- Logits and loss: T x V/t logits in the compute dtype, then cross-entropy in fp32: the
+  // log-softmax output kept for backward and its gradient (logits_fp32_copies). ----
+  const double logit_bytes_per = static_cast<double>(c) + 4.0 * k.logits_fp32_copies;
+  add(out.logits, "logits", static_cast<int64_t>(static_cast<double>(T * v_loc) * logit_bytes_per),
+      f("T=%lld x V/t=%lld x (%lld B + 4 B x copies)", T, v_loc, c));
+
+  // ---- Buffers ----
+  if (fsdp) {
+    // FSDP2: the layer computing plus fsdp_prefetch_layers all-gathered ahead, in the compute
+    // dtype; the root module (embedding, final norm, lm_head) stays unsharded between forward
+    // and backward; in backward the module computing holds its unsharded gradient (compute
+    // dtype) and, under bf16, the fp32 copy reduce-scattered.
+    const int64_t Lp = layout.layer_numel();
+    const int64_t Rp = layout.root_numel();
+    const int64_t grad_unsharded = std::max(Lp, Rp) * (c + (bf16 ? 4 : 0));
+    add(out.gather_buffers, "fsdp.gathered_params", (1 + k.fsdp_prefetch_layers) * Lp * c + Rp * c,
+        f("(1 + %lld prefetch) x %lld layer params x %lld B + %lld root params x %lld B",
+          k.fsdp_prefetch_layers, Lp, c, Rp, c));
+    add(out.gather_buffers, "fsdp.unsharded_grad", grad_unsharded,
+        f("max(layer %lld, root %lld) params x %lld B", Lp, Rp, c + (bf16 ? 4 : 0)));
+  } else if (bf16) {
+    add(out.gather_buffers, "bf16_grads", 2 * layout.total_numel(),
+        f("2 B x %lld parameters (bf16 gradients before the fp32 cast)", layout.total_numel()));
+  }
+  if (sh.dp_replicate > 1 && !fsdp) {
+    const int64_t grad_bytes = 4 * layout.total_numel();
+    const int64_t bucket =
+        k.ddp_bucket_bytes > 0 ? std::min(k.ddp_bucket_bytes, grad_bytes) : grad_bytes;
+    add(out.comm_buffers, "ddp.bucket", bucket,
+        f("min(bucket %lld B, fp32 grads %lld B)", k.ddp_bucket_bytes, grad_bytes));
+  }
+  if (ring) {
+    // The k/v block being sent and the one being received around the cp ring.
+    add(out.comm_buffers, "cp.ring_kv", 2 * 2 * T * kv_loc * c,
+        f("2 (send, recv) x 2 (k, v) x T=%lld x kv=%lld x %lld B", T, kv_loc, c));
+  }
+
+  out.reserve = q.reserve_bytes.value_or(default_reserve_bytes(q.device));
+  out.terms.push_back({"reserve", out.reserve, "framework reserve"});
+  return out;
+}
+
+}  // namespace meshwork

@@ -1,0 +1,100 @@
+// Peak memory of one rank for a model, a mesh shape and a training setup, term by term.
+//
+// Every term is an explicit formula (derivations in memory_estimate.cpp and docs/estimator.md) so
+// that it can be checked against hand calculations and calibrated against meshtrain's measured
+// peaks (its CPU tracking allocator counts exact tensor bytes; CUDA uses the caching allocator's
+// statistics). Knobs that encode how the trainer behaves, rather than the model, sit in
+// MemoryModel with documented defaults.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/mesh.h"
+#include "core/model_spec.h"
+#include "core/run_config.h"
+
+namespace meshwork {
+
+// Which attention the shape runs. fused: flash / memory-efficient SDPA (the CUDA default) keeps
+// q, k, v, the output and a log-sum-exp per head and token, never a seq x seq matrix.
+// materialized: the plain path (CPU) computes softmax(q k^T) and autograd keeps the
+// b x heads x s x s probabilities of every layer.
+enum class AttentionKernel { fused, materialized };
+std::string_view to_string(AttentionKernel a);
+AttentionKernel default_attention_kernel(DeviceKind device);
+// Framework reserve: CUDA context, cuBLAS/NCCL workspaces and allocator slack not visible as
+// tensors (~1 GiB on a GPU); 0 on CPU, where meshtrain counts tensor bytes exactly.
+int64_t default_reserve_bytes(DeviceKind device);
+
+// How the trainer behaves, as far as memory goes. Defaults follow meshtrain / torchtitan.
+struct MemoryModel {
+  bool sequence_parallel = true;  // when tp > 1: norms work on seq/tp shards
+  bool vocab_parallel = true;     // embedding and lm_head split over the vocabulary across tp
+  int fsdp_prefetch_layers = 1;   // layers all-gathered ahead of the one computing (FSDP2: 1)
+  // fp32 tensors of logits size alive at the loss besides the logits themselves: the
+  // log-softmax output saved for backward and its gradient.
+  double logits_fp32_copies = 2.0;
+  // Multiplier on one layer's backward working set (activation gradients in flight).
+  double backward_transient_layers = 1.0;
+  // DDP gradient bucket (pure replication): the flat buffer all-reduced at once; 0 = all grads.
+  int64_t ddp_bucket_bytes = 25LL << 20;
+};
+
+struct MemoryQuery {
+  const ModelSpec* model = nullptr;  // required
+  MeshShape shape;                   // resolved (every size >= 1)
+  int64_t seq_len = 0;
+  int64_t micro_batch = 1;
+  Precision precision = Precision::bf16;
+  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
+  DeviceKind device = DeviceKind::cuda;
+  std::optional<AttentionKernel> attention;  // unset: default_attention_kernel(device)
+  std::optional<int64_t> reserve_bytes;      // unset: default_reserve_bytes(device)
+  MemoryModel knobs;
+};
+
+struct MemoryTerm {
+  std::string name;     // "params", "activations.attention", ...
+  int64_t bytes = 0;
+  std::string formula;  // the formula with this query's numbers, for tooltips and calibration
+};
+
+// Bytes per rank. The JSON / table groups are: params, grads, optimizer, activations
+// (= activations + logits), buffers (= gather_buffers + comm_buffers), reserve, total.
+struct MemoryBreakdown {
+  int64_t params = 0;          // fp32 (master) parameters this rank owns, + bf16 copies w/o FSDP
+  int64_t grads = 0;           // fp32 gradients of the owned parameters
+  int64_t optimizer = 0;       // AdamW exp_avg + exp_avg_sq, fp32
+  int64_t activations = 0;     // saved for backward by all layers + one layer's backward transient
+  int64_t logits = 0;          // logits, log-softmax and its gradient
+  int64_t gather_buffers = 0;  // FSDP unsharded params/grads in flight, bf16 grads w/o FSDP
+  int64_t comm_buffers = 0;    // DDP bucket, cp ring k/v blocks
+  int64_t optimizer_step_temp = 0;  // AdamW step temporaries (a phase without activations)
+  int64_t reserve = 0;
+
+  int64_t activations_total() const { return activations + logits; }
+  int64_t buffers() const { return gather_buffers + comm_buffers; }
+  // Forward/backward peak: everything except the optimizer-step temporaries.
+  int64_t backward_phase() const;
+  // Optimizer step: params + grads + optimizer + step temporaries.
+  int64_t step_phase() const;
+  // max(backward_phase, step_phase) + reserve.
+  int64_t total() const;
+  bool fits(int64_t device_bytes) const { return total() <= device_bytes; }
+
+  AttentionKernel attention = AttentionKernel::fused;
+  int64_t owned_params = 0;   // parameter elements stored on this rank (after tp and FSDP)
+  int64_t tp_params = 0;      // parameter elements of this rank's tp shard (before FSDP)
+  int64_t fsdp_shards = 1;    // dp_shard * cp
+  int64_t tokens = 0;         // tokens of one micro-batch on this rank: micro_batch * seq/cp
+  std::vector<MemoryTerm> terms;  // every contribution with its formula
+};
+
+// Never fails for a resolved shape and a model; divisibility is validate_shape's job.
+MemoryBreakdown estimate_memory(const MemoryQuery& query);
+
+}  // namespace meshwork

@@ -1,0 +1,51 @@
+// The parameter tensors one tensor-parallel rank holds, tensor by tensor, so that memory and
+// communication estimates can count FSDP's per-tensor dim-0 sharding (with its padding) exactly.
+//
+// Megatron-style tp (issue 4): q/k/v and gate/up are split column-wise (their output rows, dim 0
+// of a torch Linear weight [out, in]), o_proj and down_proj row-wise (their input columns); norms
+// and the o_proj / down_proj biases are replicated; embedding and lm_head are split over the
+// vocabulary when vocab-parallel. With tp > kv_heads (tp % kv_heads == 0) each rank holds one kv
+// head (a replica).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model_spec.h"
+
+namespace meshwork {
+
+struct ParamTensor {
+  std::string name;  // HF name without the layer prefix, e.g. "self_attn.q_proj.weight"
+  int64_t rows = 0;  // dim 0 on this tp rank (the dim FSDP shards)
+  int64_t cols = 1;  // product of the other dims
+  int64_t numel() const { return rows * cols; }
+  // Elements per rank after FSDP2 dim-0 sharding over n ranks: ceil(rows / n) * cols
+  // (FSDP2 pads dim 0 to a multiple of n; shards are equal).
+  int64_t sharded_numel(int64_t n) const { return (rows + n - 1) / n * cols; }
+};
+
+struct ParamLayout {
+  std::vector<ParamTensor> layer;  // one decoder layer (every layer alike)
+  std::vector<ParamTensor> root;   // embed_tokens, final norm, lm_head (absent when tied)
+  int64_t num_layers = 0;
+  int64_t kv_heads_per_rank = 0;
+
+  int64_t layer_numel() const;
+  int64_t root_numel() const;
+  int64_t total_numel() const { return num_layers * layer_numel() + root_numel(); }
+  // Largest single tensor (the optimizer step's temporaries are this big).
+  int64_t max_tensor_numel() const;
+  // Elements per rank when every tensor is FSDP-sharded over n ranks.
+  int64_t sharded_layer_numel(int64_t n) const;
+  int64_t sharded_root_numel(int64_t n) const;
+  int64_t sharded_total_numel(int64_t n) const {
+    return num_layers * sharded_layer_numel(n) + sharded_root_numel(n);
+  }
+};
+
+// tp must be >= 1; divisibility is validate_shape's job (sizes here round down if violated).
+ParamLayout tp_param_layout(const ModelSpec& model, int64_t tp, bool vocab_parallel = true);
+
+}  // namespace meshwork
