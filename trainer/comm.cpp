@@ -1,0 +1,260 @@
+#include "trainer/comm.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include <torch/cuda.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include "trainer/store.h"
+
+namespace meshwork::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr) {
+  // As torch.distributed does: GLOO_SOCKET_IFNAME picks the interface. MESHWORK_GLOO_HOSTNAME
+  // picks an address. A loopback master means a single node: bind to loopback so a hostname
+  // that does not resolve cannot break a local run.
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
+    return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  if (const char* host = std::getenv("MESHWORK_GLOO_HOSTNAME"); host && *host)
+    return c10d::ProcessGroupGloo::createDeviceForHostname(host);
+  if (master_addr == "127.0.0.1" || master_addr == "localhost")
+    return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Communicator>> Communicator::create(const CommOptions& options) {
+  auto mesh = DeviceMesh::create(options.shape, options.ranks_per_node);
+  if (!mesh.ok()) return mesh.error();
+  if (mesh->world_size() != options.world_size)
+    return Error{"world size", std::to_string(options.world_size),
+                 "must equal the mesh product " + options.shape.to_string()};
+  std::unique_ptr<Communicator> comm(new Communicator(options, std::move(mesh).value()));
+  if (Status s = comm->connect(); !s.ok()) return s.error();
+  return comm;
+}
+
+Communicator::Communicator(CommOptions options, DeviceMesh mesh)
+    : options_(std::move(options)), mesh_(std::move(mesh)) {}
+
+Communicator::~Communicator() = default;
+
+c10::intrusive_ptr<c10d::Backend> Communicator::make_backend(const std::string& prefix, int rank,
+                                                             int size) {
+  auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
+  if (options_.device == DeviceKind::cuda) {
+#ifdef USE_C10D_NCCL
+    auto opts = c10d::ProcessGroupNCCL::Options::create();
+    opts->timeout = options_.timeout;
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, opts);
+#else
+    throw std::runtime_error("this LibTorch was built without NCCL (USE_C10D_NCCL)");
+#endif
+  }
+  auto opts = c10d::ProcessGroupGloo::Options::create(options_.timeout);
+  opts->devices.push_back(gloo_device(options_.master_addr));
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
+}
+
+Status Communicator::connect() {
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(options_.master_port);
+    so.isServer = options_.host_store;
+    so.waitWorkers = false;
+    so.timeout = options_.timeout;
+    store_ = c10::make_intrusive<c10d::TCPStore>(options_.master_addr, so);
+    // Every rank creates the groups of kind k at the k-th step, and belongs to exactly one
+    // group of each kind, so the members of a group always construct it together.
+    for (size_t k = 0; k < kGroupKinds.size(); ++k) {
+      GroupKind kind = kGroupKinds[k];
+      Group& g = groups_[k];
+      g.kind = kind;
+      g.members = mesh_.group_members(options_.rank, kind);
+      g.rank = mesh_.group_rank(options_.rank, kind);
+      if (g.size() > 1)
+        g.backend = make_backend("meshwork/pg/" + std::string(group_name(kind)) + "/" +
+                                     std::to_string(mesh_.group_index(options_.rank, kind)),
+                                 g.rank, g.size());
+    }
+    world_.world = true;
+    for (int r = 0; r < options_.world_size; ++r) world_.members.push_back(r);
+    world_.rank = options_.rank;
+    if (world_.size() > 1) world_.backend = make_backend("meshwork/pg/world/0", world_.rank, world_.size());
+  } catch (const std::exception& e) {
+    return Error{"rendezvous", options_.master_addr + ":" + std::to_string(options_.master_port),
+                 std::string("could not connect the process groups: ") + e.what()};
+  }
+  return Status::Ok();
+}
+
+const Group& Communicator::group(GroupKind kind) const {
+  return groups_[static_cast<size_t>(kind)];
+}
+
+c10::intrusive_ptr<c10d::Store> Communicator::store() const { return store_; }
+
+void Communicator::charge(const Group& g, double seconds) {
+  const MeshShape& shape = options_.shape;
+  std::vector<Axis> axes = g.world ? std::vector<Axis>(kAxes.begin(), kAxes.end())
+                                   : group_axes(g.kind);
+  // Weight (size - 1) per axis: the peers a ring member talks to along it (header comment).
+  double total = 0;
+  for (Axis a : axes) total += shape.size(a) - 1;
+  if (total <= 0) return;
+  for (Axis a : axes)
+    times_.seconds[static_cast<size_t>(a)] += seconds * (shape.size(a) - 1) / total;
+}
+
+void Communicator::finish(const Group& g, Clock::time_point start) {
+  if (options_.device == DeviceKind::cuda) torch::cuda::synchronize();
+  charge(g, std::chrono::duration<double>(Clock::now() - start).count());
+}
+
+void Communicator::all_reduce(at::Tensor& t, const Group& g, bool max) {
+  if (g.size() == 1) return;
+  auto start = Clock::now();
+  std::vector<at::Tensor> ts{t};
+  c10d::AllreduceOptions o;
+  o.reduceOp = max ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
+  g.backend->allreduce(ts, o)->wait();
+  finish(g, start);
+}
+
+void Communicator::all_gather(at::Tensor& out, const at::Tensor& in, const Group& g) {
+  TORCH_CHECK(out.numel() == in.numel() * g.size(), "all_gather: output size mismatch");
+  if (g.size() == 1) {
+    out.view(-1).copy_(in.reshape(-1));
+    return;
+  }
+  auto start = Clock::now();
+  at::Tensor input = in.contiguous();
+  g.backend->all_gather_single(out, input)->wait();
+  finish(g, start);
+}
+
+void Communicator::reduce_scatter(at::Tensor& out, const at::Tensor& in, const Group& g) {
+  const int64_t n = g.size();
+  TORCH_CHECK(in.numel() == out.numel() * n, "reduce_scatter: input size mismatch");
+  if (n == 1) {
+    out.view(-1).copy_(in.reshape(-1));
+    return;
+  }
+  auto start = Clock::now();
+  at::Tensor input = in.contiguous();
+  if (options_.device == DeviceKind::cuda || options_.reduce_scatter == ReduceScatterImpl::native) {
+    c10d::ReduceScatterOptions o;
+    g.backend->reduce_scatter_single(out, input, o)->wait();
+  } else {
+    // All-to-all: member j receives chunk j of every member's input, block i from member i;
+    // then sums the n blocks in member order. Each member sends and receives (n-1)/n of the
+    // input, the minimum for a reduce-scatter (a ring reduce-scatter moves the same).
+    at::Tensor blocks = at::empty_like(input);
+    std::vector<int64_t> counts;  // empty: equal splits
+    g.backend->all_to_all_single(blocks, input, counts, counts)->wait();
+    at::Tensor view = blocks.view({n, -1});
+    at::Tensor acc = out.view(-1);
+    acc.copy_(view[0]);
+    for (int64_t i = 1; i < n; ++i) acc.add_(view[i]);
+  }
+  finish(g, start);
+}
+
+void Communicator::broadcast(at::Tensor& t, int root, const Group& g) {
+  if (g.size() == 1) return;
+  auto start = Clock::now();
+  std::vector<at::Tensor> ts{t};
+  c10d::BroadcastOptions o;
+  o.rootRank = root;
+  g.backend->broadcast(ts, o)->wait();
+  finish(g, start);
+}
+
+void Communicator::send(const at::Tensor& t, int peer, const Group& g, int tag) {
+  auto start = Clock::now();
+  std::vector<at::Tensor> ts{t.contiguous()};
+  g.backend->send(ts, peer, tag)->wait();
+  finish(g, start);
+}
+
+void Communicator::recv(at::Tensor& t, int peer, const Group& g, int tag) {
+  TORCH_CHECK(t.is_contiguous(), "recv: the buffer must be contiguous");
+  auto start = Clock::now();
+  std::vector<at::Tensor> ts{t};
+  g.backend->recv(ts, peer, tag)->wait();
+  finish(g, start);
+}
+
+void Communicator::send_recv(const at::Tensor& send_t, int dst, at::Tensor& recv_t, int src,
+                             const Group& g, int tag) {
+  TORCH_CHECK(recv_t.is_contiguous(), "send_recv: the receive buffer must be contiguous");
+  auto start = Clock::now();
+  std::vector<at::Tensor> s{send_t.contiguous()};
+  std::vector<at::Tensor> r{recv_t};
+  // Post both before waiting: in a ring every member sends and receives at once, so blocking
+  // on the send first would deadlock.
+  auto ws = g.backend->send(s, dst, tag);
+  auto wr = g.backend->recv(r, src, tag);
+  ws->wait();
+  wr->wait();
+  finish(g, start);
+}
+
+void Communicator::barrier(const Group& g) {
+  if (g.size() == 1) return;
+  auto start = Clock::now();
+  if (options_.device == DeviceKind::cuda) {
+    // NCCL's barrier needs a device guess; an all-reduce of one element is the same fence.
+    at::Tensor one = at::ones({1}, at::TensorOptions().device(at::kCUDA));
+    std::vector<at::Tensor> ts{one};
+    g.backend->allreduce(ts)->wait();
+  } else {
+    g.backend->barrier()->wait();
+  }
+  finish(g, start);
+}
+
+// ---- StoreHandle (store.h) ----
+
+struct StoreHandle::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+};
+
+StoreHandle::StoreHandle(const std::string& host, int port, bool is_server,
+                         std::chrono::milliseconds timeout)
+    : impl_(std::make_unique<Impl>()) {
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(port);
+  so.isServer = is_server;
+  so.waitWorkers = false;
+  so.timeout = timeout;
+  impl_->store = c10::make_intrusive<c10d::TCPStore>(host, so);
+}
+
+StoreHandle::~StoreHandle() = default;
+
+void StoreHandle::set(const std::string& key, const std::string& value) {
+  impl_->store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+}
+
+std::optional<std::string> StoreHandle::try_get(const std::string& key) {
+  if (!impl_->store->check({key})) return std::nullopt;
+  auto v = impl_->store->get(key);
+  return std::string(v.begin(), v.end());
+}
+
+int64_t StoreHandle::add(const std::string& key, int64_t delta) {
+  return impl_->store->add(key, delta);
+}
+
+}  // namespace meshwork::trainer

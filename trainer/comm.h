@@ -1,0 +1,142 @@
+// Communicators: one c10d process group per mesh group, every collective timed and charged to
+// its mesh axis.
+//
+// The groups come from core's DeviceMesh (groups(), group_members(), group_rank(),
+// group_index()); this file never computes a rank or a group itself. Rendezvous goes through
+// one c10d::TCPStore (hosted by the supervisor of node 0, or by rank 0 when launched by
+// torchrun-style environment variables); each group gets its own PrefixStore
+// "meshwork/pg/<group>/<index>" so several groups can connect at once without clashing.
+//
+// Backends: ProcessGroupGloo on CPU, ProcessGroupNCCL on CUDA (compiled when LibTorch has
+// USE_C10D_NCCL). Every collective here is synchronous: it waits for completion (and, on
+// CUDA, for the device) before returning, so the time it took is known and charged.
+//
+// Charging (docs/metrics.md): a collective on a single-axis group (dp_replicate, dp_shard, cp,
+// tp) is charged to that axis. A collective on a flattened group (dp, dp_shard_cp, dp_cp) or on
+// the world is split over the group's axes whose size is > 1, in proportion to (size - 1):
+// (size - 1) is the number of peers a member exchanges data with along that axis in a ring, so
+// the split follows where the bytes go. Axes of size 1 are never charged.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "core/error.h"
+#include "core/mesh.h"
+#include "core/run_config.h"
+
+namespace c10d {
+class Store;
+class Backend;
+}  // namespace c10d
+
+namespace meshwork::trainer {
+
+// Seconds spent in collectives per axis (indexed by Axis), since the last reset().
+struct CommTimes {
+  std::array<double, 4> seconds{};
+  void reset() { seconds = {}; }
+  double total() const { return seconds[0] + seconds[1] + seconds[2] + seconds[3]; }
+};
+
+// How Gloo reduce-scatters (CUDA always uses NCCL's native reduce_scatter):
+//   alltoall: all-to-all of the chunks + a local sum in member order. Moves the minimum
+//             ((n-1)/n of the input per member) and sums in a fixed order (deterministic).
+//   native:   Gloo's reduce_scatter_single, which LibTorch 2.x emulates with an all-reduce of the
+//             whole input (about twice the bytes). Kept to measure against (bench/, tests).
+enum class ReduceScatterImpl { alltoall, native };
+
+struct CommOptions {
+  int rank = 0;
+  int world_size = 1;
+  int ranks_per_node = 1;          // LOCAL_WORLD_SIZE: where core places ranks on nodes
+  MeshShape shape;                 // resolved (no -1)
+  DeviceKind device = DeviceKind::cpu;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  bool host_store = false;         // this process hosts the TCPStore (rank 0 without supervisor)
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  ReduceScatterImpl reduce_scatter = ReduceScatterImpl::alltoall;
+};
+
+// One process group of one mesh group (or of the world), as seen by one member.
+struct Group {
+  GroupKind kind = GroupKind::dp;
+  bool world = false;              // the whole world (not a mesh group)
+  std::vector<int> members;        // global ranks, in group-rank order
+  int rank = 0;                    // this process's rank in the group
+  c10::intrusive_ptr<c10d::Backend> backend;  // null when the group has one member
+  int size() const { return static_cast<int>(members.size()); }
+};
+
+class Communicator {
+ public:
+  // Connects to the store and builds every group this rank belongs to (collective over the
+  // world: every rank must call it). Errors (store unreachable, bad shape) come back as values.
+  static Result<std::unique_ptr<Communicator>> create(const CommOptions& options);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  const DeviceMesh& mesh() const { return mesh_; }
+  int rank() const { return options_.rank; }
+  int world_size() const { return options_.world_size; }
+  DeviceKind device() const { return options_.device; }
+  const Group& group(GroupKind kind) const;
+  const Group& world() const { return world_; }
+  int group_size(GroupKind kind) const { return group(kind).size(); }
+  int group_rank(GroupKind kind) const { return group(kind).rank; }
+
+  // --- collectives (synchronous, timed, charged). `g` is a GroupKind or world(). ---
+  // In place: t = sum (or max) over the group's members.
+  void all_reduce(at::Tensor& t, const Group& g, bool max = false);
+  // out (n * in.numel() elements, contiguous) = concatenation of every member's `in`, in
+  // group-rank order.
+  void all_gather(at::Tensor& out, const at::Tensor& in, const Group& g);
+  // out (in.numel() / n elements) = chunk `g.rank` of the element-wise sum of every member's
+  // `in` (contiguous; numel divisible by n).
+  void reduce_scatter(at::Tensor& out, const at::Tensor& in, const Group& g);
+  void broadcast(at::Tensor& t, int root_group_rank, const Group& g);
+  // Point to point inside a group (peers are group ranks). send_recv posts both, then waits:
+  // the building block of a ring (each member sends to rank+1 and receives from rank-1).
+  void send(const at::Tensor& t, int peer, const Group& g, int tag = 0);
+  void recv(at::Tensor& t, int peer, const Group& g, int tag = 0);
+  void send_recv(const at::Tensor& send_t, int dst, at::Tensor& recv_t, int src, const Group& g,
+                 int tag = 0);
+  void barrier(const Group& g);
+
+  // Convenience overloads by group kind.
+  void all_reduce(at::Tensor& t, GroupKind k, bool max = false) { all_reduce(t, group(k), max); }
+  void all_gather(at::Tensor& out, const at::Tensor& in, GroupKind k) { all_gather(out, in, group(k)); }
+  void reduce_scatter(at::Tensor& out, const at::Tensor& in, GroupKind k) {
+    reduce_scatter(out, in, group(k));
+  }
+
+  CommTimes& times() { return times_; }
+  // Charges `seconds` spent communicating in `g` to its axes (the rule in the header comment).
+  void charge(const Group& g, double seconds);
+  c10::intrusive_ptr<c10d::Store> store() const;
+  ReduceScatterImpl reduce_scatter_impl() const { return options_.reduce_scatter; }
+  void set_reduce_scatter_impl(ReduceScatterImpl impl) { options_.reduce_scatter = impl; }
+
+ private:
+  Communicator(CommOptions options, DeviceMesh mesh);
+  Status connect();
+  c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& prefix, int rank, int size);
+  void finish(const Group& g, std::chrono::steady_clock::time_point start);
+
+  CommOptions options_;
+  DeviceMesh mesh_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::array<Group, kGroupKinds.size()> groups_;
+  Group world_;
+  CommTimes times_;
+};
+
+}  // namespace meshwork::trainer

@@ -1,0 +1,3 @@
+// Declaration shim (see ../README.md).
+#pragma once
+#include "gloo/context.h"

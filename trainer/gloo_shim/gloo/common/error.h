@@ -1,0 +1,2 @@
+// Declaration shim (see ../../README.md).
+#pragma once

@@ -1,0 +1,6 @@
+// Declaration shim (see ../../README.md).
+#pragma once
+namespace gloo::transport {
+class Device;
+class UnboundBuffer;
+}  // namespace gloo::transport

@@ -1,0 +1,234 @@
+#include "trainer/model.h"
+
+#include <cmath>
+
+#include <torch/torch.h>
+
+namespace meshwork::trainer {
+
+int64_t ParamInfo::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t UnitLayout::numel() const {
+  int64_t n = 0;
+  for (const auto& p : params) n += p.numel();
+  return n;
+}
+
+int64_t UnitLayout::offset(size_t i) const {
+  int64_t n = 0;
+  for (size_t j = 0; j < i; ++j) n += params[j].numel();
+  return n;
+}
+
+int UnitLayout::index(const std::string& name) const {
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+namespace {
+
+using at::Tensor;
+
+// Block parameter order; views() returns them in this order.
+enum BlockParam { kAttnNorm, kWq, kWk, kWv, kWo, kMlpNorm, kGate, kUp, kDown, kBq, kBk, kBv };
+enum RootParam { kEmbed, kNorm, kHead };
+
+Tensor rms_norm(const Tensor& x, const Tensor& w, double eps) {
+  // y = x / sqrt(mean(x^2) + eps) * w, computed in fp32 as Llama does, then cast back.
+  Tensor xf = x.to(at::kFloat);
+  Tensor y = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return y.to(x.scalar_type()) * w;
+}
+
+Tensor rotate_half(const Tensor& x) {
+  auto halves = x.chunk(2, -1);
+  return at::cat({-halves[1], halves[0]}, -1);
+}
+
+// HF Llama RoPE: for head dim D, inv_freq_i = theta^(-2i/D), i < D/2; angle = pos * inv_freq,
+// duplicated to D (cat(freqs, freqs)), x' = x cos + rotate_half(x) sin.
+std::pair<Tensor, Tensor> rope_tables(const Tensor& positions, int64_t head_dim, double theta,
+                                      at::ScalarType dtype) {
+  auto opts = at::TensorOptions().dtype(at::kFloat).device(positions.device());
+  Tensor i = at::arange(0, head_dim, 2, opts);
+  Tensor inv_freq = at::pow(theta, -i / static_cast<double>(head_dim));
+  Tensor angles = at::outer(positions.to(at::kFloat), inv_freq);
+  Tensor emb = at::cat({angles, angles}, -1);  // [T, D]
+  return {emb.cos().to(dtype), emb.sin().to(dtype)};
+}
+
+Tensor default_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
+  // Grouped-query attention: each kv head serves Hq / Hkv query heads.
+  const int64_t rep = q.size(1) / k.size(1);
+  Tensor kk = rep > 1 ? k.repeat_interleave(rep, 1) : k;
+  Tensor vv = rep > 1 ? v.repeat_interleave(rep, 1) : v;
+  return at::scaled_dot_product_attention(q, kk, vv, {}, 0.0, /*is_causal=*/true);
+}
+
+Tensor default_head_loss_sum(const Tensor& h, const Tensor& head, const Tensor& targets) {
+  Tensor logits = at::linear(h, head).to(at::kFloat);
+  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape(-1), {},
+                                at::Reduction::Sum);
+}
+
+// Recomputes a block in backward instead of keeping its activations (full activation
+// checkpointing, torch.utils.checkpoint's reentrant variant): forward runs without a graph and
+// keeps only the block input; backward acquires the weights again, reruns the block with a graph
+// and backpropagates through it, which also accumulates the weight gradients.
+struct CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
+  static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& cos,
+                        const Tensor& sin, int64_t layer, const Model* model,
+                        WeightSource* weights) {
+    ctx->save_for_backward({x, cos, sin});
+    ctx->saved_data["layer"] = layer;
+    ctx->saved_data["model"] = reinterpret_cast<int64_t>(model);
+    ctx->saved_data["weights"] = reinterpret_cast<int64_t>(weights);
+    const int unit = Model::block_unit(static_cast<int>(layer));
+    Tensor flat = weights->acquire(unit);
+    Tensor y = model->block_forward(static_cast<int>(layer), flat, x, cos, sin);
+    return weights->release(unit, y);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const int layer = static_cast<int>(ctx->saved_data["layer"].toInt());
+    auto* model = reinterpret_cast<const Model*>(ctx->saved_data["model"].toInt());
+    auto* weights = reinterpret_cast<WeightSource*>(ctx->saved_data["weights"].toInt());
+    Tensor x = saved[0].detach().requires_grad_(true);
+    {
+      at::AutoGradMode grad(true);
+      Tensor flat = weights->acquire(Model::block_unit(layer));
+      Tensor y = model->block_forward(layer, flat, x, saved[1], saved[2]);
+      torch::autograd::backward({y}, {grads[0]});
+    }
+    return {x.grad(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+}  // namespace
+
+Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
+  const int64_t H = spec_.hidden_size, I = spec_.intermediate_size, D = spec_.head_dim;
+  const int64_t Hq = spec_.num_attention_heads, Hkv = spec_.num_key_value_heads;
+  const int64_t V = spec_.vocab_size, L = spec_.num_hidden_layers;
+  // GPT-2 / Megatron init: N(0, 0.02), the residual output projections scaled by 1/sqrt(2L) so
+  // the residual stream's variance does not grow with depth; norm weights start at one.
+  const double std = 0.02, out_std = 0.02 / std::sqrt(2.0 * static_cast<double>(L));
+  UnitLayout root;
+  root.params.push_back({"embed", {V, H}, std});
+  root.params.push_back({"norm", {H}, 0});
+  if (!spec_.tie_word_embeddings) root.params.push_back({"head", {V, H}, std});
+  full_layouts_.push_back(root);
+  for (int64_t l = 0; l < L; ++l) {
+    UnitLayout b;
+    b.params = {{"attn_norm", {H}, 0},   {"wq", {Hq * D, H}, std},  {"wk", {Hkv * D, H}, std},
+                {"wv", {Hkv * D, H}, std}, {"wo", {H, Hq * D}, out_std}, {"mlp_norm", {H}, 0},
+                {"w_gate", {I, H}, std},  {"w_up", {I, H}, std},    {"w_down", {H, I}, out_std}};
+    if (spec_.attention_bias) {
+      b.params.push_back({"bq", {Hq * D}, 0});
+      b.params.push_back({"bk", {Hkv * D}, 0});
+      b.params.push_back({"bv", {Hkv * D}, 0});
+    }
+    full_layouts_.push_back(b);
+  }
+  layouts_ = full_layouts_;
+  ops_.attention = default_attention;
+  ops_.enter_column = [](const Tensor& x) { return x; };
+  ops_.exit_row = [](const Tensor& x) { return x; };
+  ops_.embed = [](const Tensor& w, const Tensor& tokens) { return at::embedding(w, tokens); };
+  ops_.head_loss_sum = default_head_loss_sum;
+}
+
+at::Tensor Model::init_unit(int unit, uint64_t seed) const {
+  // One generator per unit: seed mixed with the unit index (splitmix64 constant), so unit u's
+  // numbers do not depend on which other units a rank builds.
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed ^ (0x9E3779B97F4A7C15ull * (unit + 1)));
+  const UnitLayout& lay = full_layouts_[unit];
+  Tensor flat = at::empty({lay.numel()}, at::kFloat);
+  for (size_t i = 0; i < lay.params.size(); ++i) {
+    const ParamInfo& p = lay.params[i];
+    Tensor v = flat.narrow(0, lay.offset(i), p.numel());
+    if (p.init_std == 0) {
+      // Norm weights start at one; attention biases (Qwen2) at zero.
+      v.fill_(p.name.rfind("b", 0) == 0 ? 0.0 : 1.0);
+    } else {
+      v.normal_(0.0, p.init_std, gen);
+    }
+  }
+  return flat;
+}
+
+std::vector<at::Tensor> Model::views(int unit, const at::Tensor& flat) const {
+  const UnitLayout& lay = layouts_[unit];
+  TORCH_CHECK(flat.numel() == lay.numel(), "unit ", unit, ": flat weights have ", flat.numel(),
+              " elements, the layout needs ", lay.numel());
+  std::vector<Tensor> out;
+  int64_t off = 0;
+  for (const auto& p : lay.params) {
+    out.push_back(flat.narrow(0, off, p.numel()).view(p.shape));
+    off += p.numel();
+  }
+  return out;
+}
+
+at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Tensor& x,
+                                const at::Tensor& cos, const at::Tensor& sin) const {
+  auto w = views(block_unit(layer), flat);
+  const int64_t B = x.size(0), T = x.size(1), D = spec_.head_dim;
+  const bool bias = spec_.attention_bias;
+  // Attention. Head counts come from the (possibly column-split) weights.
+  Tensor h = ops_.enter_column(rms_norm(x, w[kAttnNorm], spec_.rms_norm_eps));
+  const int64_t hq = w[kWq].size(0) / D, hkv = w[kWk].size(0) / D;
+  Tensor q = at::linear(h, w[kWq], bias ? w[kBq] : Tensor()).view({B, T, hq, D}).transpose(1, 2);
+  Tensor k = at::linear(h, w[kWk], bias ? w[kBk] : Tensor()).view({B, T, hkv, D}).transpose(1, 2);
+  Tensor v = at::linear(h, w[kWv], bias ? w[kBv] : Tensor()).view({B, T, hkv, D}).transpose(1, 2);
+  q = q * cos + rotate_half(q) * sin;
+  k = k * cos + rotate_half(k) * sin;
+  Tensor a = ops_.attention(q, k, v).transpose(1, 2).reshape({B, T, hq * D});
+  Tensor out = x + ops_.exit_row(at::linear(a, w[kWo]));
+  // SwiGLU MLP: down(silu(gate(h)) * up(h)).
+  Tensor m = ops_.enter_column(rms_norm(out, w[kMlpNorm], spec_.rms_norm_eps));
+  Tensor g = at::silu(at::linear(m, w[kGate])) * at::linear(m, w[kUp]);
+  return out + ops_.exit_row(at::linear(g, w[kDown]));
+}
+
+at::Tensor Model::loss_sum(const at::Tensor& tokens, const at::Tensor& targets,
+                           WeightSource& weights, const ForwardOptions& options) const {
+  Tensor root = weights.acquire(0);
+  auto rw = views(0, root);
+  Tensor x = ops_.embed(rw[kEmbed], tokens);
+  const int64_t T = tokens.size(1);
+  Tensor positions = options.positions ? *options.positions
+                                       : at::arange(T, at::TensorOptions().device(tokens.device()));
+  auto [cos, sin] = rope_tables(positions, spec_.head_dim, spec_.rope_theta, options.compute_dtype);
+  const bool ckpt = options.activation_checkpointing && at::GradMode::is_enabled();
+  for (int l = 0; l < num_layers(); ++l) {
+    if (ckpt) {
+      x = CheckpointedBlock::apply(x, cos, sin, static_cast<int64_t>(l), this, &weights);
+    } else {
+      const int unit = block_unit(l);
+      Tensor flat = weights.acquire(unit);
+      x = weights.release(unit, block_forward(l, flat, x, cos, sin));
+    }
+  }
+  Tensor h = rms_norm(x, rw[kNorm], spec_.rms_norm_eps);
+  Tensor head = spec_.tie_word_embeddings ? rw[kEmbed] : rw[kHead];
+  return weights.release(0, ops_.head_loss_sum(h, head, targets));
+}
+
+double Model::flops_per_token(int64_t seq_len) const {
+  const double H = spec_.hidden_size, I = spec_.intermediate_size, D = spec_.head_dim;
+  const double Hq = spec_.num_attention_heads, Hkv = spec_.num_key_value_heads;
+  const double L = spec_.num_hidden_layers, V = spec_.vocab_size;
+  const double per_layer = H * Hq * D + 2 * H * Hkv * D + Hq * D * H + 3 * H * I;
+  const double n_matmul = L * per_layer + V * H;
+  return 6 * n_matmul + 12 * L * Hq * D * static_cast<double>(seq_len);
+}
+
+}  // namespace meshwork::trainer

@@ -1,0 +1,123 @@
+// A plain Llama decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU MLP, optional tied
+// embeddings), written functionally over flat parameter "units" so that it carries no parallel
+// code at all (torchtitan's split: parallelize_*.cpp decides where the weights come from).
+//
+// Units: unit 0 is the root (token embedding, final norm, output head unless tied); unit 1 + l
+// is decoder block l. Each unit's parameters live in ONE flat fp32 tensor (FSDP's flat
+// parameter), laid out by its UnitLayout; the model reads them through views. A WeightSource
+// hands the model each unit's flat tensor when it needs it (acquire) and hears when the unit's
+// forward is done (release): a plain source returns the parameters themselves, FSDP gathers
+// shards and frees them again, mixed precision casts to bf16 (all in parallelize_*.cpp).
+//
+// Hooks for tensor/context parallel (issue 4) are in BlockOps: a plan may replace the attention
+// core (ring attention), the entry/exit of the tensor-parallel regions (Megatron f/g operators,
+// sequence parallel gathers) and give RoPE positions that follow load-balanced chunks. Head
+// counts are read from the weights' shapes, so column-split q/k/v weights just work.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "core/model_spec.h"
+
+namespace meshwork::trainer {
+
+struct ParamInfo {
+  std::string name;             // "wq", "embed", ...
+  std::vector<int64_t> shape;   // shape of this unit's local piece
+  double init_std = 0;          // normal(0, init_std); 0 means "ones" (norm weights)
+  int64_t numel() const;
+};
+
+struct UnitLayout {
+  std::vector<ParamInfo> params;
+  int64_t numel() const;
+  // Element offset of params[i] in the flat tensor.
+  int64_t offset(size_t i) const;
+  // Index of the parameter called `name`, or -1.
+  int index(const std::string& name) const;
+};
+
+// Where the model gets its weights. Implemented by the parallelize step.
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  // The flat parameters of `unit` (numel = layout(unit).numel()), in the compute dtype,
+  // connected by autograd to whatever the optimizer updates.
+  virtual at::Tensor acquire(int unit) = 0;
+  // Called with the unit's output right after its forward. May free buffers and register a
+  // hook on `output` (e.g. to gather again before backward); returns the tensor to go on with.
+  virtual at::Tensor release(int unit, at::Tensor output) { return output; }
+};
+
+// Replaceable pieces of the model (plain single-device versions by default).
+struct BlockOps {
+  // q [B, Hq, T, D], k/v [B, Hkv, T, D] (Hq a multiple of Hkv) -> [B, Hq, T, D], causal.
+  std::function<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)> attention;
+  // Applied to a normed activation before the column-parallel q/k/v or gate/up projections.
+  std::function<at::Tensor(const at::Tensor&)> enter_column;
+  // Applied to the output of the row-parallel o/down projection before the residual add.
+  std::function<at::Tensor(const at::Tensor&)> exit_row;
+  // Token embedding: weight [V, H], tokens [B, T] -> [B, T, H] (vocab-parallel plans replace it).
+  std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> embed;
+  // Output head + cross-entropy summed over tokens: h [B, T, H], head weight [V, H],
+  // targets [B, T] -> fp32 scalar (vocab-parallel plans replace it with a parallel CE).
+  std::function<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)> head_loss_sum;
+};
+
+struct ForwardOptions {
+  bool activation_checkpointing = false;  // recompute each block in backward
+  at::ScalarType compute_dtype = at::kFloat;
+  std::optional<at::Tensor> positions;     // [T] RoPE positions (default 0..T-1)
+};
+
+class Model {
+ public:
+  explicit Model(ModelSpec spec);
+
+  const ModelSpec& spec() const { return spec_; }
+  int num_units() const { return static_cast<int>(layouts_.size()); }
+  int num_layers() const { return static_cast<int>(spec_.num_hidden_layers); }
+  static int block_unit(int layer) { return 1 + layer; }
+  // The full (unsplit) layout of a unit, and the layout the model reads (equal unless a tensor
+  // parallel plan gave local pieces with set_layout).
+  const UnitLayout& full_layout(int unit) const { return full_layouts_[unit]; }
+  const UnitLayout& layout(int unit) const { return layouts_[unit]; }
+  void set_layout(int unit, UnitLayout layout) { layouts_[unit] = std::move(layout); }
+  BlockOps& ops() { return ops_; }
+
+  // The full flat parameters of `unit`, fp32 on CPU, drawn from `seed` alone: every rank of
+  // every mesh shape builds the same numbers, then keeps its shard. Each unit has its own
+  // generator (seeded from seed and unit), so units can be built one at a time.
+  at::Tensor init_unit(int unit, uint64_t seed) const;
+
+  // Sum over every token of the next-token cross-entropy (fp32 scalar). tokens/targets: [B, T]
+  // int64. The caller divides by the global token count (the loss is a mean over the global
+  // batch, whatever the shape).
+  at::Tensor loss_sum(const at::Tensor& tokens, const at::Tensor& targets, WeightSource& weights,
+                      const ForwardOptions& options) const;
+
+  // One decoder block on x [B, T, H] with the unit's flat weights.
+  at::Tensor block_forward(int layer, const at::Tensor& flat, const at::Tensor& x,
+                           const at::Tensor& cos, const at::Tensor& sin) const;
+
+  // Model FLOPs per token for a forward + backward at sequence length T (PaLM appendix B, as
+  // torchtitan): 6 * N_matmul + 12 * L * Hq * D * T, where N_matmul counts the weights of every
+  // matmul (all decoder projections + the output head; embedding lookups and norms do none).
+  double flops_per_token(int64_t seq_len) const;
+
+ private:
+  std::vector<at::Tensor> views(int unit, const at::Tensor& flat) const;
+
+  ModelSpec spec_;
+  std::vector<UnitLayout> full_layouts_;
+  std::vector<UnitLayout> layouts_;
+  BlockOps ops_;
+};
+
+}  // namespace meshwork::trainer

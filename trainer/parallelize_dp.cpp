@@ -1,0 +1,198 @@
+#include "trainer/parallelize_dp.h"
+
+#include <torch/torch.h>
+
+namespace meshwork::trainer {
+
+using at::Tensor;
+
+struct DataParallel::Unit {
+  int index = 0;
+  bool sharded = false;
+  int64_t numel = 0;
+  int64_t padded = 0;
+  int64_t shard_numel = 0;
+  // Storage of the gathered (full, padded) parameters. Its data is dropped when freed and put
+  // back when gathered again; the tensors autograd saved (views the block's ops keep for
+  // backward) share this storage, so they see the data again when the backward needs it, as in
+  // FSDP's storage resize trick.
+  c10::Storage storage;
+  bool resident = false;
+};
+
+// shard (fp32 leaf) -> the unit's full parameters in the compute dtype. Forward all-gathers (or
+// reuses what the pre-backward hook gathered); backward reduce-scatters the full gradient in
+// fp32 into the shard's gradient and frees the gathered parameters.
+struct UnshardFunction : public torch::autograd::Function<UnshardFunction> {
+  static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& shard,
+                        int64_t dp_ptr, int64_t unit) {
+    auto* dp = reinterpret_cast<DataParallel*>(dp_ptr);
+    DataParallel::Unit& u = *dp->units_[unit];
+    ctx->saved_data["dp"] = dp_ptr;
+    ctx->saved_data["unit"] = unit;
+    if (!u.resident) dp->gather(u);
+    // A fresh (non-view) tensor on the gathered storage: only the first numel elements.
+    Tensor full = at::empty({0}, at::TensorOptions()
+                                     .dtype(dp->options_.compute_dtype)
+                                     .device(dp->options_.device));
+    full.set_(u.storage, 0, {u.numel}, {1});
+    return full;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto* dp = reinterpret_cast<DataParallel*>(ctx->saved_data["dp"].toInt());
+    DataParallel::Unit& u = *dp->units_[ctx->saved_data["unit"].toInt()];
+    // Reduce in fp32 (FSDP2 reduce_dtype), over the padded length the shards tile.
+    Tensor g = grads[0].to(at::kFloat).reshape(-1);
+    if (u.padded > u.numel) g = at::constant_pad_nd(g, {0, u.padded - u.numel});
+    Tensor out = at::empty({u.shard_numel}, g.options());
+    dp->comm_.reduce_scatter(out, g.contiguous(), dp->options_.shard_group);
+    dp->free(u);
+    return {out, Tensor(), Tensor()};
+  }
+};
+
+DataParallel::DataParallel(Model& model, Communicator& comm, DataParallelOptions options)
+    : model_(model), comm_(comm), options_(std::move(options)) {
+  const Group& sg = comm_.group(options_.shard_group);
+  const int n = sg.size();
+  for (int i = 0; i < model_.num_units(); ++i) {
+    Tensor full = model_.init_unit(i, options_.seed);
+    Tensor local = options_.localize ? options_.localize(i, full) : full;
+    TORCH_CHECK(local.numel() == model_.layout(i).numel(), "unit ", i, ": localized size ",
+                local.numel(), " does not match the model layout ", model_.layout(i).numel());
+    auto u = std::make_unique<Unit>();
+    u->index = i;
+    u->sharded = n > 1;
+    u->numel = local.numel();
+    // Pad to a multiple of n so every member holds an equal shard: shard_numel = ceil(numel/n).
+    u->shard_numel = (u->numel + n - 1) / n;
+    u->padded = u->shard_numel * n;
+    FlatParam fp;
+    fp.unit = i;
+    fp.numel = u->numel;
+    fp.padded = u->padded;
+    fp.sharded = u->sharded;
+    if (u->sharded) {
+      Tensor padded = at::constant_pad_nd(local, {0, u->padded - u->numel});
+      local = padded.narrow(0, sg.rank * u->shard_numel, u->shard_numel);
+      fp.copies = comm_.world_size() / n;
+    } else {
+      fp.copies = comm_.world_size();
+    }
+    fp.param = local.to(options_.device).clone().set_requires_grad(true);
+    params_.push_back(std::move(fp));
+    units_.push_back(std::move(u));
+  }
+}
+
+DataParallel::~DataParallel() = default;
+
+void DataParallel::gather(Unit& u) {
+  auto opts = at::TensorOptions().dtype(options_.compute_dtype).device(options_.device);
+  Tensor shard = params_[u.index].param.detach().to(options_.compute_dtype).contiguous();
+  Tensor tmp = at::empty({u.padded}, opts);
+  comm_.all_gather(tmp, shard, options_.shard_group);
+  if (!u.storage) {
+    u.storage = tmp.storage();
+  } else {
+    // Move the freshly gathered bytes into the unit's storage (the one saved tensors share).
+    at::DataPtr data = tmp.storage().unsafeGetStorageImpl()->set_data_ptr(
+        at::DataPtr(nullptr, tmp.device()));
+    u.storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(data));
+    u.storage.unsafeGetStorageImpl()->set_nbytes(tmp.nbytes());
+  }
+  u.resident = true;
+}
+
+void DataParallel::free(Unit& u) {
+  if (!u.resident) return;
+  u.storage.unsafeGetStorageImpl()->set_data_ptr_noswap(at::DataPtr(nullptr, options_.device));
+  u.storage.unsafeGetStorageImpl()->set_nbytes(0);
+  u.resident = false;
+}
+
+at::Tensor DataParallel::acquire(int unit) {
+  Unit& u = *units_[unit];
+  Tensor& p = params_[unit].param;
+  if (!u.sharded) return options_.compute_dtype == at::kFloat ? p : p.to(options_.compute_dtype);
+  return UnshardFunction::apply(p, reinterpret_cast<int64_t>(this), static_cast<int64_t>(unit));
+}
+
+at::Tensor DataParallel::release(int unit, at::Tensor output) {
+  Unit& u = *units_[unit];
+  // The root unit stays gathered until its backward is done (it is needed at both ends).
+  if (!u.sharded || unit == 0) return output;
+  free(u);
+  if (output.requires_grad()) {
+    // Pre-backward: when the gradient of the block's output is ready, the block's backward is
+    // next; gather its parameters back into the storage its saved tensors share.
+    output.register_hook([this, &u](const Tensor&) {
+      if (!u.resident) gather(u);
+    });
+  }
+  return output;
+}
+
+void DataParallel::finish_gradients() {
+  for (auto& u : units_) free(*u);
+  for (auto& fp : params_)
+    if (!fp.param.grad().defined()) fp.param.mutable_grad() = at::zeros_like(fp.param);
+  const Group& rg = comm_.group(GroupKind::dp_replicate);
+  if (rg.size() == 1) return;
+  // DDP buckets: walk units in backward order (last block first), fill up to bucket_bytes,
+  // all-reduce each bucket as one flat tensor (fewer, larger messages), copy back.
+  std::vector<Tensor> bucket;
+  int64_t bytes = 0;
+  auto flush = [&] {
+    if (bucket.empty()) return;
+    std::vector<Tensor> flat_views;
+    for (auto& g : bucket) flat_views.push_back(g.reshape(-1));
+    Tensor flat = at::cat(flat_views);
+    comm_.all_reduce(flat, rg);
+    int64_t off = 0;
+    for (auto& g : bucket) {
+      g.view(-1).copy_(flat.narrow(0, off, g.numel()));
+      off += g.numel();
+    }
+    bucket.clear();
+    bytes = 0;
+  };
+  for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
+    Tensor g = it->param.grad();
+    bucket.push_back(g);
+    bytes += g.nbytes();
+    if (bytes >= options_.bucket_bytes) flush();
+  }
+  flush();
+}
+
+double DataParallel::grad_norm() {
+  // ||g||^2 over the mesh = sum over ranks of sum_p ||g_p||^2 / copies_p: a parameter that
+  // `copies` ranks hold identically is counted once.
+  Tensor sq = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(options_.device));
+  for (auto& fp : params_) {
+    if (!fp.param.grad().defined()) continue;
+    sq += fp.param.grad().to(at::kDouble).pow(2).sum() / static_cast<double>(fp.copies);
+  }
+  comm_.all_reduce(sq, comm_.world());
+  return std::sqrt(sq.item<double>());
+}
+
+void DataParallel::scale_gradients(double factor) {
+  for (auto& fp : params_)
+    if (fp.param.grad().defined()) fp.param.mutable_grad().mul_(factor);
+}
+
+void DataParallel::zero_grad() {
+  for (auto& fp : params_) fp.param.mutable_grad() = Tensor();
+}
+
+int64_t DataParallel::local_param_numel() const {
+  int64_t n = 0;
+  for (const auto& fp : params_) n += fp.param.numel();
+  return n;
+}
+
+}  // namespace meshwork::trainer

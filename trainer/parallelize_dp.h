@@ -1,0 +1,94 @@
+// Data parallelism applied to a Model from outside (torchtitan's parallelize step):
+//   dp_replicate  DDP: every replica holds every parameter; after the last micro-batch the
+//                 gradients are all-reduced over dp_replicate in buckets of ~25 MB (DDP's
+//                 default), walked in backward order.
+//   dp_shard      FSDP / ZeRO-3, one unit per decoder block plus the root unit: each rank keeps
+//                 1/n of every unit's flat parameter (padded to a multiple of n), its gradient
+//                 and its AdamW state. A block's full parameters are all-gathered just before its
+//                 forward and freed right after; gathered again just before its backward (a hook
+//                 on the block's output) and freed after; the full gradient is reduce-scattered.
+//                 The root unit (embedding, final norm, head) stays gathered from its forward to
+//                 the end of the backward, as FSDP2 does for the root.
+//   both          HSDP: shard inside dp_shard, then all-reduce the shard gradients over
+//                 dp_replicate.
+// Shards over dp_shard, or over dp_shard_cp once cp > 1 (issue 4). Mixed precision as FSDP2's
+// MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): fp32 master shards, bf16 gathers,
+// fp32 gradient reduction.
+//
+// Every gradient reduction is a SUM: each rank's loss is its token-loss sum divided by the token
+// count of the whole global batch, so the sum of every rank's gradient is the gradient of the
+// global mean (the same meaning for every shape).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "trainer/comm.h"
+#include "trainer/model.h"
+
+namespace meshwork::trainer {
+
+// One unit's flat parameter as the optimizer sees it.
+struct FlatParam {
+  int unit = 0;
+  at::Tensor param;       // fp32 leaf: the full unit (replicated) or this rank's shard
+  int64_t numel = 0;      // the unit's element count (unpadded)
+  int64_t padded = 0;     // padded to a multiple of the shard group size
+  bool sharded = false;
+  // How many ranks hold an identical copy of `param` (the global grad norm counts each once).
+  int copies = 1;
+};
+
+struct DataParallelOptions {
+  GroupKind shard_group = GroupKind::dp_shard;  // dp_shard_cp when cp > 1
+  at::ScalarType compute_dtype = at::kFloat;
+  at::Device device = at::kCPU;
+  int64_t bucket_bytes = 25 << 20;
+  uint64_t seed = 0;
+  // Turns a unit's full flat fp32 parameters into the piece this rank's model reads (a tensor
+  // parallel plan slices them; identity by default). Must match model.layout(unit).
+  std::function<at::Tensor(int unit, const at::Tensor& full)> localize;
+  // Extra identical copies of a unit beyond data parallelism (e.g. a tp-replicated unit).
+  std::function<int(int unit)> extra_copies;
+};
+
+class DataParallel : public WeightSource {
+ public:
+  // Builds every unit from the seed (identically on every rank), keeps this rank's part.
+  DataParallel(Model& model, Communicator& comm, DataParallelOptions options);
+  ~DataParallel() override;
+
+  at::Tensor acquire(int unit) override;
+  at::Tensor release(int unit, at::Tensor output) override;
+
+  std::vector<FlatParam>& params() { return params_; }
+  // After the last micro-batch's backward: all-reduces gradients over dp_replicate (DDP, or
+  // HSDP's shard gradients), in buckets, and frees any unit still gathered.
+  void finish_gradients();
+  // Global L2 norm of every gradient over the whole mesh (each element counted once).
+  double grad_norm();
+  // Scales every gradient by `factor`.
+  void scale_gradients(double factor);
+  void zero_grad();
+  // Bytes this rank holds in parameters (for logs/tests).
+  int64_t local_param_numel() const;
+
+  // Implementation detail shared with the autograd function in the .cpp.
+  struct Unit;
+
+ private:
+  void gather(Unit& u);
+  void free(Unit& u);
+  friend struct UnshardFunction;
+
+  Model& model_;
+  Communicator& comm_;
+  DataParallelOptions options_;
+  std::vector<FlatParam> params_;
+  std::vector<std::unique_ptr<Unit>> units_;
+};
+
+}  // namespace meshwork::trainer
