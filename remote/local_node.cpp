@@ -1,0 +1,167 @@
+// The local machine as a node: fork + /bin/sh -c, pipes read with poll(), plain file I/O.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "remote/node.h"
+
+namespace meshwork::remote {
+
+namespace {
+
+class LocalNode final : public Node {
+ public:
+  LocalNode() { spec_.host = "local"; }
+  const HostSpec& spec() const override { return spec_; }
+  bool is_local() const override { return true; }
+
+  Result<ExecResult> exec(const std::string& command, std::chrono::seconds timeout,
+                          const std::string& stdin_data) override {
+    int in[2], out[2], err[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+      return Error{"local", "pipe", std::strerror(errno)};
+    }
+    const pid_t pid = fork();
+    if (pid < 0) return Error{"local", "fork", std::strerror(errno)};
+    if (pid == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+    // stdin is small (a script or nothing): write it, then EOF. SIGPIPE would kill us if the
+    // command does not read it, so ignore it for the write.
+    if (!stdin_data.empty()) {
+      struct sigaction ign {}, old {};
+      ign.sa_handler = SIG_IGN;
+      sigaction(SIGPIPE, &ign, &old);
+      size_t off = 0;
+      while (off < stdin_data.size()) {
+        ssize_t n = write(in[1], stdin_data.data() + off, stdin_data.size() - off);
+        if (n <= 0) break;
+        off += static_cast<size_t>(n);
+      }
+      sigaction(SIGPIPE, &old, nullptr);
+    }
+    close(in[1]);
+    ExecResult r;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+    int open_fds = 2;
+    char buf[65536];
+    bool timed_out = false;
+    while (open_fds > 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        timed_out = true;
+        break;
+      }
+      if (poll(fds, 2, 100) < 0 && errno != EINTR) break;
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        ssize_t n = read(fds[i].fd, buf, sizeof buf);
+        if (n > 0) {
+          (i == 0 ? r.out : r.err).append(buf, static_cast<size_t>(n));
+        } else {
+          close(fds[i].fd);
+          fds[i].fd = -1;
+          --open_fds;
+        }
+      }
+    }
+    for (auto& f : fds) {
+      if (f.fd >= 0) close(f.fd);
+    }
+    if (timed_out) kill(pid, SIGKILL);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (timed_out) {
+      return Error{"local", command.substr(0, 120),
+                   "did not finish within " + std::to_string(timeout.count()) + " s"};
+    }
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+  }
+
+  Status upload_file(const std::string& local_path, const std::string& remote_path, int mode,
+                     const ProgressFn& progress) override {
+    std::error_code ec;
+    const uint64_t total = std::filesystem::file_size(local_path, ec);
+    if (ec) return Error{"deploy", local_path, "must be a readable local file"};
+    std::filesystem::copy_file(local_path, remote_path,
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) return Error{"local", remote_path, "could not write: " + ec.message()};
+    if (chmod(remote_path.c_str(), static_cast<mode_t>(mode)) != 0) {
+      return Error{"local", remote_path, "could not set the file mode"};
+    }
+    if (progress) progress(total, total);
+    return {};
+  }
+
+  Result<std::optional<std::string>> read_range(const std::string& path, uint64_t offset,
+                                                size_t max_bytes) override {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      std::error_code ec;
+      if (!std::filesystem::exists(path, ec)) return std::optional<std::string>();
+      return Error{"local", path, "could not be read"};
+    }
+    in.seekg(static_cast<std::streamoff>(offset));
+    std::string out(max_bytes, '\0');
+    in.read(out.data(), static_cast<std::streamsize>(max_bytes));
+    out.resize(static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
+    return std::optional<std::string>(std::move(out));
+  }
+
+ private:
+  HostSpec spec_;
+};
+
+class SshNode final : public Node {
+ public:
+  explicit SshNode(std::unique_ptr<SshSession> s) : s_(std::move(s)) {}
+  const HostSpec& spec() const override { return s_->spec(); }
+  bool is_local() const override { return false; }
+  std::string fingerprint() const override { return s_->fingerprint(); }
+  Result<ExecResult> exec(const std::string& command, std::chrono::seconds timeout,
+                          const std::string& stdin_data) override {
+    return s_->exec(command, timeout, stdin_data);
+  }
+  Status upload_file(const std::string& local_path, const std::string& remote_path, int mode,
+                     const ProgressFn& progress) override {
+    return s_->upload_file(local_path, remote_path, mode, progress);
+  }
+  Result<std::optional<std::string>> read_range(const std::string& path, uint64_t offset,
+                                                size_t max_bytes) override {
+    return s_->read_range(path, offset, max_bytes);
+  }
+
+ private:
+  std::unique_ptr<SshSession> s_;
+};
+
+}  // namespace
+
+std::unique_ptr<Node> make_local_node() { return std::make_unique<LocalNode>(); }
+
+std::variant<std::unique_ptr<Node>, ConnectError> connect_node(const HostSpec& spec,
+                                                              const SshOptions& options) {
+  if (spec.is_local()) return make_local_node();
+  auto r = SshSession::connect(spec, options);
+  if (auto* err = std::get_if<ConnectError>(&r)) return *err;
+  return std::unique_ptr<Node>(std::make_unique<SshNode>(std::move(std::get<0>(r))));
+}
+
+}  // namespace meshwork::remote
