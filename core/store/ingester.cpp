@@ -1,0 +1,284 @@
+#include "core/store/ingester.h"
+
+#include <cmath>
+#include <variant>
+
+namespace meshwork::store {
+
+namespace {
+constexpr int64_t kMaxLoggedBadLines = 20;  // per source: warning events for the first few only
+
+// The parser reports a line that is valid JSON but of another version or type with these words
+// (core/metrics.cpp); everything else is malformed.
+bool is_unknown_kind(const Error& e) {
+  return e.allowed.rfind("unknown type", 0) == 0 || e.allowed.rfind("needs \"v\":1", 0) == 0;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  return s;
+}
+}  // namespace
+
+Ingester::Ingester(sqlite3* db)
+    : db_(db),
+      run_exists_(db, "SELECT 1 FROM runs WHERE id = ?1"),
+      source_get_(db, "SELECT offset, malformed + unknown FROM sources WHERE run = ?1 AND name = ?2"),
+      source_new_(db, "INSERT OR IGNORE INTO sources(run, name) VALUES (?1, ?2)"),
+      source_put_(db,
+                  "UPDATE sources SET offset = ?3, lines = lines + ?4, malformed = malformed + ?5,"
+                  " unknown = unknown + ?6 WHERE run = ?1 AND name = ?2"),
+      point_(db, "INSERT OR IGNORE INTO metrics(run, key, rank, step, value) VALUES (?1,?2,?3,?4,?5)"),
+      step_new_(db, "INSERT OR IGNORE INTO steps(run, rank, step, time, tokens) VALUES (?1,?2,?3,?4,?5)"),
+      step_get_(db, "SELECT time, tokens FROM steps WHERE run = ?1 AND rank = ?2 AND step = ?3"),
+      step_prev_(db,
+                 "SELECT tokens FROM steps WHERE run = ?1 AND rank = ?2 AND step < ?3"
+                 " ORDER BY step DESC LIMIT 1"),
+      step_last_(db,
+                 "SELECT step, tokens FROM steps WHERE run = ?1 AND rank = ?2"
+                 " ORDER BY step DESC LIMIT 1"),
+      key_new_(db, "INSERT OR IGNORE INTO keys(name) VALUES (?1)"),
+      key_get_(db, "SELECT id FROM keys WHERE name = ?1"),
+      event_(db, "INSERT INTO events(run, time, level, text) VALUES (?1, ?2, ?3, ?4)"),
+      rank_start_(db,
+                  "INSERT INTO ranks(run, rank, node, host, pid, started) VALUES (?1,?2,?3,?4,?5,?6)"
+                  " ON CONFLICT(run, rank) DO UPDATE SET node = excluded.node,"
+                  " host = excluded.host, pid = excluded.pid, started = excluded.started"),
+      run_running_(db, "UPDATE runs SET status = 'running' WHERE id = ?1 AND status = 'created'"),
+      run_world_(db, "UPDATE runs SET world = ?2 WHERE id = ?1 AND world = 0"),
+      run_config_(db, "UPDATE runs SET config = ?2 WHERE id = ?1 AND config = '{}'"),
+      rank_end_(db,
+                "INSERT INTO ranks(run, rank, status, reason, ended) VALUES (?1,?2,?3,?4,?5)"
+                " ON CONFLICT(run, rank) DO UPDATE SET status = excluded.status,"
+                " reason = excluded.reason, ended = excluded.ended"),
+      run_failed_(db,
+                  "UPDATE runs SET status = 'failed', exit_reason = ?2, ended = ?3"
+                  " WHERE id = ?1 AND status <> 'failed'"),
+      run_stopped_(db,
+                   "UPDATE runs SET status = 'stopped', exit_reason = ?2, ended = ?3"
+                   " WHERE id = ?1 AND status IN ('created', 'running')"),
+      run_ok_(db,
+              "UPDATE runs SET status = 'ok', ended = ?2 WHERE id = ?1"
+              " AND status IN ('created', 'running') AND world > 0"
+              " AND (SELECT count(*) FROM ranks WHERE run = ?1 AND status = 'ok') >= world"),
+      buckets_(db) {}
+
+Status Ingester::prepared() const {
+  for (const sql::Stmt* s :
+       {&run_exists_, &source_get_, &source_new_, &source_put_, &point_, &step_new_, &step_get_,
+        &step_prev_, &step_last_, &key_new_, &key_get_, &event_, &rank_start_, &run_running_,
+        &run_world_, &run_config_, &rank_end_, &run_failed_, &run_stopped_, &run_ok_})
+    if (!s->ok()) return s->error();
+  if (!buckets_.ok()) return Error{"database", "buckets", "cannot prepare the bucket upsert"};
+  return Status::Ok();
+}
+
+void Ingester::forget() {
+  key_ids_.clear();
+  series_key_ids_.clear();
+  ranks_.clear();
+  buckets_.clear();
+}
+
+Result<int64_t> Ingester::key_id(std::string_view name) {
+  if (auto it = key_ids_.find(std::string(name)); it != key_ids_.end()) return it->second;
+  if (Status s = key_new_.bind(1, name).run(); !s) return s.error();
+  key_get_.bind(1, name);
+  Result<bool> row = key_get_.step();
+  if (!row) return row.error();
+  if (!*row) return Error{"database", std::string(name), "metric key vanished"};
+  const int64_t id = key_get_.int64(0);
+  key_get_.reset();
+  key_ids_.emplace(std::string(name), id);
+  return id;
+}
+
+Result<Ingester::RankState*> Ingester::rank_state(RunId run, int rank) {
+  auto [it, inserted] = ranks_.try_emplace({run, rank});
+  if (inserted) {
+    step_last_.bind(1, run).bind(2, rank);
+    Result<bool> row = step_last_.step();
+    if (!row) {
+      ranks_.erase(it);
+      return row.error();
+    }
+    if (*row) {
+      it->second.last_step = step_last_.int64(0);
+      it->second.tokens = step_last_.real(1);
+      step_last_.reset();
+    }
+  }
+  return &it->second;
+}
+
+Status Ingester::on_step(RunId run, const StepRecord& r, IngestCounts& counts) {
+  if (series_key_ids_.empty()) {
+    for (const std::string& k : step_series_keys()) {
+      Result<int64_t> id = key_id(k);
+      if (!id) return id.error();
+      series_key_ids_.push_back(*id);
+    }
+  }
+  Result<RankState*> state = rank_state(run, r.rank);
+  if (!state) return state.error();
+  RankState& rs = **state;
+  BucketPoint p{r.step, r.time, 0, 0};
+  if (r.step > rs.last_step) {
+    // Steps normally arrive in order: tokens so far = tokens at the previous step + this step's.
+    rs.tokens += static_cast<double>(r.tokens);
+    rs.last_step = r.step;
+    p.tokens = rs.tokens;
+    if (Status s = step_new_.bind(1, run).bind(2, r.rank).bind(3, r.step).bind(4, r.time)
+                       .bind(5, p.tokens).run();
+        !s)
+      return s;
+  } else {
+    // Re-ingest (the step is stored: keep its time and tokens) or a late step filling a hole
+    // (tokens = stored tokens before it + its own; later steps are not shifted).
+    step_get_.bind(1, run).bind(2, r.rank).bind(3, r.step);
+    Result<bool> row = step_get_.step();
+    if (!row) return row.error();
+    if (*row) {
+      p.time = step_get_.real(0);
+      p.tokens = step_get_.real(1);
+      step_get_.reset();
+    } else {
+      step_prev_.bind(1, run).bind(2, r.rank).bind(3, r.step);
+      Result<bool> prev = step_prev_.step();
+      if (!prev) return prev.error();
+      double before = 0;
+      if (*prev) {
+        before = step_prev_.real(0);
+        step_prev_.reset();
+      }
+      p.tokens = before + static_cast<double>(r.tokens);
+      if (Status s = step_new_.bind(1, run).bind(2, r.rank).bind(3, r.step).bind(4, r.time)
+                         .bind(5, p.tokens).run();
+          !s)
+        return s;
+    }
+  }
+  const auto series = step_series(r);
+  for (size_t i = 0; i < series.size(); ++i) {
+    const double v = series[i].second;
+    point_.bind(1, run).bind(2, series_key_ids_[i]).bind(3, r.rank).bind(4, r.step);
+    if (std::isnan(v)) point_.bind_null(5); else point_.bind(5, v);
+    if (Status s = point_.run(); !s) return s;
+    if (sqlite3_changes(db_) == 1) {
+      ++counts.points;
+      p.value = v;
+      buckets_.add(run, series_key_ids_[i], r.rank, p);
+    } else {
+      ++counts.duplicates;
+    }
+  }
+  return Status::Ok();
+}
+
+Status Ingester::on_start(RunId run, const StartRecord& r) {
+  if (Status s = rank_start_.bind(1, run).bind(2, r.rank).bind(3, r.node).bind(4, r.host)
+                     .bind(5, r.pid).bind(6, r.time).run();
+      !s)
+    return s;
+  if (Status s = run_running_.bind(1, run).run(); !s) return s;
+  if (r.world > 0)
+    if (Status s = run_world_.bind(1, run).bind(2, r.world).run(); !s) return s;
+  if (r.config.is_object() && !r.config.empty())
+    if (Status s = run_config_.bind(1, run).bind(2, r.config.dump()).run(); !s) return s;
+  return Status::Ok();
+}
+
+Status Ingester::on_end(RunId run, const EndRecord& r) {
+  if (Status s = rank_end_.bind(1, run).bind(2, r.rank).bind(3, r.status).bind(4, r.reason)
+                     .bind(5, r.time).run();
+      !s)
+    return s;
+  const std::string why = "rank " + std::to_string(r.rank) + ": " + r.reason;
+  if (r.status == "failed") {
+    if (Status s = run_failed_.bind(1, run).bind(2, why).bind(3, r.time).run(); !s) return s;
+    return event_.bind(1, run).bind(2, r.time).bind(3, "error")
+        .bind(4, "rank " + std::to_string(r.rank) + " failed: " + r.reason).run();
+  }
+  if (r.status == "stopped") return run_stopped_.bind(1, run).bind(2, why).bind(3, r.time).run();
+  return run_ok_.bind(1, run).bind(2, r.time).run();
+}
+
+Status Ingester::malformed_event(RunId run, std::string_view source, uint64_t offset,
+                                 const Error& error, int64_t seen_before) {
+  if (seen_before >= kMaxLoggedBadLines) return Status::Ok();
+  std::string text = std::string(source) + " at byte " + std::to_string(offset) + ": " +
+                     error.message();
+  if (seen_before + 1 == kMaxLoggedBadLines) text += " (further bad lines are only counted)";
+  return event_.bind(1, run).bind(2, 0.0).bind(3, "warning").bind(4, text).run();
+}
+
+Result<IngestCounts> Ingester::ingest(RunId run, std::string_view source, uint64_t start_offset,
+                                      std::string_view bytes, bool at_eof) {
+  run_exists_.bind(1, run);
+  Result<bool> exists = run_exists_.step();
+  if (!exists) return exists.error();
+  if (!*exists) return Error{"run", std::to_string(run), "no such run in the store"};
+  run_exists_.reset();
+
+  if (Status s = source_new_.bind(1, run).bind(2, source).run(); !s) return s.error();
+  source_get_.bind(1, run).bind(2, source);
+  Result<bool> row = source_get_.step();
+  if (!row) return row.error();
+  const uint64_t stored = static_cast<uint64_t>(source_get_.int64(0));
+  int64_t bad_before = source_get_.int64(1);
+  source_get_.reset();
+
+  IngestCounts counts;
+  counts.offset = stored;
+  if (start_offset > stored)
+    return Error{"offset", std::string(source) + " at byte " + std::to_string(start_offset),
+                 "the store holds this source up to byte " + std::to_string(stored) +
+                     "; resend from there"};
+  // Skip what an earlier chunk already stored (a resend after a lost link).
+  const uint64_t skip = stored - start_offset;
+  if (skip >= bytes.size()) return counts;
+  bytes.remove_prefix(skip);
+
+  uint64_t offset = stored;
+  size_t pos = 0;
+  while (pos < bytes.size()) {
+    size_t nl = bytes.find('\n', pos);
+    if (nl == std::string_view::npos) {
+      if (!at_eof) break;
+      nl = bytes.size();
+    }
+    const std::string_view line = trim(bytes.substr(pos, nl - pos));
+    const uint64_t line_offset = offset;
+    offset += std::min(nl + 1, bytes.size()) - pos;
+    pos = nl + 1;
+    ++counts.lines;
+    if (line.empty()) continue;  // blank lines carry nothing and are not errors
+    Result<MetricsRecord> rec = parse_metrics_line(line);
+    if (!rec) {
+      ++(is_unknown_kind(rec.error()) ? counts.unknown : counts.malformed);
+      if (Status s = malformed_event(run, source, line_offset, rec.error(), bad_before++); !s)
+        return s.error();
+      continue;
+    }
+    Status s = std::visit(
+        [&](const auto& r) -> Status {
+          using T = std::decay_t<decltype(r)>;
+          if constexpr (std::is_same_v<T, StepRecord>) return on_step(run, r, counts);
+          else if constexpr (std::is_same_v<T, StartRecord>) return on_start(run, r);
+          else return on_end(run, r);
+        },
+        *rec);
+    if (!s) return s.error();
+  }
+  counts.offset = offset;
+  if (Status s = source_put_.bind(1, run).bind(2, source).bind(3, static_cast<int64_t>(offset))
+                     .bind(4, counts.lines).bind(5, counts.malformed).bind(6, counts.unknown).run();
+      !s)
+    return s.error();
+  return counts;
+}
+
+Status Ingester::finish() { return buckets_.flush(); }
+
+}  // namespace meshwork::store

@@ -1,0 +1,68 @@
+// Ingester (internal): turns metrics JSON lines (core/metrics.h, version 1) into rows, inside a
+// transaction opened by RunStore. It keeps its prepared statements and small caches (metric key
+// ids, each rank's last step and running token count) between calls; the caches are dropped when
+// a transaction fails so a rollback can never leave them ahead of the database.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <sqlite3.h>
+
+#include "core/metrics.h"
+#include "core/store/buckets.h"
+#include "core/store/run_store.h"
+#include "core/store/sqlite.h"
+
+namespace meshwork::store {
+
+class Ingester {
+ public:
+  explicit Ingester(sqlite3* db);
+  Status prepared() const;
+
+  // Call inside an open transaction. `at_eof`: a final line without '\n' is consumed too.
+  Result<IngestCounts> ingest(RunId run, std::string_view source, uint64_t start_offset,
+                              std::string_view bytes, bool at_eof);
+  // Writes the chart buckets of everything ingested since the last call (same transaction).
+  Status finish();
+  // After a rollback: forget everything cached.
+  void forget();
+
+  Result<int64_t> key_id(std::string_view name);  // creates the key when new
+
+  // For rebuild_derived(): feeds a stored point into the buckets.
+  void add_bucket_point(RunId run, int64_t key, int rank, const BucketPoint& p) {
+    buckets_.add(run, key, rank, p);
+  }
+
+ private:
+  struct RankState {
+    int64_t last_step = INT64_MIN;  // highest step stored for the rank
+    double tokens = 0;              // cumulative tokens at last_step
+  };
+  Status on_start(RunId run, const StartRecord& r);
+  Status on_step(RunId run, const StepRecord& r, IngestCounts& counts);
+  Status on_end(RunId run, const EndRecord& r);
+  Result<RankState*> rank_state(RunId run, int rank);
+  Status malformed_event(RunId run, std::string_view source, uint64_t offset,
+                         const Error& error, int64_t seen_before);
+
+  sqlite3* db_;
+  sql::Stmt run_exists_, source_get_, source_new_, source_put_;
+  sql::Stmt point_, step_new_, step_get_, step_prev_, step_last_;
+  sql::Stmt key_new_, key_get_, event_;
+  sql::Stmt rank_start_, run_running_, run_world_, run_config_;
+  sql::Stmt rank_end_, run_failed_, run_stopped_, run_ok_;
+  BucketWriter buckets_;
+  std::unordered_map<std::string, int64_t> key_ids_;
+  std::vector<int64_t> series_key_ids_;  // ids of step_series_keys(), by index
+  std::map<std::pair<RunId, int>, RankState> ranks_;
+};
+
+}  // namespace meshwork::store

@@ -1,0 +1,484 @@
+// RunStore: opening, runs, ranks, events and ingest transactions. Chart queries and CSV export
+// are in series_query.cpp.
+#include "core/store/run_store.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <system_error>
+
+#include "core/store/ingester.h"
+#include "core/store/schema.h"
+#include "core/store/sqlite.h"
+
+namespace meshwork::store {
+
+IngestCounts& IngestCounts::operator+=(const IngestCounts& o) {
+  lines += o.lines;
+  points += o.points;
+  duplicates += o.duplicates;
+  malformed += o.malformed;
+  unknown += o.unknown;
+  offset = o.offset;
+  return *this;
+}
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+nlohmann::json parse_json_or_empty(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  return j.is_discarded() ? nlohmann::json::object() : j;
+}
+
+// "2x2x1x2" from the config's mesh (axes default to 1), empty without a mesh.
+std::string shape_of(const nlohmann::json& config, int* world) {
+  auto it = config.find("mesh");
+  if (it == config.end() || !it->is_object()) return {};
+  std::string out;
+  int64_t product = 1;
+  for (const char* axis : {"dp_replicate", "dp_shard", "cp", "tp"}) {
+    int64_t size = 1;
+    if (auto a = it->find(axis); a != it->end() && a->is_number_integer()) size = a->get<int64_t>();
+    product *= size;
+    out += (out.empty() ? "" : "x") + std::to_string(size);
+  }
+  if (*world == 0 && product > 0) *world = static_cast<int>(product);
+  return out;
+}
+
+std::string model_of(const nlohmann::json& config) {
+  auto it = config.find("model");
+  if (it == config.end()) return {};
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object()) {
+    for (const char* k : {"name", "model_type"})
+      if (auto n = it->find(k); n != it->end() && n->is_string()) return n->get<std::string>();
+    return "inline";
+  }
+  return {};
+}
+
+Error no_run(RunId run) { return Error{"run", std::to_string(run), "no such run in the store"}; }
+
+}  // namespace
+
+RunStore::~RunStore() {
+  ingester_.reset();  // finalize its statements before closing
+  if (db_) sqlite3_close_v2(db_);
+}
+
+Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& path,
+                                                 Options options) {
+  std::unique_ptr<RunStore> store(new RunStore());
+  store->path_ = path;
+  if (!options.read_only && path.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec) return Error{"--db", path.string(), "cannot create its directory: " + ec.message()};
+  }
+  const int flags = (options.read_only ? SQLITE_OPEN_READONLY
+                                       : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+                    SQLITE_OPEN_NOMUTEX;
+  if (sqlite3_open_v2(path.c_str(), &store->db_, flags, nullptr) != SQLITE_OK)
+    return Error{"--db", path.string(),
+                 std::string("cannot open the database: ") +
+                     (store->db_ ? sqlite3_errmsg(store->db_) : "out of memory")};
+  sqlite3_busy_timeout(store->db_, options.busy_timeout_ms);
+  sqlite3* db = store->db_;
+  // WAL: readers see the last commit and never block the writer. synchronous=NORMAL in WAL mode
+  // loses no commit when a process dies (only an OS crash/power loss can drop the last ones).
+  // 64 MiB page cache and mmap keep chart reads off the read() path.
+  const char* pragmas = options.read_only
+                            ? "PRAGMA cache_size=-65536; PRAGMA mmap_size=268435456;"
+                            : "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                              "PRAGMA cache_size=-65536; PRAGMA mmap_size=268435456;"
+                              "PRAGMA temp_store=MEMORY;";
+  if (Status s = sql::exec(db, pragmas); !s)
+    return Error{"--db", path.string(), "is not a usable SQLite database: " + s.error().allowed};
+  if (options.read_only) {
+    Result<int> v = read_schema_version(db);
+    if (!v) return v.error();
+    if (*v != kSchemaVersion)
+      return Error{"--db", path.string(),
+                   "has schema version " + std::to_string(*v) + "; open it read-write to migrate"};
+    return store;
+  }
+  RunStore* self = store.get();
+  Status s = ensure_schema(db, [self]() -> Status {
+    sql::Stmt runs(self->db_, "SELECT id FROM runs");
+    std::vector<RunId> ids;
+    for (;;) {
+      Result<bool> row = runs.step();
+      if (!row) return row.error();
+      if (!*row) break;
+      ids.push_back(runs.int64(0));
+    }
+    for (RunId id : ids)
+      if (Status r = self->rebuild_derived_in_tx(id); !r) return r;
+    return Status::Ok();
+  });
+  if (!s) {
+    store->ingester_.reset();
+    return Error{"--db", path.string(), s.error().message()};
+  }
+  store->ingester_.reset();  // statements prepared during a migration: prepare afresh
+  store->ingester_ = std::make_unique<Ingester>(db);
+  if (Status p = store->ingester_->prepared(); !p) return p.error();
+  return store;
+}
+
+int RunStore::schema_version() const {
+  Result<int> v = read_schema_version(db_);
+  return v ? *v : -1;
+}
+
+Result<RunId> RunStore::create_run(std::string_view name, const nlohmann::json& config,
+                                   const nlohmann::json& cluster, std::string_view origin) {
+  if (name.empty()) return Error{"name", "", "a run needs a non-empty name"};
+  const nlohmann::json cfg = config.is_object() ? config : nlohmann::json::object();
+  int world = 0;
+  shape_of(cfg, &world);
+  sql::Stmt ins(db_,
+                "INSERT INTO runs(name, created, config, cluster, origin, world)"
+                " VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  ins.bind(1, name).bind(2, now_s()).bind(3, cfg.dump())
+      .bind(4, (cluster.is_object() ? cluster : nlohmann::json::object()).dump())
+      .bind(5, origin).bind(6, world);
+  if (Status s = ins.run(); !s) return s.error();
+  return static_cast<RunId>(sqlite3_last_insert_rowid(db_));
+}
+
+Status RunStore::set_status(RunId run, std::string_view status, std::string_view reason) {
+  static const std::vector<std::string_view> allowed = {kStatusCreated, kStatusRunning, kStatusOk,
+                                                        kStatusFailed, kStatusStopped};
+  if (std::find(allowed.begin(), allowed.end(), status) == allowed.end())
+    return Error{"status", std::string(status), "allowed: created, running, ok, failed, stopped"};
+  sql::Stmt up(db_, "UPDATE runs SET status = ?2, exit_reason = ?3,"
+                    " ended = CASE WHEN ?2 IN ('ok','failed','stopped') THEN ?4 ELSE ended END"
+                    " WHERE id = ?1");
+  if (Status s = up.bind(1, run).bind(2, status).bind(3, reason).bind(4, now_s()).run(); !s)
+    return s;
+  return sqlite3_changes(db_) == 1 ? Status::Ok() : Status(no_run(run));
+}
+
+Status RunStore::rename_run(RunId run, std::string_view name) {
+  if (name.empty()) return Error{"name", "", "a run needs a non-empty name"};
+  sql::Stmt up(db_, "UPDATE runs SET name = ?2 WHERE id = ?1");
+  if (Status s = up.bind(1, run).bind(2, name).run(); !s) return s;
+  return sqlite3_changes(db_) == 1 ? Status::Ok() : Status(no_run(run));
+}
+
+Status RunStore::delete_run(RunId run) {
+  sql::Transaction tx(db_);
+  if (!tx.begun()) return tx.begun();
+  for (const char* table : {"metrics", "steps", "buckets", "ranks", "events", "sources"}) {
+    sql::Stmt del(db_, std::string("DELETE FROM ") + table + " WHERE run = ?1");
+    if (Status s = del.bind(1, run).run(); !s) return s;
+  }
+  sql::Stmt del(db_, "DELETE FROM runs WHERE id = ?1");
+  if (Status s = del.bind(1, run).run(); !s) return s;
+  if (sqlite3_changes(db_) != 1) return no_run(run);
+  if (ingester_) ingester_->forget();
+  return tx.commit();
+}
+
+Result<RunInfo> RunStore::get_run(RunId run) {
+  sql::Stmt q(db_,
+              "SELECT r.id, r.name, r.created, r.status, r.exit_reason, r.config, r.cluster,"
+              " r.world, r.origin,"
+              " (SELECT max(la_step) FROM buckets WHERE run = r.id AND level = 0),"
+              " (SELECT sum(n) FROM buckets WHERE run = r.id AND level = 0),"
+              " (SELECT b.la_v FROM buckets b JOIN keys k ON k.id = b.key WHERE b.run = r.id"
+              "   AND b.level = 0 AND k.name = 'loss' ORDER BY b.rank LIMIT 1),"
+              " (SELECT avg(m.value) FROM (SELECT value FROM metrics WHERE run = r.id"
+              "   AND key = (SELECT id FROM keys WHERE name = 'tokens_per_s')"
+              "   AND rank = (SELECT min(rank) FROM steps WHERE run = r.id)"
+              "   ORDER BY step DESC LIMIT 10) m)"
+              " FROM runs r WHERE r.id = ?1");
+  q.bind(1, run);
+  Result<bool> row = q.step();
+  if (!row) return row.error();
+  if (!*row) return no_run(run);
+  RunInfo info;
+  RunSummary& s = info.summary;
+  s.id = q.int64(0);
+  s.name = q.text(1);
+  s.created = q.real(2);
+  s.status = q.text(3);
+  s.exit_reason = q.text(4);
+  info.config = parse_json_or_empty(q.text(5));
+  info.cluster = parse_json_or_empty(q.text(6));
+  s.world = static_cast<int>(q.int64(7));
+  s.origin = q.text(8);
+  s.steps = q.is_null(9) ? 0 : q.int64(9);
+  s.points = q.is_null(10) ? 0 : q.int64(10);
+  if (!q.is_null(11)) s.final_loss = q.real(11);
+  if (!q.is_null(12)) s.tokens_per_s = q.real(12);
+  q.reset();
+  s.shape = shape_of(info.config, &s.world);
+  s.model = model_of(info.config);
+  return info;
+}
+
+Result<std::vector<RunSummary>> RunStore::list_runs() {
+  sql::Stmt ids(db_, "SELECT id FROM runs ORDER BY created DESC, id DESC");
+  std::vector<RunId> all;
+  for (;;) {
+    Result<bool> row = ids.step();
+    if (!row) return row.error();
+    if (!*row) break;
+    all.push_back(ids.int64(0));
+  }
+  std::vector<RunSummary> out;
+  for (RunId id : all) {
+    Result<RunInfo> info = get_run(id);
+    if (!info) return info.error();
+    out.push_back(std::move(info->summary));
+  }
+  return out;
+}
+
+Result<RunId> RunStore::resolve_run(std::string_view id_or_name) {
+  const bool numeric = !id_or_name.empty() &&
+                       std::all_of(id_or_name.begin(), id_or_name.end(),
+                                   [](char c) { return c >= '0' && c <= '9'; });
+  if (numeric && id_or_name.size() < 18) {
+    sql::Stmt q(db_, "SELECT id FROM runs WHERE id = ?1");
+    q.bind(1, static_cast<int64_t>(std::stoll(std::string(id_or_name))));
+    Result<bool> row = q.step();
+    if (!row) return row.error();
+    if (*row) {
+      RunId id = q.int64(0);
+      q.reset();
+      return id;
+    }
+  }
+  sql::Stmt q(db_, "SELECT id FROM runs WHERE name = ?1 ORDER BY id");
+  q.bind(1, id_or_name);
+  std::vector<RunId> found;
+  for (;;) {
+    Result<bool> row = q.step();
+    if (!row) return row.error();
+    if (!*row) break;
+    found.push_back(q.int64(0));
+  }
+  if (found.size() == 1) return found[0];
+  if (found.empty())
+    return Error{"RUN", std::string(id_or_name), "no run with this id or name; see `meshwork runs list`"};
+  std::string ids;
+  for (RunId id : found) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+  return Error{"RUN", std::string(id_or_name), "several runs have this name; use an id: " + ids};
+}
+
+Result<std::optional<RunId>> RunStore::find_run_by_origin(std::string_view origin) {
+  sql::Stmt q(db_, "SELECT id FROM runs WHERE origin = ?1 ORDER BY id LIMIT 1");
+  q.bind(1, origin);
+  Result<bool> row = q.step();
+  if (!row) return row.error();
+  if (!*row) return std::optional<RunId>();
+  std::optional<RunId> id = q.int64(0);
+  q.reset();
+  return id;
+}
+
+Result<std::vector<RankInfo>> RunStore::ranks(RunId run) {
+  sql::Stmt q(db_, "SELECT rank, coalesce(node, 0), coalesce(host, ''), coalesce(pid, 0), status,"
+                   " reason FROM ranks WHERE run = ?1 ORDER BY rank");
+  q.bind(1, run);
+  std::vector<RankInfo> out;
+  for (;;) {
+    Result<bool> row = q.step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.push_back(RankInfo{static_cast<int>(q.int64(0)), static_cast<int>(q.int64(1)), q.text(2),
+                           q.int64(3), q.text(4), q.text(5)});
+  }
+  return out;
+}
+
+Status RunStore::add_event(RunId run, std::string_view level, std::string_view text, double time) {
+  if (level != "info" && level != "warning" && level != "error")
+    return Error{"level", std::string(level), "allowed: info, warning, error"};
+  sql::Stmt ins(db_, "INSERT INTO events(run, time, level, text)"
+                     " SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM runs WHERE id = ?1)");
+  if (Status s = ins.bind(1, run).bind(2, time > 0 ? time : now_s()).bind(3, level).bind(4, text).run();
+      !s)
+    return s;
+  return sqlite3_changes(db_) == 1 ? Status::Ok() : Status(no_run(run));
+}
+
+Result<std::vector<Event>> RunStore::events(RunId run) {
+  sql::Stmt q(db_, "SELECT id, run, time, level, text FROM events WHERE run = ?1 ORDER BY id");
+  q.bind(1, run);
+  std::vector<Event> out;
+  for (;;) {
+    Result<bool> row = q.step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.push_back(Event{q.int64(0), q.int64(1), q.real(2), q.text(3), q.text(4)});
+  }
+  return out;
+}
+
+Result<uint64_t> RunStore::source_offset(RunId run, std::string_view source) {
+  sql::Stmt q(db_, "SELECT offset FROM sources WHERE run = ?1 AND name = ?2");
+  q.bind(1, run).bind(2, source);
+  Result<bool> row = q.step();
+  if (!row) return row.error();
+  if (!*row) return uint64_t{0};
+  const uint64_t off = static_cast<uint64_t>(q.int64(0));
+  q.reset();
+  return off;
+}
+
+Result<std::vector<SourceInfo>> RunStore::sources(RunId run) {
+  sql::Stmt q(db_, "SELECT name, offset, lines, malformed, unknown FROM sources WHERE run = ?1"
+                   " ORDER BY name");
+  q.bind(1, run);
+  std::vector<SourceInfo> out;
+  for (;;) {
+    Result<bool> row = q.step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.push_back(SourceInfo{q.text(0), static_cast<uint64_t>(q.int64(1)), q.int64(2), q.int64(3),
+                             q.int64(4)});
+  }
+  return out;
+}
+
+Result<IngestCounts> RunStore::ingest_one(RunId run, std::string_view source,
+                                          uint64_t start_offset, std::string_view bytes,
+                                          bool at_eof) {
+  if (!ingester_) return Error{"--db", path_.string(), "is open read-only"};
+  sql::Transaction tx(db_);
+  if (!tx.begun()) return tx.begun().error();
+  Result<IngestCounts> r = ingester_->ingest(run, source, start_offset, bytes, at_eof);
+  Status s = r ? ingester_->finish() : Status(r.error());
+  if (s) s = tx.commit();
+  if (!s) {
+    ingester_->forget();
+    return s.error();
+  }
+  return r;
+}
+
+Result<IngestCounts> RunStore::ingest_chunk(RunId run, std::string_view source,
+                                            uint64_t start_offset, std::string_view bytes) {
+  return ingest_one(run, source, start_offset, bytes, false);
+}
+
+Result<std::vector<Result<IngestCounts>>> RunStore::ingest_chunks(
+    const std::vector<ChunkRef>& chunks) {
+  if (!ingester_) return Error{"--db", path_.string(), "is open read-only"};
+  sql::Transaction tx(db_);
+  if (!tx.begun()) return tx.begun().error();
+  std::vector<Result<IngestCounts>> out;
+  for (const ChunkRef& c : chunks) {
+    Result<IngestCounts> r = ingester_->ingest(c.run, c.source, c.start_offset, c.bytes, false);
+    if (!r && r.error().field == "database") {
+      ingester_->forget();
+      return r.error();
+    }
+    out.push_back(std::move(r));
+  }
+  Status s = ingester_->finish();
+  if (s) s = tx.commit();
+  if (!s) {
+    ingester_->forget();
+    return s.error();
+  }
+  return out;
+}
+
+Result<IngestCounts> RunStore::ingest_file(RunId run, const std::filesystem::path& path,
+                                           std::string_view source_arg, size_t chunk_bytes) {
+  const std::string source = source_arg.empty() ? path.string() : std::string(source_arg);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{"PATH", path.string(), "cannot be read (a metrics .jsonl file or a run directory)"};
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  Result<uint64_t> start = source_offset(run, source);
+  if (!start) return start.error();
+  if (!ec && size < *start)
+    return Error{"PATH", path.string(),
+                 "is shorter than the " + std::to_string(*start) +
+                     " bytes already imported from it; import it as a new run (--name)"};
+  IngestCounts total;
+  total.offset = *start;
+  uint64_t offset = *start;
+  std::string buf;
+  chunk_bytes = std::max<size_t>(chunk_bytes, 4096);
+  for (;;) {
+    in.seekg(static_cast<std::streamoff>(offset));
+    buf.resize(chunk_bytes);
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    buf.resize(static_cast<size_t>(in.gcount()));
+    const bool at_eof = buf.size() < chunk_bytes;
+    in.clear();
+    if (buf.empty()) break;
+    Result<IngestCounts> r = ingest_one(run, source, offset, buf, at_eof);
+    if (!r) return r.error();
+    total += *r;
+    if (r->offset == offset) {
+      if (at_eof) break;
+      chunk_bytes *= 2;  // one line longer than a chunk: read more at once
+      continue;
+    }
+    offset = r->offset;
+    if (at_eof) break;
+  }
+  return total;
+}
+
+Result<std::vector<std::string>> RunStore::keys(RunId run) {
+  sql::Stmt q(db_, "SELECT k.name FROM keys k WHERE EXISTS (SELECT 1 FROM buckets b WHERE b.run = ?1"
+                   " AND b.key = k.id AND b.level = 0) ORDER BY k.id");
+  q.bind(1, run);
+  std::vector<std::string> out;
+  for (;;) {
+    Result<bool> row = q.step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.push_back(q.text(0));
+  }
+  return out;
+}
+
+Status RunStore::rebuild_derived_in_tx(RunId run) {
+  if (!ingester_) ingester_ = std::make_unique<Ingester>(db_);
+  sql::Stmt del(db_, "DELETE FROM buckets WHERE run = ?1");
+  if (Status s = del.bind(1, run).run(); !s) return s;
+  sql::Stmt q(db_, "SELECT m.key, m.rank, m.step, m.value, coalesce(s.time, 0),"
+                   " coalesce(s.tokens, 0) FROM metrics m LEFT JOIN steps s ON s.run = m.run"
+                   " AND s.rank = m.rank AND s.step = m.step"
+                   " WHERE m.run = ?1 AND m.value IS NOT NULL");
+  q.bind(1, run);
+  int64_t n = 0;
+  for (;;) {
+    Result<bool> row = q.step();
+    if (!row) return row.error();
+    if (!*row) break;
+    ingester_->add_bucket_point(run, q.int64(0), static_cast<int>(q.int64(1)),
+                                BucketPoint{q.int64(2), q.real(4), q.real(5), q.real(3)});
+    if (++n % (1 << 20) == 0)  // bound memory: merging flushes is exact (upsert min/max/...)
+      if (Status s = ingester_->finish(); !s) return s;
+  }
+  return ingester_->finish();
+}
+
+Status RunStore::rebuild_derived(RunId run) {
+  if (!ingester_) return Error{"--db", path_.string(), "is open read-only"};
+  sql::Transaction tx(db_);
+  if (!tx.begun()) return tx.begun();
+  if (Status s = rebuild_derived_in_tx(run); !s) {
+    ingester_->forget();
+    return s;
+  }
+  return tx.commit();
+}
+
+}  // namespace meshwork::store

@@ -1,0 +1,157 @@
+#include "core/store/schema.h"
+
+#include <string>
+#include <vector>
+
+#include "core/store/sqlite.h"
+
+namespace meshwork::store {
+
+const char* const kSchemaV1 = R"sql(
+CREATE TABLE schema_version(version INTEGER NOT NULL);
+INSERT INTO schema_version VALUES (1);
+CREATE TABLE runs(id INTEGER PRIMARY KEY, name TEXT NOT NULL, created REAL NOT NULL,
+  status TEXT NOT NULL DEFAULT 'created', exit_reason TEXT NOT NULL DEFAULT '',
+  config TEXT NOT NULL DEFAULT '{}', cluster TEXT NOT NULL DEFAULT '{}');
+CREATE TABLE ranks(run INTEGER NOT NULL, rank INTEGER NOT NULL, node INTEGER, host TEXT,
+  pid INTEGER, PRIMARY KEY(run, rank));
+CREATE TABLE metrics(run INTEGER NOT NULL, rank INTEGER NOT NULL, step INTEGER NOT NULL,
+  time REAL, key TEXT NOT NULL, value REAL, UNIQUE(run, rank, step, key));
+CREATE TABLE events(id INTEGER PRIMARY KEY, run INTEGER NOT NULL, time REAL NOT NULL,
+  level TEXT NOT NULL, text TEXT NOT NULL);
+)sql";
+
+namespace {
+
+// Version 2. Why this layout:
+// - metrics is WITHOUT ROWID, keyed (run, key, rank, step) with integer key ids: a series is one
+//   contiguous key range (chart reads are range scans), a point costs ~20 bytes, and the primary
+//   key is the (run, rank, step, key) uniqueness that makes re-ingest idempotent.
+// - time and cumulative tokens are per (run, rank, step), not per point: `steps`.
+// - buckets holds, per series and per level k (1..4: 64*8^(k-1) steps per bucket), the first,
+//   min, max and last point of each bucket with all three x values, so a chart over millions of
+//   points reads a few thousand rows. Level 0 (one bucket per series) is the run summary.
+// - sources holds each followed file's byte offset, advanced in the transaction of its lines.
+const char* const kTablesV2 = R"sql(
+CREATE TABLE IF NOT EXISTS runs(id INTEGER PRIMARY KEY, name TEXT NOT NULL, created REAL NOT NULL,
+  status TEXT NOT NULL DEFAULT 'created', exit_reason TEXT NOT NULL DEFAULT '',
+  config TEXT NOT NULL DEFAULT '{}', cluster TEXT NOT NULL DEFAULT '{}');
+CREATE TABLE ranks2(run INTEGER NOT NULL, rank INTEGER NOT NULL, node INTEGER, host TEXT,
+  pid INTEGER, started REAL, status TEXT NOT NULL DEFAULT '', reason TEXT NOT NULL DEFAULT '',
+  ended REAL, PRIMARY KEY(run, rank)) WITHOUT ROWID;
+CREATE TABLE keys(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE steps(run INTEGER NOT NULL, rank INTEGER NOT NULL, step INTEGER NOT NULL,
+  time REAL NOT NULL, tokens REAL NOT NULL, PRIMARY KEY(run, rank, step)) WITHOUT ROWID;
+CREATE TABLE metrics2(run INTEGER NOT NULL, key INTEGER NOT NULL, rank INTEGER NOT NULL,
+  step INTEGER NOT NULL, value REAL, PRIMARY KEY(run, key, rank, step)) WITHOUT ROWID;
+CREATE TABLE buckets(run INTEGER NOT NULL, key INTEGER NOT NULL, rank INTEGER NOT NULL,
+  level INTEGER NOT NULL, bucket INTEGER NOT NULL, n INTEGER NOT NULL,
+  f_step INTEGER, f_time REAL, f_tok REAL, f_v REAL,
+  lo_step INTEGER, lo_time REAL, lo_tok REAL, lo_v REAL,
+  hi_step INTEGER, hi_time REAL, hi_tok REAL, hi_v REAL,
+  la_step INTEGER, la_time REAL, la_tok REAL, la_v REAL,
+  PRIMARY KEY(run, key, rank, level, bucket)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY, run INTEGER NOT NULL,
+  time REAL NOT NULL, level TEXT NOT NULL, text TEXT NOT NULL);
+CREATE INDEX events_run ON events(run, time);
+CREATE TABLE sources(run INTEGER NOT NULL, name TEXT NOT NULL, offset INTEGER NOT NULL DEFAULT 0,
+  lines INTEGER NOT NULL DEFAULT 0, malformed INTEGER NOT NULL DEFAULT 0,
+  unknown INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(run, name)) WITHOUT ROWID;
+)sql";
+
+const char* const kViewsV2 = R"sql(
+CREATE INDEX runs_origin ON runs(origin);
+CREATE VIEW summary AS SELECT b.run, k.name AS key, b.rank, b.n, b.lo_v AS min, b.hi_v AS max,
+  b.la_v AS final, b.la_step AS final_step FROM buckets b JOIN keys k ON k.id = b.key
+  WHERE b.level = 0;
+CREATE VIEW metrics_v AS SELECT m.run, m.rank, m.step, s.time, s.tokens, k.name AS key, m.value
+  FROM metrics m JOIN keys k ON k.id = m.key
+  LEFT JOIN steps s ON s.run = m.run AND s.rank = m.rank AND s.step = m.step;
+)sql";
+
+Status create_v2(sqlite3* db) {
+  if (Status s = sql::exec(db, kTablesV2); !s) return s;
+  if (Status s = sql::exec(db,
+                           "ALTER TABLE runs ADD COLUMN origin TEXT NOT NULL DEFAULT '';"
+                           "ALTER TABLE runs ADD COLUMN world INTEGER NOT NULL DEFAULT 0;"
+                           "ALTER TABLE runs ADD COLUMN ended REAL;"
+                           "ALTER TABLE ranks2 RENAME TO ranks;"
+                           "ALTER TABLE metrics2 RENAME TO metrics;");
+      !s)
+    return s;
+  if (Status s = sql::exec(db, kViewsV2); !s) return s;
+  return sql::exec(db, "CREATE TABLE IF NOT EXISTS schema_version(version INTEGER NOT NULL);"
+                       "DELETE FROM schema_version; INSERT INTO schema_version VALUES (2);");
+}
+
+// v1 -> v2: move the v1 tables aside, create v2, copy runs/ranks/events/points, derive steps
+// (time per step; tokens = running sum of the "tokens" series per rank). The chart buckets are
+// rebuilt by the caller (RunStore::rebuild_derived) for every run.
+Status migrate_v1_to_v2(sqlite3* db) {
+  if (Status s = sql::exec(db,
+                           "ALTER TABLE ranks RENAME TO ranks_v1;"
+                           "ALTER TABLE metrics RENAME TO metrics_v1;"
+                           "ALTER TABLE events RENAME TO events_v1;");
+      !s)
+    return s;
+  if (Status s = create_v2(db); !s) return s;
+  return sql::exec(db, R"sql(
+INSERT INTO ranks(run, rank, node, host, pid) SELECT run, rank, node, host, pid FROM ranks_v1;
+INSERT INTO events(id, run, time, level, text) SELECT id, run, time, level, text FROM events_v1;
+INSERT OR IGNORE INTO keys(name) SELECT DISTINCT key FROM metrics_v1 ORDER BY key;
+INSERT OR IGNORE INTO metrics(run, key, rank, step, value)
+  SELECT m.run, k.id, m.rank, m.step, m.value FROM metrics_v1 m JOIN keys k ON k.name = m.key;
+INSERT OR IGNORE INTO steps(run, rank, step, time, tokens)
+  SELECT run, rank, step, max(coalesce(time, 0)), 0 FROM metrics_v1 GROUP BY run, rank, step;
+UPDATE steps SET tokens = (SELECT c.cum FROM (
+    SELECT run, rank, step, sum(value) OVER (PARTITION BY run, rank ORDER BY step) AS cum
+    FROM metrics_v1 WHERE key = 'tokens') c
+  WHERE c.run = steps.run AND c.rank = steps.rank AND c.step = steps.step)
+  WHERE EXISTS (SELECT 1 FROM metrics_v1 t WHERE t.key = 'tokens' AND t.run = steps.run
+    AND t.rank = steps.rank AND t.step = steps.step);
+DROP TABLE metrics_v1; DROP TABLE ranks_v1; DROP TABLE events_v1;
+)sql");
+}
+
+}  // namespace
+
+Result<int> read_schema_version(sqlite3* db) {
+  sql::Stmt has(db, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='schema_version'");
+  Result<bool> row = has.step();
+  if (!row) return row.error();
+  if (has.int64(0) == 0) {
+    sql::Stmt any(db, "SELECT count(*) FROM sqlite_master");
+    if (Result<bool> r = any.step(); !r) return r.error();
+    if (any.int64(0) != 0)
+      return Error{"database", "schema", "is not a Meshwork run store (no schema_version table)"};
+    return 0;
+  }
+  sql::Stmt v(db, "SELECT max(version) FROM schema_version");
+  if (Result<bool> r = v.step(); !r) return r.error();
+  return static_cast<int>(v.int64(0));
+}
+
+Status ensure_schema(sqlite3* db, const std::function<Status()>& after_migration) {
+  Result<int> version = read_schema_version(db);
+  if (!version) return version.error();
+  if (*version == kSchemaVersion) return Status::Ok();
+  if (*version > kSchemaVersion)
+    return Error{"database", "schema version " + std::to_string(*version),
+                 "this Meshwork reads versions up to " + std::to_string(kSchemaVersion) +
+                     "; open it with a newer Meshwork"};
+  sql::Transaction tx(db);
+  if (!tx.begun()) return tx.begun();
+  // Re-read inside the write lock: another process may have migrated meanwhile.
+  version = read_schema_version(db);
+  if (!version) return version.error();
+  if (*version == 0) {
+    if (Status s = create_v2(db); !s) return s;
+  } else if (*version == 1) {
+    if (Status s = migrate_v1_to_v2(db); !s) return s;
+    if (after_migration)
+      if (Status s = after_migration(); !s) return s;
+  }
+  return tx.commit();
+}
+
+}  // namespace meshwork::store

@@ -1,0 +1,399 @@
+// Decimated chart queries and CSV export.
+//
+// How a query stays fast for millions of points: for each run it picks the coarsest bucket level
+// whose buckets are at most half a decimation bucket wide (decimate.h: 1.5 pixel columns), reads
+// the stored first/min/max/last of those buckets (a few thousand rows), and reads raw points only
+// for the two edge buckets of the range (so the range's first/last points and the extremes near
+// its ends are exact). Every point returned is a real stored point; a bucket's min and max are
+// always among the candidates, so a single spike in millions of points survives. Small ranges
+// (no level fine enough) are decimated from raw points.
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <limits>
+
+#include "core/metrics.h"
+#include "core/store/buckets.h"
+#include "core/store/decimate.h"
+#include "core/store/run_store.h"
+#include "core/store/sqlite.h"
+
+namespace meshwork::store {
+
+std::string_view to_string(XAxis x) {
+  switch (x) {
+    case XAxis::step: return "step";
+    case XAxis::tokens: return "tokens";
+    case XAxis::time: return "time";
+  }
+  return "step";
+}
+
+std::string_view to_string(Aggregate a) {
+  switch (a) {
+    case Aggregate::none: return "none";
+    case Aggregate::mean: return "mean";
+    case Aggregate::min: return "min";
+    case Aggregate::max: return "max";
+    case Aggregate::sum: return "sum";
+  }
+  return "none";
+}
+
+Result<XAxis> parse_x_axis(std::string_view text) {
+  for (XAxis x : {XAxis::step, XAxis::tokens, XAxis::time})
+    if (text == to_string(x)) return x;
+  return Error{"x", std::string(text), "allowed: step, tokens, time"};
+}
+
+Result<Aggregate> parse_aggregate(std::string_view text) {
+  for (Aggregate a : {Aggregate::none, Aggregate::mean, Aggregate::min, Aggregate::max,
+                      Aggregate::sum})
+    if (text == to_string(a)) return a;
+  return Error{"aggregate", std::string(text), "allowed: none, mean, min, max, sum"};
+}
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct XPoint {  // a stored point with all three x values
+  int64_t step = 0;
+  double time = 0, tokens = 0, value = 0;
+  double x(XAxis axis) const {
+    return axis == XAxis::step ? static_cast<double>(step) : axis == XAxis::time ? time : tokens;
+  }
+};
+
+struct BucketRow {  // first, min, max, last of one bucket
+  int64_t bucket = 0;
+  std::array<XPoint, 4> p;
+};
+
+struct Extent {  // one rank's series, from its level-0 bucket
+  int rank = 0;
+  int64_t n = 0;
+  XPoint first, last;
+};
+
+XPoint read_xpoint(sql::Stmt& q, int col) {
+  return XPoint{q.int64(col), q.real(col + 1), q.real(col + 2), q.real(col + 3)};
+}
+
+double combine(Aggregate a, const std::vector<double>& v) {
+  double out = a == Aggregate::min ? kInf : a == Aggregate::max ? -kInf : 0.0;
+  for (double x : v) {
+    if (a == Aggregate::min) out = std::min(out, x);
+    else if (a == Aggregate::max) out = std::max(out, x);
+    else out += x;
+  }
+  if (a == Aggregate::mean && !v.empty()) out /= static_cast<double>(v.size());
+  return out;
+}
+
+// Reads one run's series for a query. Holds the prepared statements of one query call.
+class SeriesReader {
+ public:
+  SeriesReader(sqlite3* db, const SeriesQuery& q, int64_t key)
+      : q_(q), key_(key),
+        extent_(db, "SELECT rank, n, f_step, f_time, f_tok, f_v, la_step, la_time, la_tok, la_v"
+                    " FROM buckets WHERE run = ?1 AND key = ?2 AND level = 0 ORDER BY rank"),
+        raw_step_(db, "SELECT step, value FROM metrics WHERE run = ?1 AND key = ?2 AND rank = ?3"
+                      " AND step BETWEEN ?4 AND ?5 AND value IS NOT NULL ORDER BY step"),
+        raw_x_(db, "SELECT m.step, s.time, s.tokens, m.value FROM metrics m JOIN steps s"
+                   " ON s.run = m.run AND s.rank = m.rank AND s.step = m.step"
+                   " WHERE m.run = ?1 AND m.key = ?2 AND m.rank = ?3 AND m.step BETWEEN ?4 AND ?5"
+                   " AND m.value IS NOT NULL ORDER BY m.step"),
+        buckets_(db, "SELECT bucket, n, f_step, f_time, f_tok, f_v, lo_step, lo_time, lo_tok, lo_v,"
+                     " hi_step, hi_time, hi_tok, hi_v, la_step, la_time, la_tok, la_v"
+                     " FROM buckets WHERE run = ?1 AND key = ?2 AND rank = ?3 AND level = ?4"
+                     " AND bucket BETWEEN ?5 AND ?6 ORDER BY bucket"),
+        step_at_(db, "SELECT step, time, tokens FROM steps WHERE run = ?1 AND rank = ?2"
+                     " AND step >= ?3 ORDER BY step LIMIT 1") {}
+
+  Status prepared() const {
+    for (const sql::Stmt* s : {&extent_, &raw_step_, &raw_x_, &buckets_, &step_at_})
+      if (!s->ok()) return s->error();
+    return Status::Ok();
+  }
+
+  // The ranks the query reads for `run` (one, or all for an aggregate), with their extents.
+  Result<std::vector<Extent>> extents(RunId run) {
+    extent_.bind(1, run).bind(2, key_);
+    std::vector<Extent> out;
+    for (;;) {
+      Result<bool> row = extent_.step();
+      if (!row) return row.error();
+      if (!*row) break;
+      Extent e{static_cast<int>(extent_.int64(0)), extent_.int64(1), read_xpoint(extent_, 2),
+               read_xpoint(extent_, 6)};
+      if (q_.aggregate != Aggregate::none || e.rank == q_.rank) out.push_back(e);
+    }
+    return out;
+  }
+
+  // Raw points of one rank with step in [s0, s1], in step order.
+  Status raw(RunId run, int rank, int64_t s0, int64_t s1, std::vector<XPoint>& out) {
+    if (s0 > s1) return Status::Ok();
+    sql::Stmt& q = q_.x == XAxis::step ? raw_step_ : raw_x_;
+    q.bind(1, run).bind(2, key_).bind(3, rank).bind(4, s0).bind(5, s1);
+    for (;;) {
+      Result<bool> row = q.step();
+      if (!row) return row.error();
+      if (!*row) return Status::Ok();
+      if (q_.x == XAxis::step) out.push_back(XPoint{q.int64(0), 0, 0, q.real(1)});
+      else out.push_back(read_xpoint(q, 0));
+    }
+  }
+
+  // Bucket candidates (first, min, max, last of each bucket in [b0, b1]) of one rank, in x order
+  // per bucket; `n` accumulates the points they stand for.
+  Status bucket_points(RunId run, int rank, int level, int64_t b0, int64_t b1,
+                       std::vector<BucketRow>& out, int64_t& n) {
+    if (b0 > b1) return Status::Ok();
+    buckets_.bind(1, run).bind(2, key_).bind(3, rank).bind(4, level).bind(5, b0).bind(6, b1);
+    for (;;) {
+      Result<bool> row = buckets_.step();
+      if (!row) return row.error();
+      if (!*row) return Status::Ok();
+      n += buckets_.int64(1);
+      out.push_back(BucketRow{buckets_.int64(0),
+                              {read_xpoint(buckets_, 2), read_xpoint(buckets_, 6),
+                               read_xpoint(buckets_, 10), read_xpoint(buckets_, 14)}});
+    }
+  }
+
+  // The first stored step of `rank` whose x is >= x (x grows with the step: binary search over
+  // the primary key, ~log2(steps) lookups). Returns last.step + 1 when none.
+  Result<int64_t> first_step_at_or_after(RunId run, const Extent& e, double x) {
+    if (q_.x == XAxis::step) return static_cast<int64_t>(std::ceil(std::max(x, -9e18)));
+    int64_t lo = e.first.step, hi = e.last.step + 1;  // answer in [lo, hi]
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      step_at_.bind(1, run).bind(2, e.rank).bind(3, mid);
+      Result<bool> row = step_at_.step();
+      if (!row) return row.error();
+      if (!*row) {
+        hi = mid;
+        continue;
+      }
+      const XPoint p{step_at_.int64(0), step_at_.real(1), step_at_.real(2), 0};
+      step_at_.reset();
+      if (p.x(q_.x) >= x) hi = mid;
+      else lo = p.step + 1;
+    }
+    return lo;
+  }
+
+ private:
+  const SeriesQuery& q_;
+  int64_t key_;
+  sql::Stmt extent_, raw_step_, raw_x_, buckets_, step_at_;
+};
+
+// Merges per-rank point lists (each sorted by step) into one aggregated list per step.
+std::vector<XPoint> aggregate_raw(const std::vector<std::vector<XPoint>>& per_rank, Aggregate a) {
+  std::vector<XPoint> out;
+  std::vector<size_t> head(per_rank.size(), 0);
+  std::vector<double> values;
+  for (;;) {
+    int64_t step = std::numeric_limits<int64_t>::max();
+    for (size_t r = 0; r < per_rank.size(); ++r)
+      if (head[r] < per_rank[r].size()) step = std::min(step, per_rank[r][head[r]].step);
+    if (step == std::numeric_limits<int64_t>::max()) return out;
+    values.clear();
+    XPoint p;
+    bool have_x = false;
+    for (size_t r = 0; r < per_rank.size(); ++r) {
+      if (head[r] < per_rank[r].size() && per_rank[r][head[r]].step == step) {
+        if (!have_x) p = per_rank[r][head[r]], have_x = true;  // x of the lowest rank present
+        values.push_back(per_rank[r][head[r]].value);
+        ++head[r];
+      }
+    }
+    p.value = combine(a, values);
+    out.push_back(p);
+  }
+}
+
+}  // namespace
+
+Result<std::vector<Series>> RunStore::query_series(const SeriesQuery& q) {
+  if (q.pixels < 1 || q.pixels > 100000)
+    return Error{"pixels", std::to_string(q.pixels), "allowed: 1 to 100000 pixel columns"};
+  if (q.x_min && q.x_max && *q.x_min > *q.x_max)
+    return Error{"x range", std::to_string(*q.x_min) + ".." + std::to_string(*q.x_max),
+                 "the start must not exceed the end"};
+  std::vector<Series> out;
+  sql::Stmt key_q(db_, "SELECT id FROM keys WHERE name = ?1");
+  key_q.bind(1, q.key);
+  Result<bool> key_row = key_q.step();
+  if (!key_row) return key_row.error();
+  if (!*key_row) {
+    std::string allowed = "a metric key, e.g.";
+    for (const std::string& k : step_series_keys()) allowed += " " + k;
+    return Error{"key", q.key, allowed};
+  }
+  const int64_t key = key_q.int64(0);
+  key_q.reset();
+
+  SeriesReader reader(db_, q, key);
+  if (Status s = reader.prepared(); !s) return s.error();
+
+  // Pass 1: extents, and the common x range of all runs (one chart, one x axis).
+  std::vector<std::vector<Extent>> extents;
+  double x0 = kInf, x1 = -kInf;
+  for (RunId run : q.runs) {
+    Result<std::vector<Extent>> e = reader.extents(run);
+    if (!e) return e.error();
+    for (const Extent& r : *e) {
+      x0 = std::min(x0, r.first.x(q.x));
+      x1 = std::max(x1, r.last.x(q.x));
+    }
+    extents.push_back(std::move(*e));
+  }
+  if (q.x_min) x0 = *q.x_min;
+  if (q.x_max) x1 = *q.x_max;
+  const int nb = std::max(1, q.pixels * 2 / 3);  // decimation buckets (decimate.h)
+
+  // Pass 2: per run, candidates from buckets or raw points, decimated on the common range.
+  for (size_t i = 0; i < q.runs.size(); ++i) {
+    const RunId run = q.runs[i];
+    Series series;
+    series.run = run;
+    const std::vector<Extent>& ranks = extents[i];
+    if (ranks.empty() || x0 > x1) {
+      out.push_back(std::move(series));
+      continue;
+    }
+    // Steps per decimation bucket for this run: its steps per unit of x times the bucket width.
+    const Extent& ref = ranks.front();
+    const double run_dx = ref.last.x(q.x) - ref.first.x(q.x);
+    const double steps_per_x =
+        run_dx > 0 ? static_cast<double>(ref.last.step - ref.first.step) / run_dx : 0.0;
+    const double steps_per_bucket = (x1 - x0) / nb * steps_per_x;
+    int level = 0;
+    for (int k = kBucketLevels; k >= 1; --k)
+      if (2.0 * static_cast<double>(bucket_steps(k)) <= steps_per_bucket) {
+        level = k;
+        break;
+      }
+    series.lod_level = level;
+
+    Decimator dec(x0, x1, q.pixels);
+    std::vector<std::vector<XPoint>> raw_head(ranks.size()), raw_tail(ranks.size());
+    std::vector<std::vector<BucketRow>> mid(ranks.size());
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      const Extent& e = ranks[r];
+      Result<int64_t> s0 = reader.first_step_at_or_after(run, e, x0);
+      if (!s0) return s0.error();
+      Result<int64_t> after = reader.first_step_at_or_after(run, e, std::nextafter(x1, kInf));
+      if (!after) return after.error();
+      const int64_t lo = std::max(*s0, e.first.step), hi = std::min(*after - 1, e.last.step);
+      if (level == 0 || bucket_of(hi, level) - bucket_of(lo, level) < 2) {
+        if (Status s = reader.raw(run, e.rank, lo, hi, raw_head[r]); !s) return s.error();
+        continue;
+      }
+      // Edge buckets raw, whole buckets in between from the bucket table.
+      const int64_t b0 = bucket_of(lo, level) + 1, b1 = bucket_of(hi, level) - 1;
+      if (Status s = reader.raw(run, e.rank, lo, (b0 << bucket_shift(level)) - 1, raw_head[r]); !s)
+        return s.error();
+      if (Status s = reader.bucket_points(run, e.rank, level, b0, b1, mid[r], series.source_points);
+          !s)
+        return s.error();
+      if (Status s = reader.raw(run, e.rank, (b1 + 1) << bucket_shift(level), hi, raw_tail[r]); !s)
+        return s.error();
+    }
+    auto feed = [&](const XPoint& p) { dec.add(p.x(q.x), p.value); };
+    if (q.aggregate == Aggregate::none || ranks.size() == 1) {
+      for (const XPoint& p : raw_head[0]) feed(p);
+      for (const BucketRow& b : mid[0]) {
+        std::array<XPoint, 4> c = b.p;  // first, min, max, last -> x order
+        std::sort(c.begin(), c.end(), [](const XPoint& a, const XPoint& b) { return a.step < b.step; });
+        for (const XPoint& p : c) feed(p);
+      }
+      for (const XPoint& p : raw_tail[0]) feed(p);
+    } else {
+      for (const XPoint& p : aggregate_raw(raw_head, q.aggregate)) feed(p);
+      // Buckets across ranks: combine the ranks' first/min/max/last of the same bucket (an
+      // envelope; exact for the min of minima and the max of maxima). x from the lowest rank.
+      std::vector<size_t> head(mid.size(), 0);
+      std::vector<double> vals;
+      for (;;) {
+        int64_t b = std::numeric_limits<int64_t>::max();
+        for (size_t r = 0; r < mid.size(); ++r)
+          if (head[r] < mid[r].size()) b = std::min(b, mid[r][head[r]].bucket);
+        if (b == std::numeric_limits<int64_t>::max()) break;
+        std::array<XPoint, 4> c{};
+        for (int j = 0; j < 4; ++j) {
+          vals.clear();
+          for (size_t r = 0; r < mid.size(); ++r)
+            if (head[r] < mid[r].size() && mid[r][head[r]].bucket == b) {
+              if (vals.empty()) c[j] = mid[r][head[r]].p[j];
+              vals.push_back(mid[r][head[r]].p[j].value);
+            }
+          c[j].value = combine(q.aggregate, vals);
+        }
+        for (size_t r = 0; r < mid.size(); ++r)
+          if (head[r] < mid[r].size() && mid[r][head[r]].bucket == b) ++head[r];
+        std::sort(c.begin(), c.end(), [](const XPoint& a, const XPoint& b) { return a.step < b.step; });
+        for (const XPoint& p : c) feed(p);
+      }
+      for (const XPoint& p : aggregate_raw(raw_tail, q.aggregate)) feed(p);
+    }
+    for (size_t r = 0; r < ranks.size(); ++r)
+      series.source_points += static_cast<int64_t>(raw_head[r].size() + raw_tail[r].size());
+    series.points = dec.finish();
+    out.push_back(std::move(series));
+  }
+  return out;
+}
+
+Status RunStore::export_csv(RunId run, std::ostream& out) {
+  sql::Stmt exists(db_, "SELECT 1 FROM runs WHERE id = ?1");
+  exists.bind(1, run);
+  Result<bool> found = exists.step();
+  if (!found) return found.error();
+  if (!*found) return Error{"run", std::to_string(run), "no such run in the store"};
+  exists.reset();
+  // Primary-key order (key, rank, step): a streaming read, no sort of millions of rows.
+  sql::Stmt q(db_, "SELECT m.rank, m.step, s.time, s.tokens, k.name, m.value FROM metrics m"
+                   " JOIN keys k ON k.id = m.key LEFT JOIN steps s ON s.run = m.run"
+                   " AND s.rank = m.rank AND s.step = m.step WHERE m.run = ?1"
+                   " ORDER BY m.key, m.rank, m.step");
+  q.bind(1, run);
+  out << "run,rank,step,time,tokens,key,value\n";
+  char buf[64];
+  auto num = [&](double v) -> std::string_view {  // shortest text that reads back exactly
+    auto r = std::to_chars(buf, buf + sizeof buf, v);
+    return std::string_view(buf, static_cast<size_t>(r.ptr - buf));
+  };
+  const std::string run_text = std::to_string(run);
+  for (;;) {
+    Result<bool> row = q.step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out << run_text << ',' << q.int64(0) << ',' << q.int64(1) << ',';
+    if (!q.is_null(2)) out << num(q.real(2));
+    out << ',';
+    if (!q.is_null(3)) out << num(q.real(3));
+    out << ',' << q.text(4) << ',';
+    if (!q.is_null(5)) out << num(q.real(5));
+    out << '\n';
+  }
+  if (!out) return Error{"--csv", "", "writing the CSV failed"};
+  return Status::Ok();
+}
+
+Status RunStore::export_csv(RunId run, const std::filesystem::path& path) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return Error{"--csv", path.string(), "cannot be written"};
+  if (Status s = export_csv(run, static_cast<std::ostream&>(out)); !s) return s;
+  out.close();
+  if (!out) return Error{"--csv", path.string(), "writing failed (disk full?)"};
+  return Status::Ok();
+}
+
+}  // namespace meshwork::store

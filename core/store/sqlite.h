@@ -1,0 +1,84 @@
+// Thin RAII helpers over the SQLite C API, internal to the store. Every failure becomes an
+// Error{"database", <path or statement>, <sqlite message>} so callers return it as a value.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <sqlite3.h>
+
+#include "core/error.h"
+
+namespace meshwork::store::sql {
+
+Error db_error(sqlite3* db, std::string_view what);
+
+// Runs one or more statements without results.
+Status exec(sqlite3* db, std::string_view sql);
+
+// A prepared statement. bind*() indexes start at 1; column*() at 0.
+class Stmt {
+ public:
+  Stmt() = default;
+  Stmt(sqlite3* db, std::string_view sql);  // check ok() / error()
+  ~Stmt();
+  Stmt(Stmt&& o) noexcept;
+  Stmt& operator=(Stmt&& o) noexcept;
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  bool ok() const { return stmt_ != nullptr; }
+  Error error() const;
+
+  Stmt& bind(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); return *this; }
+  Stmt& bind(int i, int v) { sqlite3_bind_int64(stmt_, i, v); return *this; }
+  Stmt& bind(int i, double v) { sqlite3_bind_double(stmt_, i, v); return *this; }
+  Stmt& bind(int i, std::string_view v) {
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& bind_static(int i, std::string_view v) {  // v must outlive the next step()
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+    return *this;
+  }
+  Stmt& bind_null(int i) { sqlite3_bind_null(stmt_, i); return *this; }
+
+  // SQLITE_ROW -> true; SQLITE_DONE -> false (and the statement is reset); errors -> Error.
+  Result<bool> step();
+  // Steps to completion, for statements without rows.
+  Status run();
+  void reset() { sqlite3_reset(stmt_); sqlite3_clear_bindings(stmt_); }
+
+  int64_t int64(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double real(int col) const { return sqlite3_column_double(stmt_, col); }
+  bool is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  std::string text(int col) const {
+    const unsigned char* p = sqlite3_column_text(stmt_, col);
+    return p ? std::string(reinterpret_cast<const char*>(p),
+                           static_cast<size_t>(sqlite3_column_bytes(stmt_, col)))
+             : std::string();
+  }
+  sqlite3_stmt* raw() { return stmt_; }
+
+ private:
+  sqlite3* db_ = nullptr;
+  sqlite3_stmt* stmt_ = nullptr;
+  std::string sql_;
+};
+
+// Scoped transaction: BEGIN IMMEDIATE on construction, ROLLBACK unless commit() succeeded.
+class Transaction {
+ public:
+  explicit Transaction(sqlite3* db);
+  ~Transaction();
+  const Status& begun() const { return begun_; }
+  Status commit();
+
+ private:
+  sqlite3* db_;
+  Status begun_;
+  bool open_ = false;
+};
+
+}  // namespace meshwork::store::sql
