@@ -76,7 +76,8 @@ bool check_mesh(const ShapeQuery& q, Checker& c) {
   // Accelerate's ParallelismConfig._validate_accelerator: "Tensor/Context parallelism cannot be
   // used with pure data parallelism (dp_replicate_size > 1, dp_shard_size == 1)": DDP wraps the
   // whole model and cannot hold DTensor-sharded (tp) or cp-split parameters; FSDP can.
-  if (s.dp_replicate > 1 && s.dp_shard == 1 && (s.tp > 1 || s.cp > 1)) {
+  if (!q.allow_tp_cp_with_pure_replication && s.dp_replicate > 1 && s.dp_shard == 1 &&
+      (s.tp > 1 || s.cp > 1)) {
     c.error("dp_shard", "1",
             "must be > 1 when dp_replicate > 1 and tp or cp > 1 (tp/cp cannot be combined with "
             "pure replication, as in Accelerate; shard with dp_shard instead of dp_replicate)");

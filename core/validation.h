@@ -52,6 +52,10 @@ struct ShapeQuery {
   // tp exchanges activations every layer; below this it is called a slow link (default: less
   // than a PCIe Gen5 x16's ~64 GB/s, i.e. anything without NVLink).
   double slow_tp_link_bytes_per_s = 64e9;
+  // Accelerate refuses tp/cp with pure replication (DDP cannot hold tp/cp-sharded parameters).
+  // A trainer that replicates tp/cp shards itself (plain gradient all-reduce over dp_replicate)
+  // may set this to accept such shapes.
+  bool allow_tp_cp_with_pure_replication = false;
 };
 
 struct ShapeReport {

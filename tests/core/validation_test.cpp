@@ -75,6 +75,9 @@ TEST(Validation, TensorOrContextWithPureReplicationIsRejected) {
   EXPECT_TRUE(validate_shape(query({2, 2, 1, 2}, 8)).ok());
   EXPECT_TRUE(validate_shape(query({1, 1, 1, 8}, 8)).ok());
   EXPECT_TRUE(validate_shape(query({8, 1, 1, 1}, 8)).ok());
+  ShapeQuery opt_in = query({2, 1, 1, 4}, 8);
+  opt_in.allow_tp_cp_with_pure_replication = true;
+  EXPECT_TRUE(validate_shape(opt_in).ok());
 }
 
 TEST(Validation, HeadsDivisibleByTp) {

@@ -1,0 +1,84 @@
+// Step time of one optimizer step: compute from FLOPs at a peak rate x efficiency, and
+// communication per mesh axis from the bytes each collective moves (ring formulas) over the
+// intra-node or inter-node link. Derivations in time_estimate.cpp and docs/estimator.md.
+//
+// Everything the hardware contributes is in HardwareModel, so the bench can plug in this
+// machine's measured matmul rate and Gloo bandwidth instead of the defaults.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "core/memory_estimate.h"
+#include "core/mesh.h"
+#include "core/model_spec.h"
+#include "core/run_config.h"
+
+namespace meshwork {
+
+struct HardwareModel {
+  double peak_flops_bf16 = 989e12;  // per device, dense (H100 SXM: 989 TFLOP/s bf16)
+  double peak_flops_fp32 = 494e12;  // per device (H100 SXM: TF32 tensor cores, 494 TFLOP/s)
+  double efficiency = 0.4;          // achieved fraction of peak in the matmuls
+  double intra_node_bytes_per_s = 450e9;  // per direction, one GPU (NVLink 4: ~450 GB/s)
+  double inter_node_bytes_per_s = 50e9;   // per GPU: one 400 Gb/s InfiniBand NIC = 50 GB/s
+  double latency_s = 10e-6;               // per ring step (alpha of the alpha-beta model)
+  // Fraction of communication hidden behind compute (0: none overlaps, the conservative default).
+  double overlap = 0.0;
+
+  double peak_flops(Precision p) const {
+    return p == Precision::bf16 ? peak_flops_bf16 : peak_flops_fp32;
+  }
+  static HardwareModel h100();  // the defaults above
+  // A 2-core CPU box running Gloo: ~50 GFLOP/s fp32 (MKL on 2 cores), shared-memory/loopback
+  // ~2 GB/s between local ranks, 10 GbE (1.25 GB/s) between nodes, 50 us per message.
+  static HardwareModel cpu();
+  static HardwareModel for_device(DeviceKind d) { return d == DeviceKind::cuda ? h100() : cpu(); }
+};
+
+struct TimeQuery {
+  const ModelSpec* model = nullptr;  // required
+  MeshShape shape;                   // resolved
+  int gpus_per_node = 0;             // 0: one node
+  int64_t seq_len = 0;
+  int64_t micro_batch = 1;
+  int64_t global_batch = 0;  // 0: micro_batch * dp_replicate * dp_shard (no accumulation)
+  Precision precision = Precision::bf16;
+  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
+  HardwareModel hardware;
+  bool sequence_parallel = true;
+  bool vocab_parallel = true;
+};
+
+struct AxisComm {
+  double seconds = 0;
+  double bytes = 0;           // bytes one rank sends per step on this axis
+  bool crosses_nodes = false;  // the group spans nodes: inter-node bandwidth applies
+  int collectives = 0;        // collectives (or ring steps for cp) per step
+};
+
+struct TimeEstimate {
+  double model_flops_per_token = 0;  // 6N + 12 L a d s (no recompute): what MFU counts
+  double hardware_flops_per_token = 0;  // + the recomputed forward under full checkpointing
+  double tokens_per_step = 0;        // global_batch * seq_len, each token once per dp replica
+  int64_t grad_accum_steps = 1;
+  double compute_s = 0;
+  std::array<AxisComm, 4> comm;      // indexed by Axis (dp_replicate, dp_shard, cp, tp)
+  double comm_s = 0;                 // sum over axes
+  double step_s = 0;                 // compute + (1 - overlap) * comm
+  double tokens_per_s = 0;
+  double mfu = 0;                    // model flops per second / (world * peak)
+
+  const AxisComm& axis(Axis a) const { return comm[static_cast<int>(a)]; }
+};
+
+// Matmul parameters N in 6N (Kaplan et al. 2020): every parameter except the embedding lookup
+// (which does no multiply-adds); a tied embedding counts once, as the lm_head matmul.
+int64_t flop_parameter_count(const ModelSpec& model);
+// 6N + 12 * L * heads * head_dim * seq_len (PaLM, Chowdhery et al. 2022, appendix B).
+double model_flops_per_token(const ModelSpec& model, int64_t seq_len);
+
+TimeEstimate estimate_time(const TimeQuery& query);
+
+}  // namespace meshwork
