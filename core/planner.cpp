@@ -1,0 +1,182 @@
+#include "core/planner.h"
+
+#include <algorithm>
+
+namespace meshwork {
+
+bool Plan::any_fits() const {
+  return std::any_of(shapes.begin(), shapes.end(), [](const PlanEntry& e) { return e.fits; });
+}
+
+std::vector<MeshShape> enumerate_shapes(int64_t world, const MeshShape& fixed) {
+  std::vector<MeshShape> out;
+  if (world < 1) return out;
+  // Candidates for one axis: its fixed size, or every divisor of what is left.
+  auto candidates = [](int fixed_size, int64_t left) {
+    std::vector<int> c;
+    if (fixed_size >= 1) {
+      if (left % fixed_size == 0) c.push_back(fixed_size);
+      return c;
+    }
+    for (int64_t d = 1; d <= left; ++d)
+      if (left % d == 0) c.push_back(static_cast<int>(d));
+    return c;
+  };
+  for (int r : candidates(fixed.dp_replicate, world))
+    for (int s : candidates(fixed.dp_shard, world / r))
+      for (int c : candidates(fixed.cp, world / r / s)) {
+        const int64_t t = world / r / s / c;
+        if (fixed.tp >= 1 && fixed.tp != t) continue;
+        out.push_back(MeshShape{r, s, c, static_cast<int>(t)});
+      }
+  return out;
+}
+
+namespace {
+
+Status check_input(const PlanQuery& q) {
+  auto at_least_one = [](const char* field, int64_t v) -> Status {
+    if (v < 1) return Error{field, std::to_string(v), "must be at least 1"};
+    return Status::Ok();
+  };
+  for (auto st : {at_least_one("nodes", q.nodes), at_least_one("gpus_per_node", q.gpus_per_node),
+                  at_least_one("seq_len", q.seq_len), at_least_one("micro_batch", q.micro_batch)})
+    if (!st.ok()) return st;
+  if (q.device_memory_bytes < 1)
+    return Error{"gpu_memory", std::to_string(q.device_memory_bytes), "must be more than 0"};
+  if (q.global_batch < 0)
+    return Error{"global_batch", std::to_string(q.global_batch), "must be at least 1"};
+  const int64_t world = int64_t{q.nodes} * q.gpus_per_node;
+  int64_t fixed_product = 1;
+  for (Axis a : kAxes) {
+    const int v = q.fixed.size(a);
+    if (v < -1)
+      return Error{std::string(axis_name(a)), std::to_string(v),
+                   "must be a whole number >= 1 (or -1 / absent to let the planner choose)"};
+    if (v >= 1) fixed_product *= v;
+  }
+  if (world % fixed_product != 0)
+    return Error{"mesh", q.fixed.compact(),
+                 "the fixed axes multiply to " + std::to_string(fixed_product) +
+                     ", which does not divide the world size " + std::to_string(world) +
+                     " (nodes x gpus_per_node)"};
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Plan> make_plan(const PlanQuery& q) {
+  if (Status st = check_input(q); !st.ok()) return st.error();
+  Plan plan;
+  plan.world_size = int64_t{q.nodes} * q.gpus_per_node;
+  plan.model_name = q.model.name;
+  plan.model_params = q.model.parameter_count();
+
+  for (const MeshShape& shape : enumerate_shapes(plan.world_size, q.fixed)) {
+    ShapeQuery sq;
+    sq.shape = shape;
+    sq.world_size = plan.world_size;
+    sq.gpus_per_node = q.gpus_per_node;
+    sq.model = &q.model;
+    sq.seq_len = q.seq_len;
+    sq.micro_batch = q.micro_batch;
+    sq.global_batch = q.global_batch;
+    sq.vocab_parallel = q.memory.vocab_parallel;
+    sq.links = {q.hardware.intra_node_bytes_per_s, q.hardware.inter_node_bytes_per_s};
+    sq.allow_tp_cp_with_pure_replication = q.allow_tp_cp_with_pure_replication;
+    ShapeReport report = validate_shape(sq);
+    if (!report.ok()) {
+      plan.rejected.push_back({shape, report.errors()});
+      continue;
+    }
+    PlanEntry e;
+    e.shape = report.shape;
+    e.warnings = report.warnings();
+
+    MemoryQuery mq;
+    mq.model = &q.model;
+    mq.shape = e.shape;
+    mq.seq_len = q.seq_len;
+    mq.micro_batch = q.micro_batch;
+    mq.precision = q.precision;
+    mq.activation_checkpointing = q.activation_checkpointing;
+    mq.device = q.device;
+    mq.attention = q.attention;
+    mq.reserve_bytes = q.reserve_bytes;
+    mq.knobs = q.memory;
+    e.memory = estimate_memory(mq);
+    e.fits = e.memory.fits(q.device_memory_bytes);
+
+    TimeQuery tq;
+    tq.model = &q.model;
+    tq.shape = e.shape;
+    tq.gpus_per_node = q.gpus_per_node;
+    tq.seq_len = q.seq_len;
+    tq.micro_batch = q.micro_batch;
+    tq.global_batch = q.global_batch;
+    tq.precision = q.precision;
+    tq.activation_checkpointing = q.activation_checkpointing;
+    tq.hardware = q.hardware;
+    tq.sequence_parallel = q.memory.sequence_parallel;
+    tq.vocab_parallel = q.memory.vocab_parallel;
+    e.time = estimate_time(tq);
+    plan.shapes.push_back(std::move(e));
+  }
+
+  if (plan.shapes.empty()) {
+    // Nothing valid: report the first refusal in the user's terms.
+    const RejectedShape& first = plan.rejected.front();
+    const Diagnostic& d = first.errors.front();
+    bool fully_fixed = true;
+    for (Axis a : kAxes) fully_fixed = fully_fixed && q.fixed.size(a) >= 1;
+    return Error{d.field, d.value,
+                 fully_fixed ? d.message
+                             : d.message + " (no shape with the fixed axes is valid; first tried " +
+                                   first.shape.to_string() + ")"};
+  }
+
+  // Fits first, then predicted tokens/s; ties: less memory, then the shape itself (stable).
+  std::stable_sort(plan.shapes.begin(), plan.shapes.end(),
+                   [](const PlanEntry& a, const PlanEntry& b) {
+                     if (a.fits != b.fits) return a.fits;
+                     if (a.time.tokens_per_s != b.time.tokens_per_s)
+                       return a.time.tokens_per_s > b.time.tokens_per_s;
+                     return a.memory.total() < b.memory.total();
+                   });
+  return plan;
+}
+
+nlohmann::json plan_to_json(const Plan& plan) {
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const PlanEntry& e : plan.shapes) {
+    nlohmann::json warnings = nlohmann::json::array();
+    for (const Diagnostic& d : e.warnings) warnings.push_back(d.text());
+    nlohmann::json comm;
+    for (Axis a : kAxes) comm[std::string(axis_name(a))] = e.time.axis(a).seconds;
+    shapes.push_back({
+        {"dp_replicate", e.shape.dp_replicate},
+        {"dp_shard", e.shape.dp_shard},
+        {"cp", e.shape.cp},
+        {"tp", e.shape.tp},
+        {"fits", e.fits},
+        {"memory_bytes",
+         {{"params", e.memory.params},
+          {"grads", e.memory.grads},
+          {"optimizer", e.memory.optimizer},
+          {"activations", e.memory.activations_total()},
+          {"buffers", e.memory.buffers()},
+          {"reserve", e.memory.reserve},
+          {"total", e.memory.total()}}},
+        {"step_time_s", e.time.step_s},
+        {"tokens_per_s", e.time.tokens_per_s},
+        {"mfu", e.time.mfu},
+        {"comm_s", comm},
+        {"warnings", warnings},
+    });
+  }
+  return {{"world_size", plan.world_size},
+          {"model", {{"name", plan.model_name}, {"params", plan.model_params}}},
+          {"shapes", shapes}};
+}
+
+}  // namespace meshwork

@@ -1,0 +1,79 @@
+// The shape planner: every mesh shape (dp_replicate, dp_shard, cp, tp) for a cluster that
+// validate_shape() accepts, with its per-rank memory and step-time estimates, ranked: shapes
+// that fit device memory first, then by predicted tokens/s. `meshwork plan` and the workbench's
+// Plan mode both call make_plan().
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/memory_estimate.h"
+#include "core/mesh.h"
+#include "core/model_spec.h"
+#include "core/run_config.h"
+#include "core/time_estimate.h"
+#include "core/validation.h"
+
+namespace meshwork {
+
+struct PlanQuery {
+  ModelSpec model;
+  int nodes = 1;
+  int gpus_per_node = 1;
+  int64_t device_memory_bytes = 0;  // per rank (GPU memory, or a CPU rank's budget)
+  int64_t seq_len = 0;
+  int64_t micro_batch = 1;
+  int64_t global_batch = 0;  // 0: micro_batch x dp for each shape (no accumulation)
+  Precision precision = Precision::bf16;
+  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
+  DeviceKind device = DeviceKind::cuda;
+  // Axes the user fixed: a size >= 1 stays as given; 0 or -1 leaves the axis free.
+  MeshShape fixed{0, 0, 0, 0};
+  HardwareModel hardware = HardwareModel::h100();
+  MemoryModel memory;
+  std::optional<int64_t> reserve_bytes;      // unset: default_reserve_bytes(device)
+  std::optional<AttentionKernel> attention;  // unset: default_attention_kernel(device)
+  bool allow_tp_cp_with_pure_replication = false;  // see ShapeQuery
+};
+
+struct PlanEntry {
+  MeshShape shape;
+  bool fits = false;
+  MemoryBreakdown memory;
+  TimeEstimate time;
+  std::vector<Diagnostic> warnings;
+};
+
+struct RejectedShape {
+  MeshShape shape;
+  std::vector<Diagnostic> errors;
+};
+
+struct Plan {
+  int64_t world_size = 0;
+  std::string model_name;
+  int64_t model_params = 0;
+  std::vector<PlanEntry> shapes;      // valid shapes, best first
+  std::vector<RejectedShape> rejected;  // shapes validation refused, in enumeration order
+  bool any_fits() const;
+};
+
+// Every ordered factorization world = dp_replicate * dp_shard * cp * tp with the fixed axes
+// kept, in lexicographic order.
+std::vector<MeshShape> enumerate_shapes(int64_t world_size, const MeshShape& fixed);
+
+// An Error for invalid input (a count < 1, fixed axes that do not divide the world size) or
+// when validation refuses every candidate shape (the first refusal's words).
+Result<Plan> make_plan(const PlanQuery& query);
+
+// The `meshwork plan --json` document:
+// {"world_size", "model":{"name","params"}, "shapes":[{"dp_replicate","dp_shard","cp","tp",
+//  "fits", "memory_bytes":{"params","grads","optimizer","activations","buffers","reserve",
+//  "total"}, "step_time_s","tokens_per_s","mfu","comm_s":{"dp_replicate","dp_shard","cp","tp"},
+//  "warnings":["field: value: message", ...]}, ...]}   best first.
+nlohmann::json plan_to_json(const Plan& plan);
+
+}  // namespace meshwork
