@@ -1,6 +1,32 @@
-#include <iostream>
+// `meshwork` with no arguments: the workbench.
+#include <QApplication>
+
 #include "app/commands.h"
+#ifdef MESHWORK_WITH_GUI
+#include "ui/main_window.h"
+#include "ui/theme.h"
+#endif
+#include <iostream>
+
 namespace meshwork::cli {
-// Placeholder until the workbench lands (issue 7); says so plainly.
-int gui_main(int, char**) { std::cerr << "meshwork: the workbench GUI is not built yet\n"; return kExitError; }
+
+int gui_main(int argc, char** argv) {
+#ifdef MESHWORK_WITH_GUI
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName("Meshwork");
+  QApplication::setApplicationName("workbench");
+  QApplication::setApplicationDisplayName("Meshwork");
+  ui::apply_theme(app, ui::Theme::light);
+  ui::MainWindow window;
+  window.resize(1440, 900);
+  window.show();
+  return app.exec();
+#else
+  (void)argc;
+  (void)argv;
+  std::cerr << "meshwork: this build has no workbench (configured with MESHWORK_WITH_GUI=OFF)\n";
+  return kExitError;
+#endif
+}
+
 }  // namespace meshwork::cli

@@ -1,0 +1,64 @@
+#include "ui/axis_colors.h"
+
+#include <array>
+
+namespace meshwork::ui {
+
+namespace {
+struct Pair {
+  const char* light;
+  const char* dark;
+};
+// Okabe-Ito: blue, bluish green, reddish purple, vermillion for the four axes; sky blue, orange and
+// a neutral grey-violet for the flattened groups, which are unions of axes.
+constexpr std::array<Pair, 7> kGroupColors = {{
+    {"#0072B2", "#4AA8E8"},  // dp_replicate
+    {"#009E73", "#3CCB9F"},  // dp_shard
+    {"#CC79A7", "#E6A0C8"},  // cp
+    {"#D55E00", "#FF8A3D"},  // tp
+    {"#56B4E9", "#7FCBF5"},  // dp
+    {"#E69F00", "#F5B940"},  // dp_shard_cp
+    {"#7A6FA8", "#A99ED6"},  // dp_cp
+}};
+}  // namespace
+
+QColor group_color(GroupKind kind, bool dark) {
+  const Pair& p = kGroupColors[static_cast<size_t>(kind)];
+  return QColor(dark ? p.dark : p.light);
+}
+
+QColor group_shade(GroupKind kind, int index, int count, bool dark) {
+  // Four lightness steps in a fixed order: full hue, pale, mid, deep. Adjacent groups never share
+  // a step, and with <= 4 groups every group has its own shade.
+  const QColor base = group_color(kind, dark);
+  static constexpr std::array<int, 4> kLighter = {100, 155, 125, 80};
+  const int step = count <= 1 ? 0 : index % 4;
+  const int f = kLighter[static_cast<size_t>(step)];
+  return f >= 100 ? base.lighter(f) : base.darker(100 * 100 / f);
+}
+
+QColor memory_term_color(int term_index, bool dark) {
+  // params, grads, optimizer, activations, buffers, reserve: cool-to-warm greys and slates so the
+  // bar reads as one quantity split in parts; the axis hues stay reserved for axes.
+  static constexpr std::array<Pair, 6> kTerms = {{
+      {"#3B5B92", "#6F8FC8"},
+      {"#5E81AC", "#88A6CF"},
+      {"#8FA7C4", "#A9BDD6"},
+      {"#B48EAD", "#C9A7C3"},
+      {"#A3A3A3", "#8A8A8A"},
+      {"#D0D0D0", "#5E5E5E"},
+  }};
+  const Pair& p = kTerms[static_cast<size_t>(term_index) % kTerms.size()];
+  return QColor(dark ? p.dark : p.light);
+}
+
+QString group_label(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::dp: return QStringLiteral("dp (replicate × shard)");
+    case GroupKind::dp_shard_cp: return QStringLiteral("dp_shard_cp (shard × cp)");
+    case GroupKind::dp_cp: return QStringLiteral("dp_cp (replicate × shard × cp)");
+    default: return QString::fromUtf8(group_name(kind).data(), static_cast<int>(group_name(kind).size()));
+  }
+}
+
+}  // namespace meshwork::ui

@@ -1,0 +1,29 @@
+// One fixed colour per mesh axis (and per flattened group), used everywhere the workbench shows an
+// axis: the mesh view, legends, the inspector, the planner's comm columns and, in part 2, the
+// per-axis comm charts and the config diff. Hues come from the Okabe-Ito palette, which stays
+// distinguishable for the common forms of colour blindness; the dark theme uses lighter tints of
+// the same hues so they keep their contrast on a dark background.
+#pragma once
+
+#include <QColor>
+#include <QString>
+
+#include "core/mesh.h"
+
+namespace meshwork::ui {
+
+// Colour of a mesh axis or flattened group in the current theme (see theme.h).
+QColor group_color(GroupKind kind, bool dark);
+inline QColor axis_color(Axis axis, bool dark) { return group_color(group_of_axis(axis), dark); }
+
+// The colour of group number `index` among `count` groups of `kind`: the axis hue at one of a few
+// lightness steps, so neighbouring groups differ while the hue still names the axis.
+QColor group_shade(GroupKind kind, int index, int count, bool dark);
+
+// Colours of the memory terms (params, grads, ...). They are not axes, so they use hues the axes
+// do not; neutral-ish so the capacity line and the red "does not fit" stand out.
+QColor memory_term_color(int term_index, bool dark);
+
+QString group_label(GroupKind kind);  // "dp_shard", "dp (replicate × shard)", ...
+
+}  // namespace meshwork::ui

@@ -1,0 +1,164 @@
+#include "ui/cluster_model.h"
+
+#include <algorithm>
+
+namespace meshwork::ui {
+
+ClusterModel::ClusterModel(QObject* parent) : QAbstractListModel(parent) {}
+
+int ClusterModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : static_cast<int>(nodes_.size());
+}
+
+QVariant ClusterModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.row() >= rowCount()) return {};
+  const NodeInfo& n = nodes_[static_cast<size_t>(index.row())];
+  switch (role) {
+    case Qt::DisplayRole:
+    case HostRole: return n.host;
+    case StateRole: return static_cast<int>(n.state);
+    case ErrorRole: return n.error;
+    default: return {};
+  }
+}
+
+int ClusterModel::find(const QString& host) const {
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].host == host) return static_cast<int>(i);
+  return -1;
+}
+
+int ClusterModel::add_node(const NodeInfo& node) {
+  if (int row = find(node.host); row >= 0) return row;
+  const int row = rowCount();
+  beginInsertRows({}, row, row);
+  nodes_.push_back(node);
+  endInsertRows();
+  Q_EMIT cluster_changed();
+  return row;
+}
+
+void ClusterModel::remove_node(int row) {
+  if (row < 0 || row >= rowCount()) return;
+  beginRemoveRows({}, row, row);
+  nodes_.erase(nodes_.begin() + row);
+  endRemoveRows();
+  Q_EMIT cluster_changed();
+}
+
+void ClusterModel::update_node(int row, const NodeInfo& node) {
+  if (row < 0 || row >= rowCount()) return;
+  NodeInfo& old = nodes_[static_cast<size_t>(row)];
+  // Only a change of devices or slots changes the plan; progress ticks do not.
+  const bool shape_changed = old.slots != node.slots || old.gpus.size() != node.gpus.size() ||
+                             old.memory_bytes != node.memory_bytes ||
+                             old.fast_links != node.fast_links || old.cpu_cores != node.cpu_cores;
+  old = node;
+  Q_EMIT dataChanged(index(row), index(row));
+  if (shape_changed) Q_EMIT cluster_changed();
+}
+
+void ClusterModel::set_slots(int row, int slots) {
+  if (row < 0 || row >= rowCount()) return;
+  NodeInfo n = node(row);
+  n.slots = std::max(1, slots);
+  update_node(row, n);
+}
+
+void ClusterModel::clear() {
+  beginResetModel();
+  nodes_.clear();
+  endResetModel();
+  Q_EMIT cluster_changed();
+}
+
+ClusterSummary ClusterModel::summary() const {
+  ClusterSummary s;
+  s.num_nodes = rowCount();
+  if (nodes_.empty()) return s;
+  s.ranks_per_node = std::max(1, nodes_.front().slots);
+  const bool gpus = std::all_of(nodes_.begin(), nodes_.end(),
+                                [](const NodeInfo& n) { return n.has_gpus(); });
+  s.device = gpus ? DeviceKind::cuda : DeviceKind::cpu;
+  double min_mem = 0;
+  for (const NodeInfo& n : nodes_) {
+    s.world_size += std::max(1, n.slots);
+    if (n.slots != s.ranks_per_node) s.uniform = false;
+    s.fast_links.push_back(n.fast_links);
+    // Per-rank capacity: the smallest GPU bounds every rank (all ranks hold the same shard
+    // sizes); on CPU the ranks of a node share its memory.
+    double per_rank = 0;
+    if (gpus) {
+      per_rank = std::min_element(n.gpus.begin(), n.gpus.end(), [](auto& a, auto& b) {
+                   return a.memory_bytes < b.memory_bytes;
+                 })->memory_bytes;
+      if (s.device_name.isEmpty()) s.device_name = n.gpus.front().name;
+    } else {
+      per_rank = n.memory_bytes / std::max(1, n.slots);
+    }
+    if (per_rank > 0 && (min_mem == 0 || per_rank < min_mem)) min_mem = per_rank;
+  }
+  if (!gpus) s.device_name = QStringLiteral("CPU");
+  s.device_memory_bytes = min_mem;
+  return s;
+}
+
+std::vector<NodeConfig> ClusterModel::to_node_configs() const {
+  std::vector<NodeConfig> out;
+  for (const NodeInfo& n : nodes_) {
+    NodeConfig c;
+    c.host = n.host.toStdString();
+    c.slots = n.slots;
+    nlohmann::json gpus = nlohmann::json::array();
+    for (const GpuInfo& g : n.gpus)
+      gpus.push_back({{"name", g.name.toStdString()}, {"memory_bytes", g.memory_bytes}});
+    c.extra = {{"hostname", n.hostname.toStdString()},
+               {"cpu_cores", n.cpu_cores},
+               {"memory_bytes", n.memory_bytes},
+               {"gpus", gpus},
+               {"links", n.links.toStdString()},
+               {"fast_links", n.fast_links}};
+    nlohmann::json ib = nlohmann::json::array();
+    for (const QString& p : n.ib_ports) ib.push_back(p.toStdString());
+    c.extra["ib_ports"] = ib;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void ClusterModel::from_node_configs(const std::vector<NodeConfig>& configs) {
+  beginResetModel();
+  nodes_.clear();
+  for (const NodeConfig& c : configs) {
+    NodeInfo n;
+    n.host = QString::fromStdString(c.host);
+    n.slots = std::max(1, c.slots);
+    const nlohmann::json& e = c.extra;
+    auto str = [&](const char* k) {
+      return e.contains(k) && e[k].is_string() ? QString::fromStdString(e[k].get<std::string>())
+                                               : QString();
+    };
+    auto num = [&](const char* k) { return e.contains(k) && e[k].is_number() ? e[k].get<double>() : 0.0; };
+    n.hostname = str("hostname");
+    n.cpu_cores = static_cast<int>(num("cpu_cores"));
+    n.memory_bytes = num("memory_bytes");
+    n.links = str("links");
+    n.fast_links = !e.contains("fast_links") || !e["fast_links"].is_boolean() || e["fast_links"].get<bool>();
+    if (e.contains("gpus") && e["gpus"].is_array())
+      for (const auto& g : e["gpus"])
+        if (g.is_object())
+          n.gpus.push_back({QString::fromStdString(g.value("name", std::string("GPU"))),
+                            g.value("memory_bytes", 0.0)});
+    if (e.contains("ib_ports") && e["ib_ports"].is_array())
+      for (const auto& p : e["ib_ports"])
+        if (p.is_string()) n.ib_ports << QString::fromStdString(p.get<std::string>());
+    // A node restored from a file with devices in it counts as known; the user can re-probe.
+    n.state = (n.cpu_cores > 0 || !n.gpus.empty()) ? NodeInfo::State::online
+                                                   : NodeInfo::State::unprobed;
+    nodes_.push_back(std::move(n));
+  }
+  endResetModel();
+  Q_EMIT cluster_changed();
+}
+
+}  // namespace meshwork::ui

@@ -1,0 +1,242 @@
+#include "ui/cluster_panel.h"
+
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QScrollArea>
+#include <QVBoxLayout>
+
+#include "remote/host_spec.h"
+#include "ui/cluster_model.h"
+#include "ui/flow_layout.h"
+#include "ui/format.h"
+#include "ui/node_card.h"
+#include "ui/node_prober.h"
+
+namespace meshwork::ui {
+
+ClusterPanel::ClusterPanel(ClusterModel* model, NodeProber* prober, QWidget* parent)
+    : QWidget(parent), model_(model), prober_(prober) {
+  setObjectName("ClusterPanel");
+  auto* lay = new QVBoxLayout(this);
+  lay->setContentsMargins(20, 16, 20, 12);
+  lay->setSpacing(8);
+  auto* heading = new QLabel(tr("Cluster"), this);
+  heading->setProperty("role", "heading");
+  lay->addWidget(heading);
+  summary_ = new QLabel(this);
+  summary_->setProperty("role", "muted");
+  lay->addWidget(summary_);
+
+  auto* add_row = new QHBoxLayout;
+  host_edit_ = new QLineEdit(this);
+  host_edit_->setObjectName("HostEdit");
+  host_edit_->setPlaceholderText(tr("Add nodes: host, user@host:port or an ~/.ssh/config alias (several: comma-separated)"));
+  host_edit_->setClearButtonEnabled(true);
+  auto* add = new QPushButton(tr("Add && probe"), this);
+  add->setDefault(true);
+  auto* hostfile = new QPushButton(tr("From hostfile…"), this);
+  hostfile->setToolTip(tr("A DeepSpeed-style hostfile: one `host slots=N` per line"));
+  add_row->addWidget(host_edit_, 1);
+  add_row->addWidget(add);
+  add_row->addWidget(hostfile);
+  lay->addLayout(add_row);
+  add_error_ = new QLabel(this);
+  add_error_->setObjectName("AddError");
+  add_error_->setProperty("role", "error");
+  add_error_->setWordWrap(true);
+  add_error_->hide();
+  lay->addWidget(add_error_);
+
+  auto* scroll = new QScrollArea(this);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  cards_host_ = new QWidget(scroll);
+  flow_ = new FlowLayout(cards_host_, 14);
+  flow_->setContentsMargins(0, 8, 0, 8);
+  scroll->setWidget(cards_host_);
+  lay->addWidget(scroll, 1);
+
+  connect(add, &QPushButton::clicked, this, [this] { add_hosts(host_edit_->text()); });
+  connect(host_edit_, &QLineEdit::returnPressed, this, [this] { add_hosts(host_edit_->text()); });
+  connect(hostfile, &QPushButton::clicked, this, qOverload<>(&ClusterPanel::add_hostfile));
+
+  connect(model_, &ClusterModel::modelReset, this, &ClusterPanel::rebuild_cards);
+  connect(model_, &ClusterModel::rowsInserted, this, &ClusterPanel::rebuild_cards);
+  connect(model_, &ClusterModel::rowsRemoved, this, &ClusterPanel::rebuild_cards);
+  connect(model_, &ClusterModel::dataChanged, this, [this](const QModelIndex& a, const QModelIndex& b) {
+    for (int r = a.row(); r <= b.row(); ++r) update_card(r);
+  });
+
+  connect(prober_, &NodeProber::progress, this, [this](const QString& host, int pct, const QString& text) {
+    const int row = model_->find(host);
+    if (row < 0) return;
+    NodeInfo n = model_->node(row);
+    n.state = NodeInfo::State::probing;
+    n.progress = pct;
+    n.progress_text = text;
+    n.error.clear();
+    model_->update_node(row, n);
+  });
+  connect(prober_, &NodeProber::probed, this, [this](const QString& host, const NodeInfo& info) {
+    const int row = model_->find(host);
+    if (row < 0) return;
+    NodeInfo n = info;
+    // Keep a rank count the user chose (or a loaded config set) over the probe's default.
+    const NodeInfo& old = model_->node(row);
+    if (old.cpu_cores > 0 || old.has_gpus()) n.slots = old.slots;
+    model_->update_node(row, n);
+    Q_EMIT status_message(tr("%1 probed: %2").arg(host, n.has_gpus() ? tr("%n GPU(s)", "", int(n.gpus.size()))
+                                                                      : tr("CPU only, %1 cores").arg(n.cpu_cores)));
+  });
+  connect(prober_, &NodeProber::failed, this, [this](const QString& host, const QString& error) {
+    const int row = model_->find(host);
+    if (row < 0) return;
+    NodeInfo n = model_->node(row);
+    n.state = NodeInfo::State::failed;
+    n.error = error;
+    model_->update_node(row, n);
+    Q_EMIT status_message(tr("%1: probe failed").arg(host));
+  });
+  connect(prober_, &NodeProber::host_key_unknown, this, &ClusterPanel::on_host_key);
+  rebuild_cards();
+}
+
+void ClusterPanel::add_hosts(const QString& text) {
+  const QStringList parts = text.split(QRegularExpression("[,\\s]+"), Qt::SkipEmptyParts);
+  QStringList errors;
+  for (const QString& part : parts) {
+    auto spec = remote::parse_host_spec(part.toStdString());
+    if (!spec) {
+      errors << QString::fromStdString(spec.error().message());
+      continue;
+    }
+    NodeInfo n;
+    n.host = QString::fromStdString(spec->to_string());
+    model_->add_node(n);
+    probe(n.host);
+  }
+  add_error_->setText(errors.join("\n"));
+  add_error_->setVisible(!errors.isEmpty());
+  if (errors.isEmpty()) host_edit_->clear();
+}
+
+void ClusterPanel::add_hostfile() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open a hostfile"));
+  if (!path.isEmpty()) add_hostfile(path);
+}
+
+void ClusterPanel::add_hostfile(const QString& path) {
+  auto entries = remote::load_hostfile(path.toStdString());
+  if (!entries) {
+    add_error_->setText(QString::fromStdString(entries.error().message()));
+    add_error_->show();
+    return;
+  }
+  add_error_->hide();
+  for (const remote::HostEntry& e : *entries) {
+    NodeInfo n;
+    n.host = QString::fromStdString(e.spec.to_string());
+    if (e.slots > 0) n.slots = e.slots;
+    const int row = model_->add_node(n);
+    if (e.slots > 0) model_->set_slots(row, e.slots);
+    probe(n.host);
+  }
+}
+
+void ClusterPanel::probe_all() {
+  for (const NodeInfo& n : model_->nodes()) probe(n.host);
+}
+
+void ClusterPanel::probe(const QString& host) {
+  const int row = model_->find(host);
+  if (row < 0) return;
+  NodeInfo n = model_->node(row);
+  n.state = NodeInfo::State::probing;
+  n.progress = 2;
+  n.progress_text = tr("queued");
+  n.error.clear();
+  model_->update_node(row, n);
+  prober_->probe(host);
+}
+
+void ClusterPanel::on_host_key(const QString& host, const QString& fingerprint) {
+  const int row = model_->find(host);
+  if (row < 0) return;
+  NodeInfo n = model_->node(row);
+  n.state = NodeInfo::State::awaiting_key;
+  n.fingerprint = fingerprint;
+  n.error = tr("Unknown host key %1").arg(fingerprint);
+  model_->update_node(row, n);
+  if (!ask_host_keys_) return;
+  QMessageBox box(QMessageBox::Question, tr("Unknown host key"),
+                  tr("<p>The host key of <b>%1</b> is not in your known_hosts.</p>"
+                     "<p>Fingerprint:<br><tt>%2</tt></p>"
+                     "<p>Compare it with the key on the node (<tt>ssh-keygen -lf "
+                     "/etc/ssh/ssh_host_ed25519_key.pub</tt>) before trusting it.</p>")
+                      .arg(host.toHtmlEscaped(), fingerprint.toHtmlEscaped()),
+                  QMessageBox::NoButton, this);
+  auto* trust = box.addButton(tr("Trust and connect"), QMessageBox::AcceptRole);
+  box.addButton(tr("Don't connect"), QMessageBox::RejectRole);
+  box.exec();
+  if (box.clickedButton() == trust) {
+    probe(host);  // resets the card's state
+    prober_->accept_host_key(host, fingerprint);
+  } else {
+    n.state = NodeInfo::State::failed;
+    n.error = tr("Host key %1 not trusted; not connected").arg(fingerprint);
+    model_->update_node(row, n);
+  }
+}
+
+NodeCard* ClusterPanel::card(const QString& host) const {
+  for (NodeCard* c : cards_)
+    if (c->host() == host) return c;
+  return nullptr;
+}
+
+QString ClusterPanel::add_error() const { return add_error_->isHidden() ? QString() : add_error_->text(); }
+
+void ClusterPanel::rebuild_cards() {
+  for (NodeCard* c : cards_) {
+    flow_->removeWidget(c);
+    c->deleteLater();
+  }
+  cards_.clear();
+  for (int row = 0; row < model_->rowCount(); ++row) {
+    auto* card = new NodeCard(cards_host_);
+    flow_->addWidget(card);
+    cards_.push_back(card);
+    connect(card, &NodeCard::clicked, this, [this](const QString& host) {
+      selected_ = host;
+      for (NodeCard* c : cards_) c->set_selected(c->host() == host);
+      Q_EMIT node_selected(model_->find(host));
+    });
+    connect(card, &NodeCard::remove_requested, this, [this](const QString& host) {
+      model_->remove_node(model_->find(host));
+    });
+    connect(card, &NodeCard::probe_requested, this, &ClusterPanel::probe);
+    connect(card, &NodeCard::slots_changed, this, [this](const QString& host, int ranks) {
+      model_->set_slots(model_->find(host), ranks);
+    });
+    update_card(row);
+    card->show();
+  }
+}
+
+void ClusterPanel::update_card(int row) {
+  if (row < 0 || row >= static_cast<int>(cards_.size())) return;
+  cards_[static_cast<size_t>(row)]->set_node(model_->node(row));
+  cards_[static_cast<size_t>(row)]->set_selected(model_->node(row).host == selected_);
+  // Summary line over the cards.
+  const ClusterSummary s = model_->summary();
+  summary_->setText(tr("%1 node(s) · %2 ranks · %3 per rank").arg(s.num_nodes).arg(s.world_size)
+                        .arg(s.device_memory_bytes > 0 ? format_bytes(s.device_memory_bytes) + " " + s.device_name
+                                                       : s.device_name));
+}
+
+}  // namespace meshwork::ui

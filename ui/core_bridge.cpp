@@ -1,0 +1,108 @@
+#include "ui/core_bridge.h"
+
+#include <algorithm>
+
+#include "core/memory_estimate.h"
+#include "core/units.h"
+
+namespace meshwork::ui {
+
+std::vector<int> axis_choices(int world_size) {
+  std::vector<int> out;
+  for (int d = 1; d <= world_size; ++d)
+    if (world_size % d == 0) out.push_back(d);
+  return out;
+}
+
+std::vector<std::string> model_presets() { return preset_names(); }
+
+Result<ModelSpec> model_of(const RunConfig& config) { return model_spec_from_run_model(config.model); }
+
+namespace {
+// core's query for this config on this cluster. Link speeds are what the cluster cards show:
+// NVLink-joined GPUs count as fast, PCIe-only boxes as PCIe Gen4 x16 (~32 GB/s); unknown (CPU
+// ranks, unprobed nodes) stays 0 so core raises no slow-link warning it cannot back up.
+ShapeQuery query_for(const RunConfig& config, const ClusterFacts& cluster, const ModelSpec* model) {
+  ShapeQuery q;
+  q.shape = config.mesh;
+  q.world_size = cluster.world_size;
+  q.gpus_per_node = cluster.ranks_per_node;
+  q.model = model;
+  q.seq_len = config.training.seq_len;
+  q.global_batch = config.training.global_batch;
+  q.micro_batch = config.training.micro_batch;
+  if (cluster.device == DeviceKind::cuda) {
+    bool all_fast = true;
+    for (bool f : cluster.fast_links) all_fast = all_fast && f;
+    q.links.intra_node_bytes_per_s = all_fast ? 450e9 : 32e9;
+  }
+  return q;
+}
+}  // namespace
+
+Result<MeshShape> resolved_shape(const RunConfig& config, const ClusterFacts& cluster) {
+  return resolve_shape(config.mesh, cluster.world_size);
+}
+
+std::vector<Diagnostic> validate(const RunConfig& config, const ClusterFacts& cluster) {
+  auto model = model_of(config);
+  std::vector<Diagnostic> out;
+  if (!model) {
+    const Error& e = model.error();
+    out.push_back({Severity::error, e.field, e.value, e.allowed});
+  }
+  const ShapeReport report = validate_shape(query_for(config, cluster, model ? &*model : nullptr));
+  out.insert(out.end(), report.diagnostics.begin(), report.diagnostics.end());
+  return out;
+}
+
+Result<MemoryBreakdown> estimate_memory(const RunConfig& config, const ClusterFacts& cluster) {
+  auto model = model_of(config);
+  if (!model) return model.error();
+  auto shape = resolved_shape(config, cluster);
+  if (!shape) return shape.error();
+  meshwork::MemoryQuery q;
+  q.model = &*model;
+  q.shape = *shape;
+  q.seq_len = config.training.seq_len;
+  q.micro_batch = config.training.micro_batch;
+  q.precision = config.training.precision;
+  q.activation_checkpointing = config.training.activation_checkpointing;
+  q.device = cluster.device;
+  const meshwork::MemoryBreakdown m = meshwork::estimate_memory(q);
+
+  // The bar shows the phase that sets the peak (core: total = max(backward, step) + reserve), so
+  // its segments add up to core's total.
+  MemoryBreakdown out;
+  out.terms = {{"params", double(m.params)}, {"grads", double(m.grads)}, {"optimizer", double(m.optimizer)}};
+  if (m.backward_phase() >= m.step_phase()) {
+    out.terms.push_back({"activations", double(m.activations_total())});
+    out.terms.push_back({"buffers", double(m.buffers())});
+  } else {
+    out.terms.push_back({"step temporaries", double(m.optimizer_step_temp)});
+  }
+  out.terms.push_back({"reserve", double(m.reserve)});
+  out.total_bytes = double(m.total());
+  out.capacity_bytes = cluster.device_memory_bytes;
+  out.fits = cluster.device_memory_bytes <= 0 || m.fits(int64_t(cluster.device_memory_bytes));
+  // The term named when it does not fit: the largest one, i.e. the one worth shrinking first.
+  const auto largest = std::max_element(out.terms.begin(), out.terms.end(),
+                                        [](auto& a, auto& b) { return a.bytes < b.bytes; });
+  if (!out.fits) {
+    out.breaking_term = largest->name;
+    out.verdict = "over by " + meshwork::format_bytes(out.total_bytes - out.capacity_bytes) +
+                  "; the largest term is " + largest->name + " (" +
+                  meshwork::format_bytes(largest->bytes) + ")";
+  } else if (out.capacity_bytes > 0) {
+    out.verdict = meshwork::format_bytes(out.capacity_bytes - out.total_bytes) + " headroom · " +
+                  std::string(meshwork::to_string(m.attention)) + " attention · " +
+                  std::to_string(m.fsdp_shards) + "-way sharded optimizer state";
+  }
+  return out;
+}
+
+Result<std::vector<PlanRow>> plan_shapes(const RunConfig&, const ClusterFacts&) {
+  return Error{"planner", "", "core's planner is not in this build yet"};
+}
+
+}  // namespace meshwork::ui

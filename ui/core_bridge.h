@@ -1,0 +1,80 @@
+// The one place the workbench calls core's validation, memory estimate and planner. Plain C++
+// values in and out (no Qt objects), so the functions can run on a worker thread; the UI turns
+// the results into widgets. Every number and every message comes from core: nothing here
+// re-derives mesh math or estimates.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/mesh.h"
+#include "core/model_spec.h"
+#include "core/run_config.h"
+#include "core/validation.h"
+
+namespace meshwork::ui {
+
+// What core said about one field of the configuration: core's own Diagnostic (field, value,
+// message, level), shown next to the control for `field`.
+using meshwork::Diagnostic;
+using meshwork::Severity;
+inline bool is_error(const Diagnostic& d) { return d.level == Severity::error; }
+
+// The cluster as core sees it: how many ranks, how they sit on nodes, what each rank can hold.
+struct ClusterFacts {
+  int world_size = 1;
+  int ranks_per_node = 1;
+  int num_nodes = 1;
+  DeviceKind device = DeviceKind::cpu;
+  std::string device_name = "CPU";
+  double device_memory_bytes = 0;
+  std::vector<bool> fast_links;  // per node: GPUs joined by NVLink (tp inside is cheap)
+};
+
+struct MemoryTerm {
+  std::string name;  // "params", "grads", "optimizer", "activations", "buffers", "reserve"
+  double bytes = 0;
+};
+
+struct MemoryBreakdown {
+  std::vector<MemoryTerm> terms;
+  double total_bytes = 0;
+  double capacity_bytes = 0;
+  bool fits = true;
+  std::string breaking_term;  // the term that tips it over capacity (core's choice)
+  std::string verdict;        // core's sentence about it
+};
+
+struct PlanRow {
+  MeshShape shape;
+  bool fits = false;
+  double memory_bytes = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;
+  double step_seconds = 0;
+  std::array<double, 4> comm_share{};  // per axis, fraction of step time, kAxes order
+  std::string note;                    // why it does not fit / a warning
+};
+
+// The sizes an axis may take so the product can still reach the world size: the divisors of the
+// world size. (Whether the rest of the shape matches is validate()'s job.)
+std::vector<int> axis_choices(int world_size);
+
+// Model presets offered in the picker.
+std::vector<std::string> model_presets();
+// The model a run config names (preset, config.json path or inline object), with core's error.
+Result<ModelSpec> model_of(const RunConfig& config);
+
+// Resolves the mesh (one axis may be -1) and validates the whole configuration. Never throws.
+std::vector<Diagnostic> validate(const RunConfig& config, const ClusterFacts& cluster);
+Result<MeshShape> resolved_shape(const RunConfig& config, const ClusterFacts& cluster);
+
+// Per-rank memory of the configuration (shape must resolve).
+Result<MemoryBreakdown> estimate_memory(const RunConfig& config, const ClusterFacts& cluster);
+
+// Every valid shape for the cluster, ranked best first.
+Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterFacts& cluster);
+
+}  // namespace meshwork::ui

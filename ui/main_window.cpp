@@ -1,0 +1,321 @@
+#include "ui/main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QSettings>
+#include <QSplitter>
+#include <QStackedWidget>
+#include <QStatusBar>
+#include <QToolBar>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "ui/cluster_model.h"
+#include "ui/cluster_panel.h"
+#include "ui/inspector.h"
+#include "ui/mesh_editor.h"
+#include "ui/mesh_view.h"
+#include "ui/node_prober.h"
+#include "ui/plan_page.h"
+#include "ui/plan_state.h"
+#include "ui/theme.h"
+
+namespace meshwork::ui {
+
+namespace {
+QWidget* placeholder_page(const QString& title, const QString& text, QWidget* parent) {
+  auto* w = new QWidget(parent);
+  auto* l = new QVBoxLayout(w);
+  l->addStretch();
+  auto* t = new QLabel(title, w);
+  t->setProperty("role", "heading");
+  t->setAlignment(Qt::AlignCenter);
+  auto* s = new QLabel(text, w);
+  s->setProperty("role", "muted");
+  s->setAlignment(Qt::AlignCenter);
+  s->setWordWrap(true);
+  l->addWidget(t);
+  l->addWidget(s);
+  l->addStretch();
+  return w;
+}
+}  // namespace
+
+MainWindow::MainWindow(bool probe_local, QWidget* parent)
+    : QMainWindow(parent),
+      cluster_(new ClusterModel(this)),
+      plan_(new PlanState(this)),
+      prober_(new NodeProber(this)) {
+  setObjectName("MeshworkMainWindow");
+  setWindowTitle(tr("Meshwork"));
+  setUnifiedTitleAndToolBarOnMac(true);
+
+  auto* central = new QWidget(this);
+  auto* cl = new QHBoxLayout(central);
+  cl->setContentsMargins(0, 0, 0, 0);
+  cl->setSpacing(0);
+  mode_bar_ = new ModeBar(central);
+  pages_ = new QStackedWidget(central);
+  cluster_panel_ = new ClusterPanel(cluster_, prober_, pages_);
+  plan_page_ = new PlanPage(plan_, cluster_, pages_);
+  pages_->addWidget(cluster_panel_);
+  pages_->addWidget(plan_page_);
+  pages_->addWidget(placeholder_page(tr("Runs"), tr("Every run in the store, with its shape, model, status and final loss, "
+                                                    "arrives with the second part of the workbench."), pages_));
+  pages_->addWidget(placeholder_page(tr("Compare"), tr("Runs side by side — overlaid curves, per-axis communication and a "
+                                                       "config diff — arrive with the second part of the workbench."), pages_));
+  cl->addWidget(mode_bar_);
+  cl->addWidget(pages_, 1);
+  setCentralWidget(central);
+
+  inspector_ = new Inspector(this);
+  inspector_dock_ = new QDockWidget(tr("Inspector"), this);
+  inspector_dock_->setObjectName("InspectorDock");
+  inspector_dock_->setWidget(inspector_);
+  inspector_dock_->setFeatures(QDockWidget::DockWidgetClosable | QDockWidget::DockWidgetMovable);
+  inspector_dock_->setMinimumWidth(250);
+  addDockWidget(Qt::RightDockWidgetArea, inspector_dock_);
+
+  busy_label_ = new QLabel(this);
+  summary_label_ = new QLabel(this);
+  statusBar()->addPermanentWidget(busy_label_);
+  statusBar()->addPermanentWidget(summary_label_);
+
+  build_actions();
+
+  connect(mode_bar_, &ModeBar::mode_changed, this, &MainWindow::on_mode);
+  connect(cluster_, &ClusterModel::cluster_changed, this, &MainWindow::sync_cluster_to_plan);
+  connect(cluster_, &ClusterModel::dataChanged, this, [this] {
+    // Names on the mesh view's node boxes follow the probe.
+    if (plan_->mesh()) plan_page_->view()->update();
+  });
+  connect(plan_, &PlanState::changed, this, &MainWindow::update_launch_state);
+  connect(plan_, &PlanState::memory_changed, this, &MainWindow::update_launch_state);
+  connect(plan_, &PlanState::busy_changed, this, [this](bool busy) {
+    busy_label_->setText(busy ? tr("estimating…") : QString());
+  });
+  connect(prober_, &NodeProber::idle, this, [this] { statusBar()->showMessage(tr("Probe finished"), 4000); });
+  connect(cluster_panel_, &ClusterPanel::status_message, this,
+          [this](const QString& t) { statusBar()->showMessage(t, 5000); });
+  connect(cluster_panel_, &ClusterPanel::node_selected, this, [this](int row) {
+    if (row >= 0) inspector_->show_node(cluster_->node(row), row);
+  });
+  auto show_rank = [this](int rank) {
+    if (rank < 0 || !plan_->mesh()) return;
+    QStringList names;
+    for (const NodeInfo& n : cluster_->nodes()) names << (n.is_local() ? QStringLiteral("local") : n.host);
+    inspector_->show_rank(*plan_->mesh(), rank, names);
+  };
+  connect(plan_page_->view(), &MeshView::rank_clicked, this, show_rank);
+  connect(plan_page_->editor(), &MeshEditor::open_model_requested, this, &MainWindow::open_model_config);
+
+  // The local machine is the default cluster.
+  NodeInfo local;
+  local.host = QStringLiteral("local");
+  local.slots = 2;
+  cluster_->add_node(local);
+  restore_settings();
+  if (probe_local) cluster_panel_->probe(QStringLiteral("local"));
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::build_actions() {
+  auto* tb = addToolBar(tr("Main"));
+  tb->setObjectName("MainToolBar");
+  tb->setMovable(false);
+  tb->setToolButtonStyle(Qt::ToolButtonTextOnly);
+
+  auto* file = menuBar()->addMenu(tr("&File"));
+  auto* open = file->addAction(tr("&Open configuration…"), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open a run configuration"), {}, tr("JSON (*.json)"));
+    if (!path.isEmpty()) load_config(path);
+  });
+  open->setShortcut(QKeySequence::Open);
+  auto* save = file->addAction(tr("&Save configuration"), this, [this] {
+    QString path = config_path_;
+    if (path.isEmpty())
+      path = QFileDialog::getSaveFileName(this, tr("Save the run configuration"), "meshwork-run.json", tr("JSON (*.json)"));
+    if (!path.isEmpty()) save_config(path);
+  });
+  save->setShortcut(QKeySequence::Save);
+  auto* save_as = file->addAction(tr("Save configuration &as…"), this, [this] {
+    const QString path = QFileDialog::getSaveFileName(this, tr("Save the run configuration"), "meshwork-run.json", tr("JSON (*.json)"));
+    if (!path.isEmpty()) save_config(path);
+  });
+  save_as->setShortcut(QKeySequence::SaveAs);
+  file->addAction(tr("Open model config.json…"), QKeySequence(Qt::CTRL | Qt::Key_M), this, &MainWindow::open_model_config);
+  file->addSeparator();
+  file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+
+  auto* view = menuBar()->addMenu(tr("&View"));
+  const char* names[] = {"&Cluster", "&Plan", "&Runs", "C&ompare"};
+  for (int i = 0; i < 4; ++i)
+    view->addAction(tr(names[i]), QKeySequence(Qt::CTRL | (Qt::Key_1 + i)), this,
+                    [this, i] { mode_bar_->set_mode(static_cast<Mode>(i)); });
+  view->addSeparator();
+  view->addAction(inspector_dock_->toggleViewAction());
+  inspector_dock_->toggleViewAction()->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_I));
+  dark_ = view->addAction(tr("&Dark theme"));
+  dark_->setCheckable(true);
+  dark_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_D));
+  connect(dark_, &QAction::toggled, this, &MainWindow::set_dark);
+
+  auto* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&Keyboard shortcuts"), QKeySequence::HelpContents, this, &MainWindow::show_shortcuts);
+
+  // The toolbar shows the current mode's one primary action.
+  probe_ = new QAction(tr("Probe nodes"), this);
+  probe_->setShortcut(QKeySequence(Qt::Key_F5));
+  probe_->setToolTip(tr("Probe every node again (F5)"));
+  connect(probe_, &QAction::triggered, cluster_panel_, [this] { cluster_panel_->probe_all(); });
+  launch_ = new QAction(tr("Launch"), this);
+  launch_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
+  connect(launch_, &QAction::triggered, this, [this] {
+    statusBar()->showMessage(tr("Launching from the workbench arrives with part 2; for now save the configuration "
+                                "(Ctrl+S) and run `meshwork launch --config FILE`."), 8000);
+  });
+  stop_ = new QAction(tr("Stop run"), this);
+  stop_->setEnabled(false);
+  compare_ = new QAction(tr("Compare"), this);
+  compare_->setEnabled(false);
+  for (QAction* a : {probe_, launch_, stop_, compare_}) {
+    tb->addAction(a);
+    if (auto* b = qobject_cast<QToolButton*>(tb->widgetForAction(a))) b->setObjectName("PrimaryAction");
+    addAction(a);  // shortcuts work while the action is hidden from the toolbar
+  }
+}
+
+void MainWindow::on_mode(Mode mode) {
+  pages_->setCurrentIndex(static_cast<int>(mode));
+  probe_->setVisible(mode == Mode::cluster);
+  launch_->setVisible(mode == Mode::plan);
+  stop_->setVisible(mode == Mode::runs);
+  compare_->setVisible(mode == Mode::compare);
+  // Actions stay enabled by their own rules; invisible ones still answer their shortcut only
+  // where that makes sense.
+  probe_->setEnabled(true);
+  update_launch_state();
+}
+
+void MainWindow::sync_cluster_to_plan() {
+  const ClusterSummary s = cluster_->summary();
+  ClusterFacts f;
+  f.world_size = std::max(1, s.world_size);
+  f.ranks_per_node = std::max(1, s.ranks_per_node);
+  f.num_nodes = std::max(1, s.num_nodes);
+  f.device = s.device;
+  f.device_name = s.device_name.toStdString();
+  f.device_memory_bytes = s.device_memory_bytes;
+  f.fast_links = s.fast_links;
+  plan_->set_cluster(f, cluster_->to_node_configs());
+  summary_label_->setText(tr("%1 node(s) · %2 ranks").arg(s.num_nodes).arg(s.world_size));
+}
+
+void MainWindow::update_launch_state() {
+  const bool errors = plan_->has_errors();
+  const bool fits = !plan_->memory() || plan_->memory()->fits;
+  launch_->setEnabled(!errors && fits && plan_->mesh().has_value());
+  launch_->setToolTip(errors ? tr("Fix the errors shown in the editor first")
+                             : (!fits ? tr("This shape does not fit in memory") : tr("Launch this configuration (Ctrl+Return)")));
+}
+
+void MainWindow::set_dark(bool dark) {
+  if (dark_->isChecked() != dark) dark_->setChecked(dark);  // re-enters once
+  if (auto* app = qobject_cast<QApplication*>(QCoreApplication::instance()))
+    apply_theme(*app, dark ? Theme::dark : Theme::light);
+  // Painted widgets pick the new colours on their next paint; the editor's swatches are rebuilt.
+  for (QWidget* w : findChildren<QWidget*>()) w->update();
+}
+
+bool MainWindow::load_config(const QString& path) {
+  auto config = load_run_config(path.toStdString());
+  if (!config) {
+    const QString msg = QString::fromStdString(config.error().message());
+    QMessageBox::warning(this, tr("Cannot open configuration"), msg);
+    statusBar()->showMessage(msg, 8000);
+    return false;
+  }
+  if (!config->nodes.empty()) cluster_->from_node_configs(config->nodes);
+  plan_->set_config(*config);
+  config_path_ = path;
+  setWindowTitle(tr("Meshwork — %1").arg(QFileInfo(path).fileName()));
+  statusBar()->showMessage(tr("Opened %1").arg(path), 4000);
+  return true;
+}
+
+bool MainWindow::save_config(const QString& path) {
+  RunConfig c = plan_->config();
+  c.nodes = cluster_->to_node_configs();
+  if (Status s = save_run_config(c, path.toStdString()); !s) {
+    QMessageBox::warning(this, tr("Cannot save configuration"), QString::fromStdString(s.error().message()));
+    return false;
+  }
+  config_path_ = path;
+  setWindowTitle(tr("Meshwork — %1").arg(QFileInfo(path).fileName()));
+  statusBar()->showMessage(tr("Saved %1").arg(path), 4000);
+  return true;
+}
+
+void MainWindow::open_model_config() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open a Hugging Face config.json"), {}, tr("JSON (*.json)"));
+  if (!path.isEmpty()) plan_->set_model(path.toStdString());
+}
+
+void MainWindow::show_shortcuts() {
+  QMessageBox::information(this, tr("Keyboard shortcuts"),
+                           tr("<table cellspacing=4>"
+                              "<tr><td><b>Ctrl+1…4</b></td><td>Cluster, Plan, Runs, Compare</td></tr>"
+                              "<tr><td><b>F5</b></td><td>Probe nodes</td></tr>"
+                              "<tr><td><b>Ctrl+Return</b></td><td>Launch</td></tr>"
+                              "<tr><td><b>Ctrl+O / Ctrl+S</b></td><td>Open / save the run configuration</td></tr>"
+                              "<tr><td><b>Ctrl+M</b></td><td>Open a model config.json</td></tr>"
+                              "<tr><td><b>Ctrl+I</b></td><td>Show or hide the inspector</td></tr>"
+                              "<tr><td><b>Ctrl+Shift+D</b></td><td>Dark theme</td></tr></table>"));
+}
+
+void MainWindow::restore_settings() {
+  QSettings s;
+  restoreGeometry(s.value("window/geometry").toByteArray());
+  restoreState(s.value("window/state").toByteArray());
+  plan_page_->outer_splitter()->restoreState(s.value("plan/outer").toByteArray());
+  plan_page_->right_splitter()->restoreState(s.value("plan/right").toByteArray());
+  dark_->setChecked(s.value("theme/dark", false).toBool());
+  // The last configuration (mesh, model, training, cluster) comes back as it was left.
+  const QByteArray last = s.value("plan/last_config").toByteArray();
+  if (!last.isEmpty()) {
+    auto doc = nlohmann::json::parse(last.toStdString(), nullptr, false);
+    if (!doc.is_discarded())
+      if (auto c = run_config_from_json(doc)) {
+        if (!c->nodes.empty()) cluster_->from_node_configs(c->nodes);
+        plan_->set_config(*c);
+      }
+  }
+  mode_bar_->set_mode(static_cast<Mode>(std::clamp(s.value("window/mode", 1).toInt(), 0, 3)));
+}
+
+void MainWindow::save_settings() {
+  QSettings s;
+  s.setValue("window/geometry", saveGeometry());
+  s.setValue("window/state", saveState());
+  s.setValue("window/mode", static_cast<int>(mode_bar_->mode()));
+  s.setValue("plan/outer", plan_page_->outer_splitter()->saveState());
+  s.setValue("plan/right", plan_page_->right_splitter()->saveState());
+  s.setValue("theme/dark", dark_->isChecked());
+  RunConfig c = plan_->config();
+  c.nodes = cluster_->to_node_configs();
+  s.setValue("plan/last_config", QByteArray::fromStdString(to_json(c).dump()));
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  save_settings();
+  e->accept();
+}
+
+}  // namespace meshwork::ui

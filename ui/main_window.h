@@ -1,0 +1,78 @@
+// The workbench's main window: mode bar on the left, the mode's workspace in the middle, the
+// inspector on the right, a toolbar with the mode's one primary action, a status bar. Owns the
+// models (cluster, plan) and wires them to the views; remembers its layout in QSettings.
+#pragma once
+
+#include <QMainWindow>
+
+#include "ui/mode_bar.h"
+
+class QAction;
+class QLabel;
+class QStackedWidget;
+class QDockWidget;
+
+namespace meshwork::ui {
+
+class ClusterModel;
+class ClusterPanel;
+class Inspector;
+class NodeProber;
+class PlanPage;
+class PlanState;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  // `probe_local`: probe this machine at start (off in tests that build their own cluster).
+  explicit MainWindow(bool probe_local = true, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  ClusterModel* cluster() const { return cluster_; }
+  PlanState* plan() const { return plan_; }
+  NodeProber* prober() const { return prober_; }
+  ClusterPanel* cluster_panel() const { return cluster_panel_; }
+  PlanPage* plan_page() const { return plan_page_; }
+  Inspector* inspector() const { return inspector_; }
+  QAction* launch_action() const { return launch_; }
+  QAction* probe_action() const { return probe_; }
+  void set_mode(Mode mode) { mode_bar_->set_mode(mode); }
+  Mode mode() const { return mode_bar_->mode(); }
+
+  bool load_config(const QString& path);  // errors go to a message box and the status bar
+  bool save_config(const QString& path);
+  void set_dark(bool dark);
+
+ protected:
+  void closeEvent(QCloseEvent* e) override;
+
+ private:
+  void build_actions();
+  void on_mode(Mode mode);
+  void sync_cluster_to_plan();
+  void update_launch_state();
+  void restore_settings();
+  void save_settings();
+  void open_model_config();
+  void show_shortcuts();
+
+  ClusterModel* cluster_;
+  PlanState* plan_;
+  NodeProber* prober_;
+  ModeBar* mode_bar_;
+  QStackedWidget* pages_;
+  ClusterPanel* cluster_panel_;
+  PlanPage* plan_page_;
+  Inspector* inspector_;
+  QDockWidget* inspector_dock_;
+  QLabel* busy_label_;
+  QLabel* summary_label_;
+  QAction* probe_ = nullptr;
+  QAction* launch_ = nullptr;
+  QAction* stop_ = nullptr;
+  QAction* compare_ = nullptr;
+  QAction* dark_ = nullptr;
+  QString config_path_;
+};
+
+}  // namespace meshwork::ui

@@ -1,0 +1,139 @@
+#include "ui/memory_panel.h"
+
+#include <QMouseEvent>
+#include <QPainter>
+#include <QToolTip>
+#include <algorithm>
+
+#include "ui/axis_colors.h"
+#include "ui/format.h"
+#include "ui/theme.h"
+
+namespace meshwork::ui {
+
+MemoryPanel::MemoryPanel(QWidget* parent) : QWidget(parent) {
+  setMouseTracking(true);
+  setObjectName("MemoryPanel");
+}
+
+void MemoryPanel::set_breakdown(const std::optional<MemoryBreakdown>& breakdown,
+                                const QString& error, const QString& device_name) {
+  breakdown_ = breakdown;
+  error_ = error;
+  device_name_ = device_name;
+  update();
+}
+
+QString MemoryPanel::headline() const {
+  if (!breakdown_) return error_.isEmpty() ? tr("Estimating memory…") : error_;
+  const MemoryBreakdown& b = *breakdown_;
+  const QString amount = tr("%1 of %2 per rank")
+                             .arg(format_bytes(b.total_bytes), format_bytes(b.capacity_bytes));
+  if (b.fits) return tr("Fits: %1").arg(amount);
+  QString s = tr("Does not fit: %1").arg(amount);
+  if (!b.breaking_term.empty()) s += tr(" — %1 breaks it").arg(QString::fromStdString(b.breaking_term));
+  return s;
+}
+
+void MemoryPanel::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  p.setRenderHint(QPainter::Antialiasing);
+  const bool dark = is_dark();
+  const QRectF area = QRectF(rect()).adjusted(14, 8, -14, -8);
+  const QFontMetricsF fm(font());
+  segments_.clear();
+
+  // Headline.
+  QFont bold = font();
+  bold.setBold(true);
+  p.setFont(bold);
+  p.setPen(!breakdown_ ? muted_text_color()
+                       : (breakdown_->fits ? palette().color(QPalette::Text) : error_color()));
+  const QString title = tr("Memory per rank") + (device_name_.isEmpty() ? "" : " · " + device_name_);
+  p.drawText(QPointF(area.left(), area.top() + fm.ascent()), title);
+  p.setFont(font());
+  const double tx = area.left() + QFontMetricsF(bold).horizontalAdvance(title) + 14;
+  p.drawText(QRectF(tx, area.top(), area.right() - tx, fm.height()), Qt::AlignLeft | Qt::AlignVCenter,
+             fm.elidedText(headline(), Qt::ElideRight, area.right() - tx));
+  if (!breakdown_) return;
+  const MemoryBreakdown& b = *breakdown_;
+
+  // Bar: scale so both the total and the capacity line fit with a margin.
+  const double scale_max = std::max(b.total_bytes, b.capacity_bytes) * 1.06;
+  const QRectF bar(area.left(), area.top() + fm.height() + 10, area.width(), 26);
+  p.setPen(Qt::NoPen);
+  p.setBrush(dark ? QColor("#2a2e33") : QColor("#eceef1"));
+  p.drawRoundedRect(bar, 3, 3);
+  double x = bar.left();
+  for (size_t i = 0; i < b.terms.size(); ++i) {
+    const double w = scale_max > 0 ? bar.width() * b.terms[i].bytes / scale_max : 0;
+    QRectF seg(x, bar.top(), w, bar.height());
+    segments_.push_back(seg);
+    p.setBrush(memory_term_color(static_cast<int>(i), dark));
+    p.drawRect(seg);
+    if (w > fm.horizontalAdvance(QString::fromStdString(b.terms[i].name)) + 10) {
+      p.setPen(dark ? QColor("#111418") : QColor("#ffffff"));
+      if (i >= 3) p.setPen(QColor("#111418"));
+      p.drawText(seg, Qt::AlignCenter, QString::fromStdString(b.terms[i].name));
+      p.setPen(Qt::NoPen);
+    }
+    x += w;
+  }
+  // The part over capacity, hatched red.
+  if (b.capacity_bytes > 0) {
+    const double cx = bar.left() + bar.width() * b.capacity_bytes / scale_max;
+    if (!b.fits && x > cx) {
+      p.setBrush(QBrush(error_color(), Qt::BDiagPattern));
+      p.drawRect(QRectF(cx, bar.top(), x - cx, bar.height()));
+      p.setPen(QPen(error_color(), 2));
+      p.setBrush(Qt::NoBrush);
+      p.drawRoundedRect(bar.adjusted(0, 0, 0, 0).intersected(QRectF(bar.left(), bar.top(), x - bar.left(), bar.height())), 3, 3);
+    }
+    p.setPen(QPen(b.fits ? palette().color(QPalette::Text) : error_color(), 2, Qt::SolidLine));
+    p.drawLine(QPointF(cx, bar.top() - 5), QPointF(cx, bar.bottom() + 5));
+    const QString cap = tr("capacity %1").arg(format_bytes(b.capacity_bytes));
+    const double cw = fm.horizontalAdvance(cap);
+    p.drawText(QPointF(std::min(cx - cw / 2, area.right() - cw), bar.bottom() + 5 + fm.ascent()), cap);
+  }
+  // Legend: term, swatch, amount.
+  double lx = area.left();
+  const double ly = bar.bottom() + 8 + fm.height();
+  for (size_t i = 0; i < b.terms.size(); ++i) {
+    const QString t = QStringLiteral("%1 %2").arg(QString::fromStdString(b.terms[i].name),
+                                                  format_bytes(b.terms[i].bytes));
+    const bool breaking = !b.fits && b.terms[i].name == b.breaking_term;
+    p.setPen(Qt::NoPen);
+    p.setBrush(memory_term_color(static_cast<int>(i), dark));
+    p.drawRoundedRect(QRectF(lx, ly + 3, 11, fm.height() - 6), 2, 2);
+    lx += 15;
+    QFont f = font();
+    f.setBold(breaking);
+    p.setFont(f);
+    p.setPen(breaking ? error_color() : palette().color(QPalette::Text));
+    p.drawText(QPointF(lx, ly + fm.ascent()), t);
+    lx += QFontMetricsF(f).horizontalAdvance(t) + 16;
+  }
+  p.setFont(font());
+  if (!b.verdict.empty()) {
+    p.setPen(b.fits ? muted_text_color() : error_color());
+    p.drawText(QRectF(area.left(), ly + fm.height() + 4, area.width(), fm.height()),
+               Qt::AlignLeft | Qt::AlignVCenter,
+               fm.elidedText(QString::fromStdString(b.verdict), Qt::ElideRight, area.width()));
+  }
+}
+
+void MemoryPanel::mouseMoveEvent(QMouseEvent* e) {
+  if (!breakdown_) return;
+  for (size_t i = 0; i < segments_.size() && i < breakdown_->terms.size(); ++i) {
+    if (segments_[i].contains(e->position())) {
+      const auto& t = breakdown_->terms[i];
+      QToolTip::showText(e->globalPosition().toPoint(),
+                         QStringLiteral("%1: %2").arg(QString::fromStdString(t.name), format_bytes(t.bytes)),
+                         this);
+      return;
+    }
+  }
+  QToolTip::hideText();
+}
+
+}  // namespace meshwork::ui

@@ -1,0 +1,38 @@
+// Per-rank memory as one stacked bar of core's breakdown (params, grads, optimizer, activations,
+// buffers, reserve) against the device's capacity line. Red, with the breaking term named, when it
+// does not fit. Custom painted; it only shows what core estimated.
+#pragma once
+
+#include <QWidget>
+#include <optional>
+
+#include "ui/core_bridge.h"
+
+namespace meshwork::ui {
+
+class MemoryPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit MemoryPanel(QWidget* parent = nullptr);
+  void set_breakdown(const std::optional<MemoryBreakdown>& breakdown, const QString& error,
+                     const QString& device_name);
+  const std::optional<MemoryBreakdown>& breakdown() const { return breakdown_; }
+  // The headline as shown, e.g. "Does not fit: ..." (tests read it).
+  QString headline() const;
+  bool shows_red() const { return breakdown_ && !breakdown_->fits; }
+
+  QSize sizeHint() const override { return {640, 118}; }
+  QSize minimumSizeHint() const override { return {300, 110}; }
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+  void mouseMoveEvent(QMouseEvent*) override;
+
+ private:
+  std::optional<MemoryBreakdown> breakdown_;
+  QString error_;
+  QString device_name_;
+  std::vector<QRectF> segments_;  // last painted segment rects, for tooltips
+};
+
+}  // namespace meshwork::ui

@@ -1,0 +1,305 @@
+#include "ui/mesh_editor.h"
+
+#include <QComboBox>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QStyle>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QLabel>
+#include <QPainter>
+#include <QSignalBlocker>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include "ui/axis_colors.h"
+#include "ui/plan_state.h"
+#include "ui/theme.h"
+
+namespace meshwork::ui {
+
+namespace {
+// A small square in an axis colour, so the editor's rows match the view's colours.
+QPixmap swatch(const QColor& c) {
+  QPixmap px(12, 12);
+  px.fill(Qt::transparent);
+  QPainter p(&px);
+  p.setRenderHint(QPainter::Antialiasing);
+  p.setPen(Qt::NoPen);
+  p.setBrush(c);
+  p.drawRoundedRect(QRectF(0, 0, 12, 12), 3, 3);
+  return px;
+}
+
+// Which control owns a diagnostic's field: "tp", "training.seq_len", "model.num_heads", ...
+std::string owner_of(const std::string& field) {
+  static const char* kOwners[] = {"dp_replicate", "dp_shard", "cp", "tp", "seq_len",
+                                  "micro_batch", "global_batch", "precision",
+                                  "activation_checkpointing"};
+  for (const char* o : kOwners) {
+    const std::string k = o;
+    if (field == k || field == "mesh." + k || field == "training." + k || field == "--" + k) return k;
+  }
+  if (field == "model" || field.rfind("model.", 0) == 0) return "model";
+  if (field == "mesh" || field == "world_size") return "mesh";
+  return "";
+}
+}  // namespace
+
+MeshEditor::MeshEditor(PlanState* state, QWidget* parent) : QWidget(parent), state_(state) {
+  setObjectName("MeshEditor");
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(12, 12, 12, 12);
+  outer->setSpacing(12);
+
+  // Model.
+  auto* model_box = new QGroupBox(tr("Model"), this);
+  auto* mf = new QVBoxLayout(model_box);
+  model_ = new QComboBox(model_box);
+  model_->setObjectName("model");
+  model_->setToolTip(tr("A bundled preset, or a Hugging Face config.json (Ctrl+M)"));
+  mf->addWidget(model_);
+  model_info_ = new QLabel(model_box);
+  model_info_->setProperty("role", "muted");
+  model_info_->setWordWrap(true);
+  mf->addWidget(model_info_);
+  mf->addWidget(add_message_label("model"));
+  controls_["model"] = model_;
+  outer->addWidget(model_box);
+
+  // Mesh axes.
+  auto* mesh_box = new QGroupBox(tr("Mesh"), this);
+  auto* grid = new QFormLayout(mesh_box);
+  grid->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  grid->setRowWrapPolicy(QFormLayout::DontWrapRows);
+  static const char* kHints[] = {
+      "Full replicas; gradients all-reduced across them (HSDP's outer dimension)",
+      "FSDP: parameters, gradients and optimizer state sharded across these ranks",
+      "Context parallel: the sequence split across these ranks (ring attention)",
+      "Tensor parallel: each layer's matrices split across these ranks; keep inside NVLink"};
+  for (size_t i = 0; i < 4; ++i) {
+    const Axis a = kAxes[i];
+    const std::string name(axis_name(a));
+    auto* label = new QLabel(this);
+    auto* lay = new QHBoxLayout(label);
+    lay->setContentsMargins(0, 0, 0, 0);
+    auto* sw = new QLabel(label);
+    sw->setPixmap(swatch(axis_color(a, is_dark())));
+    auto* txt = new QLabel(QString::fromStdString(name), label);
+    lay->addWidget(sw);
+    lay->addWidget(txt);
+    lay->addStretch();
+    label->setMinimumWidth(110);
+    axis_[i] = new QComboBox(mesh_box);
+    axis_[i]->setObjectName(QString::fromStdString(name));
+    axis_[i]->setToolTip(tr(kHints[i]));
+    controls_[name] = axis_[i];
+    auto* col = new QVBoxLayout;
+    col->setSpacing(2);
+    col->addWidget(axis_[i]);
+    col->addWidget(add_message_label(name));
+    grid->addRow(label, col);
+    connect(axis_[i], qOverload<int>(&QComboBox::activated), this, [this, a, i](int) {
+      state_->set_axis(a, axis_[i]->currentData().toInt());
+    });
+  }
+  world_label_ = new QLabel(mesh_box);
+  world_label_->setProperty("role", "muted");
+  world_label_->setWordWrap(true);
+  grid->addRow(world_label_);
+  grid->addRow(add_message_label("mesh"));
+  outer->addWidget(mesh_box);
+
+  // Training.
+  auto* train_box = new QGroupBox(tr("Training"), this);
+  auto* tf = new QFormLayout(train_box);
+  tf->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  auto spin = [&](const char* name, int lo, int hi, const QString& suffix) {
+    auto* s = new QSpinBox(train_box);
+    s->setObjectName(name);
+    s->setRange(lo, hi);
+    s->setSuffix(suffix);
+    s->setAccelerated(true);
+    s->setKeyboardTracking(false);  // re-validate on Enter/arrow, not on every digit typed
+    controls_[name] = s;
+    connect(s, qOverload<int>(&QSpinBox::valueChanged), this, &MeshEditor::push_training);
+    return s;
+  };
+  auto row = [&](const QString& label, QWidget* w, const char* field) {
+    auto* col = new QVBoxLayout;
+    col->setSpacing(2);
+    col->addWidget(w);
+    col->addWidget(add_message_label(field));
+    tf->addRow(label, col);
+  };
+  seq_len_ = spin("seq_len", 1, 1 << 20, tr(" tokens"));
+  micro_batch_ = spin("micro_batch", 1, 1 << 16, tr(" seq"));
+  global_batch_ = spin("global_batch", 1, 1 << 24, tr(" seq"));
+  row(tr("Sequence length"), seq_len_, "seq_len");
+  row(tr("Micro batch / rank"), micro_batch_, "micro_batch");
+  row(tr("Global batch"), global_batch_, "global_batch");
+  precision_ = new QComboBox(train_box);
+  precision_->setObjectName("precision");
+  precision_->addItem("fp32", static_cast<int>(Precision::fp32));
+  precision_->addItem("bf16", static_cast<int>(Precision::bf16));
+  controls_["precision"] = precision_;
+  row(tr("Precision"), precision_, "precision");
+  checkpointing_ = new QComboBox(train_box);
+  checkpointing_->setObjectName("activation_checkpointing");
+  checkpointing_->addItem(tr("none"), static_cast<int>(ActivationCheckpointing::none));
+  checkpointing_->addItem(tr("full (recompute each layer)"), static_cast<int>(ActivationCheckpointing::full));
+  controls_["activation_checkpointing"] = checkpointing_;
+  row(tr("Activation checkpointing"), checkpointing_, "activation_checkpointing");
+  connect(precision_, qOverload<int>(&QComboBox::activated), this, &MeshEditor::push_training);
+  connect(checkpointing_, qOverload<int>(&QComboBox::activated), this, &MeshEditor::push_training);
+  outer->addWidget(train_box);
+
+  other_messages_ = new QLabel(this);
+  other_messages_->setProperty("role", "error");
+  other_messages_->setWordWrap(true);
+  other_messages_->hide();
+  outer->addWidget(other_messages_);
+  outer->addStretch();
+
+  for (const std::string& p : model_presets()) model_->addItem(QString::fromStdString(p), QString::fromStdString(p));
+  model_->insertSeparator(model_->count());
+  model_->addItem(tr("Open config.json…"), QStringLiteral("__open__"));
+  connect(model_, qOverload<int>(&QComboBox::activated), this, [this](int) {
+    const QString v = model_->currentData().toString();
+    if (v == QLatin1String("__open__")) {
+      sync_from_state();  // put the combo back; the dialog decides
+      Q_EMIT open_model_requested();
+      return;
+    }
+    state_->set_model(v.toStdString());
+  });
+
+  connect(state_, &PlanState::changed, this, &MeshEditor::sync_from_state);
+  sync_from_state();
+}
+
+QLabel* MeshEditor::add_message_label(const std::string& field) {
+  auto* l = new QLabel(this);
+  l->setObjectName(QString::fromStdString("message_" + field));
+  l->setWordWrap(true);
+  l->setProperty("role", "error");
+  l->hide();
+  messages_[field] = l;
+  return l;
+}
+
+QWidget* MeshEditor::control(const std::string& field) const {
+  auto it = controls_.find(field);
+  return it == controls_.end() ? nullptr : it->second;
+}
+
+QString MeshEditor::message_for(const std::string& field) const {
+  auto it = messages_.find(field);
+  return it == messages_.end() || it->second->isHidden() ? QString() : it->second->text();
+}
+
+void MeshEditor::push_training() {
+  TrainingConfig t = state_->config().training;
+  t.seq_len = seq_len_->value();
+  t.micro_batch = micro_batch_->value();
+  t.global_batch = global_batch_->value();
+  t.precision = static_cast<Precision>(precision_->currentData().toInt());
+  t.activation_checkpointing =
+      static_cast<ActivationCheckpointing>(checkpointing_->currentData().toInt());
+  state_->set_training(t);
+}
+
+void MeshEditor::sync_from_state() {
+  const RunConfig& c = state_->config();
+  const int world = state_->cluster().world_size;
+  const auto choices = axis_choices(world);
+  for (size_t i = 0; i < 4; ++i) {
+    QComboBox* box = axis_[i];
+    QSignalBlocker block(box);
+    const int size = c.mesh.size(kAxes[i]);
+    const auto resolved = state_->mesh();
+    box->clear();
+    const QString auto_text = size == -1 && resolved
+                                  ? tr("auto (%1)").arg(resolved->shape().size(kAxes[i]))
+                                  : tr("auto");
+    box->addItem(auto_text, -1);
+    bool present = size == -1;
+    for (int d : choices) {
+      box->addItem(QString::number(d), d);
+      present |= d == size;
+    }
+    // A size loaded from a file that no longer divides the world: keep it visible so core's
+    // message next to it makes sense.
+    if (!present) box->addItem(tr("%1 (not a divisor of %2)").arg(size).arg(world), size);
+    box->setCurrentIndex(box->findData(size));
+  }
+  {
+    QSignalBlocker b1(seq_len_), b2(micro_batch_), b3(global_batch_), b4(precision_),
+        b5(checkpointing_), b6(model_);
+    seq_len_->setValue(c.training.seq_len);
+    micro_batch_->setValue(c.training.micro_batch);
+    global_batch_->setValue(c.training.global_batch);
+    precision_->setCurrentIndex(precision_->findData(static_cast<int>(c.training.precision)));
+    checkpointing_->setCurrentIndex(
+        checkpointing_->findData(static_cast<int>(c.training.activation_checkpointing)));
+    QString model_key;
+    if (c.model.is_string()) model_key = QString::fromStdString(c.model.get<std::string>());
+    else model_key = QStringLiteral("__inline__");
+    int idx = model_->findData(model_key);
+    if (idx < 0) {
+      // A config.json path or an inline config: add it above the separator.
+      const QString label = model_key == QLatin1String("__inline__")
+                                ? tr("inline config (%1)").arg(QString::fromStdString(c.name))
+                                : QFileInfo(model_key).fileName() + " — " + QFileInfo(model_key).dir().dirName();
+      model_->insertItem(0, label, model_key);
+      idx = 0;
+    }
+    model_->setCurrentIndex(idx);
+  }
+  const auto& cl = state_->cluster();
+  world_label_->setText(tr("World size %1 = %2 node%3 × %4 rank%5 per node")
+                            .arg(world)
+                            .arg(cl.num_nodes)
+                            .arg(cl.num_nodes == 1 ? "" : "s")
+                            .arg(cl.ranks_per_node)
+                            .arg(cl.ranks_per_node == 1 ? "" : "s"));
+  show_diagnostics();
+}
+
+void MeshEditor::show_diagnostics() {
+  std::map<std::string, QStringList> by_owner;
+  std::map<std::string, bool> has_error;
+  QStringList others;
+  for (const Diagnostic& d : state_->diagnostics()) {
+    // core's words: "<value>: <message>" as the CLI prints them after the field.
+    QString text = QString::fromStdString(d.message);
+    if (!d.value.empty()) text = QString::fromStdString(d.value) + ": " + text;
+    const std::string owner = owner_of(d.field);
+    if (owner.empty() || !messages_.count(owner)) {
+      others << QString::fromStdString(d.field) + ": " + text;
+      continue;
+    }
+    // The field name is implicit next to its own control, except for sub-fields of the model.
+    if (d.field != owner && owner == "model") text = QString::fromStdString(d.field) + ": " + text;
+    by_owner[owner] << text;
+    has_error[owner] = has_error[owner] || is_error(d);
+  }
+  for (auto& [field, label] : messages_) {
+    auto it = by_owner.find(field);
+    if (it == by_owner.end()) {
+      label->hide();
+      label->clear();
+    } else {
+      label->setText(it->second.join("\n"));
+      label->setProperty("role", has_error[field] ? "error" : "warning");
+      label->style()->unpolish(label);
+      label->style()->polish(label);
+      label->show();
+    }
+  }
+  other_messages_->setText(others.join("\n"));
+  other_messages_->setVisible(!others.isEmpty());
+}
+
+}  // namespace meshwork::ui

@@ -1,0 +1,56 @@
+// The mesh editor: one control per axis (only divisors of the world size, or "auto"), the model
+// picker, and the training knobs that change memory and speed. Edits go to PlanState; core's
+// diagnostics come back and are shown under the control whose field they name, in core's words.
+#pragma once
+
+#include <QWidget>
+#include <array>
+#include <map>
+#include <string>
+
+class QComboBox;
+class QLabel;
+class QSpinBox;
+
+namespace meshwork::ui {
+
+class PlanState;
+
+class MeshEditor : public QWidget {
+  Q_OBJECT
+ public:
+  explicit MeshEditor(PlanState* state, QWidget* parent = nullptr);
+
+  // Controls by field name, for tests and keyboard focus: "dp_replicate", "dp_shard", "cp", "tp",
+  // "model", "seq_len", "micro_batch", "global_batch", "precision", "activation_checkpointing".
+  QWidget* control(const std::string& field) const;
+  QComboBox* axis_combo(int axis_index) const { return axis_[static_cast<size_t>(axis_index)]; }
+  // The message shown under a control ("" when none).
+  QString message_for(const std::string& field) const;
+
+ Q_SIGNALS:
+  void open_model_requested();
+
+ private:
+  void sync_from_state();
+  void show_diagnostics();
+  void push_training();
+  QLabel* add_message_label(const std::string& field);
+
+  PlanState* state_;
+  std::array<QComboBox*, 4> axis_{};
+  QComboBox* model_ = nullptr;
+  QLabel* model_info_ = nullptr;
+  QSpinBox* seq_len_ = nullptr;
+  QSpinBox* micro_batch_ = nullptr;
+  QSpinBox* global_batch_ = nullptr;
+  QComboBox* precision_ = nullptr;
+  QComboBox* checkpointing_ = nullptr;
+  QLabel* world_label_ = nullptr;
+  QLabel* other_messages_ = nullptr;  // diagnostics no control owns
+  std::map<std::string, QLabel*> messages_;
+  std::map<std::string, QWidget*> controls_;
+  int world_size_for_choices_ = -1;
+};
+
+}  // namespace meshwork::ui

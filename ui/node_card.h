@@ -1,0 +1,59 @@
+// One node of the cluster as a card: state, host, CPU and memory, GPUs (name, memory), how the GPUs
+// are linked (NVLink / PCIe), InfiniBand ports, the ranks it runs, and probe progress or the
+// probe's error inline. Rebuilt from a NodeInfo whenever the model row changes.
+#pragma once
+
+#include <QFrame>
+
+#include "ui/cluster_model.h"
+
+class QLabel;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+class QToolButton;
+
+namespace meshwork::ui {
+
+class NodeCard : public QFrame {
+  Q_OBJECT
+ public:
+  explicit NodeCard(QWidget* parent = nullptr);
+  void set_node(const NodeInfo& node);
+  void set_selected(bool selected);
+  const QString& host() const { return host_; }
+  // For tests: the texts shown.
+  QString devices_text() const;
+  QString error_text() const;
+
+  QSize sizeHint() const override { return {340, QFrame::sizeHint().height()}; }
+
+ Q_SIGNALS:
+  void clicked(const QString& host);
+  void remove_requested(const QString& host);
+  void probe_requested(const QString& host);
+  void slots_changed(const QString& host, int ranks);
+
+ protected:
+  void mousePressEvent(QMouseEvent*) override;
+  void paintEvent(QPaintEvent*) override;
+
+ private:
+  QString host_;
+  NodeInfo::State state_ = NodeInfo::State::unprobed;
+  bool selected_ = false;
+  QLabel* title_;
+  QLabel* subtitle_;
+  QLabel* state_label_;
+  QToolButton* remove_;
+  QProgressBar* progress_;
+  QLabel* progress_text_;
+  QLabel* error_;
+  QPushButton* retry_;
+  QLabel* devices_;
+  QLabel* links_;
+  QLabel* ib_;
+  QSpinBox* ranks_;
+};
+
+}  // namespace meshwork::ui

@@ -1,0 +1,146 @@
+#include "ui/plan_page.h"
+
+#include <QButtonGroup>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPainter>
+#include <QScrollArea>
+#include <QSplitter>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "ui/axis_colors.h"
+#include "ui/cluster_model.h"
+#include "ui/memory_panel.h"
+#include "ui/mesh_editor.h"
+#include "ui/mesh_view.h"
+#include "ui/plan_state.h"
+#include "ui/planner_panel.h"
+#include "ui/theme.h"
+
+namespace meshwork::ui {
+
+namespace {
+QIcon swatch_icon(const QColor& c) {
+  QPixmap px(12, 12);
+  px.fill(Qt::transparent);
+  QPainter p(&px);
+  p.setRenderHint(QPainter::Antialiasing);
+  p.setPen(Qt::NoPen);
+  p.setBrush(c);
+  p.drawRoundedRect(QRectF(0, 0, 12, 12), 3, 3);
+  return QIcon(px);
+}
+
+QStringList node_names(const ClusterModel& m) {
+  QStringList out;
+  for (const NodeInfo& n : m.nodes())
+    out << (n.is_local() ? QStringLiteral("local") : (n.hostname.isEmpty() ? n.host : n.hostname));
+  return out;
+}
+}  // namespace
+
+PlanPage::PlanPage(PlanState* state, ClusterModel* cluster, QWidget* parent)
+    : QWidget(parent), state_(state), cluster_(cluster) {
+  setObjectName("PlanPage");
+  auto* lay = new QHBoxLayout(this);
+  lay->setContentsMargins(0, 0, 0, 0);
+  outer_ = new QSplitter(Qt::Horizontal, this);
+  outer_->setObjectName("PlanOuterSplitter");
+  lay->addWidget(outer_);
+
+  auto* editor_scroll = new QScrollArea(outer_);
+  editor_scroll->setWidgetResizable(true);
+  editor_scroll->setFrameShape(QFrame::NoFrame);
+  editor_ = new MeshEditor(state_, editor_scroll);
+  editor_scroll->setWidget(editor_);
+  editor_scroll->setMinimumWidth(300);
+  outer_->addWidget(editor_scroll);
+
+  right_ = new QSplitter(Qt::Vertical, outer_);
+  right_->setObjectName("PlanRightSplitter");
+  auto* mesh_box = new QWidget(right_);
+  auto* ml = new QVBoxLayout(mesh_box);
+  ml->setContentsMargins(0, 6, 0, 0);
+  ml->setSpacing(4);
+  auto* picker = new QHBoxLayout;
+  picker->setContentsMargins(12, 0, 12, 0);
+  picker->setSpacing(2);
+  auto* pl = new QLabel(tr("Colour groups of"), mesh_box);
+  pl->setProperty("role", "muted");
+  picker->addWidget(pl);
+  picker->addSpacing(6);
+  kinds_ = new QButtonGroup(this);
+  for (GroupKind g : kGroupKinds) {
+    auto* b = new QToolButton(mesh_box);
+    b->setText(QString::fromUtf8(group_name(g).data()));
+    b->setIcon(swatch_icon(group_color(g, is_dark())));
+    b->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    b->setCheckable(true);
+    b->setAutoRaise(true);
+    b->setToolTip(tr("Colour the %1 groups").arg(group_label(g)));
+    b->setObjectName(QStringLiteral("kind_%1").arg(QString::fromUtf8(group_name(g).data())));
+    kinds_->addButton(b, static_cast<int>(g));
+    picker->addWidget(b);
+    if (g == GroupKind::tp) {
+      auto* sep = new QLabel(QStringLiteral("│"), mesh_box);
+      sep->setProperty("role", "muted");
+      picker->addWidget(sep);
+    }
+  }
+  picker->addStretch();
+  shape_label_ = new QLabel(mesh_box);
+  shape_label_->setObjectName("ShapeLabel");
+  picker->addWidget(shape_label_);
+  ml->addLayout(picker);
+  view_ = new MeshView(mesh_box);
+  ml->addWidget(view_, 1);
+  right_->addWidget(mesh_box);
+  memory_ = new MemoryPanel(right_);
+  right_->addWidget(memory_);
+  planner_ = new PlannerPanel(state_, right_);
+  right_->addWidget(planner_);
+  right_->setStretchFactor(0, 5);
+  right_->setStretchFactor(1, 0);
+  right_->setStretchFactor(2, 3);
+  right_->setCollapsible(1, false);
+  outer_->addWidget(right_);
+  outer_->setStretchFactor(0, 0);
+  outer_->setStretchFactor(1, 1);
+  outer_->setSizes({320, 1000});
+
+  kinds_->button(static_cast<int>(view_->group_kind()))->setChecked(true);
+  connect(kinds_, &QButtonGroup::idClicked, this,
+          [this](int id) { view_->set_group_kind(static_cast<GroupKind>(id)); });
+  connect(state_, &PlanState::changed, this, &PlanPage::refresh_view);
+  connect(state_, &PlanState::memory_changed, this, &PlanPage::refresh_memory);
+  refresh_view();
+  refresh_memory();
+}
+
+void PlanPage::refresh_view() {
+  const auto& mesh = state_->mesh();
+  view_->set_mesh(mesh, state_->cluster().fast_links, node_names(*cluster_));
+  QString first_error;
+  for (const Diagnostic& d : state_->diagnostics())
+    if (is_error(d)) {
+      first_error = QString::fromStdString(d.text());
+      break;
+    }
+  view_->set_invalid_text(first_error.isEmpty() ? tr("No valid mesh to draw.")
+                                                : tr("This shape is not valid:\n%1").arg(first_error));
+  if (mesh) {
+    const MeshShape& s = mesh->shape();
+    shape_label_->setText(tr("<b>%1</b> ranks = %2 × %3 × %4 × %5")
+                              .arg(mesh->world_size()).arg(s.dp_replicate).arg(s.dp_shard).arg(s.cp).arg(s.tp));
+  } else {
+    shape_label_->setText(tr("<span style='color:%1'>invalid shape</span>").arg(error_color().name()));
+  }
+}
+
+void PlanPage::refresh_memory() {
+  memory_->set_breakdown(state_->memory(), QString::fromStdString(state_->memory_error()),
+                         QString::fromStdString(state_->cluster().device_name));
+}
+
+}  // namespace meshwork::ui

@@ -1,0 +1,75 @@
+// The configuration being planned and what core says about it. Views edit it through the setters;
+// every change re-validates at once (cheap, on the GUI thread) and re-runs the memory estimate and
+// the planner on the thread pool. Results come back as queued calls tagged with a generation, so a
+// slow, stale answer never overwrites a newer one.
+#pragma once
+
+#include <QObject>
+#include <QThreadPool>
+#include <optional>
+#include <vector>
+
+#include "core/mesh.h"
+#include "core/run_config.h"
+#include "ui/core_bridge.h"
+
+namespace meshwork::ui {
+
+class PlanState : public QObject {
+  Q_OBJECT
+ public:
+  explicit PlanState(QObject* parent = nullptr);
+  ~PlanState() override;
+
+  const RunConfig& config() const { return config_; }
+  const ClusterFacts& cluster() const { return cluster_; }
+  const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
+  // Diagnostics for one field; "" lists the ones no control owns.
+  std::vector<Diagnostic> diagnostics_for(const std::string& field) const;
+  bool has_errors() const;
+  // The resolved mesh placed on the nodes, when the shape is valid.
+  const std::optional<DeviceMesh>& mesh() const { return mesh_; }
+
+  // Latest estimate and plan (empty until the worker answers, or with the reason they failed).
+  const std::optional<MemoryBreakdown>& memory() const { return memory_; }
+  const std::string& memory_error() const { return memory_error_; }
+  const std::vector<PlanRow>& plan() const { return plan_; }
+  const std::string& plan_error() const { return plan_error_; }
+  bool busy() const { return pending_ > 0; }
+
+  void set_axis(Axis axis, int size);  // -1: auto
+  void set_shape(const MeshShape& shape);
+  void set_model(const nlohmann::json& model);
+  void set_training(const TrainingConfig& training);
+  void set_cluster(const ClusterFacts& cluster, std::vector<NodeConfig> nodes);
+  void set_config(const RunConfig& config);  // e.g. loaded from a file
+  void set_name(const std::string& name);
+
+ Q_SIGNALS:
+  void changed();          // config, diagnostics or mesh changed
+  void memory_changed();   // a new estimate (or its error) arrived
+  void plan_changed();     // a new planner table arrived
+  void busy_changed(bool busy);
+
+ private:
+  void revalidate();
+  void start_estimate();
+  void start_plan();
+  void finish_job();
+
+  RunConfig config_;
+  ClusterFacts cluster_;
+  std::vector<Diagnostic> diagnostics_;
+  std::optional<DeviceMesh> mesh_;
+  std::optional<MemoryBreakdown> memory_;
+  std::string memory_error_;
+  std::vector<PlanRow> plan_;
+  std::string plan_error_;
+  // Generations: a result is applied only if no newer request was made since it started.
+  quint64 memory_gen_ = 0;
+  quint64 plan_gen_ = 0;
+  int pending_ = 0;
+  QThreadPool pool_;
+};
+
+}  // namespace meshwork::ui

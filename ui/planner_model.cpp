@@ -1,0 +1,95 @@
+#include "ui/planner_model.h"
+
+#include <QBrush>
+#include <QFont>
+
+#include "ui/axis_colors.h"
+#include "ui/format.h"
+#include "ui/theme.h"
+
+namespace meshwork::ui {
+
+PlannerModel::PlannerModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+void PlannerModel::set_rows(std::vector<PlanRow> rows) {
+  beginResetModel();
+  rows_ = std::move(rows);
+  endResetModel();
+}
+
+void PlannerModel::set_current_shape(const MeshShape& shape) {
+  if (shape == current_) return;
+  current_ = shape;
+  if (!rows_.empty()) Q_EMIT dataChanged(index(0, 0), index(rowCount() - 1, ColumnCount - 1), {Qt::FontRole});
+}
+
+int PlannerModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : static_cast<int>(rows_.size());
+}
+int PlannerModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+
+QVariant PlannerModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.row() >= rowCount()) return {};
+  const PlanRow& r = rows_[static_cast<size_t>(index.row())];
+  const int col = index.column();
+  if (role == Qt::FontRole && r.shape == current_) {
+    QFont f;
+    f.setBold(true);
+    return f;
+  }
+  if (role == Qt::ToolTipRole && !r.note.empty()) return QString::fromStdString(r.note);
+  if (role == Qt::TextAlignmentRole)
+    return col == Shape ? int(Qt::AlignLeft | Qt::AlignVCenter) : int(Qt::AlignRight | Qt::AlignVCenter);
+  if (role == Qt::ForegroundRole && col == Fits) return QBrush(r.fits ? ok_color() : error_color());
+  if (role == Qt::ForegroundRole && !r.fits && col != Fits) return QBrush(muted_text_color());
+  if (col >= CommFirst && role == ShareRole) return r.comm_share[static_cast<size_t>(col - CommFirst)];
+  if (role == SortRole) {
+    switch (col) {
+      case Rank: return index.row();
+      case Shape: return QString::fromStdString(r.shape.compact());
+      case Fits: return r.fits ? 1 : 0;
+      case Memory: return r.memory_bytes;
+      case TokensPerS: return r.tokens_per_s;
+      case Mfu: return r.mfu;
+      case StepTime: return r.step_seconds;
+      default: return r.comm_share[static_cast<size_t>(col - CommFirst)];
+    }
+  }
+  if (role != Qt::DisplayRole) return {};
+  switch (col) {
+    case Rank: return index.row() + 1;
+    case Shape:
+      return QStringLiteral("%1 × %2 × %3 × %4")
+          .arg(r.shape.dp_replicate).arg(r.shape.dp_shard).arg(r.shape.cp).arg(r.shape.tp);
+    case Fits: return r.fits ? tr("✓ fits") : tr("✗ no");
+    case Memory: return format_bytes(r.memory_bytes);
+    case TokensPerS: return format_tokens_per_s(r.tokens_per_s);
+    case Mfu: return format_percent(r.mfu);
+    case StepTime: return format_seconds(r.step_seconds);
+    default: return format_percent(r.comm_share[static_cast<size_t>(col - CommFirst)]);
+  }
+}
+
+QVariant PlannerModel::headerData(int section, Qt::Orientation o, int role) const {
+  if (o != Qt::Horizontal) return {};
+  if (role == Qt::ForegroundRole && section >= CommFirst)
+    return QBrush(axis_color(kAxes[static_cast<size_t>(section - CommFirst)], is_dark()));
+  if (role == Qt::ToolTipRole) {
+    if (section == Shape) return tr("dp_replicate × dp_shard × cp × tp");
+    if (section >= CommFirst) return tr("Share of the step spent in this axis's collectives");
+    if (section == Mfu) return tr("Model FLOPs utilisation predicted by core");
+  }
+  if (role != Qt::DisplayRole) return {};
+  switch (section) {
+    case Rank: return "#";
+    case Shape: return tr("Shape (r × s × cp × tp)");
+    case Fits: return tr("Fits");
+    case Memory: return tr("Memory / rank");
+    case TokensPerS: return tr("Throughput");
+    case Mfu: return tr("MFU");
+    case StepTime: return tr("Step");
+    default: return tr("comm %1").arg(QString::fromUtf8(axis_name(kAxes[static_cast<size_t>(section - CommFirst)]).data()));
+  }
+}
+
+}  // namespace meshwork::ui

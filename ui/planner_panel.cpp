@@ -1,0 +1,104 @@
+#include "ui/planner_panel.h"
+
+#include <QHeaderView>
+#include <QLabel>
+#include <QPainter>
+#include <QSortFilterProxyModel>
+#include <QStyledItemDelegate>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include "ui/axis_colors.h"
+#include "ui/planner_model.h"
+#include "ui/plan_state.h"
+#include "ui/theme.h"
+
+namespace meshwork::ui {
+
+namespace {
+// Comm share cell: a bar in the axis colour under the percentage.
+class ShareDelegate : public QStyledItemDelegate {
+ public:
+  ShareDelegate(Axis axis, QObject* parent) : QStyledItemDelegate(parent), axis_(axis) {}
+  void paint(QPainter* p, const QStyleOptionViewItem& opt, const QModelIndex& idx) const override {
+    QStyledItemDelegate::paint(p, opt, idx);
+    const double share = idx.data(PlannerModel::ShareRole).toDouble();
+    if (share <= 0) return;
+    QColor c = axis_color(axis_, is_dark());
+    c.setAlphaF(0.8);
+    const QRectF r = QRectF(opt.rect).adjusted(6, opt.rect.height() - 6, -6, -2);
+    p->save();
+    p->setPen(Qt::NoPen);
+    p->setBrush(c);
+    p->drawRoundedRect(QRectF(r.left(), r.top(), r.width() * std::min(1.0, share), r.height()), 1.5, 1.5);
+    p->restore();
+  }
+
+ private:
+  Axis axis_;
+};
+}  // namespace
+
+PlannerPanel::PlannerPanel(PlanState* state, QWidget* parent)
+    : QWidget(parent), state_(state), model_(new PlannerModel(this)), proxy_(new QSortFilterProxyModel(this)) {
+  setObjectName("PlannerPanel");
+  auto* lay = new QVBoxLayout(this);
+  lay->setContentsMargins(0, 0, 0, 0);
+  lay->setSpacing(4);
+  status_ = new QLabel(this);
+  status_->setProperty("role", "muted");
+  status_->setContentsMargins(8, 4, 8, 0);
+  lay->addWidget(status_);
+  proxy_->setSourceModel(model_);
+  proxy_->setSortRole(PlannerModel::SortRole);
+  table_ = new QTableView(this);
+  table_->setObjectName("PlannerTable");
+  table_->setModel(proxy_);
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->setSelectionMode(QAbstractItemView::SingleSelection);
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table_->setSortingEnabled(true);
+  table_->sortByColumn(PlannerModel::Rank, Qt::AscendingOrder);
+  table_->setAlternatingRowColors(true);
+  table_->verticalHeader()->hide();
+  table_->verticalHeader()->setDefaultSectionSize(24);
+  table_->horizontalHeader()->setStretchLastSection(true);
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
+  table_->setShowGrid(false);
+  for (int i = 0; i < 4; ++i)
+    table_->setItemDelegateForColumn(PlannerModel::CommFirst + i, new ShareDelegate(kAxes[static_cast<size_t>(i)], table_));
+  lay->addWidget(table_);
+
+  connect(table_, &QTableView::clicked, this, [this](const QModelIndex& idx) { apply_row(idx.row()); });
+  connect(table_, &QTableView::activated, this, [this](const QModelIndex& idx) { apply_row(idx.row()); });
+  connect(state_, &PlanState::plan_changed, this, &PlannerPanel::refresh);
+  connect(state_, &PlanState::changed, this, [this] {
+    if (state_->mesh()) model_->set_current_shape(state_->mesh()->shape());
+  });
+  refresh();
+}
+
+void PlannerPanel::apply_row(int view_row) {
+  const QModelIndex src = proxy_->mapToSource(proxy_->index(view_row, 0));
+  if (!src.isValid()) return;
+  state_->set_shape(model_->row_at(src.row()).shape);
+}
+
+void PlannerPanel::refresh() {
+  model_->set_rows(state_->plan());
+  if (state_->mesh()) model_->set_current_shape(state_->mesh()->shape());
+  if (!state_->plan_error().empty()) {
+    status_->setText(QString::fromStdString(state_->plan_error()));
+  } else {
+    int fits = 0;
+    for (const PlanRow& r : state_->plan()) fits += r.fits;
+    status_->setText(tr("%1 valid shapes for %2 ranks, %3 fit in memory · ranked by core's planner · "
+                        "click a row to apply it")
+                         .arg(state_->plan().size())
+                         .arg(state_->cluster().world_size)
+                         .arg(fits));
+  }
+  table_->resizeColumnsToContents();
+}
+
+}  // namespace meshwork::ui

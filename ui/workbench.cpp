@@ -1,4 +1,0 @@
-#include "ui/workbench.h"
-namespace meshwork::ui {
-int placeholder() { return 0; }
-}
