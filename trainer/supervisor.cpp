@@ -1,0 +1,312 @@
+#include "trainer/supervisor.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "core/metrics.h"
+#include "trainer/store.h"
+
+namespace meshwork::trainer {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+std::atomic<int> g_signal{0};
+void on_signal(int sig) { g_signal.store(sig); }
+
+struct Child {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;  // waitpid status once exited
+};
+
+std::string describe(int status) {
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return std::string("killed by signal ") + sigabbrev_np(sig) + " (" + std::to_string(sig) + ")";
+  }
+  return "ended (status " + std::to_string(status) + ")";
+}
+
+double now_unix() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+bool has_end_record(const fs::path& metrics_file) {
+  std::ifstream in(metrics_file);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last.find("\"type\":\"end\"") != std::string::npos;
+}
+
+void append_line(const fs::path& path, const std::string& line) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0) return;
+  std::string l = line + "\n";
+  (void)!::write(fd, l.data(), l.size());
+  ::close(fd);
+}
+
+class Supervisor {
+ public:
+  Supervisor(const TrainerOptions& o, const MeshShape& shape)
+      : o_(o), shape_(shape), n_(o.nproc_per_node), node_(o.node_rank),
+        log_(fs::path(o.run_dir) / ("supervisor-node" + std::to_string(o.node_rank) + ".log"),
+             std::ios::app) {}
+
+  int run() {
+    {
+      std::ofstream pid(fs::path(o_.run_dir) / ("supervisor-node" + std::to_string(node_) + ".pid"));
+      pid << getpid() << "\n";
+    }
+    try {
+      store_ = std::make_unique<StoreHandle>(o_.master_addr, o_.master_port, node_ == 0,
+                                             std::chrono::minutes(5));
+    } catch (const std::exception& e) {
+      std::cerr << "meshtrain: --master-addr: " << o_.master_addr << ":" << o_.master_port
+                << ": a reachable TCPStore (" << first_line(e.what()) << ")\n";
+      return 1;
+    }
+    say("node ", node_, ": starting ", n_, " ranks, mesh ", shape_.to_string());
+    std::signal(SIGTERM, on_signal);
+    std::signal(SIGINT, on_signal);
+    for (int i = 0; i < n_; ++i) {
+      if (!spawn(i)) {
+        fail_all("rank " + std::to_string(node_ * n_ + i) + " on node " + std::to_string(node_) +
+                 ": could not be started");
+        return 3;
+      }
+    }
+    auto last_poll = Clock::now();
+    while (true) {
+      // Reap local ranks.
+      int status = 0;
+      pid_t pid;
+      while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (auto& c : children_) {
+          if (c.pid != pid) continue;
+          c.running = false;
+          c.status = status;
+          if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+            const std::string why = "rank " + std::to_string(c.rank) + " on node " +
+                                    std::to_string(node_) + ": " + describe(status);
+            say(why);
+            publish_failure(why);
+            stop_local(why, c.rank);
+            std::cerr << "meshtrain: " << why << "\n";
+            return 3;
+          }
+          say("rank ", c.rank, " finished");
+        }
+      }
+      if (std::none_of(children_.begin(), children_.end(), [](const Child& c) { return c.running; }))
+        return finish();
+      if (int sig = g_signal.load()) {
+        const std::string why = "node " + std::to_string(node_) + ": supervisor received signal " +
+                                sigabbrev_np(sig);
+        publish_failure("stopped: " + why);
+        stop_local("stopped: " + why, -1);
+        std::cerr << "meshtrain: stopped: " << why << "\n";
+        return 3;
+      }
+      if (Clock::now() - last_poll > std::chrono::milliseconds(200)) {
+        last_poll = Clock::now();
+        std::optional<std::string> failed;
+        try {
+          failed = store_->try_get("meshwork/failed");
+        } catch (const std::exception& e) {
+          failed = "lost the run's store on " + o_.master_addr + ":" + std::to_string(o_.master_port);
+        }
+        if (failed) {
+          say("another node reports: ", *failed);
+          stop_local(*failed, -1);
+          std::cerr << "meshtrain: " << *failed << "\n";
+          return 3;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+ private:
+  template <class... A>
+  void say(const A&... parts) {
+    ((log_ << parts), ...);
+    log_ << "\n";
+    log_.flush();
+  }
+  static std::string first_line(std::string s) {
+    if (auto nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
+    return s;
+  }
+
+  bool spawn(int local) {
+    const int rank = node_ * n_ + local;
+    const int world = o_.nnodes * n_;
+    const int threads = std::max(1, usable_cores() / n_);
+    std::vector<std::string> args = {"meshtrain"};
+    for (auto& a : to_args(o_)) args.push_back(a);
+    const fs::path log = fs::path(o_.run_dir) / ("rank" + std::to_string(rank) + ".log");
+    pid_t pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the supervisor
+      if (getppid() == 1) _exit(1);
+      setenv("RANK", std::to_string(rank).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(n_).c_str(), 1);
+      setenv("MASTER_ADDR", o_.master_addr.c_str(), 1);
+      setenv("MASTER_PORT", std::to_string(o_.master_port).c_str(), 1);
+      setenv("MESHWORK_STORE_HOSTED", "1", 1);
+      setenv("MESHWORK_SUPERVISED", "1", 1);
+      setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
+      setenv("MKL_NUM_THREADS", std::to_string(threads).c_str(), 1);
+      if (o_.training.device == DeviceKind::cuda)
+        setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
+      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        // Global rank 0 keeps the supervisor's stdout: metrics go there without --metrics.
+        if (rank != 0 || !o_.metrics.empty()) dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        ::close(fd);
+      }
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv("/proc/self/exe", argv.data());
+      _exit(127);
+    }
+    children_.push_back({rank, pid, true, 0});
+    say("rank ", rank, " pid ", pid, " (", threads, " threads)");
+    return true;
+  }
+
+  void publish_failure(const std::string& why) {
+    try {
+      if (!store_->try_get("meshwork/failed")) store_->set("meshwork/failed", why);
+    } catch (...) {
+    }
+  }
+
+  // SIGTERM every live local rank, SIGKILL after 2 s; then give every rank that ended without
+  // an end record one (failed for `failed_rank`, stopped for the others).
+  void stop_local(const std::string& why, int failed_rank) {
+    for (auto& c : children_)
+      if (c.running) kill(c.pid, SIGTERM);
+    const auto deadline = Clock::now() + std::chrono::seconds(2);
+    auto reap = [&] {
+      int status;
+      for (auto& c : children_)
+        if (c.running && waitpid(c.pid, &status, WNOHANG) == c.pid) {
+          c.running = false;
+          c.status = status;
+        }
+    };
+    while (Clock::now() < deadline &&
+           std::any_of(children_.begin(), children_.end(), [](const Child& c) { return c.running; })) {
+      reap();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (auto& c : children_)
+      if (c.running) {
+        kill(c.pid, SIGKILL);
+        int status;
+        waitpid(c.pid, &status, 0);
+        c.running = false;
+        c.status = status;
+      }
+    for (auto& c : children_) {
+      const fs::path mf = fs::path(o_.run_dir) / ("metrics-rank" + std::to_string(c.rank) + ".jsonl");
+      if (has_end_record(mf)) continue;
+      EndRecord e;
+      e.rank = c.rank;
+      e.time = now_unix();
+      e.status = c.rank == failed_rank ? "failed" : "stopped";
+      e.reason = c.rank == failed_rank ? why : "stopped by the supervisor: " + why;
+      append_line(mf, to_json_line(e));
+      if (!o_.metrics.empty()) append_line(o_.metrics, to_json_line(e));
+    }
+    say("stopped local ranks: ", why);
+  }
+
+  int finish() {
+    try {
+      store_->set("meshwork/done/" + std::to_string(node_), "1");
+      if (node_ == 0) {
+        // Keep the store up until every node has finished (or one failed).
+        while (true) {
+          int done = 0;
+          for (int n = 0; n < o_.nnodes; ++n)
+            if (store_->try_get("meshwork/done/" + std::to_string(n))) ++done;
+          if (done == o_.nnodes) break;
+          if (auto f = store_->try_get("meshwork/failed")) {
+            std::cerr << "meshtrain: " << *f << "\n";
+            return 3;
+          }
+          if (g_signal.load()) return 3;
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+      }
+    } catch (const std::exception& e) {
+      say("store: ", first_line(e.what()));
+    }
+    say("node ", node_, ": all ranks finished");
+    return 0;
+  }
+
+  void fail_all(const std::string& why) {
+    publish_failure(why);
+    stop_local(why, -1);
+    std::cerr << "meshtrain: " << why << "\n";
+  }
+
+  const TrainerOptions& o_;
+  MeshShape shape_;
+  int n_;
+  int node_;
+  std::ofstream log_;
+  std::unique_ptr<StoreHandle> store_;
+  std::vector<Child> children_;
+};
+
+}  // namespace
+
+int supervise(const TrainerOptions& options, const MeshShape& shape) {
+  std::error_code ec;
+  fs::create_directories(options.run_dir, ec);
+  if (ec) {
+    std::cerr << "meshtrain: --run-dir: " << options.run_dir << ": a directory that can be created\n";
+    return 2;
+  }
+  Supervisor s(options, shape);
+  return s.run();
+}
+
+}  // namespace meshwork::trainer
