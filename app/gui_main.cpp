@@ -4,9 +4,11 @@
 #include "app/commands.h"
 #ifdef MESHWORK_WITH_GUI
 #include "ui/main_window.h"
+#include "ui/screenshots.h"
 #include "ui/theme.h"
 #endif
 #include <iostream>
+#include <string>
 
 namespace meshwork::cli {
 
@@ -17,6 +19,8 @@ int gui_main(int argc, char** argv) {
   QApplication::setApplicationName("workbench");
   QApplication::setApplicationDisplayName("Meshwork");
   ui::apply_theme(app, ui::Theme::light);
+  // `meshwork --screenshots DIR`: render the main views to PNGs (scripts/screenshots) and exit.
+  if (argc >= 3 && std::string(argv[1]) == "--screenshots") return ui::render_screenshots(argv[2]);
   ui::MainWindow window;
   window.resize(1440, 900);
   window.show();

@@ -41,12 +41,12 @@ QColor memory_term_color(int term_index, bool dark) {
   // params, grads, optimizer, activations, buffers, reserve: cool-to-warm greys and slates so the
   // bar reads as one quantity split in parts; the axis hues stay reserved for axes.
   static constexpr std::array<Pair, 6> kTerms = {{
-      {"#3B5B92", "#6F8FC8"},
-      {"#5E81AC", "#88A6CF"},
-      {"#8FA7C4", "#A9BDD6"},
-      {"#B48EAD", "#C9A7C3"},
-      {"#A3A3A3", "#8A8A8A"},
-      {"#D0D0D0", "#5E5E5E"},
+      {"#4A5568", "#8C9AB0"},  // params: slate
+      {"#718096", "#A3AFC2"},  // grads
+      {"#A0AEC0", "#C3CCD8"},  // optimizer
+      {"#8C7B6B", "#B5A594"},  // activations: taupe
+      {"#B8B1A8", "#857E76"},  // buffers
+      {"#DAD7D2", "#5E5A55"},  // reserve
   }};
   const Pair& p = kTerms[static_cast<size_t>(term_index) % kTerms.size()];
   return QColor(dark ? p.dark : p.light);

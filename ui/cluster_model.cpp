@@ -77,8 +77,14 @@ ClusterSummary ClusterModel::summary() const {
   s.num_nodes = rowCount();
   if (nodes_.empty()) return s;
   s.ranks_per_node = std::max(1, nodes_.front().slots);
-  const bool gpus = std::all_of(nodes_.begin(), nodes_.end(),
-                                [](const NodeInfo& n) { return n.has_gpus(); });
+  // Nodes not probed yet (or unreachable) say nothing about devices; the probed ones decide.
+  bool any_known = false, gpus = true;
+  for (const NodeInfo& n : nodes_) {
+    if (!n.has_gpus() && n.cpu_cores == 0) continue;
+    any_known = true;
+    gpus = gpus && n.has_gpus();
+  }
+  gpus = gpus && any_known;
   s.device = gpus ? DeviceKind::cuda : DeviceKind::cpu;
   double min_mem = 0;
   for (const NodeInfo& n : nodes_) {
@@ -88,6 +94,7 @@ ClusterSummary ClusterModel::summary() const {
     // Per-rank capacity: the smallest GPU bounds every rank (all ranks hold the same shard
     // sizes); on CPU the ranks of a node share its memory.
     double per_rank = 0;
+    if (gpus && !n.has_gpus()) continue;  // unknown node: its capacity is not known yet
     if (gpus) {
       per_rank = std::min_element(n.gpus.begin(), n.gpus.end(), [](auto& a, auto& b) {
                    return a.memory_bytes < b.memory_bytes;

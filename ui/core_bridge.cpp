@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "core/memory_estimate.h"
+#include "core/planner.h"
+#include "core/time_estimate.h"
 #include "core/units.h"
 
 namespace meshwork::ui {
@@ -19,6 +21,15 @@ std::vector<std::string> model_presets() { return preset_names(); }
 Result<ModelSpec> model_of(const RunConfig& config) { return model_spec_from_run_model(config.model); }
 
 namespace {
+// core's hardware defaults for the device, with the intra-node link the cluster cards report.
+meshwork::HardwareModel hardware_for(const ClusterFacts& cluster) {
+  meshwork::HardwareModel h = meshwork::HardwareModel::for_device(cluster.device);
+  if (cluster.device == DeviceKind::cuda)
+    for (bool fast : cluster.fast_links)
+      if (!fast) h.intra_node_bytes_per_s = 32e9;  // PCIe Gen4 x16, as in query_for()
+  return h;
+}
+
 // core's query for this config on this cluster. Link speeds are what the cluster cards show:
 // NVLink-joined GPUs count as fast, PCIe-only boxes as PCIe Gen4 x16 (~32 GB/s); unknown (CPU
 // ranks, unprobed nodes) stays 0 so core raises no slow-link warning it cannot back up.
@@ -83,6 +94,20 @@ Result<MemoryBreakdown> estimate_memory(const RunConfig& config, const ClusterFa
   }
   out.terms.push_back({"reserve", double(m.reserve)});
   out.total_bytes = double(m.total());
+  meshwork::TimeQuery tq;
+  tq.model = &*model;
+  tq.shape = *shape;
+  tq.gpus_per_node = cluster.ranks_per_node;
+  tq.seq_len = config.training.seq_len;
+  tq.micro_batch = config.training.micro_batch;
+  tq.global_batch = config.training.global_batch;
+  tq.precision = config.training.precision;
+  tq.activation_checkpointing = config.training.activation_checkpointing;
+  tq.hardware = hardware_for(cluster);
+  const meshwork::TimeEstimate t = meshwork::estimate_time(tq);
+  out.tokens_per_s = t.tokens_per_s;
+  out.mfu = t.mfu;
+  out.step_seconds = t.step_s;
   out.capacity_bytes = cluster.device_memory_bytes;
   out.fits = cluster.device_memory_bytes <= 0 || m.fits(int64_t(cluster.device_memory_bytes));
   // The term named when it does not fit: the largest one, i.e. the one worth shrinking first.
@@ -101,8 +126,38 @@ Result<MemoryBreakdown> estimate_memory(const RunConfig& config, const ClusterFa
   return out;
 }
 
-Result<std::vector<PlanRow>> plan_shapes(const RunConfig&, const ClusterFacts&) {
-  return Error{"planner", "", "core's planner is not in this build yet"};
+Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterFacts& cluster) {
+  auto model = model_of(config);
+  if (!model) return model.error();
+  meshwork::PlanQuery q;
+  q.model = *model;
+  q.nodes = cluster.num_nodes;
+  q.gpus_per_node = cluster.ranks_per_node;
+  q.device_memory_bytes = static_cast<int64_t>(cluster.device_memory_bytes);
+  q.seq_len = config.training.seq_len;
+  q.micro_batch = config.training.micro_batch;
+  q.global_batch = config.training.global_batch;
+  q.precision = config.training.precision;
+  q.activation_checkpointing = config.training.activation_checkpointing;
+  q.device = cluster.device;
+  q.hardware = hardware_for(cluster);
+  auto plan = meshwork::make_plan(q);
+  if (!plan) return plan.error();
+  std::vector<PlanRow> rows;
+  for (const meshwork::PlanEntry& e : plan->shapes) {
+    PlanRow r;
+    r.shape = e.shape;
+    r.fits = e.fits;
+    r.memory_bytes = double(e.memory.total());
+    r.tokens_per_s = e.time.tokens_per_s;
+    r.mfu = e.time.mfu;
+    r.step_seconds = e.time.step_s;
+    for (size_t i = 0; i < 4; ++i)
+      r.comm_share[i] = e.time.step_s > 0 ? e.time.comm[i].seconds / e.time.step_s : 0;
+    for (const Diagnostic& w : e.warnings) r.note += (r.note.empty() ? "" : "\n") + w.text();
+    rows.push_back(std::move(r));
+  }
+  return rows;
 }
 
 }  // namespace meshwork::ui

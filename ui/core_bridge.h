@@ -44,7 +44,11 @@ struct MemoryBreakdown {
   double capacity_bytes = 0;
   bool fits = true;
   std::string breaking_term;  // the term that tips it over capacity (core's choice)
-  std::string verdict;        // core's sentence about it
+  std::string verdict;        // a sentence about it
+  // core's step-time estimate for the same shape, shown beside the bar.
+  double tokens_per_s = 0;
+  double mfu = 0;
+  double step_seconds = 0;
 };
 
 struct PlanRow {

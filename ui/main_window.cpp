@@ -112,7 +112,7 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
     for (const NodeInfo& n : cluster_->nodes()) names << (n.is_local() ? QStringLiteral("local") : n.host);
     inspector_->show_rank(*plan_->mesh(), rank, names);
   };
-  connect(plan_page_->view(), &MeshView::rank_clicked, this, show_rank);
+  connect(plan_page_->view(), &MeshView::selection_changed, this, show_rank);
   connect(plan_page_->editor(), &MeshEditor::open_model_requested, this, &MainWindow::open_model_config);
 
   // The local machine is the default cluster.
@@ -131,6 +131,14 @@ void MainWindow::build_actions() {
   tb->setObjectName("MainToolBar");
   tb->setMovable(false);
   tb->setToolButtonStyle(Qt::ToolButtonTextOnly);
+  // Left: where you are; right: the mode's primary action.
+  mode_title_ = new QLabel(tb);
+  mode_title_->setObjectName("ModeTitle");
+  mode_title_->setContentsMargins(12, 0, 0, 0);
+  tb->addWidget(mode_title_);
+  auto* spacer = new QWidget(tb);
+  spacer->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Preferred);
+  tb->addWidget(spacer);
 
   auto* file = menuBar()->addMenu(tr("&File"));
   auto* open = file->addAction(tr("&Open configuration…"), this, [this] {
@@ -194,6 +202,10 @@ void MainWindow::build_actions() {
 
 void MainWindow::on_mode(Mode mode) {
   pages_->setCurrentIndex(static_cast<int>(mode));
+  static const char* kTitles[] = {"<b>Cluster</b> — nodes, devices and links",
+                                  "<b>Plan</b> — mesh shape, memory and the ranked shapes",
+                                  "<b>Runs</b>", "<b>Compare</b>"};
+  mode_title_->setText(tr(kTitles[static_cast<int>(mode)]));
   probe_->setVisible(mode == Mode::cluster);
   launch_->setVisible(mode == Mode::plan);
   stop_->setVisible(mode == Mode::runs);

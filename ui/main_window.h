@@ -67,6 +67,7 @@ class MainWindow : public QMainWindow {
   QDockWidget* inspector_dock_;
   QLabel* busy_label_;
   QLabel* summary_label_;
+  QLabel* mode_title_ = nullptr;
   QAction* probe_ = nullptr;
   QAction* launch_ = nullptr;
   QAction* stop_ = nullptr;

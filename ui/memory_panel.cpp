@@ -53,8 +53,21 @@ void MemoryPanel::paintEvent(QPaintEvent*) {
   p.drawText(QPointF(area.left(), area.top() + fm.ascent()), title);
   p.setFont(font());
   const double tx = area.left() + QFontMetricsF(bold).horizontalAdvance(title) + 14;
-  p.drawText(QRectF(tx, area.top(), area.right() - tx, fm.height()), Qt::AlignLeft | Qt::AlignVCenter,
-             fm.elidedText(headline(), Qt::ElideRight, area.right() - tx));
+  double right = area.right();
+  if (breakdown_ && breakdown_->tokens_per_s > 0) {
+    // core's speed estimate for the same shape, right-aligned.
+    const QString speed = tr("≈ %1 · MFU %2 · step %3")
+                              .arg(format_tokens_per_s(breakdown_->tokens_per_s), format_percent(breakdown_->mfu),
+                                   format_seconds(breakdown_->step_seconds));
+    const double sw = fm.horizontalAdvance(speed);
+    p.save();
+    p.setPen(muted_text_color());
+    p.drawText(QRectF(right - sw, area.top(), sw + 1, fm.height()), Qt::AlignRight | Qt::AlignVCenter, speed);
+    p.restore();
+    right -= sw + 16;
+  }
+  p.drawText(QRectF(tx, area.top(), right - tx, fm.height()), Qt::AlignLeft | Qt::AlignVCenter,
+             fm.elidedText(headline(), Qt::ElideRight, right - tx));
   if (!breakdown_) return;
   const MemoryBreakdown& b = *breakdown_;
 

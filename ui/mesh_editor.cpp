@@ -90,7 +90,7 @@ MeshEditor::MeshEditor(PlanState* state, QWidget* parent) : QWidget(parent), sta
     lay->addWidget(sw);
     lay->addWidget(txt);
     lay->addStretch();
-    label->setMinimumWidth(110);
+    label->setMinimumWidth(100);
     axis_[i] = new QComboBox(mesh_box);
     axis_[i]->setObjectName(QString::fromStdString(name));
     axis_[i]->setToolTip(tr(kHints[i]));
@@ -148,12 +148,18 @@ MeshEditor::MeshEditor(PlanState* state, QWidget* parent) : QWidget(parent), sta
   checkpointing_ = new QComboBox(train_box);
   checkpointing_->setObjectName("activation_checkpointing");
   checkpointing_->addItem(tr("none"), static_cast<int>(ActivationCheckpointing::none));
-  checkpointing_->addItem(tr("full (recompute each layer)"), static_cast<int>(ActivationCheckpointing::full));
+  checkpointing_->addItem(tr("full (recompute layers)"), static_cast<int>(ActivationCheckpointing::full));
   controls_["activation_checkpointing"] = checkpointing_;
-  row(tr("Activation checkpointing"), checkpointing_, "activation_checkpointing");
+  row(tr("Checkpointing"), checkpointing_, "activation_checkpointing");
   connect(precision_, qOverload<int>(&QComboBox::activated), this, &MeshEditor::push_training);
   connect(checkpointing_, qOverload<int>(&QComboBox::activated), this, &MeshEditor::push_training);
   outer->addWidget(train_box);
+
+  // Combos size to a short minimum, not to their longest item, so the editor stays narrow.
+  for (QComboBox* box : findChildren<QComboBox*>()) {
+    box->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    box->setMinimumContentsLength(8);
+  }
 
   other_messages_ = new QLabel(this);
   other_messages_->setProperty("role", "error");

@@ -56,11 +56,13 @@ void MeshView::set_group_kind(GroupKind kind) {
   kind_ = kind;
   recompute_groups();
   update();
+  Q_EMIT group_kind_changed(kind);
 }
 
 void MeshView::set_selected_rank(int rank) {
   selected_ = rank;
   update();
+  Q_EMIT selection_changed(rank);
 }
 
 void MeshView::recompute_groups() {
@@ -254,9 +256,14 @@ void MeshView::paintEvent(QPaintEvent*) {
       const GroupKind g = group_of_axis(a);
       if (mesh_->shape().group_size(g) <= 1) continue;
       p.setBrush(Qt::NoBrush);
+      const double d = -1.5 + 3.0 * inset;  // outer outline first
+      const auto members = mesh_->group_members(focus, g);
+      // A halo in the background colour under each outline keeps it visible on a cell filled
+      // with the same hue (tp outlines on tp-coloured cells).
+      p.setPen(QPen(palette().color(QPalette::Base), 4.2));
+      for (int m : members) p.drawRoundedRect(cell_rect(m).adjusted(d, d, -d, -d), 3, 3);
       p.setPen(QPen(axis_color(a, dark), 2.2));
-      const double d = -1.5 + 2.4 * inset;  // outer outline first
-      for (int m : mesh_->group_members(focus, g)) p.drawRoundedRect(cell_rect(m).adjusted(d, d, -d, -d), 3, 3);
+      for (int m : members) p.drawRoundedRect(cell_rect(m).adjusted(d, d, -d, -d), 3, 3);
       ++inset;
     }
     p.setPen(QPen(palette().color(QPalette::Text), 2.5));
@@ -343,6 +350,7 @@ void MeshView::mousePressEvent(QMouseEvent* e) {
   selected_ = r;
   update();
   Q_EMIT rank_clicked(r);
+  Q_EMIT selection_changed(r);
 }
 
 void MeshView::leaveEvent(QEvent*) { set_hovered(-1); }

@@ -44,6 +44,8 @@ class MeshView : public QWidget {
  Q_SIGNALS:
   void rank_hovered(int rank);  // -1 when the pointer leaves the cells
   void rank_clicked(int rank);
+  void selection_changed(int rank);  // by click or set_selected_rank()
+  void group_kind_changed(meshwork::GroupKind kind);
 
  protected:
   void paintEvent(QPaintEvent*) override;

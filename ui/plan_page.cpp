@@ -54,7 +54,8 @@ PlanPage::PlanPage(PlanState* state, ClusterModel* cluster, QWidget* parent)
   editor_scroll->setFrameShape(QFrame::NoFrame);
   editor_ = new MeshEditor(state_, editor_scroll);
   editor_scroll->setWidget(editor_);
-  editor_scroll->setMinimumWidth(300);
+  editor_scroll->setMinimumWidth(330);
+  editor_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   outer_->addWidget(editor_scroll);
 
   right_ = new QSplitter(Qt::Vertical, outer_);
@@ -107,9 +108,13 @@ PlanPage::PlanPage(PlanState* state, ClusterModel* cluster, QWidget* parent)
   outer_->addWidget(right_);
   outer_->setStretchFactor(0, 0);
   outer_->setStretchFactor(1, 1);
-  outer_->setSizes({320, 1000});
+  outer_->setSizes({350, 1000});
+  right_->setSizes({440, 118, 320});
 
   kinds_->button(static_cast<int>(view_->group_kind()))->setChecked(true);
+  connect(view_, &MeshView::group_kind_changed, this, [this](GroupKind g) {
+    if (auto* b = kinds_->button(static_cast<int>(g))) b->setChecked(true);
+  });
   connect(kinds_, &QButtonGroup::idClicked, this,
           [this](int id) { view_->set_group_kind(static_cast<GroupKind>(id)); });
   connect(state_, &PlanState::changed, this, &PlanPage::refresh_view);
@@ -131,8 +136,11 @@ void PlanPage::refresh_view() {
                                                 : tr("This shape is not valid:\n%1").arg(first_error));
   if (mesh) {
     const MeshShape& s = mesh->shape();
-    shape_label_->setText(tr("<b>%1</b> ranks = %2 × %3 × %4 × %5")
-                              .arg(mesh->world_size()).arg(s.dp_replicate).arg(s.dp_shard).arg(s.cp).arg(s.tp));
+    QString text = tr("<b>%1</b> ranks = %2 × %3 × %4 × %5")
+                       .arg(mesh->world_size()).arg(s.dp_replicate).arg(s.dp_shard).arg(s.cp).arg(s.tp);
+    if (!first_error.isEmpty())
+      text += tr(" · <span style='color:%1'>not valid: see the editor</span>").arg(error_color().name());
+    shape_label_->setText(text);
   } else {
     shape_label_->setText(tr("<span style='color:%1'>invalid shape</span>").arg(error_color().name()));
   }

@@ -76,7 +76,9 @@ QVariant PlannerModel::headerData(int section, Qt::Orientation o, int role) cons
     return QBrush(axis_color(kAxes[static_cast<size_t>(section - CommFirst)], is_dark()));
   if (role == Qt::ToolTipRole) {
     if (section == Shape) return tr("dp_replicate × dp_shard × cp × tp");
-    if (section >= CommFirst) return tr("Share of the step spent in this axis's collectives");
+    if (section >= CommFirst)
+      return tr("Share of the step spent in %1 collectives (core's estimate)")
+          .arg(QString::fromUtf8(axis_name(kAxes[static_cast<size_t>(section - CommFirst)]).data()));
     if (section == Mfu) return tr("Model FLOPs utilisation predicted by core");
   }
   if (role != Qt::DisplayRole) return {};
@@ -88,7 +90,10 @@ QVariant PlannerModel::headerData(int section, Qt::Orientation o, int role) cons
     case TokensPerS: return tr("Throughput");
     case Mfu: return tr("MFU");
     case StepTime: return tr("Step");
-    default: return tr("comm %1").arg(QString::fromUtf8(axis_name(kAxes[static_cast<size_t>(section - CommFirst)]).data()));
+    default: {
+      static const char* kShort[] = {"comm dp_r", "dp_s", "cp", "tp"};
+      return tr(kShort[section - CommFirst]);
+    }
   }
 }
 

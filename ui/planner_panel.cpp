@@ -99,6 +99,7 @@ void PlannerPanel::refresh() {
                          .arg(fits));
   }
   table_->resizeColumnsToContents();
+  for (int i = 0; i < 4; ++i) table_->setColumnWidth(PlannerModel::CommFirst + i, i == 0 ? 84 : 62);
 }
 
 }  // namespace meshwork::ui
