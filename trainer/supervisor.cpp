@@ -114,11 +114,12 @@ class Supervisor {
           c.running = false;
           c.status = status;
           if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-            const std::string why = "rank " + std::to_string(c.rank) + " on node " +
-                                    std::to_string(node_) + ": " + describe(status);
+            const Child& culprit = first_cause(c);
+            const std::string why = "rank " + std::to_string(culprit.rank) + " on node " +
+                                    std::to_string(node_) + ": " + describe(culprit.status);
             say(why);
             publish_failure(why);
-            stop_local(why, c.rank);
+            stop_local(why, culprit.rank);
             std::cerr << "meshtrain: " << why << "\n";
             return 3;
           }
@@ -206,6 +207,22 @@ class Supervisor {
     children_.push_back({rank, pid, true, 0});
     say("rank ", rank, " pid ", pid, " (", threads, " threads)");
     return true;
+  }
+
+  // When one rank dies its peers fail right after (their Gloo connections break). Collect what
+  // ends within 250 ms and blame the likeliest cause: a rank killed by a signal, else the first.
+  const Child& first_cause(const Child& first) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    int status;
+    for (auto& c : children_)
+      if (c.running && waitpid(c.pid, &status, WNOHANG) == c.pid) {
+        c.running = false;
+        c.status = status;
+      }
+    if (WIFSIGNALED(first.status)) return first;
+    for (const auto& c : children_)
+      if (!c.running && WIFSIGNALED(c.status)) return c;
+    return first;
   }
 
   void publish_failure(const std::string& why) {

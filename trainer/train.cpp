@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <sstream>
+#include <unordered_map>
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -36,20 +38,31 @@ using at::Tensor;
 
 namespace {
 
+// Wraps LibTorch's default CPU allocator. Its DataPtrs are "simple" (context == data, one raw
+// deleter), as kernels that call raw_allocate() (oneDNN's bf16 paths) require, so the sizes are
+// kept in a table keyed by address.
 class TrackingAllocator final : public c10::Allocator {
  public:
-  explicit TrackingAllocator(c10::Allocator* base) : base_(base) {}
+  explicit TrackingAllocator(c10::Allocator* base)
+      : base_(base), base_deleter_(base->raw_deleter()) {}
 
   c10::DataPtr allocate(size_t n) override {
     c10::DataPtr inner = base_->allocate(n);
     void* data = inner.get();
-    auto* ctx = new Ctx{std::move(inner), n, this};
+    TORCH_CHECK(data == inner.get_context() && base_deleter_,
+                "tracking allocator: the base CPU allocator is not simple");
+    inner.release_context();  // owned here from now on, freed by release()
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sizes_[data] = n;
+    }
     const int64_t now = current_.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
     int64_t peak = peak_.load();
     while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
     }
-    return {data, ctx, &TrackingAllocator::release, c10::Device(c10::DeviceType::CPU)};
+    return {data, data, &TrackingAllocator::release, c10::Device(c10::DeviceType::CPU)};
   }
+  c10::DeleterFnPtr raw_deleter() const override { return &TrackingAllocator::release; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
   }
@@ -58,20 +71,30 @@ class TrackingAllocator final : public c10::Allocator {
   std::atomic<int64_t> peak_{0};
 
  private:
-  struct Ctx {
-    c10::DataPtr inner;
-    size_t bytes;
-    TrackingAllocator* self;
-  };
-  static void release(void* p) {
-    auto* ctx = static_cast<Ctx*>(p);
-    ctx->self->current_.fetch_sub(static_cast<int64_t>(ctx->bytes));
-    delete ctx;  // frees the inner allocation
-  }
+  static void release(void* p);
   c10::Allocator* base_;
+  c10::DeleterFnPtr base_deleter_;
+  std::mutex mu_;
+  std::unordered_map<void*, size_t> sizes_;
 };
 
 TrackingAllocator* g_tracker = nullptr;
+
+void TrackingAllocator::release(void* p) {
+  if (!p) return;
+  TrackingAllocator* self = g_tracker;
+  size_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(self->mu_);
+    auto it = self->sizes_.find(p);
+    if (it != self->sizes_.end()) {
+      n = it->second;
+      self->sizes_.erase(it);
+    }
+  }
+  self->current_.fetch_sub(static_cast<int64_t>(n));
+  self->base_deleter_(p);
+}
 
 }  // namespace
 
