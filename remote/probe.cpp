@@ -77,7 +77,10 @@ Result<NodeInfo> parse_probe_output(const std::string& output) {
   }
   // SSH_CONNECTION = "client_ip client_port server_ip server_port".
   auto ssh = words(sections["ssh"]);
-  if (ssh.size() == 4) n.address = ssh[2];
+  if (ssh.size() == 4) {
+    n.client_address = ssh[0];
+    n.address = ssh[2];
+  }
   if (sections.count("gpu")) {
     if (gpu_rc != 0) {
       n.warnings.push_back("nvidia-smi failed (treated as a CPU node): " +

@@ -27,6 +27,7 @@ struct NodeInfo {
   int64_t mem_total_bytes = 0;
   int64_t mem_available_bytes = 0;
   std::string address;     // the node's address as the workbench reached it (SSH_CONNECTION)
+  std::string client_address;  // the workbench's address as the node sees it
   std::string fingerprint; // host key, SHA256
   std::vector<GpuInfo> gpus;
   std::optional<TopoMatrix> topo;

@@ -1,0 +1,317 @@
+#include "remote/follower.h"
+
+#include <algorithm>
+#include <ctime>
+#include <regex>
+#include <thread>
+
+#include "remote/parse_util.h"
+#include "remote/probe_parsers.h"
+#include "remote/run_layout.h"
+
+namespace meshwork::remote {
+
+using namespace detail;
+
+std::string RootCause::text() const {
+  std::string out = "node " + std::to_string(node) + " (" + host + ")";
+  if (rank >= 0) out += ", rank " + std::to_string(rank);
+  if (signal > 0) {
+    out += ": killed by signal " + std::to_string(signal);
+  } else {
+    out += ": exit code " + std::to_string(exit_code);
+  }
+  if (!stderr_tail.empty()) out += "\n" + stderr_tail;
+  return out;
+}
+
+std::string FollowOutcome::state_name() const {
+  switch (state) {
+    case State::succeeded: return "ok";
+    case State::failed: return "failed";
+    case State::stopped: return "stopped";
+    case State::detached: return "detached";
+  }
+  return "?";
+}
+
+RunFollower::RunFollower(std::filesystem::path db, store::RunId run, LaunchRecord record,
+                         NodeConnector connect, FollowOptions options)
+    : db_(std::move(db)), run_(run), rec_(std::move(record)), connect_(std::move(connect)),
+      opt_(std::move(options)) {}
+
+RunFollower::~RunFollower() = default;
+
+void RunFollower::detach() { detached_ = true; }
+
+void RunFollower::stop_run() {
+  user_stop_ = true;
+  stop_requested_ = true;
+}
+
+void RunFollower::event(const std::string& level, const std::string& text) {
+  if (opt_.on_event) opt_.on_event(level, text);
+}
+
+Status RunFollower::load_offsets(size_t index, std::vector<uint64_t>& offsets) {
+  writer_->flush();  // what we queued before is committed: the stored offsets are the truth
+  std::lock_guard lock(store_mu_);
+  const int first = rec_.first_rank(index);
+  offsets.assign(static_cast<size_t>(rec_.nodes[index].slots), 0);
+  for (int k = 0; k < rec_.nodes[index].slots; ++k) {
+    auto off = reader_->source_offset(run_, metrics_source(static_cast<int>(index), first + k));
+    if (!off) return off.error();
+    offsets[static_cast<size_t>(k)] = *off;
+  }
+  return {};
+}
+
+// Reads what each rank file has past its offset and queues the complete lines. Returns whether
+// anything was read; an Error when the link failed.
+Result<bool> RunFollower::drain(Node& node, size_t index, std::vector<uint64_t>& offsets) {
+  bool progressed = false;
+  const int first = rec_.first_rank(index);
+  for (int k = 0; k < rec_.nodes[index].slots; ++k) {
+    const int rank = first + k;
+    uint64_t& off = offsets[static_cast<size_t>(k)];
+    while (true) {
+      auto data = node.read_range(rec_.nodes[index].run_dir + "/" + metrics_file(rank), off, opt_.chunk_bytes);
+      if (!data) return data.error();
+      if (!data->has_value()) break;  // the rank has not created its file yet
+      const std::string& bytes = **data;
+      const auto nl = bytes.rfind('\n');
+      if (nl == std::string::npos) break;  // only a partial line so far
+      const size_t cut = nl + 1;
+      writer_->submit(run_, metrics_source(static_cast<int>(index), rank), off, bytes.substr(0, cut));
+      off += cut;
+      progressed = true;
+      if (bytes.size() < opt_.chunk_bytes) break;
+    }
+  }
+  return progressed;
+}
+
+namespace {
+
+std::string tail_lines(const std::string& text, size_t max_lines) {
+  std::vector<std::string> lines = split_lines(text);
+  while (!lines.empty() && trim(lines.back()).empty()) lines.pop_back();
+  const size_t from = lines.size() > max_lines ? lines.size() - max_lines : 0;
+  std::string out;
+  for (size_t i = from; i < lines.size(); ++i) out += (out.empty() ? "" : "\n") + lines[i];
+  return out;
+}
+
+std::string read_tail(Node& node, const std::string& path, size_t bytes) {
+  // Read the last `bytes` of the file: find its size by reading from an offset that is large
+  // enough, in two steps (SFTP has no tail).
+  auto all = node.read_range(path, 0, 64u << 20);
+  if (!all || !all->has_value()) return {};
+  const std::string& s = **all;
+  return s.size() > bytes ? s.substr(s.size() - bytes) : s;
+}
+
+}  // namespace
+
+// The supervisor says which rank failed and how in its stderr (meshtrain's supervisor contract:
+// a line naming "rank R" and "exit code C" or "signal S"). Without one, the node's status is all
+// we know.
+RootCause RunFollower::diagnose(Node& node, size_t index, const NodeExit& exit) {
+  RootCause rc;
+  rc.node = index;
+  rc.host = rec_.nodes[index].host;
+  rc.exit_status = exit.status;
+  rc.exit_code = exit.status;
+  rc.signal = exit.signal();
+  rc.time = exit.time;
+  const std::string dir = rec_.nodes[index].run_dir + "/";
+  const std::string err = read_tail(node, dir + node_file(static_cast<int>(index), ".err"), 8192);
+  const int first = rec_.first_rank(index);
+  static const std::regex rank_re(R"(rank[ =]?(\d+))", std::regex::icase);
+  static const std::regex sig_re(R"(signal[ =:]*(\d+))", std::regex::icase);
+  static const std::regex code_re(R"(exit(?: code| status)?[ =:]*(-?\d+))", std::regex::icase);
+  for (const std::string& line : split_lines(err)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, rank_re)) continue;
+    const int r = std::stoi(m[1]);
+    if (r < first || r >= first + rec_.nodes[index].slots) continue;
+    const bool failing = line.find("fail") != std::string::npos || line.find("signal") != std::string::npos ||
+                         line.find("exit") != std::string::npos || line.find("died") != std::string::npos ||
+                         line.find("killed") != std::string::npos;
+    if (!failing) continue;
+    rc.rank = r;
+    if (std::regex_search(line, m, sig_re)) {
+      rc.signal = std::stoi(m[1]);
+    } else if (std::regex_search(line, m, code_re)) {
+      rc.exit_code = std::stoi(m[1]);
+      rc.signal = 0;
+    }
+    break;  // the first failing rank the supervisor reports
+  }
+  std::string tail;
+  if (rc.rank >= 0) {
+    tail = tail_lines(read_tail(node, dir + rank_log_file(rc.rank), 4096), 15);
+    if (!tail.empty()) tail = rank_log_file(rc.rank) + ":\n" + tail;
+  }
+  const std::string err_tail = tail_lines(err, 15);
+  if (!err_tail.empty()) {
+    tail += (tail.empty() ? "" : "\n") + node_file(static_cast<int>(index), ".err") + ":\n" + err_tail;
+  }
+  rc.stderr_tail = tail;
+  return rc;
+}
+
+void RunFollower::follow_node(size_t index) {
+  const std::string host = rec_.nodes[index].host;
+  std::unique_ptr<Node> node;
+  std::vector<uint64_t> offsets;
+  bool ended = false;
+  bool stopped_here = false;
+  auto backoff = std::chrono::milliseconds(200);
+  auto last_alive_check = std::chrono::steady_clock::now();
+  while (!detached_) {
+    if (!node) {
+      auto conn = connect_(index);
+      if (auto* err = std::get_if<ConnectError>(&conn)) {
+        if (err->kind == ConnectFailure::host_key_changed || err->kind == ConnectFailure::host_key_unknown ||
+            err->kind == ConnectFailure::auth) {
+          std::lock_guard lock(mu_);
+          fatal_[index] = err->error.message();
+          event("error", err->error.message());
+          return;
+        }
+        event("warning", "node " + std::to_string(index) + " (" + host + "): " + err->error.message() + "; retrying");
+        std::this_thread::sleep_for(backoff);
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+        continue;
+      }
+      node = std::move(std::get<0>(conn));
+      backoff = std::chrono::milliseconds(200);
+      if (auto st = load_offsets(index, offsets); !st) {
+        event("error", st.error().message());
+        node.reset();
+        std::this_thread::sleep_for(backoff);
+        continue;
+      }
+    }
+    if (resync_.exchange(false)) (void)load_offsets(index, offsets);
+    auto progressed = drain(*node, index, offsets);
+    if (!progressed) {
+      ++reconnects_;
+      event("warning", "node " + std::to_string(index) + " (" + host + "): link lost (" +
+                           progressed.error().message() + "); reconnecting");
+      node.reset();
+      continue;
+    }
+    if (ended) {
+      if (!*progressed) return;  // final drain done
+      continue;
+    }
+    auto exit = read_node_exit(*node, rec_, index);
+    if (!exit) {
+      node.reset();
+      continue;
+    }
+    std::optional<NodeExit> finished = *exit;
+    // No exit file, but nothing alive: the wrapper itself was killed (SIGKILL after a grace).
+    if (!finished && std::chrono::steady_clock::now() - last_alive_check > std::chrono::seconds(2)) {
+      last_alive_check = std::chrono::steady_clock::now();
+      auto alive = node_alive(*node, rec_, index);
+      if (alive.ok() && !*alive) {
+        auto again = read_node_exit(*node, rec_, index);  // it may have just been written
+        if (again.ok() && again->has_value()) {
+          finished = **again;
+        } else {
+          finished = NodeExit{128 + 9, static_cast<double>(std::time(nullptr))};
+        }
+      }
+    }
+    if (finished) {
+      ended = true;
+      // Stopped (by `meshwork stop`, or by us after another node failed) is not a failure.
+      auto marker = node->read_range(rec_.nodes[index].run_dir + "/" + node_file(static_cast<int>(index), ".stop"), 0, 1);
+      const bool was_stopped = marker.ok() && marker->has_value();
+      std::lock_guard lock(mu_);
+      exits_[index] = finished;
+      if (was_stopped) stopped_nodes_ = true;
+      if (finished->status != 0 && !user_stop_ && !was_stopped) {
+        RootCause rc = diagnose(*node, index, *finished);
+        event("error", "node " + std::to_string(index) + " ended: " + rc.text());
+        failures_.push_back(std::move(rc));
+        if (opt_.stop_all_on_failure) stop_requested_ = true;
+      } else {
+        event("info", "node " + std::to_string(index) + " (" + host + ") ended with status " +
+                          std::to_string(finished->status));
+      }
+      continue;  // one more drain for what was written last
+    }
+    if (stop_requested_ && !stopped_here) {
+      stopped_here = true;
+      if (auto st = stop_node(*node, rec_, index, opt_.stop_grace); !st) {
+        event("warning", st.error().message());
+      }
+      last_alive_check = {};  // check at once whether it is gone
+      continue;
+    }
+    if (!*progressed) std::this_thread::sleep_for(opt_.poll);
+  }
+}
+
+Result<FollowOutcome> RunFollower::run() {
+  auto reader = store::RunStore::open(db_);
+  if (!reader) return reader.error();
+  reader_ = std::move(*reader);
+  auto writer = store::StoreWriter::start(
+      db_, store::StoreWriter::Options{},
+      [this](store::RunId, const std::string& source, const Result<store::IngestCounts>& r) {
+        if (!r) {
+          resync_ = true;  // e.g. a gap after a restart: re-read the offsets from the store
+          event("warning", source + ": " + r.error().message());
+        }
+      });
+  if (!writer) return writer.error();
+  writer_ = std::move(*writer);
+  const size_t n = rec_.nodes.size();
+  exits_.assign(n, std::nullopt);
+  fatal_.assign(n, "");
+  {
+    std::lock_guard lock(store_mu_);
+    (void)reader_->set_status(run_, store::kStatusRunning);
+  }
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < n; ++i) threads.emplace_back([this, i] { follow_node(i); });
+  for (auto& t : threads) t.join();
+  writer_->flush();
+
+  FollowOutcome out;
+  out.reconnects = reconnects_;
+  std::lock_guard lock(store_mu_);
+  for (size_t i = 0; i < n; ++i) {
+    if (!fatal_[i].empty()) {
+      return Error{"node " + std::to_string(i), rec_.nodes[i].host, fatal_[i]};
+    }
+  }
+  if (detached_) {
+    out.state = FollowOutcome::State::detached;
+    return out;
+  }
+  if (!failures_.empty()) {
+    auto first = std::min_element(failures_.begin(), failures_.end(), [](const RootCause& a, const RootCause& b) {
+      return a.time < b.time;
+    });
+    out.state = FollowOutcome::State::failed;
+    out.root_cause = *first;
+    (void)reader_->set_status(run_, store::kStatusFailed, first->text());
+    (void)reader_->add_event(run_, "error", "root cause: " + first->text());
+  } else if (user_stop_ || stopped_nodes_) {
+    out.state = FollowOutcome::State::stopped;
+    (void)reader_->set_status(run_, store::kStatusStopped, "stopped by the user");
+    (void)reader_->add_event(run_, "info", "stopped by the user");
+  } else {
+    out.state = FollowOutcome::State::succeeded;
+    (void)reader_->set_status(run_, store::kStatusOk);
+  }
+  return out;
+}
+
+}  // namespace meshwork::remote

@@ -1,0 +1,99 @@
+// Following a run: every rank's metrics file is read over SSH (SFTP, from a byte offset) into the
+// run store, exactly once. The offsets live in the store, advanced in the same transaction as the
+// points (core/store), so after a lost link, a killed workbench or a `meshwork attach` from
+// another process, following resumes where the store says: no point lost, none duplicated.
+//
+// The follower also watches how each node's supervisor ends (node<i>.exit). When one fails it
+// stops every node (the supervisors already tell each other through the rendezvous store; this
+// is the safety net) and records the first failure as the run's root cause.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/store/run_store.h"
+#include "core/store/store_writer.h"
+#include "remote/launch.h"
+#include "remote/node.h"
+
+namespace meshwork::remote {
+
+struct RootCause {
+  size_t node = 0;
+  std::string host;
+  int rank = -1;        // the failing global rank when the supervisor named it, else -1
+  int exit_status = 0;  // the supervisor's status (128+signal when killed by a signal)
+  int exit_code = 0;    // the failing rank's exit code when reported, else the supervisor's
+  int signal = 0;       // the failing rank's (or supervisor's) signal, 0 if none
+  double time = 0;
+  std::string stderr_tail;  // the failing rank's log tail, or the supervisor's stderr tail
+  std::string text() const;  // one paragraph for `runs`, events and the CLI
+};
+
+struct FollowOutcome {
+  enum class State { succeeded, failed, stopped, detached };
+  State state = State::detached;
+  std::optional<RootCause> root_cause;
+  int64_t reconnects = 0;
+  std::string state_name() const;
+};
+
+using NodeConnector = std::function<std::variant<std::unique_ptr<Node>, ConnectError>(size_t index)>;
+
+struct FollowOptions {
+  std::chrono::milliseconds poll{250};
+  std::chrono::milliseconds stop_grace{5000};
+  bool stop_all_on_failure = true;
+  size_t chunk_bytes = 4u << 20;
+  // Progress and notable events ("info" | "warning" | "error"), from the follower's threads.
+  std::function<void(const std::string& level, const std::string& text)> on_event;
+};
+
+class RunFollower {
+ public:
+  RunFollower(std::filesystem::path db, store::RunId run, LaunchRecord record, NodeConnector connect,
+              FollowOptions options = {});
+  ~RunFollower();
+  // Follows until every node's supervisor has ended (then sets the run's final status and root
+  // cause in the store) or until detach(). One call per follower.
+  Result<FollowOutcome> run();
+  void detach();    // thread-safe: stop following; the run goes on
+  void stop_run();  // thread-safe: SIGTERM (then SIGKILL) every node; run() returns "stopped"
+
+ private:
+  struct NodeState;
+  void follow_node(size_t index);
+  Result<bool> drain(Node& node, size_t index, std::vector<uint64_t>& offsets);
+  Status load_offsets(size_t index, std::vector<uint64_t>& offsets);
+  RootCause diagnose(Node& node, size_t index, const NodeExit& exit);
+  void event(const std::string& level, const std::string& text);
+
+  std::filesystem::path db_;
+  store::RunId run_;
+  LaunchRecord rec_;
+  NodeConnector connect_;
+  FollowOptions opt_;
+  std::unique_ptr<store::StoreWriter> writer_;
+  std::mutex store_mu_;
+  std::unique_ptr<store::RunStore> reader_;  // offsets, status, events (guarded by store_mu_)
+  std::atomic<bool> detached_{false};
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> user_stop_{false};
+  std::atomic<bool> resync_{false};
+  std::atomic<int64_t> reconnects_{0};
+  std::mutex mu_;
+  std::vector<std::optional<NodeExit>> exits_;
+  std::vector<RootCause> failures_;
+  bool stopped_nodes_ = false;  // some node ended after a stop (guarded by mu_)
+  std::vector<std::string> fatal_;  // per node: a connect error that retrying cannot fix
+};
+
+}  // namespace meshwork::remote

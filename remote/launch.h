@@ -1,0 +1,69 @@
+// Launch and stop. One supervisor per node (`meshtrain --nproc-per-node N ...`, torchrun style),
+// started detached: setsid makes it a session and process-group leader, so it survives the SSH
+// session and the workbench, and stop can signal the whole group. A tiny sh wrapper records the
+// supervisor's exit status in node<i>.exit (see run_layout.h), which is how a later `attach`
+// learns how each node ended.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "remote/host_spec.h"
+#include "remote/node.h"
+
+namespace meshwork::remote {
+
+// What attach/stop need to find a run again, from any process: kept in the store with the run
+// (RunInfo::cluster) and in the run directory.
+struct LaunchRecord {
+  struct NodeEntry {
+    std::string host;     // HostSpec::to_string(), "local" for this machine
+    int slots = 1;        // ranks on the node
+    std::string run_dir;  // absolute run directory on the node
+    std::string address;  // as the workbench reached it
+  };
+  std::vector<NodeEntry> nodes;
+  std::string master_addr;
+  int master_port = 0;
+  std::string trainer = "meshtrain";  // file name in the run directory
+  int first_rank(size_t node) const;  // global rank of the node's local rank 0
+  int world_size() const;
+};
+nlohmann::json to_json(const LaunchRecord& r);
+Result<LaunchRecord> launch_record_from_json(const nlohmann::json& j);
+
+// The command line that starts node `index`'s supervisor detached; exposed for the injection
+// test. `trainer_args` are passed to meshtrain verbatim (each one quoted).
+std::string supervisor_command(const LaunchRecord& rec, size_t index,
+                               const std::vector<std::string>& trainer_args);
+
+// Starts node `index`'s supervisor; returns its process group id. Starting is quick: it does not
+// wait for the ranks.
+Result<int64_t> start_node(Node& node, const LaunchRecord& rec, size_t index,
+                           const std::vector<std::string>& trainer_args);
+
+// How node `index` ended, if it has: the wrapper's node<i>.exit.
+struct NodeExit {
+  int status = 0;      // the shell's $?: the exit code, or 128+signal
+  double time = 0;     // unix seconds
+  bool signaled() const { return status > 128; }
+  int signal() const { return status > 128 ? status - 128 : 0; }
+};
+Result<std::optional<NodeExit>> read_node_exit(Node& node, const LaunchRecord& rec, size_t index);
+
+// Stops node `index`: SIGTERM to the supervisor's process group and to the node's rank pids the
+// trainer recorded, SIGKILL to what is left after `grace`. It first leaves node<i>.stop in the run
+// directory, so whoever follows the run knows the node was stopped, not failed. Returns once nothing is left (or
+// after the SIGKILL). Safe to call on a node that has already ended.
+Status stop_node(Node& node, const LaunchRecord& rec, size_t index,
+                 std::chrono::milliseconds grace = std::chrono::seconds(5));
+
+// Whether any process of node `index` is still alive (group or recorded rank pids).
+Result<bool> node_alive(Node& node, const LaunchRecord& rec, size_t index);
+
+}  // namespace meshwork::remote

@@ -1,0 +1,226 @@
+#include "remote/run_control.h"
+
+#include <unistd.h>
+
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "core/model_spec.h"
+#include "core/validation.h"
+
+namespace meshwork::remote {
+
+namespace {
+
+template <class F>
+void parallel_for(size_t n, F&& fn) {
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < n; ++i) threads.emplace_back([&fn, i] { fn(i); });
+  for (auto& t : threads) t.join();
+}
+
+LaunchError invalid(Error e) { return LaunchError{LaunchError::Kind::invalid, std::move(e), {}}; }
+LaunchError failed(Error e) { return LaunchError{LaunchError::Kind::failed, std::move(e), {}}; }
+
+std::string new_run_dir_name() {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  std::random_device rd;
+  char rnd[16];
+  std::snprintf(rnd, sizeof rnd, "%06x", rd() & 0xffffff);
+  return std::string("run-") + stamp + "-" + rnd;
+}
+
+}  // namespace
+
+std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& db, const LaunchRequest& req) {
+  auto step = [&](const std::string& s) {
+    if (req.on_step) req.on_step(s);
+  };
+  if (req.hosts.empty()) return invalid(Error{"--hosts", "", "name at least one node (or --local)"});
+  int nproc = req.nproc_per_node;
+  for (const HostEntry& h : req.hosts) {
+    if (h.slots > 0 && nproc > 0 && h.slots != nproc) {
+      return invalid(Error{"slots", h.spec.to_string() + " slots=" + std::to_string(h.slots),
+                           "every node runs --nproc-per-node " + std::to_string(nproc) + " ranks (torchrun style)"});
+    }
+    if (h.slots > 0) nproc = h.slots;
+  }
+  if (nproc <= 0) return invalid(Error{"--nproc-per-node", std::to_string(nproc), "must be >= 1"});
+  if (req.trainer_path.empty() || !std::filesystem::exists(req.trainer_path)) {
+    return invalid(Error{"--meshtrain", req.trainer_path, "must be the meshtrain binary to deploy"});
+  }
+
+  // Connect and probe every node at once.
+  step("probing " + std::to_string(req.hosts.size()) + " node(s)");
+  const size_t n = req.hosts.size();
+  std::vector<std::unique_ptr<Node>> nodes(n);
+  std::vector<std::optional<NodeInfo>> infos(n);
+  std::vector<std::optional<Error>> errors(n);
+  parallel_for(n, [&](size_t i) {
+    if (req.on_probe) req.on_probe(ProbeProgress{i, req.hosts[i].spec.to_string(), "connecting", ""});
+    auto conn = connect_node(req.hosts[i].spec, req.ssh);
+    if (auto* e = std::get_if<ConnectError>(&conn)) {
+      errors[i] = e->error;
+      if (req.on_probe) req.on_probe(ProbeProgress{i, req.hosts[i].spec.to_string(), "failed", e->error.message()});
+      return;
+    }
+    nodes[i] = std::move(std::get<0>(conn));
+    auto info = probe_node(*nodes[i]);
+    if (!info) {
+      errors[i] = info.error();
+    } else {
+      infos[i] = *info;
+    }
+    if (req.on_probe) {
+      req.on_probe(ProbeProgress{i, req.hosts[i].spec.to_string(), info ? "done" : "failed",
+                                 info ? info->hostname : info.error().message()});
+    }
+  });
+  LaunchError unreachable{LaunchError::Kind::unreachable, {}, {}};
+  for (size_t i = 0; i < n; ++i) {
+    if (errors[i]) unreachable.more.push_back(*errors[i]);
+  }
+  if (!unreachable.more.empty()) {
+    unreachable.error = unreachable.more.front();
+    return unreachable;
+  }
+
+  // Validate the shape against the cluster that answered.
+  step("validating the shape");
+  RunConfig config = req.config;
+  config.name = req.name;
+  config.nodes.clear();
+  for (size_t i = 0; i < n; ++i) config.nodes.push_back(NodeConfig{req.hosts[i].spec.to_string(), nproc, {}});
+  auto model = model_spec_from_run_model(config.model);
+  if (!model) return invalid(model.error());
+  ShapeReport report = validate_shape(shape_query_for(config, *model));
+  if (!report.ok()) {
+    LaunchError e = invalid(report.first_error());
+    for (const Diagnostic& d : report.errors()) e.more.push_back(d.to_error());
+    return e;
+  }
+  if (config.training.device == DeviceKind::cuda) {
+    for (size_t i = 0; i < n; ++i) {
+      if (static_cast<int>(infos[i]->gpus.size()) < nproc) {
+        return invalid(Error{"--nproc-per-node", std::to_string(nproc),
+                             "node " + req.hosts[i].spec.to_string() + " has " + std::to_string(infos[i]->gpus.size()) +
+                                 " GPU(s); use --device cpu or fewer ranks per node"});
+      }
+    }
+  }
+
+  // Deploy.
+  step("deploying");
+  const std::string run_name = new_run_dir_name();
+  const auto cfg_path = std::filesystem::temp_directory_path() / ("meshwork-" + run_name + ".json");
+  if (auto st = save_run_config(config, cfg_path); !st) return failed(st.error());
+  std::vector<Node*> raw;
+  for (auto& node : nodes) raw.push_back(node.get());
+  const std::string trainer_name = "meshtrain";
+  auto deployed = deploy_all(raw, req.remote_root, run_name,
+                             {DeployFile{req.trainer_path, trainer_name, 0700},
+                              DeployFile{cfg_path.string(), "run_config.json", 0600}},
+                             trainer_name, req.on_deploy);
+  std::filesystem::remove(cfg_path);
+  if (!deployed.ok()) {
+    LaunchError e{LaunchError::Kind::failed, {}, {}};
+    for (const auto& r : deployed.nodes) {
+      if (!r) e.more.push_back(r.error());
+    }
+    e.error = e.more.front();
+    return e;
+  }
+
+  LaunchRecord rec;
+  rec.trainer = trainer_name;
+  for (size_t i = 0; i < n; ++i) {
+    rec.nodes.push_back({req.hosts[i].spec.to_string(), nproc, deployed.nodes[i]->run_dir, infos[i]->address});
+  }
+  // MASTER_ADDR: node 0's address as the other nodes see it. For an SSH node that is the address
+  // its sshd was reached at; when node 0 is this machine and others are remote, it is this
+  // machine's address as node 1 saw our connection come in.
+  rec.master_addr = req.master_addr;
+  if (rec.master_addr.empty()) {
+    rec.master_addr = infos[0]->address;
+    if (nodes[0]->is_local()) rec.master_addr = n > 1 && !nodes[1]->is_local() ? infos[1]->client_address : "127.0.0.1";
+  }
+  rec.master_port = req.master_port;
+  if (rec.master_port == 0) {
+    std::random_device rd;
+    rec.master_port = 29500 + static_cast<int>(rd() % 2000);
+  }
+
+  step("recording the run");
+  auto store = store::RunStore::open(db);
+  if (!store) return failed(store.error());
+  nlohmann::json probes = nlohmann::json::array();
+  for (const auto& info : infos) probes.push_back(to_json(*info));
+  nlohmann::json cluster = {{"launch", to_json(rec)}, {"probes", probes}};
+  auto id = (*store)->create_run(req.name, to_json(config), cluster);
+  if (!id) return failed(id.error());
+
+  step("starting " + std::to_string(n) + " supervisor(s)");
+  std::vector<std::optional<Error>> start_errors(n);
+  parallel_for(n, [&](size_t i) {
+    auto pg = start_node(*nodes[i], rec, i, req.trainer_args);
+    if (!pg) start_errors[i] = pg.error();
+  });
+  for (size_t i = 0; i < n; ++i) {
+    if (start_errors[i]) {
+      parallel_for(n, [&](size_t k) { (void)stop_node(*nodes[k], rec, k, std::chrono::seconds(2)); });
+      (void)(*store)->set_status(*id, store::kStatusFailed, "could not start: " + start_errors[i]->message());
+      return failed(*start_errors[i]);
+    }
+  }
+  (void)(*store)->add_event(*id, "info", "started on " + std::to_string(n) + " node(s), master " + rec.master_addr +
+                                             ":" + std::to_string(rec.master_port));
+  LaunchedRun out;
+  out.id = *id;
+  out.record = rec;
+  for (auto& info : infos) out.probes.push_back(*info);
+  return out;
+}
+
+NodeConnector make_connector(const LaunchRecord& record, SshOptions ssh) {
+  return [record, ssh](size_t index) -> std::variant<std::unique_ptr<Node>, ConnectError> {
+    auto spec = parse_host_spec(record.nodes[index].host);
+    if (!spec) return ConnectError{ConnectFailure::protocol, spec.error(), ""};
+    return connect_node(*spec, ssh);
+  };
+}
+
+Result<LaunchRecord> load_launch_record(const std::filesystem::path& db, store::RunId run) {
+  auto store = store::RunStore::open(db);
+  if (!store) return store.error();
+  auto info = (*store)->get_run(run);
+  if (!info) return info.error();
+  if (!info->cluster.contains("launch")) {
+    return Error{"run", std::to_string(run), "was not launched by meshwork (imported runs cannot be attached)"};
+  }
+  return launch_record_from_json(info->cluster.at("launch"));
+}
+
+Status stop_all(const LaunchRecord& record, const SshOptions& ssh, std::chrono::milliseconds grace) {
+  auto connect = make_connector(record, ssh);
+  std::vector<std::optional<Error>> errors(record.nodes.size());
+  parallel_for(record.nodes.size(), [&](size_t i) {
+    auto conn = connect(i);
+    if (auto* e = std::get_if<ConnectError>(&conn)) {
+      errors[i] = e->error;
+      return;
+    }
+    if (auto st = stop_node(*std::get<0>(conn), record, i, grace); !st) errors[i] = st.error();
+  });
+  for (auto& e : errors) {
+    if (e) return *e;
+  }
+  return {};
+}
+
+}  // namespace meshwork::remote
