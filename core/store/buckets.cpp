@@ -43,11 +43,11 @@ Status BucketWriter::flush() {
       i += 4;
     }
     if (Status s = upsert_.run(); !s) {
-      pending_.clear();
+      clear();
       return s;
     }
   }
-  pending_.clear();
+  clear();
   return Status::Ok();
 }
 

@@ -4,6 +4,7 @@
 // 2^(6 + 3(k-1)) = 2^(3k+3), so bucket = step >> (3k + 3) (floor, also for negative steps).
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <unordered_map>
@@ -67,15 +68,40 @@ class BucketWriter {
   bool ok() const { return upsert_.ok(); }
   void add(int64_t run, int64_t key, int rank, const BucketPoint& p) {
     if (std::isnan(p.value)) return;  // NaN has no place on a min/max chart
-    for (int level = 0; level <= kBucketLevels; ++level)
-      pending_[BucketKey{run, key, rank, level, bucket_of(p.step, level)}].add(p);
+    // Points of a series come in step order, so they usually land in the buckets of the series'
+    // previous point: a small direct-mapped cache of those saves the hash lookups.
+    Recent& r = recent_[(static_cast<uint64_t>(key) * 31 + static_cast<uint64_t>(rank)) % kRecent];
+    if (!(r.valid && r.run == run && r.key == key && r.rank == rank)) {
+      r = Recent{true, run, key, rank, {}, {}};
+      r.bucket.fill(INT64_MIN);
+    }
+    for (int level = 0; level <= kBucketLevels; ++level) {
+      const int64_t b = bucket_of(p.step, level);
+      if (r.bucket[level] != b) {
+        r.bucket[level] = b;
+        r.agg[level] = &pending_[BucketKey{run, key, rank, level, b}];
+      }
+      r.agg[level]->add(p);
+    }
   }
   Status flush();  // writes and clears the pending buckets
-  void clear() { pending_.clear(); }
+  void clear() {
+    pending_.clear();
+    for (Recent& r : recent_) r.valid = false;
+  }
 
  private:
+  static constexpr size_t kRecent = 256;
+  struct Recent {
+    bool valid = false;
+    int64_t run = 0, key = 0;
+    int rank = 0;
+    std::array<int64_t, kBucketLevels + 1> bucket{};
+    std::array<BucketAgg*, kBucketLevels + 1> agg{};  // unordered_map nodes do not move
+  };
   sql::Stmt upsert_;
   std::unordered_map<BucketKey, BucketAgg, BucketKeyHash> pending_;
+  std::array<Recent, kRecent> recent_{};
 };
 
 }  // namespace meshwork::store

@@ -48,6 +48,7 @@ Error Stmt::error() const { return db_error(db_, sql_); }
 Result<bool> Stmt::step() {
   if (!stmt_) return error();
   const int rc = sqlite3_step(stmt_);
+  last_code_ = rc;
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) {
     sqlite3_reset(stmt_);

@@ -34,12 +34,14 @@ class Stmt {
   Stmt& bind(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); return *this; }
   Stmt& bind(int i, int v) { sqlite3_bind_int64(stmt_, i, v); return *this; }
   Stmt& bind(int i, double v) { sqlite3_bind_double(stmt_, i, v); return *this; }
-  Stmt& bind(int i, std::string_view v) {
-    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  Stmt& bind(int i, std::string_view v) {  // never NULL: an empty view binds ''
+    sqlite3_bind_text(stmt_, i, v.data() ? v.data() : "", static_cast<int>(v.size()),
+                      SQLITE_TRANSIENT);
     return *this;
   }
   Stmt& bind_static(int i, std::string_view v) {  // v must outlive the next step()
-    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+    sqlite3_bind_text(stmt_, i, v.data() ? v.data() : "", static_cast<int>(v.size()),
+                      SQLITE_STATIC);
     return *this;
   }
   Stmt& bind_null(int i) { sqlite3_bind_null(stmt_, i); return *this; }
@@ -60,11 +62,13 @@ class Stmt {
              : std::string();
   }
   sqlite3_stmt* raw() { return stmt_; }
+  int last_code() const { return last_code_; }  // SQLite result code of the last step()
 
  private:
   sqlite3* db_ = nullptr;
   sqlite3_stmt* stmt_ = nullptr;
   std::string sql_;
+  int last_code_ = SQLITE_OK;
 };
 
 // Scoped transaction: BEGIN IMMEDIATE on construction, ROLLBACK unless commit() succeeded.

@@ -1,0 +1,131 @@
+#include "core/store/step_line.h"
+
+#include <charconv>
+#include <cstring>
+
+namespace meshwork::store {
+
+namespace {
+
+struct Cursor {
+  const char* p;
+  const char* end;
+  void ws() {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) ++p;
+  }
+  bool eat(char c) {
+    ws();
+    if (p < end && *p == c) {
+      ++p;
+      return true;
+    }
+    return false;
+  }
+  // A string without escapes.
+  bool str(std::string_view& out) {
+    if (!eat('"')) return false;
+    const char* q = static_cast<const char*>(std::memchr(p, '"', static_cast<size_t>(end - p)));
+    if (!q || std::memchr(p, '\\', static_cast<size_t>(q - p))) return false;
+    out = std::string_view(p, static_cast<size_t>(q - p));
+    p = q + 1;
+    return true;
+  }
+  // JSON numbers only: from_chars also takes "inf", "nan" and leading zeros, JSON does not.
+  bool json_number_start() const {
+    const char* q = p;
+    if (q < end && *q == '-') ++q;
+    if (q >= end || *q < '0' || *q > '9') return false;
+    return !(*q == '0' && q + 1 < end && q[1] >= '0' && q[1] <= '9');
+  }
+  bool num(double& out) {
+    ws();
+    if (!json_number_start()) return false;
+    auto r = std::from_chars(p, end, out);
+    if (r.ec != std::errc()) return false;
+    p = r.ptr;
+    return true;
+  }
+  // An integer written as one (JSON "8192", not "8192.0" or "8.192e3": those go the slow way).
+  bool integer(int64_t& out) {
+    ws();
+    if (!json_number_start()) return false;
+    auto r = std::from_chars(p, end, out);
+    if (r.ec != std::errc() || (r.ptr < end && (*r.ptr == '.' || *r.ptr == 'e' || *r.ptr == 'E')))
+      return false;
+    p = r.ptr;
+    return true;
+  }
+};
+
+template <class F>
+bool object(Cursor& c, F&& member) {
+  if (!c.eat('{')) return false;
+  if (c.eat('}')) return true;
+  for (;;) {
+    std::string_view key;
+    if (!c.str(key) || !c.eat(':') || !member(key)) return false;
+    if (c.eat(',')) continue;
+    return c.eat('}');
+  }
+}
+
+}  // namespace
+
+std::optional<StepRecord> parse_step_line(std::string_view line) {
+  Cursor c{line.data(), line.data() + line.size()};
+  StepRecord r;
+  bool have_v = false, have_type = false, have_step = false, have_rank = false;
+  auto dbl = [&](double& out) { return c.num(out); };
+  auto i64 = [&](int64_t& out) { return c.integer(out); };
+  const bool ok = object(c, [&](std::string_view key) -> bool {
+    if (key == "v") {
+      int64_t v = 0;
+      have_v = c.integer(v) && v == kMetricsVersion;
+      return have_v;
+    }
+    if (key == "type") {
+      std::string_view t;
+      have_type = c.str(t) && t == "step";
+      return have_type;
+    }
+    if (key == "step") return have_step = i64(r.step);
+    if (key == "rank") {
+      int64_t rank = 0;
+      if (!i64(rank) || rank < INT32_MIN || rank > INT32_MAX) return false;
+      r.rank = static_cast<int>(rank);
+      return have_rank = true;
+    }
+    if (key == "time") return dbl(r.time);
+    if (key == "loss") return dbl(r.loss);
+    if (key == "lr") return dbl(r.lr);
+    if (key == "grad_norm") return dbl(r.grad_norm);
+    if (key == "tokens") return i64(r.tokens);
+    if (key == "tokens_per_s") return dbl(r.tokens_per_s);
+    if (key == "tflops") return dbl(r.tflops);
+    if (key == "mfu") return dbl(r.mfu);
+    if (key == "mem_bytes") return i64(r.mem_bytes);
+    if (key == "mem_peak_bytes") return i64(r.mem_peak_bytes);
+    if (key == "compute_s") return dbl(r.compute_s);
+    if (key == "step_s") return dbl(r.step_s);
+    if (key == "comm_s")
+      return object(c, [&](std::string_view axis) -> bool {
+        std::optional<Axis> a = axis_from_name(axis);
+        if (!a || axis != axis_name(*a)) return false;  // only the exact spelling
+        return dbl(r.comm_s[static_cast<int>(*a)]);
+      });
+    return false;  // anything else: let core's parser decide
+  });
+  c.ws();
+  if (!ok || c.p != c.end || !have_v || !have_type || !have_step || !have_rank) return std::nullopt;
+  return r;
+}
+
+std::array<double, kStepSeries> step_values(const StepRecord& r) {
+  // Same order as step_series_keys() (checked at Ingester start and in the tests).
+  return {r.loss,         r.lr,          r.grad_norm,  static_cast<double>(r.tokens),
+          r.tokens_per_s, r.tflops,      r.mfu,        static_cast<double>(r.mem_bytes),
+          static_cast<double>(r.mem_peak_bytes),       r.comm_s[0], r.comm_s[1],
+          r.comm_s[2],    r.comm_s[3],   r.compute_s,  r.step_s};
+}
+
+}  // namespace meshwork::store
