@@ -28,7 +28,7 @@ namespace {
 //   contiguous key range (chart reads are range scans), a point costs ~20 bytes, and the primary
 //   key is the (run, rank, step, key) uniqueness that makes re-ingest idempotent.
 // - time and cumulative tokens are per (run, rank, step), not per point: `steps`.
-// - buckets holds, per series and per level k (1..4: 64*8^(k-1) steps per bucket), the first,
+// - buckets holds, per series and per level k (1..5: 16*8^(k-1) steps per bucket), the first,
 //   min, max and last point of each bucket with all three x values, so a chart over millions of
 //   points reads a few thousand rows. Level 0 (one bucket per series) is the run summary.
 // - sources holds each followed file's byte offset, advanced in the transaction of its lines.

@@ -1,7 +1,7 @@
 // Decimated chart queries and CSV export.
 //
 // How a query stays fast for millions of points: for each run it picks the coarsest bucket level
-// whose buckets are at most half a decimation bucket wide (decimate.h: 1.5 pixel columns), reads
+// whose buckets are at most one decimation bucket wide (decimate.h: 1.5 pixel columns), reads
 // the stored first/min/max/last of those buckets (a few thousand rows), and reads raw points only
 // for the two edge buckets of the range (so the range's first/last points and the extremes near
 // its ends are exact). Every point returned is a real stored point; a bucket's min and max are
@@ -102,10 +102,8 @@ class SeriesReader {
                     " FROM buckets WHERE run = ?1 AND key = ?2 AND level = 0 ORDER BY rank"),
         raw_step_(db, "SELECT step, value FROM metrics WHERE run = ?1 AND key = ?2 AND rank = ?3"
                       " AND step BETWEEN ?4 AND ?5 AND value IS NOT NULL ORDER BY step"),
-        raw_x_(db, "SELECT m.step, s.time, s.tokens, m.value FROM metrics m JOIN steps s"
-                   " ON s.run = m.run AND s.rank = m.rank AND s.step = m.step"
-                   " WHERE m.run = ?1 AND m.key = ?2 AND m.rank = ?3 AND m.step BETWEEN ?4 AND ?5"
-                   " AND m.value IS NOT NULL ORDER BY m.step"),
+        raw_x_(db, "SELECT step, time, tokens FROM steps WHERE run = ?1 AND rank = ?2"
+                   " AND step BETWEEN ?3 AND ?4 ORDER BY step"),
         buckets_(db, "SELECT bucket, n, f_step, f_time, f_tok, f_v, lo_step, lo_time, lo_tok, lo_v,"
                      " hi_step, hi_time, hi_tok, hi_v, la_step, la_time, la_tok, la_v"
                      " FROM buckets WHERE run = ?1 AND key = ?2 AND rank = ?3 AND level = ?4"
@@ -135,17 +133,33 @@ class SeriesReader {
   }
 
   // Raw points of one rank with step in [s0, s1], in step order.
+  // Time and tokens come from `steps`: two range scans merged by step (cheaper than a join,
+  // which would look every point's step up in the primary key).
   Status raw(RunId run, int rank, int64_t s0, int64_t s1, std::vector<XPoint>& out) {
     if (s0 > s1) return Status::Ok();
-    sql::Stmt& q = q_.x == XAxis::step ? raw_step_ : raw_x_;
-    q.bind(1, run).bind(2, key_).bind(3, rank).bind(4, s0).bind(5, s1);
+    const size_t first = out.size();
+    raw_step_.bind(1, run).bind(2, key_).bind(3, rank).bind(4, s0).bind(5, s1);
     for (;;) {
-      Result<bool> row = q.step();
+      Result<bool> row = raw_step_.step();
       if (!row) return row.error();
-      if (!*row) return Status::Ok();
-      if (q_.x == XAxis::step) out.push_back(XPoint{q.int64(0), 0, 0, q.real(1)});
-      else out.push_back(read_xpoint(q, 0));
+      if (!*row) break;
+      out.push_back(XPoint{raw_step_.int64(0), 0, 0, raw_step_.real(1)});
     }
+    if (q_.x == XAxis::step || out.size() == first) return Status::Ok();
+    raw_x_.bind(1, run).bind(2, rank).bind(3, out[first].step).bind(4, out.back().step);
+    size_t i = first;
+    for (;;) {
+      Result<bool> row = raw_x_.step();
+      if (!row) return row.error();
+      if (!*row) break;
+      const int64_t step = raw_x_.int64(0);
+      while (i < out.size() && out[i].step < step) ++i;
+      if (i < out.size() && out[i].step == step) {
+        out[i].time = raw_x_.real(1);
+        out[i].tokens = raw_x_.real(2);
+      }
+    }
+    return Status::Ok();
   }
 
   // Bucket candidates (first, min, max, last of each bucket in [b0, b1]) of one rank, in x order
@@ -276,7 +290,7 @@ Result<std::vector<Series>> RunStore::query_series(const SeriesQuery& q) {
     const double steps_per_bucket = (x1 - x0) / nb * steps_per_x;
     int level = 0;
     for (int k = kBucketLevels; k >= 1; --k)
-      if (2.0 * static_cast<double>(bucket_steps(k)) <= steps_per_bucket) {
+      if (static_cast<double>(bucket_steps(k)) <= steps_per_bucket) {
         level = k;
         break;
       }
@@ -318,7 +332,8 @@ Result<std::vector<Series>> RunStore::query_series(const SeriesQuery& q) {
     } else {
       for (const XPoint& p : aggregate_raw(raw_head, q.aggregate)) feed(p);
       // Buckets across ranks: combine the ranks' first/min/max/last of the same bucket (an
-      // envelope; exact for the min of minima and the max of maxima). x from the lowest rank.
+      // envelope; exact for the min of minima and the max of maxima). x from the rank that
+      // decides a min/max, else from the lowest rank.
       std::vector<size_t> head(mid.size(), 0);
       std::vector<double> vals;
       for (;;) {
@@ -331,8 +346,11 @@ Result<std::vector<Series>> RunStore::query_series(const SeriesQuery& q) {
           vals.clear();
           for (size_t r = 0; r < mid.size(); ++r)
             if (head[r] < mid[r].size() && mid[r][head[r]].bucket == b) {
-              if (vals.empty()) c[j] = mid[r][head[r]].p[j];
-              vals.push_back(mid[r][head[r]].p[j].value);
+              const XPoint& p = mid[r][head[r]].p[j];
+              if (vals.empty() || (q.aggregate == Aggregate::max && p.value > c[j].value) ||
+                  (q.aggregate == Aggregate::min && p.value < c[j].value))
+                c[j] = p;
+              vals.push_back(p.value);
             }
           c[j].value = combine(q.aggregate, vals);
         }
