@@ -45,7 +45,7 @@ const std::set<std::string> kTrainerFlags = {
     "--model", "--data", "--steps", "--seq-len", "--global-batch", "--micro-batch", "--lr",
     "--warmup-steps", "--seed", "--dp-replicate", "--dp-shard", "--cp", "--tp", "--precision",
     "--activation-checkpointing", "--device", "--checkpoint-dir", "--checkpoint-every",
-    "--peak-tflops", "--max-restarts"};
+    "--peak-tflops", "--max-grad-norm"};
 const std::set<std::string> kTrainerSwitches = {"--resume"};
 const std::set<std::string> kOwnValueFlags = {
     "--ssh-config", "--known-hosts", "--identity", "--hostfile", "--hosts", "--nproc-per-node",

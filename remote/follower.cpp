@@ -128,8 +128,9 @@ RootCause RunFollower::diagnose(Node& node, size_t index, const NodeExit& exit) 
   const std::string err = read_tail(node, dir + node_file(static_cast<int>(index), ".err"), 8192);
   const int first = rec_.first_rank(index);
   static const std::regex rank_re(R"(rank[ =]?(\d+))", std::regex::icase);
-  static const std::regex sig_re(R"(signal[ =:]*(\d+))", std::regex::icase);
-  static const std::regex code_re(R"(exit(?: code| status)?[ =:]*(-?\d+))", std::regex::icase);
+  // meshtrain: "rank 3 on node 1: killed by signal KILL (9)" / "...: exited with code 1".
+  static const std::regex sig_re(R"(signal\s+(?:[A-Z]+\s+)?\(?(\d+)\)?)", std::regex::icase);
+  static const std::regex code_re(R"(code\s+(-?\d+))", std::regex::icase);
   for (const std::string& line : split_lines(err)) {
     std::smatch m;
     if (!std::regex_search(line, m, rank_re)) continue;
@@ -296,7 +297,10 @@ Result<FollowOutcome> RunFollower::run() {
     return out;
   }
   if (!failures_.empty()) {
+    // The first failure: a node whose supervisor blamed one of its own ranks beats one that only
+    // relays another node's failure (its exit may even come first: it stops faster); then time.
     auto first = std::min_element(failures_.begin(), failures_.end(), [](const RootCause& a, const RootCause& b) {
+      if ((a.rank >= 0) != (b.rank >= 0)) return a.rank >= 0;
       return a.time < b.time;
     });
     out.state = FollowOutcome::State::failed;

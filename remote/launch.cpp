@@ -53,6 +53,11 @@ std::string supervisor_command(const LaunchRecord& rec, size_t index,
       "MASTER_ADDR=" + rec.master_addr, "MASTER_PORT=" + std::to_string(rec.master_port),
       "WORLD_SIZE=" + std::to_string(rec.world_size()), "NNODES=" + std::to_string(rec.nodes.size()),
       "NODE_RANK=" + i, "LOCAL_WORLD_SIZE=" + std::to_string(n.slots),
+      // Gloo binds to the address of the node's hostname unless told otherwise, and hostnames
+      // often resolve to loopback (and are not even distinct on the namespace test cluster): give
+      // it the node's address as the others reach it (meshtrain honours this, and
+      // GLOO_SOCKET_IFNAME when the user sets one).
+      "MESHWORK_GLOO_HOSTNAME=" + (index == 0 ? rec.master_addr : n.address),
       "./" + rec.trainer, "--nproc-per-node", std::to_string(n.slots), "--nnodes",
       std::to_string(rec.nodes.size()), "--node-rank", i, "--master-addr", rec.master_addr,
       "--master-port", std::to_string(rec.master_port), "--run-dir", n.run_dir};
@@ -106,7 +111,8 @@ namespace {
 // can never make us signal an unrelated process that reused the number.
 std::string collect_pids(const LaunchRecord& rec, size_t index) {
   const int first = rec.first_rank(index);
-  std::string ranks;
+  // meshtrain's supervisor writes supervisor-node<i>.pid and one rank<r>.pid per rank.
+  std::string ranks = " supervisor-node" + std::to_string(index) + ".pid";
   for (int r = first; r < first + rec.nodes[index].slots; ++r) ranks += " rank" + std::to_string(r) + ".pid";
   return "pids=''; pg=$(cat " + node_file(static_cast<int>(index), ".pgid") +
          " 2>/dev/null); "

@@ -150,6 +150,16 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
     rec.master_addr = infos[0]->address;
     if (nodes[0]->is_local()) rec.master_addr = n > 1 && !nodes[1]->is_local() ? infos[1]->client_address : "127.0.0.1";
   }
+  // A local node among remote ones is known to them by the address our connections come from.
+  for (size_t i = 0; i < n; ++i) {
+    if (!nodes[i]->is_local() || n == 1) continue;
+    for (size_t k = 0; k < n; ++k) {
+      if (!nodes[k]->is_local()) {
+        rec.nodes[i].address = infos[k]->client_address;
+        break;
+      }
+    }
+  }
   rec.master_port = req.master_port;
   if (rec.master_port == 0) {
     std::random_device rd;
