@@ -55,8 +55,13 @@ Status check_input(const PlanQuery& q) {
                    "must be a whole number >= 1 (or -1 / absent to let the planner choose)"};
     if (v >= 1) fixed_product *= v;
   }
+  std::string fixed_text;
+  for (Axis a : kAxes)
+    if (q.fixed.size(a) >= 1)
+      fixed_text += (fixed_text.empty() ? "" : " ") + std::string(axis_name(a)) + "=" +
+                    std::to_string(q.fixed.size(a));
   if (world % fixed_product != 0)
-    return Error{"mesh", q.fixed.compact(),
+    return Error{"mesh", fixed_text,
                  "the fixed axes multiply to " + std::to_string(fixed_product) +
                      ", which does not divide the world size " + std::to_string(world) +
                      " (nodes x gpus_per_node)"};

@@ -7,7 +7,11 @@
 
 namespace meshwork {
 
-HardwareModel HardwareModel::h100() { return HardwareModel{}; }
+HardwareModel HardwareModel::h100() {
+  HardwareModel hw;
+  hw.overlap = {2.0 / 3.0, 1.0, 0.0, 0.0};
+  return hw;
+}
 
 HardwareModel HardwareModel::cpu() {
   HardwareModel hw;
@@ -157,7 +161,16 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   }
 
   for (const auto& ax : out.comm) out.comm_s += ax.seconds;
-  out.step_s = out.compute_s + (1.0 - hw.overlap) * out.comm_s;
+  // Overlap: each axis may hide up to overlap[axis] x compute of its time, out of one shared
+  // compute budget (a rank computes once, whatever it waits on), dp_shard first.
+  double budget = out.compute_s;
+  for (Axis a : {Axis::dp_shard, Axis::dp_replicate, Axis::cp, Axis::tp}) {
+    const double frac = std::clamp(hw.overlap[static_cast<int>(a)], 0.0, 1.0);
+    const double hidden = std::min({out.comm[static_cast<int>(a)].seconds, frac * out.compute_s, budget});
+    budget -= hidden;
+    out.hidden_comm_s += hidden;
+  }
+  out.step_s = out.compute_s + out.comm_s - out.hidden_comm_s;
   out.tokens_per_s = out.step_s > 0 ? out.tokens_per_step / out.step_s : 0;
   out.mfu = out.model_flops_per_token * out.tokens_per_s / (static_cast<double>(world) * peak);
   return out;

@@ -133,7 +133,25 @@ TEST(TimeEstimate, LatencyAndOverlap) {
   TimeEstimate t = estimate_time(q);
   // One bucket, all-reduce over 2 ranks: 2 ring steps of 1 ms.
   EXPECT_DOUBLE_EQ(t.axis(Axis::dp_replicate).seconds, 427'264.0 / 1e9 + 2e-3);
-  q.hardware.overlap = 1.0;
+  q.hardware.overlap = {1.0, 1.0, 1.0, 1.0};
   TimeEstimate hidden = estimate_time(q);
-  EXPECT_DOUBLE_EQ(hidden.step_s, hidden.compute_s);
+  EXPECT_DOUBLE_EQ(hidden.step_s, hidden.compute_s);  // comm (2.4 ms) < compute (240 ms)
+  EXPECT_DOUBLE_EQ(hidden.hidden_comm_s, hidden.comm_s);
+}
+
+TEST(TimeEstimate, OverlapIsBoundedByCompute) {
+  ModelSpec small = preset("small");
+  TimeQuery q = query(small, {2, 2, 1, 1});
+  q.hardware.latency_s = 0;
+  TimeEstimate none = estimate_time(q);
+  q.hardware.overlap = {0.5, 1.0, 0.0, 0.0};
+  TimeEstimate t = estimate_time(q);
+  const double shard = t.axis(Axis::dp_shard).seconds;
+  const double rep = t.axis(Axis::dp_replicate).seconds;
+  // dp_shard hides up to all of compute, dp_replicate up to half, from what is left.
+  const double hide_shard = std::min(shard, t.compute_s);
+  const double hide_rep = std::min({rep, 0.5 * t.compute_s, t.compute_s - hide_shard});
+  EXPECT_DOUBLE_EQ(t.hidden_comm_s, hide_shard + hide_rep);
+  EXPECT_DOUBLE_EQ(t.step_s, none.step_s - hide_shard - hide_rep);
+  EXPECT_GE(t.step_s, t.compute_s);
 }
