@@ -64,10 +64,8 @@ std::pair<Tensor, Tensor> rope_tables(const Tensor& positions, int64_t head_dim,
 
 Tensor default_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   // Grouped-query attention: each kv head serves Hq / Hkv query heads.
-  const int64_t rep = q.size(1) / k.size(1);
-  Tensor kk = rep > 1 ? k.repeat_interleave(rep, 1) : k;
-  Tensor vv = rep > 1 ? v.repeat_interleave(rep, 1) : v;
-  return at::scaled_dot_product_attention(q, kk, vv, {}, 0.0, /*is_causal=*/true);
+  return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, std::nullopt,
+                                         /*enable_gqa=*/k.size(1) != q.size(1));
 }
 
 Tensor default_head_loss_sum(const Tensor& h, const Tensor& head, const Tensor& targets) {
@@ -168,34 +166,54 @@ std::vector<at::Tensor> Model::views(int unit, const at::Tensor& flat) const {
   const UnitLayout& lay = layouts_[unit];
   TORCH_CHECK(flat.numel() == lay.numel(), "unit ", unit, ": flat weights have ", flat.numel(),
               " elements, the layout needs ", lay.numel());
+  // split_with_sizes, not one narrow per parameter: its backward concatenates the pieces'
+  // gradients into one flat gradient (one allocation), where each narrow's backward would
+  // allocate a zero tensor of the whole unit.
+  std::vector<int64_t> sizes;
+  for (const auto& p : lay.params) sizes.push_back(p.numel());
+  auto pieces = flat.split_with_sizes(sizes);
   std::vector<Tensor> out;
-  int64_t off = 0;
-  for (const auto& p : lay.params) {
-    out.push_back(flat.narrow(0, off, p.numel()).view(p.shape));
-    off += p.numel();
-  }
+  for (size_t i = 0; i < pieces.size(); ++i) out.push_back(pieces[i].view(lay.params[i].shape));
   return out;
 }
 
 at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Tensor& x,
                                 const at::Tensor& cos, const at::Tensor& sin) const {
-  auto w = views(block_unit(layer), flat);
+  const UnitLayout& lay = layouts_[block_unit(layer)];
+  TORCH_CHECK(flat.numel() == lay.numel(), "block ", layer, ": flat weights have ", flat.numel(),
+              " elements, the layout needs ", lay.numel());
   const int64_t B = x.size(0), T = x.size(1), D = spec_.head_dim;
   const bool bias = spec_.attention_bias;
-  // Attention. Head counts come from the (possibly column-split) weights.
-  Tensor h = ops_.enter_column(rms_norm(x, w[kAttnNorm], spec_.rms_norm_eps));
-  const int64_t hq = w[kWq].size(0) / D, hkv = w[kWk].size(0) / D;
-  Tensor q = at::linear(h, w[kWq], bias ? w[kBq] : Tensor()).view({B, T, hq, D}).transpose(1, 2);
-  Tensor k = at::linear(h, w[kWk], bias ? w[kBk] : Tensor()).view({B, T, hkv, D}).transpose(1, 2);
-  Tensor v = at::linear(h, w[kWv], bias ? w[kBv] : Tensor()).view({B, T, hkv, D}).transpose(1, 2);
+  // wq, wk, wv (and w_gate, w_up; bq, bk, bv) are adjacent in the flat unit: split it into
+  // groups so that one matmul does the three projections (fewer, larger GEMMs). Split (not
+  // narrow) for the same reason as views().
+  auto n = [&](int i) { return lay.params[i].numel(); };
+  std::vector<int64_t> sizes = {n(kAttnNorm), n(kWq) + n(kWk) + n(kWv), n(kWo), n(kMlpNorm),
+                                n(kGate) + n(kUp), n(kDown)};
+  if (bias) sizes.push_back(n(kBq) + n(kBk) + n(kBv));
+  auto part = flat.split_with_sizes(sizes);
+  const int64_t h_in = lay.params[kWq].shape[1];
+  const int64_t hq = lay.params[kWq].shape[0] / D, hkv = lay.params[kWk].shape[0] / D;
+  Tensor attn_norm = part[0], wqkv = part[1].view({-1, h_in});
+  Tensor wo = part[2].view(lay.params[kWo].shape), mlp_norm = part[3];
+  Tensor w_gate_up = part[4].view({-1, lay.params[kGate].shape[1]});
+  Tensor w_down = part[5].view(lay.params[kDown].shape);
+  Tensor bqkv = bias ? part[6] : Tensor();
+  // Attention. Head counts come from the (possibly column-split) layout.
+  Tensor h = ops_.enter_column(rms_norm(x, attn_norm, spec_.rms_norm_eps));
+  auto qkv = at::linear(h, wqkv, bqkv).split_with_sizes({hq * D, hkv * D, hkv * D}, -1);
+  Tensor q = qkv[0].view({B, T, hq, D}).transpose(1, 2);
+  Tensor k = qkv[1].view({B, T, hkv, D}).transpose(1, 2);
+  Tensor v = qkv[2].view({B, T, hkv, D}).transpose(1, 2);
   q = q * cos + rotate_half(q) * sin;
   k = k * cos + rotate_half(k) * sin;
   Tensor a = ops_.attention(q, k, v).transpose(1, 2).reshape({B, T, hq * D});
-  Tensor out = x + ops_.exit_row(at::linear(a, w[kWo]));
+  Tensor out = x + ops_.exit_row(at::linear(a, wo));
   // SwiGLU MLP: down(silu(gate(h)) * up(h)).
-  Tensor m = ops_.enter_column(rms_norm(out, w[kMlpNorm], spec_.rms_norm_eps));
-  Tensor g = at::silu(at::linear(m, w[kGate])) * at::linear(m, w[kUp]);
-  return out + ops_.exit_row(at::linear(g, w[kDown]));
+  Tensor m = ops_.enter_column(rms_norm(out, mlp_norm, spec_.rms_norm_eps));
+  auto gu = at::linear(m, w_gate_up).chunk(2, -1);
+  Tensor g = at::silu(gu[0]) * gu[1];
+  return out + ops_.exit_row(at::linear(g, w_down));
 }
 
 at::Tensor Model::loss_sum(const at::Tensor& tokens, const at::Tensor& targets,

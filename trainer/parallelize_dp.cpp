@@ -174,7 +174,7 @@ double DataParallel::grad_norm() {
   Tensor sq = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(options_.device));
   for (auto& fp : params_) {
     if (!fp.param.grad().defined()) continue;
-    sq += fp.param.grad().to(at::kDouble).pow(2).sum() / static_cast<double>(fp.copies);
+    sq += fp.param.grad().pow(2).sum(at::kDouble) / static_cast<double>(fp.copies);
   }
   comm_.all_reduce(sq, comm_.world());
   return std::sqrt(sq.item<double>());

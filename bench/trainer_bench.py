@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""meshtrain vs the PyTorch-Python reference (bench/reference/llama_ref.py), side by side.
+
+For 1, 2 and 4 ranks (single; DDP = dp_replicate N; FSDP = dp_shard N) runs both
+implementations on the same model, data, sequence length and global batch, alternating them
+(`--rounds` times, best kept) so a busy machine hurts both alike. Tokens/s counts each token of
+the global batch once; MFU = tokens/s * model FLOPs per token / the CPU matmul peak measured in
+this same run (fp32 1024^3 matmuls with all cores, torch from the same venv). Writes
+bench/results/trainer.json and prints a table.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def matmul_peak_gflops(seconds=1.0, n=1024):
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(2):
+        a @ b
+    it, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        a @ b
+        it += 1
+    return 2 * n ** 3 * it / (time.perf_counter() - t0) / 1e9
+
+
+def run_meshtrain(binary, shape, nproc, a, port):
+    with tempfile.TemporaryDirectory() as d:
+        cmd = [binary, "--model", a.model, "--data", a.data, "--steps", str(a.steps), "--seq-len", str(a.seq_len),
+               "--global-batch", str(a.global_batch), "--micro-batch", str(a.micro_batch), "--run-dir", d,
+               "--master-port", str(port), "--metrics", os.path.join(d, "all.jsonl")] + shape
+        if nproc > 1:
+            cmd += ["--nproc-per-node", str(nproc)]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        steps = [json.loads(l) for l in open(os.path.join(d, "metrics-rank0.jsonl"))]
+        steps = [s for s in steps if s["type"] == "step"]
+        timed = [s["step_s"] for s in steps[a.skip:]]
+        step_s = sum(timed) / len(timed)
+        return {"step_s": step_s, "tokens_per_s": a.global_batch * a.seq_len / step_s,
+                "losses": [s["loss"] for s in steps],
+                "comm_s": {k: sum(s["comm_s"][k] for s in steps[a.skip:]) / len(timed) for k in steps[0]["comm_s"]},
+                "mem_peak_bytes": max(s["mem_peak_bytes"] for s in steps)}
+
+
+def run_python(mode, nproc, a, port):
+    ref = os.path.join(ROOT, "bench", "reference", "llama_ref.py")
+    args = [ref, "--mode", mode, "--model", a.model, "--data", a.data, "--steps", str(a.steps), "--skip", str(a.skip),
+            "--seq-len", str(a.seq_len), "--global-batch", str(a.global_batch), "--micro-batch", str(a.micro_batch)]
+    if nproc > 1:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
+               "--master-port", str(port)] + args
+    else:
+        cmd = [sys.executable] + args
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--meshtrain", default=os.path.join(ROOT, "build", "bin", "meshtrain"))
+    ap.add_argument("--data", default=os.path.join(ROOT, "resources", "data", "kjv.bin"))
+    ap.add_argument("--model", default="small")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--skip", type=int, default=2)
+    ap.add_argument("--seq-len", type=int, default=256)
+    ap.add_argument("--global-batch", type=int, default=8)
+    ap.add_argument("--micro-batch", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--ranks", default="1,2,4")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "trainer.json"))
+    a = ap.parse_args()
+
+    peak_before = matmul_peak_gflops()
+    configs = []
+    for n in [int(x) for x in a.ranks.split(",")]:
+        if n == 1:
+            configs.append(("single", 1, [], "single"))
+        else:
+            configs.append((f"DDP {n}", n, ["--dp-replicate", str(n)], "ddp"))
+            configs.append((f"FSDP {n}", n, ["--dp-shard", str(n)], "fsdp"))
+    port = 31000 + os.getpid() % 1000 * 10
+    rows = []
+    for name, n, shape, mode in configs:
+        best_m, best_p = None, None
+        for _ in range(a.rounds):
+            port += 1
+            m = run_meshtrain(a.meshtrain, shape, n, a, port)
+            port += 1
+            p = run_python(mode, n, a, port)
+            if best_m is None or m["tokens_per_s"] > best_m["tokens_per_s"]:
+                best_m = m
+            if best_p is None or p["tokens_per_s"] > best_p["tokens_per_s"]:
+                best_p = p
+        rows.append({"config": name, "ranks": n, "meshtrain": best_m, "python": best_p,
+                     "flops_per_token": best_p["flops_per_token"]})
+        print(f"  done {name}", file=sys.stderr, flush=True)
+    peak_after = matmul_peak_gflops()
+    peak = max(peak_before, peak_after)
+    for r in rows:
+        for impl in ("meshtrain", "python"):
+            r[impl]["mfu"] = r[impl]["tokens_per_s"] * r["flops_per_token"] / (peak * 1e9)
+        r["ratio"] = r["meshtrain"]["tokens_per_s"] / r["python"]["tokens_per_s"]
+    result = {"bench": "trainer", "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "torch": torch.__version__, "cores": len(os.sched_getaffinity(0)),
+              "load_average": os.getloadavg(), "matmul_peak_gflops": {"before": peak_before, "after": peak_after},
+              "settings": {k: getattr(a, k) for k in ("model", "steps", "skip", "seq_len", "global_batch",
+                                                       "micro_batch", "rounds")},
+              "rows": rows}
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"CPU fp32 matmul peak (1024^3, {result['cores']} cores): {peak_before:.1f} GFLOP/s before, "
+          f"{peak_after:.1f} after; MFU uses {peak:.1f}")
+    print(f"model {a.model}, seq_len {a.seq_len}, global batch {a.global_batch}, micro batch {a.micro_batch}")
+    print(f"{'config':<8} {'meshtrain tok/s':>16} {'python tok/s':>13} {'ratio':>6} {'mesh MFU':>9} {'py MFU':>7}")
+    for r in rows:
+        m, p = r["meshtrain"], r["python"]
+        print(f"{r['config']:<8} {m['tokens_per_s']:>16.0f} {p['tokens_per_s']:>13.0f} {r['ratio']:>6.2f} "
+              f"{m['mfu']:>9.1%} {p['mfu']:>7.1%}")
+    print(f"results: {a.out}")
+
+
+if __name__ == "__main__":
+    main()
