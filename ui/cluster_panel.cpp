@@ -184,13 +184,24 @@ void ClusterPanel::on_host_key(const QString& host, const QString& fingerprint) 
   box.addButton(tr("Don't connect"), QMessageBox::RejectRole);
   box.exec();
   if (box.clickedButton() == trust) {
-    probe(host);  // resets the card's state
-    prober_->accept_host_key(host, fingerprint);
+    accept_host_key(host);
   } else {
     n.state = NodeInfo::State::failed;
     n.error = tr("Host key %1 not trusted; not connected").arg(fingerprint);
     model_->update_node(row, n);
   }
+}
+
+void ClusterPanel::accept_host_key(const QString& host) {
+  const int row = model_->find(host);
+  if (row < 0 || model_->node(row).fingerprint.isEmpty()) return;
+  NodeInfo n = model_->node(row);
+  n.state = NodeInfo::State::probing;
+  n.progress = 5;
+  n.progress_text = tr("connecting with the accepted key");
+  n.error.clear();
+  model_->update_node(row, n);
+  prober_->accept_host_key(host, n.fingerprint);
 }
 
 NodeCard* ClusterPanel::card(const QString& host) const {

@@ -29,6 +29,8 @@ class ClusterPanel : public QWidget {
   void add_hostfile(const QString& path);
   Q_SLOT void probe_all();
   void probe(const QString& host);
+  // Trusts the fingerprint the node's card shows (after the user's yes) and probes again.
+  void accept_host_key(const QString& host);
   NodeCard* card(const QString& host) const;
   QString add_error() const;
   // When false, unknown host keys are asked about with a dialog; tests answer directly.

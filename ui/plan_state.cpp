@@ -2,6 +2,7 @@
 
 #include <QMetaObject>
 #include <QThreadPool>
+#include <QTimer>
 
 namespace meshwork::ui {
 
@@ -94,13 +95,39 @@ void PlanState::revalidate() {
   Q_EMIT changed();
 }
 
+// Requests are coalesced: many edits in one pass of the event loop (a hostfile adding 64 nodes,
+// a loaded config) start one job, after the loop returns.
 void PlanState::start_estimate() {
+  if (estimate_scheduled_) return;
+  estimate_scheduled_ = true;
+  ++memory_gen_;  // results of jobs already running are stale from now on
+  QTimer::singleShot(0, this, [this] {
+    estimate_scheduled_ = false;
+    run_estimate();
+  });
+}
+
+void PlanState::start_plan() {
+  if (plan_scheduled_) return;
+  plan_scheduled_ = true;
+  ++plan_gen_;
+  QTimer::singleShot(0, this, [this] {
+    plan_scheduled_ = false;
+    run_plan();
+  });
+}
+
+void PlanState::run_estimate() {
   const quint64 gen = ++memory_gen_;
   ++pending_;
   Q_EMIT busy_changed(true);
   const RunConfig config = config_;
   const ClusterFacts cluster = cluster_;
   pool_.start([this, gen, config, cluster] {
+    if (gen != memory_gen_.load()) {  // superseded while queued
+      QMetaObject::invokeMethod(this, [this] { finish_job(); }, Qt::QueuedConnection);
+      return;
+    }
     auto result = estimate_memory(config, cluster);
     QMetaObject::invokeMethod(
         this,
@@ -120,13 +147,17 @@ void PlanState::start_estimate() {
   });
 }
 
-void PlanState::start_plan() {
+void PlanState::run_plan() {
   const quint64 gen = ++plan_gen_;
   ++pending_;
   Q_EMIT busy_changed(true);
   const RunConfig config = config_;
   const ClusterFacts cluster = cluster_;
   pool_.start([this, gen, config, cluster] {
+    if (gen != plan_gen_.load()) {
+      QMetaObject::invokeMethod(this, [this] { finish_job(); }, Qt::QueuedConnection);
+      return;
+    }
     auto result = plan_shapes(config, cluster);
     QMetaObject::invokeMethod(
         this,

@@ -6,6 +6,7 @@
 
 #include <QObject>
 #include <QThreadPool>
+#include <atomic>
 #include <optional>
 #include <vector>
 
@@ -55,6 +56,8 @@ class PlanState : public QObject {
   void revalidate();
   void start_estimate();
   void start_plan();
+  void run_estimate();
+  void run_plan();
   void finish_job();
 
   RunConfig config_;
@@ -66,8 +69,10 @@ class PlanState : public QObject {
   std::vector<PlanRow> plan_;
   std::string plan_error_;
   // Generations: a result is applied only if no newer request was made since it started.
-  quint64 memory_gen_ = 0;
-  quint64 plan_gen_ = 0;
+  std::atomic<quint64> memory_gen_{0};
+  std::atomic<quint64> plan_gen_{0};
+  bool estimate_scheduled_ = false;
+  bool plan_scheduled_ = false;
   int pending_ = 0;
   QThreadPool pool_;
 };

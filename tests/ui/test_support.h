@@ -1,0 +1,40 @@
+// Helpers for the workbench tests: throw-away settings, and a window on a cluster built in code.
+#pragma once
+
+#include <QDir>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+
+#include "ui/cluster_model.h"
+#include "ui/main_window.h"
+
+namespace meshwork::ui::test {
+
+// Settings go to a fresh directory so tests never see (or change) the user's layout.
+inline void isolate_settings(const QTemporaryDir& dir) {
+  QStandardPaths::setTestModeEnabled(true);
+  QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, dir.path());
+  QSettings().clear();
+}
+
+inline NodeInfo gpu_node(const QString& host, int gpus, double gib, bool nvlink = true) {
+  NodeInfo n;
+  n.host = host;
+  n.hostname = host;
+  n.state = NodeInfo::State::online;
+  n.cpu_cores = 64;
+  n.memory_bytes = 512.0 * (1 << 30);
+  for (int i = 0; i < gpus; ++i) n.gpus.push_back({"NVIDIA H100 80GB HBM3", gib * (1 << 30)});
+  n.links = nvlink ? "NVLink (NV18) between all GPUs" : "PCIe only (weakest path SYS)";
+  n.fast_links = nvlink;
+  n.slots = gpus;
+  return n;
+}
+
+inline void set_gpu_cluster(MainWindow& w, int nodes, int gpus, double gib = 80) {
+  w.cluster()->clear();
+  for (int i = 0; i < nodes; ++i) w.cluster()->add_node(gpu_node(QStringLiteral("gpu%1").arg(i), gpus, gib));
+}
+
+}  // namespace meshwork::ui::test

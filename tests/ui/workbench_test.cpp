@@ -1,0 +1,252 @@
+// The workbench with real widgets on the offscreen platform: editing the mesh re-validates through
+// core at once, the view and the memory bar follow, the planner applies shapes, and the
+// configuration round-trips through the run config JSON.
+#include <QAction>
+#include <QComboBox>
+#include <QSignalSpy>
+#include <QTableView>
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QMessageBox>
+#include <QSortFilterProxyModel>
+#include <QTest>
+#include <QTimer>
+
+#include "core/validation.h"
+#include "test_support.h"
+#include "ui/cluster_panel.h"
+#include "ui/inspector.h"
+#include "ui/memory_panel.h"
+#include "ui/mesh_editor.h"
+#include "ui/mesh_view.h"
+#include "ui/plan_page.h"
+#include "ui/plan_state.h"
+#include "ui/planner_model.h"
+#include "ui/planner_panel.h"
+
+using namespace meshwork;
+using namespace meshwork::ui;
+
+namespace {
+// Picks `size` in the axis combo as a user would (the combo's activated signal).
+void choose_axis(MeshEditor* editor, Axis axis, int size) {
+  QComboBox* box = editor->axis_combo(static_cast<int>(axis));
+  const int i = box->findData(size);
+  QVERIFY2(i >= 0, qPrintable(QStringLiteral("size %1 not offered").arg(size)));
+  box->setCurrentIndex(i);
+  Q_EMIT box->activated(i);
+}
+
+RunConfig base_config(const MainWindow& w, const char* model) {
+  RunConfig c = w.plan()->config();
+  c.model = model;
+  c.mesh = MeshShape{1, -1, 1, 1};
+  c.training.seq_len = 2048;
+  c.training.micro_batch = 1;
+  c.training.global_batch = 64;
+  c.training.precision = Precision::bf16;
+  c.training.device = DeviceKind::cuda;
+  return c;
+}
+}  // namespace
+
+class WorkbenchTest : public QObject {
+  Q_OBJECT
+  QTemporaryDir settings_;
+
+ private Q_SLOTS:
+  void initTestCase() { test::isolate_settings(settings_); }
+
+  void axisChangeUpdatesViewAndMemory() {
+    MainWindow w(false);
+    w.resize(1300, 850);
+    w.show();
+    test::set_gpu_cluster(w, 2, 8);
+    w.plan()->set_config(base_config(w, "llama-3.1-8b"));
+    QTRY_VERIFY(w.plan()->memory().has_value());
+    const double before = w.plan()->memory()->total_bytes;
+    MeshView* view = w.plan_page()->view();
+    view->set_group_kind(GroupKind::tp);
+    QCOMPARE(view->mesh()->shape().tp, 1);
+    QCOMPARE(view->mesh()->shape().dp_shard, 16);
+
+    QSignalSpy memory_spy(w.plan(), &PlanState::memory_changed);
+    choose_axis(w.plan_page()->editor(), Axis::tp, 4);
+    // The view follows at once: tp = 4, dp_shard (auto) = 4, ranks 0-3 share a tp group.
+    QCOMPARE(view->mesh()->shape().tp, 4);
+    QCOMPARE(view->mesh()->shape().dp_shard, 4);
+    QCOMPARE(view->cell_fill(0), view->cell_fill(3));
+    QVERIFY(view->cell_fill(3) != view->cell_fill(4));
+    QVERIFY(w.plan_page()->editor()->axis_combo(1)->currentText().contains("auto (4)"));
+    // The memory estimate follows off the GUI thread: tp = 4 splits the parameters 4 more ways.
+    QTRY_VERIFY(memory_spy.count() >= 1);
+    QTRY_VERIFY(w.plan()->memory() && w.plan()->memory()->total_bytes != before);
+    QCOMPARE(w.plan_page()->memory()->breakdown()->total_bytes, w.plan()->memory()->total_bytes);
+    QVERIFY(w.plan_page()->memory()->headline().contains("GiB"));
+    QVERIFY(w.launch_action()->isEnabled());
+  }
+
+  void axisOffersOnlyDivisors() {
+    MainWindow w(false);
+    test::set_gpu_cluster(w, 3, 4);  // 12 ranks
+    QComboBox* tp = w.plan_page()->editor()->axis_combo(3);
+    QList<int> offered;
+    for (int i = 0; i < tp->count(); ++i) offered << tp->itemData(i).toInt();
+    QCOMPARE(offered, (QList<int>{-1, 1, 2, 3, 4, 6, 12}));
+  }
+
+  void invalidShapeShowsCoreMessageAndDisablesLaunch() {
+    MainWindow w(false);
+    w.show();
+    test::set_gpu_cluster(w, 2, 8);
+    w.plan()->set_config(base_config(w, "tiny"));  // tiny has 8 attention heads
+    QTRY_VERIFY(w.launch_action()->isEnabled());
+    choose_axis(w.plan_page()->editor(), Axis::tp, 16);
+    // core's own words, next to the tp control.
+    ModelSpec tiny = *load_model_spec("tiny");
+    ShapeQuery q;
+    q.shape = MeshShape{1, -1, 1, 16};
+    q.world_size = 16;
+    q.gpus_per_node = 8;
+    q.model = &tiny;
+    const ShapeReport report = validate_shape(q);
+    QVERIFY(!report.ok());
+    QString expected;
+    for (const Diagnostic& d : report.errors())
+      if (d.field == "tp") expected = QString::fromStdString(d.message);
+    QVERIFY(!expected.isEmpty());
+    const QString shown = w.plan_page()->editor()->message_for("tp");
+    QVERIFY2(shown.contains(expected), qPrintable(shown + " vs " + expected));
+    QVERIFY(w.plan()->has_errors());
+    QVERIFY(!w.launch_action()->isEnabled());
+    // Back to a valid shape: the message goes, launching comes back.
+    choose_axis(w.plan_page()->editor(), Axis::tp, 2);
+    QVERIFY(w.plan_page()->editor()->message_for("tp").isEmpty());
+    QTRY_VERIFY(w.launch_action()->isEnabled());
+  }
+
+  void applyingPlannerRowSetsEditor() {
+    MainWindow w(false);
+    w.resize(1300, 850);
+    w.show();
+    test::set_gpu_cluster(w, 2, 8);
+    w.plan()->set_config(base_config(w, "llama-3.1-8b"));
+    PlannerPanel* planner = w.plan_page()->planner();
+    QTRY_VERIFY(planner->model()->rowCount() > 3);
+    // A row whose shape differs from the current one.
+    QTableView* table = planner->table();
+    int row = -1;
+    MeshShape target;
+    for (int r = 0; r < table->model()->rowCount(); ++r) {
+      const int src = qobject_cast<QSortFilterProxyModel*>(table->model())->mapToSource(table->model()->index(r, 0)).row();
+      target = planner->model()->row_at(src).shape;
+      if (!(target == w.plan()->mesh()->shape()) && target.tp > 1) {
+        row = r;
+        break;
+      }
+    }
+    QVERIFY(row >= 0);
+    const QRect cell = table->visualRect(table->model()->index(row, 1));
+    table->scrollTo(table->model()->index(row, 1));
+    QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, table->visualRect(table->model()->index(row, 1)).center());
+    Q_UNUSED(cell);
+    QCOMPARE(w.plan()->config().mesh, target);
+    QCOMPARE(w.plan_page()->view()->mesh()->shape(), target);
+    MeshEditor* ed = w.plan_page()->editor();
+    for (int i = 0; i < 4; ++i)
+      QCOMPARE(ed->axis_combo(i)->currentData().toInt(), target.size(kAxes[static_cast<size_t>(i)]));
+  }
+
+  void hoverOutlinesGroupsAndClickSelectsRank() {
+    MainWindow w(false);
+    w.resize(1300, 850);
+    w.show();
+    test::set_gpu_cluster(w, 2, 8);
+    RunConfig c = base_config(w, "llama-3.1-8b");
+    c.mesh = MeshShape{1, -1, 1, 4};
+    w.plan()->set_config(c);
+    MeshView* view = w.plan_page()->view();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const QPoint p = view->cell_rect(5).center().toPoint();
+    QCOMPARE(view->rank_at(p), 5);
+    QTest::mouseMove(view, p);
+    QTRY_COMPARE(view->hovered_rank(), 5);
+    QTest::mouseClick(view, Qt::LeftButton, {}, p);
+    QCOMPARE(view->selected_rank(), 5);
+    // The inspector names the rank, its coordinates and its tp group (ranks 4-7).
+    const QString text = w.inspector()->text();
+    QVERIFY2(text.contains("Rank 5") && text.contains("4, <b>5</b>, 6, 7"), qPrintable(text));
+  }
+
+  void saveAndLoadRoundTrip() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("run.json");
+    RunConfig saved;
+    {
+      MainWindow w(false);
+      test::set_gpu_cluster(w, 2, 8);
+      RunConfig c = base_config(w, "llama-3.2-1b");
+      c.mesh = MeshShape{2, 4, 1, 2};
+      c.training.activation_checkpointing = ActivationCheckpointing::full;
+      w.plan()->set_config(c);
+      QVERIFY(w.save_config(path));
+      saved = w.plan()->config();
+    }
+    MainWindow w(false);
+    QVERIFY(w.load_config(path));
+    QCOMPARE(w.cluster()->rowCount(), 2);
+    QCOMPARE(w.cluster()->node(1).gpus.size(), size_t(8));
+    QCOMPARE(w.plan()->config().mesh, (MeshShape{2, 4, 1, 2}));
+    QCOMPARE(w.plan()->config().training, saved.training);
+    QVERIFY(w.plan()->config().model == nlohmann::json("llama-3.2-1b"));
+    QCOMPARE(w.plan()->cluster().world_size, 16);
+    QCOMPARE(w.plan_page()->editor()->axis_combo(0)->currentData().toInt(), 2);
+    // A broken file is refused with core's words, and nothing changes.
+    QFile bad(dir.filePath("bad.json"));
+    QVERIFY(bad.open(QIODevice::WriteOnly));
+    bad.write(R"({"v":1,"training":{"seq_len":"long"}})");
+    bad.close();
+    QTimer::singleShot(0, [] {
+      for (QWidget* tl : QApplication::topLevelWidgets())
+        if (auto* box = qobject_cast<QMessageBox*>(tl)) box->accept();
+    });
+    QVERIFY(!w.load_config(bad.fileName()));
+    QCOMPARE(w.plan()->config().mesh, (MeshShape{2, 4, 1, 2}));
+  }
+
+  void badHostShowsErrorUnderField() {
+    MainWindow w(false);
+    w.cluster_panel()->add_hosts("user@@host:99999");
+    QVERIFY(!w.cluster_panel()->add_error().isEmpty());
+    QCOMPARE(w.cluster()->rowCount(), 1);  // only the local machine
+  }
+
+  void scalesTo64NodesBy8() {
+    MainWindow w(false);
+    w.resize(1400, 900);
+    w.show();
+    test::set_gpu_cluster(w, 64, 8);
+    RunConfig c = base_config(w, "llama-3.1-70b");
+    c.mesh = MeshShape{8, 8, 1, 8};
+    c.training.global_batch = 512;
+    w.plan()->set_config(c);
+    MeshView* view = w.plan_page()->view();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QCOMPARE(view->world_size(), 512);
+    // Every cell is on screen, inside the view, and no two overlap (checked on neighbours).
+    for (int r = 0; r < 512; ++r) {
+      const QRectF cell = view->cell_rect(r);
+      QVERIFY(cell.width() >= 6 && cell.height() >= 6);
+      QVERIFY(QRectF(view->rect()).contains(cell));
+      if (r > 0) QVERIFY(!cell.intersects(view->cell_rect(r - 1)));
+    }
+    QElapsedTimer t;
+    t.start();
+    view->repaint();
+    qInfo("64x8 mesh view repaint: %lld ms", static_cast<long long>(t.elapsed()));
+  }
+};
+
+QTEST_MAIN(WorkbenchTest)
+#include "workbench_test.moc"
