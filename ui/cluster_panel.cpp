@@ -215,6 +215,7 @@ QString ClusterPanel::add_error() const { return add_error_->isHidden() ? QStrin
 void ClusterPanel::rebuild_cards() {
   for (NodeCard* c : cards_) {
     flow_->removeWidget(c);
+    c->hide();
     c->deleteLater();
   }
   cards_.clear();
@@ -231,6 +232,10 @@ void ClusterPanel::rebuild_cards() {
       model_->remove_node(model_->find(host));
     });
     connect(card, &NodeCard::probe_requested, this, &ClusterPanel::probe);
+    connect(card, &NodeCard::trust_requested, this, [this](const QString& host) {
+      const int r = model_->find(host);
+      if (r >= 0) on_host_key(host, model_->node(r).fingerprint);
+    });
     connect(card, &NodeCard::slots_changed, this, [this](const QString& host, int ranks) {
       model_->set_slots(model_->find(host), ranks);
     });
@@ -245,9 +250,18 @@ void ClusterPanel::update_card(int row) {
   cards_[static_cast<size_t>(row)]->set_selected(model_->node(row).host == selected_);
   // Summary line over the cards.
   const ClusterSummary s = model_->summary();
-  summary_->setText(tr("%1 node(s) · %2 ranks · %3 per rank").arg(s.num_nodes).arg(s.world_size)
-                        .arg(s.device_memory_bytes > 0 ? format_bytes(s.device_memory_bytes) + " " + s.device_name
-                                                       : s.device_name));
+  int gpu_nodes = 0, cpu_nodes = 0;
+  for (const NodeInfo& n : model_->nodes()) {
+    if (n.has_gpus()) ++gpu_nodes;
+    else if (n.cpu_cores > 0) ++cpu_nodes;
+  }
+  QString text = tr("%1 node(s) · %2 ranks").arg(s.num_nodes).arg(s.world_size);
+  if (gpu_nodes > 0 && cpu_nodes > 0)
+    text += tr(" · mixed: %1 GPU and %2 CPU-only node(s), so ranks are planned as CPU ranks; "
+               "remove the CPU-only nodes to plan for the GPUs").arg(gpu_nodes).arg(cpu_nodes);
+  else if (s.device_memory_bytes > 0)
+    text += tr(" · %1 per rank (%2)").arg(format_bytes(s.device_memory_bytes), s.device_name);
+  summary_->setText(text);
 }
 
 }  // namespace meshwork::ui

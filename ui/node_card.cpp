@@ -8,6 +8,7 @@
 #include <QPushButton>
 #include <QSignalBlocker>
 #include <QSpinBox>
+#include <QTextDocument>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <map>
@@ -54,15 +55,17 @@ NodeCard::NodeCard(QWidget* parent) : QFrame(parent) {
   progress_text_->setProperty("role", "muted");
   lay->addWidget(progress_text_);
 
-  auto* err_row = new QHBoxLayout;
   error_ = new QLabel(this);
   error_->setObjectName("NodeError");
+  error_->setTextFormat(Qt::RichText);
   error_->setProperty("role", "error");
   error_->setWordWrap(true);
   error_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  err_row->addWidget(error_, 1);
+  lay->addWidget(error_);
+  auto* err_row = new QHBoxLayout;
+  err_row->addStretch();
   retry_ = new QPushButton(tr("Retry"), this);
-  err_row->addWidget(retry_, 0, Qt::AlignTop);
+  err_row->addWidget(retry_);
   lay->addLayout(err_row);
 
   devices_ = new QLabel(this);
@@ -92,7 +95,10 @@ NodeCard::NodeCard(QWidget* parent) : QFrame(parent) {
   lay->addLayout(ranks_row);
 
   connect(remove_, &QToolButton::clicked, this, [this] { Q_EMIT remove_requested(host_); });
-  connect(retry_, &QPushButton::clicked, this, [this] { Q_EMIT probe_requested(host_); });
+  connect(retry_, &QPushButton::clicked, this, [this] {
+    if (state_ == NodeInfo::State::awaiting_key) Q_EMIT trust_requested(host_);
+    else Q_EMIT probe_requested(host_);
+  });
   connect(ranks_, qOverload<int>(&QSpinBox::valueChanged), this,
           [this](int v) { Q_EMIT slots_changed(host_, v); });
 }
@@ -124,8 +130,13 @@ void NodeCard::set_node(const NodeInfo& n) {
   progress_text_->setVisible(n.state == S::probing && !n.progress_text.isEmpty());
   progress_text_->setText(n.progress_text);
   error_->setVisible(!n.error.isEmpty());
-  error_->setText(n.error);
+  // A fingerprint is one long token: give it a line of its own in a fixed-width font.
+  if (n.state == S::awaiting_key)
+    error_->setText(tr("Unknown host key — compare before trusting:<br><tt>%1</tt>").arg(n.fingerprint.toHtmlEscaped()));
+  else
+    error_->setText(n.error.toHtmlEscaped().replace("\n", "<br>"));
   retry_->setVisible(!n.error.isEmpty() && n.state != S::probing);
+  retry_->setText(n.state == S::awaiting_key ? tr("Review key…") : tr("Retry"));
 
   // Devices: identical GPUs grouped ("8 × NVIDIA H100 80GB HBM3 · 79.6 GiB each").
   QStringList lines;
@@ -158,7 +169,12 @@ void NodeCard::set_node(const NodeInfo& n) {
 }
 
 QString NodeCard::devices_text() const { return devices_->text() + "\n" + links_->text() + "\n" + ib_->text(); }
-QString NodeCard::error_text() const { return error_->isHidden() ? QString() : error_->text(); }
+QString NodeCard::error_text() const {
+  if (error_->isHidden()) return {};
+  QTextDocument doc;
+  doc.setHtml(error_->text());
+  return doc.toPlainText();
+}
 
 void NodeCard::set_selected(bool selected) {
   selected_ = selected;

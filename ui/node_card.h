@@ -32,6 +32,7 @@ class NodeCard : public QFrame {
   void clicked(const QString& host);
   void remove_requested(const QString& host);
   void probe_requested(const QString& host);
+  void trust_requested(const QString& host);  // "Review key…" on a node waiting for a decision
   void slots_changed(const QString& host, int ranks);
 
  protected:

@@ -84,9 +84,9 @@ QVariant PlannerModel::headerData(int section, Qt::Orientation o, int role) cons
   if (role != Qt::DisplayRole) return {};
   switch (section) {
     case Rank: return "#";
-    case Shape: return tr("Shape (r × s × cp × tp)");
+    case Shape: return tr("r × s × cp × tp");
     case Fits: return tr("Fits");
-    case Memory: return tr("Memory / rank");
+    case Memory: return tr("Mem / rank");
     case TokensPerS: return tr("Throughput");
     case Mfu: return tr("MFU");
     case StepTime: return tr("Step");

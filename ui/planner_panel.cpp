@@ -98,8 +98,9 @@ void PlannerPanel::refresh() {
                          .arg(state_->cluster().world_size)
                          .arg(fits));
   }
-  table_->resizeColumnsToContents();
-  for (int i = 0; i < 4; ++i) table_->setColumnWidth(PlannerModel::CommFirst + i, i == 0 ? 84 : 62);
+  // Fixed widths sized for the formatted numbers, so all columns fit beside the inspector.
+  static const int kWidths[] = {34, 112, 58, 88, 108, 56, 86, 78, 56, 48, 48};
+  for (int c = 0; c < PlannerModel::ColumnCount; ++c) table_->setColumnWidth(c, kWidths[c]);
 }
 
 }  // namespace meshwork::ui

@@ -13,6 +13,7 @@
 #include "ui/cluster_panel.h"
 #include "ui/main_window.h"
 #include "ui/mesh_view.h"
+#include "ui/node_card.h"
 #include "ui/node_prober.h"
 #include "ui/plan_page.h"
 #include "ui/plan_state.h"
@@ -121,7 +122,17 @@ int render_screenshots(const QString& dir) {
     key.fingerprint = "SHA256:4YyW1lBqZ1a7vF6oN3uQ0pTt1mH8s2cJbXr9kEoLw5A";
     key.error = "Unknown host key " + key.fingerprint;
     w.cluster()->add_node(key);
+    // This machine, probed for real (no SSH), first in the list as in the app.
+    NodeInfo local;
+    local.host = "local";
+    w.cluster()->add_node(local);
+    w.cluster_panel()->probe("local");
+    QElapsedTimer t;
+    t.start();
+    while (w.cluster()->node(w.cluster()->find("local")).state == NodeInfo::State::probing && t.elapsed() < 15000)
+      settle(100);
     w.set_mode(Mode::cluster);
+    Q_EMIT w.cluster_panel()->card("pcie-box")->clicked("pcie-box");
     ok &= save(&w, dir + "/cluster.png");
   }
   {  // Plan, dark: tp = 16 spans two nodes (marked), memory does not fit at 8k without checkpointing.
