@@ -242,7 +242,10 @@ void MainWindow::set_dark(bool dark) {
   if (dark_->isChecked() != dark) dark_->setChecked(dark);  // re-enters once
   if (auto* app = qobject_cast<QApplication*>(QCoreApplication::instance()))
     apply_theme(*app, dark ? Theme::dark : Theme::light);
-  // Painted widgets pick the new colours on their next paint; the editor's swatches are rebuilt.
+  // Painted widgets pick the new colours on their next paint; icons and swatches are rebuilt, and
+  // cards re-read their state colours.
+  plan_page_->refresh_colors();
+  for (int row = 0; row < cluster_->rowCount(); ++row) cluster_->update_node(row, cluster_->node(row));
   for (QWidget* w : findChildren<QWidget*>()) w->update();
 }
 

@@ -86,6 +86,7 @@ MeshEditor::MeshEditor(PlanState* state, QWidget* parent) : QWidget(parent), sta
     lay->setContentsMargins(0, 0, 0, 0);
     auto* sw = new QLabel(label);
     sw->setPixmap(swatch(axis_color(a, is_dark())));
+    swatches_[i] = sw;
     auto* txt = new QLabel(QString::fromStdString(name), label);
     lay->addWidget(sw);
     lay->addWidget(txt);
@@ -183,6 +184,10 @@ MeshEditor::MeshEditor(PlanState* state, QWidget* parent) : QWidget(parent), sta
 
   connect(state_, &PlanState::changed, this, &MeshEditor::sync_from_state);
   sync_from_state();
+}
+
+void MeshEditor::refresh_colors() {
+  for (size_t i = 0; i < 4; ++i) swatches_[i]->setPixmap(swatch(axis_color(kAxes[i], is_dark())));
 }
 
 QLabel* MeshEditor::add_message_label(const std::string& field) {

@@ -27,6 +27,8 @@ class MeshEditor : public QWidget {
   QComboBox* axis_combo(int axis_index) const { return axis_[static_cast<size_t>(axis_index)]; }
   // The message shown under a control ("" when none).
   QString message_for(const std::string& field) const;
+  // Re-draws the axis swatches after a theme change (the dark theme uses lighter tints).
+  void refresh_colors();
 
  Q_SIGNALS:
   void open_model_requested();
@@ -39,6 +41,7 @@ class MeshEditor : public QWidget {
 
   PlanState* state_;
   std::array<QComboBox*, 4> axis_{};
+  std::array<QLabel*, 4> swatches_{};
   QComboBox* model_ = nullptr;
   QLabel* model_info_ = nullptr;
   QSpinBox* seq_len_ = nullptr;

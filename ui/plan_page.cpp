@@ -11,6 +11,7 @@
 
 #include "ui/axis_colors.h"
 #include "ui/cluster_model.h"
+#include "ui/flow_layout.h"
 #include "ui/memory_panel.h"
 #include "ui/mesh_editor.h"
 #include "ui/mesh_view.h"
@@ -64,16 +65,17 @@ PlanPage::PlanPage(PlanState* state, ClusterModel* cluster, QWidget* parent)
   auto* ml = new QVBoxLayout(mesh_box);
   ml->setContentsMargins(0, 6, 0, 0);
   ml->setSpacing(4);
-  auto* picker = new QHBoxLayout;
+  // The picker wraps onto a second line in narrow windows instead of forcing a wide minimum.
+  auto* picker_host = new QWidget(mesh_box);
+  auto* picker = new FlowLayout(picker_host, 4);
   picker->setContentsMargins(12, 0, 12, 0);
-  picker->setSpacing(2);
-  auto* pl = new QLabel(tr("Colour groups of"), mesh_box);
+  auto* pl = new QLabel(tr("Colour groups of"), picker_host);
   pl->setProperty("role", "muted");
+  pl->setMinimumHeight(24);
   picker->addWidget(pl);
-  picker->addSpacing(6);
   kinds_ = new QButtonGroup(this);
   for (GroupKind g : kGroupKinds) {
-    auto* b = new QToolButton(mesh_box);
+    auto* b = new QToolButton(picker_host);
     b->setText(QString::fromUtf8(group_name(g).data()));
     b->setIcon(swatch_icon(group_color(g, is_dark())));
     b->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
@@ -83,17 +85,13 @@ PlanPage::PlanPage(PlanState* state, ClusterModel* cluster, QWidget* parent)
     b->setObjectName(QStringLiteral("kind_%1").arg(QString::fromUtf8(group_name(g).data())));
     kinds_->addButton(b, static_cast<int>(g));
     picker->addWidget(b);
-    if (g == GroupKind::tp) {
-      auto* sep = new QLabel(QStringLiteral("│"), mesh_box);
-      sep->setProperty("role", "muted");
-      picker->addWidget(sep);
-    }
   }
-  picker->addStretch();
-  shape_label_ = new QLabel(mesh_box);
+  shape_label_ = new QLabel(picker_host);
   shape_label_->setObjectName("ShapeLabel");
+  shape_label_->setMinimumHeight(24);
+  shape_label_->setContentsMargins(16, 0, 0, 0);
   picker->addWidget(shape_label_);
-  ml->addLayout(picker);
+  ml->addWidget(picker_host);
   view_ = new MeshView(mesh_box);
   ml->addWidget(view_, 1);
   right_->addWidget(mesh_box);
@@ -121,6 +119,13 @@ PlanPage::PlanPage(PlanState* state, ClusterModel* cluster, QWidget* parent)
   connect(state_, &PlanState::memory_changed, this, &PlanPage::refresh_memory);
   refresh_view();
   refresh_memory();
+}
+
+void PlanPage::refresh_colors() {
+  for (GroupKind g : kGroupKinds)
+    if (auto* b = kinds_->button(static_cast<int>(g))) b->setIcon(swatch_icon(group_color(g, is_dark())));
+  editor_->refresh_colors();
+  refresh_view();
 }
 
 void PlanPage::refresh_view() {

@@ -28,6 +28,7 @@ class PlanPage : public QWidget {
   PlannerPanel* planner() const { return planner_; }
   QSplitter* outer_splitter() const { return outer_; }
   QSplitter* right_splitter() const { return right_; }
+  void refresh_colors();  // after a theme change
 
  private:
   void refresh_view();

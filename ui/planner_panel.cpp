@@ -48,6 +48,7 @@ PlannerPanel::PlannerPanel(PlanState* state, QWidget* parent)
   status_ = new QLabel(this);
   status_->setProperty("role", "muted");
   status_->setContentsMargins(8, 4, 8, 0);
+  status_->setWordWrap(true);
   lay->addWidget(status_);
   proxy_->setSourceModel(model_);
   proxy_->setSortRole(PlannerModel::SortRole);

@@ -16,7 +16,9 @@
 #include "core/validation.h"
 #include "test_support.h"
 #include "ui/cluster_panel.h"
+#include "ui/axis_colors.h"
 #include "ui/inspector.h"
+#include "ui/theme.h"
 #include "ui/memory_panel.h"
 #include "ui/mesh_editor.h"
 #include "ui/mesh_view.h"
@@ -220,6 +222,35 @@ class WorkbenchTest : public QObject {
     w.cluster_panel()->add_hosts("user@@host:99999");
     QVERIFY(!w.cluster_panel()->add_error().isEmpty());
     QCOMPARE(w.cluster()->rowCount(), 1);  // only the local machine
+  }
+
+  void layoutAndThemeRememberedAcrossSessions() {
+    {
+      MainWindow w(false);
+      w.resize(1111, 777);
+      w.show();
+      w.set_mode(Mode::cluster);
+      w.set_dark(true);
+      test::set_gpu_cluster(w, 2, 4);
+      RunConfig c = w.plan()->config();
+      c.mesh = MeshShape{2, -1, 1, 2};
+      w.plan()->set_config(c);
+      QVERIFY(w.close());  // closeEvent saves the settings
+    }
+    MainWindow w(false);
+    QCOMPARE(w.mode(), Mode::cluster);
+    QVERIFY(is_dark());
+    QCOMPARE(w.size(), QSize(1111, 777));
+    QCOMPARE(w.cluster()->rowCount(), 2);
+    QCOMPARE(w.plan()->config().mesh, (MeshShape{2, -1, 1, 2}));
+    // Dark axis colours in the view: tp cells use the dark tp hue family.
+    w.set_mode(Mode::plan);
+    w.plan_page()->view()->set_group_kind(GroupKind::tp);
+    QCOMPARE(w.plan_page()->view()->cell_fill(0), group_shade(GroupKind::tp, 0, 4, true));
+    w.set_dark(false);
+    QVERIFY(!is_dark());
+    QCOMPARE(w.plan_page()->view()->cell_fill(0), group_shade(GroupKind::tp, 0, 4, false));
+    QSettings().clear();
   }
 
   void scalesTo64NodesBy8() {
