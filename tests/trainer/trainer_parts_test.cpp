@@ -1,0 +1,253 @@
+// The trainer's parts on their own: llm.c shards, the batch order, flags, the LR schedule,
+// AdamW on shards, the model at init, and FSDP gradients against one process (real Gloo between
+// threads).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "trainer/comm.h"
+#include "trainer/data.h"
+#include "trainer/model.h"
+#include "trainer/options.h"
+#include "trainer/parallelize_dp.h"
+#include "trainer/train.h"
+
+namespace fs = std::filesystem;
+
+namespace meshwork::trainer {
+namespace {
+
+fs::path tmp(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("meshtrain-parts-" + std::to_string(getpid()));
+  fs::create_directories(d);
+  return d / name;
+}
+
+void write_shard(const fs::path& p, int32_t magic, const std::vector<uint32_t>& tokens,
+                 int32_t claimed = -1) {
+  std::vector<int32_t> header(256, 0);
+  header[0] = magic;
+  header[1] = 1;
+  header[2] = claimed >= 0 ? claimed : static_cast<int32_t>(tokens.size());
+  std::ofstream out(p, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(header.data()), 1024);
+  for (uint32_t t : tokens) {
+    if (magic == 20240520) {
+      uint16_t v = static_cast<uint16_t>(t);
+      out.write(reinterpret_cast<const char*>(&v), 2);
+    } else {
+      out.write(reinterpret_cast<const char*>(&t), 4);
+    }
+  }
+}
+
+TEST(TokenData, ReadsBothWidthsAndDirectoriesInOrder) {
+  fs::path dir = tmp("shards");
+  fs::create_directories(dir);
+  write_shard(dir / "a.bin", 20240520, {1, 2, 3, 4, 5});
+  write_shard(dir / "b.bin", 20240801, {6, 7, 8, 9, 10});
+  auto d = TokenData::open(dir, 256);
+  ASSERT_TRUE(d.ok()) << d.error().message();
+  EXPECT_EQ((*d)->num_tokens(), 10);
+  EXPECT_EQ((*d)->num_sequences(3), 3);  // (10 - 1) / 3
+  std::vector<int64_t> seq(4);
+  (*d)->sequence(1, 3, seq.data());  // tokens 3..6 of the stream: 4 5 6 7
+  EXPECT_EQ(seq, (std::vector<int64_t>{4, 5, 6, 7}));
+  (*d)->sequence(4, 3, seq.data());  // wraps to sequence 1
+  EXPECT_EQ(seq, (std::vector<int64_t>{4, 5, 6, 7}));
+}
+
+TEST(TokenData, RefusesBadShardsNamingData) {
+  write_shard(tmp("bad_magic.bin"), 12345, {1, 2, 3});
+  auto a = TokenData::open(tmp("bad_magic.bin"), 256);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.error().field, "--data");
+  EXPECT_NE(a.error().allowed.find("magic"), std::string::npos);
+  write_shard(tmp("short.bin"), 20240520, {1, 2, 3}, /*claimed=*/9);
+  EXPECT_FALSE(TokenData::open(tmp("short.bin"), 256).ok());
+  write_shard(tmp("vocab.bin"), 20240801, {1, 300, 3});
+  auto v = TokenData::open(tmp("vocab.bin"), 256);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.error().allowed.find("vocab_size 256"), std::string::npos);
+  EXPECT_FALSE(TokenData::open(tmp("missing.bin"), 256).ok());
+}
+
+TEST(TokenData, GlobalBatchIsTheSameSetForEveryShape) {
+  const int64_t G = 8;
+  for (int64_t step : {0, 3}) {
+    std::set<int64_t> one;
+    for (int64_t m = 0; m < 8; ++m)
+      for (int64_t i : TokenData::batch_indices(step, G, 0, 1, m, 1)) one.insert(i);
+    for (int64_t dp : {2, 4, 8}) {
+      std::set<int64_t> many;
+      for (int64_t r = 0; r < dp; ++r)
+        for (int64_t m = 0; m < G / dp / 1; ++m)
+          for (int64_t i : TokenData::batch_indices(step, G, r, dp, m, 1)) many.insert(i);
+      EXPECT_EQ(many, one) << "dp " << dp;
+    }
+    EXPECT_EQ(*one.begin(), step * G);
+    EXPECT_EQ(one.size(), 8u);
+  }
+}
+
+TEST(Options, ParsesAndRefusesNamingTheFlag) {
+  auto o = parse_options({"--steps=20", "--dp-shard", "2", "--precision", "bf16", "--resume"});
+  ASSERT_TRUE(o.ok()) << o.error().message();
+  EXPECT_EQ(o->training.steps, 20);
+  EXPECT_EQ(o->mesh.dp_shard, 2);
+  EXPECT_EQ(o->training.precision, Precision::bf16);
+  EXPECT_TRUE(o->resume);
+  auto back = parse_options(to_args(*o));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->training, o->training);
+  EXPECT_EQ(back->mesh, o->mesh);
+  for (auto [args, flag] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--steps", "0"}, "--steps"},
+           {{"--lr", "-1"}, "--lr"},
+           {{"--tp", "x"}, "--tp"},
+           {{"--device", "tpu"}, "--device"},
+           {{"--master-port", "70000"}, "--master-port"},
+           {{"--global-batch", "6", "--micro-batch", "4"}, "--global-batch"},
+           {{"--seq-len"}, "--seq-len"}}) {
+    auto r = parse_options(args);
+    ASSERT_FALSE(r.ok()) << flag;
+    EXPECT_EQ(r.error().field, flag);
+  }
+}
+
+TEST(Schedule, WarmupThenCosineToATenth) {
+  TrainingConfig t;
+  t.lr = 1.0;
+  t.warmup_steps = 4;
+  t.steps = 14;
+  EXPECT_DOUBLE_EQ(learning_rate(t, 0), 0.25);
+  EXPECT_DOUBLE_EQ(learning_rate(t, 3), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate(t, 4), 1.0);
+  EXPECT_NEAR(learning_rate(t, 13), 0.1, 1e-12);
+  EXPECT_NEAR(learning_rate(t, 8), 0.1 + 0.9 * (1 + std::cos(M_PI * 4.0 / 9.0)) / 2, 1e-12);
+}
+
+TEST(AdamW, ShardsUpdateExactlyAsTheFullTensor) {
+  at::manual_seed(0);
+  at::Tensor full = at::randn({10}).set_requires_grad(true);
+  at::Tensor a = full.detach().narrow(0, 0, 5).clone().set_requires_grad(true);
+  at::Tensor b = full.detach().narrow(0, 5, 5).clone().set_requires_grad(true);
+  AdamW one, two;
+  std::vector<at::Tensor> p1{full}, p2{a, b};
+  one.init(p1);
+  two.init(p2);
+  for (int s = 0; s < 3; ++s) {
+    at::Tensor g = at::randn({10});
+    full.mutable_grad() = g.clone();
+    a.mutable_grad() = g.narrow(0, 0, 5).clone();
+    b.mutable_grad() = g.narrow(0, 5, 5).clone();
+    one.update(p1, 1e-2);
+    two.update(p2, 1e-2);
+  }
+  EXPECT_TRUE(at::equal(full.detach(), at::cat({a.detach(), b.detach()})));
+}
+
+ModelSpec tiny_spec() {
+  ModelSpec s;
+  s.name = "tiny";
+  s.architecture = "llama";
+  s.hidden_size = 64;
+  s.intermediate_size = 128;
+  s.num_hidden_layers = 2;
+  s.num_attention_heads = 8;
+  s.num_key_value_heads = 4;
+  s.head_dim = 8;
+  s.vocab_size = 256;
+  s.max_position_embeddings = 1024;
+  return s;
+}
+
+// Hands the model plain full parameters (what DataParallel does with one rank).
+struct PlainWeights : WeightSource {
+  std::vector<at::Tensor> units;
+  at::Tensor acquire(int u) override { return units[u]; }
+};
+
+TEST(Model, StartsNearUniformAndCountsItsParameters) {
+  Model m(tiny_spec());
+  PlainWeights w;
+  int64_t total = 0;
+  for (int u = 0; u < m.num_units(); ++u) {
+    w.units.push_back(m.init_unit(u, 7).set_requires_grad(true));
+    total += w.units.back().numel();
+  }
+  EXPECT_EQ(total, tiny_spec().parameter_count());
+  EXPECT_TRUE(at::equal(m.init_unit(1, 7), m.init_unit(1, 7)));
+  EXPECT_FALSE(at::equal(m.init_unit(1, 7), m.init_unit(2, 7)));
+  at::Tensor tokens = at::randint(0, 256, {2, 16}, at::kLong);
+  at::Tensor targets = at::randint(0, 256, {2, 16}, at::kLong);
+  at::Tensor loss = m.loss_sum(tokens, targets, w, {}) / 32.0;
+  EXPECT_NEAR(loss.item<double>(), std::log(256.0), 0.05);
+  loss.backward();
+  for (auto& u : w.units) EXPECT_GT(u.grad().abs().sum().item<double>(), 0.0);
+}
+
+// FSDP over 2 ranks (threads, real Gloo) gives each rank exactly its slice of the gradient one
+// process computes for the same global batch, with and without activation checkpointing.
+TEST(DataParallel, FsdpGradientsAreTheSingleProcessGradientSharded) {
+  for (bool ckpt : {false, true}) {
+    const ModelSpec spec = tiny_spec();
+    at::manual_seed(1);
+    at::Tensor tokens = at::randint(0, 256, {2, 16}, at::kLong);
+    at::Tensor targets = at::randint(0, 256, {2, 16}, at::kLong);
+    // One process, both sequences.
+    Model m(spec);
+    PlainWeights w;
+    for (int u = 0; u < m.num_units(); ++u) w.units.push_back(m.init_unit(u, 3).set_requires_grad(true));
+    (m.loss_sum(tokens, targets, w, {}) / 32.0).backward();
+
+    static int port = 31500 + getpid() % 300 * 10;
+    const int p = port++;
+    std::vector<std::vector<at::Tensor>> shard_grads(2);
+    std::vector<std::thread> threads;
+    std::vector<std::string> errors(2);
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          CommOptions o;
+          o.rank = r;
+          o.world_size = 2;
+          o.ranks_per_node = 2;
+          o.shape = MeshShape{1, 2, 1, 1};
+          o.master_port = p;
+          o.host_store = r == 0;
+          auto comm = Communicator::create(o);
+          if (!comm.ok()) throw std::runtime_error(comm.error().message());
+          Model model(spec);
+          DataParallelOptions dpo;
+          dpo.seed = 3;
+          DataParallel dp(model, **comm, dpo);
+          ForwardOptions fo;
+          fo.activation_checkpointing = ckpt;
+          at::Tensor loss = model.loss_sum(tokens.narrow(0, r, 1), targets.narrow(0, r, 1), dp, fo);
+          (loss / 32.0).backward();
+          dp.finish_gradients();
+          for (auto& fp : dp.params()) shard_grads[r].push_back(fp.param.grad().clone());
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    ASSERT_EQ(errors[0] + errors[1], "");
+    for (int u = 0; u < m.num_units(); ++u) {
+      at::Tensor got = at::cat({shard_grads[0][u], shard_grads[1][u]}).narrow(0, 0, w.units[u].numel());
+      EXPECT_TRUE(at::allclose(got, w.units[u].grad(), 1e-4, 1e-6))
+          << "unit " << u << (ckpt ? " (checkpointed)" : "") << " max diff "
+          << (got - w.units[u].grad()).abs().max().item<double>();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace meshwork::trainer
