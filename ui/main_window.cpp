@@ -107,7 +107,10 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
     if (row >= 0) inspector_->show_node(cluster_->node(row), row);
   });
   auto show_rank = [this](int rank) {
-    if (rank < 0 || !plan_->mesh()) return;
+    if (rank < 0 || !plan_->mesh()) {
+      inspector_->show_nothing();
+      return;
+    }
     QStringList names;
     for (const NodeInfo& n : cluster_->nodes()) names << (n.is_local() ? QStringLiteral("local") : n.host);
     inspector_->show_rank(*plan_->mesh(), rank, names);

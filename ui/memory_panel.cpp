@@ -29,6 +29,7 @@ QString MemoryPanel::headline() const {
   const MemoryBreakdown& b = *breakdown_;
   const QString amount = tr("%1 of %2 per rank")
                              .arg(format_bytes(b.total_bytes), format_bytes(b.capacity_bytes));
+  if (!shape_valid_) return tr("Shape not valid (see the editor) · would use %1").arg(amount);
   if (b.fits) return tr("Fits: %1").arg(amount);
   QString s = tr("Does not fit: %1").arg(amount);
   if (!b.breaking_term.empty()) s += tr(" — %1 breaks it").arg(QString::fromStdString(b.breaking_term));

@@ -17,6 +17,8 @@ class MemoryPanel : public QWidget {
   void set_breakdown(const std::optional<MemoryBreakdown>& breakdown, const QString& error,
                      const QString& device_name);
   const std::optional<MemoryBreakdown>& breakdown() const { return breakdown_; }
+  // When core rejects the shape the estimate is still shown, but marked as about an invalid shape.
+  void set_shape_valid(bool valid) { shape_valid_ = valid; update(); }
   // The headline as shown, e.g. "Does not fit: ..." (tests read it).
   QString headline() const;
   bool shows_red() const { return breakdown_ && !breakdown_->fits; }
@@ -32,6 +34,7 @@ class MemoryPanel : public QWidget {
   std::optional<MemoryBreakdown> breakdown_;
   QString error_;
   QString device_name_;
+  bool shape_valid_ = true;
   std::vector<QRectF> segments_;  // last painted segment rects, for tooltips
 };
 

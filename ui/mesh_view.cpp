@@ -1,6 +1,7 @@
 #include "ui/mesh_view.h"
 
 #include <QHelpEvent>
+#include <QKeyEvent>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QPainterPath>
@@ -30,6 +31,7 @@ QString coords_text(const MeshCoord& c) {
 
 MeshView::MeshView(QWidget* parent) : QWidget(parent) {
   setMouseTracking(true);
+  setFocusPolicy(Qt::StrongFocus);
   setAttribute(Qt::WA_OpaquePaintEvent);
   setObjectName("MeshView");
 }
@@ -354,6 +356,23 @@ void MeshView::mousePressEvent(QMouseEvent* e) {
 }
 
 void MeshView::leaveEvent(QEvent*) { set_hovered(-1); }
+
+void MeshView::keyPressEvent(QKeyEvent* e) {
+  if (!mesh_) return QWidget::keyPressEvent(e);
+  const int n = mesh_->world_size();
+  int r = selected_ < 0 ? 0 : selected_;
+  switch (e->key()) {
+    case Qt::Key_Left: r = std::max(0, r - 1); break;
+    case Qt::Key_Right: r = std::min(n - 1, r + 1); break;
+    case Qt::Key_Up: r = std::max(0, r - layout_.cell_cols); break;  // a row of cells inside a node
+    case Qt::Key_Down: r = std::min(n - 1, r + layout_.cell_cols); break;
+    case Qt::Key_PageUp: r = std::max(0, r - mesh_->gpus_per_node()); break;  // previous node
+    case Qt::Key_PageDown: r = std::min(n - 1, r + mesh_->gpus_per_node()); break;
+    case Qt::Key_Escape: set_selected_rank(-1); return;
+    default: return QWidget::keyPressEvent(e);
+  }
+  set_selected_rank(r);
+}
 
 bool MeshView::event(QEvent* e) {
   if (e->type() == QEvent::ToolTip && mesh_) {

@@ -52,6 +52,7 @@ class MeshView : public QWidget {
   void resizeEvent(QResizeEvent*) override;
   void mouseMoveEvent(QMouseEvent*) override;
   void mousePressEvent(QMouseEvent*) override;
+  void keyPressEvent(QKeyEvent*) override;  // arrows move the selection, Esc clears it
   void leaveEvent(QEvent*) override;
   bool event(QEvent* e) override;
 

@@ -137,6 +137,7 @@ void PlanPage::refresh_view() {
       first_error = QString::fromStdString(d.text());
       break;
     }
+  memory_->set_shape_valid(first_error.isEmpty());
   view_->set_invalid_text(first_error.isEmpty() ? tr("No valid mesh to draw.")
                                                 : tr("This shape is not valid:\n%1").arg(first_error));
   if (mesh) {

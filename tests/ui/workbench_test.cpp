@@ -22,6 +22,7 @@
 #include "ui/memory_panel.h"
 #include "ui/mesh_editor.h"
 #include "ui/mesh_view.h"
+#include "ui/node_card.h"
 #include "ui/plan_page.h"
 #include "ui/plan_state.h"
 #include "ui/planner_model.h"
@@ -179,6 +180,42 @@ class WorkbenchTest : public QObject {
     // The inspector names the rank, its coordinates and its tp group (ranks 4-7).
     const QString text = w.inspector()->text();
     QVERIFY2(text.contains("Rank 5") && text.contains("4, <b>5</b>, 6, 7"), qPrintable(text));
+    // Keyboard: Right moves to rank 6, PageDown to the same GPU on the next node, Esc clears.
+    view->setFocus();
+    QTest::keyClick(view, Qt::Key_Right);
+    QCOMPARE(view->selected_rank(), 6);
+    QTest::keyClick(view, Qt::Key_PageDown);
+    QCOMPARE(view->selected_rank(), 14);
+    QVERIFY(w.inspector()->text().contains("Rank 14"));
+    QTest::keyClick(view, Qt::Key_Escape);
+    QCOMPARE(view->selected_rank(), -1);
+    QVERIFY(w.inspector()->text().contains("Nothing selected"));
+  }
+
+  void hostfileAddsNodesWithSlotsAndShowsProbeErrors() {
+    MainWindow w(false);
+    QTemporaryDir dir;
+    QFile f(dir.filePath("hostfile"));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    // Port 1 on loopback: nothing listens, the probe fails at once with a reason.
+    f.write("# two nodes\n127.0.0.1:1 slots=4\nuser@127.0.0.2:1 slots=4\n");
+    f.close();
+    w.cluster_panel()->add_hostfile(f.fileName());
+    QCOMPARE(w.cluster()->rowCount(), 3);
+    QCOMPARE(w.cluster()->node(1).slots, 4);
+    QCOMPARE(w.plan()->cluster().world_size, w.cluster()->node(0).slots + 8);
+    for (int row : {1, 2}) {
+      QTRY_COMPARE_WITH_TIMEOUT(w.cluster()->node(row).state, NodeInfo::State::failed, 20000);
+      QVERIFY(!w.cluster_panel()->card(w.cluster()->node(row).host)->error_text().isEmpty());
+    }
+    // A malformed hostfile is refused with remote's words, naming file and line.
+    QFile bad(dir.filePath("bad"));
+    QVERIFY(bad.open(QIODevice::WriteOnly));
+    bad.write("good-host slots=2\nbad host slots=x\n");
+    bad.close();
+    w.cluster_panel()->add_hostfile(bad.fileName());
+    QVERIFY(w.cluster_panel()->add_error().contains(":2"));
+    QCOMPARE(w.cluster()->rowCount(), 3);
   }
 
   void saveAndLoadRoundTrip() {
