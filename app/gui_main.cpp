@@ -1,8 +1,8 @@
 // `meshwork` with no arguments: the workbench.
-#include <QApplication>
-
 #include "app/commands.h"
 #ifdef MESHWORK_WITH_GUI
+#include <QApplication>
+
 #include "ui/main_window.h"
 #include "ui/screenshots.h"
 #include "ui/theme.h"
