@@ -54,19 +54,7 @@ void MemoryPanel::paintEvent(QPaintEvent*) {
   p.drawText(QPointF(area.left(), area.top() + fm.ascent()), title);
   p.setFont(font());
   const double tx = area.left() + QFontMetricsF(bold).horizontalAdvance(title) + 14;
-  double right = area.right();
-  if (breakdown_ && breakdown_->tokens_per_s > 0) {
-    // core's speed estimate for the same shape, right-aligned.
-    const QString speed = tr("≈ %1 · MFU %2 · step %3")
-                              .arg(format_tokens_per_s(breakdown_->tokens_per_s), format_percent(breakdown_->mfu),
-                                   format_seconds(breakdown_->step_seconds));
-    const double sw = fm.horizontalAdvance(speed);
-    p.save();
-    p.setPen(muted_text_color());
-    p.drawText(QRectF(right - sw, area.top(), sw + 1, fm.height()), Qt::AlignRight | Qt::AlignVCenter, speed);
-    p.restore();
-    right -= sw + 16;
-  }
+  const double right = area.right();
   p.drawText(QRectF(tx, area.top(), right - tx, fm.height()), Qt::AlignLeft | Qt::AlignVCenter,
              fm.elidedText(headline(), Qt::ElideRight, right - tx));
   if (!breakdown_) return;
@@ -128,11 +116,22 @@ void MemoryPanel::paintEvent(QPaintEvent*) {
     lx += QFontMetricsF(f).horizontalAdvance(t) + 16;
   }
   p.setFont(font());
+  // Bottom line: the verdict on the left, core's speed estimate for the same shape on the right.
+  const QRectF bottom(area.left(), ly + fm.height() + 4, area.width(), fm.height());
+  double verdict_width = bottom.width();
+  if (b.tokens_per_s > 0) {
+    const QString speed = tr("≈ %1 · MFU %2 · step %3")
+                              .arg(format_tokens_per_s(b.tokens_per_s), format_percent(b.mfu),
+                                   format_seconds(b.step_seconds));
+    p.setPen(muted_text_color());
+    p.drawText(bottom, Qt::AlignRight | Qt::AlignVCenter, speed);
+    verdict_width -= fm.horizontalAdvance(speed) + 16;
+  }
   if (!b.verdict.empty()) {
     p.setPen(b.fits ? muted_text_color() : error_color());
-    p.drawText(QRectF(area.left(), ly + fm.height() + 4, area.width(), fm.height()),
+    p.drawText(QRectF(bottom.left(), bottom.top(), verdict_width, bottom.height()),
                Qt::AlignLeft | Qt::AlignVCenter,
-               fm.elidedText(QString::fromStdString(b.verdict), Qt::ElideRight, area.width()));
+               fm.elidedText(QString::fromStdString(b.verdict), Qt::ElideRight, verdict_width));
   }
 }
 
