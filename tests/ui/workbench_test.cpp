@@ -254,6 +254,32 @@ class WorkbenchTest : public QObject {
     QCOMPARE(w.plan()->config().mesh, (MeshShape{2, 4, 1, 2}));
   }
 
+  void modelFromConfigJsonAndItsErrors() {
+    MainWindow w(false);
+    test::set_gpu_cluster(w, 1, 8);
+    QTemporaryDir dir;
+    // A Hugging Face config.json (the bundled tiny preset's text) picked as a file.
+    const QString good = dir.filePath("config.json");
+    QVERIFY(QFile::copy(QStringLiteral(MESHWORK_RESOURCE_DIR "/models/tiny.json"), good));
+    w.plan()->set_model(good.toStdString());
+    QVERIFY(w.plan_page()->editor()->message_for("model").isEmpty());
+    auto* combo = qobject_cast<QComboBox*>(w.plan_page()->editor()->control("model"));
+    QCOMPARE(combo->currentData().toString(), good);
+    QTRY_VERIFY(w.plan()->memory().has_value());
+    // A config.json core cannot use: its message (naming the field) shows under the model picker.
+    const QString bad = dir.filePath("broken.json");
+    QFile f(bad);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"({"model_type": "llama", "hidden_size": 64})");
+    f.close();
+    w.plan()->set_model(bad.toStdString());
+    auto core = model_spec_from_run_model(bad.toStdString());
+    QVERIFY(!core.ok());
+    const QString shown = w.plan_page()->editor()->message_for("model");
+    QVERIFY2(shown.contains(QString::fromStdString(core.error().allowed)), qPrintable(shown));
+    QVERIFY(!w.launch_action()->isEnabled());
+  }
+
   void badHostShowsErrorUnderField() {
     MainWindow w(false);
     w.cluster_panel()->add_hosts("user@@host:99999");
