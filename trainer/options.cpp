@@ -329,8 +329,11 @@ Result<LaunchEnv> launch_env(const TrainerOptions& o) {
                  "0 .. WORLD_SIZE-1 (WORLD_SIZE is " + std::to_string(e.world_size) + ")"};
   if (e.local_world_size < 1 || e.local_rank >= e.local_world_size)
     return Error{"LOCAL_RANK", std::to_string(e.local_rank), "0 .. LOCAL_WORLD_SIZE-1"};
+  // A meshtrain supervisor, or torchrun's agent (TORCHELASTIC_USE_AGENT_STORE), already serves
+  // the TCPStore on MASTER_PORT: rank 0 must connect to it rather than host a second one.
   const char* hosted = std::getenv("MESHWORK_STORE_HOSTED");
-  e.store_hosted = hosted && std::string(hosted) == "1";
+  const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  e.store_hosted = (hosted && std::string(hosted) == "1") || (agent && std::string(agent) == "True");
   return e;
 }
 

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -115,8 +116,12 @@ class Supervisor {
           c.status = status;
           if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
             const Child& culprit = first_cause(c);
-            const std::string why = "rank " + std::to_string(culprit.rank) + " on node " +
-                                    std::to_string(node_) + ": " + describe(culprit.status);
+            std::string why = "rank " + std::to_string(culprit.rank) + " on node " +
+                              std::to_string(node_) + ": " + describe(culprit.status);
+            // A rank that merely exited with an error may have lost a peer on another node:
+            // give that node's supervisor a second to say so, and report the root cause.
+            if (!WIFSIGNALED(culprit.status))
+              if (auto remote = remote_failure(std::chrono::seconds(1))) why = *remote;
             say(why);
             publish_failure(why);
             stop_local(why, culprit.rank);
@@ -223,6 +228,19 @@ class Supervisor {
     for (const auto& c : children_)
       if (!c.running && WIFSIGNALED(c.status)) return c;
     return first;
+  }
+
+  std::optional<std::string> remote_failure(std::chrono::milliseconds wait) {
+    const auto deadline = Clock::now() + wait;
+    do {
+      try {
+        if (auto f = store_->try_get("meshwork/failed")) return f;
+      } catch (...) {
+        return std::nullopt;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    } while (Clock::now() < deadline && o_.nnodes > 1);
+    return std::nullopt;
   }
 
   void publish_failure(const std::string& why) {

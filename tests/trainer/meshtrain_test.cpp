@@ -215,6 +215,46 @@ TEST(Meshtrain, ResumeEqualsUninterruptedRun) {
   for (const auto& [step, rec] : resumed) EXPECT_EQ(rec.loss, full[step].loss) << "step " << step;
 }
 
+// Two nodes (two supervisors on this machine, as the remote launcher starts them): a run
+// completes; then a rank on node 1 is killed and node 0's supervisor stops too, naming it.
+TEST(Meshtrain, TwoSupervisorsShareFailures) {
+  fs::path d = temp_dir("nodes");
+  fs::path n0 = d / "n0", n1 = d / "n1";
+  fs::create_directories(n0);
+  fs::create_directories(n1);
+  auto node_args = [&](int steps, int node, int port) {
+    auto a = base_args(d / "run", steps);
+    a[a.size() - 1] = std::to_string(port);  // --master-port
+    return plus(a, {"--nnodes", "2", "--node-rank", std::to_string(node), "--nproc-per-node", "1",
+                    "--dp-shard", "2"});
+  };
+  int port = next_port();
+  Proc a = start(node_args(3, 0, port), n0);
+  Proc b = start(node_args(3, 1, port), n1);
+  EXPECT_EQ(wait_exit(b), 0) << slurp(n1 / "stderr.txt");
+  EXPECT_EQ(wait_exit(a), 0) << slurp(n0 / "stderr.txt");
+  EXPECT_EQ(steps_of(d / "run" / "metrics-rank1.jsonl").size(), 3u);
+
+  fs::remove_all(d / "run");
+  port = next_port();
+  a = start(node_args(100000, 0, port), n0);
+  b = start(node_args(100000, 1, port), n1);
+  const fs::path m1 = d / "run" / "metrics-rank1.jsonl";
+  for (int i = 0; i < 600 && steps_of(m1).empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_FALSE(steps_of(m1).empty());
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(std::stoi(slurp(d / "run" / "rank1.pid")), SIGKILL);
+  const int code_a = wait_exit(a);
+  const int code_b = wait_exit(b);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(code_a, 0);
+  EXPECT_NE(code_b, 0);
+  EXPECT_LT(took, 10.0);
+  EXPECT_NE(slurp(n0 / "stderr.txt").find("rank 1 on node 1"), std::string::npos) << slurp(n0 / "stderr.txt");
+  EXPECT_NE(slurp(n1 / "stderr.txt").find("rank 1 on node 1"), std::string::npos) << slurp(n1 / "stderr.txt");
+}
+
 TEST(MeshtrainCli, RefusesBadValuesNamingTheFlag) {
   fs::path d = temp_dir("cli");
   EXPECT_EQ(run({"--steps", "zero"}, d), 2);
