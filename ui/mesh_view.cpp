@@ -118,7 +118,10 @@ void MeshView::relayout() {
     if (l.cell_w <= 2 || l.cell_h <= 2) continue;
     // Prefer the layout whose cells are largest in their smaller dimension (readable numbers),
     // with a mild preference for cells wider than tall.
-    const double size = std::min(l.cell_w, l.cell_h * 1.3);
+    // Any layout that can print the coordinates beats one that cannot, then one with numbers.
+    double size = std::min(l.cell_w, l.cell_h * 1.3);
+    if (l.cell_w >= 54 && l.cell_h >= 34) size += 1000;
+    else if (l.cell_w >= 16 && l.cell_h >= 12) size += 500;
     if (size > best_size) {
       best_size = size;
       best = l;

@@ -107,7 +107,7 @@ PlanPage::PlanPage(PlanState* state, ClusterModel* cluster, QWidget* parent)
   outer_->setStretchFactor(0, 0);
   outer_->setStretchFactor(1, 1);
   outer_->setSizes({350, 1000});
-  right_->setSizes({440, 118, 320});
+  right_->setSizes({500, 118, 260});
 
   kinds_->button(static_cast<int>(view_->group_kind()))->setChecked(true);
   connect(view_, &MeshView::group_kind_changed, this, [this](GroupKind g) {
