@@ -10,7 +10,7 @@ namespace meshwork::ui {
 namespace {
 Theme g_theme = Theme::light;
 
-QPalette make_palette(Theme theme) {
+QPalette make_palette(Theme theme, QStyle* style) {
   QPalette p;
   if (theme == Theme::dark) {
     const QColor window("#1f2226"), base("#16181b"), text("#e3e5e8"), button("#2a2e33");
@@ -35,7 +35,7 @@ QPalette make_palette(Theme theme) {
     p.setColor(QPalette::Disabled, QPalette::ButtonText, QColor("#6b7078"));
     p.setColor(QPalette::Disabled, QPalette::WindowText, QColor("#6b7078"));
   } else {
-    p = QStyleFactory::create("Fusion")->standardPalette();
+    p = style->standardPalette();
     p.setColor(QPalette::Window, QColor("#f3f4f6"));
     p.setColor(QPalette::Base, Qt::white);
     p.setColor(QPalette::AlternateBase, QColor("#f7f8fa"));
@@ -73,8 +73,9 @@ QString style_sheet(Theme theme) {
 
 void apply_theme(QApplication& app, Theme theme) {
   g_theme = theme;
-  app.setStyle(QStyleFactory::create("Fusion"));
-  app.setPalette(make_palette(theme));
+  if (app.style()->name().compare("fusion", Qt::CaseInsensitive) != 0)
+    app.setStyle(QStyleFactory::create("Fusion"));  // the application owns it
+  app.setPalette(make_palette(theme, app.style()));
   app.setStyleSheet(style_sheet(theme));
 }
 
