@@ -131,6 +131,23 @@ void Communicator::all_reduce(at::Tensor& t, const Group& g, bool max) {
   finish(g, start);
 }
 
+Communicator::Pending Communicator::all_reduce_start(at::Tensor& t, const Group& g) {
+  Pending p;
+  p.group = &g;
+  if (g.size() == 1) return p;
+  std::vector<at::Tensor> ts{t};
+  p.work = g.backend->allreduce(ts);
+  return p;
+}
+
+void Communicator::wait(Pending& p) {
+  if (!p.work) return;
+  auto start = Clock::now();
+  p.work->wait();
+  p.work.reset();
+  finish(*p.group, start);
+}
+
 void Communicator::all_gather(at::Tensor& out, const at::Tensor& in, const Group& g) {
   TORCH_CHECK(out.numel() == in.numel() * g.size(), "all_gather: output size mismatch");
   if (g.size() == 1) {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "core/error.h"
 #include "core/mesh.h"
@@ -110,6 +111,15 @@ class Communicator {
   void send_recv(const at::Tensor& send_t, int dst, at::Tensor& recv_t, int src, const Group& g,
                  int tag = 0);
   void barrier(const Group& g);
+
+  // Asynchronous all-reduce (sum), for overlapping gradient reduction with backward. The time
+  // charged is the time wait() blocks (the communication the step could not hide).
+  struct Pending {
+    c10::intrusive_ptr<c10d::Work> work;
+    const Group* group = nullptr;
+  };
+  Pending all_reduce_start(at::Tensor& t, const Group& g);
+  void wait(Pending& p);
 
   // Convenience overloads by group kind.
   void all_reduce(at::Tensor& t, GroupKind k, bool max = false) { all_reduce(t, group(k), max); }

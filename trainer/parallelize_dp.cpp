@@ -82,6 +82,20 @@ DataParallel::DataParallel(Model& model, Communicator& comm, DataParallelOptions
       fp.copies = comm_.world_size();
     }
     fp.param = local.to(options_.device).clone().set_requires_grad(true);
+    if (!u->sharded && comm_.group(GroupKind::dp_replicate).size() > 1) {
+      // DDP overlap: the hook sees this micro-batch's gradient of the whole flat unit (the
+      // pieces' gradients are concatenated by split's backward first). On the armed (last)
+      // micro-batch, start all-reducing the unit's full accumulated gradient right away;
+      // finish_gradients() waits and installs the result.
+      fp.param.register_hook([this, i](const Tensor& g) {
+        if (!sync_armed_) return;
+        const Tensor& acc = params_[i].param.grad();
+        Tensor total = acc.defined() ? acc + g : g.clone();
+        InFlight f{i, total, {}};
+        f.pending = comm_.all_reduce_start(f.buffer, comm_.group(GroupKind::dp_replicate));
+        in_flight_.push_back(std::move(f));
+      });
+    }
     params_.push_back(std::move(fp));
     units_.push_back(std::move(u));
   }
@@ -135,8 +149,18 @@ at::Tensor DataParallel::release(int unit, at::Tensor output) {
   return output;
 }
 
+void DataParallel::arm_gradient_sync() { sync_armed_ = true; }
+
 void DataParallel::finish_gradients() {
   for (auto& u : units_) free(*u);
+  std::vector<bool> reduced(params_.size(), false);
+  for (auto& f : in_flight_) {
+    comm_.wait(f.pending);
+    params_[f.unit].param.mutable_grad() = f.buffer;
+    reduced[f.unit] = true;
+  }
+  in_flight_.clear();
+  sync_armed_ = false;
   for (auto& fp : params_)
     if (!fp.param.grad().defined()) fp.param.mutable_grad() = at::zeros_like(fp.param);
   const Group& rg = comm_.group(GroupKind::dp_replicate);
@@ -160,6 +184,7 @@ void DataParallel::finish_gradients() {
     bytes = 0;
   };
   for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
+    if (reduced[it->unit]) continue;  // already all-reduced during backward
     Tensor g = it->param.grad();
     bucket.push_back(g);
     bytes += g.nbytes();

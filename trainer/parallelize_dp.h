@@ -65,6 +65,10 @@ class DataParallel : public WeightSource {
   at::Tensor release(int unit, at::Tensor output) override;
 
   std::vector<FlatParam>& params() { return params_; }
+  // Call before the last micro-batch's backward: each replicated (DDP) unit's gradient is then
+  // all-reduced over dp_replicate as soon as backward has produced it (a hook on the flat
+  // parameter), overlapping the reduction with the rest of the backward, as DDP does.
+  void arm_gradient_sync();
   // After the last micro-batch's backward: all-reduces gradients over dp_replicate (DDP, or
   // HSDP's shard gradients), in buckets, and frees any unit still gathered.
   void finish_gradients();
@@ -89,6 +93,14 @@ class DataParallel : public WeightSource {
   DataParallelOptions options_;
   std::vector<FlatParam> params_;
   std::vector<std::unique_ptr<Unit>> units_;
+  bool sync_armed_ = false;
+  // In-flight all-reduces of replicated units: (unit, reduced buffer, work).
+  struct InFlight {
+    int unit;
+    at::Tensor buffer;
+    Communicator::Pending pending;
+  };
+  std::vector<InFlight> in_flight_;
 };
 
 }  // namespace meshwork::trainer

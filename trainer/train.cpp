@@ -444,6 +444,7 @@ int run_rank(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spe
         Tensor seqs = at::from_blob(buf.data(), {t.micro_batch, t.seq_len + 1}, at::kLong).to(device);
         Tensor inputs = seqs.narrow(1, 0, t.seq_len);
         Tensor targets = seqs.narrow(1, 1, t.seq_len);
+        if (m == accum - 1) dp.arm_gradient_sync();
         Tensor loss_sum = model.loss_sum(inputs, targets, dp, fo);
         // Mean over every token of the global batch: each rank's share divided by the global
         // token count, gradients summed over ranks (parallelize_dp.h).
