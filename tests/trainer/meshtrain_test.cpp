@@ -140,6 +140,9 @@ TEST(MeshtrainParity, DpShard4) { expect_parity("shard4", 4, {"--dp-shard", "4"}
 TEST(MeshtrainParity, Hsdp2x2) {
   expect_parity("hsdp", 4, {"--dp-replicate", "2", "--dp-shard", "2"});
 }
+TEST(MeshtrainParity, DpReplicate2ActivationCheckpointing) {
+  expect_parity("rep2-ckpt", 2, {"--dp-replicate", "2", "--activation-checkpointing", "full"});
+}
 TEST(MeshtrainParity, DpShard2ActivationCheckpointing) {
   expect_parity("shard2-ckpt", 2, {"--dp-shard", "2", "--activation-checkpointing", "full"});
 }
