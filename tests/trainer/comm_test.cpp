@@ -5,15 +5,13 @@
 #include <atomic>
 #include <thread>
 
+#include "free_port.h"
 #include "trainer/comm.h"
 
 namespace meshwork::trainer {
 namespace {
 
-int free_port() {
-  static std::atomic<int> next{29600 + (getpid() % 2000) * 10};
-  return next.fetch_add(1);
-}
+int free_port() { return free_tcp_port(); }
 
 // Runs fn(comm) on world_size threads with the given shape; rethrows the first failure.
 template <class Fn>

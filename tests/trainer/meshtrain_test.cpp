@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/metrics.h"
+#include "free_port.h"
 
 namespace fs = std::filesystem;
 using namespace meshwork;
@@ -31,10 +32,7 @@ fs::path temp_dir(const std::string& name) {
   return d;
 }
 
-int next_port() {
-  static int port = 30000 + (getpid() % 500) * 20;
-  return port++;
-}
+int next_port() { return free_tcp_port(); }
 
 struct Proc {
   pid_t pid = -1;

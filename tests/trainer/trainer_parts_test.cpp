@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "free_port.h"
 #include "trainer/comm.h"
 #include "trainer/data.h"
 #include "trainer/model.h"
@@ -206,8 +207,7 @@ TEST(DataParallel, FsdpGradientsAreTheSingleProcessGradientSharded) {
     for (int u = 0; u < m.num_units(); ++u) w.units.push_back(m.init_unit(u, 3).set_requires_grad(true));
     (m.loss_sum(tokens, targets, w, {}) / 32.0).backward();
 
-    static int port = 31500 + getpid() % 300 * 10;
-    const int p = port++;
+    const int p = free_tcp_port();
     std::vector<std::vector<at::Tensor>> shard_grads(2);
     std::vector<std::thread> threads;
     std::vector<std::string> errors(2);
