@@ -137,8 +137,8 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
     return std::string(buf);
   };
   out << "Memory per rank in " << (mib ? "MiB" : "GiB")
-      << ": total = params + grads + optim + acts (incl. logits) + bufs (FSDP gathers, comm) + "
-         "reserve\n";
+      << " at its peak: total = params + grads + optim + acts (incl. logits) + bufs (FSDP "
+         "gathers, comm) + reserve\n";
   const std::vector<std::pair<std::string, size_t>> cols = {
       {"#", 3},      {"dp_rep", 6}, {"dp_shard", 8}, {"cp", 3},       {"tp", 3},
       {"fits", 5},   {"total", 7},  {"params", 7},   {"grads", 6},    {"optim", 6},
@@ -149,7 +149,7 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
   int rank = 0;
   for (const PlanEntry& e : plan.shapes) {
     ++rank;
-    const MemoryBreakdown& m = e.memory;
+    const MemoryBreakdown::Peak m = e.memory.at_peak();  // the parts held at the peak
     const double exposed = e.time.comm_s - e.time.hidden_comm_s;
     const double comm_share = e.time.step_s > 0 ? exposed / e.time.step_s : 0;
     const std::vector<std::string> cells = {
@@ -159,12 +159,12 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
         std::to_string(e.shape.cp),
         std::to_string(e.shape.tp),
         e.fits ? "yes" : "no",
-        mem(m.total()),
+        mem(m.total),
         mem(m.params),
         mem(m.grads),
         mem(m.optimizer),
-        mem(m.activations_total()),
-        mem(m.buffers()),
+        mem(m.activations),
+        mem(m.buffers),
         mem(m.reserve),
         format_seconds(e.time.step_s),
         format_count(e.time.tokens_per_s),

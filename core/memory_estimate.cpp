@@ -19,8 +19,29 @@ int64_t default_reserve_bytes(DeviceKind device) {
   return device == DeviceKind::cuda ? (int64_t{1} << 30) : 0;
 }
 
+int64_t MemoryBreakdown::activations_total() const {
+  return activations + std::max(logits, backward_transient);
+}
+
 int64_t MemoryBreakdown::backward_phase() const {
-  return params + grads + optimizer + activations + logits + gather_buffers + comm_buffers;
+  return params + grads_at_backward_peak + optimizer + activations_total() + buffers();
+}
+
+MemoryBreakdown::Peak MemoryBreakdown::at_peak() const {
+  Peak p;
+  p.params = params;
+  p.optimizer = optimizer;
+  p.reserve = reserve;
+  if (backward_phase() >= step_phase()) {
+    p.grads = grads_at_backward_peak;
+    p.activations = activations_total();
+    p.buffers = buffers();
+  } else {
+    p.grads = grads;
+    p.optimizer += optimizer_step_temp;
+  }
+  p.total = total();
+  return p;
 }
 
 int64_t MemoryBreakdown::step_phase() const {
@@ -134,15 +155,6 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
   const int64_t layer_bytes =
       c * (norms_e + inputs_e + attn_e + scores_e + mlp_e) + 4 * attn_fp32_e;
 
-  // Backward working set of one layer (gradients in flight): the residual-stream gradient in and
-  // out (2h), gate/up/act gradients (3I/t), and under materialized attention the probability
-  // gradient and the score gradient (2 a s per token). Ring attention recomputes one
-  // s_cp x s_cp block of scores and probabilities at a time (2 a s_cp per token, materialized).
-  int64_t transient_e = 2 * h * T + 3 * i_loc * T;
-  if (materialized) transient_e += ring ? 2 * a_loc * s_cp * T : 2 * scores_e;
-  const int64_t transient_bytes =
-      static_cast<int64_t>(k.backward_transient_layers * static_cast<double>(c * transient_e));
-
   if (q.activation_checkpointing == ActivationCheckpointing::none) {
     add(out.activations, "activations.norms", L * c * norms_e,
         f("L=%lld x %lld B x 4h=%lld x T=%lld / t_sp=%lld", L, c, 4 * h, T, t_sp));
@@ -160,26 +172,60 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
         f("L=%lld x %lld B x 4I/t=%lld x T=%lld", L, c, 4 * i_loc, T));
   } else {
     // Full checkpointing keeps only each layer's input (sharded by sequence parallelism,
-    // Korthikanti's 2sbh/t) and recomputes one layer at a time in backward.
+    // Korthikanti's 2sbh/t); backward recomputes one layer at a time (counted below).
     add(out.activations, "activations.checkpoints", L * c * h * T / t_sp,
         f("L=%lld x %lld B x h=%lld x T=%lld / t_sp=%lld", L, c, h, T, t_sp));
-    add(out.activations, "activations.recomputed_layer", layer_bytes,
-        f("one layer's saved activations: %lld B", layer_bytes));
   }
-  add(out.activations, "activations.backward_transient", transient_bytes,
-      f(materialized ? "%lld x %lld B x (2h + 3I/t + 2 a s_kv) x T=%lld"
-                     : "%lld x %lld B x (2h + 3I/t) x T=%lld",
-        static_cast<long long>(k.backward_transient_layers), c, T));
-  // Outside the layers: the final norm (2h / t_sp), the lm_head input (h), the token ids and
-  // targets (int64).
-  add(out.activations, "activations.head", c * (2 * h * T / t_sp + h * T) + 16 * T,
-      f("%lld B x (2h/t_sp + h)=%lld x T=%lld + 16 B x T", c, 2 * h / t_sp + h, T));
 
-  // ---- Logits and loss: T x V/t logits in the compute dtype, then cross-entropy in fp32: the
-  // log-softmax output kept for backward and its gradient (logits_fp32_copies). ----
+  // ---- Backward: two moments compete for the peak (only the larger one counts) ----
+  // Autograd frees a node's saved tensors once its backward has run, so on top of the saved
+  // activations above, backward holds:
+  // (A) at the loss: the head's saved tensors (final norm 2h/t_sp, lm_head input h, token ids
+  //     and targets 16 B) and the logits: T x V/t in the compute dtype (the logits' gradient,
+  //     or the logits themselves) plus logits_fp32_copies fp32 tensors (cross-entropy's saved
+  //     log-softmax output and its gradient);
+  // (B) in the last layer's backward (the head's tensors are gone by then), the larger of
+  //     MLP: gradients of the down input, gate and up (3I/t) + residual gradients in/out (2h);
+  //     attention, materialized: probability and score gradients (2 a s per token) + residual
+  //     gradients (2h), while that layer's MLP side (4I/t + 2h/t_sp + h) is already freed;
+  //     ring attention recomputes one s_cp x s_cp block: 2 a s_cp per token.
+  //     Under full checkpointing (B) also holds the recomputed layer's activations.
+  const int64_t head_bytes = c * (2 * h * T / t_sp + h * T) + 16 * T;
   const double logit_bytes_per = static_cast<double>(c) + 4.0 * k.logits_fp32_copies;
-  add(out.logits, "logits", static_cast<int64_t>(static_cast<double>(T * v_loc) * logit_bytes_per),
+  const int64_t logits_bytes =
+      static_cast<int64_t>(static_cast<double>(T * v_loc) * logit_bytes_per);
+  add(out.logits, "loss.head", head_bytes,
+      f("%lld B x (2h/t_sp + h)=%lld x T=%lld + 16 B x T", c, 2 * h / t_sp + h, T));
+  add(out.logits, "loss.logits", logits_bytes,
       f("T=%lld x V/t=%lld x (%lld B + 4 B x copies)", T, v_loc, c));
+
+  const int64_t mlp_extra_e = (3 * i_loc + 2 * h) * T;
+  int64_t attn_extra_e = 0;
+  if (materialized) {
+    const int64_t probs_grads = ring ? 2 * a_loc * s_cp * T : 2 * scores_e;
+    attn_extra_e = std::max<int64_t>(
+        0, probs_grads + 2 * h * T - (4 * i_loc + 2 * h / t_sp + h) * T);
+  }
+  int64_t transient = c * std::max(mlp_extra_e, attn_extra_e);
+  transient = static_cast<int64_t>(k.backward_transient_layers * static_cast<double>(transient));
+  if (q.activation_checkpointing == ActivationCheckpointing::full) transient += layer_bytes;
+  add(out.backward_transient, "backward.layer", transient,
+      f(attn_extra_e > mlp_extra_e
+            ? "%lld B x (2 a s_kv + 2h - 4I/t - 2h/t_sp - h) x T=%lld (attention backward)"
+            : "%lld B x (3I/t + 2h) x T=%lld (MLP backward)",
+        c, T) +
+          (q.activation_checkpointing == ActivationCheckpointing::full
+               ? " + recomputed layer " + std::to_string(layer_bytes) + " B"
+               : ""));
+
+  // Gradients at the backward peak: zero_grad(set_to_none) frees them after each step, so with
+  // no accumulation only the modules already through backward hold theirs at the peak (at most
+  // the root and one layer); with accumulation they persist across micro-batches.
+  const bool grads_rebuilt = k.grads_freed_between_steps && q.grad_accum_steps <= 1;
+  out.grads_at_backward_peak =
+      grads_rebuilt ? 4 * (fsdp ? layout.sharded_root_numel(n) + layout.sharded_layer_numel(n)
+                                : layout.root_numel() + layout.layer_numel())
+                    : out.grads;
 
   // ---- Buffers ----
   if (fsdp) {

@@ -38,10 +38,12 @@ struct MemoryModel {
   // fp32 tensors of logits size alive at the loss besides the logits themselves: the
   // log-softmax output saved for backward and its gradient.
   double logits_fp32_copies = 2.0;
-  // Multiplier on one layer's backward working set (activation gradients in flight).
+  // Multiplier on the last layer's backward working set (activation gradients in flight).
   double backward_transient_layers = 1.0;
   // DDP gradient bucket (pure replication): the flat buffer all-reduced at once; 0 = all grads.
   int64_t ddp_bucket_bytes = 25LL << 20;
+  // zero_grad(set_to_none = true), LibTorch's default: gradients are rebuilt during backward.
+  bool grads_freed_between_steps = true;
 };
 
 struct MemoryQuery {
@@ -54,6 +56,7 @@ struct MemoryQuery {
   DeviceKind device = DeviceKind::cuda;
   std::optional<AttentionKernel> attention;  // unset: default_attention_kernel(device)
   std::optional<int64_t> reserve_bytes;      // unset: default_reserve_bytes(device)
+  int64_t grad_accum_steps = 1;              // > 1: gradients persist across micro-batches
   MemoryModel knobs;
 };
 
@@ -63,28 +66,39 @@ struct MemoryTerm {
   std::string formula;  // the formula with this query's numbers, for tooltips and calibration
 };
 
-// Bytes per rank. The JSON / table groups are: params, grads, optimizer, activations
-// (= activations + logits), buffers (= gather_buffers + comm_buffers), reserve, total.
+// Bytes per rank. Two phases compete for the peak: forward/backward and the optimizer step.
+// Within backward, the loss moment (logits) and the last layer's backward (backward_transient)
+// compete too; only the larger counts. at_peak() gives the JSON / table groups (params, grads,
+// optimizer, activations, buffers, reserve, total) as held at the peak, so they sum to total.
 struct MemoryBreakdown {
   int64_t params = 0;          // fp32 (master) parameters this rank owns, + bf16 copies w/o FSDP
-  int64_t grads = 0;           // fp32 gradients of the owned parameters
+  int64_t grads = 0;           // fp32 gradients of the owned parameters (optimizer step)
+  int64_t grads_at_backward_peak = 0;  // what of them exists at the backward peak
   int64_t optimizer = 0;       // AdamW exp_avg + exp_avg_sq, fp32
-  int64_t activations = 0;     // saved for backward by all layers + one layer's backward transient
-  int64_t logits = 0;          // logits, log-softmax and its gradient
+  int64_t activations = 0;     // saved for backward by all layers (or their checkpoints)
+  int64_t logits = 0;          // loss moment: head's saved tensors, logits, log-softmax, grads
+  int64_t backward_transient = 0;  // last layer's backward: gradients in flight (+ recompute)
   int64_t gather_buffers = 0;  // FSDP unsharded params/grads in flight, bf16 grads w/o FSDP
   int64_t comm_buffers = 0;    // DDP bucket, cp ring k/v blocks
   int64_t optimizer_step_temp = 0;  // AdamW step temporaries (a phase without activations)
   int64_t reserve = 0;
 
-  int64_t activations_total() const { return activations + logits; }
+  // activations + max(logits, backward_transient)
+  int64_t activations_total() const;
   int64_t buffers() const { return gather_buffers + comm_buffers; }
-  // Forward/backward peak: everything except the optimizer-step temporaries.
+  // params + grads_at_backward_peak + optimizer + activations_total + buffers.
   int64_t backward_phase() const;
   // Optimizer step: params + grads + optimizer + step temporaries.
   int64_t step_phase() const;
   // max(backward_phase, step_phase) + reserve.
   int64_t total() const;
   bool fits(int64_t device_bytes) const { return total() <= device_bytes; }
+
+  struct Peak {
+    int64_t params = 0, grads = 0, optimizer = 0, activations = 0, buffers = 0, reserve = 0,
+            total = 0;
+  };
+  Peak at_peak() const;
 
   AttentionKernel attention = AttentionKernel::fused;
   int64_t owned_params = 0;   // parameter elements stored on this rank (after tp and FSDP)

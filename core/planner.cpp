@@ -108,6 +108,7 @@ Result<Plan> make_plan(const PlanQuery& q) {
     mq.device = q.device;
     mq.attention = q.attention;
     mq.reserve_bytes = q.reserve_bytes;
+    mq.grad_accum_steps = report.grad_accum_steps > 0 ? report.grad_accum_steps : 1;
     mq.knobs = q.memory;
     e.memory = estimate_memory(mq);
     e.fits = e.memory.fits(q.device_memory_bytes);
@@ -158,6 +159,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
     for (const Diagnostic& d : e.warnings) warnings.push_back(d.text());
     nlohmann::json comm;
     for (Axis a : kAxes) comm[std::string(axis_name(a))] = e.time.axis(a).seconds;
+    const MemoryBreakdown::Peak peak = e.memory.at_peak();  // parts sum to the total
     shapes.push_back({
         {"dp_replicate", e.shape.dp_replicate},
         {"dp_shard", e.shape.dp_shard},
@@ -165,13 +167,13 @@ nlohmann::json plan_to_json(const Plan& plan) {
         {"tp", e.shape.tp},
         {"fits", e.fits},
         {"memory_bytes",
-         {{"params", e.memory.params},
-          {"grads", e.memory.grads},
-          {"optimizer", e.memory.optimizer},
-          {"activations", e.memory.activations_total()},
-          {"buffers", e.memory.buffers()},
-          {"reserve", e.memory.reserve},
-          {"total", e.memory.total()}}},
+         {{"params", peak.params},
+          {"grads", peak.grads},
+          {"optimizer", peak.optimizer},
+          {"activations", peak.activations},
+          {"buffers", peak.buffers},
+          {"reserve", peak.reserve},
+          {"total", peak.total}}},
         {"step_time_s", e.time.step_s},
         {"tokens_per_s", e.time.tokens_per_s},
         {"mfu", e.time.mfu},

@@ -78,16 +78,20 @@ TEST(MemoryEstimate, TinySingleRankFp32Materialized) {
   EXPECT_EQ(term(m, "activations.attention"), 2 * 4 * 131'072);
   EXPECT_EQ(term(m, "activations.attention_scores"), 2 * 4 * 1'048'576);
   EXPECT_EQ(term(m, "activations.mlp"), 2 * 4 * 262'144);
-  // Backward transient: (2*64 + 3*128) * 512 + 2 * 1,048,576 = 2,359,296 elements, fp32.
-  EXPECT_EQ(term(m, "activations.backward_transient"), 4 * 2'359'296);
-  // Head: 4 B x (2*64 + 64) x 512 + 16 B x 512 token ids/targets.
-  EXPECT_EQ(term(m, "activations.head"), 4 * 192 * 512 + 16 * 512);
-  EXPECT_EQ(m.activations, 2 * 4 * (131'072 + 65'536 + 131'072 + 1'048'576 + 262'144) +
-                               4 * 2'359'296 + 4 * 192 * 512 + 16 * 512);
-  // Logits: 512 x 256 x (4 B + 2 x 4 B fp32 copies).
-  EXPECT_EQ(m.logits, 512 * 256 * 12);
+  EXPECT_EQ(m.activations, 2 * 4 * (131'072 + 65'536 + 131'072 + 1'048'576 + 262'144));
+  // Loss moment: head 4 B x (2*64 + 64) x 512 + 16 B x 512; logits 512 x 256 x (4 + 2 x 4) B.
+  EXPECT_EQ(term(m, "loss.head"), 4 * 192 * 512 + 16 * 512);
+  EXPECT_EQ(term(m, "loss.logits"), 512 * 256 * 12);
+  // Last layer's attention backward: 2 x 1,048,576 score/prob gradients + 2h x 512 residual
+  // gradients - (4 x 128 + 2 x 64 + 64) x 512 freed MLP side = 1,818,624 elements, fp32.
+  EXPECT_EQ(m.backward_transient, 4 * 1'802'240);
+  EXPECT_EQ(m.activations_total(), m.activations + 4 * 1'802'240);
+  // No accumulation: only the root and one layer hold gradients at the backward peak.
+  EXPECT_EQ(m.grads_at_backward_peak, 4 * (256 * 64 * 2 + 64 + 36'992));
   EXPECT_EQ(m.buffers(), 0);
-  EXPECT_EQ(m.total(), m.params + m.grads + m.optimizer + m.activations + m.logits);
+  EXPECT_EQ(m.total(), m.params + m.grads_at_backward_peak + m.optimizer + m.activations_total());
+  const MemoryBreakdown::Peak p = m.at_peak();
+  EXPECT_EQ(p.params + p.grads + p.optimizer + p.activations + p.buffers + p.reserve, p.total);
 }
 
 TEST(MemoryEstimate, FusedAttentionKeepsNoScores) {
@@ -136,7 +140,7 @@ TEST(MemoryEstimate, SmallFsdpTpBf16) {
   // MLP: 4 x 768/2 x 512 elements, 2 B, 4 layers.
   EXPECT_EQ(term(m, "activations.mlp"), 4 * 2 * (4 * 384 * 512));
   // Logits: 512 tokens x 128 vocab shard x (2 B + 8 B).
-  EXPECT_EQ(m.logits, 512 * 128 * 10);
+  EXPECT_EQ(term(m, "loss.logits"), 512 * 128 * 10);
 }
 
 TEST(MemoryEstimate, ContextParallelDividesSequence) {
@@ -152,7 +156,7 @@ TEST(MemoryEstimate, ContextParallelDividesSequence) {
   MemoryBreakdown four = estimate_memory(q);
   EXPECT_EQ(four.tokens, 256);
   EXPECT_EQ(term(four, "activations.mlp") * 4, term(one, "activations.mlp"));
-  EXPECT_EQ(four.logits * 4, one.logits);
+  EXPECT_EQ(term(four, "loss.logits") * 4, term(one, "loss.logits"));
   // FSDP runs over dp_shard x cp = 4 even with dp_shard = 1.
   EXPECT_EQ(four.fsdp_shards, 4);
   EXPECT_EQ(four.owned_params * 4, one.owned_params);
@@ -173,7 +177,7 @@ TEST(MemoryEstimate, FullCheckpointingKeepsLayerInputs) {
   EXPECT_EQ(term(m, "activations.checkpoints"), 4 * 4 * 256 * 256);  // L x 4 B x h x T
   // One recomputed layer: (4h + 2h + 4q + a*s + 4I) x T x 4 B with q = 256, a = 8.
   const int64_t per_token = 4 * 256 + 2 * 256 + 4 * 256 + 8 * 256 + 4 * 768;
-  EXPECT_EQ(term(m, "activations.recomputed_layer"), 4 * per_token * 256);
+  EXPECT_GE(m.backward_transient, 4 * per_token * 256);  // recomputed layer + its gradients
   MemoryQuery none = q;
   none.activation_checkpointing = ActivationCheckpointing::none;
   EXPECT_LT(m.activations, estimate_memory(none).activations);
