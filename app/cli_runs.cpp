@@ -1,6 +1,318 @@
+// `meshwork runs list | import | export | delete`: the run store from the command line.
+//
+//   meshwork runs list [--db PATH] [--json]
+//   meshwork runs import PATH... [--db PATH] [--name NAME]
+//   meshwork runs export RUN --csv OUT [--db PATH]        (OUT "-" writes to stdout)
+//   meshwork runs delete RUN [--db PATH]
+// Exit codes (app/commands.h): 0 ok, 2 invalid input (flags, unknown run, missing files),
+// 1 other errors (the database cannot be opened or written).
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <iomanip>
 #include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
 #include "app/commands.h"
+#include "core/store/paths.h"
+#include "core/store/run_store.h"
+
 namespace meshwork::cli {
-// Placeholder until the run store lands (issue 5); says so plainly.
-int runs_main(const Args&) { std::cerr << "meshwork: runs: not built yet\n"; return kExitError; }
+
+namespace {
+
+namespace fs = std::filesystem;
+using store::RunId;
+using store::RunStore;
+
+int fail(const Error& e, int code) {
+  std::cerr << "meshwork: " << e.message() << "\n";
+  return code;
+}
+
+const char* const kUsage =
+    "usage: meshwork runs list [--db PATH] [--json]\n"
+    "       meshwork runs import PATH... [--db PATH] [--name NAME]\n"
+    "       meshwork runs export RUN --csv OUT [--db PATH]\n"
+    "       meshwork runs delete RUN [--db PATH]\n"
+    "RUN is a run id or an exact run name. PATH is a metrics .jsonl file or a run directory\n"
+    "(every .jsonl file below it). The database defaults to $XDG_DATA_HOME/meshwork/runs.db\n"
+    "(~/.local/share/meshwork/runs.db).\n";
+
+struct Flags {
+  std::map<std::string, std::string> values;
+  std::set<std::string> switches;
+  std::vector<std::string> positional;
+};
+
+// Parses `args` allowing the given value flags and switches; "--flag=value" works too.
+Result<Flags> parse_flags(const Args& args, const std::set<std::string>& value_flags,
+                          const std::set<std::string>& switches) {
+  Flags f;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i];
+    if (a.size() > 1 && a[0] == '-' && a != "-") {
+      std::string value;
+      bool inline_value = false;
+      if (auto eq = a.find('='); eq != std::string::npos) {
+        value = a.substr(eq + 1);
+        a = a.substr(0, eq);
+        inline_value = true;
+      }
+      if (value_flags.count(a)) {
+        if (!inline_value) {
+          if (i + 1 >= args.size()) return Error{a, "", "needs a value"};
+          value = args[++i];
+        }
+        f.values[a] = value;
+      } else if (switches.count(a) && !inline_value) {
+        f.switches.insert(a);
+      } else {
+        std::string allowed = "allowed:";
+        for (const auto& v : value_flags) allowed += " " + v;
+        for (const auto& s : switches) allowed += " " + s;
+        return Error{"option", a, allowed};
+      }
+    } else {
+      f.positional.push_back(a);
+    }
+  }
+  return f;
+}
+
+fs::path db_path(const Flags& f) {
+  auto it = f.values.find("--db");
+  return it != f.values.end() ? fs::path(it->second) : store::default_db_path();
+}
+
+Result<std::unique_ptr<RunStore>> open(const Flags& f) { return RunStore::open(db_path(f)); }
+
+std::string format_time(double unix_s) {
+  const std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+  return buf;
+}
+
+std::string format_number(std::optional<double> v, int precision) {
+  if (!v) return "-";
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(precision) << *v;
+  return out.str();
+}
+
+std::string format_rate(std::optional<double> v) {
+  if (!v) return "-";
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(1);
+  if (*v >= 1e6) out << *v / 1e6 << "M";
+  else if (*v >= 1e3) out << *v / 1e3 << "k";
+  else out << std::setprecision(0) << *v;
+  return out.str();
+}
+
+int list_main(const Args& args) {
+  auto f = parse_flags(args, {"--db"}, {"--json"});
+  if (!f) return fail(f.error(), kExitInvalid);
+  if (!f->positional.empty()) return fail(Error{"argument", f->positional[0], "runs list takes no arguments"}, kExitInvalid);
+  auto s = open(*f);
+  if (!s) return fail(s.error(), kExitError);
+  auto runs = (*s)->list_runs();
+  if (!runs) return fail(runs.error(), kExitError);
+  if (f->switches.count("--json")) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : *runs) {
+      nlohmann::json j = {{"id", r.id},         {"name", r.name},       {"created", r.created},
+                          {"status", r.status}, {"exit_reason", r.exit_reason},
+                          {"shape", r.shape},   {"model", r.model},     {"world", r.world},
+                          {"steps", r.steps},   {"points", r.points},   {"origin", r.origin}};
+      j["final_loss"] = r.final_loss ? nlohmann::json(*r.final_loss) : nlohmann::json(nullptr);
+      j["tokens_per_s"] = r.tokens_per_s ? nlohmann::json(*r.tokens_per_s) : nlohmann::json(nullptr);
+      out.push_back(j);
+    }
+    std::cout << out.dump(2) << "\n";
+    return kExitOk;
+  }
+  if (runs->empty()) {
+    std::cout << "no runs in " << (*s)->path().string() << "\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "NAME", "CREATED", "SHAPE", "MODEL", "STATUS", "STEPS", "FINAL LOSS", "TOKENS/S"}};
+  for (const auto& r : *runs)
+    rows.push_back({std::to_string(r.id), r.name, format_time(r.created), r.shape.empty() ? "-" : r.shape,
+                    r.model.empty() ? "-" : r.model, r.status,
+                    r.points ? std::to_string(r.steps) : "-", format_number(r.final_loss, 4),
+                    format_rate(r.tokens_per_s)});
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i)
+      std::cout << std::left << std::setw(static_cast<int>(width[i]) + (i + 1 < row.size() ? 2 : 0))
+                << row[i];
+    std::cout << "\n";
+  }
+  return kExitOk;
+}
+
+// One run to import: a directory (every .jsonl below it) or the metrics files given together.
+struct ImportSet {
+  std::string origin;       // identifies the run for a later re-import (resumes, no duplicates)
+  std::string default_name;
+  std::vector<std::pair<fs::path, std::string>> files;  // path, source name
+};
+
+Result<std::vector<ImportSet>> collect(const std::vector<std::string>& paths) {
+  std::vector<ImportSet> sets;
+  ImportSet loose;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    const fs::path abs = fs::weakly_canonical(fs::absolute(p), ec);
+    if (fs::is_directory(abs, ec)) {
+      ImportSet set;
+      set.origin = abs.string();
+      set.default_name = abs.filename().string();
+      for (const auto& e : fs::recursive_directory_iterator(abs, ec))
+        if (e.is_regular_file() && e.path().extension() == ".jsonl")
+          set.files.emplace_back(e.path(), fs::relative(e.path(), abs).string());
+      std::sort(set.files.begin(), set.files.end());
+      if (set.files.empty())
+        return Error{"PATH", p, "a run directory must contain metrics .jsonl files"};
+      sets.push_back(std::move(set));
+    } else if (fs::is_regular_file(abs, ec)) {
+      if (loose.files.empty()) {
+        loose.origin = abs.string();
+        loose.default_name = abs.parent_path().filename().string() + "/" + abs.stem().string();
+      }
+      loose.files.emplace_back(abs, abs.string());
+    } else {
+      return Error{"PATH", p, "no such file or directory (a metrics .jsonl file or a run directory)"};
+    }
+  }
+  if (!loose.files.empty()) sets.push_back(std::move(loose));
+  return sets;
+}
+
+int import_main(const Args& args) {
+  auto f = parse_flags(args, {"--db", "--name"}, {});
+  if (!f) return fail(f.error(), kExitInvalid);
+  if (f->positional.empty()) return fail(Error{"PATH", "", "give metrics .jsonl files or run directories"}, kExitInvalid);
+  auto sets = collect(f->positional);
+  if (!sets) return fail(sets.error(), kExitInvalid);
+  const bool named = f->values.count("--name") > 0;
+  if (named && sets->size() > 1)
+    return fail(Error{"--name", f->values["--name"], "names one run; import the directories one by one"},
+                kExitInvalid);
+  if (named && f->values["--name"].empty()) return fail(Error{"--name", "", "must not be empty"}, kExitInvalid);
+  auto s = open(*f);
+  if (!s) return fail(s.error(), kExitError);
+  RunStore& st = **s;
+  for (const ImportSet& set : *sets) {
+    auto existing = st.find_run_by_origin(set.origin);
+    if (!existing) return fail(existing.error(), kExitError);
+    RunId run = 0;
+    if (*existing) {
+      run = **existing;
+      if (named)
+        if (Status r = st.rename_run(run, f->values["--name"]); !r) return fail(r.error(), kExitError);
+    } else {
+      auto created = st.create_run(named ? f->values["--name"] : set.default_name,
+                                   nlohmann::json::object(), nlohmann::json::object(), set.origin);
+      if (!created) return fail(created.error(), kExitError);
+      run = *created;
+    }
+    store::IngestCounts total;
+    for (const auto& [path, source] : set.files) {
+      auto c = st.ingest_file(run, path, source);
+      if (!c) return fail(c.error(), c.error().field == "database" ? kExitError : kExitInvalid);
+      total += *c;
+      if (c->malformed || c->unknown)
+        std::cerr << "meshwork: warning: " << path.string() << ": " << c->malformed
+                  << " malformed and " << c->unknown
+                  << " unknown lines counted, not stored (`runs list` keeps the run; the first "
+                     "ones are in the run's events)\n";
+    }
+    // Without --name, a new run takes the name from its run config when the trainer wrote one.
+    auto info = st.get_run(run);
+    if (!info) return fail(info.error(), kExitError);
+    if (!named && !*existing)
+      if (auto n = info->config.find("name"); n != info->config.end() && n->is_string() &&
+                                              !n->get<std::string>().empty()) {
+        (void)st.rename_run(run, n->get<std::string>());
+        info->summary.name = n->get<std::string>();
+      }
+    std::cout << (*existing ? "updated" : "imported") << " run " << run << " '"
+              << info->summary.name << "' from " << set.files.size() << " file"
+              << (set.files.size() == 1 ? "" : "s") << ": " << total.lines << " lines, "
+              << total.points << " new points, " << total.duplicates << " already stored, "
+              << total.malformed << " malformed, " << total.unknown << " unknown; status "
+              << info->summary.status << "\n";
+  }
+  return kExitOk;
+}
+
+Result<RunId> resolve_one(RunStore& st, const Flags& f, const char* verb) {
+  if (f.positional.size() != 1)
+    return Error{"RUN", f.positional.empty() ? "" : f.positional[1],
+                 std::string("runs ") + verb + " takes exactly one run id or name"};
+  return st.resolve_run(f.positional[0]);
+}
+
+int export_main(const Args& args) {
+  auto f = parse_flags(args, {"--db", "--csv"}, {});
+  if (!f) return fail(f.error(), kExitInvalid);
+  if (!f->values.count("--csv")) return fail(Error{"--csv", "", "give the CSV file to write (or - for stdout)"}, kExitInvalid);
+  auto s = open(*f);
+  if (!s) return fail(s.error(), kExitError);
+  auto run = resolve_one(**s, *f, "export");
+  if (!run) return fail(run.error(), run.error().field == "database" ? kExitError : kExitInvalid);
+  const std::string out = f->values["--csv"];
+  Status st = out == "-" ? (*s)->export_csv(*run, std::cout) : (*s)->export_csv(*run, fs::path(out));
+  if (!st) return fail(st.error(), kExitError);
+  if (out != "-") std::cout << "wrote run " << *run << " to " << out << "\n";
+  return kExitOk;
+}
+
+int delete_main(const Args& args) {
+  auto f = parse_flags(args, {"--db"}, {});
+  if (!f) return fail(f.error(), kExitInvalid);
+  auto s = open(*f);
+  if (!s) return fail(s.error(), kExitError);
+  auto run = resolve_one(**s, *f, "delete");
+  if (!run) return fail(run.error(), run.error().field == "database" ? kExitError : kExitInvalid);
+  auto info = (*s)->get_run(*run);
+  if (!info) return fail(info.error(), kExitError);
+  if (Status st = (*s)->delete_run(*run); !st) return fail(st.error(), kExitError);
+  std::cout << "deleted run " << *run << " '" << info->summary.name << "' ("
+            << info->summary.points << " points)\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+int runs_main(const Args& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    (args.empty() ? std::cerr : std::cout) << kUsage;
+    return args.empty() ? kExitInvalid : kExitOk;
+  }
+  const std::string sub = args[0];
+  const Args rest(args.begin() + 1, args.end());
+  if (std::find(rest.begin(), rest.end(), "--help") != rest.end()) {
+    std::cout << kUsage;
+    return kExitOk;
+  }
+  if (sub == "list") return list_main(rest);
+  if (sub == "import") return import_main(rest);
+  if (sub == "export") return export_main(rest);
+  if (sub == "delete") return delete_main(rest);
+  return fail(Error{"runs", sub, "allowed: list, import, export, delete"}, kExitInvalid);
+}
+
 }  // namespace meshwork::cli
