@@ -6,4 +6,8 @@ MESHWORK_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MESHWORK_BUILD_DIR="${MESHWORK_BUILD_DIR:-$MESHWORK_ROOT/build}"
 export CCACHE_DIR="${CCACHE_DIR:-$MESHWORK_CACHE/ccache}"
 export CCACHE_BASEDIR="$MESHWORK_ROOT"
+# Builds in other folders (build-*, fresh clones) reuse each other's objects: debug info keeps
+# the first builder's paths, which nothing here relies on.
+export CCACHE_NOHASHDIR=1
+export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
