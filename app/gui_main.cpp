@@ -21,9 +21,14 @@ int gui_main(int argc, char** argv) {
   ui::apply_theme(app, ui::Theme::light);
   // `meshwork --screenshots DIR`: render the main views to PNGs (scripts/screenshots) and exit.
   if (argc >= 3 && std::string(argv[1]) == "--screenshots") return ui::render_screenshots(argv[2]);
+  // `meshwork --db PATH`: another run store than the default (the CLI's --db).
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--db") qputenv("MESHWORK_DB", QByteArray(argv[i + 1]));
   ui::MainWindow window;
   window.resize(1440, 900);
   window.show();
+  // Runs keep going while the workbench is closed; follow the ones still running.
+  window.attach_running();
   return app.exec();
 #else
   (void)argc;

@@ -17,6 +17,12 @@
 #include <QVBoxLayout>
 
 #include "ui/cluster_model.h"
+#include "ui/compare_page.h"
+#include "ui/launch_controller.h"
+#include "ui/monitor_page.h"
+#include "ui/runs_model.h"
+#include "ui/runs_page.h"
+#include "ui/store_worker.h"
 #include "ui/cluster_panel.h"
 #include "ui/inspector.h"
 #include "ui/mesh_editor.h"
@@ -28,30 +34,14 @@
 
 namespace meshwork::ui {
 
-namespace {
-QWidget* placeholder_page(const QString& title, const QString& text, QWidget* parent) {
-  auto* w = new QWidget(parent);
-  auto* l = new QVBoxLayout(w);
-  l->addStretch();
-  auto* t = new QLabel(title, w);
-  t->setProperty("role", "heading");
-  t->setAlignment(Qt::AlignCenter);
-  auto* s = new QLabel(text, w);
-  s->setProperty("role", "muted");
-  s->setAlignment(Qt::AlignCenter);
-  s->setWordWrap(true);
-  l->addWidget(t);
-  l->addWidget(s);
-  l->addStretch();
-  return w;
-}
-}  // namespace
 
 MainWindow::MainWindow(bool probe_local, QWidget* parent)
     : QMainWindow(parent),
       cluster_(new ClusterModel(this)),
       plan_(new PlanState(this)),
-      prober_(new NodeProber(this)) {
+      prober_(new NodeProber(this)),
+      store_(new StoreWorker(default_store_path(), this)),
+      launcher_(new LaunchController(store_->db_path(), this)) {
   setObjectName("MeshworkMainWindow");
   setWindowTitle(tr("Meshwork"));
   setUnifiedTitleAndToolBarOnMac(true);
@@ -66,10 +56,10 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
   plan_page_ = new PlanPage(plan_, cluster_, pages_);
   pages_->addWidget(cluster_panel_);
   pages_->addWidget(plan_page_);
-  pages_->addWidget(placeholder_page(tr("Runs"), tr("Every run in the store, with its shape, model, status and final loss, "
-                                                    "arrives with the second part of the workbench."), pages_));
-  pages_->addWidget(placeholder_page(tr("Compare"), tr("Runs side by side — overlaid curves, per-axis communication and a "
-                                                       "config diff — arrive with the second part of the workbench."), pages_));
+  runs_page_ = new RunsPage(store_, pages_);
+  compare_page_ = new ComparePage(store_, runs_page_->model(), pages_);
+  pages_->addWidget(runs_page_);
+  pages_->addWidget(compare_page_);
   cl->addWidget(mode_bar_);
   cl->addWidget(pages_, 1);
   setCentralWidget(central);
@@ -117,6 +107,8 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
   };
   connect(plan_page_->view(), &MeshView::selection_changed, this, show_rank);
   connect(plan_page_->editor(), &MeshEditor::open_model_requested, this, &MainWindow::open_model_config);
+
+  wire_runs();
 
   // The local machine is the default cluster.
   NodeInfo local;
@@ -188,14 +180,16 @@ void MainWindow::build_actions() {
   connect(probe_, &QAction::triggered, cluster_panel_, [this] { cluster_panel_->probe_all(); });
   launch_ = new QAction(tr("Launch"), this);
   launch_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
-  connect(launch_, &QAction::triggered, this, [this] {
-    statusBar()->showMessage(tr("Launching from the workbench arrives with part 2; for now save the configuration "
-                                "(Ctrl+S) and run `meshwork launch --config FILE`."), 8000);
-  });
+  connect(launch_, &QAction::triggered, this, &MainWindow::launch_from_plan);
   stop_ = new QAction(tr("Stop run"), this);
   stop_->setEnabled(false);
-  compare_ = new QAction(tr("Compare"), this);
-  compare_->setEnabled(false);
+  stop_->setToolTip(tr("Stop the run shown (SIGTERM to every rank, SIGKILL after 5 s)"));
+  connect(stop_, &QAction::triggered, this, [this] {
+    if (runs_page_->showing_run() && runs_page_->monitor()->run() != 0) launcher_->stop(runs_page_->monitor()->run());
+  });
+  compare_ = new QAction(tr("Compare selected runs"), this);
+  compare_->setToolTip(tr("Compare the runs selected in Runs"));
+  connect(compare_, &QAction::triggered, this, [this] { compare_page_->set_runs(runs_page_->selected_runs()); });
   for (QAction* a : {probe_, launch_, stop_, compare_}) {
     tb->addAction(a);
     if (auto* b = qobject_cast<QToolButton*>(tb->widgetForAction(a))) b->setObjectName("PrimaryAction");
@@ -207,7 +201,8 @@ void MainWindow::on_mode(Mode mode) {
   pages_->setCurrentIndex(static_cast<int>(mode));
   static const char* kTitles[] = {"<b>Cluster</b> — nodes, devices and links",
                                   "<b>Plan</b> — mesh shape, memory and the ranked shapes",
-                                  "<b>Runs</b>", "<b>Compare</b>"};
+                                  "<b>Runs</b> — every run in the store, live and past",
+                                  "<b>Compare</b> — runs side by side"};
   mode_title_->setText(tr(kTitles[static_cast<int>(mode)]));
   probe_->setVisible(mode == Mode::cluster);
   launch_->setVisible(mode == Mode::plan);
@@ -217,6 +212,78 @@ void MainWindow::on_mode(Mode mode) {
   // where that makes sense.
   probe_->setEnabled(true);
   update_launch_state();
+  update_stop_state();
+}
+
+void MainWindow::wire_runs() {
+  MonitorPage* monitor = runs_page_->monitor();
+  connect(launcher_, &LaunchController::launch_step, monitor, &MonitorPage::on_launch_step);
+  connect(launcher_, &LaunchController::launch_step, this, [this](const QString& t) { statusBar()->showMessage(t, 4000); });
+  connect(launcher_, &LaunchController::deploy_progress, monitor, &MonitorPage::on_deploy);
+  connect(launcher_, &LaunchController::launch_failed, this, [this, monitor](const QString& m, const QStringList& d) {
+    monitor->on_launch_failed(m, d);
+    statusBar()->showMessage(tr("Launch failed: %1").arg(m), 10000);
+    update_launch_state();
+  });
+  connect(launcher_, &LaunchController::launched, this, [this, monitor](qint64 run) {
+    monitor->set_following(true);
+    runs_page_->open_run(run);
+    store_->notify_runs_changed();
+    statusBar()->showMessage(tr("Run %1 started").arg(run), 5000);
+    update_launch_state();
+    update_stop_state();
+  });
+  connect(launcher_, &LaunchController::follow_event, this, [this](qint64 run, const QString& level, const QString& text) {
+    if (level != "info") statusBar()->showMessage(tr("Run %1: %2").arg(run).arg(text.section('\n', 0, 0)), 8000);
+  });
+  connect(launcher_, &LaunchController::finished, this, [this, monitor](qint64 run, const QString& state, const QString&) {
+    if (monitor->run() == run) {
+      monitor->set_following(false);
+      monitor->model()->refresh();
+    }
+    store_->notify_runs_changed();
+    statusBar()->showMessage(tr("Run %1: %2").arg(run).arg(state), 8000);
+    update_stop_state();
+  });
+  connect(monitor, &MonitorPage::stop_requested, this, [this](qint64 run) { launcher_->stop(run); });
+  connect(monitor->model(), &MonitorModel::frame_ready, this, [this] { update_stop_state(); });
+  connect(runs_page_, &RunsPage::compare_requested, this, [this](const std::vector<store::RunId>& ids) {
+    compare_page_->set_runs(ids);
+    set_mode(Mode::compare);
+  });
+  connect(runs_page_, &RunsPage::status_message, this, [this](const QString& t) { statusBar()->showMessage(t, 6000); });
+  connect(compare_page_, &ComparePage::status_message, this, [this](const QString& t) { statusBar()->showMessage(t, 6000); });
+}
+
+void MainWindow::update_stop_state() {
+  bool live = false;
+  if (const auto& f = runs_page_->monitor()->model()->frame(); f && runs_page_->showing_run())
+    live = f->summary.status == store::kStatusRunning || f->summary.status == store::kStatusCreated;
+  stop_->setEnabled(live);
+}
+
+void MainWindow::launch_from_plan() {
+  if (!launch_->isEnabled() || launcher_->launching()) return;
+  RunConfig c = plan_->config();
+  if (plan_->mesh()) c.mesh = plan_->mesh()->shape();  // "auto" resolved, as validated
+  c.nodes = cluster_->to_node_configs();
+  if (c.name.empty()) {
+    const std::string model = c.model.is_string() ? c.model.get<std::string>() : std::string("model");
+    c.name = model + " " + std::to_string(c.mesh.dp_replicate) + "x" + std::to_string(c.mesh.dp_shard) + "x" +
+             std::to_string(c.mesh.cp) + "x" + std::to_string(c.mesh.tp);
+  }
+  set_mode(Mode::runs);
+  runs_page_->open_run(0);
+  runs_page_->monitor()->begin_launch(QString::fromStdString(c.name), static_cast<int>(std::max<size_t>(1, c.nodes.size())));
+  launch_->setEnabled(false);
+  launcher_->set_ssh_options(prober_->ssh_options());  // the keys reviewed on the node cards
+  launcher_->launch(c);
+}
+
+int MainWindow::attach_running() {
+  const int n = launcher_->attach_running();
+  if (n > 0) statusBar()->showMessage(tr("Following %n run(s) that kept going while the workbench was closed", nullptr, n), 8000);
+  return n;
 }
 
 void MainWindow::sync_cluster_to_plan() {
@@ -234,6 +301,11 @@ void MainWindow::sync_cluster_to_plan() {
 }
 
 void MainWindow::update_launch_state() {
+  if (launcher_->launching()) {
+    launch_->setEnabled(false);
+    launch_->setToolTip(tr("Launching…"));
+    return;
+  }
   const bool errors = plan_->has_errors();
   const bool fits = !plan_->memory() || plan_->memory()->fits;
   launch_->setEnabled(!errors && fits && plan_->mesh().has_value());
@@ -248,6 +320,8 @@ void MainWindow::set_dark(bool dark) {
   // Painted widgets pick the new colours on their next paint; icons and swatches are rebuilt, and
   // cards re-read their state colours.
   plan_page_->refresh_colors();
+  runs_page_->monitor()->refresh_colors();
+  compare_page_->refresh_colors();
   for (int row = 0; row < cluster_->rowCount(); ++row) cluster_->update_node(row, cluster_->node(row));
   for (QWidget* w : findChildren<QWidget*>()) w->update();
 }
@@ -332,6 +406,8 @@ void MainWindow::save_settings() {
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {
+  // Runs go on without the workbench: stop following them (the next start attaches again).
+  launcher_->detach_all();
   save_settings();
   e->accept();
 }

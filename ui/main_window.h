@@ -20,6 +20,10 @@ class Inspector;
 class NodeProber;
 class PlanPage;
 class PlanState;
+class ComparePage;
+class LaunchController;
+class RunsPage;
+class StoreWorker;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -35,6 +39,15 @@ class MainWindow : public QMainWindow {
   PlanPage* plan_page() const { return plan_page_; }
   Inspector* inspector() const { return inspector_; }
   QAction* launch_action() const { return launch_; }
+  QAction* stop_action() const { return stop_; }
+  RunsPage* runs_page() const { return runs_page_; }
+  ComparePage* compare_page() const { return compare_page_; }
+  LaunchController* launcher() const { return launcher_; }
+  StoreWorker* store_worker() const { return store_; }
+  // Follows again every run the store marks running (after the workbench was closed).
+  int attach_running();
+  // Launches the plan's configuration on the cluster's nodes and opens the run's live page.
+  void launch_from_plan();
   QAction* probe_action() const { return probe_; }
   void set_mode(Mode mode) { mode_bar_->set_mode(mode); }
   Mode mode() const { return mode_bar_->mode(); }
@@ -55,6 +68,8 @@ class MainWindow : public QMainWindow {
   void save_settings();
   void open_model_config();
   void show_shortcuts();
+  void wire_runs();
+  void update_stop_state();
 
   ClusterModel* cluster_;
   PlanState* plan_;
@@ -65,6 +80,10 @@ class MainWindow : public QMainWindow {
   PlanPage* plan_page_;
   Inspector* inspector_;
   QDockWidget* inspector_dock_;
+  StoreWorker* store_;
+  LaunchController* launcher_;
+  RunsPage* runs_page_;
+  ComparePage* compare_page_;
   QLabel* busy_label_;
   QLabel* summary_label_;
   QLabel* mode_title_ = nullptr;

@@ -69,6 +69,9 @@ int render_screenshots(const QString& dir) {
   // Never read or write the user's settings: a fresh, throw-away settings file.
   QTemporaryDir settings_dir;
   QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, settings_dir.path());
+  // Nor the user's run store.
+  QTemporaryDir store_dir;
+  qputenv("MESHWORK_DB", QDir(store_dir.path()).filePath("runs.db").toLocal8Bit());
   auto* app = qobject_cast<QApplication*>(QCoreApplication::instance());
   bool ok = true;
   const QSize size(1500, 920);
@@ -193,6 +196,7 @@ int render_screenshots(const QString& dir) {
     settle(2500);
     ok &= save(&w, dir + "/mesh-64x8.png");
   }
+  ok &= render_run_screenshots(dir, QString::fromLocal8Bit(qgetenv("MESHWORK_SCREENSHOT_RUNS"))) == 0;
   if (!ok) std::cerr << "meshwork: screenshots: some images could not be written to " << dir.toStdString() << "\n";
   return ok ? 0 : 1;
 }

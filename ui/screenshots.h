@@ -7,8 +7,15 @@
 
 namespace meshwork::ui {
 
-// Writes cluster.png, plan.png, plan-dark.png, plan-invalid.png, mesh-64x8.png into `dir`.
+// Writes cluster.png, plan.png, plan-dark.png, plan-invalid.png, mesh-64x8.png into `dir`, then
+// the part-2 pictures (render_run_screenshots) into a throw-away run store, never the user's.
+// $MESHWORK_SCREENSHOT_RUNS: a directory of recorded metrics files to import for runs/compare.
 // Returns 0 on success, 1 (with a message on stderr) on failure.
 int render_screenshots(const QString& dir);
+
+// monitor-live.png (a real run launched on this machine from the Launch action, grabbed mid-run;
+// skipped when no meshtrain binary is found), runs.png and compare.png (the recorded metrics files
+// in `runs_data` imported as runs).
+int render_run_screenshots(const QString& dir, const QString& runs_data);
 
 }  // namespace meshwork::ui

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The workbench's charts against a big store (issue 8): 8 runs x 1M steps (1M points per series)
+# in the store; time to open Compare on all 8, and time per redraw of a live run's page while
+# 2,000 points/s per series stream into it. Prints a table, writes bench/results/gui.json.
+# The store is built once into ~/.cache/meshwork/bench/gui.db (several minutes, a few GB); pass
+# --steps N for a smaller one. Runs on the offscreen platform (MESHWORK_BENCH_XVFB=1: xvfb-run).
+set -euo pipefail
+source "$(dirname "$0")/../scripts/env.sh"
+"$MESHWORK_ROOT/scripts/build" --target gui_bench >/dev/null
+cd "$MESHWORK_ROOT"
+mkdir -p bench/results
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+if [ -n "${MESHWORK_BENCH_XVFB:-}" ]; then
+  xvfb-run -a -s "-screen 0 1600x1000x24" "$MESHWORK_BUILD_DIR/bin/gui_bench" --out bench/results/gui.json "$@"
+else
+  QT_QPA_PLATFORM=offscreen "$MESHWORK_BUILD_DIR/bin/gui_bench" --out bench/results/gui.json "$@"
+fi
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,0 +1,113 @@
+#include "ui/bar_chart.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSeries>
+#include <QBarSet>
+#include <QChart>
+#include <QGraphicsLayout>
+#include <QHorizontalStackedBarSeries>
+#include <QLegend>
+#include <QPainter>
+#include <QPixmap>
+#include <QValueAxis>
+#include <algorithm>
+
+#include "ui/theme.h"
+
+namespace meshwork::ui {
+
+BarChart::BarChart(const QString& title, Kind kind, QWidget* parent) : QChartView(parent), kind_(kind), title_(title) {
+  auto* c = new QChart;
+  c->setAnimationOptions(QChart::NoAnimation);
+  c->layout()->setContentsMargins(0, 0, 0, 0);
+  c->setMargins(QMargins(6, 4, 8, 4));
+  c->setBackgroundRoundness(4);
+  c->legend()->setAlignment(Qt::AlignTop);
+  setChart(c);
+  setRenderHint(QPainter::Antialiasing, true);
+  setMinimumSize(180, 140);
+  apply_theme();
+}
+
+void BarChart::set_data(const QStringList& categories, const std::vector<Set>& sets, const QString& unit) {
+  QChart* c = chart();
+  c->removeAllSeries();
+  for (QAbstractAxis* a : c->axes()) {
+    c->removeAxis(a);
+    delete a;
+  }
+  QAbstractBarSeries* series = kind_ == Kind::grouped ? static_cast<QAbstractBarSeries*>(new QBarSeries)
+                                                      : new QHorizontalStackedBarSeries;
+  double top = 0;
+  std::vector<double> stack(static_cast<size_t>(categories.size()), 0.0);
+  bars_ = 0;
+  for (const Set& s : sets) {
+    auto* set = new QBarSet(s.name);
+    set->setColor(s.color);
+    set->setBorderColor(s.color.darker(120));
+    for (int i = 0; i < categories.size(); ++i) {
+      const double v = i < static_cast<int>(s.values.size()) ? std::max(0.0, s.values[static_cast<size_t>(i)]) : 0.0;
+      *set << v;
+      stack[static_cast<size_t>(i)] += v;
+      top = std::max(top, kind_ == Kind::grouped ? v : stack[static_cast<size_t>(i)]);
+      ++bars_;
+    }
+    series->append(set);
+  }
+  series->setBarWidth(kind_ == Kind::grouped ? 0.8 : 0.65);
+  c->addSeries(series);
+  auto* cats = new QBarCategoryAxis;
+  cats->append(categories);
+  auto* values = new QValueAxis;
+  values->setRange(0, top > 0 ? top * 1.08 : 1);
+  values->applyNiceNumbers();
+  values->setLabelFormat("%.3g");
+  values->setTitleText(unit);
+  if (kind_ == Kind::grouped) {
+    c->addAxis(cats, Qt::AlignBottom);
+    c->addAxis(values, Qt::AlignLeft);
+  } else {
+    c->addAxis(cats, Qt::AlignLeft);
+    c->addAxis(values, Qt::AlignBottom);
+  }
+  series->attachAxis(cats);
+  series->attachAxis(values);
+  apply_theme();
+}
+
+bool BarChart::save_png(const QString& path) {
+  const qreal dpr = 2.0;
+  QPixmap pm(size() * dpr);
+  pm.setDevicePixelRatio(dpr);
+  pm.fill(card_color());
+  QPainter p(&pm);
+  p.setRenderHint(QPainter::Antialiasing);
+  render(&p);
+  p.end();
+  return pm.save(path, "PNG");
+}
+
+void BarChart::apply_theme() {
+  QChart* c = chart();
+  const QColor text = palette().color(QPalette::WindowText);
+  c->setBackgroundBrush(card_color());
+  c->setBackgroundPen(QPen(border_color(), 1));
+  c->setTitleBrush(text);
+  c->setTitleFont(font());
+  c->setTitle(QStringLiteral("<b>%1</b>").arg(title_.toHtmlEscaped()));
+  c->legend()->setLabelColor(text);
+  QFont small = font();
+  small.setPointSizeF(small.pointSizeF() * 0.85);
+  c->legend()->setFont(small);
+  for (QAbstractAxis* a : c->axes()) {
+    a->setLabelsColor(muted_text_color());
+    a->setTitleBrush(muted_text_color());
+    a->setGridLineColor(border_color());
+    a->setLinePenColor(border_color());
+    a->setLabelsFont(small);
+    a->setTitleFont(small);
+  }
+  setBackgroundBrush(palette().window());
+}
+
+}  // namespace meshwork::ui

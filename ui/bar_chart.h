@@ -1,0 +1,36 @@
+// Bars, for the two places a line over steps is the wrong picture: the per-rank breakdown of the
+// latest step (stacked: each axis's collectives, then compute) and per-axis communication compared
+// across runs (grouped). Like MetricChart, the only other file that knows Qt Charts.
+#pragma once
+
+#include <QChartView>
+#include <QColor>
+#include <QStringList>
+#include <vector>
+
+namespace meshwork::ui {
+
+class BarChart : public QChartView {
+  Q_OBJECT
+ public:
+  enum class Kind { stacked_horizontal, grouped };
+  BarChart(const QString& title, Kind kind, QWidget* parent = nullptr);
+
+  struct Set {
+    QString name;
+    QColor color;
+    std::vector<double> values;  // one per category
+  };
+  // Rebuilds the bars (a few dozen values: cheap). `unit` titles the value axis.
+  void set_data(const QStringList& categories, const std::vector<Set>& sets, const QString& unit);
+  int bar_count() const { return bars_; }  // sets x categories shown (tests)
+  bool save_png(const QString& path);
+  void apply_theme();
+
+ private:
+  Kind kind_;
+  QString title_;
+  int bars_ = 0;
+};
+
+}  // namespace meshwork::ui

@@ -1,0 +1,81 @@
+// The data behind Compare mode: 2-10 runs, one metric overlaid (x = step, tokens or wall time),
+// each run's config and shape, and its mean time per step in each axis's collectives. Loaded in
+// one job on the store worker; config_diff() is a pure function (tested on its own).
+#pragma once
+
+#include <QObject>
+#include <QStringList>
+#include <array>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/mesh.h"
+#include "core/store/run_store.h"
+
+namespace meshwork::ui {
+
+class StoreWorker;
+
+struct DiffRow {
+  QString key;                 // dotted path: "mesh.dp_shard", "training.lr"
+  std::vector<QString> values;  // one per run ("—" where a run has no such key)
+  bool differs = false;
+};
+// Flattens every config to dotted keys (objects recurse; arrays and scalars are leaves, arrays as
+// compact JSON) and lines them up. "name" is left out: runs are told apart by their names anyway.
+std::vector<DiffRow> config_diff(const std::vector<nlohmann::json>& configs);
+
+struct CompareFrame {
+  QString error;
+  std::vector<store::RunSummary> runs;  // in the order asked
+  std::vector<nlohmann::json> configs;
+  std::vector<MeshShape> shapes;
+  std::vector<store::Series> series;    // the metric, one per run
+  // Mean seconds per step of each axis's collectives, then compute, per run (over the chart's
+  // points: exact while a run has no more steps than pixel columns, else the mean of the
+  // min/max/last points the store keeps per column).
+  std::vector<std::array<double, 5>> comm;
+  double load_ms = 0;
+};
+
+struct CompareQuery {
+  std::vector<store::RunId> runs;
+  std::string key = "loss";
+  store::XAxis x = store::XAxis::step;
+  store::Aggregate aggregate = store::Aggregate::mean;  // none: rank 0
+  std::optional<std::pair<double, double>> range;
+  int pixels = 1000;
+};
+
+std::shared_ptr<CompareFrame> load_compare_frame(store::RunStore* store, const CompareQuery& q);
+
+class CompareModel : public QObject {
+  Q_OBJECT
+ public:
+  explicit CompareModel(StoreWorker* worker, QObject* parent = nullptr);
+  void set_query(const CompareQuery& q);  // loads (coalesced: one job in flight at a time)
+  const CompareQuery& query() const { return query_; }
+  const std::shared_ptr<const CompareFrame>& frame() const { return frame_; }
+  int64_t frames() const { return frames_; }
+
+ Q_SIGNALS:
+  void frame_ready(std::shared_ptr<const meshwork::ui::CompareFrame> frame);
+
+ private:
+  void start();
+  StoreWorker* worker_;
+  CompareQuery query_;
+  bool in_flight_ = false;
+  bool again_ = false;
+  std::shared_ptr<const CompareFrame> frame_;
+  int64_t frames_ = 0;
+};
+
+// The ten colours runs get in Compare (Tableau 10: distinct from each other, and not the axis
+// hues' job).
+QColor run_color(int index);
+
+}  // namespace meshwork::ui
+
+Q_DECLARE_METATYPE(std::shared_ptr<const meshwork::ui::CompareFrame>)

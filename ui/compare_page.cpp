@@ -1,0 +1,332 @@
+#include "ui/compare_page.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QElapsedTimer>
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QListWidget>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSlider>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+#include "core/metrics.h"
+#include "ui/axis_colors.h"
+#include "ui/bar_chart.h"
+#include "ui/flow_layout.h"
+#include "ui/mesh_thumb.h"
+#include "ui/metric_chart.h"
+#include "ui/runs_model.h"
+#include "ui/store_worker.h"
+#include "ui/theme.h"
+
+namespace meshwork::ui {
+
+namespace {
+qint64 now_ns() {
+  static QElapsedTimer t = [] {
+    QElapsedTimer e;
+    e.start();
+    return e;
+  }();
+  return t.nsecsElapsed();
+}
+constexpr Axis kAxes[4] = {Axis::dp_replicate, Axis::dp_shard, Axis::cp, Axis::tp};
+const char* kAxisNames[4] = {"dp_replicate", "dp_shard", "cp", "tp"};
+}  // namespace
+
+ComparePage::ComparePage(StoreWorker* worker, RunsModel* runs, QWidget* parent)
+    : QWidget(parent), worker_(worker), runs_model_(runs), model_(new CompareModel(worker, this)) {
+  auto* outer = new QHBoxLayout(this);
+  outer->setContentsMargins(12, 10, 12, 10);
+  auto* split = new QSplitter(Qt::Horizontal, this);
+  outer->addWidget(split);
+
+  auto* left = new QWidget(split);
+  auto* ll = new QVBoxLayout(left);
+  ll->setContentsMargins(0, 0, 6, 0);
+  auto* pick_title = new QLabel(tr("<b>Runs</b> (2–10)"), left);
+  picker_ = new QListWidget(left);
+  picker_->setObjectName("ComparePicker");
+  ll->addWidget(pick_title);
+  ll->addWidget(picker_, 1);
+  split->addWidget(left);
+
+  auto* right = new QWidget(split);
+  auto* rl = new QVBoxLayout(right);
+  rl->setContentsMargins(6, 0, 0, 0);
+  auto* controls_box = new QWidget(right);
+  auto* controls = new FlowLayout(controls_box, 8);
+  controls->setContentsMargins(0, 0, 0, 0);
+  metric_ = new QComboBox(right);
+  for (const std::string& k : step_series_keys()) metric_->addItem(QString::fromStdString(k), QString::fromStdString(k));
+  x_axis_ = new QComboBox(right);
+  x_axis_->addItem(tr("step"), static_cast<int>(store::XAxis::step));
+  x_axis_->addItem(tr("tokens"), static_cast<int>(store::XAxis::tokens));
+  x_axis_->addItem(tr("wall time"), static_cast<int>(store::XAxis::time));
+  ranks_ = new QComboBox(right);
+  ranks_->addItem(tr("mean over ranks"), static_cast<int>(store::Aggregate::mean));
+  ranks_->addItem(tr("max over ranks"), static_cast<int>(store::Aggregate::max));
+  ranks_->addItem(tr("rank 0"), static_cast<int>(store::Aggregate::none));
+  smoothing_ = new QSlider(Qt::Horizontal, right);
+  smoothing_->setRange(0, 99);
+  smoothing_->setValue(60);
+  smoothing_->setFixedWidth(120);
+  auto* save = new QPushButton(tr("Export chart PNG…"), right);
+  auto* save_bars = new QPushButton(tr("Export bars PNG…"), right);
+  controls->addWidget(new QLabel(tr("Metric"), right));
+  controls->addWidget(metric_);
+  controls->addWidget(new QLabel(tr("x"), right));
+  controls->addWidget(x_axis_);
+  controls->addWidget(ranks_);
+  controls->addWidget(new QLabel(tr("Smoothing"), right));
+  controls->addWidget(smoothing_);
+  controls->addWidget(save);
+  controls->addWidget(save_bars);
+  rl->addWidget(controls_box);
+  hint_ = new QLabel(tr("Tick 2–10 runs on the left, or select them in Runs and press Compare."), right);
+  hint_->setProperty("role", "muted");
+  rl->addWidget(hint_);
+
+  auto* vsplit = new QSplitter(Qt::Vertical, right);
+  chart_ = new MetricChart(tr("loss"), vsplit);
+  vsplit->addWidget(chart_);
+  auto* lower = new QWidget(vsplit);
+  auto* lowl = new QHBoxLayout(lower);
+  lowl->setContentsMargins(0, 0, 0, 0);
+  comm_ = new BarChart(tr("Communication per step, by axis"), BarChart::Kind::grouped, lower);
+  lowl->addWidget(comm_, 2);
+  auto* diff_box = new QWidget(lower);
+  auto* dl = new QVBoxLayout(diff_box);
+  dl->setContentsMargins(0, 0, 0, 0);
+  auto* thumbs_box = new QWidget(diff_box);
+  thumbs_ = new QHBoxLayout(thumbs_box);
+  thumbs_->setContentsMargins(0, 0, 0, 0);
+  auto* scroll = new QScrollArea(diff_box);
+  scroll->setWidget(thumbs_box);
+  scroll->setWidgetResizable(true);
+  scroll->setFixedHeight(150);
+  scroll->setFrameShape(QFrame::NoFrame);
+  dl->addWidget(scroll);
+  auto* diff_head = new QHBoxLayout;
+  diff_head->addWidget(new QLabel(tr("<b>Configuration</b>"), diff_box));
+  only_diff_ = new QCheckBox(tr("only differences"), diff_box);
+  only_diff_->setChecked(true);
+  diff_head->addStretch();
+  diff_head->addWidget(only_diff_);
+  dl->addLayout(diff_head);
+  diff_ = new QTableWidget(diff_box);
+  diff_->setObjectName("ConfigDiff");
+  diff_->verticalHeader()->hide();
+  diff_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  diff_->setShowGrid(false);
+  diff_->setAlternatingRowColors(true);
+  dl->addWidget(diff_, 1);
+  lowl->addWidget(diff_box, 3);
+  vsplit->addWidget(lower);
+  vsplit->setStretchFactor(0, 3);
+  vsplit->setStretchFactor(1, 2);
+  rl->addWidget(vsplit, 1);
+  split->addWidget(right);
+  split->setStretchFactor(0, 0);
+  split->setStretchFactor(1, 1);
+  split->setSizes({230, 1200});
+  picker_->setMinimumWidth(150);
+  left->setMinimumWidth(150);
+
+  connect(runs_model_, &RunsModel::loaded, this, &ComparePage::fill_picker);
+  connect(picker_, &QListWidget::itemChanged, this, [this](QListWidgetItem*) {
+    if (filling_) return;
+    std::vector<store::RunId> ids;
+    for (int i = 0; i < picker_->count(); ++i)
+      if (picker_->item(i)->checkState() == Qt::Checked) ids.push_back(picker_->item(i)->data(Qt::UserRole).toLongLong());
+    if (ids.size() > 10) {
+      Q_EMIT status_message(tr("Compare shows at most 10 runs"));
+      fill_picker();  // back to the previous ticks
+      return;
+    }
+    checked_ = ids;
+    reload();
+  });
+  for (QComboBox* c : {metric_, x_axis_, ranks_}) connect(c, &QComboBox::activated, this, [this] { reload(); });
+  connect(smoothing_, &QSlider::valueChanged, this, [this](int v) { set_smoothing(v / 100.0); });
+  connect(only_diff_, &QCheckBox::toggled, this, [this] { fill_diff(); });
+  connect(save, &QPushButton::clicked, this, [this] {
+    const QString p = QFileDialog::getSaveFileName(this, tr("Export the chart"), QStringLiteral("compare-%1.png").arg(metric_->currentText()),
+                                                   tr("PNG (*.png)"));
+    if (!p.isEmpty()) Q_EMIT status_message(export_chart_png(p) ? tr("Saved %1").arg(p) : tr("Could not write %1").arg(p));
+  });
+  connect(save_bars, &QPushButton::clicked, this, [this] {
+    const QString p = QFileDialog::getSaveFileName(this, tr("Export the bars"), QStringLiteral("compare-comm.png"), tr("PNG (*.png)"));
+    if (!p.isEmpty()) Q_EMIT status_message(comm_->save_png(p) ? tr("Saved %1").arg(p) : tr("Could not write %1").arg(p));
+  });
+  connect(chart_, &MetricChart::x_range_requested, this, [this](double a, double b) {
+    CompareQuery q = model_->query();
+    q.range = std::make_pair(a, b);
+    model_->set_query(q);  // full resolution for the visible range
+  });
+  connect(chart_, &MetricChart::zoom_reset, this, [this] {
+    CompareQuery q = model_->query();
+    q.range.reset();
+    model_->set_query(q);
+  });
+  connect(model_, &CompareModel::frame_ready, this, &ComparePage::draw);
+  fill_picker();
+}
+
+void ComparePage::fill_picker() {
+  filling_ = true;
+  picker_->clear();
+  for (const store::RunSummary& s : runs_model_->runs()) {
+    auto* item = new QListWidgetItem(QStringLiteral("%1  #%2\n%3 · %4").arg(QString::fromStdString(s.name)).arg(s.id)
+                                         .arg(QString::fromStdString(s.shape).replace('x', QChar(0xD7)), QString::fromStdString(s.status)),
+                                     picker_);
+    item->setData(Qt::UserRole, QVariant::fromValue<qint64>(s.id));
+    item->setFlags(Qt::ItemIsEnabled | Qt::ItemIsUserCheckable | Qt::ItemIsSelectable);
+    const bool on = std::find(checked_.begin(), checked_.end(), s.id) != checked_.end();
+    item->setCheckState(on ? Qt::Checked : Qt::Unchecked);
+  }
+  filling_ = false;
+}
+
+void ComparePage::set_runs(const std::vector<store::RunId>& ids) {
+  checked_.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(ids.size(), 10)));
+  fill_picker();
+  reload();
+}
+
+void ComparePage::set_metric(const QString& key) {
+  metric_->setCurrentIndex(std::max(0, metric_->findData(key)));
+  reload();
+}
+
+void ComparePage::set_x_axis(store::XAxis x) {
+  x_axis_->setCurrentIndex(std::max(0, x_axis_->findData(static_cast<int>(x))));
+  reload();
+}
+
+void ComparePage::set_smoothing(double w) {
+  smoothing_weight_ = std::clamp(w, 0.0, 0.99);
+  if (smoothing_->value() != qRound(smoothing_weight_ * 100)) smoothing_->setValue(qRound(smoothing_weight_ * 100));
+  if (model_->frame()) draw(model_->frame());
+}
+
+void ComparePage::set_only_differences(bool on) { only_diff_->setChecked(on); }
+
+void ComparePage::reload() {
+  hint_->setVisible(checked_.size() < 2);
+  CompareQuery q;
+  q.runs = checked_;
+  q.key = metric_->currentData().toString().toStdString();
+  q.x = static_cast<store::XAxis>(x_axis_->currentData().toInt());
+  q.aggregate = static_cast<store::Aggregate>(ranks_->currentData().toInt());
+  q.pixels = std::max(200, chart_->width());
+  chart_->reset_zoom();
+  open_started_ns_ = now_ns();
+  model_->set_query(q);
+}
+
+int ComparePage::series_count() const {
+  const auto& f = model_->frame();
+  return f ? static_cast<int>(f->series.size()) : 0;
+}
+
+void ComparePage::draw(const std::shared_ptr<const CompareFrame>& fp) {
+  if (!fp) return;
+  const CompareFrame& f = *fp;
+  if (!f.error.isEmpty()) {
+    Q_EMIT status_message(f.error);
+    return;
+  }
+  const bool smoothing = smoothing_weight_ > 0;
+  chart_->clear_series();
+  const QString key = metric_->currentText();
+  chart_->set_title(key);
+  for (size_t i = 0; i < f.series.size(); ++i) {
+    const QColor c = run_color(static_cast<int>(i));
+    const QString name = QStringLiteral("%1 #%2").arg(QString::fromStdString(f.runs[i].name)).arg(f.runs[i].id);
+    if (smoothing) {
+      const int raw = chart_->add_line(name + tr(" raw"), {c, 1.0, 0.25, Qt::SolidLine, false, false});
+      chart_->set_points(raw, f.series[i].points);
+    }
+    const int line = chart_->add_line(name, {c, 2.0, 1.0, Qt::SolidLine, true, false});
+    chart_->set_points(line, smoothing ? smooth(f.series[i].points, smoothing_weight_) : f.series[i].points);
+  }
+  const QString xs[] = {tr("step"), tr("tokens (per data-parallel replica)"), tr("wall time (s since start)")};
+  chart_->set_axis_titles(xs[x_axis_->currentIndex()], {});
+  chart_->set_zoom(model_->query().range);
+
+  QStringList cats;
+  for (const auto& s : f.runs) cats << QStringLiteral("%1 #%2").arg(QString::fromStdString(s.name)).arg(s.id);
+  std::vector<BarChart::Set> sets;
+  for (int a = 0; a < 4; ++a) {
+    BarChart::Set s{kAxisNames[a], axis_color(kAxes[a], is_dark()), {}};
+    bool any = false;
+    for (size_t i = 0; i < f.comm.size(); ++i) {
+      s.values.push_back(f.comm[i][static_cast<size_t>(a)] * 1000.0);
+      any |= f.shapes[i].size(kAxes[a]) > 1;
+    }
+    if (any) sets.push_back(s);  // an axis no run uses has nothing to compare
+  }
+  comm_->set_data(cats, sets, tr("ms per step (mean over ranks)"));
+
+  while (QLayoutItem* item = thumbs_->takeAt(0)) {
+    delete item->widget();
+    delete item;
+  }
+  for (size_t i = 0; i < f.runs.size(); ++i)
+    thumbs_->addWidget(new MeshThumb(f.shapes[i], QStringLiteral("%1 #%2").arg(QString::fromStdString(f.runs[i].name)).arg(f.runs[i].id),
+                                     run_color(static_cast<int>(i)), thumbs_->parentWidget()));
+  thumbs_->addStretch();
+  fill_diff();
+  last_open_ms_ = static_cast<double>(now_ns() - open_started_ns_) / 1e6;
+}
+
+void ComparePage::fill_diff() {
+  const auto& f = model_->frame();
+  diff_->clear();
+  if (!f) return;
+  const auto rows = config_diff(f->configs);
+  QStringList head{tr("field")};
+  for (const auto& s : f->runs) head << QStringLiteral("%1 #%2").arg(QString::fromStdString(s.name)).arg(s.id);
+  diff_->setColumnCount(static_cast<int>(head.size()));
+  diff_->setHorizontalHeaderLabels(head);
+  int n = 0;
+  for (const DiffRow& r : rows)
+    if (r.differs || !only_diff_->isChecked()) ++n;
+  diff_->setRowCount(n);
+  int row = 0;
+  for (const DiffRow& r : rows) {
+    if (!r.differs && only_diff_->isChecked()) continue;
+    auto* k = new QTableWidgetItem(r.key);
+    // Mesh fields in their axis colour, as everywhere else.
+    for (int a = 0; a < 4; ++a)
+      if (r.key == QStringLiteral("mesh.") + kAxisNames[a]) k->setForeground(axis_color(kAxes[a], is_dark()));
+    QFont bold = k->font();
+    bold.setBold(r.differs);
+    k->setFont(bold);
+    diff_->setItem(row, 0, k);
+    for (size_t i = 0; i < r.values.size(); ++i) {
+      auto* v = new QTableWidgetItem(r.values[i]);
+      v->setFont(bold);
+      diff_->setItem(row, static_cast<int>(i) + 1, v);
+    }
+    ++row;
+  }
+  diff_->resizeColumnsToContents();
+}
+
+bool ComparePage::export_chart_png(const QString& path) { return chart_->save_png(path); }
+
+void ComparePage::refresh_colors() {
+  chart_->apply_theme();
+  comm_->apply_theme();
+  if (model_->frame()) draw(model_->frame());
+}
+
+}  // namespace meshwork::ui

@@ -1,0 +1,251 @@
+#include "ui/launch_controller.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QFileInfo>
+#include <QMetaObject>
+#include <QPointer>
+#include <atomic>
+
+#include "remote/run_control.h"
+
+namespace meshwork::ui {
+
+namespace {
+remote::SshOptions ssh_from_env() {
+  // The same overrides as the prober (node_prober.cpp): tests and unusual setups.
+  remote::SshOptions o;
+  if (const char* v = std::getenv("MESHWORK_SSH_CONFIG")) o.ssh_config = v;
+  if (const char* v = std::getenv("MESHWORK_KNOWN_HOSTS")) o.known_hosts = v;
+  if (const char* v = std::getenv("MESHWORK_IDENTITY")) o.identity = v;
+  return o;  // unknown host keys are refused: they were reviewed on the node cards when probed
+}
+QString q(const std::string& s) { return QString::fromStdString(s); }
+}  // namespace
+
+struct LaunchController::Active {
+  std::unique_ptr<remote::RunFollower> follower;
+  std::thread thread;
+  std::atomic<bool> done{false};
+};
+
+LaunchController::LaunchController(QString db, QObject* parent)
+    : QObject(parent), db_(std::move(db)), ssh_(ssh_from_env()) {
+  qRegisterMetaType<DeployUpdate>();
+}
+
+void LaunchController::set_ssh_options(const remote::SshOptions& options) {
+  ssh_ = options;
+  ssh_.on_unknown_host_key = nullptr;  // keys are reviewed on the node cards, never here
+}
+
+LaunchController::~LaunchController() {
+  detach_all();
+  if (launch_thread_.joinable()) launch_thread_.join();
+  for (auto& [id, a] : active_)
+    if (a->thread.joinable()) a->thread.join();
+}
+
+QString LaunchController::trainer_path() {
+  const QByteArray env = qgetenv("MESHWORK_MESHTRAIN");
+  if (!env.isEmpty()) return QString::fromLocal8Bit(env);
+  return QDir(QCoreApplication::applicationDirPath()).filePath("meshtrain");
+}
+
+std::vector<std::string> LaunchController::trainer_args(const RunConfig& c) {
+  const TrainingConfig& t = c.training;
+  std::vector<std::string> a = {
+      "--dp-replicate", std::to_string(c.mesh.dp_replicate), "--dp-shard", std::to_string(c.mesh.dp_shard),
+      "--cp", std::to_string(c.mesh.cp), "--tp", std::to_string(c.mesh.tp),
+      "--steps", std::to_string(t.steps), "--seq-len", std::to_string(t.seq_len),
+      "--global-batch", std::to_string(t.global_batch), "--micro-batch", std::to_string(t.micro_batch),
+      "--lr", std::to_string(t.lr), "--warmup-steps", std::to_string(t.warmup_steps),
+      "--seed", std::to_string(t.seed), "--precision", std::string(to_string(t.precision)),
+      "--activation-checkpointing", std::string(to_string(t.activation_checkpointing)),
+      "--device", std::string(to_string(t.device)), "--checkpoint-every", std::to_string(t.checkpoint_every)};
+  if (c.model.is_string()) {
+    a.push_back("--model");
+    a.push_back(c.model.get<std::string>());
+  }
+  if (c.data.is_string() && !c.data.get<std::string>().empty()) {
+    a.push_back("--data");
+    a.push_back(c.data.get<std::string>());
+  }
+  return a;
+}
+
+bool LaunchController::launch(const RunConfig& config) {
+  if (launching_) {
+    Q_EMIT launch_failed(tr("A launch is already in progress"), {});
+    return false;
+  }
+  reap();
+  if (launch_thread_.joinable()) launch_thread_.join();
+  remote::LaunchRequest req;
+  std::vector<NodeConfig> nodes = config.nodes;
+  if (nodes.empty()) nodes.push_back(NodeConfig{"local", static_cast<int>(config.mesh.world_size()), {}});
+  for (const NodeConfig& n : nodes) {
+    auto spec = remote::parse_host_spec(n.host);
+    if (!spec) {
+      Q_EMIT launch_failed(q(spec.error().message()), {});
+      return false;
+    }
+    req.hosts.push_back(remote::HostEntry{*spec, n.slots});
+  }
+  req.nproc_per_node = nodes.front().slots;
+  req.config = config;
+  req.config.nodes.clear();
+  req.trainer_args = trainer_args(config);
+  req.name = config.name.empty() ? "run" : config.name;
+  req.trainer_path = trainer_path().toStdString();
+  req.ssh = ssh_;
+  // Callbacks run on launch threads: hop to this object's thread through queued calls.
+  QPointer<LaunchController> self(this);
+  req.on_step = [self](const std::string& s) {
+    QMetaObject::invokeMethod(self, [self, t = q(s)] { if (self) Q_EMIT self->launch_step(t); }, Qt::QueuedConnection);
+  };
+  req.on_deploy = [self](const remote::DeployProgress& d) {
+    DeployUpdate u{static_cast<int>(d.node), q(d.host), q(d.stage), q(d.file),
+                   static_cast<double>(d.bytes_done), static_cast<double>(d.bytes_total), q(d.message)};
+    QMetaObject::invokeMethod(self, [self, u] { if (self) Q_EMIT self->deploy_progress(u); }, Qt::QueuedConnection);
+  };
+  req.on_probe = [self](const remote::ProbeProgress& p) {
+    const QString t = QStringLiteral("probe %1: %2").arg(q(p.host), q(p.stage));
+    QMetaObject::invokeMethod(self, [self, t] { if (self) Q_EMIT self->launch_step(t); }, Qt::QueuedConnection);
+  };
+  launching_ = true;
+  const std::filesystem::path db = db_.toStdString();
+  launch_thread_ = std::thread([self, db, req] {
+    auto result = remote::launch_run(db, req);
+    QMetaObject::invokeMethod(
+        self,
+        [self, result = std::move(result)] {
+          if (!self) return;
+          self->launching_ = false;
+          if (const auto* e = std::get_if<remote::LaunchError>(&result)) {
+            QStringList details;
+            for (const Error& m : e->more) details << q(m.message());
+            Q_EMIT self->launch_failed(q(e->error.message()), details);
+            return;
+          }
+          const auto& run = std::get<remote::LaunchedRun>(result);
+          self->follow(run.id, remote::to_json(run.record));
+          Q_EMIT self->launched(run.id);
+        },
+        Qt::QueuedConnection);
+  });
+  return true;
+}
+
+void LaunchController::follow(store::RunId run, const nlohmann::json& launch_record) {
+  if (following(run)) return;
+  auto rec = remote::launch_record_from_json(launch_record);
+  if (!rec) {
+    Q_EMIT follow_event(run, "error", q(rec.error().message()));
+    return;
+  }
+  auto a = std::make_unique<Active>();
+  QPointer<LaunchController> self(this);
+  remote::FollowOptions fo;
+  fo.on_event = [self, run](const std::string& level, const std::string& text) {
+    QMetaObject::invokeMethod(self, [self, run, l = q(level), t = q(text)] {
+      if (self) Q_EMIT self->follow_event(run, l, t);
+    }, Qt::QueuedConnection);
+  };
+  const std::filesystem::path db = db_.toStdString();
+  a->follower = std::make_unique<remote::RunFollower>(db, run, *rec, remote::make_connector(*rec, ssh_), fo);
+  Active* raw = a.get();
+  a->thread = std::thread([self, raw, run] {
+    auto outcome = raw->follower->run();
+    QString state = QStringLiteral("failed"), cause;
+    if (!outcome) {
+      cause = q(outcome.error().message());
+    } else {
+      state = q(outcome->state_name());
+      if (outcome->root_cause) cause = q(outcome->root_cause->text());
+    }
+    raw->done = true;
+    QMetaObject::invokeMethod(self, [self, run, state, cause] {
+      if (self) Q_EMIT self->finished(run, state, cause);
+    }, Qt::QueuedConnection);
+  });
+  active_[run] = std::move(a);
+}
+
+bool LaunchController::attach(store::RunId run) {
+  auto rec = remote::load_launch_record(db_.toStdString(), run);
+  if (!rec) {
+    Q_EMIT follow_event(run, "error", q(rec.error().message()));
+    return false;
+  }
+  reap();
+  follow(run, remote::to_json(*rec));
+  return following(run);
+}
+
+int LaunchController::attach_running() {
+  auto store = store::RunStore::open(db_.toStdString());
+  if (!store) return 0;
+  auto runs = (*store)->list_runs();
+  if (!runs) return 0;
+  int n = 0;
+  for (const store::RunSummary& r : *runs) {
+    if (r.status != store::kStatusRunning && r.status != store::kStatusCreated) continue;
+    auto info = (*store)->get_run(r.id);
+    if (!info || !info->cluster.contains("launch")) continue;
+    follow(r.id, info->cluster["launch"]);
+    n += following(r.id) ? 1 : 0;
+  }
+  return n;
+}
+
+void LaunchController::stop(store::RunId run) {
+  auto it = active_.find(run);
+  if (it != active_.end() && !it->second->done) {
+    it->second->follower->stop_run();  // thread-safe; run() then returns "stopped"
+    return;
+  }
+  // Not followed by this workbench: stop it directly, off the GUI thread.
+  auto rec = remote::load_launch_record(db_.toStdString(), run);
+  if (!rec) {
+    Q_EMIT follow_event(run, "error", q(rec.error().message()));
+    return;
+  }
+  QPointer<LaunchController> self(this);
+  const std::string db = db_.toStdString();
+  std::thread([self, run, rec = *rec, db, ssh = ssh_] {
+    Status st = remote::stop_all(rec, ssh);
+    if (st) {
+      if (auto s = store::RunStore::open(db)) {
+        (void)(*s)->set_status(run, store::kStatusStopped, "stopped from the workbench");
+        (void)(*s)->add_event(run, "info", "stopped from the workbench");
+      }
+    }
+    QMetaObject::invokeMethod(self, [self, run, ok = bool(st), msg = st ? QString() : q(st.error().message())] {
+      if (self) Q_EMIT self->finished(run, ok ? QStringLiteral("stopped") : QStringLiteral("failed"), msg);
+    }, Qt::QueuedConnection);
+  }).detach();
+}
+
+bool LaunchController::following(store::RunId run) const {
+  auto it = active_.find(run);
+  return it != active_.end() && !it->second->done;
+}
+
+void LaunchController::detach_all() {
+  for (auto& [id, a] : active_)
+    if (!a->done) a->follower->detach();
+}
+
+void LaunchController::reap() {
+  for (auto it = active_.begin(); it != active_.end();) {
+    if (it->second->done) {
+      if (it->second->thread.joinable()) it->second->thread.join();
+      it = active_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace meshwork::ui

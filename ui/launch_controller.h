@@ -1,0 +1,91 @@
+// Launching and following runs from the workbench, off the GUI thread. Uses remote's run control
+// (remote/run_control.h) exactly as `meshwork launch` / `attach` / `stop` do: launch_run() on a
+// worker thread with its progress callbacks turned into queued signals, then a RunFollower per
+// run that streams every rank's metrics into the store until the run ends.
+//
+// Runs outlive the workbench: closing the window detaches the followers (the supervisors keep
+// running, detached by setsid on their nodes); attach_running() on the next start follows every
+// run the store still marks as running, resuming from the byte offsets the store kept.
+#pragma once
+
+#include <QObject>
+#include <QString>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "core/run_config.h"
+#include "core/store/run_store.h"
+#include "remote/deploy.h"
+#include "remote/ssh_session.h"
+
+namespace meshwork::remote {
+class RunFollower;
+}
+
+namespace meshwork::ui {
+
+struct DeployUpdate {
+  int node = 0;
+  QString host;
+  QString stage;   // remote's words: preparing, uploading, skipped, checking, done, failed
+  QString file;
+  double bytes_done = 0;
+  double bytes_total = 0;
+  QString message;
+};
+
+class LaunchController : public QObject {
+  Q_OBJECT
+ public:
+  explicit LaunchController(QString db, QObject* parent = nullptr);
+  ~LaunchController() override;  // detaches every follower: the runs go on
+
+  // Starts launching `config` on its nodes (config.nodes; empty = the local machine with the
+  // mesh's world size). Returns false (and says why through launch_failed) when one is already
+  // launching.
+  bool launch(const RunConfig& config);
+  bool launching() const { return launching_; }
+  // Follows a stored run that was launched earlier (re-attach after a restart).
+  bool attach(store::RunId run);
+  // Follows every run the store marks running and that has a launch record; returns how many.
+  int attach_running();
+  // SIGTERM then SIGKILL to every rank of the run (the follower records it as stopped).
+  void stop(store::RunId run);
+  bool following(store::RunId run) const;
+  void detach_all();  // stop following; the runs go on
+
+  // SSH options for launch, follow and stop (the prober's: the same ssh_config, identity and
+  // known_hosts whose keys the user reviewed on the node cards). Unknown keys are refused here.
+  void set_ssh_options(const remote::SshOptions& options);
+  const remote::SshOptions& ssh_options() const { return ssh_; }
+
+  // The meshtrain binary to deploy: $MESHWORK_MESHTRAIN, else next to this executable.
+  static QString trainer_path();
+  // meshtrain's flags for a run config (the same names as `meshwork launch` passes through).
+  static std::vector<std::string> trainer_args(const RunConfig& config);
+
+ Q_SIGNALS:
+  void launch_step(const QString& text);             // "probing 1 node(s)", "deploying", ...
+  void deploy_progress(const meshwork::ui::DeployUpdate& update);
+  void launched(qint64 run);                         // recorded in the store and started
+  void launch_failed(const QString& message, const QStringList& details);
+  void follow_event(qint64 run, const QString& level, const QString& text);
+  // The follower returned: state is ok / failed / stopped / detached.
+  void finished(qint64 run, const QString& state, const QString& root_cause);
+
+ private:
+  struct Active;
+  void follow(store::RunId run, const nlohmann::json& launch_record);
+  void reap();
+
+  QString db_;
+  remote::SshOptions ssh_;
+  bool launching_ = false;
+  std::thread launch_thread_;
+  std::map<store::RunId, std::unique_ptr<Active>> active_;
+};
+
+}  // namespace meshwork::ui
+
+Q_DECLARE_METATYPE(meshwork::ui::DeployUpdate)

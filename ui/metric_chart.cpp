@@ -1,0 +1,344 @@
+#include "ui/metric_chart.h"
+
+#include <QAreaSeries>
+#include <QChart>
+#include <QGraphicsLayout>
+#include <QLegend>
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QPixmap>
+#include <QValueAxis>
+#include <algorithm>
+#include <cmath>
+
+#include "ui/theme.h"
+
+namespace meshwork::ui {
+
+namespace {
+QRectF unite(const QRectF& a, const QRectF& b) {
+  if (a.isNull()) return b;
+  if (b.isNull()) return a;
+  const double x0 = std::min(a.left(), b.left()), x1 = std::max(a.right(), b.right());
+  const double y0 = std::min(a.top(), b.top()), y1 = std::max(a.bottom(), b.bottom());
+  return QRectF(QPointF(x0, y0), QPointF(x1, y1));
+}
+// A degenerate rectangle (one point, a flat line) still has a place: QRectF::isNull() would call
+// it empty, so bounds are kept as explicit corners.
+QRectF corners(double x0, double y0, double x1, double y1) {
+  QRectF r;
+  r.setCoords(x0, y0, x1, y1);
+  return r.isNull() ? QRectF(QPointF(x0, y0), QSizeF(1e-300, 1e-300)) : r;
+}
+void fit_axis(QValueAxis* axis, double lo, double hi, bool from_zero) {
+  if (!std::isfinite(lo) || !std::isfinite(hi)) return;
+  if (from_zero && lo > 0) lo = 0;
+  if (hi - lo < 1e-12 * std::max(1.0, std::abs(hi))) {
+    const double pad = std::abs(hi) > 0 ? std::abs(hi) * 0.1 : 1.0;
+    lo -= pad;
+    hi += pad;
+    if (from_zero && lo < 0 && hi > 0 && lo >= -pad) lo = 0;
+  } else {
+    const double pad = (hi - lo) * 0.05;
+    if (!(from_zero && lo == 0)) lo -= pad;
+    hi += pad;
+  }
+  axis->setRange(lo, hi);
+  axis->applyNiceNumbers();
+}
+}  // namespace
+
+MetricChart::MetricChart(const QString& title, QWidget* parent) : QChartView(parent), title_(title) {
+  auto* c = new QChart;
+  c->setAnimationOptions(QChart::NoAnimation);  // every redraw is a full repaint: never animate
+  c->layout()->setContentsMargins(0, 0, 0, 0);
+  c->setMargins(QMargins(6, 4, 8, 4));
+  c->setBackgroundRoundness(4);
+  c->legend()->setAlignment(Qt::AlignTop);
+  c->legend()->setShowToolTips(true);
+  x_ = new QValueAxis(c);
+  y_ = new QValueAxis(c);
+  x_->setLabelFormat("%.6g");
+  y_->setLabelFormat("%.4g");
+  x_->setTickCount(6);
+  y_->setTickCount(5);
+  c->addAxis(x_, Qt::AlignBottom);
+  c->addAxis(y_, Qt::AlignLeft);
+  setChart(c);
+  setRenderHint(QPainter::Antialiasing, true);
+  setRubberBand(QChartView::HorizontalRubberBand);
+  setMinimumSize(180, 150);
+  set_title(title);
+  apply_theme();
+}
+
+QLineSeries* MetricChart::make_line(const LineStyle& style) {
+  auto* s = new QLineSeries(chart());
+  QColor color = style.color;
+  color.setAlphaF(style.opacity);
+  QPen pen(color, style.width, style.pen);
+  pen.setCapStyle(Qt::RoundCap);
+  s->setPen(pen);
+  return s;
+}
+
+int MetricChart::add_line(const QString& name, const LineStyle& style) {
+  QLineSeries* s = make_line(style);
+  s->setName(name);
+  chart()->addSeries(s);
+  s->attachAxis(x_);
+  if (style.right_axis) {
+    if (!y_right_) {
+      y_right_ = new QValueAxis(chart());
+      y_right_->setLabelFormat("%.3g");
+      y_right_->setTickCount(5);
+      y_right_->setGridLineVisible(false);
+      chart()->addAxis(y_right_, Qt::AlignRight);
+      apply_theme();
+    }
+    s->attachAxis(y_right_);
+  } else {
+    s->attachAxis(y_);
+  }
+  if (!style.legend)
+    for (QLegendMarker* m : chart()->legend()->markers(s)) m->setVisible(false);
+  lines_.push_back(Line{s, nullptr, nullptr, style.right_axis, false, {}});
+  return static_cast<int>(lines_.size()) - 1;
+}
+
+int MetricChart::add_area(const QString& name, const QColor& color) {
+  auto* upper = new QLineSeries(chart());
+  auto* lower = new QLineSeries(chart());
+  auto* area = new QAreaSeries(upper, lower);
+  area->setName(name);
+  QColor fill = color;
+  fill.setAlphaF(0.85);
+  area->setBrush(fill);
+  area->setPen(QPen(color.darker(115), 1.0));
+  chart()->addSeries(area);
+  area->attachAxis(x_);
+  area->attachAxis(y_);
+  lines_.push_back(Line{area, upper, lower, false, true, {}});
+  return static_cast<int>(lines_.size()) - 1;
+}
+
+void MetricChart::clear_series() {
+  chart()->removeAllSeries();  // deletes them
+  lines_.clear();
+  reference_ = nullptr;
+  if (y_right_) {
+    chart()->removeAxis(y_right_);
+    delete y_right_;
+    y_right_ = nullptr;
+  }
+}
+
+void MetricChart::set_points(int line, const std::vector<store::Point>& points, double scale) {
+  if (line < 0 || line >= line_count() || lines_[line].area) return;
+  QList<QPointF> pts;
+  pts.reserve(static_cast<qsizetype>(points.size()));
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  for (const store::Point& p : points) {
+    const double y = p.y * scale;
+    if (!std::isfinite(y) || !std::isfinite(p.x)) continue;  // a NaN loss has no place on a line
+    pts.append(QPointF(p.x, y));
+    x0 = std::min(x0, p.x);
+    x1 = std::max(x1, p.x);
+    y0 = std::min(y0, y);
+    y1 = std::max(y1, y);
+  }
+  lines_[line].bounds = pts.isEmpty() ? QRectF() : corners(x0, y0, x1, y1);
+  static_cast<QLineSeries*>(lines_[line].series)->replace(pts);
+}
+
+void MetricChart::set_stack(const std::vector<double>& x, const std::vector<std::vector<double>>& layers) {
+  std::vector<double> base(x.size(), 0.0);
+  size_t layer = 0;
+  for (Line& l : lines_) {
+    if (!l.area) continue;
+    QList<QPointF> lo, up;
+    lo.reserve(static_cast<qsizetype>(x.size()));
+    up.reserve(static_cast<qsizetype>(x.size()));
+    double y1 = 0;
+    for (size_t k = 0; k < x.size(); ++k) {
+      const double v = layer < layers.size() && k < layers[layer].size() && std::isfinite(layers[layer][k])
+                           ? std::max(0.0, layers[layer][k]) : 0.0;
+      lo.append(QPointF(x[k], base[k]));
+      base[k] += v;
+      up.append(QPointF(x[k], base[k]));
+      y1 = std::max(y1, base[k]);
+    }
+    l.bounds = x.empty() ? QRectF() : corners(x.front(), 0, x.back(), y1);
+    l.lower->replace(lo);
+    l.upper->replace(up);
+    ++layer;
+  }
+}
+
+void MetricChart::set_reference(std::optional<double> y, const QString& label, const QColor& color) {
+  reference_y_ = y;
+  if (!y) {
+    if (reference_) reference_->setVisible(false);
+    return;
+  }
+  if (!reference_) {
+    reference_ = make_line(LineStyle{color, 1.4, 1.0, Qt::DashLine, true, false});
+    chart()->addSeries(reference_);
+    reference_->attachAxis(x_);
+    reference_->attachAxis(y_);
+  }
+  reference_->setName(label);
+  reference_->setVisible(true);
+}
+
+int MetricChart::point_count(int line) const {
+  if (line < 0 || line >= line_count()) return 0;
+  const Line& l = lines_[line];
+  return static_cast<int>(l.area ? l.upper->count() : static_cast<QLineSeries*>(l.series)->count());
+}
+
+void MetricChart::set_axis_titles(const QString& x, const QString& y, const QString& y_right) {
+  x_->setTitleText(x);
+  y_->setTitleText(y);
+  if (y_right_) y_right_->setTitleText(y_right);
+}
+
+void MetricChart::set_title(const QString& title) {
+  title_ = title;
+  chart()->setTitle(note_.isEmpty() ? QStringLiteral("<b>%1</b>").arg(title_.toHtmlEscaped())
+                                    : QStringLiteral("<b>%1</b> <span style='font-weight:normal; color:%2'>%3</span>")
+                                          .arg(title_.toHtmlEscaped(), muted_text_color().name(), note_.toHtmlEscaped()));
+}
+
+void MetricChart::set_note(const QString& note) {
+  if (note == note_) return;
+  note_ = note;
+  set_title(title_);
+}
+
+void MetricChart::rescale() {
+  QRectF left, right;
+  for (const Line& l : lines_) {
+    if (!l.series->isVisible()) continue;
+    (l.right ? right : left) = unite(l.right ? right : left, l.bounds);
+  }
+  const QRectF all = unite(left, right);
+  if (all.isNull()) return;
+  double x0 = all.left(), x1 = all.right();
+  if (zoom_) std::tie(x0, x1) = *zoom_;
+  if (x1 <= x0) x1 = x0 + 1;
+  x_->setRange(x0, x1);
+  if (!left.isNull()) {
+    double lo = left.top(), hi = left.bottom();
+    if (reference_y_ && reference_ && reference_->isVisible()) {
+      hi = std::max(hi, *reference_y_);
+      reference_->replace(QList<QPointF>{{x0, *reference_y_}, {x1, *reference_y_}});
+    }
+    // Rates, times and sizes start at zero; a loss or a learning rate is read by its shape.
+    fit_axis(y_, lo, hi, lo >= 0 && lo < 0.35 * hi);
+  }
+  if (y_right_ && !right.isNull()) fit_axis(y_right_, right.top(), right.bottom(), right.top() >= 0);
+}
+
+void MetricChart::set_zoom(std::optional<std::pair<double, double>> range) {
+  zoom_ = range;
+  rescale();
+}
+
+void MetricChart::reset_zoom() {
+  zoom_.reset();
+  rescale();
+}
+
+void MetricChart::mousePressEvent(QMouseEvent* e) {
+  if (e->button() == Qt::RightButton) {  // QChartView would zoom out one step; we go back to all
+    const bool was = zoomed();
+    reset_zoom();
+    if (was) Q_EMIT zoom_reset();
+    e->accept();
+    return;
+  }
+  QChartView::mousePressEvent(e);
+}
+
+void MetricChart::mouseReleaseEvent(QMouseEvent* e) {
+  if (e->button() == Qt::RightButton) {
+    e->accept();
+    return;
+  }
+  const double before0 = x_->min(), before1 = x_->max();
+  QChartView::mouseReleaseEvent(e);  // the rubber band zooms the axes
+  if (x_->min() != before0 || x_->max() != before1) {
+    zoom_ = std::make_pair(x_->min(), x_->max());
+    Q_EMIT x_range_requested(x_->min(), x_->max());
+  }
+}
+
+void MetricChart::mouseDoubleClickEvent(QMouseEvent* e) {
+  const bool was = zoomed();
+  reset_zoom();
+  if (was) Q_EMIT zoom_reset();
+  e->accept();
+}
+
+bool MetricChart::save_png(const QString& path) {
+  const qreal dpr = 2.0;
+  QPixmap pm(size() * dpr);
+  pm.setDevicePixelRatio(dpr);
+  pm.fill(card_color());
+  QPainter p(&pm);
+  p.setRenderHint(QPainter::Antialiasing);
+  render(&p);
+  p.end();
+  return pm.save(path, "PNG");
+}
+
+void MetricChart::apply_theme() {
+  QChart* c = chart();
+  const QColor text = palette().color(QPalette::WindowText);
+  const QColor grid = border_color();
+  c->setBackgroundBrush(card_color());
+  c->setBackgroundPen(QPen(border_color(), 1));
+  c->setPlotAreaBackgroundVisible(false);
+  c->setTitleBrush(text);
+  c->legend()->setLabelColor(text);
+  QFont tf = font();
+  tf.setPointSizeF(tf.pointSizeF() * 1.0);
+  c->setTitleFont(tf);
+  for (QValueAxis* a : {x_, y_, y_right_}) {
+    if (!a) continue;
+    a->setLabelsColor(muted_text_color());
+    a->setTitleBrush(muted_text_color());
+    a->setGridLineColor(grid);
+    a->setLinePenColor(grid);
+    a->setMinorGridLineColor(grid.lighter(110));
+    QFont f = font();
+    f.setPointSizeF(f.pointSizeF() * 0.85);
+    a->setLabelsFont(f);
+    a->setTitleFont(f);
+  }
+  QFont lf = font();
+  lf.setPointSizeF(lf.pointSizeF() * 0.85);
+  c->legend()->setFont(lf);
+  setBackgroundBrush(palette().window());
+  set_title(title_);
+}
+
+std::vector<store::Point> smooth(const std::vector<store::Point>& points, double weight) {
+  if (weight <= 0 || points.empty()) return points;
+  weight = std::min(weight, 0.999);
+  std::vector<store::Point> out;
+  out.reserve(points.size());
+  double s = 0, debias = 1;
+  for (const store::Point& p : points) {
+    if (!std::isfinite(p.y)) continue;
+    s = weight * s + (1 - weight) * p.y;
+    debias *= weight;
+    out.push_back({p.x, s / (1 - debias)});
+  }
+  return out;
+}
+
+}  // namespace meshwork::ui

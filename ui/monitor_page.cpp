@@ -1,0 +1,457 @@
+#include "ui/monitor_page.h"
+
+#include <QComboBox>
+#include <QDateTime>
+#include <QElapsedTimer>
+#include <QFileDialog>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSlider>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
+
+#include "ui/axis_colors.h"
+#include "ui/bar_chart.h"
+#include "ui/flow_layout.h"
+#include "ui/format.h"
+#include "ui/metric_chart.h"
+#include "ui/store_worker.h"
+#include "ui/theme.h"
+
+namespace meshwork::ui {
+
+namespace {
+// Metric colours stay clear of the four axis hues (axis_colors.h), which only ever mean an axis.
+QColor ink() { return is_dark() ? QColor("#e5e7eb") : QColor("#1f2937"); }
+QColor lr_color() { return is_dark() ? QColor("#c9a96e") : QColor("#8c6d31"); }
+QColor grad_color() { return is_dark() ? QColor("#9fb0c4") : QColor("#4b5d73"); }
+QColor mfu_color() { return is_dark() ? QColor("#b59ac4") : QColor("#7d5a91"); }
+QColor compute_color() { return is_dark() ? QColor("#6b7280") : QColor("#b8bec8"); }
+// Ranks: a sequential slate-to-teal ramp (memory lines are ranks, not axes).
+QColor rank_color(int r, int n) {
+  const double t = n <= 1 ? 0.0 : static_cast<double>(r) / (n - 1);
+  QColor a = is_dark() ? QColor("#93a4ba") : QColor("#334155");
+  QColor b = is_dark() ? QColor("#e8c468") : QColor("#b45309");
+  return QColor::fromRgbF(a.redF() + t * (b.redF() - a.redF()), a.greenF() + t * (b.greenF() - a.greenF()),
+                          a.blueF() + t * (b.blueF() - a.blueF()));
+}
+QString status_style(const std::string& s) {
+  QColor c = s == store::kStatusOk ? ok_color()
+             : s == store::kStatusFailed ? error_color()
+             : s == store::kStatusStopped ? warning_color()
+                                          : QColor("#2f6fd1");
+  return QStringLiteral("QLabel { color: white; background: %1; border-radius: 8px; padding: 2px 10px; font-weight: 600; }")
+      .arg(c.name());
+}
+constexpr Axis kAxes[4] = {Axis::dp_replicate, Axis::dp_shard, Axis::cp, Axis::tp};
+const char* kAxisNames[4] = {"dp_replicate", "dp_shard", "cp", "tp"};
+}  // namespace
+
+std::vector<double> resample(const std::vector<store::Point>& points, const std::vector<double>& x) {
+  std::vector<double> out(x.size(), 0.0);
+  size_t j = 0;
+  for (size_t k = 0; k < x.size(); ++k) {
+    while (j + 1 < points.size() && points[j + 1].x <= x[k]) ++j;
+    if (!points.empty() && points[j].x <= x[k]) out[k] = points[j].y;
+  }
+  return out;
+}
+
+MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
+    : QWidget(parent), worker_(worker), model_(new MonitorModel(worker, this)) {
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(12, 10, 12, 10);
+  outer->setSpacing(8);
+
+  auto* head = new QHBoxLayout;
+  back_ = new QPushButton(tr("← All runs"), this);
+  back_->setFlat(true);
+  title_ = new QLabel(this);
+  title_->setProperty("role", "heading");
+  status_ = new QLabel(this);
+  facts_ = new QLabel(this);
+  facts_->setProperty("role", "muted");
+  facts_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // long facts clip, never widen
+  facts_->setMinimumWidth(80);
+  stop_ = new QPushButton(tr("Stop run"), this);
+  stop_->setObjectName("StopRun");
+  stop_->setToolTip(tr("SIGTERM to every rank on every node, SIGKILL after 5 s"));
+  head->addWidget(back_);
+  head->addSpacing(6);
+  head->addWidget(title_);
+  head->addWidget(status_);
+  head->addSpacing(10);
+  head->addWidget(facts_, 1);
+  head->addWidget(stop_);
+  outer->addLayout(head);
+
+  failure_ = new QLabel(this);
+  failure_->setObjectName("FailureBanner");
+  failure_->setWordWrap(true);
+  failure_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  failure_->setVisible(false);
+  outer->addWidget(failure_);
+
+  deploy_box_ = new QWidget(this);
+  auto* dl = new QVBoxLayout(deploy_box_);
+  dl->setContentsMargins(0, 0, 0, 0);
+  deploy_step_ = new QLabel(deploy_box_);
+  dl->addWidget(deploy_step_);
+  deploy_rows_ = new QVBoxLayout;
+  dl->addLayout(deploy_rows_);
+  deploy_box_->setVisible(false);
+  outer->addWidget(deploy_box_);
+
+  // Controls wrap like text, so the page never forces the window wider than it is.
+  auto* controls_box = new QWidget(this);
+  auto* controls = new FlowLayout(controls_box, 8);
+  controls->setContentsMargins(0, 0, 0, 0);
+  controls->addWidget(new QLabel(tr("Per-rank charts:"), this));
+  ranks_ = new QComboBox(this);
+  ranks_->addItem(tr("mean over ranks"), -1);
+  controls->addWidget(ranks_);
+  controls->addWidget(new QLabel(tr("Loss smoothing:"), this));
+  smoothing_ = new QSlider(Qt::Horizontal, this);
+  smoothing_->setRange(0, 99);
+  smoothing_->setValue(60);
+  smoothing_->setFixedWidth(140);
+  smoothing_value_ = new QLabel(QStringLiteral("0.60"), this);
+  controls->addWidget(smoothing_);
+  controls->addWidget(smoothing_value_);
+  auto* save = new QPushButton(tr("Save charts as PNG…"), this);
+  controls->addWidget(save);
+  auto* hint = new QLabel(tr("Drag across a chart to zoom every chart; double-click or right-click to see the whole run"), this);
+  hint->setProperty("role", "muted");
+  controls->addWidget(hint);
+  outer->addWidget(controls_box);
+
+  loss_ = new MetricChart(tr("Loss"), this);
+  lr_ = new MetricChart(tr("Learning rate"), this);
+  grad_ = new MetricChart(tr("Gradient norm"), this);
+  tput_ = new MetricChart(tr("Throughput"), this);
+  mem_ = new MetricChart(tr("Memory per rank"), this);
+  comm_ = new MetricChart(tr("Time per step"), this);
+  breakdown_ = new BarChart(tr("Latest step, per rank"), BarChart::Kind::stacked_horizontal, this);
+  auto* grid = new QGridLayout;
+  grid->setSpacing(8);
+  grid->addWidget(loss_, 0, 0, 1, 2);
+  grid->addWidget(lr_, 0, 2);
+  grid->addWidget(grad_, 0, 3);
+  grid->addWidget(tput_, 1, 0, 1, 2);
+  grid->addWidget(mem_, 1, 2, 1, 2);
+  grid->addWidget(comm_, 2, 0, 1, 2);
+  grid->addWidget(breakdown_, 2, 2, 1, 2);
+  for (int c = 0; c < 4; ++c) grid->setColumnStretch(c, 1);
+  outer->addLayout(grid, 1);
+
+  connect(back_, &QPushButton::clicked, this, &MonitorPage::back_requested);
+  connect(stop_, &QPushButton::clicked, this, [this] {
+    if (run() != 0) Q_EMIT stop_requested(run());
+    stop_->setEnabled(false);
+    stop_->setText(tr("Stopping…"));
+  });
+  connect(ranks_, &QComboBox::activated, this, [this](int i) { model_->set_rank(ranks_->itemData(i).toInt()); });
+  connect(smoothing_, &QSlider::valueChanged, this, [this](int v) { set_smoothing(v / 100.0); });
+  connect(save, &QPushButton::clicked, this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Save the charts into"));
+    if (dir.isEmpty()) return;
+    const QString p = QStringLiteral("%1/run-%2-").arg(dir).arg(run());
+    loss_->save_png(p + "loss.png");
+    lr_->save_png(p + "lr.png");
+    grad_->save_png(p + "grad-norm.png");
+    tput_->save_png(p + "throughput.png");
+    mem_->save_png(p + "memory.png");
+    comm_->save_png(p + "time-per-step.png");
+    breakdown_->save_png(p + "latest-step.png");
+  });
+  for (MetricChart* c : {loss_, lr_, grad_, tput_, mem_, comm_}) {
+    connect(c, &MetricChart::x_range_requested, this, [this](double a, double b) { zoom_all(std::make_pair(a, b)); });
+    connect(c, &MetricChart::zoom_reset, this, [this] { zoom_all(std::nullopt); });
+  }
+  connect(model_, &MonitorModel::frame_ready, this, &MonitorPage::draw);
+
+  // Lines that do not depend on the run's shape.
+  loss_->add_line(tr("raw"), {ink(), 1.0, 0.22, Qt::SolidLine, false, false});
+  loss_->add_line(tr("loss"), {ink(), 2.0, 1.0, Qt::SolidLine, false, false});
+  lr_->add_line(tr("lr"), {lr_color(), 1.8, 1.0, Qt::SolidLine, false, false});
+  grad_->add_line(tr("grad norm"), {grad_color(), 1.4, 1.0, Qt::SolidLine, false, false});
+  tput_->add_line(tr("tokens/s (run)"), {ink(), 1.8, 1.0, Qt::SolidLine, true, false});
+  tput_->add_line(tr("MFU %"), {mfu_color(), 1.4, 1.0, Qt::DashLine, true, true});
+  loss_->set_axis_titles(tr("step"), {});
+  lr_->set_axis_titles(tr("step"), {});
+  grad_->set_axis_titles(tr("step"), {});
+  tput_->set_axis_titles(tr("step"), tr("tokens/s"), tr("MFU %"));
+  show_run(0);
+}
+
+void MonitorPage::set_smoothing(double w) {
+  smoothing_weight_ = std::clamp(w, 0.0, 0.99);
+  smoothing_value_->setText(QString::number(smoothing_weight_, 'f', 2));
+  if (smoothing_->value() != qRound(smoothing_weight_ * 100)) smoothing_->setValue(qRound(smoothing_weight_ * 100));
+  if (model_->frame()) draw(model_->frame());
+}
+
+void MonitorPage::show_run(store::RunId run) {
+  if (run != model_->run()) {
+    for (MetricChart* c : {loss_, lr_, grad_, tput_, mem_, comm_}) c->reset_zoom();
+    series_world_ = -1;
+    failure_->setVisible(false);
+  }
+  model_->set_pixels(loss_->width());
+  model_->set_run(run);
+  stop_->setText(tr("Stop run"));
+  if (run == 0) {
+    title_->setText(tr("No run"));
+    status_->clear();
+    facts_->clear();
+    stop_->setEnabled(false);
+  }
+}
+
+void MonitorPage::begin_launch(const QString& name, int nodes) {
+  show_run(0);
+  title_->setText(name.isEmpty() ? tr("New run") : name);
+  status_->setText(tr("launching"));
+  status_->setStyleSheet(status_style("running"));
+  facts_->setText(tr("%n node(s)", nullptr, nodes));
+  for (auto& [i, row] : deploy_) {
+    delete row.host;
+    delete row.bar;
+    delete row.text;
+  }
+  deploy_.clear();
+  deploy_step_->setText(tr("Connecting…"));
+  deploy_box_->setVisible(true);
+  failure_->setVisible(false);
+}
+
+void MonitorPage::on_launch_step(const QString& text) { deploy_step_->setText(QStringLiteral("<b>%1</b>").arg(text.toHtmlEscaped())); }
+
+void MonitorPage::on_deploy(const DeployUpdate& u) {
+  auto it = deploy_.find(u.node);
+  if (it == deploy_.end()) {
+    DeployRow row;
+    auto* line = new QHBoxLayout;
+    row.host = new QLabel(u.host, deploy_box_);
+    row.host->setMinimumWidth(140);
+    row.bar = new QProgressBar(deploy_box_);
+    row.bar->setRange(0, 1000);
+    row.bar->setTextVisible(false);
+    row.bar->setFixedHeight(10);
+    row.text = new QLabel(deploy_box_);
+    row.text->setMinimumWidth(260);
+    line->addWidget(row.host);
+    line->addWidget(row.bar, 1);
+    line->addWidget(row.text);
+    deploy_rows_->addLayout(line);
+    it = deploy_.emplace(u.node, row).first;
+  }
+  DeployRow& r = it->second;
+  const qint64 now = QDateTime::currentMSecsSinceEpoch();
+  if (u.stage == "uploading" && r.last_ms > 0 && now > r.last_ms && u.bytes_done >= r.last_bytes) {
+    const double inst = (u.bytes_done - r.last_bytes) * 1000.0 / static_cast<double>(now - r.last_ms);
+    r.speed = r.speed > 0 ? 0.7 * r.speed + 0.3 * inst : inst;
+  }
+  r.last_bytes = u.bytes_done;
+  r.last_ms = now;
+  const double frac = u.bytes_total > 0 ? u.bytes_done / u.bytes_total : (u.stage == "done" || u.stage == "skipped" ? 1 : 0);
+  r.bar->setValue(static_cast<int>(std::lround(std::clamp(frac, 0.0, 1.0) * 1000)));
+  QString text = u.stage;
+  if (!u.file.isEmpty()) text += QStringLiteral(" ") + u.file;
+  if (u.bytes_total > 0)
+    text += QStringLiteral(" · %1 / %2").arg(format_bytes(u.bytes_done), format_bytes(u.bytes_total));
+  if (u.stage == "uploading" && r.speed > 0) text += QStringLiteral(" · %1/s").arg(format_bytes(r.speed));
+  if (u.stage == "skipped") text += tr(" (already there)");
+  if (!u.message.isEmpty()) text += QStringLiteral(" · ") + u.message;
+  r.text->setText(text);
+  if (u.stage == "failed") r.text->setStyleSheet(QStringLiteral("color: %1").arg(error_color().name()));
+}
+
+void MonitorPage::on_launch_failed(const QString& message, const QStringList& details) {
+  deploy_step_->setText(tr("<b>Launch failed</b>"));
+  status_->setText(tr("not started"));
+  status_->setStyleSheet(status_style("failed"));
+  QString html = QStringLiteral("<b>%1</b>").arg(message.toHtmlEscaped());
+  for (const QString& d : details)
+    if (d != message) html += QStringLiteral("<br>%1").arg(d.toHtmlEscaped());
+  failure_->setText(html);
+  failure_->setStyleSheet(QStringLiteral("QLabel#FailureBanner { border: 2px solid %1; border-radius: 6px; padding: 8px;"
+                                         " background: %2; }")
+                              .arg(error_color().name(), card_color().name()));
+  failure_->setVisible(true);
+}
+
+void MonitorPage::set_following(bool following) { following_ = following; }
+
+void MonitorPage::resizeEvent(QResizeEvent* e) {
+  QWidget::resizeEvent(e);
+  model_->set_pixels(loss_->width());
+}
+
+void MonitorPage::zoom_all(std::optional<std::pair<double, double>> range) {
+  for (MetricChart* c : {loss_, lr_, grad_, tput_, mem_, comm_}) c->set_zoom(range);
+  model_->set_range(range);
+}
+
+void MonitorPage::rebuild_series(const MonitorFrame& f) {
+  series_world_ = f.world;
+  series_shape_ = f.shape;
+  mem_->clear_series();
+  const int lines = static_cast<int>(f.mem.size());
+  for (int r = 0; r < lines; ++r) {
+    const QColor c = rank_color(r, lines);
+    const QString name = f.world > lines ? tr("max over ranks") : tr("rank %1").arg(r);
+    mem_->add_line(name, {c, 1.6, 1.0, Qt::SolidLine, lines <= 8, false});
+    mem_->add_line(name + tr(" peak"), {c, 1.2, 0.75, Qt::DashLine, false, false});
+  }
+  mem_->set_axis_titles(tr("step"), {});
+  comm_->clear_series();
+  comm_axes_.clear();
+  for (int a = 0; a < 4; ++a) {
+    if (f.shape.size(kAxes[a]) <= 1) continue;  // an axis of size 1 never communicates
+    comm_axes_.push_back(a);
+    comm_->add_area(kAxisNames[a], axis_color(kAxes[a], is_dark()));
+  }
+  comm_->add_area(tr("compute"), compute_color());
+  comm_->set_axis_titles(tr("step"), tr("ms"));
+  ranks_->clear();
+  ranks_->addItem(tr("mean over ranks"), -1);
+  for (int r = 0; r < f.world && r < 64; ++r) ranks_->addItem(tr("rank %1").arg(r), r);
+  ranks_->setCurrentIndex(std::max(0, ranks_->findData(model_->rank())));
+}
+
+void MonitorPage::draw_header(const MonitorFrame& f) {
+  const store::RunSummary& s = f.summary;
+  title_->setText(QStringLiteral("%1 <span style='color:%2'>#%3</span>")
+                      .arg(QString::fromStdString(s.name).toHtmlEscaped(), muted_text_color().name())
+                      .arg(s.id));
+  status_->setText(QString::fromStdString(s.status));
+  status_->setStyleSheet(status_style(s.status));
+  QStringList facts;
+  facts << QStringLiteral("%1 = %2 ranks").arg(QString::fromStdString(s.shape).replace('x', QChar(0xD7))).arg(s.world)
+        << QString::fromStdString(s.model) << tr("step %1").arg(s.steps);
+  if (f.config.contains("training") && f.config["training"].contains("steps"))
+    facts.last() += QStringLiteral(" / %1").arg(f.config["training"]["steps"].get<int>() - 1);
+  if (s.final_loss) facts << tr("loss %1").arg(*s.final_loss, 0, 'f', 4);
+  if (s.tokens_per_s)
+    facts << format_tokens_per_s(*s.tokens_per_s * f.shape.dp_replicate * f.shape.dp_shard);
+  facts_->setText(facts.join(QStringLiteral("  ·  ")));
+  const bool live = s.status == store::kStatusRunning || s.status == store::kStatusCreated;
+  if (stop_->text() != tr("Stopping…") || !live) {
+    stop_->setEnabled(live);
+    stop_->setText(tr("Stop run"));
+  }
+  stop_->setVisible(live || following_);
+  if (live) deploy_box_->setVisible(false);
+  // The root cause where the eye is: which node, which rank, how it exited, its stderr tail.
+  if (s.status == store::kStatusFailed || (s.status == store::kStatusStopped && !s.exit_reason.empty())) {
+    QString html = QStringLiteral("<b>%1</b>").arg(
+        s.status == store::kStatusFailed ? tr("The run failed") : tr("The run was stopped"));
+    QString reason = QString::fromStdString(s.exit_reason);
+    QString first = reason.section('\n', 0, 0), tail = reason.section('\n', 1);
+    html += QStringLiteral(": %1").arg(first.toHtmlEscaped());
+    for (auto it = f.problems.rbegin(); tail.isEmpty() && it != f.problems.rend(); ++it)
+      if (it->level == "error") tail = QString::fromStdString(it->text).section('\n', 1);
+    if (!tail.trimmed().isEmpty())
+      html += QStringLiteral("<pre style='margin:6px 0 0 0'>%1</pre>").arg(tail.trimmed().right(1500).toHtmlEscaped());
+    const QColor c = s.status == store::kStatusFailed ? error_color() : warning_color();
+    failure_->setText(html);
+    failure_->setStyleSheet(QStringLiteral("QLabel#FailureBanner { border: 2px solid %1; border-radius: 6px;"
+                                           " padding: 8px; background: %2; }").arg(c.name(), card_color().name()));
+    failure_->setVisible(true);
+  } else if (!deploy_box_->isVisible()) {
+    failure_->setVisible(false);
+  }
+}
+
+void MonitorPage::draw(const std::shared_ptr<const MonitorFrame>& fp) {
+  if (!fp) return;
+  const MonitorFrame& f = *fp;
+  QElapsedTimer timer;
+  timer.start();
+  if (!f.error.isEmpty()) {
+    facts_->setText(f.error);
+    return;
+  }
+  draw_header(f);
+  if (series_world_ != f.world || !(series_shape_ == f.shape)) rebuild_series(f);
+
+  loss_->set_points(0, f.loss);
+  loss_->set_points(1, smooth(f.loss, smoothing_weight_));
+  loss_->set_note(f.source_points > static_cast<int64_t>(f.loss.size())
+                      ? tr("%1 of %2 points drawn").arg(f.loss.size()).arg(f.source_points)
+                      : QString());
+  lr_->set_points(0, f.lr);
+  grad_->set_points(0, f.grad_norm);
+  tput_->set_points(0, f.tokens_per_s);
+  tput_->set_points(1, f.mfu, 100.0);
+  tput_->set_note(f.rank >= 0 ? tr("MFU of rank %1").arg(f.rank) : tr("MFU: mean over ranks"));
+
+  // Memory in the unit its peak reads best in.
+  double peak = 0;
+  for (const auto& s : f.mem_peak)
+    for (const auto& p : s) peak = std::max(peak, p.y);
+  const double mib = 1024.0 * 1024.0, gib = mib * 1024.0;
+  const bool use_gib = std::max(peak, f.capacity_bytes.value_or(0) > 0 && f.capacity_bytes.value_or(0) < 4 * peak
+                                          ? *f.capacity_bytes : 0.0) >= gib;
+  const double unit = use_gib ? gib : mib;
+  for (size_t r = 0; r < f.mem.size(); ++r) {
+    mem_->set_points(static_cast<int>(2 * r), f.mem[r], 1.0 / unit);
+    mem_->set_points(static_cast<int>(2 * r + 1), f.mem_peak[r], 1.0 / unit);
+  }
+  mem_->set_axis_titles(tr("step"), use_gib ? tr("GiB") : tr("MiB"));
+  if (f.capacity_bytes && *f.capacity_bytes < 4 * peak) {
+    mem_->set_reference(*f.capacity_bytes / unit, tr("capacity"), error_color());
+    mem_->set_note(tr("dashed: peak within the step"));
+  } else {
+    mem_->set_reference(std::nullopt, {}, {});
+    mem_->set_note(f.capacity_bytes && peak > 0
+                       ? tr("peak %1 of %2 capacity per rank").arg(format_percent(peak / *f.capacity_bytes),
+                                                                   format_bytes(*f.capacity_bytes))
+                       : tr("dashed: peak within the step"));
+  }
+
+  // Time per step: each axis's collectives stacked under compute, on the grid of the step time.
+  std::vector<double> x;
+  x.reserve(f.step_s.size());
+  for (const auto& p : f.step_s) x.push_back(p.x);
+  std::vector<std::vector<double>> layers;
+  for (int a : comm_axes_) {
+    layers.push_back(resample(f.comm[static_cast<size_t>(a)], x));
+    for (double& v : layers.back()) v *= 1000.0;
+  }
+  layers.push_back(resample(f.compute, x));
+  for (double& v : layers.back()) v *= 1000.0;
+  comm_->set_stack(x, layers);
+  comm_->set_note(f.rank >= 0 ? tr("rank %1").arg(f.rank) : tr("mean over ranks"));
+
+  if (!f.last_breakdown.empty()) {
+    QStringList cats;
+    for (size_t r = 0; r < f.last_breakdown.size(); ++r) cats << tr("rank %1").arg(r);
+    std::vector<BarChart::Set> sets;
+    for (int a : comm_axes_) {
+      BarChart::Set s{kAxisNames[a], axis_color(kAxes[a], is_dark()), {}};
+      for (const auto& b : f.last_breakdown) s.values.push_back(b[static_cast<size_t>(a)] * 1000.0);
+      sets.push_back(s);
+    }
+    BarChart::Set c{tr("compute"), compute_color(), {}};
+    for (const auto& b : f.last_breakdown) c.values.push_back(b[4] * 1000.0);
+    sets.push_back(c);
+    breakdown_->set_data(cats, sets, tr("ms at step %1").arg(f.summary.steps));
+  }
+  for (MetricChart* c : {loss_, lr_, grad_, tput_, mem_, comm_}) c->rescale();
+  last_draw_ms_ = static_cast<double>(timer.nsecsElapsed()) / 1e6;
+}
+
+void MonitorPage::refresh_colors() {
+  for (MetricChart* c : {loss_, lr_, grad_, tput_, mem_, comm_}) c->apply_theme();
+  breakdown_->apply_theme();
+  series_world_ = -1;  // rebuild the per-rank series in the new theme's colours
+  if (model_->frame()) draw(model_->frame());
+}
+
+}  // namespace meshwork::ui

@@ -1,0 +1,118 @@
+// A run's page: what it is (name, shape, model, status), its deploy progress while it is being
+// launched, its failure's root cause when it failed, a Stop button while it runs, and the live
+// charts: loss (smoothed, the raw curve faint behind it), learning rate, grad norm, throughput
+// (tokens/s and MFU), memory per rank against capacity, and time per step split into each axis's
+// collectives and compute (stacked over steps; per rank at the latest step).
+//
+// The page draws MonitorFrames (monitor_model.h); it never reads the store itself.
+#pragma once
+
+#include <QWidget>
+#include <map>
+#include <memory>
+
+#include "core/store/run_store.h"
+#include "ui/launch_controller.h"
+#include "ui/monitor_model.h"
+
+class QComboBox;
+class QLabel;
+class QProgressBar;
+class QPushButton;
+class QSlider;
+class QGridLayout;
+class QVBoxLayout;
+
+namespace meshwork::ui {
+
+class BarChart;
+class MetricChart;
+class StoreWorker;
+
+class MonitorPage : public QWidget {
+  Q_OBJECT
+ public:
+  MonitorPage(StoreWorker* worker, QWidget* parent = nullptr);
+
+  void show_run(store::RunId run);  // 0: none
+  store::RunId run() const { return model_->run(); }
+  MonitorModel* model() const { return model_; }
+
+  // Launch progress (before the run has an id) and follower state, from LaunchController.
+  void begin_launch(const QString& name, int nodes);
+  void on_launch_step(const QString& text);
+  void on_deploy(const DeployUpdate& u);
+  void on_launch_failed(const QString& message, const QStringList& details);
+  void set_following(bool following);
+
+  MetricChart* loss_chart() const { return loss_; }
+  MetricChart* lr_chart() const { return lr_; }
+  MetricChart* grad_chart() const { return grad_; }
+  MetricChart* throughput_chart() const { return tput_; }
+  MetricChart* memory_chart() const { return mem_; }
+  MetricChart* comm_chart() const { return comm_; }
+  BarChart* breakdown_chart() const { return breakdown_; }
+  QPushButton* stop_button() const { return stop_; }
+  QLabel* failure_label() const { return failure_; }
+  QLabel* status_label() const { return status_; }
+  // Time the last frame took to draw (set_points for every chart + a repaint), for the bench.
+  double last_draw_ms() const { return last_draw_ms_; }
+  void set_smoothing(double weight);
+  void refresh_colors();
+
+ Q_SIGNALS:
+  void stop_requested(qint64 run);
+  void back_requested();
+
+ protected:
+  void resizeEvent(QResizeEvent* e) override;
+
+ private:
+  void draw(const std::shared_ptr<const MonitorFrame>& f);
+  void draw_header(const MonitorFrame& f);
+  void rebuild_series(const MonitorFrame& f);
+  void zoom_all(std::optional<std::pair<double, double>> range);
+
+  StoreWorker* worker_;
+  MonitorModel* model_;
+  QLabel* title_;
+  QLabel* status_;
+  QLabel* facts_;
+  QPushButton* stop_;
+  QPushButton* back_;
+  QLabel* failure_;
+  QWidget* deploy_box_;
+  QLabel* deploy_step_;
+  QVBoxLayout* deploy_rows_;
+  struct DeployRow {
+    QLabel* host;
+    QProgressBar* bar;
+    QLabel* text;
+    double last_bytes = 0;
+    qint64 last_ms = 0;
+    double speed = 0;  // bytes/s, smoothed
+  };
+  std::map<int, DeployRow> deploy_;
+  QComboBox* ranks_;
+  QSlider* smoothing_;
+  QLabel* smoothing_value_;
+  MetricChart* loss_;
+  MetricChart* lr_;
+  MetricChart* grad_;
+  MetricChart* tput_;
+  MetricChart* mem_;
+  MetricChart* comm_;
+  BarChart* breakdown_;
+  double smoothing_weight_ = 0.6;
+  int series_world_ = -1;  // the world / shape the per-rank series were built for
+  MeshShape series_shape_{0, 0, 0, 0};
+  std::vector<int> comm_axes_;  // axes with a layer in the comm chart
+  bool following_ = false;
+  double last_draw_ms_ = 0;
+};
+
+// Resamples a decimated series onto `x` as a step function (the value of the last point at or
+// before each x), so stacked layers share one grid.
+std::vector<double> resample(const std::vector<store::Point>& points, const std::vector<double>& x);
+
+}  // namespace meshwork::ui

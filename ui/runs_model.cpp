@@ -1,0 +1,262 @@
+#include "ui/runs_model.h"
+
+#include <QBrush>
+#include <QDateTime>
+#include <QFileInfo>
+#include <fstream>
+
+#include "ui/format.h"
+#include "ui/monitor_model.h"
+#include "ui/store_worker.h"
+#include "ui/theme.h"
+
+namespace meshwork::ui {
+
+namespace {
+QString q(const std::string& s) { return QString::fromStdString(s); }
+bool live(const store::RunSummary& s) { return s.status == store::kStatusRunning || s.status == store::kStatusCreated; }
+}  // namespace
+
+std::optional<double> run_tokens_per_s(const store::RunSummary& s) {
+  if (!s.tokens_per_s) return std::nullopt;
+  const MeshShape shape = parse_shape_text(s.shape);
+  return *s.tokens_per_s * shape.dp_replicate * shape.dp_shard;
+}
+
+RunsModel::RunsModel(StoreWorker* worker, QObject* parent) : QAbstractTableModel(parent), worker_(worker) {
+  poll_.setInterval(2000);
+  connect(&poll_, &QTimer::timeout, this, &RunsModel::refresh);
+  connect(worker_, &StoreWorker::runs_changed, this, &RunsModel::refresh);
+  tail_.setInterval(250);
+  connect(&tail_, &QTimer::timeout, this, [this] {
+    if (tail_in_flight_ || followed_.empty()) return;
+    tail_in_flight_ = true;
+    worker_->post<int64_t>(
+        this,
+        [files = followed_](store::RunStore* s) -> int64_t {
+          if (!s) return 0;
+          int64_t points = 0;
+          for (const auto& [id, path] : files) {
+            auto offset = s->source_offset(id, path);
+            if (!offset) continue;
+            std::ifstream in(path, std::ios::binary);
+            if (!in) continue;
+            in.seekg(static_cast<std::streamoff>(*offset));
+            std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+            if (bytes.empty()) continue;
+            // ingest_chunk keeps a trailing partial line for the next call: the writer may be
+            // in the middle of it.
+            if (auto r = s->ingest_chunk(id, path, *offset, bytes)) points += r->points;
+          }
+          return points;
+        },
+        [this](int64_t points) {
+          tail_in_flight_ = false;
+          if (points > 0) refresh();
+        });
+  });
+}
+
+void RunsModel::follow_file(store::RunId id, const QString& path) {
+  followed_.emplace_back(id, std::filesystem::absolute(path.toStdString()).string());
+  tail_.start();
+}
+
+void RunsModel::unfollow_files() {
+  followed_.clear();
+  tail_.stop();
+}
+
+int RunsModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(runs_.size()); }
+int RunsModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : kColumns; }
+
+QVariant RunsModel::headerData(int section, Qt::Orientation o, int role) const {
+  if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
+  static const char* names[] = {"Name", "Date", "Shape (rep×shard×cp×tp)", "Model", "Status", "Final loss", "Tokens/s", "Steps"};
+  return tr(names[section]);
+}
+
+Qt::ItemFlags RunsModel::flags(const QModelIndex& index) const {
+  Qt::ItemFlags f = QAbstractTableModel::flags(index);
+  if (index.column() == kName) f |= Qt::ItemIsEditable;
+  return f;
+}
+
+QVariant RunsModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.row() >= static_cast<int>(runs_.size())) return {};
+  const store::RunSummary& s = runs_[static_cast<size_t>(index.row())];
+  if (role == kIdRole) return QVariant::fromValue<qint64>(s.id);
+  const auto tps = run_tokens_per_s(s);
+  if (role == kSortRole) {
+    switch (index.column()) {
+      case kDate: return s.created;
+      case kLoss: return s.final_loss ? *s.final_loss : 1e300;
+      case kTokens: return tps ? *tps : -1.0;
+      case kSteps: return static_cast<qlonglong>(s.steps);
+      default: return data(index, Qt::DisplayRole).toString().toLower();
+    }
+  }
+  if (role == Qt::DisplayRole || role == Qt::EditRole || role == Qt::ToolTipRole) {
+    switch (index.column()) {
+      case kName: return role == Qt::ToolTipRole && !s.origin.empty() ? q(s.name + "\nimported from " + s.origin) : q(s.name);
+      case kDate: return QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(s.created * 1000)).toString("yyyy-MM-dd HH:mm");
+      case kShape: return s.shape.empty() ? QStringLiteral("?") : q(s.shape).replace('x', QChar(0xD7));
+      case kModel: return q(s.model);
+      case kStatus:
+        return role == Qt::ToolTipRole && !s.exit_reason.empty() ? q(s.status + ": " + s.exit_reason) : q(s.status);
+      case kLoss: return s.final_loss ? QString::number(*s.final_loss, 'f', 4) : QString();
+      case kTokens: return tps ? format_tokens_per_s(*tps) : QString();
+      case kSteps: return s.steps > 0 || s.points > 0 ? QString::number(s.steps + 1) : QString();
+    }
+  }
+  if (role == Qt::ForegroundRole && index.column() == kStatus) {
+    if (s.status == store::kStatusFailed) return QBrush(error_color());
+    if (s.status == store::kStatusStopped) return QBrush(warning_color());
+    if (s.status == store::kStatusOk) return QBrush(ok_color());
+  }
+  if (role == Qt::TextAlignmentRole && (index.column() == kLoss || index.column() == kTokens || index.column() == kSteps))
+    return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
+  return {};
+}
+
+bool RunsModel::setData(const QModelIndex& index, const QVariant& value, int role) {
+  if (role != Qt::EditRole || index.column() != kName) return false;
+  const QString name = value.toString().trimmed();
+  if (name.isEmpty()) return false;
+  auto& s = runs_[static_cast<size_t>(index.row())];
+  s.name = name.toStdString();
+  Q_EMIT dataChanged(index, index);
+  rename(s.id, name);
+  return true;
+}
+
+const store::RunSummary* RunsModel::find(store::RunId id) const {
+  for (const auto& s : runs_)
+    if (s.id == id) return &s;
+  return nullptr;
+}
+
+int RunsModel::row_of(store::RunId id) const {
+  for (size_t i = 0; i < runs_.size(); ++i)
+    if (runs_[i].id == id) return static_cast<int>(i);
+  return -1;
+}
+
+void RunsModel::refresh() {
+  if (in_flight_) {
+    again_ = true;
+    return;
+  }
+  in_flight_ = true;
+  using R = std::pair<std::vector<store::RunSummary>, QString>;
+  worker_->post<R>(
+      this,
+      [](store::RunStore* s) -> R {
+        if (!s) return {{}, QStringLiteral("no store")};
+        auto r = s->list_runs();
+        if (!r) return {{}, q(r.error().message())};
+        return {std::move(*r), {}};
+      },
+      [this](R r) {
+        in_flight_ = false;
+        if (r.second.isEmpty()) {
+          // Same runs in the same order: update the cells in place (keeps selection and editors).
+          bool same = r.first.size() == runs_.size();
+          for (size_t i = 0; same && i < runs_.size(); ++i) same = runs_[i].id == r.first[i].id;
+          if (same) {
+            runs_ = std::move(r.first);
+            if (!runs_.empty()) Q_EMIT dataChanged(index(0, 0), index(rowCount() - 1, kColumns - 1));
+          } else {
+            beginResetModel();
+            runs_ = std::move(r.first);
+            endResetModel();
+          }
+        }
+        ++loads_;
+        bool any_live = false;
+        for (const auto& s : runs_) any_live |= live(s);
+        if (any_live && !poll_.isActive()) poll_.start();
+        if (!any_live) poll_.stop();
+        Q_EMIT loaded();
+        if (again_) {
+          again_ = false;
+          refresh();
+        }
+      });
+}
+
+void RunsModel::rename(store::RunId id, const QString& name, Done done) {
+  worker_->post<QString>(
+      this,
+      [id, n = name.toStdString()](store::RunStore* s) -> QString {
+        if (!s) return QStringLiteral("no store");
+        auto st = s->rename_run(id, n);
+        return st ? QString() : q(st.error().message());
+      },
+      [this, done](QString e) {
+        if (done) done(e);
+        worker_->notify_runs_changed();
+      });
+}
+
+void RunsModel::remove(const std::vector<store::RunId>& ids, Done done) {
+  worker_->post<QString>(
+      this,
+      [ids](store::RunStore* s) -> QString {
+        if (!s) return QStringLiteral("no store");
+        for (store::RunId id : ids)
+          if (auto st = s->delete_run(id); !st) return q(st.error().message());
+        return {};
+      },
+      [this, done](QString e) {
+        if (done) done(e);
+        worker_->notify_runs_changed();
+      });
+}
+
+void RunsModel::export_csv(store::RunId id, const QString& path, Done done) {
+  worker_->post<QString>(
+      this,
+      [id, p = path.toStdString()](store::RunStore* s) -> QString {
+        if (!s) return QStringLiteral("no store");
+        auto st = s->export_csv(id, p);
+        return st ? QString() : q(st.error().message());
+      },
+      [done](QString e) {
+        if (done) done(e);
+      });
+}
+
+void RunsModel::import_file(const QString& path, const QString& name, bool follow,
+                            std::function<void(qint64, QString)> done) {
+  using R = std::pair<qint64, QString>;
+  worker_->post<R>(
+      this,
+      [p = path.toStdString(), n = name.toStdString(), follow](store::RunStore* s) -> R {
+        if (!s) return {0, QStringLiteral("no store")};
+        const std::string origin = std::filesystem::absolute(p).string();
+        auto id = s->create_run(n, nlohmann::json::object(), nlohmann::json::object(), origin);
+        if (!id) return {0, q(id.error().message())};
+        Result<store::IngestCounts> r = store::IngestCounts{};
+        if (follow) {  // complete lines only: the rest arrives with the next tail
+          std::ifstream in(p, std::ios::binary);
+          if (!in) r = Error{"metrics file", p, "cannot be read"};
+          std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+          if (r) r = s->ingest_chunk(*id, origin, 0, bytes);
+        } else {
+          r = s->ingest_file(*id, p, origin);
+        }
+        if (!r) {
+          (void)s->delete_run(*id);
+          return {0, q(r.error().message())};
+        }
+        return {*id, {}};
+      },
+      [this, done, follow, path](R r) {
+        if (follow && r.first != 0) follow_file(r.first, path);
+        worker_->notify_runs_changed();
+        if (done) done(r.first, r.second);
+      });
+}
+
+}  // namespace meshwork::ui

@@ -1,0 +1,73 @@
+// Every run in the store as a table (Runs mode): name, date, shape, model, status, final loss,
+// tokens/s, steps. Loaded on the store worker; rename, delete and CSV export go through it too.
+#pragma once
+
+#include <QAbstractTableModel>
+#include <QTimer>
+#include <functional>
+#include <vector>
+
+#include "core/store/run_store.h"
+
+namespace meshwork::ui {
+
+class StoreWorker;
+
+class RunsModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  enum Column { kName, kDate, kShape, kModel, kStatus, kLoss, kTokens, kSteps, kColumns };
+  static constexpr int kIdRole = Qt::UserRole + 1;    // the run id of a row
+  static constexpr int kSortRole = Qt::UserRole + 2;  // numbers sort as numbers
+
+  RunsModel(StoreWorker* worker, QObject* parent = nullptr);
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation o, int role) const override;
+  Qt::ItemFlags flags(const QModelIndex& index) const override;
+  bool setData(const QModelIndex& index, const QVariant& value, int role) override;  // rename
+
+  void refresh();
+  const std::vector<store::RunSummary>& runs() const { return runs_; }
+  const store::RunSummary* find(store::RunId id) const;
+  int row_of(store::RunId id) const;
+  int64_t loads() const { return loads_; }  // completed refreshes (tests)
+
+  // Store actions; `done` gets an error text (empty on success) on the GUI thread.
+  using Done = std::function<void(QString error)>;
+  void rename(store::RunId id, const QString& name, Done done = {});
+  void remove(const std::vector<store::RunId>& ids, Done done = {});
+  void export_csv(store::RunId id, const QString& path, Done done = {});
+  // `runs import`: a recorded metrics file becomes a run (source = the file), then the list
+  // refreshes; `done` gets the new run's id (0 on error) and the error.
+  void import_file(const QString& path, const QString& name, bool follow,
+                   std::function<void(qint64, QString)> done);
+  // Keeps ingesting what is appended to `path` into run `id` (every 250 ms, complete lines only,
+  // from the byte offset the store kept): watching a run started by hand with
+  // `meshtrain --metrics PATH`.
+  void follow_file(store::RunId id, const QString& path);
+  void unfollow_files();
+  bool following_files() const { return !followed_.empty(); }
+
+ Q_SIGNALS:
+  void loaded();
+
+ private:
+  StoreWorker* worker_;
+  std::vector<store::RunSummary> runs_;
+  bool in_flight_ = false;
+  bool again_ = false;
+  int64_t loads_ = 0;
+  QTimer poll_;  // while a run is live, its steps and loss move
+  QTimer tail_;
+  bool tail_in_flight_ = false;
+  std::vector<std::pair<store::RunId, std::string>> followed_;
+};
+
+// Run throughput from a summary: its tokens/s is rank 0's per data-parallel replica
+// (docs/metrics.md), so the run's is that times dp_replicate * dp_shard.
+std::optional<double> run_tokens_per_s(const store::RunSummary& s);
+
+}  // namespace meshwork::ui

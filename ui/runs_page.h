@@ -1,0 +1,69 @@
+// Runs mode: every run in the store as a sortable, filterable table (rename in place or with F2,
+// delete with confirmation, export a run's points as CSV, import a recorded metrics file), and
+// a run's own page (monitor_page.h) when one is opened or launched.
+#pragma once
+
+#include <QWidget>
+#include <vector>
+
+#include "core/store/run_store.h"
+
+class QLineEdit;
+class QPushButton;
+class QSortFilterProxyModel;
+class QStackedWidget;
+class QTableView;
+class QLabel;
+
+namespace meshwork::ui {
+
+class MonitorPage;
+class RunsModel;
+class StoreWorker;
+
+class RunsPage : public QWidget {
+  Q_OBJECT
+ public:
+  RunsPage(StoreWorker* worker, QWidget* parent = nullptr);
+
+  RunsModel* model() const { return model_; }
+  QSortFilterProxyModel* proxy() const { return proxy_; }
+  QTableView* table() const { return table_; }
+  QLineEdit* filter() const { return filter_; }
+  MonitorPage* monitor() const { return monitor_; }
+
+  void open_run(store::RunId id);  // shows the run's page
+  void show_list();
+  bool showing_run() const;
+  std::vector<store::RunId> selected_runs() const;
+  void select_runs(const std::vector<store::RunId>& ids);
+
+  // Actions (also on the buttons); tests call them with the answers a dialog would give.
+  void delete_selected(bool confirm = true);
+  void rename_selected();
+  void export_selected(const QString& path = {});
+  void import_metrics(const QString& path = {}, bool follow = false);
+
+ Q_SIGNALS:
+  void compare_requested(const std::vector<meshwork::store::RunId>& runs);
+  void status_message(const QString& text);
+
+ private:
+  void update_buttons();
+
+  StoreWorker* worker_;
+  RunsModel* model_;
+  QSortFilterProxyModel* proxy_;
+  QStackedWidget* stack_;
+  QTableView* table_;
+  QLineEdit* filter_;
+  QLabel* count_;
+  QPushButton* open_;
+  QPushButton* compare_;
+  QPushButton* rename_;
+  QPushButton* delete_;
+  QPushButton* export_;
+  MonitorPage* monitor_;
+};
+
+}  // namespace meshwork::ui

@@ -1,0 +1,136 @@
+// Screenshots of part 2 (runs, live monitor, compare), from real data: a real meshtrain run
+// launched on this machine from the Launch action (grabbed mid-run), and metrics files meshtrain
+// recorded (tests/ui/data, given by scripts/screenshots) imported as runs.
+#include <QApplication>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QSysInfo>
+#include <QThread>
+#include <iostream>
+
+#include "ui/cluster_model.h"
+#include "ui/compare_page.h"
+#include "ui/launch_controller.h"
+#include "ui/main_window.h"
+#include "ui/metric_chart.h"
+#include "ui/monitor_model.h"
+#include "ui/monitor_page.h"
+#include "ui/plan_state.h"
+#include "ui/runs_model.h"
+#include "ui/runs_page.h"
+#include "ui/screenshots.h"
+#include "ui/theme.h"
+
+namespace meshwork::ui {
+
+namespace {
+void pump(int ms) {
+  QElapsedTimer t;
+  t.start();
+  while (t.elapsed() < ms) {
+    QApplication::processEvents(QEventLoop::AllEvents, 50);
+    QThread::msleep(10);
+  }
+}
+template <class F>
+bool wait_for(F done, int ms) {
+  QElapsedTimer t;
+  t.start();
+  while (!done()) {
+    if (t.elapsed() > ms) return false;
+    pump(50);
+  }
+  return true;
+}
+bool grab(QWidget* w, const QString& path) {
+  pump(500);
+  const bool ok = w->grab().save(path);
+  std::cout << (ok ? "wrote " : "FAILED ") << path.toStdString() << "\n";
+  return ok;
+}
+}  // namespace
+
+int render_run_screenshots(const QString& dir, const QString& runs_data) {
+  auto* app = qobject_cast<QApplication*>(QCoreApplication::instance());
+  apply_theme(*app, Theme::light);
+  bool ok = true;
+  MainWindow w(false);
+  w.resize(1500, 920);
+  w.show();
+  RunsPage* page = w.runs_page();
+
+  // 1. A real run from the Launch action on this machine: 2 CPU ranks, FSDP.
+  if (QFileInfo(LaunchController::trainer_path()).isExecutable()) {
+    w.cluster()->clear();
+    NodeInfo local;
+    local.host = "local";
+    local.hostname = QSysInfo::machineHostName();
+    local.state = NodeInfo::State::online;
+    local.cpu_cores = QThread::idealThreadCount();
+    local.memory_bytes = 8.0 * (1 << 30);
+    local.slots = 2;
+    w.cluster()->add_node(local);
+    RunConfig c = w.plan()->config();
+    c.name = "tiny-fsdp-live";
+    c.model = "tiny";
+    c.mesh = MeshShape{1, 2, 1, 1};
+    c.training.steps = 400;
+    c.training.seq_len = 128;
+    c.training.global_batch = 8;
+    c.training.micro_batch = 2;
+    c.training.warmup_steps = 10;
+    c.training.precision = Precision::fp32;
+    c.training.device = DeviceKind::cpu;
+    w.plan()->set_config(c);
+    w.set_mode(Mode::plan);
+    pump(800);
+    qint64 run = 0;
+    QString failure;
+    QObject::connect(w.launcher(), &LaunchController::launched, &w, [&](qint64 id) { run = id; });
+    QObject::connect(w.launcher(), &LaunchController::launch_failed, &w, [&](const QString& m, const QStringList&) { failure = m; });
+    w.launch_from_plan();
+    wait_for([&] { return run != 0 || !failure.isEmpty(); }, 180000);
+    if (run != 0) {
+      MonitorPage* m = page->monitor();
+      // Mid-run: enough steps for the curves to have a shape.
+      wait_for([&] { return m->loss_chart()->point_count(0) >= 40; }, 300000);
+      ok &= grab(&w, dir + "/monitor-live.png");
+      w.launcher()->stop(run);
+      wait_for([&] { return !w.launcher()->following(run); }, 60000);
+    } else {
+      std::cerr << "meshwork: screenshots: launch failed: " << failure.toStdString() << "\n";
+      ok = false;
+    }
+  } else {
+    std::cerr << "meshwork: screenshots: no meshtrain at " << LaunchController::trainer_path().toStdString()
+              << ": monitor-live.png skipped\n";
+  }
+
+  // 2. Recorded runs imported, the runs table, and Compare on them.
+  std::vector<store::RunId> ids;
+  if (!runs_data.isEmpty()) {
+    for (const QFileInfo& f : QDir(runs_data).entryInfoList({"*.jsonl"}, QDir::Files, QDir::Name)) {
+      const int before = page->model()->rowCount();
+      page->import_metrics(f.absoluteFilePath(), false);
+      wait_for([&] { return page->model()->rowCount() > before; }, 30000);
+    }
+    for (const auto& s : page->model()->runs())
+      if (!s.origin.empty()) ids.push_back(s.id);
+  }
+  w.set_mode(Mode::runs);
+  page->show_list();
+  wait_for([&] { return page->model()->loads() > 0; }, 10000);
+  if (!ids.empty()) page->select_runs({ids.front()});
+  ok &= grab(&w, dir + "/runs.png");
+  if (ids.size() >= 2) {
+    page->select_runs(ids);
+    Q_EMIT page->compare_requested(page->selected_runs());
+    ComparePage* c = w.compare_page();
+    wait_for([&] { return c->series_count() == static_cast<int>(ids.size()); }, 30000);
+    ok &= grab(&w, dir + "/compare.png");
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace meshwork::ui

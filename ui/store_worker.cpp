@@ -1,0 +1,53 @@
+#include "ui/store_worker.h"
+
+#include <QSemaphore>
+
+#include "core/store/paths.h"
+
+namespace meshwork::ui {
+
+QString default_store_path() {
+  const QByteArray env = qgetenv("MESHWORK_DB");
+  if (!env.isEmpty()) return QString::fromLocal8Bit(env);
+  return QString::fromStdString(store::default_db_path().string());
+}
+
+StoreWorker::StoreWorker(const QString& db, QObject* parent) : QObject(parent), db_(db), exec_(new QObject) {
+  thread_.setObjectName("StoreWorker");
+  exec_->moveToThread(&thread_);
+  thread_.start();
+}
+
+StoreWorker::~StoreWorker() {
+  stopping_ = true;
+  thread_.quit();
+  thread_.wait();
+  delete exec_;    // its thread has finished: nothing runs on it any more
+  store_.reset();  // the connection closes on this thread once the worker thread is gone
+}
+
+store::RunStore* StoreWorker::store() {
+  if (!store_ && open_error_.isEmpty()) {
+    auto s = store::RunStore::open(db_.toStdString());
+    if (s) {
+      store_ = std::move(*s);
+    } else {
+      open_error_ = QString::fromStdString(s.error().message());
+    }
+  }
+  return store_.get();
+}
+
+QString StoreWorker::open_error() const {
+  // Read only after a drain(): written on the worker thread before the job that drain waits on.
+  return open_error_;
+}
+
+void StoreWorker::drain() {
+  if (QThread::currentThread() == &thread_) return;
+  QSemaphore done;
+  QMetaObject::invokeMethod(exec_, [&done] { done.release(); }, Qt::QueuedConnection);
+  done.acquire();
+}
+
+}  // namespace meshwork::ui
