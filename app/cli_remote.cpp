@@ -4,6 +4,7 @@
 //   meshwork launch --hostfile F | --hosts H1,H2 | --local  --nproc-per-node N
 //                   <meshtrain shape and training flags> [--config FILE] [--db PATH] [--name NAME]
 //                   [--detach] [--remote-root DIR] [--master-addr A] [--master-port P] [--meshtrain BIN]
+//                   [--max-restarts N]
 //   meshwork attach RUN [--db PATH]
 //   meshwork stop RUN [--db PATH] [--grace SECONDS]
 // SSH options for all four: --ssh-config F, --known-hosts F, --identity F, --accept-new-host-keys.
@@ -50,7 +51,7 @@ const std::set<std::string> kTrainerSwitches = {"--resume"};
 const std::set<std::string> kOwnValueFlags = {
     "--ssh-config", "--known-hosts", "--identity", "--hostfile", "--hosts", "--nproc-per-node",
     "--db", "--name", "--config", "--remote-root", "--master-addr", "--master-port", "--meshtrain",
-    "--grace"};
+    "--grace", "--max-restarts"};
 const std::set<std::string> kOwnSwitches = {"--json", "--local", "--detach", "--accept-new-host-keys",
                                             "--help", "-h"};
 
@@ -281,10 +282,13 @@ int launch_main(const Args& args) {
                  "          --warmup-steps --seed --dp-replicate --dp-shard --cp --tp --precision\n"
                  "          --activation-checkpointing --device --checkpoint-dir --checkpoint-every --resume]\n"
                  "         [--config FILE] [--db PATH] [--name NAME] [--detach] [--remote-root DIR]\n"
-                 "         [--master-addr A] [--master-port P] [--meshtrain BIN]\n"
+                 "         [--master-addr A] [--master-port P] [--meshtrain BIN] [--max-restarts N]\n"
                  "Probes the nodes, validates the shape against them, deploys meshtrain into a private run\n"
                  "directory on each, starts one supervisor per node (detached: the run outlives this\n"
                  "command) and streams every rank's metrics into the store until the run ends.\n"
+                 "--max-restarts N: when a rank fails, every node starts all its ranks again from the\n"
+                 "latest checkpoint (--checkpoint-every K), at most N times; done on the nodes, so it\n"
+                 "works with --detach too.\n"
                  "Exit 0: the run succeeded (or started, with --detach); 3: it failed; 2: invalid input.\n"
               << kSshHelp;
     return kExitOk;
@@ -308,6 +312,9 @@ int launch_main(const Args& args) {
   };
   if (auto st = int_flag("--nproc-per-node", req.nproc_per_node); !st) return fail(st.error(), kExitInvalid);
   if (auto st = int_flag("--master-port", req.master_port); !st) return fail(st.error(), kExitInvalid);
+  if (auto st = int_flag("--max-restarts", req.max_restarts); !st) return fail(st.error(), kExitInvalid);
+  if (req.max_restarts < 0)
+    return fail(Error{"--max-restarts", p->values.at("--max-restarts"), "a whole number >= 0"}, kExitInvalid);
   // The run config: --config, then the flags on top (the same names as meshtrain's).
   if (p->values.count("--config")) {
     auto c = load_run_config(p->values.at("--config"));

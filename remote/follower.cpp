@@ -162,12 +162,33 @@ RootCause RunFollower::diagnose(Node& node, size_t index, const NodeExit& exit) 
   return rc;
 }
 
+// The node's wrapper appends "<attempt> <status> <time>" to node<i>.restarts when it starts the
+// ranks again (launch.h); each new line becomes an event, in the store too.
+void RunFollower::report_restarts(Node& node, size_t index, size_t& seen) {
+  auto text = node.read_range(rec_.nodes[index].run_dir + "/" + node_file(static_cast<int>(index), ".restarts"), 0,
+                              64u << 10);
+  if (!text || !text->has_value()) return;
+  const std::string& t = **text;
+  const std::vector<std::string> lines = split_lines(t.substr(0, t.rfind('\n') + 1));  // whole lines
+  for (; seen < lines.size(); ++seen) {
+    const auto w = words(lines[seen]);
+    if (w.size() < 2) continue;
+    const std::string msg = "node " + std::to_string(index) + " (" + rec_.nodes[index].host + "): restart " + w[0] +
+                            " of " + std::to_string(rec_.max_restarts) + " from the latest checkpoint after status " +
+                            w[1];
+    event("warning", msg);
+    std::lock_guard lock(store_mu_);
+    (void)reader_->add_event(run_, "warning", msg);
+  }
+}
+
 void RunFollower::follow_node(size_t index) {
   const std::string host = rec_.nodes[index].host;
   std::unique_ptr<Node> node;
   std::vector<uint64_t> offsets;
   bool ended = false;
   bool stopped_here = false;
+  size_t restarts_seen = 0;
   auto backoff = std::chrono::milliseconds(200);
   auto last_alive_check = std::chrono::steady_clock::now();
   while (!detached_) {
@@ -217,6 +238,7 @@ void RunFollower::follow_node(size_t index) {
     // No exit file, but nothing alive: the wrapper itself was killed (SIGKILL after a grace).
     if (!finished && std::chrono::steady_clock::now() - last_alive_check > std::chrono::seconds(2)) {
       last_alive_check = std::chrono::steady_clock::now();
+      if (rec_.max_restarts > 0) report_restarts(*node, index, restarts_seen);
       auto alive = node_alive(*node, rec_, index);
       if (alive.ok() && !*alive) {
         auto again = read_node_exit(*node, rec_, index);  // it may have just been written

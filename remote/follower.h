@@ -74,6 +74,7 @@ class RunFollower {
   Result<bool> drain(Node& node, size_t index, std::vector<uint64_t>& offsets);
   Status load_offsets(size_t index, std::vector<uint64_t>& offsets);
   RootCause diagnose(Node& node, size_t index, const NodeExit& exit);
+  void report_restarts(Node& node, size_t index, size_t& seen);
   void event(const std::string& level, const std::string& text);
 
   std::filesystem::path db_;

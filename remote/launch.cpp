@@ -1,5 +1,7 @@
 #include "remote/launch.h"
 
+#include <algorithm>
+
 #include "remote/parse_util.h"
 #include "remote/probe_parsers.h"
 #include "remote/run_layout.h"
@@ -23,7 +25,7 @@ nlohmann::json to_json(const LaunchRecord& r) {
     nodes.push_back({{"host", n.host}, {"slots", n.slots}, {"run_dir", n.run_dir}, {"address", n.address}});
   }
   return {{"nodes", nodes}, {"master_addr", r.master_addr}, {"master_port", r.master_port},
-          {"trainer", r.trainer}};
+          {"trainer", r.trainer}, {"max_restarts", r.max_restarts}};
 }
 
 Result<LaunchRecord> launch_record_from_json(const nlohmann::json& j) {
@@ -36,6 +38,7 @@ Result<LaunchRecord> launch_record_from_json(const nlohmann::json& j) {
     r.master_addr = j.value("master_addr", std::string());
     r.master_port = j.value("master_port", 0);
     r.trainer = j.value("trainer", std::string("meshtrain"));
+    r.max_restarts = j.value("max_restarts", 0);
   } catch (const std::exception& e) {
     return Error{"run.cluster", j.dump().substr(0, 120), std::string("is not a launch record: ") + e.what()};
   }
@@ -66,17 +69,28 @@ std::string supervisor_command(const LaunchRecord& rec, size_t index,
   // writes "<status> <time>" atomically. Its TERM trap is a handler, not an ignore, so the
   // trainer (exec'd by the shell) keeps the default TERM disposition, and the wrapper survives a
   // group SIGTERM long enough to record how the trainer ended.
+  // With restarts it loops (see launch.h): $x holds the extra flags of attempts after the first.
+  // The sleep lets a `meshwork stop` that raced with the failure leave node<i>.stop first.
+  const int node = static_cast<int>(index);
   const std::string wrapper =
-      "trap : TERM; \"$@\"; s=$?; echo \"$s $(date +%s.%N)\" > " + node_file(static_cast<int>(index), ".exit.tmp") +
-      " && mv -f " + node_file(static_cast<int>(index), ".exit.tmp") + " " + node_file(static_cast<int>(index), ".exit");
+      "trap : TERM; a=0; x=; while :; do \"$@\" $x; s=$?; "
+      "if [ $s -eq 0 ] || [ $a -ge " + std::to_string(std::max(0, rec.max_restarts)) + " ]; then break; fi; "
+      "sleep 2; [ -e " + node_file(node, ".stop") + " ] && break; a=$((a+1)); "
+      "echo \"$a $s $(date +%s.%N)\" >> " + node_file(node, ".restarts") + "; "
+      "x=\"--resume --master-port $((" + std::to_string(rec.master_port) + "+a))\"; done; "
+      "echo \"$s $(date +%s.%N)\" > " + node_file(node, ".exit.tmp") +
+      " && mv -f " + node_file(node, ".exit.tmp") + " " + node_file(node, ".exit");
   std::vector<std::string> wrapped = {"setsid", "nohup", "sh", "-c", wrapper, "sh"};
   wrapped.insert(wrapped.end(), argv.begin(), argv.end());
   // setsid in a background job of a non-interactive shell does not fork (the job is not a group
   // leader), so $! is the new session's id = the process group of everything it starts.
-  return "cd -- " + shell_quote(n.run_dir) + " && rm -f " + node_file(static_cast<int>(index), ".exit") + " && " +
+  // The braces matter: `a && b &` would put the whole and-list in a background subshell that
+  // holds the SSH channel's pipes open until the trainer ends.
+  return "cd -- " + shell_quote(n.run_dir) + " && rm -f " + node_file(static_cast<int>(index), ".exit") + " " +
+         node_file(static_cast<int>(index), ".restarts") + " && { " +
          shell_join(wrapped) + " > " + node_file(static_cast<int>(index), ".out") + " 2> " +
          node_file(static_cast<int>(index), ".err") + " < /dev/null & echo $! > " +
-         node_file(static_cast<int>(index), ".pgid") + " && cat " + node_file(static_cast<int>(index), ".pgid");
+         node_file(static_cast<int>(index), ".pgid") + "; } && cat " + node_file(static_cast<int>(index), ".pgid");
 }
 
 Result<int64_t> start_node(Node& node, const LaunchRecord& rec, size_t index,

@@ -31,6 +31,9 @@ struct LaunchRecord {
   std::string master_addr;
   int master_port = 0;
   std::string trainer = "meshtrain";  // file name in the run directory
+  // --max-restarts: how often each node's wrapper starts its supervisor again (with --resume, on
+  // master_port + attempt) after the ranks failed. 0: never.
+  int max_restarts = 0;
   int first_rank(size_t node) const;  // global rank of the node's local rank 0
   int world_size() const;
 };
@@ -39,6 +42,14 @@ Result<LaunchRecord> launch_record_from_json(const nlohmann::json& j);
 
 // The command line that starts node `index`'s supervisor detached; exposed for the injection
 // test. `trainer_args` are passed to meshtrain verbatim (each one quoted).
+//
+// Restarts (rec.max_restarts > 0) live in the node's wrapper, not in the workbench, so they
+// happen with the workbench detached or closed too. Every node's supervisor ends when any rank of
+// the run fails (they tell each other through the rendezvous store), so every node's wrapper sees
+// a failure at about the same time and starts attempt a+1 with `--resume` (the latest complete
+// checkpoint) on port master_port + a: a fresh rendezvous no stale store of attempt a can answer.
+// A node that was stopped (node<i>.stop, written by stop_node before any signal) never restarts.
+// Each restart appends "<attempt> <status of the failed attempt> <unix time>" to node<i>.restarts.
 std::string supervisor_command(const LaunchRecord& rec, size_t index,
                                const std::vector<std::string>& trainer_args);
 

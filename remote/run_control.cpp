@@ -52,6 +52,9 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
     if (h.slots > 0) nproc = h.slots;
   }
   if (nproc <= 0) return invalid(Error{"--nproc-per-node", std::to_string(nproc), "must be >= 1"});
+  if (req.max_restarts < 0) {
+    return invalid(Error{"--max-restarts", std::to_string(req.max_restarts), "a whole number >= 0"});
+  }
   if (req.trainer_path.empty() || !std::filesystem::exists(req.trainer_path)) {
     return invalid(Error{"--meshtrain", req.trainer_path, "must be the meshtrain binary to deploy"});
   }
@@ -115,6 +118,10 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
     }
   }
 
+  if (req.max_restarts > 0 && config.training.checkpoint_every <= 0) {
+    step("warning: --max-restarts without --checkpoint-every K: a restart begins again at step 0");
+  }
+
   // Deploy.
   step("deploying");
   const std::string run_name = new_run_dir_name();
@@ -160,6 +167,7 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
       }
     }
   }
+  rec.max_restarts = req.max_restarts;
   rec.master_port = req.master_port;
   if (rec.master_port == 0) {
     std::random_device rd;

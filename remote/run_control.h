@@ -31,6 +31,7 @@ struct LaunchRequest {
   std::string remote_root = ".cache/meshwork/runs";  // relative to the login directory, or absolute
   std::string master_addr;               // empty: node 0's address as the others see it
   int master_port = 0;                   // 0: chosen
+  int max_restarts = 0;                  // restarts of all ranks from the latest checkpoint (launch.h)
   SshOptions ssh;
   ProbeProgressFn on_probe;
   DeployProgressFn on_deploy;

@@ -1,5 +1,7 @@
 #include "remote/ssh_session.h"
 
+#include "remote/shell_quote.h"
+
 #include <fcntl.h>
 #include <libssh/libssh.h>
 #include <libssh/sftp.h>
@@ -77,6 +79,30 @@ std::variant<std::unique_ptr<SshSession>, ConnectError> SshSession::connect(cons
   if (ssh_options_parse_config(s, config) != SSH_OK) {
     return fail(ConnectFailure::protocol, opts.ssh_config.empty() ? "~/.ssh/config" : opts.ssh_config,
                 std::string("could not parse the ssh config: ") + ssh_get_error(s));
+  }
+  // ProxyJump: libssh turns it into the ProxyCommand `ssh [-l U] [-p P] [-J MORE] -W '[%h]:%p'
+  // JUMP`, run by OpenSSH's client, which would read the user's own ~/.ssh files, not ours. Give
+  // that client the same --ssh-config, --known-hosts and --identity (and no prompts: a jump host
+  // whose key is not already trusted is refused, like a changed one) so a jump is checked the
+  // way a direct connection is.
+  char* proxy = nullptr;
+  if (ssh_options_get(s, SSH_OPTIONS_PROXYCOMMAND, &proxy) == SSH_OK && proxy) {
+    std::string cmd = proxy;
+    ssh_string_free_char(proxy);
+    if (cmd.rfind("ssh ", 0) == 0 && cmd.find(" -W ") != std::string::npos) {
+      // libssh expands %h/%p/%% in the command: escape '%' in our paths.
+      auto arg = [](const std::string& v) {
+        std::string q = shell_quote(v), out;
+        for (char c : q) out += c == '%' ? std::string("%%") : std::string(1, c);
+        return out;
+      };
+      std::string ours = "ssh -o BatchMode=yes -o StrictHostKeyChecking=yes";
+      if (!opts.ssh_config.empty()) ours += " -F " + arg(opts.ssh_config);
+      if (!opts.known_hosts.empty()) ours += " -o UserKnownHostsFile=" + arg(opts.known_hosts);
+      if (!opts.identity.empty()) ours += " -i " + arg(opts.identity);
+      cmd = ours + cmd.substr(3);
+      ssh_options_set(s, SSH_OPTIONS_PROXYCOMMAND, cmd.c_str());
+    }
   }
   if (!spec.user.empty()) ssh_options_set(s, SSH_OPTIONS_USER, spec.user.c_str());
   if (spec.port != 0) {

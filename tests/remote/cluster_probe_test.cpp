@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 
 #include "remote/node.h"
 #include "remote/probe.h"
@@ -142,6 +143,41 @@ TEST(ClusterSftp, UploadAndReadRanges) {
   auto missing = node.read_range((tmp / "nope").string(), 0, 10);
   ASSERT_TRUE(missing.ok());
   EXPECT_FALSE(missing->has_value());
+}
+
+// ProxyJump from the --ssh-config: node1 reached through node0. The target sees the connection
+// come from node0's address (not from the bridge, as a direct connection does), and the jump's
+// own host key is checked against our --known-hosts: an untrusted jump host is refused.
+TEST(ClusterProbe, ProxyJumpThroughANodeWithOurConfigAndKnownHosts) {
+  REQUIRE_CLUSTER(c);
+  const auto tmp = test::temp_dir("jump");
+  SshOptions o = c.options(tmp / "known_hosts");
+  o.ssh_config = (tmp / "ssh config with space").string();
+  {
+    std::ofstream cfg(o.ssh_config);
+    cfg << test::read_text(c.ssh_config()) << "Host viajump\n  HostName " << c.addresses[1]
+        << "\n  User root\n  IdentityFile " << c.identity() << "\n  ProxyJump node0\n";
+  }
+  // Not trusted yet: the jump host's key is not in known_hosts, so the jump is refused even
+  // though the caller would accept the target's key.
+  auto refused = connect_node(*parse_host_spec("viajump"), o);
+  ASSERT_TRUE(std::holds_alternative<ConnectError>(refused));
+  // Trust node0 (a direct connection, first use accepted), then jump through it.
+  ASSERT_TRUE(std::holds_alternative<std::unique_ptr<Node>>(connect_node(*parse_host_spec("node0"), o)));
+  auto direct = connect_node(*parse_host_spec("node1"), o);
+  ASSERT_TRUE(std::holds_alternative<std::unique_ptr<Node>>(direct)) << std::get<ConnectError>(direct).error.message();
+  auto d = std::get<0>(direct)->exec("echo $SSH_CONNECTION", std::chrono::seconds(10), {});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->out.rfind(c.addresses[0] + " ", 0), std::string::npos) << d->out;  // from the bridge
+  auto conn = connect_node(*parse_host_spec("viajump"), o);
+  ASSERT_TRUE(std::holds_alternative<std::unique_ptr<Node>>(conn)) << std::get<ConnectError>(conn).error.message();
+  auto r = std::get<0>(conn)->exec("echo $SSH_CONNECTION", std::chrono::seconds(10), {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->out.rfind(c.addresses[0] + " ", 0), 0u) << r->out;    // from node0: jumped
+  EXPECT_NE(r->out.find(c.addresses[1] + " 22"), std::string::npos) << r->out;
+  auto info = probe_node(*std::get<0>(conn));
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  EXPECT_GT(info->cpus, 0);
 }
 
 }  // namespace
