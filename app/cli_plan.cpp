@@ -26,11 +26,14 @@ constexpr const char* kUsage =
     "                     --seq-len S --micro-batch B [--global-batch GB]\n"
     "                     [--precision fp32|bf16] [--activation-checkpointing none|full]\n"
     "                     [--dp-replicate A] [--dp-shard B] [--cp C] [--tp D]\n"
-    "                     [--device cuda|cpu] [--reserve SIZE] [--json]\n"
+    "                     [--device cuda|cpu] [--reserve SIZE]\n"
+    "                     [--attention fused|materialized] [--json]\n"
     "Ranks every mesh shape (dp_replicate x dp_shard x cp x tp = nodes x gpus-per-node) by\n"
     "whether it fits GPU memory, then by predicted tokens/s. Given axes stay fixed.\n"
-    "SIZE: 80GiB, 80GB, 81920MiB. --device cpu estimates CPU ranks (materialized attention,\n"
-    "no reserve). Exit 0: a shape fits; 2: invalid input; 3: valid, but nothing fits.\n";
+    "SIZE: 80GiB, 80GB, 81920MiB. --device cpu estimates CPU ranks (no framework reserve).\n"
+    "--attention: fused (flash SDPA, what LibTorch runs on CUDA and CPU; the default) or\n"
+    "materialized (an attention that keeps the seq x seq probabilities).\n"
+    "Exit 0: a shape fits; 2: invalid input; 3: valid, but nothing fits.\n";
 
 int fail(const Error& e) {
   std::cerr << "meshwork: " << e.message() << "\n";
@@ -60,6 +63,7 @@ const std::map<std::string, bool>& known_flags() {  // name -> takes a value
       {"--global-batch", true}, {"--precision", true},  {"--activation-checkpointing", true},
       {"--dp-replicate", true}, {"--dp-shard", true},   {"--cp", true},
       {"--tp", true},           {"--device", true},     {"--reserve", true},
+      {"--attention", true},
       {"--json", false},        {"--help", false},      {"-h", false}};
   return flags;
 }
@@ -237,6 +241,11 @@ int plan_main(const Args& args) {
   if (auto it = flags.values.find("--device"); it != flags.values.end())
     TRY_ASSIGN(q.device, parse_device(it->second, "--device"));
   q.hardware = HardwareModel::for_device(q.device);
+  if (auto it = flags.values.find("--attention"); it != flags.values.end()) {
+    if (it->second == "fused") q.attention = AttentionKernel::fused;
+    else if (it->second == "materialized") q.attention = AttentionKernel::materialized;
+    else return fail(Error{"--attention", it->second, "fused or materialized"});
+  }
   if (auto it = flags.values.find("--reserve"); it != flags.values.end()) {
     if (it->second == "0" || it->second == "0B") {
       q.reserve_bytes = 0;

@@ -19,10 +19,11 @@
 
 namespace meshwork {
 
-// Which attention the shape runs. fused: flash / memory-efficient SDPA (the CUDA default) keeps
-// q, k, v, the output and a log-sum-exp per head and token, never a seq x seq matrix.
-// materialized: the plain path (CPU) computes softmax(q k^T) and autograd keeps the
-// b x heads x s x s probabilities of every layer.
+// Which attention the shape runs. fused: flash / memory-efficient SDPA (what LibTorch 2.x runs on
+// CUDA and on CPU) keeps q, k, v, the output and a log-sum-exp per head and token, never a
+// seq x seq matrix. materialized: a plain softmax(q k^T) v (e.g. an eager implementation or an
+// attention mask the fused kernels refuse) keeps the b x heads x s x s probabilities of every
+// layer.
 enum class AttentionKernel { fused, materialized };
 std::string_view to_string(AttentionKernel a);
 AttentionKernel default_attention_kernel(DeviceKind device);

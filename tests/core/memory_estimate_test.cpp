@@ -53,7 +53,7 @@ TEST(ParamLayout, KvHeadsReplicatedWhenTpExceedsThem) {
   EXPECT_EQ(p.layer[2].numel(), 8 * 64);
 }
 
-// tiny, one rank, fp32, CPU (materialized attention), b = 2, s = 256, no reserve.
+// tiny, one rank, fp32, CPU, materialized attention asked for, b = 2, s = 256, no reserve.
 // h = 64, I = 128, L = 2, heads a = 8, kv = 4 x 8 = 32, q = 64, V = 256, T = b*s = 512.
 TEST(MemoryEstimate, TinySingleRankFp32Materialized) {
   ModelSpec tiny = preset("tiny");
@@ -64,6 +64,7 @@ TEST(MemoryEstimate, TinySingleRankFp32Materialized) {
   q.micro_batch = 2;
   q.precision = Precision::fp32;
   q.device = DeviceKind::cpu;
+  q.attention = AttentionKernel::materialized;
   MemoryBreakdown m = estimate_memory(q);
   EXPECT_EQ(m.attention, AttentionKernel::materialized);
   EXPECT_EQ(m.reserve, 0);
@@ -110,6 +111,13 @@ TEST(MemoryEstimate, FusedAttentionKeepsNoScores) {
   // q + k + v + out = 2*64 + 2*32 = 192 elements x 4 B + lse 8 heads x 4 B, per token and layer.
   EXPECT_EQ(term(m, "activations.attention"), 2 * (4 * 192 + 4 * 8) * 512);
   EXPECT_EQ(default_reserve_bytes(DeviceKind::cuda), int64_t{1} << 30);
+  // LibTorch runs the flash kernel on CPU too: the same activations, no reserve.
+  q.device = DeviceKind::cpu;
+  q.reserve_bytes.reset();
+  MemoryBreakdown cpu = estimate_memory(q);
+  EXPECT_EQ(cpu.attention, AttentionKernel::fused);
+  EXPECT_EQ(cpu.activations, m.activations);
+  EXPECT_EQ(cpu.reserve, 0);
 }
 
 TEST(MemoryEstimate, SmallFsdpTpBf16) {
