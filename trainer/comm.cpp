@@ -145,7 +145,25 @@ void Communicator::wait(Pending& p) {
   auto start = Clock::now();
   p.work->wait();
   p.work.reset();
+  if (p.work2) {
+    p.work2->wait();
+    p.work2.reset();
+  }
   finish(*p.group, start);
+}
+
+Communicator::Pending Communicator::send_recv_start(const at::Tensor& send_t, int dst,
+                                                    at::Tensor& recv_t, int src, const Group& g,
+                                                    int tag) {
+  TORCH_CHECK(send_t.is_contiguous() && recv_t.is_contiguous(),
+              "send_recv_start: both buffers must be contiguous");
+  Pending p;
+  p.group = &g;
+  std::vector<at::Tensor> s{send_t};
+  std::vector<at::Tensor> r{recv_t};
+  p.work = g.backend->send(s, dst, tag);
+  p.work2 = g.backend->recv(r, src, tag);
+  return p;
 }
 
 void Communicator::all_gather(at::Tensor& out, const at::Tensor& in, const Group& g) {
@@ -154,9 +172,12 @@ void Communicator::all_gather(at::Tensor& out, const at::Tensor& in, const Group
     out.view(-1).copy_(in.reshape(-1));
     return;
   }
+  TORCH_CHECK(out.is_contiguous(), "all_gather: the output must be contiguous");
   auto start = Clock::now();
-  at::Tensor input = in.contiguous();
-  g.backend->all_gather_single(out, input)->wait();
+  // Gloo wants output dim 0 = n x input dim 0: gather flat views, whatever the shapes.
+  at::Tensor input = in.contiguous().view(-1);
+  at::Tensor output = out.view(-1);
+  g.backend->all_gather_single(output, input)->wait();
   finish(g, start);
 }
 
@@ -167,11 +188,14 @@ void Communicator::reduce_scatter(at::Tensor& out, const at::Tensor& in, const G
     out.view(-1).copy_(in.reshape(-1));
     return;
   }
+  TORCH_CHECK(out.is_contiguous(), "reduce_scatter: the output must be contiguous");
   auto start = Clock::now();
-  at::Tensor input = in.contiguous();
+  // Flat views: chunk i of the input is member i's block, whatever the shapes.
+  at::Tensor input = in.contiguous().view(-1);
   if (options_.device == DeviceKind::cuda || options_.reduce_scatter == ReduceScatterImpl::native) {
     c10d::ReduceScatterOptions o;
-    g.backend->reduce_scatter_single(out, input, o)->wait();
+    at::Tensor output = out.view(-1);
+    g.backend->reduce_scatter_single(output, input, o)->wait();
   } else {
     // All-to-all: member j receives chunk j of every member's input, block i from member i;
     // then sums the n blocks in member order. Each member sends and receives (n-1)/n of the

@@ -116,9 +116,15 @@ class Communicator {
   // charged is the time wait() blocks (the communication the step could not hide).
   struct Pending {
     c10::intrusive_ptr<c10d::Work> work;
+    c10::intrusive_ptr<c10d::Work> work2;  // send_recv_start: the receive
     const Group* group = nullptr;
   };
   Pending all_reduce_start(at::Tensor& t, const Group& g);
+  // Posts a send to `dst` and a receive from `src` (group ranks) and returns at once, so a ring
+  // step can compute while the next block travels; wait() charges the time it still blocks.
+  // Both tensors must stay alive and untouched until wait().
+  Pending send_recv_start(const at::Tensor& send_t, int dst, at::Tensor& recv_t, int src,
+                          const Group& g, int tag = 0);
   void wait(Pending& p);
 
   // Convenience overloads by group kind.

@@ -53,17 +53,17 @@ int main(int argc, char** argv) {
   q.seq_len = o.training.seq_len;
   q.global_batch = o.training.global_batch;
   q.micro_batch = o.training.micro_batch;
+  // meshtrain replicates tp/cp pieces itself: DataParallel all-reduces each rank's local (tp
+  // piece or cp-sharded) flat gradients over dp_replicate, a plain sum between ranks holding the
+  // same piece. Accelerate refuses dp_replicate > 1 with dp_shard == 1 only because torch's DDP
+  // wrapper cannot hold DTensor parameters; that limit does not apply here.
+  q.allow_tp_cp_with_pure_replication = true;
   ShapeReport report = validate_shape(q);
   if (!report.ok()) {
     for (const auto& d : report.errors()) std::cerr << "meshtrain: " << d.text() << "\n";
     return 2;
   }
   const MeshShape shape = report.shape;
-  if (shape.tp > 1 || shape.cp > 1) {
-    const bool tp = shape.tp > 1;
-    return refuse(Error{tp ? "--tp" : "--cp", std::to_string(tp ? shape.tp : shape.cp),
-                        "1 (tensor and context parallelism are not in this meshtrain yet)"});
-  }
   o.mesh = shape;
 
   if (supervise_mode) return supervise(o, shape);

@@ -182,7 +182,7 @@ at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Ten
   const UnitLayout& lay = layouts_[block_unit(layer)];
   TORCH_CHECK(flat.numel() == lay.numel(), "block ", layer, ": flat weights have ", flat.numel(),
               " elements, the layout needs ", lay.numel());
-  const int64_t B = x.size(0), T = x.size(1), D = spec_.head_dim;
+  const int64_t B = x.size(0), D = spec_.head_dim;
   const bool bias = spec_.attention_bias;
   // wq, wk, wv (and w_gate, w_up; bq, bk, bv) are adjacent in the flat unit: split it into
   // groups so that one matmul does the three projections (fewer, larger GEMMs). Split (not
@@ -201,6 +201,9 @@ at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Ten
   Tensor bqkv = bias ? part[6] : Tensor();
   // Attention. Head counts come from the (possibly column-split) layout.
   Tensor h = ops_.enter_column(rms_norm(x, attn_norm, spec_.rms_norm_eps));
+  // Sequence length after the column region's entry: under sequence parallelism x holds a
+  // sequence shard and enter_column gathers the whole (cp-local) sequence.
+  const int64_t T = h.size(1);
   auto qkv = at::linear(h, wqkv, bqkv).split_with_sizes({hq * D, hkv * D, hkv * D}, -1);
   Tensor q = qkv[0].view({B, T, hq, D}).transpose(1, 2);
   Tensor k = qkv[1].view({B, T, hkv, D}).transpose(1, 2);

@@ -106,10 +106,16 @@ const std::vector<Flag>& flags() {
        [](TrainerOptions& o, const std::string& v) { return set_axis(o, Axis::dp_replicate, "--dp-replicate", v); }},
       {"--dp-shard", "N", "FSDP shards (ZeRO-3 per decoder block)",
        [](TrainerOptions& o, const std::string& v) { return set_axis(o, Axis::dp_shard, "--dp-shard", v); }},
-      {"--cp", "N", "context-parallel ranks (ring attention; issue 4)",
+      {"--cp", "N", "context-parallel ranks (ring attention, load-balanced causal chunks)",
        [](TrainerOptions& o, const std::string& v) { return set_axis(o, Axis::cp, "--cp", v); }},
-      {"--tp", "N", "tensor-parallel ranks (issue 4)",
+      {"--tp", "N", "tensor-parallel ranks (Megatron column/row split, vocabulary-parallel embedding and head)",
        [](TrainerOptions& o, const std::string& v) { return set_axis(o, Axis::tp, "--tp", v); }},
+      {"--sequence-parallel", "on|off", "with tp > 1: norms and residuals on sequence shards (default on)",
+       [](TrainerOptions& o, const std::string& v) -> Status {
+         if (v != "on" && v != "off") return Error{"--sequence-parallel", v, "on or off"};
+         o.sequence_parallel = v == "on";
+         return {};
+       }},
       {"--precision", "fp32|bf16", "compute precision (fp32 master weights either way)",
        [](TrainerOptions& o, const std::string& v) -> Status {
          auto r = parse_precision(v, "--precision");
@@ -280,6 +286,7 @@ std::vector<std::string> to_args(const TrainerOptions& o) {
   add("--dp-shard", std::to_string(o.mesh.dp_shard));
   add("--cp", std::to_string(o.mesh.cp));
   add("--tp", std::to_string(o.mesh.tp));
+  add("--sequence-parallel", o.sequence_parallel ? "on" : "off");
   add("--precision", std::string(to_string(t.precision)));
   add("--activation-checkpointing", std::string(to_string(t.activation_checkpointing)));
   add("--device", std::string(to_string(t.device)));

@@ -18,6 +18,7 @@ struct TrainerOptions {
   std::string data;                 // empty: the bundled corpus
   TrainingConfig training;          // steps, seq_len, batches, lr, warmup, seed, precision, ...
   MeshShape mesh;                   // one axis may be -1 (auto)
+  bool sequence_parallel = true;    // tp > 1: norms/residuals sharded over tp along the sequence
   std::string metrics;              // empty: rank 0's stdout (+ per-rank files in run_dir)
   std::string run_dir = "meshtrain-run";
   std::string checkpoint_dir;       // empty: run_dir/checkpoints

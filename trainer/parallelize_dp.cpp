@@ -77,10 +77,10 @@ DataParallel::DataParallel(Model& model, Communicator& comm, DataParallelOptions
     if (u->sharded) {
       Tensor padded = at::constant_pad_nd(local, {0, u->padded - u->numel});
       local = padded.narrow(0, sg.rank * u->shard_numel, u->shard_numel);
-      fp.copies = comm_.world_size() / n;
-    } else {
-      fp.copies = comm_.world_size();
+      fp.shard_offset = sg.rank * u->shard_numel;
     }
+    // tp ranks hold different pieces (their replicated ranges are recorded in tp_copies).
+    fp.copies = comm_.world_size() / (n * comm_.group_size(GroupKind::tp));
     fp.param = local.to(options_.device).clone().set_requires_grad(true);
     if (!u->sharded && comm_.group(GroupKind::dp_replicate).size() > 1) {
       // DDP overlap: the hook sees this micro-batch's gradient of the whole flat unit (the
@@ -199,7 +199,12 @@ double DataParallel::grad_norm() {
   Tensor sq = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(options_.device));
   for (auto& fp : params_) {
     if (!fp.param.grad().defined()) continue;
-    sq += fp.param.grad().pow(2).sum(at::kDouble) / static_cast<double>(fp.copies);
+    const Tensor& g = fp.param.grad();
+    sq += g.pow(2).sum(at::kDouble) / static_cast<double>(fp.copies);
+    // A tp-replicated range is held by copies * tp_copies ranks: replace its 1/copies weight.
+    for (const auto& c : fp.tp_copies)
+      sq += g.narrow(0, c.offset, c.numel).pow(2).sum(at::kDouble) *
+            (1.0 / (fp.copies * c.tp_copies) - 1.0 / fp.copies);
   }
   comm_.all_reduce(sq, comm_.world());
   return std::sqrt(sq.item<double>());

@@ -38,8 +38,17 @@ struct FlatParam {
   int64_t numel = 0;      // the unit's element count (unpadded)
   int64_t padded = 0;     // padded to a multiple of the shard group size
   bool sharded = false;
-  // How many ranks hold an identical copy of `param` (the global grad norm counts each once).
+  int64_t shard_offset = 0;  // where `param` starts in the unit's (padded) local flat tensor
+  // How many ranks hold an identical copy of `param` (the global grad norm counts each once):
+  // the data-parallel ranks that are not shards of each other, world / (shard group * tp).
   int copies = 1;
+  // Ranges of `param` that tp replicates besides (norm weights, copied kv heads): held by
+  // copies * tp_copies ranks. Filled by TensorParallel::annotate().
+  struct TpCopies {
+    int64_t offset = 0, numel = 0;  // in `param`
+    int tp_copies = 1;
+  };
+  std::vector<TpCopies> tp_copies;
 };
 
 struct DataParallelOptions {
@@ -51,8 +60,6 @@ struct DataParallelOptions {
   // Turns a unit's full flat fp32 parameters into the piece this rank's model reads (a tensor
   // parallel plan slices them; identity by default). Must match model.layout(unit).
   std::function<at::Tensor(int unit, const at::Tensor& full)> localize;
-  // Extra identical copies of a unit beyond data parallelism (e.g. a tp-replicated unit).
-  std::function<int(int unit)> extra_copies;
 };
 
 class DataParallel : public WeightSource {

@@ -28,7 +28,9 @@
 #include "trainer/comm.h"
 #include "trainer/data.h"
 #include "trainer/model.h"
+#include "trainer/parallelize_cp.h"
 #include "trainer/parallelize_dp.h"
+#include "trainer/parallelize_tp.h"
 
 namespace meshwork::trainer {
 namespace fs = std::filesystem;
@@ -327,13 +329,23 @@ int run_rank(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spe
         data_path.string(), " (", (*data)->num_tokens(), " tokens)");
 
     // Model and parallelism.
+    // The parallelize step (torchtitan's order): tensor parallel cuts the model into this tp
+    // rank's pieces and installs its region operators, context parallel installs ring
+    // attention, then data parallel (FSDP over dp_shard_cp, DDP over dp_replicate) wraps the
+    // local pieces.
     Model model(spec);
+    TpOptions tpo;
+    tpo.sequence_parallel = o.sequence_parallel;
+    TensorParallel tp(model, comm, tpo);
+    ContextParallel cp(model, comm);
     DataParallelOptions dpo;
+    dpo.localize = [&tp](int unit, const Tensor& full) { return tp.localize(unit, full); };
     dpo.shard_group = shape.cp > 1 ? GroupKind::dp_shard_cp : GroupKind::dp_shard;
     dpo.compute_dtype = dtype;
     dpo.device = device;
     dpo.seed = t.seed;
     DataParallel dp(model, comm, dpo);
+    tp.annotate(dp.params());
     std::vector<Tensor> params;
     for (auto& fp : dp.params()) params.push_back(fp.param);
     AdamW opt;
@@ -422,6 +434,7 @@ int run_rank(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spe
     ForwardOptions fo;
     fo.activation_checkpointing = t.activation_checkpointing == ActivationCheckpointing::full;
     fo.compute_dtype = dtype;
+    if (cp.active()) fo.positions = cp.positions(t.seq_len, device);
     std::vector<int64_t> buf(static_cast<size_t>(t.micro_batch) * (t.seq_len + 1));
 
     for (int64_t step = start_step; step < t.steps; ++step) {
@@ -442,8 +455,9 @@ int run_rank(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spe
         for (size_t i = 0; i < idx.size(); ++i)
           (*data)->sequence(idx[i], t.seq_len, buf.data() + i * (t.seq_len + 1));
         Tensor seqs = at::from_blob(buf.data(), {t.micro_batch, t.seq_len + 1}, at::kLong).to(device);
-        Tensor inputs = seqs.narrow(1, 0, t.seq_len);
-        Tensor targets = seqs.narrow(1, 1, t.seq_len);
+        // cp ranks of one replica read the same sequences and keep their load-balanced chunks.
+        Tensor inputs = cp.shard(seqs.narrow(1, 0, t.seq_len));
+        Tensor targets = cp.shard(seqs.narrow(1, 1, t.seq_len));
         if (m == accum - 1) dp.arm_gradient_sync();
         Tensor loss_sum = model.loss_sum(inputs, targets, dp, fo);
         // Mean over every token of the global batch: each rank's share divided by the global
@@ -452,6 +466,7 @@ int run_rank(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spe
         local_loss += loss_sum.detach().to(at::kDouble);
       }
       dp.finish_gradients();
+      tp.finish_gradients(dp.params());
       const double norm = dp.grad_norm();
       // torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1.
       if (o.max_grad_norm > 0) {

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Every valid mesh shape on this machine's ranks (default 4): tokens/s, per-axis comm share,
+# measured peak memory per rank next to core's estimate, core's predicted tokens/s from the
+# matmul rate and Gloo bandwidth measured in the same run, and the planner's ranking.
+# Usage: bench/shapes.sh [--model small --seq-len 256 --global-batch 8 --steps 6 --world 4]
+# Results: bench/results/shapes.json. Build first:
+#   scripts/build --target meshtrain shapes_estimate
+set -euo pipefail
+source "$(dirname "$0")/../scripts/env.sh"
+BIN="${MESHTRAIN:-$MESHWORK_BUILD_DIR/bin/meshtrain}"
+EST="${SHAPES_ESTIMATE:-$MESHWORK_BUILD_DIR/bin/shapes_estimate}"
+exec "$MESHWORK_VENV/bin/python" "$(dirname "$0")/shapes_bench.py" --meshtrain "$BIN" \
+  --estimator "$EST" --python "$MESHWORK_VENV/bin/python" "$@"

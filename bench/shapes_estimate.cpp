@@ -1,0 +1,60 @@
+// Core's view of every mesh shape of one machine, for bench/shapes.sh: the planner's ranking
+// (make_plan) with each shape's per-rank memory estimate (CPU: fused attention as LibTorch runs it, reserve 0,
+// meshtrain's sequence-parallel tp and vocabulary-parallel embedding/head) and predicted
+// tokens/s, given the matmul rate and Gloo bandwidth the bench measured in the same run.
+//
+// shapes_estimate --model NAME --world N --seq-len S --micro-batch B --global-batch G
+//                 --flops F --efficiency E --bandwidth BYTES_PER_S --latency SECONDS
+// prints plan_to_json() (best first) with "rank" added to every shape.
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "core/model_spec.h"
+#include "core/planner.h"
+
+using namespace meshwork;
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> a;
+  for (int i = 1; i + 1 < argc; i += 2) a[argv[i]] = argv[i + 1];
+  auto need = [&](const char* k) -> std::string {
+    if (!a.count(k)) {
+      std::cerr << "shapes_estimate: " << k << ": missing\n";
+      std::exit(2);
+    }
+    return a[k];
+  };
+  auto spec = load_model_spec(need("--model"));
+  if (!spec.ok()) {
+    std::cerr << "shapes_estimate: " << spec.error().message() << "\n";
+    return 2;
+  }
+  PlanQuery q;
+  q.model = *spec;
+  q.nodes = 1;
+  q.gpus_per_node = std::stoi(need("--world"));
+  q.device_memory_bytes = int64_t{1} << 40;  // CPU: everything "fits"; ranking by speed
+  q.seq_len = std::stoll(need("--seq-len"));
+  q.micro_batch = std::stoll(need("--micro-batch"));
+  q.global_batch = std::stoll(need("--global-batch"));
+  q.precision = Precision::fp32;
+  q.device = DeviceKind::cpu;
+  q.reserve_bytes = 0;
+  q.attention = AttentionKernel::fused;  // LibTorch runs flash SDPA on CPU too (bench/estimator_check.py)
+  q.allow_tp_cp_with_pure_replication = true;  // meshtrain replicates tp/cp pieces itself
+  q.hardware = HardwareModel::cpu();
+  q.hardware.peak_flops_fp32 = q.hardware.peak_flops_bf16 = std::stod(need("--flops"));
+  q.hardware.efficiency = std::stod(need("--efficiency"));
+  q.hardware.intra_node_bytes_per_s = q.hardware.inter_node_bytes_per_s = std::stod(need("--bandwidth"));
+  q.hardware.latency_s = std::stod(need("--latency"));
+  auto plan = make_plan(q);
+  if (!plan.ok()) {
+    std::cerr << "shapes_estimate: " << plan.error().message() << "\n";
+    return 2;
+  }
+  nlohmann::json j = plan_to_json(*plan);
+  for (size_t i = 0; i < j["shapes"].size(); ++i) j["shapes"][i]["rank"] = i + 1;
+  std::cout << j.dump(1) << "\n";
+  return 0;
+}
