@@ -93,41 +93,71 @@ double combine(Aggregate a, const std::vector<double>& v) {
   return out;
 }
 
+// The bucket rows of a range; x values the query's axis does not use are not decoded (constant 0).
+std::string bucket_sql(XAxis x) {
+  std::string cols = "bucket, n";
+  for (const char* p : {"f", "lo", "hi", "la"}) {
+    const std::string q(p);
+    cols += ", " + q + "_step, " + (x == XAxis::time ? q + "_time" : "0.0") + ", " +
+            (x == XAxis::tokens ? q + "_tok" : "0.0") + ", " + q + "_v";
+  }
+  return "SELECT " + cols + " FROM buckets WHERE run = ?1 AND key = ?2 AND rank = ?3 AND level = ?4"
+         " AND bucket BETWEEN ?5 AND ?6 ORDER BY bucket";
+}
+
 // Reads one run's series for a query. Holds the prepared statements of one query call.
 class SeriesReader {
  public:
   SeriesReader(sqlite3* db, const SeriesQuery& q, int64_t key)
       : q_(q), key_(key),
+        // The level-0 row of each rank: (run, key, rank) is a key prefix but level is not, so
+        // "WHERE run AND key AND level = 0" would scan every bucket of every level (~9k rows for
+        // 125k steps). Instead: seek the next rank, then look its level-0 row up by full key.
+        next_rank_(db, "SELECT rank FROM buckets WHERE run = ?1 AND key = ?2 AND rank > ?3"
+                       " ORDER BY rank LIMIT 1"),
         extent_(db, "SELECT rank, n, f_step, f_time, f_tok, f_v, la_step, la_time, la_tok, la_v"
-                    " FROM buckets WHERE run = ?1 AND key = ?2 AND level = 0 ORDER BY rank"),
+                    " FROM buckets WHERE run = ?1 AND key = ?2 AND rank = ?3 AND level = 0"
+                    " AND bucket = 0"),
         raw_step_(db, "SELECT step, value FROM metrics WHERE run = ?1 AND key = ?2 AND rank = ?3"
                       " AND step BETWEEN ?4 AND ?5 AND value IS NOT NULL ORDER BY step"),
         raw_x_(db, "SELECT step, time, tokens FROM steps WHERE run = ?1 AND rank = ?2"
                    " AND step BETWEEN ?3 AND ?4 ORDER BY step"),
-        buckets_(db, "SELECT bucket, n, f_step, f_time, f_tok, f_v, lo_step, lo_time, lo_tok, lo_v,"
-                     " hi_step, hi_time, hi_tok, hi_v, la_step, la_time, la_tok, la_v"
-                     " FROM buckets WHERE run = ?1 AND key = ?2 AND rank = ?3 AND level = ?4"
-                     " AND bucket BETWEEN ?5 AND ?6 ORDER BY bucket"),
+        buckets_(db, bucket_sql(q.x)),
         step_at_(db, "SELECT step, time, tokens FROM steps WHERE run = ?1 AND rank = ?2"
                      " AND step >= ?3 ORDER BY step LIMIT 1") {}
 
   Status prepared() const {
-    for (const sql::Stmt* s : {&extent_, &raw_step_, &raw_x_, &buckets_, &step_at_})
+    for (const sql::Stmt* s : {&next_rank_, &extent_, &raw_step_, &raw_x_, &buckets_, &step_at_})
       if (!s->ok()) return s->error();
     return Status::Ok();
   }
 
   // The ranks the query reads for `run` (one, or all for an aggregate), with their extents.
   Result<std::vector<Extent>> extents(RunId run) {
-    extent_.bind(1, run).bind(2, key_);
     std::vector<Extent> out;
-    for (;;) {
+    auto level0 = [&](int64_t rank) -> Status {
+      extent_.bind(1, run).bind(2, key_).bind(3, rank);
       Result<bool> row = extent_.step();
       if (!row) return row.error();
+      if (*row) {
+        out.push_back(Extent{static_cast<int>(extent_.int64(0)), extent_.int64(1), read_xpoint(extent_, 2),
+                             read_xpoint(extent_, 6)});
+        extent_.reset();
+      }
+      return Status::Ok();
+    };
+    if (q_.aggregate == Aggregate::none) {  // one rank: one lookup
+      if (Status s = level0(q_.rank); !s) return s.error();
+      return out;
+    }
+    for (int64_t after = std::numeric_limits<int64_t>::min();;) {
+      next_rank_.bind(1, run).bind(2, key_).bind(3, after);
+      Result<bool> row = next_rank_.step();
+      if (!row) return row.error();
       if (!*row) break;
-      Extent e{static_cast<int>(extent_.int64(0)), extent_.int64(1), read_xpoint(extent_, 2),
-               read_xpoint(extent_, 6)};
-      if (q_.aggregate != Aggregate::none || e.rank == q_.rank) out.push_back(e);
+      after = next_rank_.int64(0);
+      next_rank_.reset();
+      if (Status s = level0(after); !s) return s.error();
     }
     return out;
   }
@@ -204,7 +234,7 @@ class SeriesReader {
  private:
   const SeriesQuery& q_;
   int64_t key_;
-  sql::Stmt extent_, raw_step_, raw_x_, buckets_, step_at_;
+  sql::Stmt next_rank_, extent_, raw_step_, raw_x_, buckets_, step_at_;
 };
 
 // Merges per-rank point lists (each sorted by step) into one aggregated list per step.
