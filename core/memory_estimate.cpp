@@ -251,10 +251,17 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
   }
   if (sh.dp_replicate > 1 && !fsdp) {
     const int64_t grad_bytes = 4 * layout.total_numel();
-    const int64_t bucket =
-        k.ddp_bucket_bytes > 0 ? std::min(k.ddp_bucket_bytes, grad_bytes) : grad_bytes;
-    add(out.comm_buffers, "ddp.bucket", bucket,
-        f("min(bucket %lld B, fp32 grads %lld B)", k.ddp_bucket_bytes, grad_bytes));
+    if (k.ddp_unit_buckets) {
+      const int64_t unit = 4 * std::max(layout.layer_numel(), layout.root_numel());
+      add(out.comm_buffers, "ddp.bucket", unit,
+          f("4 B x max(layer %lld, root %lld) params (one unit's gradient in flight)",
+            layout.layer_numel(), layout.root_numel()));
+    } else {
+      const int64_t bucket =
+          k.ddp_bucket_bytes > 0 ? std::min(k.ddp_bucket_bytes, grad_bytes) : grad_bytes;
+      add(out.comm_buffers, "ddp.bucket", bucket,
+          f("min(bucket %lld B, fp32 grads %lld B)", k.ddp_bucket_bytes, grad_bytes));
+    }
   }
   if (ring) {
     // The k/v block being sent and the one being received around the cp ring.

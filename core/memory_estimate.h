@@ -43,6 +43,11 @@ struct MemoryModel {
   double backward_transient_layers = 1.0;
   // DDP gradient bucket (pure replication): the flat buffer all-reduced at once; 0 = all grads.
   int64_t ddp_bucket_bytes = 25LL << 20;
+  // meshtrain's DDP: every unit (a decoder layer, the root) is its own bucket, all-reduced as
+  // soon as backward has completed its gradient; a unit completes after its activations are
+  // freed, so at the backward peak at most one unit's buffer is in flight (the largest counts).
+  // false: torch DDP's fixed-size buckets (ddp_bucket_bytes).
+  bool ddp_unit_buckets = true;
   // zero_grad(set_to_none = true), LibTorch's default: gradients are rebuilt during backward.
   bool grads_freed_between_steps = true;
 };

@@ -203,7 +203,13 @@ TEST(MemoryEstimate, ReplicationBucketAndBf16Copies) {
   EXPECT_EQ(m.owned_params, 106'816);  // no sharding
   EXPECT_EQ(m.params, 4 * 106'816 + 2 * 106'816);
   EXPECT_EQ(term(m, "bf16_grads"), 2 * 106'816);
-  EXPECT_EQ(term(m, "ddp.bucket"), 4 * 106'816);  // all grads fit in one 25 MiB bucket
+  // meshtrain's per-unit buckets: one unit's fp32 gradient in flight, the larger of a layer
+  // (64 + 3*4096 + 64 + 3*8192 = 36'992) and the root (2*256*64 + 64 = 32'832).
+  EXPECT_EQ(term(m, "ddp.bucket"), 4 * 36'992);
+  // torch DDP's fixed buckets: all grads fit in one 25 MiB bucket.
+  q.knobs.ddp_unit_buckets = false;
+  EXPECT_EQ(term(estimate_memory(q), "ddp.bucket"), 4 * 106'816);
+  q.knobs.ddp_unit_buckets = true;
   // The optimizer phase holds the largest tensor's temporary: embedding 256 x 64 fp32.
   EXPECT_EQ(m.optimizer_step_temp, 4 * 256 * 64);
   EXPECT_GE(m.total(), m.step_phase());
