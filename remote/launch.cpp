@@ -123,6 +123,9 @@ namespace {
 // "-PGID") and the rank pids meshtrain recorded for this node's ranks. A pid is only taken if
 // /proc says it still runs something from this run directory or meshtrain, so a stale pid file
 // can never make us signal an unrelated process that reused the number.
+// No `--` after kill's signal: dash's kill (the local node's /bin/sh) rejects it ("Illegal number:
+// -"), so stop and the group check silently did nothing there; `kill -SIG -PGID` works in dash,
+// bash and busybox alike.
 std::string collect_pids(const LaunchRecord& rec, size_t index) {
   const int first = rec.first_rank(index);
   // meshtrain's supervisor writes supervisor-node<i>.pid and one rank<r>.pid per rank.
@@ -130,7 +133,7 @@ std::string collect_pids(const LaunchRecord& rec, size_t index) {
   for (int r = first; r < first + rec.nodes[index].slots; ++r) ranks += " rank" + std::to_string(r) + ".pid";
   return "pids=''; pg=$(cat " + node_file(static_cast<int>(index), ".pgid") +
          " 2>/dev/null); "
-         "if [ -n \"$pg\" ] && kill -0 -- -\"$pg\" 2>/dev/null; then pids=\"-$pg\"; fi; "
+         "if [ -n \"$pg\" ] && kill -0 -\"$pg\" 2>/dev/null; then pids=\"-$pg\"; fi; "
          "for f in" + ranks + "; do [ -f \"$f\" ] || continue; p=$(tr -dc 0-9 < \"$f\"); [ -n \"$p\" ] || continue; "
          "kill -0 \"$p\" 2>/dev/null && grep -qa -e meshtrain -e \"$PWD\" /proc/\"$p\"/cmdline 2>/dev/null && pids=\"$pids $p\"; done; ";
 }
@@ -142,10 +145,10 @@ Status stop_node(Node& node, const LaunchRecord& rec, size_t index, std::chrono:
   const std::string script =
       "cd -- " + shell_quote(rec.nodes[index].run_dir) + " 2>/dev/null || exit 0; " + collect_pids(rec, index) +
       "[ -z \"$pids\" ] && { echo none; exit 0; }; : > " + node_file(static_cast<int>(index), ".stop") + "; "
-      "for p in $pids; do kill -TERM -- \"$p\" 2>/dev/null; done; "
+      "for p in $pids; do kill -TERM \"$p\" 2>/dev/null; done; "
       "i=0; while [ $i -lt " + std::to_string(tenths) + " ]; do " + collect_pids(rec, index) +
       "[ -z \"$pids\" ] && { echo terminated; exit 0; }; sleep 0.1; i=$((i+1)); done; "
-      "for p in $pids; do kill -KILL -- \"$p\" 2>/dev/null; done; echo killed";
+      "for p in $pids; do kill -KILL \"$p\" 2>/dev/null; done; echo killed";
   auto r = node.exec(script, std::chrono::seconds(30) + std::chrono::duration_cast<std::chrono::seconds>(grace), {});
   if (!r) return r.error();
   if (r->exit_code != 0) return Error{node.name(), "stop", "failed: " + std::string(trim(r->err)).substr(0, 300)};

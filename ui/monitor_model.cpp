@@ -56,6 +56,7 @@ std::shared_ptr<MonitorFrame> load_monitor_frame(store::RunStore* store, store::
   auto f = std::make_shared<MonitorFrame>();
   f->run = run;
   f->rank = rank;
+  f->pixels = pixels;
   if (!store) {
     f->error = QStringLiteral("the run store could not be opened");
     return f;

@@ -31,6 +31,7 @@ struct MonitorFrame {
   int world = 0;
   std::optional<double> capacity_bytes;  // per rank: GPU memory, or a CPU node's memory / ranks
   int rank = -1;                   // the rank shown in per-rank charts; -1: mean over ranks
+  int pixels = 0;                  // the chart width the series were decimated for
   using Points = std::vector<store::Point>;
   Points loss, lr, grad_norm, tokens_per_s, mfu, step_s, compute;
   std::array<Points, 4> comm;      // dp_replicate, dp_shard, cp, tp
@@ -52,6 +53,7 @@ class MonitorModel : public QObject {
   store::RunId run() const { return run_; }
   void set_rank(int rank);         // -1: mean over ranks
   int rank() const { return rank_; }
+  int pixels() const { return pixels_; }
   // Visible x range (step) after a zoom; nullopt: the whole run. Re-queries at full resolution.
   void set_range(std::optional<std::pair<double, double>> range);
   void set_pixels(int pixels);     // chart width in pixel columns

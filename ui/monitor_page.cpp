@@ -173,6 +173,7 @@ MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
     connect(c, &MetricChart::zoom_reset, this, [this] { zoom_all(std::nullopt); });
   }
   connect(model_, &MonitorModel::frame_ready, this, &MonitorPage::draw);
+  loss_->installEventFilter(this);
 
   // Lines that do not depend on the run's shape.
   loss_->add_line(tr("raw"), {ink(), 1.0, 0.22, Qt::SolidLine, false, false});
@@ -290,6 +291,12 @@ void MonitorPage::set_following(bool following) { following_ = following; }
 void MonitorPage::resizeEvent(QResizeEvent* e) {
   QWidget::resizeEvent(e);
   model_->set_pixels(loss_->width());
+}
+
+bool MonitorPage::eventFilter(QObject* watched, QEvent* e) {
+  // The loss chart is the widest: its width in pixels is the resolution every series asks for.
+  if (watched == loss_ && e->type() == QEvent::Resize) model_->set_pixels(loss_->width());
+  return QWidget::eventFilter(watched, e);
 }
 
 void MonitorPage::zoom_all(std::optional<std::pair<double, double>> range) {

@@ -66,6 +66,7 @@ class MonitorPage : public QWidget {
 
  protected:
   void resizeEvent(QResizeEvent* e) override;
+  bool eventFilter(QObject* watched, QEvent* e) override;
 
  private:
   void draw(const std::shared_ptr<const MonitorFrame>& f);

@@ -9,6 +9,7 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <set>
 
 #include "test_support.h"
 #include "ui/cluster_panel.h"

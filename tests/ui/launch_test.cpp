@@ -114,7 +114,8 @@ class LaunchTest : public QObject {
     w.resize(1400, 900);
     w.show();
     local_cluster(w, 2);
-    w.plan()->set_config(tiny_config(w, 500, MeshShape{2, 1, 1, 1}));
+    const int steps = 100000;  // far more than it can do before the click
+    w.plan()->set_config(tiny_config(w, steps, MeshShape{2, 1, 1, 1}));
     w.set_mode(Mode::plan);
     QTRY_VERIFY(w.launch_action()->isEnabled());
     QSignalSpy launched(w.launcher(), &LaunchController::launched);
@@ -129,7 +130,11 @@ class LaunchTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty(), 60000);
     QCOMPARE(finished.first().at(1).toString(), QStringLiteral("stopped"));
     QTRY_COMPARE_WITH_TIMEOUT(m->status_label()->text(), QStringLiteral("stopped"), 10000);
-    QVERIFY(m->loss_chart()->point_count(0) < 500);
+    const qint64 run = launched.first().at(0).toLongLong();
+    RunsModel* runs = w.runs_page()->model();
+    QTRY_VERIFY(runs->find(run) && runs->find(run)->status == "stopped");
+    QVERIFY(runs->find(run)->steps >= 1 && runs->find(run)->steps < steps - 1);
+    QVERIFY(!m->stop_button()->isEnabled());
   }
 
   void launchErrorIsShownOnThePage() {

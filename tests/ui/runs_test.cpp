@@ -252,6 +252,8 @@ class RunsTest : public QObject {
     w.set_mode(Mode::runs);
     MonitorPage* m = page->monitor();
     QTRY_VERIFY(m->model()->frame() && m->model()->frame()->source_points == 20000);
+    // Once laid out, the page asks for as many pixel columns as the chart is wide.
+    QTRY_VERIFY(std::abs(m->model()->frame()->pixels - m->loss_chart()->width()) < 8);
     const int whole = m->loss_chart()->point_count(0);
     QVERIFY2(whole < 20000 / 4, qPrintable(QString::number(whole)));  // decimated
     // Zoom to 200 steps: every point of the range is drawn.
