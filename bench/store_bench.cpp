@@ -362,10 +362,10 @@ int main(int argc, char** argv) {
       {"query_spike_kept", spike_kept},
       {"targets", {{"ingest_points_per_s", 500000}, {"ratio_vs_sqlite3", 0.8}, {"query_ms", 20}}},
       {"targets_met_wall", {{"ingest_points_per_s", rate >= 500000},
-                            {"ratio_vs_sqlite3", rate / rate_keyed >= 0.8},
+                            {"ratio_vs_sqlite3", std::min(rate / rate_keyed, rate / rate_plain) >= 0.8},
                             {"query_ms", t_full * 1e3 <= 20}}},
       {"targets_met_cpu", {{"ingest_points_per_s", cpu_rate >= 500000},
-                           {"ratio_vs_sqlite3", cpu_rate / cpu_rate_keyed >= 0.8},
+                           {"ratio_vs_sqlite3", std::min(cpu_rate / cpu_rate_keyed, cpu_rate / cpu_rate_plain) >= 0.8},
                            {"query_ms", c_full * 1e3 <= 20}}},
   };
   std::ofstream(dir / "store.json") << j.dump(2) << "\n";
@@ -388,9 +388,10 @@ int main(int argc, char** argv) {
   std::printf("%-46s %12d\n", "rounds (best of each side)", rounds);
   std::printf("%-46s %5.2f -> %5.2f\n", "load average (1 min) before -> after", load_before[0], load_after[0]);
   auto met = [](bool b) { return b ? "met" : "NOT met"; };
+  // The ratio target is judged against the faster sqlite3 import (the plain table, no key).
   std::printf("targets, wall: >= 500k points/s %s; >= 0.8x sqlite3 %s; query <= 20 ms %s\n", met(rate >= 500000),
-              met(rate / rate_keyed >= 0.8), met(t_full * 1e3 <= 20));
+              met(std::min(rate / rate_keyed, rate / rate_plain) >= 0.8), met(t_full * 1e3 <= 20));
   std::printf("targets, cpu:  >= 500k points/s %s; >= 0.8x sqlite3 %s; query <= 20 ms %s\n", met(cpu_rate >= 500000),
-              met(cpu_rate / cpu_rate_keyed >= 0.8), met(c_full * 1e3 <= 20));
+              met(std::min(cpu_rate / cpu_rate_keyed, cpu_rate / cpu_rate_plain) >= 0.8), met(c_full * 1e3 <= 20));
   return 0;
 }
