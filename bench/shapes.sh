@@ -2,7 +2,7 @@
 # Every valid mesh shape on this machine's ranks (default 4): tokens/s, per-axis comm share,
 # measured peak memory per rank next to core's estimate, core's predicted tokens/s from the
 # matmul rate and Gloo bandwidth measured in the same run, and the planner's ranking.
-# Usage: bench/shapes.sh [--model small --seq-len 256 --global-batch 8 --steps 6 --world 4]
+# Usage: bench/shapes.sh [--model small --seq-len 256 --global-batch 8 --steps 6 --world 4 --rounds 2]
 # Results: bench/results/shapes.json. Build first:
 #   scripts/build --target meshtrain shapes_estimate
 set -euo pipefail
