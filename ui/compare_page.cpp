@@ -131,6 +131,8 @@ ComparePage::ComparePage(StoreWorker* worker, RunsModel* runs, QWidget* parent)
   vsplit->addWidget(lower);
   vsplit->setStretchFactor(0, 3);
   vsplit->setStretchFactor(1, 2);
+  vsplit->setSizes({520, 340});
+  chart_->setMinimumHeight(260);
   rl->addWidget(vsplit, 1);
   split->addWidget(right);
   split->setStretchFactor(0, 0);

@@ -29,7 +29,7 @@ int FlowLayout::arrange(const QRect& rect, bool apply) const {
   const QRect r = rect.adjusted(m.left(), m.top(), -m.right(), -m.bottom());
   int x = r.x(), y = r.y(), line_height = 0;
   for (QLayoutItem* item : items_) {
-    if (item->widget() && !item->widget()->isVisible() && apply) continue;
+    if (item->widget() && item->widget()->isHidden() && apply) continue;  // hidden on purpose
     const QSize hint = item->sizeHint();
     if (x + hint.width() > r.right() + 1 && line_height > 0) {
       x = r.x();

@@ -417,7 +417,8 @@ void MonitorPage::draw(const std::shared_ptr<const MonitorFrame>& fp) {
   } else {
     mem_->set_reference(std::nullopt, {}, {});
     mem_->set_note(f.capacity_bytes && peak > 0
-                       ? tr("peak %1 of %2 capacity per rank").arg(format_percent(peak / *f.capacity_bytes),
+                       ? tr("peak %1 of %2 capacity per rank").arg(peak / *f.capacity_bytes < 0.001 ? QStringLiteral("< 0.1%")
+                                                                                           : format_percent(peak / *f.capacity_bytes),
                                                                    format_bytes(*f.capacity_bytes))
                        : tr("dashed: peak within the step"));
   }
