@@ -230,6 +230,12 @@ void MetricChart::rescale() {
   if (zoom_) std::tie(x0, x1) = *zoom_;
   if (x1 <= x0) x1 = x0 + 1;
   x_->setRange(x0, x1);
+  // Ticks at round values (1, 2 or 5 x 10^k apart, anchored at 0), never at 1.4 steps.
+  const double raw = (x1 - x0) / 5.0, mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double nice = raw / mag < 1.5 ? mag : raw / mag < 3.5 ? 2 * mag : raw / mag < 7.5 ? 5 * mag : 10 * mag;
+  x_->setTickType(QValueAxis::TicksDynamic);
+  x_->setTickAnchor(0);
+  x_->setTickInterval(nice);
   if (!left.isNull()) {
     double lo = left.top(), hi = left.bottom();
     if (reference_y_ && reference_ && reference_->isVisible()) {
