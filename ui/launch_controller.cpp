@@ -172,31 +172,10 @@ void LaunchController::follow(store::RunId run, const nlohmann::json& launch_rec
   active_[run] = std::move(a);
 }
 
-bool LaunchController::attach(store::RunId run) {
-  auto rec = remote::load_launch_record(db_.toStdString(), run);
-  if (!rec) {
-    Q_EMIT follow_event(run, "error", q(rec.error().message()));
-    return false;
-  }
+bool LaunchController::attach(store::RunId run, const nlohmann::json& launch_record) {
   reap();
-  follow(run, remote::to_json(*rec));
+  follow(run, launch_record);
   return following(run);
-}
-
-int LaunchController::attach_running() {
-  auto store = store::RunStore::open(db_.toStdString());
-  if (!store) return 0;
-  auto runs = (*store)->list_runs();
-  if (!runs) return 0;
-  int n = 0;
-  for (const store::RunSummary& r : *runs) {
-    if (r.status != store::kStatusRunning && r.status != store::kStatusCreated) continue;
-    auto info = (*store)->get_run(r.id);
-    if (!info || !info->cluster.contains("launch")) continue;
-    follow(r.id, info->cluster["launch"]);
-    n += following(r.id) ? 1 : 0;
-  }
-  return n;
 }
 
 void LaunchController::stop(store::RunId run) {
@@ -205,16 +184,12 @@ void LaunchController::stop(store::RunId run) {
     it->second->follower->stop_run();  // thread-safe; run() then returns "stopped"
     return;
   }
-  // Not followed by this workbench: stop it directly, off the GUI thread.
-  auto rec = remote::load_launch_record(db_.toStdString(), run);
-  if (!rec) {
-    Q_EMIT follow_event(run, "error", q(rec.error().message()));
-    return;
-  }
+  // Not followed by this workbench: stop it directly, off the GUI thread (store read included).
   QPointer<LaunchController> self(this);
   const std::string db = db_.toStdString();
-  std::thread([self, run, rec = *rec, db, ssh = ssh_] {
-    Status st = remote::stop_all(rec, ssh);
+  std::thread([self, run, db, ssh = ssh_] {
+    auto rec = remote::load_launch_record(db, run);
+    Status st = rec ? remote::stop_all(*rec, ssh) : Status(rec.error());
     if (st) {
       if (auto s = store::RunStore::open(db)) {
         (void)(*s)->set_status(run, store::kStatusStopped, "stopped from the workbench");

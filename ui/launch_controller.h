@@ -4,8 +4,10 @@
 // run that streams every rank's metrics into the store until the run ends.
 //
 // Runs outlive the workbench: closing the window detaches the followers (the supervisors keep
-// running, detached by setsid on their nodes); attach_running() on the next start follows every
-// run the store still marks as running, resuming from the byte offsets the store kept.
+// running, detached by setsid on their nodes); on the next start MainWindow::attach_running()
+// reads the runs the store still marks as running (on the store worker) and attach() follows
+// each, resuming from the byte offsets the store kept. Nothing here reads the store on the GUI
+// thread.
 #pragma once
 
 #include <QObject>
@@ -46,10 +48,9 @@ class LaunchController : public QObject {
   // launching.
   bool launch(const RunConfig& config);
   bool launching() const { return launching_; }
-  // Follows a stored run that was launched earlier (re-attach after a restart).
-  bool attach(store::RunId run);
-  // Follows every run the store marks running and that has a launch record; returns how many.
-  int attach_running();
+  // Follows a stored run that was launched earlier, from its launch record (the store's
+  // runs.cluster["launch"], read by the caller on the store worker). False when it cannot.
+  bool attach(store::RunId run, const nlohmann::json& launch_record);
   // SIGTERM then SIGKILL to every rank of the run (the follower records it as stopped).
   void stop(store::RunId run);
   bool following(store::RunId run) const;

@@ -280,10 +280,29 @@ void MainWindow::launch_from_plan() {
   launcher_->launch(c);
 }
 
-int MainWindow::attach_running() {
-  const int n = launcher_->attach_running();
-  if (n > 0) statusBar()->showMessage(tr("Following %n run(s) that kept going while the workbench was closed", nullptr, n), 8000);
-  return n;
+void MainWindow::attach_running() {
+  using Found = std::vector<std::pair<store::RunId, nlohmann::json>>;
+  store_->post<Found>(
+      this,
+      [](store::RunStore* s) -> Found {
+        Found found;
+        if (!s) return found;
+        auto runs = s->list_runs();
+        if (!runs) return found;
+        for (const store::RunSummary& r : *runs) {
+          if (r.status != store::kStatusRunning && r.status != store::kStatusCreated) continue;
+          auto info = s->get_run(r.id);
+          if (info && info->cluster.contains("launch")) found.emplace_back(r.id, info->cluster["launch"]);
+        }
+        return found;
+      },
+      [this](Found found) {
+        int n = 0;
+        for (const auto& [id, record] : found) n += launcher_->attach(id, record) ? 1 : 0;
+        if (n > 0)
+          statusBar()->showMessage(tr("Following %n run(s) that kept going while the workbench was closed", nullptr, n), 8000);
+        store_->notify_runs_changed();
+      });
 }
 
 void MainWindow::sync_cluster_to_plan() {

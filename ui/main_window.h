@@ -44,8 +44,9 @@ class MainWindow : public QMainWindow {
   ComparePage* compare_page() const { return compare_page_; }
   LaunchController* launcher() const { return launcher_; }
   StoreWorker* store_worker() const { return store_; }
-  // Follows again every run the store marks running (after the workbench was closed).
-  int attach_running();
+  // Follows again every run the store marks running and that has a launch record (after the
+  // workbench was closed): read on the store worker, attached when the answer arrives.
+  void attach_running();
   // Launches the plan's configuration on the cluster's nodes and opens the run's live page.
   void launch_from_plan();
   QAction* probe_action() const { return probe_; }

@@ -228,14 +228,20 @@ void MetricChart::rescale() {
   if (all.isNull()) return;
   double x0 = all.left(), x1 = all.right();
   if (zoom_) std::tie(x0, x1) = *zoom_;
-  if (x1 <= x0) x1 = x0 + 1;
-  x_->setRange(x0, x1);
-  // Ticks at round values (1, 2 or 5 x 10^k apart, anchored at 0), never at 1.4 steps.
+  if (!std::isfinite(x0) || !std::isfinite(x1)) return;
+  // One point (a zero-width box of 1e-300, see corners()) or a zero-width zoom: show one unit.
+  if (x1 - x0 < 1e-9 * std::max(1.0, std::abs(x0))) x1 = x0 + 1;
+  // Ticks at round values (1, 2 or 5 x 10^k apart), never at 1.4 steps. Qt lays ticks out on
+  // every setter, walking from the anchor in interval steps: the old interval must never meet a
+  // wider new range (2e-301 apart over 5 steps is 10^301 ticks), so ticks are fixed while the
+  // range changes, and the anchor sits next to the range start.
   const double raw = (x1 - x0) / 5.0, mag = std::pow(10.0, std::floor(std::log10(raw)));
   const double nice = raw / mag < 1.5 ? mag : raw / mag < 3.5 ? 2 * mag : raw / mag < 7.5 ? 5 * mag : 10 * mag;
-  x_->setTickType(QValueAxis::TicksDynamic);
-  x_->setTickAnchor(0);
+  x_->setTickType(QValueAxis::TicksFixed);
+  x_->setRange(x0, x1);
   x_->setTickInterval(nice);
+  x_->setTickAnchor(std::floor(x0 / nice) * nice);
+  x_->setTickType(QValueAxis::TicksDynamic);
   if (!left.isNull()) {
     double lo = left.top(), hi = left.bottom();
     if (reference_y_ && reference_ && reference_->isVisible()) {

@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
+#include <thread>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -24,6 +28,20 @@ namespace fs = std::filesystem;
 std::string meshtrain() {
   if (const char* env = std::getenv("MESHWORK_TEST_MESHTRAIN"); env && *env) return env;
   return std::string(MESHWORK_BIN_DIR) + "/meshtrain";
+}
+
+int meshwork(std::vector<std::string> args, const fs::path& tmp) {
+  args.insert(args.begin(), std::string(MESHWORK_BIN_DIR) + "/meshwork");
+  const std::string cmd = shell_join(args) + " > " + shell_quote((tmp / "out").string()) + " 2> " +
+                          shell_quote((tmp / "err").string());
+  const int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+bool alive(pid_t pid) {
+  const std::string stat = test::read_text("/proc/" + std::to_string(pid) + "/stat");
+  const auto paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
 }
 
 TEST(LocalRun, LaunchLocalTwoRanksEveryMetricInTheStore) {
@@ -102,6 +120,48 @@ TEST(LocalRun, LaunchLocalTwoRanksEveryMetricInTheStore) {
   EXPECT_EQ(rows, files.size());
   for (const fs::path& d : {tmp, root.parent_path(), fs::current_path()})
     for (const char* f : {"pwned", "pwned2"}) EXPECT_FALSE(fs::exists(d / f)) << d / f;
+  fs::remove_all(tmp);
+}
+
+// `meshwork stop` on the local node: the node's shell is /bin/sh (dash here), whose `kill` differs
+// from bash's; every process of the run must be gone and the run marked stopped.
+TEST(LocalRun, StopEndsEveryLocalProcess) {
+  ASSERT_TRUE(fs::exists(meshtrain())) << meshtrain() << " is not built";
+  const fs::path tmp = test::temp_dir("local-stop");
+  const fs::path db = tmp / "runs.db";
+  ASSERT_EQ(meshwork({"launch", "--local", "--nproc-per-node", "2", "--dp-shard", "2", "--model", "tiny", "--steps",
+                      "100000", "--seq-len", "64", "--global-batch", "4", "--name", "endless", "--remote-root",
+                      (tmp / "runs").string(), "--meshtrain", meshtrain(), "--master-port",
+                      std::to_string(32000 + ::getpid() % 900), "--db", db.string(), "--detach"},
+                     tmp),
+            0)
+      << test::read_text(tmp / "err");
+  auto store = store::RunStore::open(db);
+  ASSERT_TRUE(store.ok());
+  auto runs = (*store)->list_runs();
+  ASSERT_TRUE(runs.ok() && runs->size() == 1u);
+  const store::RunId id = runs->front().id;
+  auto rec = launch_record_from_json((*store)->get_run(id)->cluster.at("launch"));
+  ASSERT_TRUE(rec.ok());
+  const fs::path dir = rec->nodes[0].run_dir;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (test::read_text(dir / metrics_file(1)).find("\"type\":\"step\"") == std::string::npos &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::vector<pid_t> pids;
+  for (const char* f : {"supervisor-node0.pid", "node0.pgid", "rank0.pid", "rank1.pid"}) {
+    const std::string t = test::read_text(dir / f);
+    ASSERT_FALSE(t.empty()) << f;
+    pids.push_back(static_cast<pid_t>(std::stol(t)));
+  }
+  for (pid_t p : pids) EXPECT_TRUE(alive(p)) << p;
+  EXPECT_EQ(meshwork({"stop", std::to_string(id), "--db", db.string()}, tmp), 0) << test::read_text(tmp / "err");
+  const auto gone_by = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  auto any_alive = [&] { return std::any_of(pids.begin(), pids.end(), alive); };
+  while (any_alive() && std::chrono::steady_clock::now() < gone_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(any_alive());
+  EXPECT_EQ((*store)->get_run(id)->summary.status, "stopped");
   fs::remove_all(tmp);
 }
 

@@ -193,8 +193,14 @@ class LaunchTest : public QObject {
     QCOMPARE(finished.first().at(1).toString(), QStringLiteral("failed"));
     QTRY_COMPARE_WITH_TIMEOUT(m->status_label()->text(), QStringLiteral("failed"), 10000);
     QVERIFY(m->failure_label()->isVisible());
-    const QString text = m->failure_label()->text();
-    QVERIFY2(text.contains("rank 1") && text.contains("node 0") && text.contains("signal"), qPrintable(text));
+    // The store may first hold rank 0's own end record (its peer vanished: a Gloo read error);
+    // the follower's root cause replaces it when the run ends, and the page shows it on its next
+    // refresh.
+    auto names_root_cause = [m] {
+      const QString t = m->failure_label()->text();
+      return t.contains("rank 1") && t.contains("node 0") && t.contains("signal");
+    };
+    QTRY_VERIFY2_WITH_TIMEOUT(names_root_cause(), qPrintable(m->failure_label()->text()), 10000);
     QVERIFY(!m->stop_button()->isEnabled());
   }
 
@@ -221,8 +227,8 @@ class LaunchTest : public QObject {
     w2.resize(1400, 900);
     w2.show();
     QSignalSpy finished(w2.launcher(), &LaunchController::finished);
-    QCOMPARE(w2.attach_running(), 1);
-    QVERIFY(w2.launcher()->following(run));
+    w2.attach_running();
+    QTRY_VERIFY(w2.launcher()->following(run));
     w2.runs_page()->open_run(run);
     QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty(), 240000);
     QCOMPARE(finished.first().at(0).toLongLong(), run);

@@ -13,6 +13,8 @@
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QValueAxis>
+#include <cmath>
 #include <fstream>
 #include <set>
 
@@ -262,6 +264,33 @@ class RunsTest : public QObject {
     QVERIFY(m->lr_chart()->zoomed());  // every chart follows
     Q_EMIT m->loss_chart()->zoom_reset();
     QTRY_COMPARE(m->loss_chart()->point_count(0), whole);
+  }
+
+  // A live run's charts start from one point (a zero-width x range) and then grow: the x axis
+  // must keep a handful of round ticks at every size. (A 2e-301 tick interval left over from the
+  // one-point range once met the 5-step range: Qt laid out 10^301 ticks until the OOM killer came.)
+  void chartGrowsFromOnePointWithRoundTicks() {
+    MetricChart c(QStringLiteral("Loss"));
+    c.resize(600, 300);
+    c.show();
+    const int line = c.add_line(QStringLiteral("loss"), MetricChart::LineStyle{Qt::blue});
+    auto* x = qobject_cast<QValueAxis*>(c.chart()->axes(Qt::Horizontal).value(0));
+    QVERIFY(x);
+    for (int n : {1, 2, 5, 37, 1000, 123456}) {
+      std::vector<store::Point> pts;
+      for (int i = 0; i < n; ++i) pts.push_back({static_cast<double>(i), 10.0 / (i + 1)});  // from step 0
+      c.set_points(line, pts);
+      c.rescale();
+      QCoreApplication::processEvents();
+      const double span = x->max() - x->min();
+      QVERIFY2(span >= 1 && x->max() >= n - 1, qPrintable(QStringLiteral("n=%1: [%2, %3]").arg(n).arg(x->min()).arg(x->max())));
+      const double ticks = span / x->tickInterval();
+      QVERIFY2(ticks >= 2 && ticks <= 12, qPrintable(QStringLiteral("n=%1: %2 ticks").arg(n).arg(ticks)));
+      const double mantissa = x->tickInterval() / std::pow(10.0, std::floor(std::log10(x->tickInterval())));
+      QVERIFY2(std::abs(mantissa - 1) < 1e-9 || std::abs(mantissa - 2) < 1e-9 || std::abs(mantissa - 5) < 1e-9,
+               qPrintable(QString::number(x->tickInterval())));
+    }
+    QVERIFY(!c.grab().isNull());
   }
 
   void configDiffAndSmoothingRules() {
