@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include "trainer/fused_ops.h"
+
 namespace meshwork::trainer {
 
 int64_t ParamInfo::numel() const {
@@ -40,6 +42,8 @@ enum RootParam { kEmbed, kNorm, kHead };
 
 Tensor rms_norm(const Tensor& x, const Tensor& w, double eps) {
   // y = x / sqrt(mean(x^2) + eps) * w, computed in fp32 as Llama does, then cast back.
+  // fp32 on CPU: one fused kernel each way (trainer/fused_ops.h); the same maths.
+  if (fused_ops_apply(x) && fused_ops_apply(w)) return fused_rms_norm(x, w, eps);
   Tensor xf = x.to(at::kFloat);
   Tensor y = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
   return y.to(x.scalar_type()) * w;
@@ -208,14 +212,25 @@ at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Ten
   Tensor q = qkv[0].view({B, T, hq, D}).transpose(1, 2);
   Tensor k = qkv[1].view({B, T, hkv, D}).transpose(1, 2);
   Tensor v = qkv[2].view({B, T, hkv, D}).transpose(1, 2);
-  q = q * cos + rotate_half(q) * sin;
-  k = k * cos + rotate_half(k) * sin;
+  if (fused_ops_apply(q) && fused_ops_apply(cos)) {
+    q = fused_rope(q, cos, sin);
+    k = fused_rope(k, cos, sin);
+  } else {
+    q = q * cos + rotate_half(q) * sin;
+    k = k * cos + rotate_half(k) * sin;
+  }
   Tensor a = ops_.attention(q, k, v).transpose(1, 2).reshape({B, T, hq * D});
   Tensor out = x + ops_.exit_row(at::linear(a, wo));
   // SwiGLU MLP: down(silu(gate(h)) * up(h)).
   Tensor m = ops_.enter_column(rms_norm(out, mlp_norm, spec_.rms_norm_eps));
-  auto gu = at::linear(m, w_gate_up).chunk(2, -1);
-  Tensor g = at::silu(gu[0]) * gu[1];
+  Tensor gate_up = at::linear(m, w_gate_up);
+  Tensor g;
+  if (fused_ops_apply(gate_up)) {
+    g = fused_swiglu(gate_up);
+  } else {
+    auto gu = gate_up.chunk(2, -1);
+    g = at::silu(gu[0]) * gu[1];
+  }
   return out + ops_.exit_row(at::linear(g, w_down));
 }
 

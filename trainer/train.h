@@ -32,7 +32,8 @@ struct AdamW {
   std::vector<at::Tensor> exp_avg;  // one per flat parameter
   std::vector<at::Tensor> exp_avg_sq;
   void init(const std::vector<at::Tensor>& params);
-  void update(std::vector<at::Tensor>& params, double lr);
+  // One step with the gradients multiplied by grad_scale (the clipping coefficient) on the fly.
+  void update(std::vector<at::Tensor>& params, double lr, double grad_scale = 1.0);
 };
 
 // Linear warmup to `lr` over warmup steps, then cosine decay to lr/10 at the last step:

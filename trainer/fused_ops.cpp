@@ -1,0 +1,230 @@
+#include "trainer/fused_ops.h"
+
+#include <cmath>
+
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+namespace meshwork::trainer {
+
+using at::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+namespace {
+
+// Rows per task: enough work per task that a fork/join pays for itself (~32k elements).
+int64_t grain_rows(int64_t row_len) { return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, row_len)); }
+
+// ---------------------------------------------------------------- RMSNorm
+
+// Saves x, x*rstd, rstd and w: the tensors the composite version's autograd keeps (core's
+// memory estimate counts x and x*rstd per norm), so memory is unchanged; one pass each way.
+struct RmsNormFn : public torch::autograd::Function<RmsNormFn> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& w, double eps) {
+    Tensor xc = x.contiguous(), wc = w.contiguous();
+    const int64_t H = xc.size(-1), N = xc.numel() / H;
+    Tensor xhat = at::empty(xc.sizes(), xc.options());
+    Tensor y = at::empty(xc.sizes(), xc.options());
+    Tensor rstd = at::empty({N}, xc.options());
+    const float* xp = xc.const_data_ptr<float>();
+    const float* wp = wc.const_data_ptr<float>();
+    float* hp = xhat.data_ptr<float>();
+    float* yp = y.data_ptr<float>();
+    float* rp = rstd.data_ptr<float>();
+    at::parallel_for(0, N, grain_rows(H), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const float* xr = xp + r * H;
+        double ss = 0;
+        for (int64_t j = 0; j < H; ++j) ss += static_cast<double>(xr[j]) * xr[j];
+        const float rs = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(H) + eps));
+        rp[r] = rs;
+        float* hr = hp + r * H;
+        float* yr = yp + r * H;
+        for (int64_t j = 0; j < H; ++j) {
+          hr[j] = xr[j] * rs;
+          yr[j] = hr[j] * wp[j];
+        }
+      }
+    });
+    ctx->save_for_backward({xc, xhat, rstd, wc});
+    return y;
+  }
+
+  // y_j = w_j xhat_j, xhat = x r, r = (mean(x^2) + eps)^-1/2, dr/dx_j = -r^3 x_j / H:
+  //   dx_j = r (gy_j w_j - xhat_j mean_i(gy_i w_i xhat_i)),   dw_j = sum_rows gy_j xhat_j.
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const Tensor& xhat = saved[1];
+    const Tensor& rstd = saved[2];
+    const Tensor& w = saved[3];
+    Tensor gy = grads[0].contiguous();
+    const int64_t H = xhat.size(-1), N = xhat.numel() / H;
+    Tensor gx = at::empty(xhat.sizes(), xhat.options());
+    const float* gp = gy.const_data_ptr<float>();
+    const float* hp = xhat.const_data_ptr<float>();
+    const float* rp = rstd.const_data_ptr<float>();
+    const float* wp = w.const_data_ptr<float>();
+    float* gxp = gx.data_ptr<float>();
+    at::parallel_for(0, N, grain_rows(H), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const float* gr = gp + r * H;
+        const float* hr = hp + r * H;
+        double dot = 0;
+        for (int64_t j = 0; j < H; ++j) dot += static_cast<double>(gr[j] * wp[j]) * hr[j];
+        const float m = static_cast<float>(dot / static_cast<double>(H));
+        const float rs = rp[r];
+        float* o = gxp + r * H;
+        for (int64_t j = 0; j < H; ++j) o[j] = rs * (gr[j] * wp[j] - hr[j] * m);
+      }
+    });
+    // Weight gradient: split by columns, every column summed over rows in row order, so the
+    // result does not depend on the thread count.
+    Tensor gw = at::empty({H}, xhat.options());
+    float* gwp = gw.data_ptr<float>();
+    at::parallel_for(0, H, std::max<int64_t>(1, H / 8), [&](int64_t b, int64_t e) {
+      std::vector<double> acc(static_cast<size_t>(e - b), 0.0);
+      for (int64_t r = 0; r < N; ++r) {
+        const float* gr = gp + r * H;
+        const float* hr = hp + r * H;
+        for (int64_t j = b; j < e; ++j) acc[j - b] += static_cast<double>(gr[j] * hr[j]);
+      }
+      for (int64_t j = b; j < e; ++j) gwp[j] = static_cast<float>(acc[j - b]);
+    });
+    return {gx, gw, Tensor()};
+  }
+};
+
+// ---------------------------------------------------------------- RoPE
+
+// Walks the rows of x seen as [B, T, Hh, D] (D contiguous) and writes `out` [B, T, Hh, D]
+// contiguous. sign = +1: y = x cos + rotate_half(x) sin (forward); sign = -1 with cos/sin
+// shifted: the transpose of that map (backward), see RopeFn::backward.
+template <bool kBackward>
+void rope_rows(const Tensor& x_bthd, const Tensor& cos, const Tensor& sin, Tensor& out) {
+  const int64_t B = x_bthd.size(0), T = x_bthd.size(1), Hh = x_bthd.size(2), D = x_bthd.size(3);
+  const int64_t h = D / 2;
+  const int64_t s0 = x_bthd.stride(0), s1 = x_bthd.stride(1), s2 = x_bthd.stride(2);
+  const float* xp = x_bthd.const_data_ptr<float>();
+  const float* cp = cos.const_data_ptr<float>();
+  const float* sp = sin.const_data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  at::parallel_for(0, B * T, grain_rows(Hh * D), [&](int64_t b, int64_t e) {
+    for (int64_t bt = b; bt < e; ++bt) {
+      const int64_t bi = bt / T, t = bt % T;
+      const float* c = cp + t * D;
+      const float* s = sp + t * D;
+      for (int64_t hh = 0; hh < Hh; ++hh) {
+        const float* x = xp + bi * s0 + t * s1 + hh * s2;
+        float* o = op + (bt * Hh + hh) * D;
+        if constexpr (!kBackward) {
+          // rotate_half(x) = cat(-x[h:], x[:h]).
+          for (int64_t j = 0; j < h; ++j) o[j] = x[j] * c[j] + (-x[j + h]) * s[j];
+          for (int64_t j = h; j < D; ++j) o[j] = x[j] * c[j] + x[j - h] * s[j];
+        } else {
+          // d/dx_j of sum_k g_k y_k: g_j c_j + g_{j+h} s_{j+h} (j < h), g_j c_j - g_{j-h} s_{j-h}.
+          for (int64_t j = 0; j < h; ++j) o[j] = x[j] * c[j] + x[j + h] * s[j + h];
+          for (int64_t j = h; j < D; ++j) o[j] = x[j] * c[j] + (-x[j - h]) * s[j - h];
+        }
+      }
+    }
+  });
+}
+
+Tensor rope_apply(const Tensor& x_bhtd, const Tensor& cos, const Tensor& sin, bool backward) {
+  Tensor x = x_bhtd.transpose(1, 2);  // [B, T, Hh, D] view
+  if (x.stride(3) != 1) x = x.contiguous();
+  Tensor out = at::empty(x.sizes(), x.options());
+  if (backward) rope_rows<true>(x, cos, sin, out);
+  else rope_rows<false>(x, cos, sin, out);
+  return out.transpose(1, 2);
+}
+
+struct RopeFn : public torch::autograd::Function<RopeFn> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& cos, const Tensor& sin) {
+    Tensor c = cos.contiguous(), s = sin.contiguous();
+    ctx->save_for_backward({c, s});
+    return rope_apply(x, c, s, false);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    return {rope_apply(grads[0], saved[0], saved[1], true), Tensor(), Tensor()};
+  }
+};
+
+// ---------------------------------------------------------------- SwiGLU
+
+// Saves gu (gate and up) and silu(gate), as the composite silu/mul pair does. Backward writes
+// both halves of the gradient straight into one [..., 2I] tensor.
+struct SwigluFn : public torch::autograd::Function<SwigluFn> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& gu) {
+    const int64_t I = gu.size(-1) / 2;
+    Tensor g = gu.narrow(-1, 0, I), u = gu.narrow(-1, I, I);
+    Tensor sg = at::silu(g);
+    ctx->save_for_backward({gu, sg});
+    return sg * u;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const Tensor& gu = saved[0];
+    const Tensor& sg = saved[1];
+    const int64_t I = gu.size(-1) / 2;
+    Tensor out = at::empty(gu.sizes(), gu.options());
+    Tensor d_gate = out.narrow(-1, 0, I), d_up = out.narrow(-1, I, I);
+    at::mul_out(d_up, grads[0], sg);
+    at::silu_backward_out(d_gate, grads[0] * gu.narrow(-1, I, I), gu.narrow(-1, 0, I));
+    return {out};
+  }
+};
+
+}  // namespace
+
+bool fused_ops_apply(const at::Tensor& t) {
+  return t.device().is_cpu() && t.scalar_type() == at::kFloat;
+}
+
+at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
+  return RmsNormFn::apply(x, w, eps);
+}
+
+at::Tensor fused_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  TORCH_CHECK(x.dim() == 4 && x.size(3) % 2 == 0 && cos.size(0) == x.size(2) &&
+                  cos.size(1) == x.size(3),
+              "fused_rope: x [B, H, T, D] with even D and cos/sin [T, D]");
+  return RopeFn::apply(x, cos, sin);
+}
+
+at::Tensor fused_swiglu(const at::Tensor& gu) {
+  TORCH_CHECK(gu.size(-1) % 2 == 0, "fused_swiglu: the last dimension holds gate and up");
+  return SwigluFn::apply(gu);
+}
+
+void fused_adamw_(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v, double lr,
+                  double beta1, double beta2, double eps, double weight_decay, double bc1,
+                  double bc2, double grad_scale) {
+  TORCH_CHECK(fused_ops_apply(p) && fused_ops_apply(g) && fused_ops_apply(m) && fused_ops_apply(v) &&
+                  p.is_contiguous() && g.is_contiguous() && m.is_contiguous() && v.is_contiguous() &&
+                  g.numel() == p.numel() && m.numel() == p.numel() && v.numel() == p.numel(),
+              "fused_adamw_: contiguous fp32 CPU tensors of one size");
+  const float decay = static_cast<float>(1 - lr * weight_decay);
+  const float b1 = static_cast<float>(beta1), c1 = static_cast<float>(1 - beta1);
+  const float b2 = static_cast<float>(beta2), c2 = static_cast<float>(1 - beta2);
+  const float inv_bc2 = static_cast<float>(1 / bc2), e = static_cast<float>(eps);
+  const float step_size = static_cast<float>(-lr / bc1), s = static_cast<float>(grad_scale);
+  float* pp = p.data_ptr<float>();
+  const float* gp = g.const_data_ptr<float>();
+  float* mp = m.data_ptr<float>();
+  float* vp = v.data_ptr<float>();
+  at::parallel_for(0, p.numel(), int64_t{1} << 15, [&](int64_t b, int64_t end) {
+    for (int64_t j = b; j < end; ++j) {
+      const float gj = gp[j] * s;
+      const float mj = mp[j] * b1 + gj * c1;
+      const float vj = vp[j] * b2 + (gj * gj) * c2;
+      mp[j] = mj;
+      vp[j] = vj;
+      pp[j] = pp[j] * decay + step_size * (mj / (std::sqrt(vj * inv_bc2) + e));
+    }
+  });
+}
+
+}  // namespace meshwork::trainer

@@ -1,0 +1,46 @@
+// Fused element-wise pieces of the decoder block and of the optimizer (CPU, fp32), each one autograd node with one
+// pass over its data forward and one backward, where the composite versions run 5-10 ATen
+// kernels (each a pass over memory and, with several threads, an OpenMP fork/join) and
+// allocate a temporary per kernel. Profiled on `small` (docs/trainer.md): the element-wise ops
+// around the GEMMs took about a quarter of a step.
+//
+// Same maths as the composite definitions (model.cpp keeps them for other dtypes and devices,
+// and tests/trainer/trainer_parts_test.cpp checks both agree, forward and backward):
+//   rms_norm(x, w)   = x * rsqrt(mean(x^2, -1) + eps) * w          (HF Llama, fp32 statistics)
+//   rope(x, cos, sin) = x * cos + rotate_half(x) * sin              (HF Llama rotate-half)
+//   swiglu(gu)       = silu(gu[..., :I]) * gu[..., I:]              (gate and up in one tensor)
+// They save exactly the tensors the composite versions save (the memory estimate in core
+// counts those), and every output element is computed by the same arithmetic whatever the
+// thread count or the row's position, so shards and the whole agree bit for bit.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace meshwork::trainer {
+
+// True when the fused kernels apply to `t` (fp32 on CPU); other dtypes/devices use the
+// composite ops.
+bool fused_ops_apply(const at::Tensor& t);
+
+// x [..., H] (any layout), w [H]. The statistics are accumulated in double.
+at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
+
+// x [B, Hh, T, D] (any strides; typically a transposed view of a projection), cos/sin [T, D].
+// Returns [B, Hh, T, D] laid out as [B, T, Hh, D] in memory, as the composite ops do.
+at::Tensor fused_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
+// gu [..., 2I] (gate then up, contiguous) -> [..., I]. Backward writes the gate and up
+// gradients into one [..., 2I] tensor (no concatenation of two halves).
+at::Tensor fused_swiglu(const at::Tensor& gu);
+
+// AdamW on contiguous fp32 CPU tensors in one pass (p, g, m, v read once, p, m, v written
+// once), with the gradient multiplied by grad_scale on the fly (clipping):
+//   g' = g s;  m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2;
+//   p = p (1 - lr wd) - (lr / bc1) m / (sqrt(v / bc2) + eps)
+// Every element goes through the same float operations whatever its position or the thread
+// count, so a shard updates exactly as the same elements of the full tensor.
+void fused_adamw_(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v, double lr,
+                  double beta1, double beta2, double eps, double weight_decay, double bc1,
+                  double bc2, double grad_scale);
+
+}  // namespace meshwork::trainer
