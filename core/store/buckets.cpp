@@ -1,5 +1,9 @@
 #include "core/store/buckets.h"
 
+#include <algorithm>
+#include <tuple>
+#include <vector>
+
 namespace meshwork::store {
 
 namespace {
@@ -34,7 +38,20 @@ ON CONFLICT(run, key, rank, level, bucket) DO UPDATE SET n = n + excluded.n,
 BucketWriter::BucketWriter(sqlite3* db) : upsert_(db, kUpsert) {}
 
 Status BucketWriter::flush() {
-  for (const auto& [k, a] : pending_) {
+  // In primary-key order: each upsert lands next to the previous one in the B-tree (appends to
+  // the same pages) instead of at a random place (the hash map's order).
+  std::vector<const std::pair<const BucketKey, BucketAgg>*> order;
+  order.reserve(pending_.size());
+  for (const auto& e : pending_) order.push_back(&e);
+  std::sort(order.begin(), order.end(), [](const auto* x, const auto* y) {
+    const BucketKey& a = x->first;
+    const BucketKey& b = y->first;
+    return std::tie(a.run, a.key, a.rank, a.level, a.bucket) <
+           std::tie(b.run, b.key, b.rank, b.level, b.bucket);
+  });
+  for (const auto* e : order) {
+    const BucketKey& k = e->first;
+    const BucketAgg& a = e->second;
     upsert_.bind(1, k.run).bind(2, k.key).bind(3, k.rank).bind(4, k.level).bind(5, k.bucket);
     upsert_.bind(6, a.n);
     int i = 7;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <variant>
 
+#include "core/store/schema.h"
 #include "core/store/step_line.h"
 
 namespace meshwork::store {
@@ -16,15 +17,17 @@ bool is_unknown_kind(const Error& e) {
   return e.allowed.rfind("unknown type", 0) == 0 || e.allowed.rfind("needs \"v\":1", 0) == 0;
 }
 
-// One INSERT of all the series of a step record: (run, key_i, rank, step, value_i) for i < n.
-// ?1 run, ?2 rank, ?3 step, then ?(4+2i) key id and ?(5+2i) value.
-std::string multi_point_insert(size_t n) {
-  std::string sql = "INSERT INTO metrics(run, key, rank, step, value) VALUES ";
-  for (size_t i = 0; i < n; ++i) {
-    sql += i ? "," : "";
-    sql += "(?1,?" + std::to_string(4 + 2 * i) + ",?2,?3,?" + std::to_string(5 + 2 * i) + ")";
+// The step row with its values (schema.cpp, version 3): ?1 run, ?2 rank, ?3 step, ?4 time,
+// ?5 tokens, ?6 present (a bit per series), ?7.. the values in step_series_keys() order.
+std::string step_insert() {
+  std::string cols, params;
+  int i = 7;
+  for (const std::string& c : value_columns()) {
+    cols += ", " + c;
+    params += ",?" + std::to_string(i++);
   }
-  return sql;
+  return "INSERT OR IGNORE INTO steps(run, rank, step, time, tokens, present" + cols +
+         ") VALUES (?1,?2,?3,?4,?5,?6" + params + ")";
 }
 
 std::string_view trim(std::string_view s) {
@@ -42,10 +45,7 @@ Ingester::Ingester(sqlite3* db)
       source_put_(db,
                   "UPDATE sources SET offset = ?3, lines = lines + ?4, malformed = malformed + ?5,"
                   " unknown = unknown + ?6 WHERE run = ?1 AND name = ?2"),
-      point_(db, "INSERT OR IGNORE INTO metrics(run, key, rank, step, value) VALUES (?1,?2,?3,?4,?5)"),
-      points_(db, multi_point_insert(kStepSeries)),
-      step_new_(db, "INSERT OR IGNORE INTO steps(run, rank, step, time, tokens) VALUES (?1,?2,?3,?4,?5)"),
-      step_get_(db, "SELECT time, tokens FROM steps WHERE run = ?1 AND rank = ?2 AND step = ?3"),
+      step_new_(db, step_insert()),
       step_prev_(db,
                  "SELECT tokens FROM steps WHERE run = ?1 AND rank = ?2 AND step < ?3"
                  " ORDER BY step DESC LIMIT 1"),
@@ -80,12 +80,11 @@ Ingester::Ingester(sqlite3* db)
 
 Status Ingester::prepared() const {
   for (const sql::Stmt* s :
-       {&run_exists_, &source_get_, &source_new_, &source_put_, &point_, &points_, &step_new_, &step_get_,
-        &step_prev_, &step_last_, &key_new_, &key_get_, &event_, &rank_start_, &run_running_,
+       {&run_exists_, &source_get_, &source_new_, &source_put_, &step_new_, &step_prev_, &step_last_, &key_new_, &key_get_, &event_, &rank_start_, &run_running_,
         &run_world_, &run_config_, &rank_end_, &run_failed_, &run_stopped_, &run_ok_})
     if (!s->ok()) return s->error();
   if (!buckets_.ok()) return Error{"database", "buckets", "cannot prepare the bucket upsert"};
-  if (step_series_keys().size() != kStepSeries)
+  if (step_series_keys().size() != kStepSeries || value_columns().size() != kStepSeries)
     return Error{"metrics keys", std::to_string(step_series_keys().size()),
                  "the store's step fast path expects " + std::to_string(kStepSeries)};
   return Status::Ok();
@@ -141,85 +140,45 @@ Status Ingester::on_step(RunId run, const StepRecord& r, IngestCounts& counts) {
   if (!state) return state.error();
   RankState& rs = **state;
   BucketPoint p{r.step, r.time, 0, 0};
-  bool new_step = true;
-  if (r.step > rs.last_step) {
+  const bool in_order = r.step > rs.last_step;
+  if (in_order) {
     // Steps normally arrive in order: tokens so far = tokens at the previous step + this step's.
-    rs.tokens += static_cast<double>(r.tokens);
-    rs.last_step = r.step;
-    p.tokens = rs.tokens;
-    if (Status s = step_new_.bind(1, run).bind(2, r.rank).bind(3, r.step).bind(4, r.time)
-                       .bind(5, p.tokens).run();
-        !s)
-      return s;
-    new_step = sqlite3_changes(db_) == 1;
+    p.tokens = rs.tokens + static_cast<double>(r.tokens);
   } else {
-    // Re-ingest (the step is stored: keep its time and tokens) or a late step filling a hole
-    // (tokens = stored tokens before it + its own; later steps are not shifted).
-    step_get_.bind(1, run).bind(2, r.rank).bind(3, r.step);
-    Result<bool> row = step_get_.step();
-    if (!row) return row.error();
-    if (*row) {
-      p.time = step_get_.real(0);
-      p.tokens = step_get_.real(1);
-      step_get_.reset();
-      new_step = false;
-    } else {
-      step_prev_.bind(1, run).bind(2, r.rank).bind(3, r.step);
-      Result<bool> prev = step_prev_.step();
-      if (!prev) return prev.error();
-      double before = 0;
-      if (*prev) {
-        before = step_prev_.real(0);
-        step_prev_.reset();
-      }
-      p.tokens = before + static_cast<double>(r.tokens);
-      if (Status s = step_new_.bind(1, run).bind(2, r.rank).bind(3, r.step).bind(4, r.time)
-                         .bind(5, p.tokens).run();
-          !s)
-        return s;
+    // A re-ingest (the row exists: the insert below is ignored, the first stored values win) or
+    // a late step filling a hole (tokens = stored tokens before it + its own; later steps are not
+    // shifted).
+    step_prev_.bind(1, run).bind(2, r.rank).bind(3, r.step);
+    Result<bool> prev = step_prev_.step();
+    if (!prev) return prev.error();
+    double before = 0;
+    if (*prev) {
+      before = step_prev_.real(0);
+      step_prev_.reset();
     }
+    p.tokens = before + static_cast<double>(r.tokens);
   }
-  return insert_points(run, r, p, new_step, counts);
-}
-
-Status Ingester::insert_points(RunId run, const StepRecord& r, const BucketPoint& at,
-                               bool new_step, IngestCounts& counts) {
   const std::array<double, kStepSeries> values = step_values(r);
-  BucketPoint p = at;
-  if (new_step) {
-    // The step row is new, and points are only ever stored with their step row (same
-    // transaction), so none of these points exists yet: one statement stores them all.
-    points_.bind(1, run).bind(2, r.rank).bind(3, r.step);
-    for (size_t i = 0; i < kStepSeries; ++i) {
-      const int col = 4 + 2 * static_cast<int>(i);
-      points_.bind(col, series_key_ids_[i]);
-      if (std::isnan(values[i])) points_.bind_null(col + 1);
-      else points_.bind(col + 1, values[i]);
-    }
-    Status s = points_.run();
-    if (s) {
-      counts.points += static_cast<int64_t>(kStepSeries);
-      for (size_t i = 0; i < kStepSeries; ++i) {
-        p.value = values[i];
-        buckets_.add(run, series_key_ids_[i], r.rank, p);
-      }
-      return Status::Ok();
-    }
-    if ((points_.last_code() & 0xff) != SQLITE_CONSTRAINT) return s;
-    // A point exists without its step row (a database edited by hand): store point by point.
-  }
+  step_new_.bind(1, run).bind(2, r.rank).bind(3, r.step).bind(4, r.time).bind(5, p.tokens)
+      .bind(6, int64_t{(1 << kStepSeries) - 1});
   for (size_t i = 0; i < kStepSeries; ++i) {
-    const double v = values[i];
-    point_.bind(1, run).bind(2, series_key_ids_[i]).bind(3, r.rank).bind(4, r.step);
-    if (std::isnan(v)) point_.bind_null(5); else point_.bind(5, v);
-    if (Status s = point_.run(); !s) return s;
-    if (sqlite3_changes(db_) == 1) {
-      ++counts.points;
-      p.value = v;
-      buckets_.add(run, series_key_ids_[i], r.rank, p);
-    } else {
-      ++counts.duplicates;
-    }
+    const int col = 7 + static_cast<int>(i);
+    if (std::isnan(values[i])) step_new_.bind_null(col);
+    else step_new_.bind(col, values[i]);
+  }
+  if (Status s = step_new_.run(); !s) return s;
+  if (sqlite3_changes(db_) != 1) {  // the step is stored already, with all its points
+    counts.duplicates += static_cast<int64_t>(kStepSeries);
+    return Status::Ok();
+  }
+  if (in_order) {
+    rs.last_step = r.step;
+    rs.tokens = p.tokens;
+  }
+  counts.points += static_cast<int64_t>(kStepSeries);
+  for (size_t i = 0; i < kStepSeries; ++i) {
+    p.value = values[i];
+    buckets_.add(run, series_key_ids_[i], r.rank, p);
   }
   return Status::Ok();
 }

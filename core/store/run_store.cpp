@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "core/store/ingester.h"
+#include "core/metrics.h"
 #include "core/store/schema.h"
 #include "core/store/sqlite.h"
 
@@ -175,7 +176,7 @@ Status RunStore::rename_run(RunId run, std::string_view name) {
 Status RunStore::delete_run(RunId run) {
   sql::Transaction tx(db_);
   if (!tx.begun()) return tx.begun();
-  for (const char* table : {"metrics", "steps", "buckets", "ranks", "events", "sources"}) {
+  for (const char* table : {"steps", "metrics_extra", "buckets", "ranks", "events", "sources"}) {
     sql::Stmt del(db_, std::string("DELETE FROM ") + table + " WHERE run = ?1");
     if (Status s = del.bind(1, run).run(); !s) return s;
   }
@@ -194,10 +195,9 @@ Result<RunInfo> RunStore::get_run(RunId run) {
               " (SELECT sum(n) FROM buckets WHERE run = r.id AND level = 0),"
               " (SELECT b.la_v FROM buckets b JOIN keys k ON k.id = b.key WHERE b.run = r.id"
               "   AND b.level = 0 AND k.name = 'loss' ORDER BY b.rank LIMIT 1),"
-              " (SELECT avg(m.value) FROM (SELECT value FROM metrics WHERE run = r.id"
-              "   AND key = (SELECT id FROM keys WHERE name = 'tokens_per_s')"
-              "   AND rank = (SELECT min(rank) FROM steps WHERE run = r.id)"
-              "   ORDER BY step DESC LIMIT 10) m)"
+              " (SELECT avg(m.v_tokens_per_s) FROM (SELECT v_tokens_per_s FROM steps"
+              "   WHERE run = r.id AND rank = (SELECT min(rank) FROM steps WHERE run = r.id)"
+              "   AND (present >> 4) & 1 ORDER BY step DESC LIMIT 10) m)"
               " FROM runs r WHERE r.id = ?1");
   q.bind(1, run);
   Result<bool> row = q.step();
@@ -452,19 +452,46 @@ Status RunStore::rebuild_derived_in_tx(RunId run) {
   if (!ingester_) ingester_ = std::make_unique<Ingester>(db_);
   sql::Stmt del(db_, "DELETE FROM buckets WHERE run = ?1");
   if (Status s = del.bind(1, run).run(); !s) return s;
+  // The step series (one row per step, a column per series), then keys without a column.
+  std::string cols;
+  for (const std::string& c : value_columns()) cols += ", " + c;
+  sql::Stmt steps(db_, "SELECT rank, step, time, tokens, present" + cols +
+                           " FROM steps WHERE run = ?1");
+  std::vector<int64_t> ids;
+  for (const std::string& k : step_series_keys()) {
+    Result<int64_t> id = ingester_->key_id(k);
+    if (!id) return id.error();
+    ids.push_back(*id);
+  }
+  steps.bind(1, run);
+  int64_t n = 0;
+  for (;;) {
+    Result<bool> row = steps.step();
+    if (!row) return row.error();
+    if (!*row) break;
+    const int rank = static_cast<int>(steps.int64(0));
+    BucketPoint p{steps.int64(1), steps.real(2), steps.real(3), 0};
+    const int64_t present = steps.int64(4);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (!((present >> i) & 1) || steps.is_null(5 + static_cast<int>(i))) continue;
+      p.value = steps.real(5 + static_cast<int>(i));
+      ingester_->add_bucket_point(run, ids[i], rank, p);
+    }
+    if (++n % (1 << 16) == 0)  // bound memory: merging flushes is exact (upsert min/max/...)
+      if (Status s = ingester_->finish(); !s) return s;
+  }
   sql::Stmt q(db_, "SELECT m.key, m.rank, m.step, m.value, coalesce(s.time, 0),"
-                   " coalesce(s.tokens, 0) FROM metrics m LEFT JOIN steps s ON s.run = m.run"
+                   " coalesce(s.tokens, 0) FROM metrics_extra m LEFT JOIN steps s ON s.run = m.run"
                    " AND s.rank = m.rank AND s.step = m.step"
                    " WHERE m.run = ?1 AND m.value IS NOT NULL");
   q.bind(1, run);
-  int64_t n = 0;
   for (;;) {
     Result<bool> row = q.step();
     if (!row) return row.error();
     if (!*row) break;
     ingester_->add_bucket_point(run, q.int64(0), static_cast<int>(q.int64(1)),
                                 BucketPoint{q.int64(2), q.real(4), q.real(5), q.real(3)});
-    if (++n % (1 << 20) == 0)  // bound memory: merging flushes is exact (upsert min/max/...)
+    if (++n % (1 << 20) == 0)
       if (Status s = ingester_->finish(); !s) return s;
   }
   return ingester_->finish();

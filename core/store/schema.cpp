@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "core/metrics.h"
 #include "core/store/sqlite.h"
 
 namespace meshwork::store {
@@ -113,7 +114,88 @@ DROP TABLE metrics_v1; DROP TABLE ranks_v1; DROP TABLE events_v1;
 )sql");
 }
 
+// Version 3: one `steps` row per (run, rank, step) carries the 15 values of the step record
+// (v_<key> columns, bit i of `present` per point), instead of 15 rows in `metrics`: ingest
+// writes 1 row per step instead of 16 and a chart's raw range is one range scan that has the
+// x values at hand. `metrics` becomes a view with the same columns as the v2 table (key ids,
+// NULL for NaN), so SQL written against v2 keeps working; keys with no column (a migrated v1
+// database may have any) are rows of `metrics_extra`.
+std::string steps_v3_sql() {
+  std::string sql = "CREATE TABLE steps(run INTEGER NOT NULL, rank INTEGER NOT NULL,"
+                    " step INTEGER NOT NULL, time REAL NOT NULL, tokens REAL NOT NULL,"
+                    " present INTEGER NOT NULL DEFAULT 0";
+  for (const std::string& c : value_columns()) sql += ", " + c + " REAL";
+  return sql + ", PRIMARY KEY(run, rank, step)) WITHOUT ROWID;";
+}
+
+std::string views_v3_sql() {
+  std::string value = "CASE k.col";
+  for (size_t i = 0; i < value_columns().size(); ++i)
+    value += " WHEN " + std::to_string(i) + " THEN s." + value_columns()[i];
+  value += " END";
+  return "CREATE VIEW metrics(run, key, rank, step, value) AS"
+         " SELECT s.run, k.id, s.rank, s.step, " + value + " FROM steps s"
+         " JOIN keys k ON k.col IS NOT NULL AND (s.present >> k.col) & 1"
+         " UNION ALL SELECT run, key, rank, step, value FROM metrics_extra;"
+         "CREATE VIEW summary AS SELECT b.run, k.name AS key, b.rank, b.n, b.lo_v AS min,"
+         " b.hi_v AS max, b.la_v AS final, b.la_step AS final_step FROM buckets b"
+         " JOIN keys k ON k.id = b.key WHERE b.level = 0;"
+         "CREATE VIEW metrics_v AS SELECT m.run, m.rank, m.step, s.time, s.tokens,"
+         " k.name AS key, m.value FROM metrics m JOIN keys k ON k.id = m.key"
+         " LEFT JOIN steps s ON s.run = m.run AND s.rank = m.rank AND s.step = m.step;";
+}
+
+// v2 -> v3: the step series' keys get their column index (keys.col), every v2 point moves into
+// its step's row (a point without a step row gets one with time and tokens 0: nothing is
+// dropped), points of other keys into metrics_extra. Key ids and the chart buckets stay as they
+// are (same points, same ids).
+Status migrate_v2_to_v3(sqlite3* db) {
+  std::string sql =
+      "DROP VIEW IF EXISTS summary; DROP VIEW IF EXISTS metrics_v;"
+      "ALTER TABLE steps RENAME TO steps_v2; ALTER TABLE metrics RENAME TO metrics_v2;"
+      "ALTER TABLE keys ADD COLUMN col INTEGER;";
+  const std::vector<std::string>& keys = step_series_keys();
+  for (size_t i = 0; i < keys.size(); ++i)
+    sql += "INSERT OR IGNORE INTO keys(name) VALUES ('" + keys[i] + "');"
+           "UPDATE keys SET col = " + std::to_string(i) + " WHERE name = '" + keys[i] + "';";
+  sql += steps_v3_sql();
+  sql += "CREATE TABLE metrics_extra(run INTEGER NOT NULL, key INTEGER NOT NULL,"
+         " rank INTEGER NOT NULL, step INTEGER NOT NULL, value REAL,"
+         " PRIMARY KEY(run, key, rank, step)) WITHOUT ROWID;";
+  std::string cols, pivot;
+  for (size_t i = 0; i < value_columns().size(); ++i) {
+    cols += ", " + value_columns()[i];
+    pivot += ", max(CASE WHEN k.col = " + std::to_string(i) + " THEN m.value END)";
+  }
+  sql += "INSERT INTO steps(run, rank, step, time, tokens, present" + cols + ")"
+         " SELECT m.run, m.rank, m.step, coalesce(s.time, 0), coalesce(s.tokens, 0),"
+         " sum(CASE WHEN k.col IS NULL THEN 0 ELSE 1 << k.col END)" + pivot +
+         " FROM metrics_v2 m JOIN keys k ON k.id = m.key LEFT JOIN steps_v2 s ON s.run = m.run"
+         " AND s.rank = m.rank AND s.step = m.step GROUP BY m.run, m.rank, m.step;"
+         "INSERT OR IGNORE INTO steps(run, rank, step, time, tokens)"
+         " SELECT run, rank, step, time, tokens FROM steps_v2;"
+         "INSERT INTO metrics_extra(run, key, rank, step, value) SELECT m.run, m.key, m.rank,"
+         " m.step, m.value FROM metrics_v2 m JOIN keys k ON k.id = m.key WHERE k.col IS NULL;"
+         "DROP TABLE metrics_v2; DROP TABLE steps_v2;";
+  sql += views_v3_sql();
+  sql += "DELETE FROM schema_version; INSERT INTO schema_version VALUES (3);";
+  return sql::exec(db, sql);
+}
+
 }  // namespace
+
+const std::vector<std::string>& value_columns() {
+  static const std::vector<std::string> cols = [] {
+    std::vector<std::string> out;
+    for (std::string k : step_series_keys()) {
+      for (char& c : k)
+        if (c == '.') c = '_';
+      out.push_back("v_" + k);
+    }
+    return out;
+  }();
+  return cols;
+}
 
 Result<int> read_schema_version(sqlite3* db) {
   sql::Stmt has(db, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='schema_version'");
@@ -144,13 +226,14 @@ Status ensure_schema(sqlite3* db, const std::function<Status()>& after_migration
   // Re-read inside the write lock: another process may have migrated meanwhile.
   version = read_schema_version(db);
   if (!version) return version.error();
-  if (*version == 0) {
+  // Every database takes the same path: fresh ones are created as version 2 and migrated.
+  if (*version == 0)
     if (Status s = create_v2(db); !s) return s;
-  } else if (*version == 1) {
+  if (*version == 1)
     if (Status s = migrate_v1_to_v2(db); !s) return s;
-    if (after_migration)
-      if (Status s = after_migration(); !s) return s;
-  }
+  if (Status s = migrate_v2_to_v3(db); !s) return s;
+  if (*version == 1 && after_migration)
+    if (Status s = after_migration(); !s) return s;
   return tx.commit();
 }
 

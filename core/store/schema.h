@@ -1,9 +1,13 @@
 // Schema of the run store and its migrations. Version 1 was the first, plain layout (metrics with
-// text keys and a time per point); version 2 is the compact layout described in docs/store.md.
+// text keys and a time per point); version 2 stored one row per point (run, key, rank, step);
+// version 3 (docs/store.md) stores one row per (run, rank, step) with the values of meshtrain's
+// 15 step series as columns, and keeps `metrics` as a view with the v2 columns.
 // open() migrates older databases in one transaction, keeping every run and point.
 #pragma once
 
 #include <functional>
+#include <string>
+#include <vector>
 
 #include <sqlite3.h>
 
@@ -11,7 +15,12 @@
 
 namespace meshwork::store {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
+
+// The `steps` column holding series i of step_series_keys() ("comm_s.tp" -> "v_comm_s_tp"); bit i
+// of steps.present says the point exists (its value may be NULL: NaN). Keys without a column
+// (only ever from a migrated version-1 database) live in `metrics_extra`.
+const std::vector<std::string>& value_columns();
 
 // The version-1 layout, kept verbatim so tests can build an old database and migrate it.
 extern const char* const kSchemaV1;

@@ -13,10 +13,12 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <tuple>
 
 #include "core/metrics.h"
 #include "core/store/buckets.h"
 #include "core/store/decimate.h"
+#include "core/store/schema.h"
 #include "core/store/run_store.h"
 #include "core/store/sqlite.h"
 
@@ -105,11 +107,22 @@ std::string bucket_sql(XAxis x) {
          " AND bucket BETWEEN ?5 AND ?6 ORDER BY bucket";
 }
 
+// Raw points of a step series: its column of the step rows (schema.cpp, version 3), with the
+// x value of the same row (only the one the axis needs). ?1 run, ?2 rank, ?3..?4 step range.
+// Columns: step, value, present, x. Absent (present bit clear) and NULL values are skipped by
+// the caller: cheaper than asking SQL to test every row.
+std::string raw_column_sql(int col, XAxis x) {
+  return "SELECT step, " + value_columns()[static_cast<size_t>(col)] + ", present, " +
+         (x == XAxis::time ? "time" : x == XAxis::tokens ? "tokens" : "0.0") +
+         " FROM steps WHERE run = ?1 AND rank = ?2 AND step BETWEEN ?3 AND ?4 ORDER BY step";
+}
+
 // Reads one run's series for a query. Holds the prepared statements of one query call.
 class SeriesReader {
  public:
-  SeriesReader(sqlite3* db, const SeriesQuery& q, int64_t key)
-      : q_(q), key_(key),
+  // `col`: the key's value column in `steps` (schema.h), or -1 for a key in metrics_extra.
+  SeriesReader(sqlite3* db, const SeriesQuery& q, int64_t key, int col)
+      : q_(q), key_(key), col_(col),
         // The level-0 row of each rank: (run, key, rank) is a key prefix but level is not, so
         // "WHERE run AND key AND level = 0" would scan every bucket of every level (~9k rows for
         // 125k steps). Instead: seek the next rank, then look its level-0 row up by full key.
@@ -118,8 +131,10 @@ class SeriesReader {
         extent_(db, "SELECT rank, n, f_step, f_time, f_tok, f_v, la_step, la_time, la_tok, la_v"
                     " FROM buckets WHERE run = ?1 AND key = ?2 AND rank = ?3 AND level = 0"
                     " AND bucket = 0"),
-        raw_step_(db, "SELECT step, value FROM metrics WHERE run = ?1 AND key = ?2 AND rank = ?3"
-                      " AND step BETWEEN ?4 AND ?5 AND value IS NOT NULL ORDER BY step"),
+        raw_step_(db, col >= 0 ? raw_column_sql(col, q.x)
+                               : "SELECT step, value FROM metrics_extra WHERE run = ?1 AND key = ?2"
+                                 " AND rank = ?3 AND step BETWEEN ?4 AND ?5 AND value IS NOT NULL"
+                                 " ORDER BY step"),
         raw_x_(db, "SELECT step, time, tokens FROM steps WHERE run = ?1 AND rank = ?2"
                    " AND step BETWEEN ?3 AND ?4 ORDER BY step"),
         buckets_(db, bucket_sql(q.x)),
@@ -168,6 +183,18 @@ class SeriesReader {
   Status raw(RunId run, int rank, int64_t s0, int64_t s1, std::vector<XPoint>& out) {
     if (s0 > s1) return Status::Ok();
     const size_t first = out.size();
+    if (col_ >= 0) {  // one range scan of the step rows: x values and the value in one row
+      raw_step_.bind(1, run).bind(2, rank).bind(3, s0).bind(4, s1);
+      for (;;) {
+        Result<bool> row = raw_step_.step();
+        if (!row) return row.error();
+        if (!*row) return Status::Ok();
+        if (!((raw_step_.int64(2) >> col_) & 1) || raw_step_.is_null(1)) continue;
+        XPoint p{raw_step_.int64(0), 0, 0, raw_step_.real(1)};
+        (q_.x == XAxis::time ? p.time : p.tokens) = raw_step_.real(3);  // the axis' x only
+        out.push_back(p);
+      }
+    }
     raw_step_.bind(1, run).bind(2, key_).bind(3, rank).bind(4, s0).bind(5, s1);
     for (;;) {
       Result<bool> row = raw_step_.step();
@@ -234,6 +261,7 @@ class SeriesReader {
  private:
   const SeriesQuery& q_;
   int64_t key_;
+  int col_;
   sql::Stmt next_rank_, extent_, raw_step_, raw_x_, buckets_, step_at_;
 };
 
@@ -271,7 +299,7 @@ Result<std::vector<Series>> RunStore::query_series(const SeriesQuery& q) {
     return Error{"x range", std::to_string(*q.x_min) + ".." + std::to_string(*q.x_max),
                  "the start must not exceed the end"};
   std::vector<Series> out;
-  sql::Stmt key_q(db_, "SELECT id FROM keys WHERE name = ?1");
+  sql::Stmt key_q(db_, "SELECT id, coalesce(col, -1) FROM keys WHERE name = ?1");
   key_q.bind(1, q.key);
   Result<bool> key_row = key_q.step();
   if (!key_row) return key_row.error();
@@ -281,9 +309,11 @@ Result<std::vector<Series>> RunStore::query_series(const SeriesQuery& q) {
     return Error{"key", q.key, allowed};
   }
   const int64_t key = key_q.int64(0);
+  int col = static_cast<int>(key_q.int64(1));
+  if (col >= static_cast<int>(value_columns().size())) col = -1;
   key_q.reset();
 
-  SeriesReader reader(db_, q, key);
+  SeriesReader reader(db_, q, key, col);
   if (Status s = reader.prepared(); !s) return s.error();
 
   // Pass 1: extents, and the common x range of all runs (one chart, one x axis).
@@ -406,12 +436,18 @@ Status RunStore::export_csv(RunId run, std::ostream& out) {
   if (!found) return found.error();
   if (!*found) return Error{"run", std::to_string(run), "no such run in the store"};
   exists.reset();
-  // Primary-key order (key, rank, step): a streaming read, no sort of millions of rows.
-  sql::Stmt q(db_, "SELECT m.rank, m.step, s.time, s.tokens, k.name, m.value FROM metrics m"
-                   " JOIN keys k ON k.id = m.key LEFT JOIN steps s ON s.run = m.run"
-                   " AND s.rank = m.rank AND s.step = m.step WHERE m.run = ?1"
-                   " ORDER BY m.key, m.rank, m.step");
-  q.bind(1, run);
+  // Key by key (id order), each in (rank, step) order: range scans of primary keys, no sort of
+  // millions of rows. A step series is a column of the step rows; other keys are metrics_extra.
+  sql::Stmt keys(db_, "SELECT id, name, coalesce(col, -1) FROM keys ORDER BY id");
+  std::vector<std::tuple<int64_t, std::string, int>> all;
+  for (;;) {
+    Result<bool> row = keys.step();
+    if (!row) return row.error();
+    if (!*row) break;
+    int col = static_cast<int>(keys.int64(2));
+    if (col >= static_cast<int>(value_columns().size())) col = -1;
+    all.emplace_back(keys.int64(0), keys.text(1), col);
+  }
   out << "run,rank,step,time,tokens,key,value\n";
   char buf[64];
   auto num = [&](double v) -> std::string_view {  // shortest text that reads back exactly
@@ -419,17 +455,29 @@ Status RunStore::export_csv(RunId run, std::ostream& out) {
     return std::string_view(buf, static_cast<size_t>(r.ptr - buf));
   };
   const std::string run_text = std::to_string(run);
-  for (;;) {
-    Result<bool> row = q.step();
-    if (!row) return row.error();
-    if (!*row) break;
-    out << run_text << ',' << q.int64(0) << ',' << q.int64(1) << ',';
-    if (!q.is_null(2)) out << num(q.real(2));
-    out << ',';
-    if (!q.is_null(3)) out << num(q.real(3));
-    out << ',' << q.text(4) << ',';
-    if (!q.is_null(5)) out << num(q.real(5));
-    out << '\n';
+  for (const auto& [id, name, col] : all) {
+    sql::Stmt q(db_, col >= 0
+                         ? "SELECT rank, step, time, tokens, " + value_columns()[static_cast<size_t>(col)] +
+                               " FROM steps WHERE run = ?1 AND (present >> " + std::to_string(col) +
+                               ") & 1 ORDER BY rank, step"
+                         : std::string("SELECT m.rank, m.step, s.time, s.tokens, m.value"
+                                       " FROM metrics_extra m LEFT JOIN steps s ON s.run = m.run"
+                                       " AND s.rank = m.rank AND s.step = m.step"
+                                       " WHERE m.run = ?1 AND m.key = ?2 ORDER BY m.rank, m.step"));
+    q.bind(1, run);
+    if (col < 0) q.bind(2, id);
+    for (;;) {
+      Result<bool> row = q.step();
+      if (!row) return row.error();
+      if (!*row) break;
+      out << run_text << ',' << q.int64(0) << ',' << q.int64(1) << ',';
+      if (!q.is_null(2)) out << num(q.real(2));
+      out << ',';
+      if (!q.is_null(3)) out << num(q.real(3));
+      out << ',' << name << ',';
+      if (!q.is_null(4)) out << num(q.real(4));
+      out << '\n';
+    }
   }
   if (!out) return Error{"--csv", "", "writing the CSV failed"};
   return Status::Ok();
