@@ -166,6 +166,23 @@ Communicator::Pending Communicator::send_recv_start(const at::Tensor& send_t, in
   return p;
 }
 
+Communicator::Pending Communicator::all_gather_start(at::Tensor& out, const at::Tensor& in,
+                                                    const Group& g) {
+  TORCH_CHECK(out.numel() == in.numel() * g.size(), "all_gather_start: output size mismatch");
+  Pending p;
+  p.group = &g;
+  if (g.size() == 1) {
+    out.view(-1).copy_(in.reshape(-1));
+    return p;
+  }
+  TORCH_CHECK(out.is_contiguous() && in.is_contiguous(),
+              "all_gather_start: both buffers must be contiguous");
+  at::Tensor input = in.view(-1);
+  at::Tensor output = out.view(-1);
+  p.work = g.backend->all_gather_single(output, input);
+  return p;
+}
+
 void Communicator::all_gather(at::Tensor& out, const at::Tensor& in, const Group& g) {
   TORCH_CHECK(out.numel() == in.numel() * g.size(), "all_gather: output size mismatch");
   if (g.size() == 1) {

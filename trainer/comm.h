@@ -120,6 +120,9 @@ class Communicator {
     const Group* group = nullptr;
   };
   Pending all_reduce_start(at::Tensor& t, const Group& g);
+  // Asynchronous all_gather (same contract as all_gather); `in` and `out` must stay alive and
+  // untouched until wait().
+  Pending all_gather_start(at::Tensor& out, const at::Tensor& in, const Group& g);
   // Posts a send to `dst` and a receive from `src` (group ranks) and returns at once, so a ring
   // step can compute while the next block travels; wait() charges the time it still blocks.
   // Both tensors must stay alive and untouched until wait().

@@ -18,6 +18,11 @@ struct DataParallel::Unit {
   // FSDP's storage resize trick.
   c10::Storage storage;
   bool resident = false;
+  // Prefetch (FSDP2's implicit prefetch of one unit): an all-gather started while the unit
+  // before it (forward) or after it (backward) computes; gather() waits for it.
+  bool prefetching = false;
+  Communicator::Pending pending;
+  Tensor prefetch_src, prefetch_buf;
 };
 
 // shard (fp32 leaf) -> the unit's full parameters in the compute dtype. Forward all-gathers (or
@@ -104,10 +109,19 @@ DataParallel::DataParallel(Model& model, Communicator& comm, DataParallelOptions
 DataParallel::~DataParallel() = default;
 
 void DataParallel::gather(Unit& u) {
-  auto opts = at::TensorOptions().dtype(options_.compute_dtype).device(options_.device);
-  Tensor shard = params_[u.index].param.detach().to(options_.compute_dtype).contiguous();
-  Tensor tmp = at::empty({u.padded}, opts);
-  comm_.all_gather(tmp, shard, options_.shard_group);
+  Tensor tmp;
+  if (u.prefetching) {
+    comm_.wait(u.pending);
+    tmp = std::move(u.prefetch_buf);
+    u.prefetch_buf = Tensor();
+    u.prefetch_src = Tensor();
+    u.prefetching = false;
+  } else {
+    auto opts = at::TensorOptions().dtype(options_.compute_dtype).device(options_.device);
+    Tensor shard = params_[u.index].param.detach().to(options_.compute_dtype).contiguous();
+    tmp = at::empty({u.padded}, opts);
+    comm_.all_gather(tmp, shard, options_.shard_group);
+  }
   if (!u.storage) {
     u.storage = tmp.storage();
   } else {
@@ -118,6 +132,18 @@ void DataParallel::gather(Unit& u) {
     u.storage.unsafeGetStorageImpl()->set_nbytes(tmp.nbytes());
   }
   u.resident = true;
+}
+
+void DataParallel::prefetch(int unit) {
+  // Decoder blocks only: the root stays gathered from its forward to the end of its backward.
+  if (unit < 1 || unit >= static_cast<int>(units_.size())) return;
+  Unit& u = *units_[unit];
+  if (!u.sharded || u.resident || u.prefetching) return;
+  auto opts = at::TensorOptions().dtype(options_.compute_dtype).device(options_.device);
+  u.prefetch_src = params_[unit].param.detach().to(options_.compute_dtype).contiguous();
+  u.prefetch_buf = at::empty({u.padded}, opts);
+  u.pending = comm_.all_gather_start(u.prefetch_buf, u.prefetch_src, comm_.group(options_.shard_group));
+  u.prefetching = true;
 }
 
 void DataParallel::free(Unit& u) {
@@ -131,7 +157,15 @@ at::Tensor DataParallel::acquire(int unit) {
   Unit& u = *units_[unit];
   Tensor& p = params_[unit].param;
   if (!u.sharded) return options_.compute_dtype == at::kFloat ? p : p.to(options_.compute_dtype);
-  return UnshardFunction::apply(p, reinterpret_cast<int64_t>(this), static_cast<int64_t>(unit));
+  Tensor full =
+      UnshardFunction::apply(p, reinterpret_cast<int64_t>(this), static_cast<int64_t>(unit));
+  // Prefetch the unit that runs next: the following block in forward (and after the root),
+  // the previous one when blocks are acquired in reverse (activation checkpointing recomputes
+  // them in backward, last block first).
+  const int next = unit == 0 || unit > last_acquired_ ? unit + 1 : unit - 1;
+  last_acquired_ = unit;
+  prefetch(next);
+  return full;
 }
 
 at::Tensor DataParallel::release(int unit, at::Tensor output) {
@@ -144,6 +178,8 @@ at::Tensor DataParallel::release(int unit, at::Tensor output) {
     // next; gather its parameters back into the storage its saved tensors share.
     output.register_hook([this, &u](const Tensor&) {
       if (!u.resident) gather(u);
+      // The block before this one runs its backward next: gather it meanwhile.
+      prefetch(u.index - 1);
     });
   }
   return output;
@@ -152,7 +188,11 @@ at::Tensor DataParallel::release(int unit, at::Tensor output) {
 void DataParallel::arm_gradient_sync() { sync_armed_ = true; }
 
 void DataParallel::finish_gradients() {
-  for (auto& u : units_) free(*u);
+  for (auto& u : units_) {
+    if (u->prefetching) gather(*u);  // none is left in flight normally; never leave one
+    free(*u);
+  }
+  last_acquired_ = -1;
   std::vector<bool> reduced(params_.size(), false);
   for (auto& f : in_flight_) {
     comm_.wait(f.pending);

@@ -7,6 +7,8 @@
 //                 and its AdamW state. A block's full parameters are all-gathered just before its
 //                 forward and freed right after; gathered again just before its backward (a hook
 //                 on the block's output) and freed after; the full gradient is reduce-scattered.
+//                 The next block's all-gather is started (asynchronously) while the current one
+//                 computes, in forward and in backward (FSDP2's prefetch of one unit).
 //                 The root unit (embedding, final norm, head) stays gathered from its forward to
 //                 the end of the backward, as FSDP2 does for the root.
 //   both          HSDP: shard inside dp_shard, then all-reduce the shard gradients over
@@ -92,6 +94,7 @@ class DataParallel : public WeightSource {
 
  private:
   void gather(Unit& u);
+  void prefetch(int unit);
   void free(Unit& u);
   friend struct UnshardFunction;
 
@@ -101,6 +104,7 @@ class DataParallel : public WeightSource {
   std::vector<FlatParam> params_;
   std::vector<std::unique_ptr<Unit>> units_;
   bool sync_armed_ = false;
+  int last_acquired_ = -1;  // the unit acquired last (prefetch direction)
   // In-flight all-reduces of replicated units: (unit, reduced buffer, work).
   struct InFlight {
     int unit;
