@@ -1,4 +1,5 @@
-// Schema creation, refusal of foreign/newer databases, and the v1 -> v2 migration.
+// Schema creation, refusal of foreign/newer databases, and the v1 -> v3 migration (v2 -> v3 on a
+// real v2 file: migrate_v2_test.cpp).
 #include <fstream>
 
 #include "core/store/paths.h"
@@ -23,6 +24,15 @@ TEST(StoreSchema, FreshDatabaseHasCurrentSchemaInWalMode) {
                                 table + "'"),
               1)
         << table;
+  // Version 3: a step's series are columns of its `steps` row; `metrics` is a view of them.
+  EXPECT_EQ(count(*store, "SELECT count(*) FROM sqlite_master WHERE type = 'view' AND name IN"
+                          " ('metrics', 'metrics_v', 'summary')"),
+            3);
+  EXPECT_EQ(count(*store, "SELECT count(*) FROM sqlite_master WHERE name = 'metrics_extra'"), 1);
+  for (const std::string& c : value_columns())
+    EXPECT_EQ(count(*store, "SELECT count(*) FROM pragma_table_info('steps') WHERE name = '" + c + "'"), 1)
+        << c;
+  EXPECT_EQ(count(*store, "SELECT count(*) FROM keys WHERE col IS NOT NULL"), 15);
   sqlite3_stmt* st = nullptr;
   sqlite3_prepare_v2(store->handle(), "PRAGMA journal_mode", -1, &st, nullptr);
   ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
