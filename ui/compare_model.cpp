@@ -2,6 +2,7 @@
 
 #include <QColor>
 #include <QElapsedTimer>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -65,7 +66,59 @@ std::vector<DiffRow> config_diff(const std::vector<nlohmann::json>& configs) {
   return rows;
 }
 
-std::shared_ptr<CompareFrame> load_compare_frame(store::RunStore* store, const CompareQuery& cq) {
+namespace {
+bool finished(const store::RunSummary& s) {
+  return s.status == store::kStatusOk || s.status == store::kStatusFailed || s.status == store::kStatusStopped;
+}
+
+// Mean seconds per step of each comm key and compute, over ranks, for runs of the same length
+// (`last_step`): every step while the run has at most kCommSampleSteps, else every step of
+// kCommWindows evenly spaced windows of kCommSampleSteps / kCommWindows steps. Raw points only
+// (each window's query is narrower than any bucket level and asks for more pixel columns than it
+// has steps, so nothing is decimated away): an unbiased estimate from real points, where the
+// chart's per-column min/max/last points would over-weight every spike.
+Status comm_means(store::RunStore* store, const std::vector<store::RunId>& runs, int64_t first_step,
+                  int64_t last_step, std::vector<CommStats>& out) {
+  out.assign(runs.size(), CommStats{});
+  const int64_t steps = last_step - first_step + 1;
+  if (steps <= 0) return Status::Ok();
+  const bool sampled = steps > kCommSampleSteps;
+  const int windows = sampled ? kCommWindows : 1;
+  const int64_t width = sampled ? kCommSampleSteps / kCommWindows : steps;
+  std::vector<std::array<double, 5>> sum(runs.size(), std::array<double, 5>{});
+  std::vector<std::array<int64_t, 5>> n(runs.size(), std::array<int64_t, 5>{});
+  store::SeriesQuery q;
+  q.runs = runs;
+  q.x = store::XAxis::step;
+  q.aggregate = store::Aggregate::mean;
+  q.pixels = static_cast<int>(2 * width + 16);
+  for (int w = 0; w < windows; ++w) {
+    const int64_t a = first_step + (windows == 1 ? 0 : (steps - width) * w / (windows - 1));
+    q.x_min = static_cast<double>(a);
+    q.x_max = static_cast<double>(a + width - 1);
+    for (int k = 0; k < 5; ++k) {
+      q.key = kCommKeys[k];
+      auto r = store->query_series(q);
+      if (!r) return r.error();
+      for (size_t i = 0; i < r->size() && i < runs.size(); ++i)
+        for (const store::Point& p : (*r)[i].points) {
+          if (!std::isfinite(p.y)) continue;
+          sum[i][static_cast<size_t>(k)] += p.y;
+          ++n[i][static_cast<size_t>(k)];
+        }
+    }
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    for (size_t k = 0; k < 5; ++k) out[i].mean[k] = n[i][k] ? sum[i][k] / static_cast<double>(n[i][k]) : 0.0;
+    out[i].sampled_steps = std::min(steps, windows * width);
+    out[i].steps = steps;
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+std::shared_ptr<CompareFrame> load_compare_frame(store::RunStore* store, const CompareQuery& cq,
+                                                 CompareCache* cache) {
   auto f = std::make_shared<CompareFrame>();
   if (!store) {
     f->error = QStringLiteral("the run store could not be opened");
@@ -73,16 +126,26 @@ std::shared_ptr<CompareFrame> load_compare_frame(store::RunStore* store, const C
   }
   QElapsedTimer timer;
   timer.start();
-  for (store::RunId id : cq.runs) {
-    auto info = store->get_run(id);
-    if (!info) {
-      f->error = QString::fromStdString(info.error().message());
-      return f;
+  std::vector<std::optional<CommStats>> comm(cq.runs.size());
+  for (size_t i = 0; i < cq.runs.size(); ++i) {
+    const store::RunId id = cq.runs[i];
+    std::optional<CompareCache::Entry> hit;
+    if (cache) hit = cache->get(id);
+    if (!hit) {
+      auto info = store->get_run(id);
+      if (!info) {
+        f->error = QString::fromStdString(info.error().message());
+        return f;
+      }
+      hit = CompareCache::Entry{std::move(*info), std::nullopt};
     }
-    f->runs.push_back(info->summary);
-    f->configs.push_back(info->config);
-    f->shapes.push_back(parse_shape_text(info->summary.shape));
+    f->runs.push_back(hit->info.summary);
+    f->configs.push_back(hit->info.config);
+    f->shapes.push_back(parse_shape_text(hit->info.summary.shape));
+    comm[i] = hit->comm;
+    if (cache && finished(hit->info.summary)) cache->put(id, *hit);  // a finished run no longer changes
   }
+  const double runs_ms = static_cast<double>(timer.nsecsElapsed()) / 1e6;
   store::SeriesQuery q;
   q.runs = cq.runs;
   q.key = cq.key;
@@ -100,31 +163,66 @@ std::shared_ptr<CompareFrame> load_compare_frame(store::RunStore* store, const C
     return f;
   }
   f->series = std::move(*s);
-  // Per-axis communication: one query per key covers every run.
-  f->comm.assign(cq.runs.size(), {});
-  store::SeriesQuery cqk = q;
-  cqk.x = store::XAxis::step;
-  cqk.x_min.reset();
-  cqk.x_max.reset();
-  cqk.aggregate = store::Aggregate::mean;
-  cqk.pixels = 2048;
-  for (int k = 0; k < 5; ++k) {
-    cqk.key = kCommKeys[k];
-    auto r = store->query_series(cqk);
-    if (!r) continue;
-    for (size_t i = 0; i < r->size() && i < f->comm.size(); ++i) {
-      const auto& pts = (*r)[i].points;
-      double sum = 0;
-      for (const auto& p : pts) sum += p.y;
-      f->comm[i][static_cast<size_t>(k)] = pts.empty() ? 0 : sum / static_cast<double>(pts.size());
+  const double series_ms = static_cast<double>(timer.nsecsElapsed()) / 1e6 - runs_ms;
+  // Per-axis communication: runs of the same length share their sample windows (one query per
+  // key and window covers them all); finished runs keep theirs in the cache.
+  std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> by_length;
+  for (size_t i = 0; i < cq.runs.size(); ++i) {
+    if (comm[i]) continue;
+    by_length[{0, f->runs[i].steps}].push_back(i);
+  }
+  for (const auto& [len, idx] : by_length) {
+    std::vector<store::RunId> ids;
+    for (size_t i : idx) ids.push_back(cq.runs[i]);
+    std::vector<CommStats> stats;
+    if (Status st = comm_means(store, ids, len.first, len.second, stats); !st) {
+      f->error = QString::fromStdString(st.error().message());
+      return f;
+    }
+    for (size_t j = 0; j < idx.size(); ++j) {
+      comm[idx[j]] = stats[j];
+      if (cache && finished(f->runs[idx[j]])) cache->set_comm(cq.runs[idx[j]], stats[j]);
     }
   }
+  for (const auto& c : comm) f->comm.push_back(c.value_or(CommStats{}));
   f->load_ms = static_cast<double>(timer.nsecsElapsed()) / 1e6;
+  f->runs_ms = runs_ms;
+  f->series_ms = series_ms;
+  f->comm_ms = f->load_ms - runs_ms - series_ms;
   return f;
 }
 
-CompareModel::CompareModel(StoreWorker* worker, QObject* parent) : QObject(parent), worker_(worker) {
+std::optional<CompareCache::Entry> CompareCache::get(store::RunId id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+void CompareCache::put(store::RunId id, const Entry& e) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& slot = entries_[id];
+  const auto comm = slot.comm;
+  slot = e;
+  if (!slot.comm) slot.comm = comm;
+}
+
+void CompareCache::set_comm(store::RunId id, const CommStats& c) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = entries_.find(id);
+  if (it != entries_.end()) it->second.comm = c;
+}
+
+void CompareCache::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  entries_.clear();
+}
+
+CompareModel::CompareModel(StoreWorker* worker, QObject* parent)
+    : QObject(parent), worker_(worker), cache_(std::make_shared<CompareCache>()) {
   qRegisterMetaType<std::shared_ptr<const CompareFrame>>();
+  // A rename, a delete or a re-import changes what a finished run shows.
+  connect(worker_, &StoreWorker::runs_changed, this, [this] { cache_->clear(); });
 }
 
 void CompareModel::set_query(const CompareQuery& q) {
@@ -140,7 +238,7 @@ void CompareModel::start() {
   in_flight_ = true;
   const CompareQuery q = query_;
   worker_->post<std::shared_ptr<CompareFrame>>(
-      this, [q](store::RunStore* s) { return load_compare_frame(s, q); },
+      this, [q, cache = cache_](store::RunStore* s) { return load_compare_frame(s, q, cache.get()); },
       [this](std::shared_ptr<CompareFrame> f) {
         in_flight_ = false;
         if (again_) {  // the query changed meanwhile: this answer is already stale

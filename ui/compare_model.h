@@ -6,6 +6,8 @@
 #include <QObject>
 #include <QStringList>
 #include <array>
+#include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -26,17 +28,46 @@ struct DiffRow {
 // compact JSON) and lines them up. "name" is left out: runs are told apart by their names anyway.
 std::vector<DiffRow> config_diff(const std::vector<nlohmann::json>& configs);
 
+// Mean seconds per step in each axis's collectives, then compute (mean over ranks per step).
+// Exact (every step) for a run of at most kCommSampleSteps steps; a longer run is estimated from
+// every step of kCommWindows evenly spaced windows (kCommSampleSteps steps in all): the store
+// keeps no per-series sums, and reading every step of 8 runs x 1M steps takes seconds.
+inline constexpr int64_t kCommSampleSteps = 2048;
+inline constexpr int kCommWindows = 8;
+struct CommStats {
+  std::array<double, 5> mean{};
+  int64_t sampled_steps = 0;  // steps read
+  int64_t steps = 0;          // steps of the run (sampled_steps == steps: exact)
+  bool exact() const { return sampled_steps >= steps; }
+};
+
 struct CompareFrame {
   QString error;
   std::vector<store::RunSummary> runs;  // in the order asked
   std::vector<nlohmann::json> configs;
   std::vector<MeshShape> shapes;
   std::vector<store::Series> series;    // the metric, one per run
-  // Mean seconds per step of each axis's collectives, then compute, per run (over the chart's
-  // points: exact while a run has no more steps than pixel columns, else the mean of the
-  // min/max/last points the store keeps per column).
-  std::vector<std::array<double, 5>> comm;
-  double load_ms = 0;
+  std::vector<CommStats> comm;          // one per run
+  double load_ms = 0;                   // the whole job, of which:
+  double runs_ms = 0, series_ms = 0, comm_ms = 0;  // run infos, the metric, the comm bars
+};
+
+// What a finished run shows in Compare does not change: its info and comm means are kept
+// (worker thread and GUI thread: locked), cleared when the store's runs change.
+class CompareCache {
+ public:
+  struct Entry {
+    store::RunInfo info;
+    std::optional<CommStats> comm;
+  };
+  std::optional<Entry> get(store::RunId id);
+  void put(store::RunId id, const Entry& e);
+  void set_comm(store::RunId id, const CommStats& c);
+  void clear();
+
+ private:
+  std::mutex mutex_;
+  std::map<store::RunId, Entry> entries_;
 };
 
 struct CompareQuery {
@@ -48,7 +79,9 @@ struct CompareQuery {
   int pixels = 1000;
 };
 
-std::shared_ptr<CompareFrame> load_compare_frame(store::RunStore* store, const CompareQuery& q);
+// `cache` may be null (every run read afresh).
+std::shared_ptr<CompareFrame> load_compare_frame(store::RunStore* store, const CompareQuery& q,
+                                                 CompareCache* cache = nullptr);
 
 class CompareModel : public QObject {
   Q_OBJECT
@@ -70,6 +103,7 @@ class CompareModel : public QObject {
   bool again_ = false;
   std::shared_ptr<const CompareFrame> frame_;
   int64_t frames_ = 0;
+  std::shared_ptr<CompareCache> cache_;
 };
 
 // The ten colours runs get in Compare (Tableau 10: distinct from each other, and not the axis

@@ -270,12 +270,19 @@ void ComparePage::draw(const std::shared_ptr<const CompareFrame>& fp) {
     BarChart::Set s{kAxisNames[a], axis_color(kAxes[a], is_dark()), {}};
     bool any = false;
     for (size_t i = 0; i < f.comm.size(); ++i) {
-      s.values.push_back(f.comm[i][static_cast<size_t>(a)] * 1000.0);
+      s.values.push_back(f.comm[i].mean[static_cast<size_t>(a)] * 1000.0);
       any |= f.shapes[i].size(kAxes[a]) > 1;
     }
     if (any) sets.push_back(s);  // an axis no run uses has nothing to compare
   }
-  comm_->set_data(cats, sets, tr("ms per step (mean over ranks)"));
+  // Say how the means were made: every step, or a sample of the steps (compare_model.h).
+  int64_t sampled = 0, steps = 0;
+  for (const CommStats& c : f.comm)
+    if (!c.exact()) sampled = c.sampled_steps, steps = std::max(steps, c.steps);
+  comm_->set_data(cats, sets,
+                  steps == 0 ? tr("ms per step (mean over ranks, every step)")
+                             : tr("ms per step (mean over ranks; long runs: %1 sampled steps in %2 windows, of up to %3)")
+                                   .arg(sampled).arg(kCommWindows).arg(steps));
 
   while (QLayoutItem* item = thumbs_->takeAt(0)) {
     delete item->widget();

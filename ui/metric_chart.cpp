@@ -150,7 +150,34 @@ void MetricChart::set_points(int line, const std::vector<store::Point>& points, 
     y1 = std::max(y1, y);
   }
   lines_[line].bounds = pts.isEmpty() ? QRectF() : corners(x0, y0, x1, y1);
-  static_cast<QLineSeries*>(lines_[line].series)->replace(pts);
+  lines_[line].points = std::move(pts);
+  lines_[line].pending = true;
+}
+
+// Before the axes change: changed lines hold no points (their geometry is recomputed on every
+// range change, for nothing: the points are about to be replaced). After: their points, once.
+void MetricChart::flush_pending(bool before_axes) {
+  for (Line& l : lines_) {
+    if (!l.pending) continue;
+    if (before_axes) {
+      if (l.area) {
+        if (l.upper->count()) l.upper->clear();
+        if (l.lower->count()) l.lower->clear();
+      } else if (auto* s = static_cast<QLineSeries*>(l.series); s->count()) {
+        s->clear();
+      }
+      continue;
+    }
+    if (l.area) {
+      l.lower->replace(l.lower_points);
+      l.upper->replace(l.points);
+      l.lower_points.clear();
+    } else {
+      static_cast<QLineSeries*>(l.series)->replace(l.points);
+    }
+    l.points.clear();
+    l.pending = false;
+  }
 }
 
 void MetricChart::set_stack(const std::vector<double>& x, const std::vector<std::vector<double>>& layers) {
@@ -171,8 +198,9 @@ void MetricChart::set_stack(const std::vector<double>& x, const std::vector<std:
       y1 = std::max(y1, base[k]);
     }
     l.bounds = x.empty() ? QRectF() : corners(x.front(), 0, x.back(), y1);
-    l.lower->replace(lo);
-    l.upper->replace(up);
+    l.lower_points = std::move(lo);
+    l.points = std::move(up);
+    l.pending = true;
     ++layer;
   }
 }
@@ -196,6 +224,7 @@ void MetricChart::set_reference(std::optional<double> y, const QString& label, c
 int MetricChart::point_count(int line) const {
   if (line < 0 || line >= line_count()) return 0;
   const Line& l = lines_[line];
+  if (l.pending) return static_cast<int>(l.points.size());
   return static_cast<int>(l.area ? l.upper->count() : static_cast<QLineSeries*>(l.series)->count());
 }
 
@@ -225,6 +254,11 @@ void MetricChart::rescale() {
     (l.right ? right : left) = unite(l.right ? right : left, l.bounds);
   }
   const QRectF all = unite(left, right);
+  flush_pending(true);
+  struct Flush {  // whatever path leaves, the lines get their points
+    MetricChart* c;
+    ~Flush() { c->flush_pending(false); }
+  } flush{this};
   if (all.isNull()) return;
   double x0 = all.left(), x1 = all.right();
   if (zoom_) std::tie(x0, x1) = *zoom_;

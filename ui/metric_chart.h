@@ -44,8 +44,13 @@ class MetricChart : public QChartView {
   int line_count() const { return static_cast<int>(lines_.size()); }
 
   // Replaces a line's points (already decimated). `scale` multiplies y (e.g. bytes -> GiB).
+  // The points reach Qt Charts at the next rescale() (call it after a batch of updates): Qt
+  // Charts recomputes a line's whole geometry (its path and a stroked hit-test shape) on every
+  // replace() and again on every axis range change, so rescale() empties the changed lines, sets
+  // the axes, then hands each line its points once.
   void set_points(int line, const std::vector<store::Point>& points, double scale = 1.0);
-  // Stacked layers on one shared x grid: layers[i][k] is layer i's value at x[k].
+  // Stacked layers on one shared x grid: layers[i][k] is layer i's value at x[k] (applied at the
+  // next rescale(), as set_points()).
   void set_stack(const std::vector<double>& x, const std::vector<std::vector<double>>& layers);
   // A horizontal reference line (e.g. device capacity); nullopt hides it.
   void set_reference(std::optional<double> y, const QString& label, const QColor& color);
@@ -81,7 +86,10 @@ class MetricChart : public QChartView {
     bool right = false;
     bool area = false;
     QRectF bounds;  // of the data shown (x, y), empty when none
+    bool pending = false;             // points set, not yet handed to Qt Charts
+    QList<QPointF> points, lower_points;  // the pending points (areas: upper, lower)
   };
+  void flush_pending(bool before_axes);
   QLineSeries* make_line(const LineStyle& style);
 
   QValueAxis* x_;

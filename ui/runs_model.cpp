@@ -2,6 +2,7 @@
 
 #include <QBrush>
 #include <QDateTime>
+#include <QElapsedTimer>
 #include <QFileInfo>
 #include <fstream>
 
@@ -24,7 +25,7 @@ std::optional<double> run_tokens_per_s(const store::RunSummary& s) {
 }
 
 RunsModel::RunsModel(StoreWorker* worker, QObject* parent) : QAbstractTableModel(parent), worker_(worker) {
-  poll_.setInterval(2000);
+  poll_.setSingleShot(true);  // restarted after each load (see refresh())
   connect(&poll_, &QTimer::timeout, this, &RunsModel::refresh);
   connect(worker_, &StoreWorker::runs_changed, this, &RunsModel::refresh);
   tail_.setInterval(250);
@@ -148,34 +149,50 @@ void RunsModel::refresh() {
     return;
   }
   in_flight_ = true;
-  using R = std::pair<std::vector<store::RunSummary>, QString>;
-  worker_->post<R>(
+  struct R {
+    std::vector<store::RunSummary> runs;
+    QString error;
+    double ms = 0;  // worker time the list took
+  };
+  worker_->post<std::shared_ptr<R>>(
       this,
-      [](store::RunStore* s) -> R {
-        if (!s) return {{}, QStringLiteral("no store")};
+      [](store::RunStore* s) {
+        auto out = std::make_shared<R>();
+        QElapsedTimer t;
+        t.start();
+        if (!s) {
+          out->error = QStringLiteral("no store");
+          return out;
+        }
         auto r = s->list_runs();
-        if (!r) return {{}, q(r.error().message())};
-        return {std::move(*r), {}};
+        if (!r) out->error = q(r.error().message());
+        else out->runs = std::move(*r);
+        out->ms = static_cast<double>(t.nsecsElapsed()) / 1e6;
+        return out;
       },
-      [this](R r) {
+      [this](std::shared_ptr<R> rp) {
         in_flight_ = false;
-        if (r.second.isEmpty()) {
+        R& r = *rp;
+        last_load_ms_ = r.ms;
+        if (r.error.isEmpty()) {
           // Same runs in the same order: update the cells in place (keeps selection and editors).
-          bool same = r.first.size() == runs_.size();
-          for (size_t i = 0; same && i < runs_.size(); ++i) same = runs_[i].id == r.first[i].id;
+          bool same = r.runs.size() == runs_.size();
+          for (size_t i = 0; same && i < runs_.size(); ++i) same = runs_[i].id == r.runs[i].id;
           if (same) {
-            runs_ = std::move(r.first);
+            runs_ = std::move(r.runs);
             if (!runs_.empty()) Q_EMIT dataChanged(index(0, 0), index(rowCount() - 1, kColumns - 1));
           } else {
             beginResetModel();
-            runs_ = std::move(r.first);
+            runs_ = std::move(r.runs);
             endResetModel();
           }
         }
         ++loads_;
         bool any_live = false;
         for (const auto& s : runs_) any_live |= live(s);
-        if (any_live && !poll_.isActive()) poll_.start();
+        // While a run is live its row moves: poll, but let the list take at most a fifth of the
+        // store worker (a list of long runs takes a while; the charts' queries come first).
+        if (any_live && !poll_.isActive()) poll_.start(std::max(2000, static_cast<int>(4 * last_load_ms_)));
         if (!any_live) poll_.stop();
         Q_EMIT loaded();
         if (again_) {

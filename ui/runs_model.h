@@ -5,6 +5,7 @@
 #include <QAbstractTableModel>
 #include <QTimer>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/store/run_store.h"
@@ -61,6 +62,7 @@ class RunsModel : public QAbstractTableModel {
   bool again_ = false;
   int64_t loads_ = 0;
   QTimer poll_;  // while a run is live, its steps and loss move
+  double last_load_ms_ = 0;
   QTimer tail_;
   bool tail_in_flight_ = false;
   std::vector<std::pair<store::RunId, std::string>> followed_;
