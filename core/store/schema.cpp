@@ -223,9 +223,15 @@ Status ensure_schema(sqlite3* db, const std::function<Status()>& after_migration
                      "; open it with a newer Meshwork"};
   sql::Transaction tx(db);
   if (!tx.begun()) return tx.begun();
-  // Re-read inside the write lock: another process may have migrated meanwhile.
+  // Re-read inside the write lock: another process may have created or migrated it meanwhile
+  // (then there is nothing left to do here).
   version = read_schema_version(db);
   if (!version) return version.error();
+  if (*version == kSchemaVersion) return tx.commit();
+  if (*version > kSchemaVersion)
+    return Error{"database", "schema version " + std::to_string(*version),
+                 "this Meshwork reads versions up to " + std::to_string(kSchemaVersion) +
+                     "; open it with a newer Meshwork"};
   // Every database takes the same path: fresh ones are created as version 2 and migrated.
   if (*version == 0)
     if (Status s = create_v2(db); !s) return s;

@@ -1,6 +1,9 @@
 // Schema creation, refusal of foreign/newer databases, and the v1 -> v3 migration (v2 -> v3 on a
 // real v2 file: migrate_v2_test.cpp).
+#include <atomic>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "core/store/paths.h"
 #include "core/store/schema.h"
@@ -181,6 +184,35 @@ TEST(StoreSchema, DefaultPathFollowsXdgDataHome) {
   ASSERT_NE(home, nullptr);
   EXPECT_EQ(default_db_path(), std::filesystem::path(home) / ".local/share/meshwork/runs.db");
   if (old) setenv("XDG_DATA_HOME", saved.c_str(), 1);
+}
+
+}  // namespace
+}  // namespace meshwork::store
+
+namespace meshwork::store {
+namespace {
+
+// Several processes (here: threads, each with its own connection) opening a new database at once:
+// one creates the schema, the others find it created under the write lock and use it as is.
+TEST(StoreSchema, ConcurrentFirstOpensAllSucceed) {
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    testing::TempDir dir;
+    const auto path = dir / "runs.db";
+    std::vector<std::thread> threads;
+    std::atomic<int> ok{0};
+    std::vector<std::string> errors(6);
+    for (int i = 0; i < 6; ++i)
+      threads.emplace_back([&, i] {
+        auto s = RunStore::open(path);
+        if (s) ++ok;
+        else errors[static_cast<size_t>(i)] = s.error().message();
+      });
+    for (std::thread& t : threads) t.join();
+    for (const std::string& e : errors) EXPECT_EQ(e, "");
+    ASSERT_EQ(ok.load(), 6);
+    auto store = testing::open_store(path);
+    EXPECT_EQ(store->schema_version(), kSchemaVersion);
+  }
 }
 
 }  // namespace
