@@ -241,7 +241,10 @@ int main(int argc, char** argv) {
       fail("compare open (" + metric.toStdString() + ")", std::to_string(compare.series_count()) + " series drawn, expected " + std::to_string(runs));
     for (const auto& s : f->series)
       if (s.points.size() < 2) fail("compare open (" + metric.toStdString() + ")", "run " + std::to_string(s.run) + " has no points");
-    compare.repaint();  // the page as the user sees it, painted synchronously
+    // The page as the user sees it: a chart's scene posts its changes and its view an update, so
+    // the paint happens two event rounds after the draw (repaint() alone paints the old scene).
+    for (int i = 0; i < 3; ++i) QCoreApplication::processEvents();
+    compare.repaint();
     return Open{static_cast<double>(t.nsecsElapsed()) / 1e6, f->load_ms};
   };
   const Open cold = open_once("loss");
@@ -280,13 +283,16 @@ int main(int argc, char** argv) {
   if (!QTest::qWaitFor([&] { return page.model()->frame() != nullptr; }, 120000)) fail("live", "no first frame in 120 s");
   if (!page.model()->frame()->error.isEmpty()) fail("live", page.model()->frame()->error.toStdString());
   std::vector<double> draw_ms, paint_ms, total_ms, query_ms;
-  bool measuring = false;
+  bool measuring = false, in_frame = false;
   int64_t last_drawn_step = 0;
   QObject::connect(page.model(), &ui::MonitorModel::frame_ready, &page, [&](auto f) {
-    if (!measuring) return;
+    if (!measuring || in_frame) return;
+    in_frame = true;  // the events processed below may deliver the next frame: not measured
     QElapsedTimer t;
     t.start();
+    for (int i = 0; i < 3; ++i) QCoreApplication::processEvents();  // the charts' deferred paint
     page.repaint();
+    in_frame = false;
     const double p = static_cast<double>(t.nsecsElapsed()) / 1e6;
     draw_ms.push_back(page.last_draw_ms());
     paint_ms.push_back(p);
@@ -341,7 +347,7 @@ int main(int argc, char** argv) {
   std::printf("%-44s %10.1f %10.1f %10.1f %10.1f\n", "compare open, warm (5 metrics)", warm_s.mean, warm_s.p50, warm_s.p95, warm_s.max);
   std::printf("%-44s %10.1f %10.1f %10.1f %10.1f\n", "  of which store queries (worker)", wq.mean, wq.p50, wq.p95, wq.max);
   std::printf("%-44s %10.2f %10.2f %10.2f %10.2f\n", "live redraw: draw (replace on every chart)", d.mean, d.p50, d.p95, d.max);
-  std::printf("%-44s %10.2f %10.2f %10.2f %10.2f\n", "live redraw: synchronous repaint", p.mean, p.p50, p.p95, p.max);
+  std::printf("%-44s %10.2f %10.2f %10.2f %10.2f\n", "live redraw: paint (events + repaint)", p.mean, p.p50, p.p95, p.max);
   std::printf("%-44s %10.2f %10.2f %10.2f %10.2f\n", "live redraw: total per frame", tot.mean, tot.p50, tot.p95, tot.max);
   std::printf("%-44s %10.2f %10.2f %10.2f %10.2f\n", "live frame query (worker thread)", q.mean, q.p50, q.p95, q.max);
   std::printf("platform %s; frames/s %.1f (cap 25, %zu frames), streamed %.0f steps/s (asked %d) into a run of %lld steps;\n"

@@ -79,7 +79,7 @@ QLineSeries* MetricChart::make_line(const LineStyle& style) {
   QColor color = style.color;
   color.setAlphaF(style.opacity);
   QPen pen(color, style.width, style.pen);
-  pen.setCapStyle(Qt::RoundCap);
+  pen.setCapStyle(Qt::SquareCap);  // round caps: an arc per segment (Qt Charts strokes segments one by one)
   s->setPen(pen);
   return s;
 }
@@ -173,11 +173,38 @@ void MetricChart::flush_pending(bool before_axes) {
       l.upper->replace(l.points);
       l.lower_points.clear();
     } else {
-      static_cast<QLineSeries*>(l.series)->replace(l.points);
+      l.shown = static_cast<int>(l.points.size());
+      static_cast<QLineSeries*>(l.series)->replace(split_tall(l.points, l.right ? y_right_ : y_));
     }
     l.points.clear();
     l.pending = false;
   }
+}
+
+// Qt Charts draws a line one drawLine() per segment, and Qt's raster engine (6.4) hands every
+// blend of more than ~96 spans to its GUI thread pool and waits for it: a segment more than ~40
+// pixels tall (min/max columns of a noisy metric are) costs two thread hand-overs, which on a
+// busy machine made one Compare paint 0.5-1.5 s. Tall segments are cut into collinear pieces of
+// at most kMaxRows pixel rows: the same picture, every blend done inline.
+QList<QPointF> MetricChart::split_tall(const QList<QPointF>& points, const QValueAxis* y) const {
+  constexpr double kMaxRows = 24;
+  const double rows = chart()->plotArea().height() > 0 ? chart()->plotArea().height() : height();
+  const double span = y ? y->max() - y->min() : 0;
+  if (points.size() < 2 || !(span > 0) || !(rows > 0) || !std::isfinite(span)) return points;
+  const double max_dy = span * kMaxRows / rows;
+  QList<QPointF> out;
+  out.reserve(points.size());
+  out.append(points.front());
+  for (qsizetype i = 1; i < points.size(); ++i) {
+    const QPointF a = points[i - 1], b = points[i];
+    const double pieces = std::ceil(std::abs(b.y() - a.y()) / max_dy);
+    for (int k = 1; k < pieces && k < 4096; ++k) {
+      const double t = k / pieces;
+      out.append(QPointF(a.x() + t * (b.x() - a.x()), a.y() + t * (b.y() - a.y())));
+    }
+    out.append(b);
+  }
+  return out;
 }
 
 void MetricChart::set_stack(const std::vector<double>& x, const std::vector<std::vector<double>>& layers) {
@@ -225,7 +252,7 @@ int MetricChart::point_count(int line) const {
   if (line < 0 || line >= line_count()) return 0;
   const Line& l = lines_[line];
   if (l.pending) return static_cast<int>(l.points.size());
-  return static_cast<int>(l.area ? l.upper->count() : static_cast<QLineSeries*>(l.series)->count());
+  return l.area ? static_cast<int>(l.upper->count()) : l.shown;  // data points, not split_tall()'s pieces
 }
 
 void MetricChart::set_axis_titles(const QString& x, const QString& y, const QString& y_right) {

@@ -88,8 +88,11 @@ class MetricChart : public QChartView {
     QRectF bounds;  // of the data shown (x, y), empty when none
     bool pending = false;             // points set, not yet handed to Qt Charts
     QList<QPointF> points, lower_points;  // the pending points (areas: upper, lower)
+    int shown = 0;                        // data points handed to the line (before split_tall())
   };
   void flush_pending(bool before_axes);
+  // Tall segments cut into collinear pieces of at most 24 pixel rows (see the .cpp).
+  QList<QPointF> split_tall(const QList<QPointF>& points, const QValueAxis* y) const;
   QLineSeries* make_line(const LineStyle& style);
 
   QValueAxis* x_;
