@@ -8,7 +8,6 @@
 #include <QHorizontalStackedBarSeries>
 #include <QLegend>
 #include <QPainter>
-#include <QPixmap>
 #include <QValueAxis>
 #include <algorithm>
 
@@ -76,15 +75,7 @@ void BarChart::set_data(const QStringList& categories, const std::vector<Set>& s
 }
 
 bool BarChart::save_png(const QString& path) {
-  const qreal dpr = 2.0;
-  QPixmap pm(size() * dpr);
-  pm.setDevicePixelRatio(dpr);
-  pm.fill(card_color());
-  QPainter p(&pm);
-  p.setRenderHint(QPainter::Antialiasing);
-  render(&p);
-  p.end();
-  return pm.save(path, "PNG");
+  return save_widget_png(this, path);
 }
 
 void BarChart::apply_theme() {

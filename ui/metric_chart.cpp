@@ -8,7 +8,6 @@
 #include <QLineSeries>
 #include <QMouseEvent>
 #include <QPainter>
-#include <QPixmap>
 #include <QValueAxis>
 #include <algorithm>
 #include <cmath>
@@ -357,15 +356,7 @@ void MetricChart::mouseDoubleClickEvent(QMouseEvent* e) {
 }
 
 bool MetricChart::save_png(const QString& path) {
-  const qreal dpr = 2.0;
-  QPixmap pm(size() * dpr);
-  pm.setDevicePixelRatio(dpr);
-  pm.fill(card_color());
-  QPainter p(&pm);
-  p.setRenderHint(QPainter::Antialiasing);
-  render(&p);
-  p.end();
-  return pm.save(path, "PNG");
+  return save_widget_png(this, path);
 }
 
 void MetricChart::apply_theme() {

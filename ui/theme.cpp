@@ -1,6 +1,9 @@
 #include "ui/theme.h"
 
 #include <QApplication>
+#include <QPainter>
+#include <QPixmap>
+#include <QWidget>
 #include <QPalette>
 #include <QStyle>
 #include <QStyleFactory>
@@ -86,6 +89,18 @@ QColor warning_color() { return is_dark() ? QColor("#f5b940") : QColor("#a86200"
 QColor ok_color() { return is_dark() ? QColor("#4cc38a") : QColor("#1b8a4b"); }
 QColor muted_text_color() { return is_dark() ? QColor("#8a9099") : QColor("#6b7280"); }
 QColor card_color() { return is_dark() ? QColor("#262a2f") : QColor("#ffffff"); }
+
+bool save_widget_png(QWidget* widget, const QString& path) {
+  const qreal dpr = 2.0;
+  QPixmap pm(widget->size() * dpr);
+  pm.setDevicePixelRatio(dpr);
+  pm.fill(card_color());
+  QPainter p(&pm);
+  p.setRenderHint(QPainter::Antialiasing);
+  widget->render(&p);
+  p.end();
+  return pm.save(path, "PNG");
+}
 QColor border_color() { return is_dark() ? QColor("#3a3f45") : QColor("#d9dce1"); }
 
 }  // namespace meshwork::ui

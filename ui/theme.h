@@ -4,6 +4,9 @@
 
 #include <QColor>
 
+class QString;
+class QWidget;
+
 class QApplication;
 
 namespace meshwork::ui {
@@ -20,6 +23,8 @@ QColor warning_color();  // amber for warnings
 QColor ok_color();       // green for "fits" / "online"
 QColor muted_text_color();
 QColor card_color();     // background of node cards and panels
+// Renders a widget as shown, at 2x for crisp documents, on the card colour (chart exports).
+bool save_widget_png(QWidget* widget, const QString& path);
 QColor border_color();
 
 }  // namespace meshwork::ui

@@ -6,7 +6,7 @@
 
 #include <thread>
 
-#include "free_port.h"
+#include "run_ranks.h"
 #include "trainer/comm.h"
 #include "trainer/model.h"
 #include "trainer/parallelize_cp.h"
@@ -18,35 +18,6 @@ namespace {
 
 using at::Tensor;
 
-template <class Fn>
-void run_ranks(MeshShape shape, Fn fn) {
-  const int world = static_cast<int>(shape.world_size());
-  const int port = free_tcp_port();
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(world);
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        CommOptions o;
-        o.rank = r;
-        o.world_size = world;
-        o.ranks_per_node = world;
-        o.shape = shape;
-        o.master_port = port;
-        o.host_store = r == 0;
-        o.timeout = std::chrono::seconds(60);
-        auto comm = Communicator::create(o);
-        if (!comm.ok()) throw std::runtime_error(comm.error().message());
-        fn(**comm);
-        (*comm)->barrier((*comm)->world());
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-}
 
 double max_diff(const Tensor& a, const Tensor& b) { return (a - b).abs().max().item<double>(); }
 

@@ -14,14 +14,6 @@
 using namespace meshwork;
 using namespace meshwork::ui;
 
-namespace {
-QStringList cluster_nodes() {
-  QFile f(QStringLiteral(MESHWORK_TEST_CLUSTER_DIR "/nodes"));
-  if (!f.open(QIODevice::ReadOnly)) return {};
-  return QString::fromUtf8(f.readAll()).split('\n', Qt::SkipEmptyParts);
-}
-}  // namespace
-
 class ClusterProbeTest : public QObject {
   Q_OBJECT
   QTemporaryDir settings_;
@@ -39,7 +31,7 @@ class ClusterProbeTest : public QObject {
  private Q_SLOTS:
   void initTestCase() {
     test::isolate_settings(settings_);
-    if (cluster_nodes().size() < 2) QSKIP("no test cluster (run under ctest: fixture cluster_up)");
+    if (test::cluster_nodes().size() < 2) QSKIP("no test cluster (run under ctest: fixture cluster_up)");
   }
 
   void probeOfNamespaceNodeFillsCardAfterKeyAccepted() {
@@ -73,7 +65,7 @@ class ClusterProbeTest : public QObject {
     MainWindow w(false);
     w.show();
     use_test_cluster(w);
-    const QString host = cluster_nodes().first() + ":1";  // nothing listens on port 1
+    const QString host = test::cluster_nodes().first() + ":1";  // nothing listens on port 1
     w.cluster_panel()->add_hosts(host);
     const int row = w.cluster()->rowCount() - 1;
     QTRY_COMPARE_WITH_TIMEOUT(w.cluster()->node(row).state, NodeInfo::State::failed, 30000);

@@ -25,14 +25,6 @@
 using namespace meshwork;
 using namespace meshwork::ui;
 
-namespace {
-QStringList cluster_nodes() {
-  QFile f(QStringLiteral(MESHWORK_TEST_CLUSTER_DIR "/nodes"));
-  if (!f.open(QIODevice::ReadOnly)) return {};
-  return QString::fromUtf8(f.readAll()).split('\n', Qt::SkipEmptyParts);
-}
-}  // namespace
-
 class LaunchSshTest : public QObject {
   Q_OBJECT
   QTemporaryDir settings_;
@@ -41,7 +33,7 @@ class LaunchSshTest : public QObject {
  private Q_SLOTS:
   void initTestCase() {
     test::isolate_settings(settings_);
-    if (cluster_nodes().size() < 2) QSKIP("no test cluster (run under ctest: fixture cluster_up)");
+    if (test::cluster_nodes().size() < 2) QSKIP("no test cluster (run under ctest: fixture cluster_up)");
     qputenv("MESHWORK_DB", dir_.filePath("runs.db").toLocal8Bit());
     qputenv("MESHWORK_MESHTRAIN", QByteArray(MESHWORK_MESHTRAIN_BIN));
   }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <QDir>
+#include <QFile>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QTemporaryDir>
@@ -12,6 +13,13 @@
 namespace meshwork::ui::test {
 
 // Settings go to a fresh directory so tests never see (or change) the user's layout.
+// The tests/cluster fixture's node names (ctest sets it up: fixture cluster_up); empty without it.
+inline QStringList cluster_nodes() {
+  QFile f(QStringLiteral(MESHWORK_TEST_CLUSTER_DIR "/nodes"));
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  return QString::fromUtf8(f.readAll()).split('\n', Qt::SkipEmptyParts);
+}
+
 inline void isolate_settings(const QTemporaryDir& dir) {
   QStandardPaths::setTestModeEnabled(true);
   QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, dir.path());
