@@ -1,6 +1,8 @@
 #include "trainer/fused_ops.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -225,6 +227,29 @@ void fused_adamw_(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor&
       pp[j] = pp[j] * decay + step_size * (mj / (std::sqrt(vj * inv_bc2) + e));
     }
   });
+}
+
+double fused_sum_squares(const at::Tensor& t) {
+  TORCH_CHECK(fused_ops_apply(t) && t.is_contiguous(), "fused_sum_squares: a contiguous fp32 CPU tensor");
+  constexpr int64_t kChunk = int64_t{1} << 15;
+  const int64_t n = t.numel(), chunks = (n + kChunk - 1) / kChunk;
+  const float* p = t.const_data_ptr<float>();
+  std::vector<double> partial(static_cast<size_t>(chunks), 0.0);
+  at::parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      const int64_t lo = c * kChunk, hi = std::min(n, lo + kChunk);
+      // Four independent sums keep the adder busy; their order is fixed.
+      double s[4] = {0, 0, 0, 0};
+      int64_t j = lo;
+      for (; j + 4 <= hi; j += 4)
+        for (int k = 0; k < 4; ++k) s[k] += static_cast<double>(p[j + k]) * p[j + k];
+      for (; j < hi; ++j) s[0] += static_cast<double>(p[j]) * p[j];
+      partial[static_cast<size_t>(c)] = (s[0] + s[1]) + (s[2] + s[3]);
+    }
+  });
+  double total = 0;
+  for (double v : partial) total += v;
+  return total;
 }
 
 }  // namespace meshwork::trainer

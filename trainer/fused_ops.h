@@ -43,4 +43,9 @@ void fused_adamw_(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor&
                   double beta1, double beta2, double eps, double weight_decay, double bc1,
                   double bc2, double grad_scale);
 
+// Sum of the squares of a contiguous fp32 CPU tensor, accumulated in double: one read of the
+// data (the composite g.pow(2).sum(kDouble) writes the squares, then converts them to a double
+// copy before summing). Fixed chunks summed in order: the same bits whatever the thread count.
+double fused_sum_squares(const at::Tensor& t);
+
 }  // namespace meshwork::trainer

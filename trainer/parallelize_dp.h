@@ -74,7 +74,8 @@ class DataParallel : public WeightSource {
   at::Tensor release(int unit, at::Tensor output) override;
 
   std::vector<FlatParam>& params() { return params_; }
-  // Call before the last micro-batch's backward: each replicated (DDP) unit's gradient is then
+  // Call before the last micro-batch's backward (every dp kind): the gradients summed over the
+  // micro-batches are reduced in that backward only. Each replicated (DDP) unit's gradient is then
   // all-reduced over dp_replicate as soon as backward has produced it (a hook on the flat
   // parameter), overlapping the reduction with the rest of the backward, as DDP does.
   void arm_gradient_sync();

@@ -196,18 +196,19 @@ TEST(Model, StartsNearUniformAndCountsItsParameters) {
 }
 
 // FSDP over 2 ranks (threads, real Gloo) gives each rank exactly its slice of the gradient one
-// process computes for the same global batch, with and without activation checkpointing.
+// process computes for the same global batch, with and without activation checkpointing, when
+// each rank accumulates two micro-batches (summed locally, reduce-scattered in the last one).
 TEST(DataParallel, FsdpGradientsAreTheSingleProcessGradientSharded) {
   for (bool ckpt : {false, true}) {
     const ModelSpec spec = tiny_spec();
     at::manual_seed(1);
-    at::Tensor tokens = at::randint(0, 256, {2, 16}, at::kLong);
-    at::Tensor targets = at::randint(0, 256, {2, 16}, at::kLong);
+    at::Tensor tokens = at::randint(0, 256, {4, 16}, at::kLong);
+    at::Tensor targets = at::randint(0, 256, {4, 16}, at::kLong);
     // One process, both sequences.
     Model m(spec);
     PlainWeights w;
     for (int u = 0; u < m.num_units(); ++u) w.units.push_back(m.init_unit(u, 3).set_requires_grad(true));
-    (m.loss_sum(tokens, targets, w, {}) / 32.0).backward();
+    (m.loss_sum(tokens, targets, w, {}) / 64.0).backward();
 
     const int p = free_tcp_port();
     std::vector<std::vector<at::Tensor>> shard_grads(2);
@@ -231,8 +232,12 @@ TEST(DataParallel, FsdpGradientsAreTheSingleProcessGradientSharded) {
           DataParallel dp(model, **comm, dpo);
           ForwardOptions fo;
           fo.activation_checkpointing = ckpt;
-          at::Tensor loss = model.loss_sum(tokens.narrow(0, r, 1), targets.narrow(0, r, 1), dp, fo);
-          (loss / 32.0).backward();
+          for (int micro = 0; micro < 2; ++micro) {
+            if (micro == 1) dp.arm_gradient_sync();
+            const int64_t row = 2 * r + micro;
+            at::Tensor loss = model.loss_sum(tokens.narrow(0, row, 1), targets.narrow(0, row, 1), dp, fo);
+            (loss / 64.0).backward();
+          }
           dp.finish_gradients();
           for (auto& fp : dp.params()) shard_grads[r].push_back(fp.param.grad().clone());
         } catch (const std::exception& e) {
