@@ -156,25 +156,59 @@ struct RopeFn : public torch::autograd::Function<RopeFn> {
 
 // ---------------------------------------------------------------- SwiGLU
 
-// Saves gu (gate and up) and silu(gate), as the composite silu/mul pair does. Backward writes
-// both halves of the gradient straight into one [..., 2I] tensor.
+// Saves gu (gate and up) and sigmoid(gate): the same two tensors' worth of memory as the
+// composite silu/mul pair (gu and silu(gate)), but the backward then needs no exp and runs as
+// one pass writing both halves of the gradient into one [..., 2I] tensor (it was three
+// kernels on strided halves and a temporary).
+//   h = g s(g) u,  s = sigmoid:  dh/du = g s,  dh/dg = u s (1 + g (1 - s)).
 struct SwigluFn : public torch::autograd::Function<SwigluFn> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& gu) {
-    const int64_t I = gu.size(-1) / 2;
-    Tensor g = gu.narrow(-1, 0, I), u = gu.narrow(-1, I, I);
-    Tensor sg = at::silu(g);
-    ctx->save_for_backward({gu, sg});
-    return sg * u;
+  static Tensor forward(AutogradContext* ctx, const Tensor& gu_in) {
+    Tensor gu = gu_in.contiguous();
+    const int64_t I = gu.size(-1) / 2, N = gu.numel() / (2 * I);
+    Tensor sig = at::sigmoid(gu.narrow(-1, 0, I));  // ATen's vectorized exp; contiguous [.., I]
+    std::vector<int64_t> shape(gu.sizes().begin(), gu.sizes().end());
+    shape.back() = I;
+    Tensor h = at::empty(shape, gu.options());
+    const float* gp = gu.const_data_ptr<float>();
+    const float* sp = sig.const_data_ptr<float>();
+    float* hp = h.data_ptr<float>();
+    at::parallel_for(0, N, grain_rows(I), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const float* g = gp + r * 2 * I;
+        const float* u = g + I;
+        const float* s = sp + r * I;
+        float* o = hp + r * I;
+        for (int64_t j = 0; j < I; ++j) o[j] = (g[j] * s[j]) * u[j];
+      }
+    });
+    ctx->save_for_backward({gu, sig});
+    return h;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
     const Tensor& gu = saved[0];
-    const Tensor& sg = saved[1];
-    const int64_t I = gu.size(-1) / 2;
+    const Tensor& sig = saved[1];
+    Tensor dh = grads[0].contiguous();
+    const int64_t I = gu.size(-1) / 2, N = gu.numel() / (2 * I);
     Tensor out = at::empty(gu.sizes(), gu.options());
-    Tensor d_gate = out.narrow(-1, 0, I), d_up = out.narrow(-1, I, I);
-    at::mul_out(d_up, grads[0], sg);
-    at::silu_backward_out(d_gate, grads[0] * gu.narrow(-1, I, I), gu.narrow(-1, 0, I));
+    const float* gp = gu.const_data_ptr<float>();
+    const float* sp = sig.const_data_ptr<float>();
+    const float* dp = dh.const_data_ptr<float>();
+    float* op = out.data_ptr<float>();
+    at::parallel_for(0, N, grain_rows(I), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const float* g = gp + r * 2 * I;
+        const float* u = g + I;
+        const float* s = sp + r * I;
+        const float* d = dp + r * I;
+        float* dg = op + r * 2 * I;
+        float* du = dg + I;
+        for (int64_t j = 0; j < I; ++j) {
+          du[j] = d[j] * (g[j] * s[j]);
+          dg[j] = (d[j] * u[j]) * (s[j] * (1.0f + g[j] * (1.0f - s[j])));
+        }
+      }
+    });
     return {out};
   }
 };

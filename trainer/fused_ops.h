@@ -9,8 +9,8 @@
 //   rms_norm(x, w)   = x * rsqrt(mean(x^2, -1) + eps) * w          (HF Llama, fp32 statistics)
 //   rope(x, cos, sin) = x * cos + rotate_half(x) * sin              (HF Llama rotate-half)
 //   swiglu(gu)       = silu(gu[..., :I]) * gu[..., I:]              (gate and up in one tensor)
-// They save exactly the tensors the composite versions save (the memory estimate in core
-// counts those), and every output element is computed by the same arithmetic whatever the
+// They save as many bytes as the composite versions save (the memory estimate in core counts
+// those), and every output element is computed by the same arithmetic whatever the
 // thread count or the row's position, so shards and the whole agree bit for bit.
 #pragma once
 
@@ -29,8 +29,9 @@ at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
 // Returns [B, Hh, T, D] laid out as [B, T, Hh, D] in memory, as the composite ops do.
 at::Tensor fused_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
-// gu [..., 2I] (gate then up, contiguous) -> [..., I]. Backward writes the gate and up
-// gradients into one [..., 2I] tensor (no concatenation of two halves).
+// gu [..., 2I] (gate then up) -> [..., I]. Saves sigmoid(gate) (not silu(gate): same size) so
+// that the backward is one exp-free pass writing the gate and up gradients into one [..., 2I]
+// tensor (no concatenation of two halves).
 at::Tensor fused_swiglu(const at::Tensor& gu);
 
 // AdamW on contiguous fp32 CPU tensors in one pass (p, g, m, v read once, p, m, v written

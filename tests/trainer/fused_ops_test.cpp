@@ -86,6 +86,32 @@ TEST(FusedOps, SwigluMatchesComposite) {
   expect_close(gu.grad(), gu2.grad(), 1e-6, "swiglu dgate|dup");
 }
 
+TEST(FusedOps, SwigluGradientAtZeroAndLargeGates) {
+  // sigmoid saved instead of silu: no division by the gate, so g = 0 and |g| large are exact.
+  Tensor gu = at::tensor({0.0f, 30.0f, -30.0f, 1.0f, 2.0f, 3.0f}).view({1, 6}).requires_grad_(true);
+  Tensor gu2 = gu.detach().clone().requires_grad_(true);
+  Tensor gy = at::ones({1, 3});
+  fused_swiglu(gu).backward(gy);
+  swiglu_ref(gu2).backward(gy);
+  EXPECT_TRUE(at::isfinite(gu.grad()).all().item<bool>());
+  expect_close(gu.grad(), gu2.grad(), 1e-6, "swiglu grad at 0 and +-30");
+}
+
+TEST(FusedOps, SumOfSquaresMatchesCompositeWhateverTheThreadCount) {
+  at::manual_seed(7);
+  Tensor t = at::randn({100003}) * 3;
+  const double want = t.pow(2).sum(at::kDouble).item<double>();
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  const double one = fused_sum_squares(t);
+  at::set_num_threads(2);
+  const double two = fused_sum_squares(t);
+  at::set_num_threads(threads);
+  EXPECT_NEAR(one, want, 1e-9 * want);
+  EXPECT_EQ(one, two);  // fixed chunks summed in order
+  EXPECT_EQ(fused_sum_squares(at::zeros({0})), 0.0);
+}
+
 TEST(FusedOps, AdamWShardsCutAnywhereMatchTheFullTensorAndScaleOnTheFly) {
   // Large enough to be split between threads; shards cut at an odd element.
   at::manual_seed(6);
