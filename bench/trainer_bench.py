@@ -3,8 +3,9 @@
 
 For 1, 2 and 4 ranks (single; DDP = dp_replicate N; FSDP = dp_shard N) runs both
 implementations on the same model, data, sequence length and global batch, alternating them
-(`--rounds` times, best kept) so a busy machine hurts both alike. Tokens/s counts each token of
-the global batch once; MFU = tokens/s * model FLOPs per token / the CPU matmul peak measured in
+(`--rounds` times, best kept) so a busy machine hurts both alike. A run's speed is its median
+step time over the steps after `--skip` (both sides alike; a load spike moves a mean by tens of
+percent, a median barely). Tokens/s counts each token of the global batch once; MFU = tokens/s * model FLOPs per token / the CPU matmul peak measured in
 this same run (fp32 1024^3 matmuls with all cores, torch from the same venv). Writes
 bench/results/trainer.json and prints a table.
 """
@@ -44,8 +45,9 @@ def run_meshtrain(binary, shape, nproc, a, port):
         steps = [json.loads(l) for l in open(os.path.join(d, "metrics-rank0.jsonl"))]
         steps = [s for s in steps if s["type"] == "step"]
         timed = [s["step_s"] for s in steps[a.skip:]]
-        step_s = sum(timed) / len(timed)
-        return {"step_s": step_s, "tokens_per_s": a.global_batch * a.seq_len / step_s,
+        step_s = median(timed)
+        return {"step_s": step_s, "step_s_mean": sum(timed) / len(timed),
+                "tokens_per_s": a.global_batch * a.seq_len / step_s,
                 "losses": [s["loss"] for s in steps],
                 "comm_s": {k: sum(s["comm_s"][k] for s in steps[a.skip:]) / len(timed) for k in steps[0]["comm_s"]},
                 "mem_peak_bytes": max(s["mem_peak_bytes"] for s in steps)}
@@ -61,7 +63,17 @@ def run_python(mode, nproc, a, port):
     else:
         cmd = [sys.executable] + args
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
+    r = json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
+    # The same statistic as meshtrain's: the median step (a load spike on this shared machine
+    # moves a mean by tens of percent, a median barely).
+    r["step_s_mean"], r["step_s"] = r["step_s"], r["step_s_median"]
+    r["tokens_per_s"] = a.global_batch * a.seq_len / r["step_s"]
+    return r
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
 
 
 def main():
@@ -69,7 +81,7 @@ def main():
     ap.add_argument("--meshtrain", default=os.path.join(ROOT, "build", "bin", "meshtrain"))
     ap.add_argument("--data", default=os.path.join(ROOT, "resources", "data", "kjv.bin"))
     ap.add_argument("--model", default="small")
-    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--skip", type=int, default=2)
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--global-batch", type=int, default=8)
@@ -79,6 +91,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "trainer.json"))
     a = ap.parse_args()
 
+    load_start = os.getloadavg()
     peak_before = matmul_peak_gflops()
     configs = []
     for n in [int(x) for x in a.ranks.split(",")]:
@@ -111,7 +124,7 @@ def main():
         r["ratio"] = r["meshtrain"]["tokens_per_s"] / r["python"]["tokens_per_s"]
     result = {"bench": "trainer", "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "torch": torch.__version__, "cores": len(os.sched_getaffinity(0)),
-              "load_average": os.getloadavg(), "matmul_peak_gflops": {"before": peak_before, "after": peak_after},
+              "load_average_start": load_start, "load_average": os.getloadavg(), "matmul_peak_gflops": {"before": peak_before, "after": peak_after},
               "settings": {k: getattr(a, k) for k in ("model", "steps", "skip", "seq_len", "global_batch",
                                                        "micro_batch", "rounds")},
               "rows": rows}

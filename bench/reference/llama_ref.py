@@ -193,7 +193,7 @@ def main():
     step_s = sum(timed) / len(timed)
     if rank == 0:
         print(json.dumps({"impl": "python", "mode": a.mode, "world": world, "step_s": step_s,
-                          "step_s_min": min(timed), "step_s_median": sorted(timed)[len(timed) // 2],
+                          "step_s_min": min(timed), "step_s_median": float(np.median(timed)),
                           "tokens_per_s": global_tokens / step_s, "losses": losses,
                           "flops_per_token": flops_per_token(c, a.seq_len)}), flush=True)
     if world > 1:
