@@ -5,6 +5,7 @@
 #include <QBarSet>
 #include <QChart>
 #include <QGraphicsLayout>
+#include <QGraphicsScene>
 #include <QHorizontalStackedBarSeries>
 #include <QLegend>
 #include <QPainter>
@@ -25,11 +26,53 @@ BarChart::BarChart(const QString& title, Kind kind, QWidget* parent) : QChartVie
   setChart(c);
   setRenderHint(QPainter::Antialiasing, true);
   setMinimumSize(180, 140);
+  // A chart changes as a whole (axes, labels, data): repaint the viewport as one rectangle. The
+  // default (the union of every changed item's rectangle) makes the painter clip to a region of
+  // many rectangles, through which Qt's raster engine draws each grid line span by span.
+  setViewportUpdateMode(QGraphicsView::FullViewportUpdate);
+  // Every item (grid lines, labels, legend, bars) paints into its own cached pixmap, redrawn when
+  // it changes: a live page moves a few bars per frame; the rest of the chart is a few blits.
+  // Qt Charts makes new items as it lays out: each change of the scene caches the new ones.
+  connect(scene(), &QGraphicsScene::changed, this, [this] {
+    for (QGraphicsItem* item : scene()->items())
+      if (item->cacheMode() == QGraphicsItem::NoCache) item->setCacheMode(QGraphicsItem::DeviceCoordinateCache);
+  });
   apply_theme();
 }
 
 void BarChart::set_data(const QStringList& categories, const std::vector<Set>& sets, const QString& unit) {
   QChart* c = chart();
+  double top = 0;
+  {
+    std::vector<double> stack(static_cast<size_t>(categories.size()), 0.0);
+    for (const Set& s : sets)
+      for (int i = 0; i < categories.size(); ++i) {
+        const double v = i < static_cast<int>(s.values.size()) ? std::max(0.0, s.values[static_cast<size_t>(i)]) : 0.0;
+        stack[static_cast<size_t>(i)] += v;
+        top = std::max(top, kind_ == Kind::grouped ? v : stack[static_cast<size_t>(i)]);
+      }
+  }
+  std::vector<std::pair<QString, QColor>> names;
+  for (const Set& s : sets) names.emplace_back(s.name, s.color);
+  const auto shown = c->series();
+  // The same bars with new values that the value axis still fits well: move them.
+  if (categories == categories_ && names == sets_ && shown.size() == 1 && top * 1.08 <= axis_max_ && top > 0.6 * axis_max_) {
+    if (unit != unit_) {
+      unit_ = unit;
+      for (QAbstractAxis* a : c->axes())
+        if (qobject_cast<QValueAxis*>(a)) a->setTitleText(unit);
+    }
+    const auto bar_sets = static_cast<QAbstractBarSeries*>(shown.front())->barSets();
+    for (size_t k = 0; k < sets.size() && k < static_cast<size_t>(bar_sets.size()); ++k)
+      for (int i = 0; i < categories.size(); ++i) {
+        const double v = i < static_cast<int>(sets[k].values.size()) ? std::max(0.0, sets[k].values[static_cast<size_t>(i)]) : 0.0;
+        if (bar_sets[static_cast<qsizetype>(k)]->at(i) != v) bar_sets[static_cast<qsizetype>(k)]->replace(i, v);
+      }
+    return;
+  }
+  categories_ = categories;
+  sets_ = names;
+  unit_ = unit;
   c->removeAllSeries();
   for (QAbstractAxis* a : c->axes()) {
     c->removeAxis(a);
@@ -37,8 +80,6 @@ void BarChart::set_data(const QStringList& categories, const std::vector<Set>& s
   }
   QAbstractBarSeries* series = kind_ == Kind::grouped ? static_cast<QAbstractBarSeries*>(new QBarSeries)
                                                       : new QHorizontalStackedBarSeries;
-  double top = 0;
-  std::vector<double> stack(static_cast<size_t>(categories.size()), 0.0);
   bars_ = 0;
   for (const Set& s : sets) {
     auto* set = new QBarSet(s.name);
@@ -47,8 +88,6 @@ void BarChart::set_data(const QStringList& categories, const std::vector<Set>& s
     for (int i = 0; i < categories.size(); ++i) {
       const double v = i < static_cast<int>(s.values.size()) ? std::max(0.0, s.values[static_cast<size_t>(i)]) : 0.0;
       *set << v;
-      stack[static_cast<size_t>(i)] += v;
-      top = std::max(top, kind_ == Kind::grouped ? v : stack[static_cast<size_t>(i)]);
       ++bars_;
     }
     series->append(set);
@@ -60,6 +99,7 @@ void BarChart::set_data(const QStringList& categories, const std::vector<Set>& s
   auto* values = new QValueAxis;
   values->setRange(0, top > 0 ? top * 1.08 : 1);
   values->applyNiceNumbers();
+  axis_max_ = top > 0 ? values->max() : 0;
   values->setLabelFormat("%.3g");
   values->setTitleText(unit);
   if (kind_ == Kind::grouped) {

@@ -21,7 +21,9 @@ class BarChart : public QChartView {
     QColor color;
     std::vector<double> values;  // one per category
   };
-  // Rebuilds the bars (a few dozen values: cheap). `unit` titles the value axis.
+  // Shows the bars. `unit` titles the value axis. The same categories and sets as shown (a live
+  // page's every frame) only move the bars that changed: the chart, its axes and their labels
+  // are built again only when the categories, the sets or the axis range change.
   void set_data(const QStringList& categories, const std::vector<Set>& sets, const QString& unit);
   int bar_count() const { return bars_; }  // sets x categories shown (tests)
   bool save_png(const QString& path);
@@ -31,6 +33,10 @@ class BarChart : public QChartView {
   Kind kind_;
   QString title_;
   int bars_ = 0;
+  QStringList categories_;
+  std::vector<std::pair<QString, QColor>> sets_;
+  QString unit_;
+  double axis_max_ = 0;  // the value axis' maximum
 };
 
 }  // namespace meshwork::ui

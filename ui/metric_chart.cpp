@@ -47,6 +47,11 @@ void fit_axis(QValueAxis* axis, double lo, double hi, bool from_zero) {
   axis->setRange(lo, hi);
   axis->applyNiceNumbers();
 }
+// 1, 2 or 5 x 10^k, the nearest to `raw`.
+double nice_step(double raw) {
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  return raw / mag < 1.5 ? mag : raw / mag < 3.5 ? 2 * mag : raw / mag < 7.5 ? 5 * mag : 10 * mag;
+}
 }  // namespace
 
 MetricChart::MetricChart(const QString& title, QWidget* parent) : QChartView(parent), title_(title) {
@@ -66,66 +71,89 @@ MetricChart::MetricChart(const QString& title, QWidget* parent) : QChartView(par
   c->addAxis(x_, Qt::AlignBottom);
   c->addAxis(y_, Qt::AlignLeft);
   setChart(c);
+  nice_ = new QValueAxis(this);
+  // Whatever changes in the scene (Qt Charts' items only: the data is not in it) redraws the frame.
+  connect(scene(), &QGraphicsScene::changed, this, [this] { frame_dirty_ = true; });
   setRenderHint(QPainter::Antialiasing, true);
   setRubberBand(QChartView::HorizontalRubberBand);
+  // A chart changes as a whole (axes, labels, data): repaint the viewport as one rectangle. The
+  // default (the union of every changed item's rectangle) makes the painter clip to a region of
+  // many rectangles, through which Qt's raster engine draws each grid line span by span.
+  setViewportUpdateMode(QGraphicsView::FullViewportUpdate);
   setMinimumSize(180, 150);
   set_title(title);
   apply_theme();
 }
 
-QLineSeries* MetricChart::make_line(const LineStyle& style) {
+QLineSeries* MetricChart::make_proxy(const QPen& pen) {
   auto* s = new QLineSeries(chart());
-  QColor color = style.color;
-  color.setAlphaF(style.opacity);
-  QPen pen(color, style.width, style.pen);
-  pen.setCapStyle(Qt::SquareCap);  // round caps: an arc per segment (Qt Charts strokes segments one by one)
   s->setPen(pen);
   return s;
 }
 
-int MetricChart::add_line(const QString& name, const LineStyle& style) {
-  QLineSeries* s = make_line(style);
-  s->setName(name);
+void MetricChart::attach(QAbstractSeries* s, bool right) {
   chart()->addSeries(s);
   s->attachAxis(x_);
-  if (style.right_axis) {
-    if (!y_right_) {
-      y_right_ = new QValueAxis(chart());
-      y_right_->setLabelFormat("%.3g");
-      y_right_->setTickCount(5);
-      y_right_->setGridLineVisible(false);
-      chart()->addAxis(y_right_, Qt::AlignRight);
-      apply_theme();
-    }
-    s->attachAxis(y_right_);
-  } else {
+  if (!right) {
     s->attachAxis(y_);
+    return;
   }
+  if (!y_right_) {
+    y_right_ = new QValueAxis(chart());
+    y_right_->setLabelFormat("%.3g");
+    y_right_->setTickCount(5);
+    y_right_->setGridLineVisible(false);
+    chart()->addAxis(y_right_, Qt::AlignRight);
+    apply_theme();
+  }
+  s->attachAxis(y_right_);
+}
+
+int MetricChart::add_line(const QString& name, const LineStyle& style) {
+  QColor color = style.color;
+  color.setAlphaF(style.opacity);
+  QPen pen(color, style.width, style.pen);
+  pen.setCapStyle(Qt::SquareCap);
+  pen.setJoinStyle(Qt::BevelJoin);
+  QLineSeries* s = make_proxy(pen);
+  s->setName(name);
+  attach(s, style.right_axis);
   if (!style.legend)
     for (QLegendMarker* m : chart()->legend()->markers(s)) m->setVisible(false);
-  lines_.push_back(Line{s, nullptr, nullptr, style.right_axis, false, {}});
+  PlotSeries ps;
+  ps.pen = pen;
+  ps.right = style.right_axis;
+  auto& series = plot_.series();
+  series.insert(series.begin() + static_cast<std::ptrdiff_t>(lines_.size()), std::move(ps));  // under the reference line
+  lines_.push_back(Line{s, style.right_axis, false, {}});
+  data_changed();
   return static_cast<int>(lines_.size()) - 1;
 }
 
 int MetricChart::add_area(const QString& name, const QColor& color) {
-  auto* upper = new QLineSeries(chart());
-  auto* lower = new QLineSeries(chart());
-  auto* area = new QAreaSeries(upper, lower);
+  auto* area = new QAreaSeries(new QLineSeries(chart()), new QLineSeries(chart()));
   area->setName(name);
   QColor fill = color;
   fill.setAlphaF(0.85);
   area->setBrush(fill);
   area->setPen(QPen(color.darker(115), 1.0));
-  chart()->addSeries(area);
-  area->attachAxis(x_);
-  area->attachAxis(y_);
-  lines_.push_back(Line{area, upper, lower, false, true, {}});
+  attach(area, false);
+  PlotSeries ps;
+  ps.area = true;
+  ps.brush = fill;
+  ps.pen = area->pen();
+  auto& series = plot_.series();
+  series.insert(series.begin() + static_cast<std::ptrdiff_t>(lines_.size()), std::move(ps));
+  lines_.push_back(Line{area, false, true, {}});
+  data_changed();
   return static_cast<int>(lines_.size()) - 1;
 }
 
 void MetricChart::clear_series() {
   chart()->removeAllSeries();  // deletes them
   lines_.clear();
+  plot_.series().clear();
+  data_changed();
   reference_ = nullptr;
   if (y_right_) {
     chart()->removeAxis(y_right_);
@@ -136,122 +164,134 @@ void MetricChart::clear_series() {
 
 void MetricChart::set_points(int line, const std::vector<store::Point>& points, double scale) {
   if (line < 0 || line >= line_count() || lines_[line].area) return;
-  QList<QPointF> pts;
-  pts.reserve(static_cast<qsizetype>(points.size()));
+  std::vector<QPointF> pts;
+  pts.reserve(points.size());
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
   for (const store::Point& p : points) {
     const double y = p.y * scale;
     if (!std::isfinite(y) || !std::isfinite(p.x)) continue;  // a NaN loss has no place on a line
-    pts.append(QPointF(p.x, y));
+    pts.emplace_back(p.x, y);
     x0 = std::min(x0, p.x);
     x1 = std::max(x1, p.x);
     y0 = std::min(y0, y);
     y1 = std::max(y1, y);
   }
-  lines_[line].bounds = pts.isEmpty() ? QRectF() : corners(x0, y0, x1, y1);
-  lines_[line].points = std::move(pts);
-  lines_[line].pending = true;
-}
-
-// Before the axes change: changed lines hold no points (their geometry is recomputed on every
-// range change, for nothing: the points are about to be replaced). After: their points, once.
-void MetricChart::flush_pending(bool before_axes) {
-  for (Line& l : lines_) {
-    if (!l.pending) continue;
-    if (before_axes) {
-      if (l.area) {
-        if (l.upper->count()) l.upper->clear();
-        if (l.lower->count()) l.lower->clear();
-      } else if (auto* s = static_cast<QLineSeries*>(l.series); s->count()) {
-        s->clear();
-      }
-      continue;
-    }
-    if (l.area) {
-      l.lower->replace(l.lower_points);
-      l.upper->replace(l.points);
-      l.lower_points.clear();
-    } else {
-      l.shown = static_cast<int>(l.points.size());
-      static_cast<QLineSeries*>(l.series)->replace(split_tall(l.points, l.right ? y_right_ : y_));
-    }
-    l.points.clear();
-    l.pending = false;
-  }
-}
-
-// Qt Charts draws a line one drawLine() per segment, and Qt's raster engine (6.4) hands every
-// blend of more than ~96 spans to its GUI thread pool and waits for it: a segment more than ~40
-// pixels tall (min/max columns of a noisy metric are) costs two thread hand-overs, which on a
-// busy machine made one Compare paint 0.5-1.5 s. Tall segments are cut into collinear pieces of
-// at most kMaxRows pixel rows: the same picture, every blend done inline.
-QList<QPointF> MetricChart::split_tall(const QList<QPointF>& points, const QValueAxis* y) const {
-  constexpr double kMaxRows = 24;
-  const double rows = chart()->plotArea().height() > 0 ? chart()->plotArea().height() : height();
-  const double span = y ? y->max() - y->min() : 0;
-  if (points.size() < 2 || !(span > 0) || !(rows > 0) || !std::isfinite(span)) return points;
-  const double max_dy = span * kMaxRows / rows;
-  QList<QPointF> out;
-  out.reserve(points.size());
-  out.append(points.front());
-  for (qsizetype i = 1; i < points.size(); ++i) {
-    const QPointF a = points[i - 1], b = points[i];
-    const double pieces = std::ceil(std::abs(b.y() - a.y()) / max_dy);
-    for (int k = 1; k < pieces && k < 4096; ++k) {
-      const double t = k / pieces;
-      out.append(QPointF(a.x() + t * (b.x() - a.x()), a.y() + t * (b.y() - a.y())));
-    }
-    out.append(b);
-  }
-  return out;
+  PlotSeries& ps = plot_.series()[static_cast<size_t>(line)];
+  if (pts == ps.points) return;  // the same picture: nothing to draw
+  lines_[line].bounds = pts.empty() ? QRectF() : corners(x0, y0, x1, y1);
+  ps.sorted = std::is_sorted(pts.begin(), pts.end(), [](const QPointF& a, const QPointF& b) { return a.x() < b.x(); });
+  ps.points = std::move(pts);
+  data_changed();
 }
 
 void MetricChart::set_stack(const std::vector<double>& x, const std::vector<std::vector<double>>& layers) {
   std::vector<double> base(x.size(), 0.0);
   size_t layer = 0;
-  for (Line& l : lines_) {
+  const bool sorted = std::is_sorted(x.begin(), x.end());
+  bool changed = false;
+  for (size_t i = 0; i < lines_.size(); ++i) {
+    Line& l = lines_[i];
     if (!l.area) continue;
-    QList<QPointF> lo, up;
-    lo.reserve(static_cast<qsizetype>(x.size()));
-    up.reserve(static_cast<qsizetype>(x.size()));
+    std::vector<QPointF> lo, up;
+    lo.reserve(x.size());
+    up.reserve(x.size());
     double y1 = 0;
     for (size_t k = 0; k < x.size(); ++k) {
       const double v = layer < layers.size() && k < layers[layer].size() && std::isfinite(layers[layer][k])
                            ? std::max(0.0, layers[layer][k]) : 0.0;
-      lo.append(QPointF(x[k], base[k]));
+      lo.emplace_back(x[k], base[k]);
       base[k] += v;
-      up.append(QPointF(x[k], base[k]));
+      up.emplace_back(x[k], base[k]);
       y1 = std::max(y1, base[k]);
     }
-    l.bounds = x.empty() ? QRectF() : corners(x.front(), 0, x.back(), y1);
-    l.lower_points = std::move(lo);
-    l.points = std::move(up);
-    l.pending = true;
     ++layer;
+    PlotSeries& ps = plot_.series()[i];
+    if (up == ps.points && lo == ps.lower) continue;
+    l.bounds = x.empty() ? QRectF() : corners(x.front(), 0, x.back(), y1);
+    ps.lower = std::move(lo);
+    ps.points = std::move(up);
+    ps.sorted = sorted;
+    changed = true;
   }
+  if (changed) data_changed();
 }
 
 void MetricChart::set_reference(std::optional<double> y, const QString& label, const QColor& color) {
   reference_y_ = y;
+  auto& series = plot_.series();
+  const bool have = series.size() > lines_.size();
   if (!y) {
-    if (reference_) reference_->setVisible(false);
+    if (reference_ && reference_->isVisible()) reference_->setVisible(false);
+    if (have && series.back().visible) {
+      series.back().visible = false;
+      data_changed();
+    }
     return;
   }
+  QPen pen(color, 1.4, Qt::DashLine);
+  pen.setCapStyle(Qt::SquareCap);
   if (!reference_) {
-    reference_ = make_line(LineStyle{color, 1.4, 1.0, Qt::DashLine, true, false});
-    chart()->addSeries(reference_);
-    reference_->attachAxis(x_);
-    reference_->attachAxis(y_);
+    reference_ = make_proxy(pen);
+    attach(reference_, false);
   }
-  reference_->setName(label);
+  if (reference_->name() != label) reference_->setName(label);
+  if (reference_->pen() != pen) reference_->setPen(pen);
   reference_->setVisible(true);
+  if (!have) {
+    series.push_back(PlotSeries{});
+    series.back().visible = false;
+  }
+  PlotSeries& ps = series.back();
+  if (!ps.visible || ps.pen != pen || ps.points.empty() || ps.points.front().y() != *y) {
+    ps.pen = pen;
+    ps.visible = true;
+    ps.points = {{-1e300, *y}, {1e300, *y}};  // across whatever range is shown
+    ps.sorted = false;
+    data_changed();
+  }
 }
 
 int MetricChart::point_count(int line) const {
   if (line < 0 || line >= line_count()) return 0;
-  const Line& l = lines_[line];
-  if (l.pending) return static_cast<int>(l.points.size());
-  return l.area ? static_cast<int>(l.upper->count()) : l.shown;  // data points, not split_tall()'s pieces
+  return static_cast<int>(plot_.series()[static_cast<size_t>(line)].points.size());
+}
+
+QPointF MetricChart::map_to_widget(QPointF data, int line) const {
+  const bool right = line >= 0 && line < line_count() && lines_[static_cast<size_t>(line)].right;
+  const QPointF scene_pos = chart()->mapToScene(PlotLayer::map(data, right, chart()->plotArea(), ranges()));
+  return viewport()->mapTo(this, viewportTransform().map(scene_pos));
+}
+
+void MetricChart::data_changed() {
+  plot_.changed();
+  const QRectF area = viewportTransform().mapRect(chart()->mapRectToScene(chart()->plotArea()));
+  viewport()->update(area.toAlignedRect().adjusted(-2, -2, 2, 2));
+}
+
+PlotRanges MetricChart::ranges() const {
+  PlotRanges r{x_->min(), x_->max(), y_->min(), y_->max(), 0, 0, y_right_ != nullptr};
+  if (y_right_) r.r0 = y_right_->min(), r.r1 = y_right_->max();
+  return r;
+}
+
+void MetricChart::paintEvent(QPaintEvent*) {
+  QPainter p(viewport());
+  const qreal dpr = p.device()->devicePixelRatio();
+  const QSize size = viewport()->size();
+  if (frame_dirty_ || frame_.size() != size * dpr || frame_.devicePixelRatio() != dpr) {
+    frame_ = QPixmap(size * dpr);
+    frame_.setDevicePixelRatio(dpr);
+    frame_.fill(backgroundBrush().color());
+    QPainter fp(&frame_);
+    fp.setRenderHints(renderHints());
+    scene()->render(&fp, QRectF(QPointF(0, 0), QSizeF(size)), mapToScene(viewport()->rect()).boundingRect());
+    frame_dirty_ = false;
+    ++frames_rendered_;
+  }
+  p.drawPixmap(0, 0, frame_);
+  p.setRenderHints(renderHints());
+  p.setTransform(chart()->sceneTransform() * viewportTransform());
+  plot_.paint(&p, chart()->plotArea(), ranges());
 }
 
 void MetricChart::set_axis_titles(const QString& x, const QString& y, const QString& y_right) {
@@ -276,42 +316,64 @@ void MetricChart::set_note(const QString& note) {
 void MetricChart::rescale() {
   QRectF left, right;
   for (const Line& l : lines_) {
-    if (!l.series->isVisible()) continue;
+    if (!l.proxy->isVisible()) continue;
     (l.right ? right : left) = unite(l.right ? right : left, l.bounds);
   }
   const QRectF all = unite(left, right);
-  flush_pending(true);
-  struct Flush {  // whatever path leaves, the lines get their points
-    MetricChart* c;
-    ~Flush() { c->flush_pending(false); }
-  } flush{this};
   if (all.isNull()) return;
   double x0 = all.left(), x1 = all.right();
   if (zoom_) std::tie(x0, x1) = *zoom_;
   if (!std::isfinite(x0) || !std::isfinite(x1)) return;
   // One point (a zero-width box of 1e-300, see corners()) or a zero-width zoom: show one unit.
   if (x1 - x0 < 1e-9 * std::max(1.0, std::abs(x0))) x1 = x0 + 1;
-  // Ticks at round values (1, 2 or 5 x 10^k apart), never at 1.4 steps. Qt lays ticks out on
-  // every setter, walking from the anchor in interval steps: the old interval must never meet a
-  // wider new range (2e-301 apart over 5 steps is 10^301 ticks), so ticks are fixed while the
-  // range changes, and the anchor sits next to the range start.
-  const double raw = (x1 - x0) / 5.0, mag = std::pow(10.0, std::floor(std::log10(raw)));
-  const double nice = raw / mag < 1.5 ? mag : raw / mag < 3.5 ? 2 * mag : raw / mag < 7.5 ? 5 * mag : 10 * mag;
+  if (growing_ && !zoom_) {
+    const double q = nice_step((x1 - x0) / 5.0) / 4;
+    x1 = std::max(x1, std::ceil(x1 / q) * q);
+  }
+  set_x_range(x0, x1);
+  if (!left.isNull()) {
+    double lo = left.top(), hi = left.bottom();
+    if (reference_y_ && reference_ && reference_->isVisible()) hi = std::max(hi, *reference_y_);
+    // Rates, times and sizes start at zero; a loss or a learning rate is read by its shape.
+    fit_y(y_, lo, hi, lo >= 0 && lo < 0.35 * hi);
+  }
+  if (y_right_ && !right.isNull()) fit_y(y_right_, right.top(), right.bottom(), right.top() >= 0);
+}
+
+// The nice range is worked out on an axis no chart shows; the real one is set only when that
+// differs from what it shows (every setter lays the chart and its labels out again).
+void MetricChart::fit_y(QValueAxis* axis, double lo, double hi, bool from_zero) {
+  nice_->setTickCount(5);
+  fit_axis(nice_, lo, hi, from_zero);
+  if (axis->min() == nice_->min() && axis->max() == nice_->max() && axis->tickCount() == nice_->tickCount()) return;
+  axis->setRange(nice_->min(), nice_->max());
+  axis->setTickCount(nice_->tickCount());
+}
+
+void MetricChart::set_growing(bool growing) {
+  if (growing == growing_) return;
+  growing_ = growing;
+  x_asked_.reset();
+}
+
+// Ticks at round values (1, 2 or 5 x 10^k apart), never at 1.4 steps. Qt lays ticks out on
+// every setter, walking from the anchor in interval steps: the old interval must never meet a
+// wider new range (2e-301 apart over 5 steps is 10^301 ticks), so ticks are fixed while the
+// range changes, and the anchor sits next to the range start.
+void MetricChart::set_x_range(double x0, double x1) {
+  if (x_asked_ == std::array<double, 2>{x0, x1} && x_->min() == x0 && x_->max() == x1) return;
+  x_asked_ = std::array<double, 2>{x0, x1};
+  const double nice = nice_step((x1 - x0) / 5.0);
+  const double anchor = std::floor(x0 / nice) * nice;
+  if (x_->tickInterval() == nice && x_->tickAnchor() == anchor && x_->tickType() == QValueAxis::TicksDynamic) {
+    x_->setRange(x0, x1);  // the same ticks: one layout
+    return;
+  }
   x_->setTickType(QValueAxis::TicksFixed);
   x_->setRange(x0, x1);
   x_->setTickInterval(nice);
-  x_->setTickAnchor(std::floor(x0 / nice) * nice);
+  x_->setTickAnchor(anchor);
   x_->setTickType(QValueAxis::TicksDynamic);
-  if (!left.isNull()) {
-    double lo = left.top(), hi = left.bottom();
-    if (reference_y_ && reference_ && reference_->isVisible()) {
-      hi = std::max(hi, *reference_y_);
-      reference_->replace(QList<QPointF>{{x0, *reference_y_}, {x1, *reference_y_}});
-    }
-    // Rates, times and sizes start at zero; a loss or a learning rate is read by its shape.
-    fit_axis(y_, lo, hi, lo >= 0 && lo < 0.35 * hi);
-  }
-  if (y_right_ && !right.isNull()) fit_axis(y_right_, right.top(), right.bottom(), right.top() >= 0);
 }
 
 void MetricChart::set_zoom(std::optional<std::pair<double, double>> range) {

@@ -114,7 +114,10 @@ std::shared_ptr<MonitorFrame> load_monitor_frame(store::RunStore* store, store::
   f->mfu = one("mfu", shown, agg);
   f->step_s = one("step_s", shown, agg);
   f->compute = one("compute_s", shown, agg);
-  for (int a = 0; a < 4; ++a) f->comm[a] = one(kCommKeys[a], shown, agg);
+  // An axis of size 1 never communicates (the page draws no layer for it): not queried.
+  constexpr Axis kAxes[4] = {Axis::dp_replicate, Axis::dp_shard, Axis::cp, Axis::tp};
+  for (int a = 0; a < 4; ++a)
+    if (f->shape.size(kAxes[a]) > 1) f->comm[a] = one(kCommKeys[a], shown, agg);
   if (f->world <= kMaxRankLines) {
     for (int r = 0; r < f->world; ++r) {
       f->mem.push_back(one("mem_bytes", r, store::Aggregate::none));
@@ -129,6 +132,7 @@ std::shared_ptr<MonitorFrame> load_monitor_frame(store::RunStore* store, store::
       std::array<double, 5> b{};
       last.rank = r;
       for (int k = 0; k < 5; ++k) {
+        if (k < 4 && f->shape.size(kAxes[k]) <= 1) continue;
         last.key = k < 4 ? kCommKeys[k] : "compute_s";
         if (auto s = store->query_series(last); s && !s->empty() && !(*s)[0].points.empty())
           b[k] = (*s)[0].points.back().y;

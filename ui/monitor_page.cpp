@@ -385,12 +385,15 @@ void MonitorPage::draw(const std::shared_ptr<const MonitorFrame>& fp) {
     return;
   }
   draw_header(f);
+  const bool growing = f.summary.status == store::kStatusRunning || f.summary.status == store::kStatusCreated;
+  for (MetricChart* c : {loss_, lr_, grad_, tput_, mem_, comm_}) c->set_growing(growing);
   if (series_world_ != f.world || !(series_shape_ == f.shape)) rebuild_series(f);
 
   loss_->set_points(0, f.loss);
   loss_->set_points(1, smooth(f.loss, smoothing_weight_));
+  // (Worded so it changes with the run's size, not with every frame's count of decimated points.)
   loss_->set_note(f.source_points > static_cast<int64_t>(f.loss.size())
-                      ? tr("%1 of %2 points drawn").arg(f.loss.size()).arg(f.source_points)
+                      ? tr("min/max per pixel of %1 points").arg(format_count(static_cast<double>(f.source_points)))
                       : QString());
   lr_->set_points(0, f.lr);
   grad_->set_points(0, f.grad_norm);

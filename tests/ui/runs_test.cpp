@@ -7,7 +7,6 @@
 #include <QFile>
 #include <QLabel>
 #include <QLineEdit>
-#include <QLineSeries>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QTableView>
@@ -292,42 +291,6 @@ class RunsTest : public QObject {
                qPrintable(QString::number(x->tickInterval())));
     }
     QVERIFY(!c.grab().isNull());
-  }
-
-  // A noisy metric's min/max columns are tall segments: the chart hands Qt Charts collinear
-  // pieces of at most 24 pixel rows (Qt 6.4 blends > ~96 spans on its thread pool, per segment),
-  // keeping every data point, in order, and reporting the data's point count.
-  void tallSegmentsAreCutIntoShortCollinearPieces() {
-    MetricChart c(QStringLiteral("grad_norm"));
-    c.resize(600, 300);
-    c.show();
-    const int line = c.add_line(QStringLiteral("g"), MetricChart::LineStyle{Qt::blue});
-    std::vector<store::Point> pts;
-    for (int i = 0; i < 200; ++i) pts.push_back({static_cast<double>(i), i % 2 ? 100.0 : 0.0});
-    c.set_points(line, pts);
-    c.rescale();
-    QCoreApplication::processEvents();
-    c.set_points(line, pts);  // again, now that the plot area is laid out
-    c.rescale();
-    QCOMPARE(c.point_count(line), 200);
-    auto* s = qobject_cast<QLineSeries*>(c.chart()->series().value(0));
-    QVERIFY(s);
-    const QList<QPointF> shown = s->points();
-    QVERIFY2(shown.size() > 200 * 3, qPrintable(QString::number(shown.size())));  // ~190 rows per segment here
-    qsizetype next = 0;  // every data point appears, in order
-    for (qsizetype k = 0; k < shown.size(); ++k) {
-      if (next < 200 && shown[k] == QPointF(pts[static_cast<size_t>(next)].x, pts[static_cast<size_t>(next)].y)) ++next;
-      if (k == 0) continue;
-      const QPointF a = c.chart()->mapToPosition(shown[k - 1], s), b = c.chart()->mapToPosition(shown[k], s);
-      QVERIFY2(std::abs(b.y() - a.y()) <= 24.5, qPrintable(QStringLiteral("piece %1: %2 rows").arg(k).arg(std::abs(b.y() - a.y()))));
-      // collinear: a piece lies on the data segment it was cut from (x between two data steps)
-      const double x0 = std::floor(shown[k - 1].x()), y0 = pts[static_cast<size_t>(x0)].y;
-      if (shown[k].x() <= x0 + 1 && x0 + 1 < 200) {
-        const double y1 = pts[static_cast<size_t>(x0) + 1].y;
-        QVERIFY(std::abs(shown[k].y() - (y0 + (shown[k].x() - x0) * (y1 - y0))) < 1e-6);
-      }
-    }
-    QCOMPARE(next, qsizetype{200});
   }
 
   void configDiffAndSmoothingRules() {
