@@ -5,6 +5,7 @@
 #include <QBarSet>
 #include <QChart>
 #include <QGraphicsLayout>
+#include <QGraphicsLineItem>
 #include <QGraphicsScene>
 #include <QHorizontalStackedBarSeries>
 #include <QLegend>
@@ -30,12 +31,14 @@ BarChart::BarChart(const QString& title, Kind kind, QWidget* parent) : QChartVie
   // default (the union of every changed item's rectangle) makes the painter clip to a region of
   // many rectangles, through which Qt's raster engine draws each grid line span by span.
   setViewportUpdateMode(QGraphicsView::FullViewportUpdate);
-  // Every item (grid lines, labels, legend, bars) paints into its own cached pixmap, redrawn when
-  // it changes: a live page moves a few bars per frame; the rest of the chart is a few blits.
-  // Qt Charts makes new items as it lays out: each change of the scene caches the new ones.
+  // Grid and axis lines (most of a repaint: Qt strokes each antialiased line pixel by pixel) paint
+  // into their own cached pixmaps, redrawn when they change: a live page moves a few bars per
+  // frame. Qt Charts makes new lines as it lays out: each change of the scene caches the new ones.
+  // (Text items are left alone: cached, Qt Charts' labels and titles went blank.)
   connect(scene(), &QGraphicsScene::changed, this, [this] {
     for (QGraphicsItem* item : scene()->items())
-      if (item->cacheMode() == QGraphicsItem::NoCache) item->setCacheMode(QGraphicsItem::DeviceCoordinateCache);
+      if (item->type() == QGraphicsLineItem::Type && item->cacheMode() == QGraphicsItem::NoCache)
+        item->setCacheMode(QGraphicsItem::DeviceCoordinateCache);
   });
   apply_theme();
 }
