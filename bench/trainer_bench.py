@@ -110,7 +110,8 @@ def main():
             configs.append(("single", 1, [], "single"))
         else:
             configs.append((f"DDP {n}", n, ["--dp-replicate", str(n)], "ddp"))
-            configs.append((f"FSDP {n}", n, ["--dp-shard", str(n)], "fsdp"))
+            # The reference reduce-scatters once per step (set_requires_gradient_sync(last)).
+            configs.append((f"FSDP {n}", n, ["--dp-shard", str(n), "--fsdp-grad-sync", "step"], "fsdp"))
     port = 31000 + os.getpid() % 1000 * 10
     rows = []
     for name, n, shape, mode in configs:

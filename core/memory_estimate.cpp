@@ -246,8 +246,9 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
     add(out.gather_buffers, "fsdp.unsharded_grad", grad_unsharded,
         f("max(layer %lld, root %lld) params x %lld B", Lp, Rp, c + (bf16 ? 4 : 0)));
     if (k.fsdp_reduce_once_per_step && q.grad_accum_steps > 1) {
-      // Summed over the micro-batches before the last one, reduce-scattered in the last
-      // backward: at its peak (its start) every unit still holds its full fp32 sum.
+      // --fsdp-grad-sync step: summed over the micro-batches before the last one,
+      // reduce-scattered in the last backward: at its peak (its start) every unit still holds
+      // its full fp32 sum.
       add(out.gather_buffers, "fsdp.accumulated_grads", 4 * layout.total_numel(),
           f("4 B x %lld unsharded parameters (gradients summed over %lld micro-batches)",
             layout.total_numel(), q.grad_accum_steps));

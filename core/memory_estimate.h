@@ -50,11 +50,11 @@ struct MemoryModel {
   bool ddp_unit_buckets = true;
   // zero_grad(set_to_none = true), LibTorch's default: gradients are rebuilt during backward.
   bool grads_freed_between_steps = true;
-  // FSDP with gradient accumulation (meshtrain; FSDP2's set_requires_gradient_sync(False) on
-  // all but the last micro-batch): each unit's unsharded fp32 gradient is summed locally and
-  // reduce-scattered once per step, so every unit's full gradient is held between
-  // micro-batches. false: reduce-scatter every micro-batch (FSDP2's default).
-  bool fsdp_reduce_once_per_step = true;
+  // FSDP with gradient accumulation, meshtrain's --fsdp-grad-sync: false (default, FSDP2's
+  // default) reduce-scatters every micro-batch; true (FSDP2's set_requires_gradient_sync(False)
+  // on all but the last micro-batch) sums each unit's unsharded fp32 gradient locally and
+  // reduce-scatters once per step, so every unit's full gradient is held between micro-batches.
+  bool fsdp_reduce_once_per_step = false;
 };
 
 struct MemoryQuery {

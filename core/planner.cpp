@@ -124,6 +124,7 @@ Result<Plan> make_plan(const PlanQuery& q) {
     tq.activation_checkpointing = q.activation_checkpointing;
     tq.hardware = q.hardware;
     tq.sequence_parallel = q.memory.sequence_parallel;
+    tq.fsdp_reduce_once_per_step = q.memory.fsdp_reduce_once_per_step;
     tq.vocab_parallel = q.memory.vocab_parallel;
     e.time = estimate_time(tq);
     plan.shapes.push_back(std::move(e));

@@ -136,14 +136,16 @@ TimeEstimate estimate_time(const TimeQuery& q) {
 
   // FSDP over dp_shard x cp (charged to dp_shard): every micro-batch all-gathers the parameters
   // in the compute dtype for forward and again for backward (reshard after forward); the fp32
-  // gradients are reduce-scattered once per step (no sync on accumulation micro-batches).
+  // gradients are reduce-scattered every micro-batch, or once per step with
+  // fsdp_reduce_once_per_step (no sync on accumulation micro-batches).
   if (n_fsdp > 1) {
     AxisComm& ax = out.comm[static_cast<int>(Axis::dp_shard)];
     const double bw = link(GroupKind::dp_shard_cp, ax);
     const double P = static_cast<double>(layout.total_numel());
-    ax.bytes = ga * 2 * ring_ag_bytes(P * c, n_fsdp) + ring_ag_bytes(P * 4, n_fsdp);
+    const double reductions = q.fsdp_reduce_once_per_step ? 1.0 : ga;
+    ax.bytes = ga * 2 * ring_ag_bytes(P * c, n_fsdp) + reductions * ring_ag_bytes(P * 4, n_fsdp);
     const int modules = static_cast<int>(m.num_hidden_layers) + 1;
-    ax.collectives = static_cast<int>(ga) * 2 * modules + modules;
+    ax.collectives = static_cast<int>(ga) * 2 * modules + static_cast<int>(reductions) * modules;
     ax.seconds = ax.bytes / bw + ax.collectives * (n_fsdp - 1) * hw.latency_s;
   }
 

@@ -54,6 +54,9 @@ struct TimeQuery {
   HardwareModel hardware;
   bool sequence_parallel = true;
   bool vocab_parallel = true;
+  // FSDP with accumulation: reduce-scatter once per step (meshtrain --fsdp-grad-sync step) or
+  // every micro-batch (false, the default).
+  bool fsdp_reduce_once_per_step = false;
 };
 
 struct AxisComm {

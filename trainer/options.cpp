@@ -116,6 +116,14 @@ const std::vector<Flag>& flags() {
          o.sequence_parallel = v == "on";
          return {};
        }},
+      {"--fsdp-grad-sync", "micro-batch|step",
+       "FSDP with gradient accumulation: reduce-scatter every micro-batch (default; shard-sized gradients) "
+       "or once per step (less traffic; holds every unit's unsharded fp32 gradient between micro-batches)",
+       [](TrainerOptions& o, const std::string& v) -> Status {
+         if (v != "micro-batch" && v != "step") return Error{"--fsdp-grad-sync", v, "micro-batch or step"};
+         o.fsdp_grad_sync_per_step = v == "step";
+         return {};
+       }},
       {"--precision", "fp32|bf16", "compute precision (fp32 master weights either way)",
        [](TrainerOptions& o, const std::string& v) -> Status {
          auto r = parse_precision(v, "--precision");
@@ -287,6 +295,7 @@ std::vector<std::string> to_args(const TrainerOptions& o) {
   add("--cp", std::to_string(o.mesh.cp));
   add("--tp", std::to_string(o.mesh.tp));
   add("--sequence-parallel", o.sequence_parallel ? "on" : "off");
+  add("--fsdp-grad-sync", o.fsdp_grad_sync_per_step ? "step" : "micro-batch");
   add("--precision", std::string(to_string(t.precision)));
   add("--activation-checkpointing", std::string(to_string(t.activation_checkpointing)));
   add("--device", std::string(to_string(t.device)));

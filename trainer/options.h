@@ -19,6 +19,10 @@ struct TrainerOptions {
   TrainingConfig training;          // steps, seq_len, batches, lr, warmup, seed, precision, ...
   MeshShape mesh;                   // one axis may be -1 (auto)
   bool sequence_parallel = true;    // tp > 1: norms/residuals sharded over tp along the sequence
+  // FSDP with gradient accumulation: false reduce-scatters every micro-batch (FSDP2's default,
+  // shard-sized gradients only); true sums the unsharded gradient locally and reduce-scatters once
+  // per step (less communication, every unit's fp32 gradient held between micro-batches).
+  bool fsdp_grad_sync_per_step = false;
   std::string metrics;              // empty: rank 0's stdout (+ per-rank files in run_dir)
   std::string run_dir = "meshtrain-run";
   std::string checkpoint_dir;       // empty: run_dir/checkpoints

@@ -56,16 +56,17 @@ struct UnshardFunction : public torch::autograd::Function<UnshardFunction> {
     // Reduce in fp32 (FSDP2 reduce_dtype), over the padded length the shards tile.
     Tensor g = grads[0].to(at::kFloat).reshape(-1);
     if (u.padded > u.numel) g = at::constant_pad_nd(g, {0, u.padded - u.numel});
-    // Gradient accumulation as FSDP2's set_requires_gradient_sync(False) on every micro-batch
-    // but the last: the full gradient is summed locally and reduce-scattered once per step
-    // (core's time and memory estimates count it so: one reduce-scatter, plus the unsharded
-    // fp32 gradients held between micro-batches).
+    // --fsdp-grad-sync step: as FSDP2's set_requires_gradient_sync(False) on every micro-batch
+    // but the last, the full gradient is summed locally and reduce-scattered once per step
+    // (core's estimates with fsdp_reduce_once_per_step count one reduce-scatter and the
+    // unsharded fp32 gradients held between micro-batches). Otherwise every backward
+    // reduce-scatters and the shard gradients accumulate.
     if (u.grad_accum.defined()) {
       u.grad_accum.add_(g);
       g = std::move(u.grad_accum);
       u.grad_accum = Tensor();
     }
-    if (!dp->sync_armed_) {
+    if (!dp->sync_armed_ && dp->options_.fsdp_grad_sync_per_step) {
       // Owned here and summed into in place: never alias the incoming gradient.
       u.grad_accum = g.is_same(grads[0]) || g.is_alias_of(grads[0]) ? g.clone() : g.contiguous();
       return {Tensor(), Tensor(), Tensor()};

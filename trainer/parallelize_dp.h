@@ -58,6 +58,9 @@ struct DataParallelOptions {
   at::ScalarType compute_dtype = at::kFloat;
   at::Device device = at::kCPU;
   int64_t bucket_bytes = 25 << 20;
+  // FSDP: sum the unsharded gradient over the micro-batches and reduce-scatter it once, in the
+  // last backward (--fsdp-grad-sync step); false: reduce-scatter in every backward.
+  bool fsdp_grad_sync_per_step = false;
   uint64_t seed = 0;
   // Turns a unit's full flat fp32 parameters into the piece this rank's model reads (a tensor
   // parallel plan slices them; identity by default). Must match model.layout(unit).
@@ -74,8 +77,9 @@ class DataParallel : public WeightSource {
   at::Tensor release(int unit, at::Tensor output) override;
 
   std::vector<FlatParam>& params() { return params_; }
-  // Call before the last micro-batch's backward (every dp kind): the gradients summed over the
-  // micro-batches are reduced in that backward only. Each replicated (DDP) unit's gradient is then
+  // Call before the last micro-batch's backward (every dp kind): DDP (and FSDP with
+  // fsdp_grad_sync_per_step) reduce the gradients summed over the micro-batches in that backward
+  // only. Each replicated (DDP) unit's gradient is then
   // all-reduced over dp_replicate as soon as backward has produced it (a hook on the flat
   // parameter), overlapping the reduction with the rest of the backward, as DDP does.
   void arm_gradient_sync();

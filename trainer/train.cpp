@@ -364,6 +364,7 @@ int run_rank(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spe
     dpo.compute_dtype = dtype;
     dpo.device = device;
     dpo.seed = t.seed;
+    dpo.fsdp_grad_sync_per_step = o.fsdp_grad_sync_per_step;
     DataParallel dp(model, comm, dpo);
     tp.annotate(dp.params());
     std::vector<Tensor> params;

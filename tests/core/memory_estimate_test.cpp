@@ -151,14 +151,16 @@ TEST(MemoryEstimate, SmallFsdpTpBf16) {
   EXPECT_EQ(term(m, "loss.logits"), 512 * 128 * 10);
   // One micro-batch a step: nothing is summed between micro-batches.
   EXPECT_EQ(term(m, "fsdp.accumulated_grads"), -1);
-  // Two: every unit's unsharded (tp shard) fp32 gradient is held until the last backward
-  // reduce-scatters it: 4 B x 1,607,936; torch FSDP2's default (reduce-scatter every
-  // micro-batch) holds none.
+  // Two, reduce-scatter every micro-batch (the default, FSDP2's): shard gradients only.
   q.grad_accum_steps = 2;
-  EXPECT_EQ(term(estimate_memory(q), "fsdp.accumulated_grads"), 4 * 1'607'936);
-  EXPECT_EQ(estimate_memory(q).total() - m.total(), 4 * 1'607'936 + 4 * 803'968 - 4 * (33'024 + 393'728) / 2);
-  q.knobs.fsdp_reduce_once_per_step = false;
   EXPECT_EQ(term(estimate_memory(q), "fsdp.accumulated_grads"), -1);
+  // Once per step (--fsdp-grad-sync step): every unit's unsharded (tp shard) fp32 gradient is
+  // held until the last backward reduce-scatters it: 4 B x 1,607,936.
+  q.knobs.fsdp_reduce_once_per_step = true;
+  EXPECT_EQ(term(estimate_memory(q), "fsdp.accumulated_grads"), 4 * 1'607'936);
+  q.knobs.fsdp_reduce_once_per_step = false;
+  EXPECT_EQ(estimate_memory(q).total() + 4 * 1'607'936,
+            [&] { MemoryQuery s = q; s.knobs.fsdp_reduce_once_per_step = true; return estimate_memory(s).total(); }());
 }
 
 TEST(MemoryEstimate, ContextParallelDividesSequence) {

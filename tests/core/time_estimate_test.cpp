@@ -92,6 +92,14 @@ TEST(TimeEstimate, FsdpBytes) {
   // 3/4 x 4P: in all 2.25 x 12,854,272 = 28,922,112 bytes.
   EXPECT_DOUBLE_EQ(t.axis(Axis::dp_shard).bytes, 28'922'112.0);
   EXPECT_DOUBLE_EQ(t.axis(Axis::dp_shard).seconds, 28'922'112.0 / 1e9);
+  // Two micro-batches a step (global batch 8 over 4 shards of micro batch 1): all-gathers
+  // 2 x 2 x 3/4 x 4P; reduce-scatters 2 x 3/4 x 4P (every micro-batch, the default) = 4.5 x 4P,
+  // or 3/4 x 4P once per step (--fsdp-grad-sync step) = 3.75 x 4P.
+  TimeQuery q = query(small, {1, 4, 1, 1});
+  q.global_batch = 8;
+  EXPECT_DOUBLE_EQ(estimate_time(q).axis(Axis::dp_shard).bytes, 4.5 * 12'854'272.0);
+  q.fsdp_reduce_once_per_step = true;
+  EXPECT_DOUBLE_EQ(estimate_time(q).axis(Axis::dp_shard).bytes, 3.75 * 12'854'272.0);
 }
 
 TEST(TimeEstimate, ReplicateAllReduceBytes) {

@@ -175,6 +175,14 @@ TEST(MeshtrainParity, DpReplicate2ActivationCheckpointing) {
 TEST(MeshtrainParity, DpShard2ActivationCheckpointing) {
   expect_parity("shard2-ckpt", 2, {"--dp-shard", "2", "--activation-checkpointing", "full"});
 }
+// Gradients summed over the 4 micro-batches, reduce-scattered once per step; with cp the
+// shard group is dp_shard x cp.
+TEST(MeshtrainParity, DpShard2GradSyncPerStep) {
+  expect_parity("shard2-step", 2, {"--dp-shard", "2", "--fsdp-grad-sync", "step"});
+}
+TEST(MeshtrainParity, Hsdp2x2GradSyncPerStep) {
+  expect_parity("hsdp-step", 4, {"--dp-replicate", "2", "--dp-shard", "2", "--fsdp-grad-sync", "step"});
+}
 
 // Tensor and context parallel shapes, alone and with every data-parallel axis (issue 4).
 TEST(MeshtrainParity, Tp2) { expect_parity("tp2", 2, {"--tp", "2"}); }

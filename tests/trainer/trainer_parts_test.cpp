@@ -197,9 +197,10 @@ TEST(Model, StartsNearUniformAndCountsItsParameters) {
 
 // FSDP over 2 ranks (threads, real Gloo) gives each rank exactly its slice of the gradient one
 // process computes for the same global batch, with and without activation checkpointing, when
-// each rank accumulates two micro-batches (summed locally, reduce-scattered in the last one).
+// each rank accumulates two micro-batches (reduce-scattered in each backward, or summed locally
+// and reduce-scattered in the last one: --fsdp-grad-sync step).
 TEST(DataParallel, FsdpGradientsAreTheSingleProcessGradientSharded) {
-  for (bool ckpt : {false, true}) {
+  for (auto [ckpt, per_step] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
     const ModelSpec spec = tiny_spec();
     at::manual_seed(1);
     at::Tensor tokens = at::randint(0, 256, {4, 16}, at::kLong);
@@ -229,6 +230,7 @@ TEST(DataParallel, FsdpGradientsAreTheSingleProcessGradientSharded) {
           Model model(spec);
           DataParallelOptions dpo;
           dpo.seed = 3;
+          dpo.fsdp_grad_sync_per_step = per_step;
           DataParallel dp(model, **comm, dpo);
           ForwardOptions fo;
           fo.activation_checkpointing = ckpt;
@@ -250,7 +252,8 @@ TEST(DataParallel, FsdpGradientsAreTheSingleProcessGradientSharded) {
     for (int u = 0; u < m.num_units(); ++u) {
       at::Tensor got = at::cat({shard_grads[0][u], shard_grads[1][u]}).narrow(0, 0, w.units[u].numel());
       EXPECT_TRUE(at::allclose(got, w.units[u].grad(), 1e-4, 1e-6))
-          << "unit " << u << (ckpt ? " (checkpointed)" : "") << " max diff "
+          << "unit " << u << (ckpt ? " (checkpointed)" : "") << (per_step ? " (sync per step)" : "")
+          << " max diff "
           << (got - w.units[u].grad()).abs().max().item<double>();
     }
   }
