@@ -245,6 +245,12 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
           k.fsdp_prefetch_layers, Lp, c, Rp, c));
     add(out.gather_buffers, "fsdp.unsharded_grad", grad_unsharded,
         f("max(layer %lld, root %lld) params x %lld B", Lp, Rp, c + (bf16 ? 4 : 0)));
+    if (q.device == DeviceKind::cpu) {
+      // Gloo has no reduce-scatter of its own; meshtrain's (an all-to-all, then a local sum)
+      // receives every member's block of the unit: a second fp32 unit while it runs.
+      add(out.comm_buffers, "fsdp.reduce_scatter_recv", 4 * std::max(Lp, Rp),
+          f("4 B x max(layer %lld, root %lld) params (Gloo all-to-all receive buffer)", Lp, Rp));
+    }
     if (k.fsdp_reduce_once_per_step && q.grad_accum_steps > 1) {
       // --fsdp-grad-sync step: summed over the micro-batches before the last one,
       // reduce-scattered in the last backward: at its peak (its start) every unit still holds

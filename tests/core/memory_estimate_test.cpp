@@ -143,6 +143,11 @@ TEST(MemoryEstimate, SmallFsdpTpBf16) {
   // unsharded grad: max(393,728, 33,024) x (2 B + 4 B fp32 reduce copy).
   EXPECT_EQ(term(m, "fsdp.gathered_params"), 2 * 393'728 * 2 + 33'024 * 2);
   EXPECT_EQ(term(m, "fsdp.unsharded_grad"), 393'728 * 6);
+  // NCCL reduce-scatters natively: no receive buffer of a whole unit (Gloo's all-to-all has one).
+  EXPECT_EQ(term(m, "fsdp.reduce_scatter_recv"), -1);
+  MemoryQuery on_cpu = q;
+  on_cpu.device = DeviceKind::cpu;
+  EXPECT_EQ(term(estimate_memory(on_cpu), "fsdp.reduce_scatter_recv"), 4 * 393'728);
   // Sequence parallel halves the norm activations: 4 x 256 x 512 / 2 elements, 2 B, 4 layers.
   EXPECT_EQ(term(m, "activations.norms"), 4 * 2 * (4 * 256 * 512 / 2));
   // MLP: 4 x 768/2 x 512 elements, 2 B, 4 layers.
