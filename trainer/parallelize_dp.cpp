@@ -68,7 +68,7 @@ struct UnshardFunction : public torch::autograd::Function<UnshardFunction> {
     }
     if (!dp->sync_armed_ && dp->options_.fsdp_grad_sync_per_step) {
       // Owned here and summed into in place: never alias the incoming gradient.
-      u.grad_accum = g.is_same(grads[0]) || g.is_alias_of(grads[0]) ? g.clone() : g.contiguous();
+      u.grad_accum = g.is_alias_of(grads[0]) ? g.clone() : g;  // g is flat and contiguous
       return {Tensor(), Tensor(), Tensor()};
     }
     Tensor out = at::empty({u.shard_numel}, g.options());
