@@ -7,6 +7,8 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "trainer/attention_kernels.h"
+
 namespace meshwork::trainer {
 
 using at::Tensor;
@@ -230,6 +232,75 @@ struct SwigluFn : public torch::autograd::Function<SwigluFn> {
   }
 };
 
+// ---------------------------------------------------------------- causal attention
+
+// A head's rows: pointer of (batch b, head h) in a [B, H, T, D] tensor whose rows of D are
+// contiguous, and the distance between rows.
+const float* head_rows(const Tensor& t, int64_t b, int64_t h) {
+  return t.const_data_ptr<float>() + b * t.stride(0) + h * t.stride(1);
+}
+float* head_rows_mut(Tensor& t, int64_t b, int64_t h) {
+  return t.data_ptr<float>() + b * t.stride(0) + h * t.stride(1);
+}
+Tensor rows_contiguous(const Tensor& t) { return t.stride(3) == 1 ? t : t.contiguous(); }
+
+// One task per (batch, kv head): the task runs the kv head's query heads in turn, so the kv
+// head's gradients are accumulated by one thread (no per-thread copies to reduce).
+struct CausalAttentionFn : public torch::autograd::Function<CausalAttentionFn> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& q_in, const Tensor& k_in,
+                        const Tensor& v_in) {
+    Tensor q = rows_contiguous(q_in), k = rows_contiguous(k_in), v = rows_contiguous(v_in);
+    const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3), Hkv = k.size(1);
+    const int64_t rep = Hq / Hkv;
+    // [B, T, Hq, D] in memory: the projection after attention reads it without a copy.
+    Tensor out = at::empty({B, T, Hq, D}, q.options()).transpose(1, 2);
+    Tensor lse = at::empty({B, Hq, T}, q.options());
+    at::parallel_for(0, B * Hkv, 1, [&](int64_t first, int64_t last) {
+      Tensor scratch = at::empty({attention_forward_scratch(T)}, q.options());
+      for (int64_t task = first; task < last; ++task) {
+        const int64_t b = task / Hkv, g = task % Hkv;
+        for (int64_t h = g * rep; h < (g + 1) * rep; ++h) {
+          HeadPtrs in{head_rows(q, b, h), q.stride(2), head_rows(k, b, g), k.stride(2),
+                      head_rows(v, b, g), v.stride(2)};
+          attention_head_forward(T, D, in, head_rows_mut(out, b, h), out.stride(2),
+                                 lse.data_ptr<float>() + (b * Hq + h) * T,
+                                 scratch.data_ptr<float>());
+        }
+      }
+    });
+    ctx->save_for_backward({q, k, v, out, lse});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
+    const Tensor dout = rows_contiguous(grads[0]);
+    const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3), Hkv = k.size(1);
+    const int64_t rep = Hq / Hkv;
+    Tensor dq = at::empty({B, T, Hq, D}, q.options()).transpose(1, 2);
+    Tensor dk = at::zeros({B, T, Hkv, D}, q.options()).transpose(1, 2);
+    Tensor dv = at::zeros({B, T, Hkv, D}, q.options()).transpose(1, 2);
+    at::parallel_for(0, B * Hkv, 1, [&](int64_t first, int64_t last) {
+      Tensor scratch = at::empty({attention_backward_scratch(T)}, q.options());
+      for (int64_t task = first; task < last; ++task) {
+        const int64_t b = task / Hkv, g = task % Hkv;
+        for (int64_t h = g * rep; h < (g + 1) * rep; ++h) {
+          HeadPtrs in{head_rows(q, b, h), q.stride(2), head_rows(k, b, g), k.stride(2),
+                      head_rows(v, b, g), v.stride(2)};
+          attention_head_backward(T, D, in, head_rows(out, b, h), out.stride(2),
+                                  head_rows(dout, b, h), dout.stride(2),
+                                  lse.const_data_ptr<float>() + (b * Hq + h) * T,
+                                  head_rows_mut(dq, b, h), dq.stride(2), head_rows_mut(dk, b, g),
+                                  dk.stride(2), head_rows_mut(dv, b, g), dv.stride(2),
+                                  scratch.data_ptr<float>());
+        }
+      }
+    });
+    return {dq, dk, dv};
+  }
+};
+
 }  // namespace
 
 bool fused_ops_apply(const at::Tensor& t) {
@@ -245,6 +316,20 @@ at::Tensor fused_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tens
                   cos.size(1) == x.size(3),
               "fused_rope: x [B, H, T, D] with even D and cos/sin [T, D]");
   return RopeFn::apply(x, cos, sin);
+}
+
+bool fused_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  return fused_ops_apply(q) && fused_ops_apply(k) && fused_ops_apply(v) && q.dim() == 4 &&
+         k.dim() == 4 && v.sizes() == k.sizes() && q.size(0) == k.size(0) &&
+         q.size(2) == k.size(2) && q.size(3) == k.size(3) && k.size(1) > 0 &&
+         q.size(1) % k.size(1) == 0 && attention_kernels_supported();
+}
+
+at::Tensor fused_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  TORCH_CHECK(fused_attention_applies(q, k, v),
+              "fused_causal_attention: fp32 CPU q [B, Hq, T, D], k and v [B, Hkv, T, D] with Hq a "
+              "multiple of Hkv, on a CPU with AVX2 and FMA");
+  return CausalAttentionFn::apply(q, k, v);
 }
 
 at::Tensor fused_swiglu(const at::Tensor& gu) {

@@ -34,6 +34,14 @@ at::Tensor fused_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tens
 // tensor (no concatenation of two halves).
 at::Tensor fused_swiglu(const at::Tensor& gu);
 
+// Causal attention (HF Llama's sdpa with is_causal, scale 1/sqrt(D)) for q [B, Hq, T, D] and
+// k, v [B, Hkv, T, D], Hq a multiple of Hkv (grouped-query: kv head g serves query heads
+// g*Hq/Hkv ..), rows of D contiguous (any other strides). Returns [B, Hq, T, D] laid out as
+// [B, T, Hq, D]. Saves q, k, v, the output and one log-sum-exp per row, as flash attention does
+// (core's memory estimate counts those). Kernels and their maths: trainer/attention_kernels.h.
+bool fused_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+at::Tensor fused_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
 // AdamW on contiguous fp32 CPU tensors in one pass (p, g, m, v read once, p, m, v written
 // once), with the gradient multiplied by grad_scale on the fly (clipping):
 //   g' = g s;  m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2;

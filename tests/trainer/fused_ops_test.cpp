@@ -5,6 +5,11 @@
 // on-the-fly gradient scale equals scaling the gradient first.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cmath>
+#include <string>
+#include <vector>
+
 #include <ATen/ATen.h>
 #include <torch/torch.h>
 
@@ -148,6 +153,63 @@ TEST(FusedOps, AdamWShardsCutAnywhereMatchTheFullTensorAndScaleOnTheFly) {
   opt.update(ps, 1e-3);
   // Step 1: m/bc1 = g, sqrt(v/bc2) = |g|, so p moves by -lr * sign(g) (eps aside).
   expect_close(p.detach() - before, -1e-3 * p.grad().sign(), 1e-6, "first AdamW step");
+}
+
+// Causal grouped-query attention in double, composite: the definition the kernels implement.
+Tensor attention_ref(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const int64_t rep = q.size(1) / k.size(1), T = q.size(2);
+  Tensor kk = k.repeat_interleave(rep, 1), vv = v.repeat_interleave(rep, 1);
+  Tensor s = at::matmul(q, kk.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(3)));
+  Tensor future = at::ones({T, T}, at::kBool).triu(1);
+  return at::matmul(at::softmax(s.masked_fill(future, -INFINITY), -1), vv);
+}
+
+TEST(FusedOps, CausalAttentionMatchesCompositeForwardAndBackward) {
+  if (!fused_attention_applies(at::zeros({1, 1, 1, 2}), at::zeros({1, 1, 1, 2}), at::zeros({1, 1, 1, 2})))
+    GTEST_FAIL() << "this CPU lacks AVX2/FMA: the fused attention cannot run here";
+  // Lengths below, at and across tile edges (64 rows), heads sharing a kv head or not, and q,
+  // k, v as the block hands them: strided head views of one fused projection.
+  for (auto [T, D, Hq, Hkv] : std::vector<std::array<int64_t, 4>>{
+           {1, 8, 2, 1}, {100, 8, 4, 2}, {64, 32, 2, 2}, {256, 32, 8, 4}, {130, 16, 3, 1}}) {
+    at::manual_seed(T * 7 + D);
+    const int64_t B = 2;
+    Tensor qkv = (2 * at::randn({B, T, (Hq + 2 * Hkv) * D})).requires_grad_(true);
+    Tensor qkv_ref = qkv.detach().to(at::kDouble).requires_grad_(true);
+    auto heads = [&](const Tensor& x) {
+      auto p = x.split_with_sizes({Hq * D, Hkv * D, Hkv * D}, -1);
+      return std::array<Tensor, 3>{p[0].view({B, T, Hq, D}).transpose(1, 2),
+                                   p[1].view({B, T, Hkv, D}).transpose(1, 2),
+                                   p[2].view({B, T, Hkv, D}).transpose(1, 2)};
+    };
+    auto [q, k, v] = heads(qkv);
+    auto [q2, k2, v2] = heads(qkv_ref);
+    Tensor out = fused_causal_attention(q, k, v), out_ref = attention_ref(q2, k2, v2);
+    const std::string what = "T=" + std::to_string(T) + " D=" + std::to_string(D) + " Hq=" +
+                             std::to_string(Hq) + " Hkv=" + std::to_string(Hkv);
+    expect_close(out, out_ref.to(at::kFloat), 2e-6, (what + " forward").c_str());
+    // The output is [B, T, Hq, D] in memory: the projection after it reads it without a copy.
+    EXPECT_TRUE(out.transpose(1, 2).is_contiguous()) << what;
+    Tensor gy = at::randn({B, Hq, T, D});
+    out.backward(gy);
+    out_ref.backward(gy.to(at::kDouble));
+    expect_close(qkv.grad(), qkv_ref.grad().to(at::kFloat), 1e-5, (what + " d(q|k|v)").c_str());
+  }
+}
+
+TEST(FusedOps, CausalAttentionIsTheSameBitsAtOneAndTwoThreads) {
+  at::manual_seed(11);
+  Tensor q = at::randn({2, 4, 96, 16}).requires_grad_(true), k = at::randn({2, 2, 96, 16}).requires_grad_(true);
+  Tensor v = at::randn({2, 2, 96, 16}).requires_grad_(true), gy = at::randn({2, 4, 96, 16});
+  std::vector<Tensor> runs;
+  const int threads = at::get_num_threads();
+  for (int n : {1, 2}) {
+    at::set_num_threads(n);
+    Tensor out = fused_causal_attention(q, k, v);
+    auto g = torch::autograd::grad({out}, {q, k, v}, {gy});
+    runs.push_back(at::cat({out.flatten(), g[0].flatten(), g[1].flatten(), g[2].flatten()}));
+  }
+  at::set_num_threads(threads);
+  EXPECT_TRUE(at::equal(runs[0], runs[1]));
 }
 
 }  // namespace
