@@ -1,9 +1,9 @@
 #include "trainer/attention_kernels.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
+
+#include "trainer/vec_math.h"
 
 // The BLAS that LibTorch's CPU library carries (MKL in the x86 wheels): the Fortran interface,
 // column-major, 32-bit sizes. Called from inside ATen's parallel regions it runs on the calling
@@ -16,6 +16,11 @@ extern "C" void sgemm_(const char* transa, const char* transb, const int* m, con
 namespace meshwork::trainer {
 namespace {
 
+using vec::exp_nonpositive;
+using vec::hmax;
+using vec::hsum;
+using vec::tail_mask;
+
 // Row-major C[M x N] = alpha op(A)[M x K] op(B)[K x N] + beta C: the column-major call computing
 // C^T = op(B)^T op(A)^T on the same memory.
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -27,56 +32,10 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   sgemm_(&tb, &ta, &N, &M, &K, &alpha, b, &LDB, a, &LDA, &beta, c, &LDC);
 }
 
-// The row loops below are compiled for AVX2 + FMA only (callers check
-// attention_kernels_supported() first); the rest of the program keeps the baseline ISA.
-#define MESHWORK_AVX2 __attribute__((target("avx2,fma")))
-
-// Lanes [0, n) of an 8-lane mask, n in 0..8.
-MESHWORK_AVX2 inline __m256i tail_mask(int64_t n) {
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lanes);
-}
-
-// exp(x) for x <= 0 (the only arguments here: scores minus their row's max or log-sum-exp):
-// exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 in [-ln2/2, ln2/2] (ln 2 split in a
-// high part exact in float and a low part, Cody-Waite), exp(r) by Cephes' degree-7 minimax
-// polynomial (relative error ~1e-7, as expf). Below -87.3 the result (< 2^-126) is flushed to 0.
-MESHWORK_AVX2 inline __m256 exp_nonpositive(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(-87.3365447504f);
-  const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-  x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(0.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
-}
-
-MESHWORK_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-MESHWORK_AVX2 inline float hmax(__m256 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// Row of scores s[0, n) of which [0, valid) are causal: s becomes softmax over [0, valid) and 0
-// after; returns log-sum-exp.
-MESHWORK_AVX2 float softmax_row(float* s, int64_t valid, int64_t n) {
+// Row of scores s[0, n) of which [0, valid) are causal: s becomes exp(s - max) on [0, valid) and
+// 0 after (the normalization 1/sum is applied to the row's output, D values, not to its n
+// probabilities); returns log-sum-exp and sets *inv_sum.
+MESHWORK_AVX2 float softmax_row(float* s, int64_t valid, int64_t n, float* inv_sum) {
   const int64_t full = valid & ~int64_t{7};
   const __m256i tail = tail_mask(valid - full);
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
@@ -99,11 +58,9 @@ MESHWORK_AVX2 float softmax_row(float* s, int64_t valid, int64_t n) {
     _mm256_maskstore_ps(s + full, tail, p);
     sum = _mm256_add_ps(sum, p);
   }
-  const float total = hsum(sum);
-  const __m256 inv = _mm256_set1_ps(1.0f / total);
-  for (int64_t j = 0; j < full; j += 8) _mm256_storeu_ps(s + j, _mm256_mul_ps(_mm256_loadu_ps(s + j), inv));
-  if (full < valid) _mm256_maskstore_ps(s + full, tail, _mm256_mul_ps(_mm256_maskload_ps(s + full, tail), inv));
   std::fill(s + valid, s + n, 0.0f);
+  const float total = hsum(sum);
+  *inv_sum = 1.0f / total;
   return m + std::log(total);
 }
 
@@ -139,9 +96,7 @@ float dot(const float* a, const float* b, int64_t n) {
 
 }  // namespace
 
-bool attention_kernels_supported() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
+bool attention_kernels_supported() { return cpu_has_avx2_fma(); }
 
 int64_t attention_forward_scratch(int64_t T) { return kAttentionTileRows * T; }
 int64_t attention_backward_scratch(int64_t T) { return 2 * kAttentionTileRows * T; }
@@ -154,8 +109,13 @@ void attention_head_forward(int64_t T, int64_t D, const HeadPtrs& in, float* out
     const int64_t m = std::min(kAttentionTileRows, T - i0), n = i0 + m;
     float* s = scratch;
     gemm(false, true, m, n, D, scale, in.q + i0 * in.q_ld, in.q_ld, in.k, in.k_ld, 0.0f, s, n);
-    for (int64_t r = 0; r < m; ++r) lse[i0 + r] = softmax_row(s + r * n, i0 + r + 1, n);
+    float inv_sum[kAttentionTileRows];
+    for (int64_t r = 0; r < m; ++r) lse[i0 + r] = softmax_row(s + r * n, i0 + r + 1, n, &inv_sum[r]);
     gemm(false, false, m, D, n, 1.0f, s, n, in.v, in.v_ld, 0.0f, out + i0 * out_ld, out_ld);
+    for (int64_t r = 0; r < m; ++r) {
+      float* o = out + (i0 + r) * out_ld;
+      for (int64_t d = 0; d < D; ++d) o[d] *= inv_sum[r];
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "trainer/attention_kernels.h"
+#include "trainer/vec_math.h"
 
 namespace meshwork::trainer {
 
@@ -180,24 +181,47 @@ struct RopeFn : public torch::autograd::Function<RopeFn> {
 // one pass writing both halves of the gradient into one [..., 2I] tensor (it was three
 // kernels on strided halves and a temporary).
 //   h = g s(g) u,  s = sigmoid:  dh/du = g s,  dh/dg = u s (1 + g (1 - s)).
+//
+// One row's forward, n = I: s = sigmoid(g) = 1/(1 + e) for g >= 0 and e/(1 + e) for g < 0 with
+// e = exp(-|g|) <= 1 (never overflows), h = g s u. The tail goes through the same vector
+// arithmetic (masked), so an element's bits do not depend on its column (tp shards agree).
+MESHWORK_AVX2 void swiglu_forward_row(const float* g, const float* u, float* s, float* h, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+  for (int64_t j = 0; j < n; j += 8) {
+    const __m256i mask = vec::tail_mask(std::min<int64_t>(8, n - j));
+    const __m256 x = _mm256_maskload_ps(g + j, mask);
+    const __m256 e = vec::exp_nonpositive(_mm256_or_ps(x, sign));
+    const __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, e));
+    const __m256 sg = _mm256_blendv_ps(r, _mm256_mul_ps(e, r), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+    _mm256_maskstore_ps(s + j, mask, sg);
+    _mm256_maskstore_ps(h + j, mask, _mm256_mul_ps(_mm256_mul_ps(x, sg), _mm256_maskload_ps(u + j, mask)));
+  }
+}
+
 struct SwigluFn : public torch::autograd::Function<SwigluFn> {
   static Tensor forward(AutogradContext* ctx, const Tensor& gu_in) {
     Tensor gu = gu_in.contiguous();
     const int64_t I = gu.size(-1) / 2, N = gu.numel() / (2 * I);
-    Tensor sig = at::sigmoid(gu.narrow(-1, 0, I));  // ATen's vectorized exp; contiguous [.., I]
     std::vector<int64_t> shape(gu.sizes().begin(), gu.sizes().end());
     shape.back() = I;
     Tensor h = at::empty(shape, gu.options());
+    const bool avx2 = cpu_has_avx2_fma();
+    // Without AVX2, ATen's sigmoid (a kernel of its own on the strided gate half).
+    Tensor sig = avx2 ? at::empty(shape, gu.options()) : at::sigmoid(gu.narrow(-1, 0, I));
     const float* gp = gu.const_data_ptr<float>();
-    const float* sp = sig.const_data_ptr<float>();
+    float* sp = sig.data_ptr<float>();
     float* hp = h.data_ptr<float>();
     at::parallel_for(0, N, grain_rows(I), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const float* g = gp + r * 2 * I;
         const float* u = g + I;
-        const float* s = sp + r * I;
+        float* s = sp + r * I;
         float* o = hp + r * I;
-        for (int64_t j = 0; j < I; ++j) o[j] = (g[j] * s[j]) * u[j];
+        if (avx2) {
+          swiglu_forward_row(g, u, s, o, I);
+        } else {
+          for (int64_t j = 0; j < I; ++j) o[j] = (g[j] * s[j]) * u[j];
+        }
       }
     });
     ctx->save_for_backward({gu, sig});
