@@ -51,13 +51,6 @@ double now_unix() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 bool has_end_record(const fs::path& metrics_file) {
   std::ifstream in(metrics_file);
   std::string line, last;
@@ -332,6 +325,13 @@ class Supervisor {
 };
 
 }  // namespace
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 int supervise(const TrainerOptions& options, const MeshShape& shape) {
   std::error_code ec;

@@ -27,6 +27,9 @@
 
 namespace meshwork::trainer {
 
+// Cores this process may run on (its affinity mask); ranks split them (DESIGN.md).
+int usable_cores();
+
 // Runs the supervisor; returns the process exit code (0 all ranks ok, 3 a rank failed or the
 // run was stopped, 1 could not start).
 int supervise(const TrainerOptions& options, const MeshShape& shape);

@@ -32,6 +32,7 @@
 #include "trainer/fused_ops.h"
 #include "trainer/model.h"
 #include "trainer/parallelize_cp.h"
+#include "trainer/supervisor.h"
 #include "trainer/parallelize_dp.h"
 #include "trainer/parallelize_tp.h"
 
@@ -226,13 +227,6 @@ class Log {
 
 double now_unix() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 // Achieved matmul TFLOP/s of this rank with its threads (all local ranks measure at once, after
