@@ -3,7 +3,10 @@
 
 For 1, 2 and 4 ranks (single; DDP = dp_replicate N; FSDP = dp_shard N) runs both
 implementations on the same model, data, sequence length and global batch, alternating them
-(`--rounds` times, best kept) so a busy machine hurts both alike. A run's speed is its median
+(`--rounds` times, best kept; which goes first alternates too) so a busy machine hurts both
+alike. Each round's own ratio (its two runs are adjacent in time) is recorded and printed as
+min / median / max: the machine's speed drifts over minutes, so best-of-rounds per side can pair
+a fast minute of one with a slow minute of the other. A run's speed is its median
 step time over the steps after `--skip` (both sides alike; a load spike moves a mean by tens of
 percent, a median barely). Tokens/s counts each token of the global batch once; MFU = tokens/s * model FLOPs per token / the CPU matmul peak measured in
 this same run (fp32 1024^3 matmuls with all cores, torch from the same venv). Writes
@@ -116,17 +119,26 @@ def main():
     rows = []
     for name, n, shape, mode in configs:
         best_m, best_p = None, None
-        for _ in range(a.rounds):
-            port += 1
-            m = retry(lambda pt: run_meshtrain(a.meshtrain, shape, n, a, pt), port)
-            port += 1
-            p = retry(lambda pt: run_python(mode, n, a, pt), port)
+        round_ratios = []
+        for k in range(a.rounds):
+            # The two runs of a round are adjacent in time (the machine's speed drifts over
+            # minutes); which goes first alternates, so neither side always gets the warm start.
+            port += 2
+            run_m = lambda: retry(lambda pt: run_meshtrain(a.meshtrain, shape, n, a, pt), port)
+            run_p = lambda: retry(lambda pt: run_python(mode, n, a, pt), port + 1)
+            if k % 2 == 0:
+                m = run_m()
+                p = run_p()
+            else:
+                p = run_p()
+                m = run_m()
+            round_ratios.append(m["tokens_per_s"] / p["tokens_per_s"])
             if best_m is None or m["tokens_per_s"] > best_m["tokens_per_s"]:
                 best_m = m
             if best_p is None or p["tokens_per_s"] > best_p["tokens_per_s"]:
                 best_p = p
         rows.append({"config": name, "ranks": n, "meshtrain": best_m, "python": best_p,
-                     "flops_per_token": best_p["flops_per_token"]})
+                     "round_ratios": round_ratios, "flops_per_token": best_p["flops_per_token"]})
         print(f"  done {name}", file=sys.stderr, flush=True)
     peak_after = matmul_peak_gflops()
     peak = max(peak_before, peak_after)
@@ -146,11 +158,13 @@ def main():
     print(f"CPU fp32 matmul peak (1024^3, {result['cores']} cores): {peak_before:.1f} GFLOP/s before, "
           f"{peak_after:.1f} after; MFU uses {peak:.1f}")
     print(f"model {a.model}, seq_len {a.seq_len}, global batch {a.global_batch}, micro batch {a.micro_batch}")
-    print(f"{'config':<8} {'meshtrain tok/s':>16} {'python tok/s':>13} {'ratio':>6} {'mesh MFU':>9} {'py MFU':>7}")
+    print("ratio: best round of each side; per round: the two runs of each round (adjacent in time)")
+    print(f"{'config':<8} {'meshtrain tok/s':>16} {'python tok/s':>13} {'ratio':>6} {'mesh MFU':>9} {'py MFU':>7}"
+          f"  {'per round: min':>14} {'median':>6} {'max':>5}")
     for r in rows:
-        m, p = r["meshtrain"], r["python"]
+        m, p, rr = r["meshtrain"], r["python"], r["round_ratios"]
         print(f"{r['config']:<8} {m['tokens_per_s']:>16.0f} {p['tokens_per_s']:>13.0f} {r['ratio']:>6.2f} "
-              f"{m['mfu']:>9.1%} {p['mfu']:>7.1%}")
+              f"{m['mfu']:>9.1%} {p['mfu']:>7.1%}  {min(rr):>14.2f} {median(rr):>6.2f} {max(rr):>5.2f}")
     print(f"results: {a.out}")
 
 
