@@ -184,17 +184,29 @@ struct RopeFn : public torch::autograd::Function<RopeFn> {
 //
 // One row's forward, n = I: s = sigmoid(g) = 1/(1 + e) for g >= 0 and e/(1 + e) for g < 0 with
 // e = exp(-|g|) <= 1 (never overflows), h = g s u. The tail goes through the same vector
-// arithmetic (masked), so an element's bits do not depend on its column (tp shards agree).
+// arithmetic (masked loads and stores only there: masked stores are slow on AMD cores), so an
+// element's bits do not depend on its column (tp shards agree).
+MESHWORK_AVX2 inline __m256 swiglu_sigmoid(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 e = vec::exp_nonpositive(_mm256_or_ps(x, _mm256_set1_ps(-0.0f)));
+  const __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, e));
+  return _mm256_blendv_ps(r, _mm256_mul_ps(e, r), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+}
+
 MESHWORK_AVX2 void swiglu_forward_row(const float* g, const float* u, float* s, float* h, int64_t n) {
-  const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
-  for (int64_t j = 0; j < n; j += 8) {
-    const __m256i mask = vec::tail_mask(std::min<int64_t>(8, n - j));
-    const __m256 x = _mm256_maskload_ps(g + j, mask);
-    const __m256 e = vec::exp_nonpositive(_mm256_or_ps(x, sign));
-    const __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, e));
-    const __m256 sg = _mm256_blendv_ps(r, _mm256_mul_ps(e, r), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
-    _mm256_maskstore_ps(s + j, mask, sg);
-    _mm256_maskstore_ps(h + j, mask, _mm256_mul_ps(_mm256_mul_ps(x, sg), _mm256_maskload_ps(u + j, mask)));
+  const int64_t full = n & ~int64_t{7};
+  for (int64_t j = 0; j < full; j += 8) {
+    const __m256 x = _mm256_loadu_ps(g + j);
+    const __m256 sg = swiglu_sigmoid(x);
+    _mm256_storeu_ps(s + j, sg);
+    _mm256_storeu_ps(h + j, _mm256_mul_ps(_mm256_mul_ps(x, sg), _mm256_loadu_ps(u + j)));
+  }
+  if (full < n) {
+    const __m256i mask = vec::tail_mask(n - full);
+    const __m256 x = _mm256_maskload_ps(g + full, mask);
+    const __m256 sg = swiglu_sigmoid(x);
+    _mm256_maskstore_ps(s + full, mask, sg);
+    _mm256_maskstore_ps(h + full, mask, _mm256_mul_ps(_mm256_mul_ps(x, sg), _mm256_maskload_ps(u + full, mask)));
   }
 }
 
