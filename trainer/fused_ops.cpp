@@ -280,30 +280,39 @@ float* head_rows_mut(Tensor& t, int64_t b, int64_t h) {
 }
 Tensor rows_contiguous(const Tensor& t) { return t.stride(3) == 1 ? t : t.contiguous(); }
 
-// One task per (batch, kv head): the task runs the kv head's query heads in turn, so the kv
+// Runs fn(b, g, h, pointers of q/k/v head rows, scratch) for every query head h of every batch
+// b, one task per (batch, kv head g): the task runs the kv head's query heads in turn, so the kv
 // head's gradients are accumulated by one thread (no per-thread copies to reduce).
+template <typename Fn>
+void for_each_head(const Tensor& q, const Tensor& k, const Tensor& v, int64_t scratch_floats,
+                   const Fn& fn) {
+  const int64_t Hq = q.size(1), Hkv = k.size(1), rep = Hq / Hkv;
+  at::parallel_for(0, q.size(0) * Hkv, 1, [&](int64_t first, int64_t last) {
+    Tensor scratch = at::empty({scratch_floats}, q.options());
+    for (int64_t task = first; task < last; ++task) {
+      const int64_t b = task / Hkv, g = task % Hkv;
+      for (int64_t h = g * rep; h < (g + 1) * rep; ++h) {
+        const HeadPtrs in{head_rows(q, b, h), q.stride(2), head_rows(k, b, g), k.stride(2),
+                          head_rows(v, b, g), v.stride(2)};
+        fn(b, g, h, in, scratch.data_ptr<float>());
+      }
+    }
+  });
+}
+
 struct CausalAttentionFn : public torch::autograd::Function<CausalAttentionFn> {
   static Tensor forward(AutogradContext* ctx, const Tensor& q_in, const Tensor& k_in,
                         const Tensor& v_in) {
     Tensor q = rows_contiguous(q_in), k = rows_contiguous(k_in), v = rows_contiguous(v_in);
-    const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3), Hkv = k.size(1);
-    const int64_t rep = Hq / Hkv;
+    const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3);
     // [B, T, Hq, D] in memory: the projection after attention reads it without a copy.
     Tensor out = at::empty({B, T, Hq, D}, q.options()).transpose(1, 2);
     Tensor lse = at::empty({B, Hq, T}, q.options());
-    at::parallel_for(0, B * Hkv, 1, [&](int64_t first, int64_t last) {
-      Tensor scratch = at::empty({attention_forward_scratch(T)}, q.options());
-      for (int64_t task = first; task < last; ++task) {
-        const int64_t b = task / Hkv, g = task % Hkv;
-        for (int64_t h = g * rep; h < (g + 1) * rep; ++h) {
-          HeadPtrs in{head_rows(q, b, h), q.stride(2), head_rows(k, b, g), k.stride(2),
-                      head_rows(v, b, g), v.stride(2)};
-          attention_head_forward(T, D, in, head_rows_mut(out, b, h), out.stride(2),
-                                 lse.data_ptr<float>() + (b * Hq + h) * T,
-                                 scratch.data_ptr<float>());
-        }
-      }
-    });
+    for_each_head(q, k, v, attention_forward_scratch(T),
+                  [&](int64_t b, int64_t, int64_t h, const HeadPtrs& in, float* scratch) {
+                    attention_head_forward(T, D, in, head_rows_mut(out, b, h), out.stride(2),
+                                           lse.data_ptr<float>() + (b * Hq + h) * T, scratch);
+                  });
     ctx->save_for_backward({q, k, v, out, lse});
     return out;
   }
@@ -313,26 +322,17 @@ struct CausalAttentionFn : public torch::autograd::Function<CausalAttentionFn> {
     const Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
     const Tensor dout = rows_contiguous(grads[0]);
     const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3), Hkv = k.size(1);
-    const int64_t rep = Hq / Hkv;
     Tensor dq = at::empty({B, T, Hq, D}, q.options()).transpose(1, 2);
     Tensor dk = at::zeros({B, T, Hkv, D}, q.options()).transpose(1, 2);
     Tensor dv = at::zeros({B, T, Hkv, D}, q.options()).transpose(1, 2);
-    at::parallel_for(0, B * Hkv, 1, [&](int64_t first, int64_t last) {
-      Tensor scratch = at::empty({attention_backward_scratch(T)}, q.options());
-      for (int64_t task = first; task < last; ++task) {
-        const int64_t b = task / Hkv, g = task % Hkv;
-        for (int64_t h = g * rep; h < (g + 1) * rep; ++h) {
-          HeadPtrs in{head_rows(q, b, h), q.stride(2), head_rows(k, b, g), k.stride(2),
-                      head_rows(v, b, g), v.stride(2)};
-          attention_head_backward(T, D, in, head_rows(out, b, h), out.stride(2),
-                                  head_rows(dout, b, h), dout.stride(2),
-                                  lse.const_data_ptr<float>() + (b * Hq + h) * T,
-                                  head_rows_mut(dq, b, h), dq.stride(2), head_rows_mut(dk, b, g),
-                                  dk.stride(2), head_rows_mut(dv, b, g), dv.stride(2),
-                                  scratch.data_ptr<float>());
-        }
-      }
-    });
+    for_each_head(q, k, v, attention_backward_scratch(T),
+                  [&](int64_t b, int64_t g, int64_t h, const HeadPtrs& in, float* scratch) {
+                    attention_head_backward(
+                        T, D, in, head_rows(out, b, h), out.stride(2), head_rows(dout, b, h),
+                        dout.stride(2), lse.const_data_ptr<float>() + (b * Hq + h) * T,
+                        head_rows_mut(dq, b, h), dq.stride(2), head_rows_mut(dk, b, g),
+                        dk.stride(2), head_rows_mut(dv, b, g), dv.stride(2), scratch);
+                  });
     return {dq, dk, dv};
   }
 };
