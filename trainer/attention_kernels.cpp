@@ -96,8 +96,6 @@ float dot(const float* a, const float* b, int64_t n) {
 
 }  // namespace
 
-bool attention_kernels_supported() { return cpu_has_avx2_fma(); }
-
 int64_t attention_forward_scratch(int64_t T) { return kAttentionTileRows * T; }
 int64_t attention_backward_scratch(int64_t T) { return 2 * kAttentionTileRows * T; }
 

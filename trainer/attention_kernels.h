@@ -1,6 +1,7 @@
 // Causal attention of one query head against its key/value head, fp32 on CPU, on raw pointers
 // (no LibTorch here: trainer/fused_ops.cpp wraps these in an autograd Function and runs one
-// task per (batch, kv head) in parallel).
+// task per (batch, kv head) in parallel). The row passes use AVX2 + FMA: call these only where
+// cpu_has_avx2_fma() (trainer/vec_math.h) holds.
 //
 // Why not ATen's flash attention: with Llama's small head dims (32-128) its block GEMMs are thin
 // and its per-block bookkeeping (online-softmax rescaling, per-thread gradient buffers reduced at
@@ -30,9 +31,6 @@ struct HeadPtrs {
   const float* v;
   int64_t v_ld;
 };
-
-// True when this CPU runs the vectorized kernels (AVX2 + FMA); callers fall back otherwise.
-bool attention_kernels_supported();
 
 // Query rows per tile: every tile is a few BLAS calls, so tiles must be big enough for the call
 // overhead not to matter, and small enough that the causal triangle wastes little (rows of a tile

@@ -358,7 +358,7 @@ bool fused_attention_applies(const at::Tensor& q, const at::Tensor& k, const at:
   return fused_ops_apply(q) && fused_ops_apply(k) && fused_ops_apply(v) && q.dim() == 4 &&
          k.dim() == 4 && v.sizes() == k.sizes() && q.size(0) == k.size(0) &&
          q.size(2) == k.size(2) && q.size(3) == k.size(3) && k.size(1) > 0 &&
-         q.size(1) % k.size(1) == 0 && attention_kernels_supported();
+         q.size(1) % k.size(1) == 0 && cpu_has_avx2_fma();
 }
 
 at::Tensor fused_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {

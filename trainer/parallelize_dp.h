@@ -79,9 +79,9 @@ class DataParallel : public WeightSource {
   std::vector<FlatParam>& params() { return params_; }
   // Call before the last micro-batch's backward (every dp kind): DDP (and FSDP with
   // fsdp_grad_sync_per_step) reduce the gradients summed over the micro-batches in that backward
-  // only. Each replicated (DDP) unit's gradient is then
-  // all-reduced over dp_replicate as soon as backward has produced it (a hook on the flat
-  // parameter), overlapping the reduction with the rest of the backward, as DDP does.
+  // only. Each replicated (DDP) unit's gradient is then all-reduced over dp_replicate as soon as
+  // backward has produced it (a hook on the flat parameter), overlapping the reduction with the
+  // rest of the backward, as DDP does.
   void arm_gradient_sync();
   // After the last micro-batch's backward: all-reduces gradients over dp_replicate (DDP, or
   // HSDP's shard gradients), in buckets, and frees any unit still gathered.

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <malloc.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -32,9 +31,9 @@
 #include "trainer/fused_ops.h"
 #include "trainer/model.h"
 #include "trainer/parallelize_cp.h"
-#include "trainer/supervisor.h"
 #include "trainer/parallelize_dp.h"
 #include "trainer/parallelize_tp.h"
+#include "trainer/supervisor.h"
 
 namespace meshwork::trainer {
 namespace fs = std::filesystem;
