@@ -38,8 +38,8 @@ struct HeadPtrs {
 constexpr int64_t kAttentionTileRows = 64;
 
 // Floats of scratch one head's forward needs (S tile), and its backward (S and dP tiles).
-int64_t attention_forward_scratch(int64_t T);
-int64_t attention_backward_scratch(int64_t T);
+int64_t attention_forward_scratch(int64_t T, int64_t D);
+int64_t attention_backward_scratch(int64_t T, int64_t D);
 
 // out rows (out_ld apart) and lse[T] of one head.
 void attention_head_forward(int64_t T, int64_t D, const HeadPtrs& in, float* out, int64_t out_ld,

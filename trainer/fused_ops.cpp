@@ -308,7 +308,7 @@ struct CausalAttentionFn : public torch::autograd::Function<CausalAttentionFn> {
     // [B, T, Hq, D] in memory: the projection after attention reads it without a copy.
     Tensor out = at::empty({B, T, Hq, D}, q.options()).transpose(1, 2);
     Tensor lse = at::empty({B, Hq, T}, q.options());
-    for_each_head(q, k, v, attention_forward_scratch(T),
+    for_each_head(q, k, v, attention_forward_scratch(T, D),
                   [&](int64_t b, int64_t, int64_t h, const HeadPtrs& in, float* scratch) {
                     attention_head_forward(T, D, in, head_rows_mut(out, b, h), out.stride(2),
                                            lse.data_ptr<float>() + (b * Hq + h) * T, scratch);
@@ -325,7 +325,7 @@ struct CausalAttentionFn : public torch::autograd::Function<CausalAttentionFn> {
     Tensor dq = at::empty({B, T, Hq, D}, q.options()).transpose(1, 2);
     Tensor dk = at::zeros({B, T, Hkv, D}, q.options()).transpose(1, 2);
     Tensor dv = at::zeros({B, T, Hkv, D}, q.options()).transpose(1, 2);
-    for_each_head(q, k, v, attention_backward_scratch(T),
+    for_each_head(q, k, v, attention_backward_scratch(T, D),
                   [&](int64_t b, int64_t g, int64_t h, const HeadPtrs& in, float* scratch) {
                     attention_head_backward(
                         T, D, in, head_rows(out, b, h), out.stride(2), head_rows(dout, b, h),

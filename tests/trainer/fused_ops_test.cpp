@@ -167,10 +167,12 @@ Tensor attention_ref(const Tensor& q, const Tensor& k, const Tensor& v) {
 TEST(FusedOps, CausalAttentionMatchesCompositeForwardAndBackward) {
   if (!fused_attention_applies(at::zeros({1, 1, 1, 2}), at::zeros({1, 1, 1, 2}), at::zeros({1, 1, 1, 2})))
     GTEST_FAIL() << "this CPU lacks AVX2/FMA: the fused attention cannot run here";
-  // Lengths below, at and across tile edges (64 rows), heads sharing a kv head or not, and q,
-  // k, v as the block hands them: strided head views of one fused projection.
+  // Lengths below, at and across tile edges (64 rows) and register blocks (6 rows, 16 columns),
+  // head dims that fill 16-column panels or not, heads sharing a kv head or not, and q, k, v as
+  // the block hands them: strided head views of one fused projection.
   for (auto [T, D, Hq, Hkv] : std::vector<std::array<int64_t, 4>>{
-           {1, 8, 2, 1}, {100, 8, 4, 2}, {64, 32, 2, 2}, {256, 32, 8, 4}, {130, 16, 3, 1}}) {
+           {1, 8, 2, 1}, {100, 8, 4, 2}, {64, 32, 2, 2}, {256, 32, 8, 4}, {130, 16, 3, 1},
+           {200, 24, 4, 2}, {70, 64, 2, 1}}) {
     at::manual_seed(T * 7 + D);
     const int64_t B = 2;
     Tensor qkv = (2 * at::randn({B, T, (Hq + 2 * Hkv) * D})).requires_grad_(true);
