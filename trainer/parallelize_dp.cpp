@@ -77,6 +77,18 @@ struct UnshardFunction : public torch::autograd::Function<UnshardFunction> {
   }
 };
 
+struct DataParallel::AllReduceWhenAccumulated : torch::autograd::PostAccumulateGradHook {
+  AllReduceWhenAccumulated(DataParallel* dp, int unit) : dp(dp), unit(unit) {}
+  void operator()(const torch::autograd::Variable& param) override {
+    if (!dp->sync_armed_) return;
+    InFlight f{unit, param.grad(), {}};
+    f.pending = dp->comm_.all_reduce_start(f.buffer, dp->comm_.group(GroupKind::dp_replicate));
+    dp->in_flight_.push_back(std::move(f));
+  }
+  DataParallel* dp;
+  int unit;
+};
+
 DataParallel::DataParallel(Model& model, Communicator& comm, DataParallelOptions options)
     : model_(model), comm_(comm), options_(std::move(options)) {
   const Group& sg = comm_.group(options_.shard_group);
@@ -107,18 +119,14 @@ DataParallel::DataParallel(Model& model, Communicator& comm, DataParallelOptions
     fp.copies = comm_.world_size() / (n * comm_.group_size(GroupKind::tp));
     fp.param = local.to(options_.device).clone().set_requires_grad(true);
     if (!u->sharded && comm_.group(GroupKind::dp_replicate).size() > 1) {
-      // DDP overlap: the hook sees this micro-batch's gradient of the whole flat unit (the
-      // pieces' gradients are concatenated by split's backward first). On the armed (last)
-      // micro-batch, start all-reducing the unit's full accumulated gradient right away;
-      // finish_gradients() waits and installs the result.
-      fp.param.register_hook([this, i](const Tensor& g) {
-        if (!sync_armed_) return;
-        const Tensor& acc = params_[i].param.grad();
-        Tensor total = acc.defined() ? acc + g : g.clone();
-        InFlight f{i, total, {}};
-        f.pending = comm_.all_reduce_start(f.buffer, comm_.group(GroupKind::dp_replicate));
-        in_flight_.push_back(std::move(f));
-      });
+      // DDP overlap: once the unit's gradient of the armed (last) micro-batch has been
+      // accumulated into .grad (the pieces' gradients are concatenated by split's backward
+      // first), all-reduce .grad in place right away; finish_gradients() waits for it. A
+      // post-accumulate hook, as PyTorch's DDP/FSDP2 use: a plain tensor hook runs before the
+      // accumulation, so it would need its own sum buffer and the accumulation after it would
+      // be wasted (~2 passes over every gradient per step).
+      torch::autograd::impl::set_post_acc_grad_hooks(
+          fp.param, std::make_unique<AllReduceWhenAccumulated>(this, i));
     }
     params_.push_back(std::move(fp));
     units_.push_back(std::move(u));

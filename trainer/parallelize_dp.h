@@ -110,6 +110,7 @@ class DataParallel : public WeightSource {
   std::vector<std::unique_ptr<Unit>> units_;
   bool sync_armed_ = false;
   int last_acquired_ = -1;  // the unit acquired last (prefetch direction)
+  struct AllReduceWhenAccumulated;  // starts a replicated unit's all-reduce (DDP overlap)
   // In-flight all-reduces of replicated units: (unit, reduced buffer, work).
   struct InFlight {
     int unit;
