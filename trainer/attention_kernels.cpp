@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainer/small_gemm.h"
 #include "trainer/vec_math.h"
 
 namespace meshwork::trainer {
@@ -13,134 +14,7 @@ using vec::hmax;
 using vec::hsum;
 using vec::tail_mask;
 
-// ---------------------------------------------------------------- small GEMM
-//
-// Every product here has one side of D (32-128) and causal structure: row block r of a score
-// tile needs the keys up to its last row only, and a key's gradient only the query rows at or
-// after it. BLAS (MKL) sees neither: it packs both operands on every call (the packing and the
-// zeroing of C were ~40 % of these calls' time at D = 32) and computes the masked triangle. So
-// the products are one register-blocked kernel: C[6 x 16] held in 12 AVX registers,
-//   for k in [k_begin, k_end):  C[r, 0..16) += A(r, k) * B[k, 0..16)
-// with A read in place through (row, column) strides, so A may be a transposed operand (P^T,
-// dS^T: then the 6 values of one k are adjacent), and B packed in panels of 16 columns (each
-// panel's rows contiguous: a head's rows are strided by the whole fused projection, and K^T's
-// rows by T, which for T a multiple of 1024 puts every row in one L1 set). Each row block gets
-// its own k range and column count from the caller: that is where the causal skipping happens.
-
-constexpr int kRows = 6;   // C rows per register block
-constexpr int kCols = 16;  // C columns per register block and B panel width
-
-struct Block {
-  int64_t k_begin, k_end, cols;
-};
-
-struct Operands {
-  const float* a;
-  int64_t a_row, a_col;  // A(r, k) = a[r * a_row + k * a_col]
-  const float* b;
-  int64_t panel;  // B(k, j) = b[(j / 16) * panel + k * 16 + j % 16]
-  float* c;
-  int64_t ldc;
-  float alpha;
-  const float* row_scale;  // when set, row r is scaled by row_scale[r] instead of alpha
-  bool accumulate;         // C += product, else C = product
-};
-
-template <int MR, bool kTail>
-MESHWORK_AVX2 inline void register_block(const Operands& o, int64_t r0, int64_t j0,
-                                         const Block& blk) {
-  __m256 acc[MR][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  const int64_t a_row = o.a_row, a_col = o.a_col;
-  const float* ak = o.a + r0 * a_row + blk.k_begin * a_col;
-  const float* bk = o.b + (j0 / kCols) * o.panel + blk.k_begin * kCols;
-  for (int64_t k = blk.k_begin; k < blk.k_end; ++k, ak += a_col, bk += kCols) {
-    const __m256 b0 = _mm256_loadu_ps(bk), b1 = _mm256_loadu_ps(bk + 8);
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) {
-      const __m256 av = _mm256_broadcast_ss(ak + r * a_row);
-      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
-    }
-  }
-  // Panels are zero-padded to 16 columns; only the stores of a last partial block are masked.
-  const int64_t nc = std::min<int64_t>(kCols, blk.cols - j0);
-  const __m256i m0 = tail_mask(std::min<int64_t>(nc, 8)), m1 = tail_mask(std::max<int64_t>(nc - 8, 0));
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) {
-    const __m256 scale = _mm256_set1_ps(o.row_scale ? o.row_scale[r0 + r] : o.alpha);
-    float* c = o.c + (r0 + r) * o.ldc + j0;
-    __m256 c0 = _mm256_mul_ps(acc[r][0], scale), c1 = _mm256_mul_ps(acc[r][1], scale);
-    if constexpr (kTail) {
-      if (o.accumulate) {
-        c0 = _mm256_add_ps(c0, _mm256_maskload_ps(c, m0));
-        c1 = _mm256_add_ps(c1, _mm256_maskload_ps(c + 8, m1));
-      }
-      _mm256_maskstore_ps(c, m0, c0);
-      _mm256_maskstore_ps(c + 8, m1, c1);
-    } else {
-      if (o.accumulate) {
-        c0 = _mm256_add_ps(c0, _mm256_loadu_ps(c));
-        c1 = _mm256_add_ps(c1, _mm256_loadu_ps(c + 8));
-      }
-      _mm256_storeu_ps(c, c0);
-      _mm256_storeu_ps(c + 8, c1);
-    }
-  }
-}
-
-template <int MR>
-MESHWORK_AVX2 void row_block(const Operands& o, int64_t r0, const Block& blk) {
-  int64_t j0 = 0;
-  for (; j0 + kCols <= blk.cols; j0 += kCols) register_block<MR, false>(o, r0, j0, blk);
-  if (j0 < blk.cols) register_block<MR, true>(o, r0, j0, blk);
-}
-
-// C rows [0, m): blocks(r0, rows) gives row block r0's k range and columns.
-template <typename Blocks>
-void small_gemm(int64_t m, const Operands& o, const Blocks& blocks) {
-  for (int64_t r0 = 0; r0 < m; r0 += kRows) {
-    const int64_t rows = std::min<int64_t>(kRows, m - r0);
-    const Block blk = blocks(r0, rows);
-    switch (rows) {
-      case 6: row_block<6>(o, r0, blk); break;
-      case 5: row_block<5>(o, r0, blk); break;
-      case 4: row_block<4>(o, r0, blk); break;
-      case 3: row_block<3>(o, r0, blk); break;
-      case 2: row_block<2>(o, r0, blk); break;
-      default: row_block<1>(o, r0, blk); break;
-    }
-  }
-}
-
-int64_t round_up(int64_t x) { return (x + kCols - 1) / kCols * kCols; }
-
-// Panels of B(k, j) = src[k * ld + j], k < rows, j < cols (a head's rows as the k side: V, K,
-// dO, Q); the panel stride is rows * 16.
-void pack_rows(const float* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
-  for (int64_t j0 = 0; j0 < cols; j0 += kCols) {
-    const int64_t w = std::min<int64_t>(kCols, cols - j0);
-    float* panel = dst + (j0 / kCols) * rows * kCols;
-    for (int64_t k = 0; k < rows; ++k) {
-      std::copy(src + k * ld + j0, src + k * ld + j0 + w, panel + k * kCols);
-      std::fill(panel + k * kCols + w, panel + (k + 1) * kCols, 0.0f);
-    }
-  }
-}
-
-// Panels of B(k, j) = src[j * ld + k], k < depth, j < cols (K^T, V^T: keys as columns); the
-// panel stride is depth * 16.
-void pack_transposed(const float* src, int64_t ld, int64_t depth, int64_t cols, float* dst) {
-  for (int64_t j0 = 0; j0 < cols; j0 += kCols) {
-    const int64_t w = std::min<int64_t>(kCols, cols - j0);
-    float* panel = dst + (j0 / kCols) * depth * kCols;
-    for (int64_t k = 0; k < depth; ++k) {
-      for (int64_t jj = 0; jj < w; ++jj) panel[k * kCols + jj] = src[(j0 + jj) * ld + k];
-      std::fill(panel + k * kCols + w, panel + (k + 1) * kCols, 0.0f);
-    }
-  }
-}
+using namespace gemm;
 
 // Columns a score tile's row block needs: keys up to its last row (absolute row i0 + r0 + rows
 // - 1), rounded up to whole register blocks (the extra scores are ignored: the row passes only

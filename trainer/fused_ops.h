@@ -42,6 +42,14 @@ at::Tensor fused_swiglu(const at::Tensor& gu);
 bool fused_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 at::Tensor fused_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
+// y = x w^T (at::linear without bias) for fp32 CPU x [..., K] whose rows are contiguous and w
+// [N, K] contiguous, on a CPU with AVX2 + FMA: the forward and both backward products (dX = dY w,
+// dW = dY^T x) on meshtrain's register-blocked GEMM (trainer/small_gemm.h), rows split between
+// threads. Saves x and w, as at::linear does. Each output element is one fixed-order sum: the
+// same bits at any thread count.
+bool fused_linear_applies(const at::Tensor& x, const at::Tensor& w);
+at::Tensor fused_linear(const at::Tensor& x, const at::Tensor& w);
+
 // AdamW on contiguous fp32 CPU tensors in one pass (p, g, m, v read once, p, m, v written
 // once), with the gradient multiplied by grad_scale on the fly (clipping):
 //   g' = g s;  m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2;

@@ -74,8 +74,15 @@ Tensor default_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
                                          /*enable_gqa=*/k.size(1) != q.size(1));
 }
 
+// x w^T (+ bias): at::linear, on meshtrain's own GEMM for fp32 on CPU (trainer/fused_ops.h: faster than MKL
+// for these shapes, bench note in docs/trainer.md).
+Tensor project(const Tensor& x, const Tensor& w, const Tensor& bias = {}) {
+  if (!bias.defined() && fused_linear_applies(x, w)) return fused_linear(x, w);
+  return at::linear(x, w, bias);
+}
+
 Tensor default_head_loss_sum(const Tensor& h, const Tensor& head, const Tensor& targets) {
-  Tensor logits = at::linear(h, head).to(at::kFloat);
+  Tensor logits = project(h, head).to(at::kFloat);
   return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape(-1), {},
                                 at::Reduction::Sum);
 }
@@ -210,7 +217,7 @@ at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Ten
   // Sequence length after the column region's entry: under sequence parallelism x holds a
   // sequence shard and enter_column gathers the whole (cp-local) sequence.
   const int64_t T = h.size(1);
-  auto qkv = at::linear(h, wqkv, bqkv).split_with_sizes({hq * D, hkv * D, hkv * D}, -1);
+  auto qkv = project(h, wqkv, bqkv).split_with_sizes({hq * D, hkv * D, hkv * D}, -1);
   Tensor q = qkv[0].view({B, T, hq, D}).transpose(1, 2);
   Tensor k = qkv[1].view({B, T, hkv, D}).transpose(1, 2);
   Tensor v = qkv[2].view({B, T, hkv, D}).transpose(1, 2);
@@ -222,10 +229,10 @@ at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Ten
     k = k * cos + rotate_half(k) * sin;
   }
   Tensor a = ops_.attention(q, k, v).transpose(1, 2).reshape({B, T, hq * D});
-  Tensor out = x + ops_.exit_row(at::linear(a, wo));
+  Tensor out = x + ops_.exit_row(project(a, wo));
   // SwiGLU MLP: down(silu(gate(h)) * up(h)).
   Tensor m = ops_.enter_column(rms_norm(out, mlp_norm, spec_.rms_norm_eps));
-  Tensor gate_up = at::linear(m, w_gate_up);
+  Tensor gate_up = project(m, w_gate_up);
   Tensor g;
   if (fused_ops_apply(gate_up)) {
     g = fused_swiglu(gate_up);
@@ -233,7 +240,7 @@ at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Ten
     auto gu = gate_up.chunk(2, -1);
     g = at::silu(gu[0]) * gu[1];
   }
-  return out + ops_.exit_row(at::linear(g, w_down));
+  return out + ops_.exit_row(project(g, w_down));
 }
 
 at::Tensor Model::loss_sum(const at::Tensor& tokens, const at::Tensor& targets,

@@ -155,6 +155,50 @@ TEST(FusedOps, AdamWShardsCutAnywhereMatchTheFullTensorAndScaleOnTheFly) {
   expect_close(p.detach() - before, -1e-3 * p.grad().sign(), 1e-6, "first AdamW step");
 }
 
+TEST(FusedOps, LinearMatchesATenForwardAndBackward) {
+  if (!fused_linear_applies(at::zeros({1, 2}), at::zeros({3, 2})))
+    GTEST_FAIL() << "this CPU lacks AVX2/FMA: the fused linear cannot run here";
+  // Rows not a multiple of the 6-row blocks, columns not a multiple of the 16-column panels, odd
+  // depths, a 3-D input, and an input whose rows are strided (a slice of a wider projection).
+  for (auto [M, K, N] : std::vector<std::array<int64_t, 3>>{
+           {1, 1, 1}, {7, 5, 17}, {64, 32, 48}, {100, 77, 33}, {512, 256, 96}}) {
+    at::manual_seed(M + 13 * K + N);
+    for (bool strided : {false, true}) {
+      Tensor wide = at::randn({M, strided ? K + 9 : K});
+      Tensor x = wide.narrow(1, 0, K).detach().requires_grad_(true);
+      if (M % 2 == 0) x = x.detach().view({2, M / 2, K}).requires_grad_(true);
+      Tensor w = at::randn({N, K}).requires_grad_(true);
+      Tensor x2 = x.detach().to(at::kDouble).requires_grad_(true);
+      Tensor w2 = w.detach().to(at::kDouble).requires_grad_(true);
+      Tensor y = fused_linear(x, w), y2 = at::linear(x2, w2);
+      const std::string what = "M=" + std::to_string(M) + " K=" + std::to_string(K) +
+                               " N=" + std::to_string(N) + (strided ? " strided" : "");
+      expect_close(y, y2.to(at::kFloat), 1e-6, (what + " forward").c_str());
+      Tensor gy = at::randn(y.sizes());
+      y.backward(gy);
+      y2.backward(gy.to(at::kDouble));
+      expect_close(x.grad(), x2.grad().to(at::kFloat), 1e-6, (what + " dx").c_str());
+      expect_close(w.grad(), w2.grad().to(at::kFloat), 1e-6, (what + " dw").c_str());
+    }
+  }
+}
+
+TEST(FusedOps, LinearIsTheSameBitsAtOneAndTwoThreads) {
+  at::manual_seed(5);
+  Tensor x = at::randn({2, 150, 96}).requires_grad_(true), w = at::randn({200, 96}).requires_grad_(true);
+  Tensor gy = at::randn({2, 150, 200});
+  std::vector<Tensor> runs;
+  const int threads = at::get_num_threads();
+  for (int n : {1, 2}) {
+    at::set_num_threads(n);
+    Tensor y = fused_linear(x, w);
+    auto g = torch::autograd::grad({y}, {x, w}, {gy});
+    runs.push_back(at::cat({y.flatten(), g[0].flatten(), g[1].flatten()}));
+  }
+  at::set_num_threads(threads);
+  EXPECT_TRUE(at::equal(runs[0], runs[1]));
+}
+
 // Causal grouped-query attention in double, composite: the definition the kernels implement.
 Tensor attention_ref(const Tensor& q, const Tensor& k, const Tensor& v) {
   const int64_t rep = q.size(1) / k.size(1), T = q.size(2);
