@@ -207,8 +207,9 @@ class LaunchTest : public QObject {
 
   void reopenedWorkbenchReattaches() {
     // The run outlives the window: close it mid-run, open a new one, and it follows the run to
-    // the end from the offsets the store kept (nothing lost, nothing twice).
-    const int steps = 30;
+    // the end from the offsets the store kept (nothing lost, nothing twice). Long enough (~5 s
+    // of `tiny` steps at ~17 ms) that it is still running when the second window attaches.
+    const int steps = 300;
     qint64 run = 0;
     {
       auto w = std::make_unique<MainWindow>(false);
