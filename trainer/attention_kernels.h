@@ -6,9 +6,11 @@
 // Why not ATen's flash attention: with Llama's small head dims (32-128) its block GEMMs are thin
 // and its per-block bookkeeping (online-softmax rescaling, per-thread gradient buffers reduced at
 // the end) dominates. Here each tile of query rows sees all of its causal keys at once, so the
-// softmax is exact in one pass (no rescaling), and the five backward GEMMs of a tile are BLAS
-// calls of at least 64 x D x 64. Forward + backward of one `small` layer (B 2, T 256, 8/4 heads
-// of 32), median: 7.2 ms flash vs 4.9 ms here at 2 threads, 10.0 vs 6.5 at 1; T 1024: 63 vs 44.
+// softmax is exact in one pass (no rescaling); the two forward and five backward products of a
+// tile run on a register-blocked kernel that stops each 6-row block at its causal edge. Forward +
+// backward of one `small` layer (B 2, T 256, 8/4 heads of 32): flash attention 7.2 ms at 2
+// threads, 10.0 at 1 (session 6's VM); these tiles on MKL sgemm 4.9 / 6.5 there, 2.6 / 4.8 on
+// session 7's; on the own kernel 1.8 / 3.5 (session 7).
 //
 // Maths (row i of one head, keys j <= i, s = 1/sqrt(D)):
 //   S_ij = s q_i.k_j,  P_ij = exp(S_ij - lse_i),  lse_i = log sum_j exp(S_ij),  o_i = sum_j P_ij v_j
@@ -32,12 +34,12 @@ struct HeadPtrs {
   int64_t v_ld;
 };
 
-// Query rows per tile: every tile is a few BLAS calls, so tiles must be big enough for the call
-// overhead not to matter, and small enough that the causal triangle wastes little (rows of a tile
-// see the keys up to the tile's last row: 1/2 + 1/(2 * tiles) of the full square is computed).
+// Query rows per tile: the score tile (rows x T floats) stays in L2 between the products that
+// write and read it. Inside a tile each 6-row block computes only up to its own causal edge.
 constexpr int64_t kAttentionTileRows = 64;
 
-// Floats of scratch one head's forward needs (S tile), and its backward (S and dP tiles).
+// Floats of scratch one head's forward needs (S tile, packed K^T and V), and its backward (S and
+// dP tiles, packed K^T, V^T, K and a tile of dO and Q).
 int64_t attention_forward_scratch(int64_t T, int64_t D);
 int64_t attention_backward_scratch(int64_t T, int64_t D);
 
