@@ -91,13 +91,14 @@ float dot(const float* a, const float* b, int64_t n) {
 
 }  // namespace
 
-// Scratch layout, in floats: a score tile (64 x T), and the packed operands: K^T and V^T
-// (round_up(T) x D each), K and V (T x round_up(D) each), a tile of dO and of Q (64 x round_up(D)).
+// Scratch, in floats. Forward: the score tile (64 x T), K^T packed (round_up(T) x D), V packed
+// (T x round_up(D)). Backward: the P and dS tiles (64 x T each), K^T and V^T packed
+// (round_up(T) x D each), K packed (T x round_up(D)), a tile of dO and of Q (64 x round_up(D) each).
 int64_t attention_forward_scratch(int64_t T, int64_t D) {
   return kAttentionTileRows * T + round_up(T) * D + T * round_up(D);
 }
 int64_t attention_backward_scratch(int64_t T, int64_t D) {
-  return 2 * kAttentionTileRows * T + 2 * round_up(T) * D + 2 * T * round_up(D) +
+  return 2 * kAttentionTileRows * T + 2 * round_up(T) * D + T * round_up(D) +
          2 * kAttentionTileRows * round_up(D);
 }
 

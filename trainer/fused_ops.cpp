@@ -340,8 +340,9 @@ struct CausalAttentionFn : public torch::autograd::Function<CausalAttentionFn> {
 
 // ---------------------------------------------------------------- linear
 
-// Scratch for a packed B, kept per thread (grow-only): it is not a tensor (as MKL's own packing
-// buffers are not), so the tracked tensor bytes are those of at::linear.
+// Scratch for packed B panels, kept per thread (grow-only, at most kPackBytes): not a tensor (as
+// MKL's own packing buffers are not), so the tracked tensor bytes are those of at::linear.
+constexpr int64_t kPackBytes = int64_t{8} << 20;
 float* pack_buffer(int64_t floats) {
   thread_local std::vector<float> buffer;
   if (static_cast<int64_t>(buffer.size()) < floats) buffer.resize(static_cast<size_t>(floats));
@@ -349,47 +350,54 @@ float* pack_buffer(int64_t floats) {
 }
 
 // C[M x N] = A[M x K] B[K x N], A(r, k) = a[r * a_row + k * a_col]; B(k, j) = src[k * ld + j]
-// (rows) or src[j * ld + k] (transposed). B is packed once (its panels split between threads),
-// then C's 6-row blocks are split between threads.
+// (rows) or src[j * ld + k] (transposed). C's columns go in groups whose packed B fits
+// kPackBytes (all of N for `small`; a bounded copy, not a second weight, for large layers): each
+// group's B panels are packed (split between threads), then C's 6-row blocks (split between
+// threads) run over the group. Every C element is still one sum over all of K.
 void linear_product(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_row, int64_t a_col,
                     const float* b_src, int64_t b_ld, bool b_transposed, float* c) {
-  float* packed = pack_buffer(gemm::round_up(N) * K);
   const int64_t panels = (N + gemm::kCols - 1) / gemm::kCols;
-  at::parallel_for(0, panels, 4, [&](int64_t p0, int64_t p1) {
-    const int64_t j0 = p0 * gemm::kCols, cols = std::min(N, p1 * gemm::kCols) - j0;
-    float* dst = packed + p0 * K * gemm::kCols;
-    if (b_transposed)
-      gemm::pack_transposed(b_src + j0 * b_ld, b_ld, K, cols, dst);
-    else
-      gemm::pack_rows(b_src + j0, b_ld, K, cols, dst);
-  });
+  const int64_t group = std::clamp<int64_t>(kPackBytes / (K * gemm::kCols * 4), 1, panels);
+  float* packed = pack_buffer(group * gemm::kCols * K);
   const int64_t blocks = (M + gemm::kRows - 1) / gemm::kRows;
   const bool a_transposed = a_row == 1 && a_col > 1;
-  at::parallel_for(0, blocks, 8, [&](int64_t b0, int64_t b1) {
-    if (!a_transposed) {
-      const int64_t r0 = b0 * gemm::kRows, rows = std::min(M, b1 * gemm::kRows) - r0;
-      gemm::small_gemm(rows,
-                       {a + r0 * a_row, a_row, a_col, packed, K * gemm::kCols, c + r0 * N, N,
-                        1.0f, nullptr, false},
-                       [&](int64_t, int64_t) { return gemm::Block{0, K, N}; });
-      return;
-    }
-    // A transposed (dY^T of the weight gradient): a row block's 6 values of one k are adjacent
-    // but the k are a whole row of dY apart, so every column panel would fetch K cache lines
-    // again; copy the block's 6 x K values once into k-major order (A(r, k) = block[k * 6 + r]),
-    // which every panel then streams.
-    thread_local std::vector<float> block;
-    block.resize(static_cast<size_t>(K * gemm::kRows));
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t r0 = b * gemm::kRows, rows = std::min<int64_t>(gemm::kRows, M - r0);
-      for (int64_t k = 0; k < K; ++k)
-        std::copy(a + r0 + k * a_col, a + r0 + k * a_col + rows, block.data() + k * gemm::kRows);
-      gemm::small_gemm(rows,
-                       {block.data(), 1, gemm::kRows, packed, K * gemm::kCols, c + r0 * N, N, 1.0f,
-                        nullptr, false},
-                       [&](int64_t, int64_t) { return gemm::Block{0, K, N}; });
-    }
-  });
+  for (int64_t g0 = 0; g0 < panels; g0 += group) {
+    const int64_t c0 = g0 * gemm::kCols, cols = std::min(N, (g0 + group) * gemm::kCols) - c0;
+    at::parallel_for(g0, std::min(panels, g0 + group), 4, [&](int64_t p0, int64_t p1) {
+      const int64_t j0 = p0 * gemm::kCols, w = std::min(N, p1 * gemm::kCols) - j0;
+      float* dst = packed + (p0 - g0) * K * gemm::kCols;
+      if (b_transposed)
+        gemm::pack_transposed(b_src + j0 * b_ld, b_ld, K, w, dst);
+      else
+        gemm::pack_rows(b_src + j0, b_ld, K, w, dst);
+    });
+    auto whole_depth = [&](int64_t, int64_t) { return gemm::Block{0, K, cols}; };
+    at::parallel_for(0, blocks, 8, [&](int64_t b0, int64_t b1) {
+      if (!a_transposed) {
+        const int64_t r0 = b0 * gemm::kRows, rows = std::min(M, b1 * gemm::kRows) - r0;
+        gemm::small_gemm(rows,
+                         {a + r0 * a_row, a_row, a_col, packed, K * gemm::kCols, c + r0 * N + c0,
+                          N, 1.0f, nullptr, false},
+                         whole_depth);
+        return;
+      }
+      // A transposed (dY^T of the weight gradient): a row block's 6 values of one k are
+      // adjacent but the k are a whole row of dY apart, so every column panel would fetch K
+      // cache lines again; copy the block's 6 x K values once into k-major order
+      // (A(r, k) = block[k * 6 + r]), which every panel then streams.
+      thread_local std::vector<float> block;
+      block.resize(static_cast<size_t>(K * gemm::kRows));
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t r0 = b * gemm::kRows, rows = std::min<int64_t>(gemm::kRows, M - r0);
+        for (int64_t k = 0; k < K; ++k)
+          std::copy(a + r0 + k * a_col, a + r0 + k * a_col + rows, block.data() + k * gemm::kRows);
+        gemm::small_gemm(rows,
+                         {block.data(), 1, gemm::kRows, packed, K * gemm::kCols, c + r0 * N + c0,
+                          N, 1.0f, nullptr, false},
+                         whole_depth);
+      }
+    });
+  }
 }
 
 // x's rows as a 2-D [M, K] view (no copy when its rows are evenly strided).

@@ -159,9 +159,10 @@ TEST(FusedOps, LinearMatchesATenForwardAndBackward) {
   if (!fused_linear_applies(at::zeros({1, 2}), at::zeros({3, 2})))
     GTEST_FAIL() << "this CPU lacks AVX2/FMA: the fused linear cannot run here";
   // Rows not a multiple of the 6-row blocks, columns not a multiple of the 16-column panels, odd
-  // depths, a 3-D input, and an input whose rows are strided (a slice of a wider projection).
+  // depths, a 3-D input, an input whose rows are strided (a slice of a wider projection), and a
+  // depth whose packed B exceeds the 8 MiB pack buffer (columns in two groups).
   for (auto [M, K, N] : std::vector<std::array<int64_t, 3>>{
-           {1, 1, 1}, {7, 5, 17}, {64, 32, 48}, {100, 77, 33}, {512, 256, 96}}) {
+           {1, 1, 1}, {7, 5, 17}, {64, 32, 48}, {100, 77, 33}, {512, 256, 96}, {14, 8192, 300}}) {
     at::manual_seed(M + 13 * K + N);
     for (bool strided : {false, true}) {
       Tensor wide = at::randn({M, strided ? K + 9 : K});
