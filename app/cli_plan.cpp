@@ -158,10 +158,10 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
     const double comm_share = e.time.step_s > 0 ? exposed / e.time.step_s : 0;
     const std::vector<std::string> cells = {
         std::to_string(rank),
-        std::to_string(e.shape.dp_replicate),
-        std::to_string(e.shape.dp_shard),
-        std::to_string(e.shape.cp),
-        std::to_string(e.shape.tp),
+        std::to_string(e.shape[Axis::dp_replicate]),
+        std::to_string(e.shape[Axis::dp_shard]),
+        std::to_string(e.shape[Axis::cp]),
+        std::to_string(e.shape[Axis::tp]),
         e.fits ? "yes" : "no",
         mem(m.total),
         mem(m.params),

@@ -24,6 +24,7 @@
 #include <sstream>
 
 #include "app/commands.h"
+#include "core/run_config_flags.h"
 #include "core/store/paths.h"
 #include "remote/run_control.h"
 
@@ -41,13 +42,6 @@ int fail(const Error& e, int code) {
   return code;
 }
 
-// Flags of meshtrain that launch passes through (each takes a value unless listed in kSwitches).
-const std::set<std::string> kTrainerFlags = {
-    "--model", "--data", "--steps", "--seq-len", "--global-batch", "--micro-batch", "--lr",
-    "--warmup-steps", "--seed", "--dp-replicate", "--dp-shard", "--cp", "--tp", "--precision",
-    "--activation-checkpointing", "--device", "--checkpoint-dir", "--checkpoint-every",
-    "--peak-tflops", "--max-grad-norm"};
-const std::set<std::string> kTrainerSwitches = {"--resume"};
 const std::set<std::string> kOwnValueFlags = {
     "--ssh-config", "--known-hosts", "--identity", "--hostfile", "--hosts", "--nproc-per-node",
     "--db", "--name", "--config", "--remote-root", "--master-addr", "--master-port", "--meshtrain",
@@ -59,10 +53,11 @@ struct Parsed {
   std::map<std::string, std::string> values;
   std::set<std::string> switches;
   std::vector<std::string> positional;
-  std::vector<std::string> trainer_args;  // in the order given
+  // Run config flags (core/run_config_flags.h, meshtrain's own), in the order given.
+  std::vector<std::pair<const RunConfigFlag*, std::string>> run_flags;
 };
 
-Result<Parsed> parse(const Args& args, bool allow_trainer_flags) {
+Result<Parsed> parse(const Args& args, bool allow_run_config_flags) {
   Parsed p;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string a = args[i];
@@ -86,14 +81,10 @@ Result<Parsed> parse(const Args& args, bool allow_trainer_flags) {
       auto v = take();
       if (!v) return v.error();
       p.values[a] = *v;
-    } else if (allow_trainer_flags && kTrainerSwitches.count(a)) {
-      p.trainer_args.push_back(a);
-    } else if (allow_trainer_flags && kTrainerFlags.count(a)) {
+    } else if (const RunConfigFlag* rf = allow_run_config_flags ? find_run_config_flag(a) : nullptr) {
       auto v = take();
       if (!v) return v.error();
-      p.values[a] = *v;
-      p.trainer_args.push_back(a);
-      p.trainer_args.push_back(*v);
+      p.run_flags.emplace_back(rf, *v);
     } else if (a.rfind("-", 0) == 0 && a.size() > 1) {
       return Error{a, "", "is not an option of this command (see --help)"};
     } else {
@@ -221,6 +212,58 @@ constexpr const char* kSshHelp =
     "  (hosts: user@host:port or ~/.ssh/config aliases; unknown host keys are refused unless\n"
     "   --accept-new-host-keys, which prints each fingerprint it adds; changed keys always are)\n";
 
+// A whole-number flag within [min, max]; absent: `out` unchanged.
+Status int_value(const Parsed& p, const std::string& flag, int min, int max, int& out) {
+  if (!p.values.count(flag)) return {};
+  const std::string& text = p.values.at(flag);
+  try {
+    size_t pos = 0;
+    const long long v = std::stoll(text, &pos);
+    if (pos != text.size() || v < min || v > max) throw std::invalid_argument("");
+    out = static_cast<int>(v);
+  } catch (...) {
+    return Error{flag, text, "a whole number from " + std::to_string(min) + " to " + std::to_string(max)};
+  }
+  return {};
+}
+
+// The run config `meshwork launch` runs: --config FILE (or the defaults), the run config flags
+// on top in the order given (the same table and words as meshtrain's), the nodes from
+// --hostfile / --hosts / --local with --nproc-per-node ranks each (else the file's nodes), and
+// --name. The launcher ships it as it is; nothing else reaches meshtrain.
+Result<RunConfig> launch_config(const Parsed& p) {
+  RunConfig config;
+  if (p.values.count("--config")) {
+    auto c = load_run_config(p.values.at("--config"));
+    if (!c) return Error{"--config", p.values.at("--config"), c.error().message(), c.error().kind};
+    config = *c;
+  }
+  for (const auto& [flag, value] : p.run_flags)
+    if (Status st = flag->apply(config, value); !st) return st.error();
+  auto hosts = hosts_of(p, false);
+  if (!hosts) return hosts.error();
+  int nproc = 0;
+  if (Status st = int_value(p, "--nproc-per-node", 1, 1 << 20, nproc); !st) return st.error();
+  if (!hosts->empty()) {
+    config.nodes.clear();
+    for (const HostEntry& h : *hosts) {
+      if (h.slots > 0 && nproc > 0 && h.slots != nproc)
+        return Error{"slots", h.spec.to_string() + " slots=" + std::to_string(h.slots),
+                     "every node runs --nproc-per-node " + std::to_string(nproc) + " ranks (torchrun style)"};
+      const int slots = h.slots > 0 ? h.slots : nproc;
+      if (slots < 1) return Error{"--nproc-per-node", "", "give the ranks per node (or slots= in the hostfile)"};
+      config.nodes.push_back(NodeConfig{h.spec.to_string(), slots, {}});
+    }
+  } else if (config.nodes.empty()) {
+    return Error{"--hosts", "", "give --hostfile F, --hosts H1,H2 or --local (or nodes in the --config file)"};
+  } else if (nproc > 0) {
+    for (NodeConfig& n : config.nodes) n.slots = nproc;
+  }
+  if (p.values.count("--name")) config.name = p.values.at("--name");
+  if (config.name.empty()) config.name = "run";
+  return config;
+}
+
 }  // namespace
 
 int probe_main(const Args& args) {
@@ -277,15 +320,19 @@ int launch_main(const Args& args) {
   auto p = parse(args, true);
   if (!p) return fail(p.error(), kExitInvalid);
   if (p->switches.count("--help") || p->switches.count("-h")) {
+    std::string run_flags;
+    for (const RunConfigFlag& f : run_config_flags()) run_flags += (run_flags.empty() ? "" : " ") + f.name;
     std::cout << "usage: meshwork launch --hostfile F | --hosts H1,H2 | --local  --nproc-per-node N\n"
-                 "         [meshtrain flags: --model --data --steps --seq-len --global-batch --micro-batch --lr\n"
-                 "          --warmup-steps --seed --dp-replicate --dp-shard --cp --tp --precision\n"
-                 "          --activation-checkpointing --device --checkpoint-dir --checkpoint-every --resume]\n"
-                 "         [--config FILE] [--db PATH] [--name NAME] [--detach] [--remote-root DIR]\n"
-                 "         [--master-addr A] [--master-port P] [--meshtrain BIN] [--max-restarts N]\n"
-                 "Probes the nodes, validates the shape against them, deploys meshtrain into a private run\n"
-                 "directory on each, starts one supervisor per node (detached: the run outlives this\n"
-                 "command) and streams every rank's metrics into the store until the run ends.\n"
+                 "         [--config FILE] [run config flags, as meshtrain's] [--db PATH] [--name NAME]\n"
+                 "         [--detach] [--remote-root DIR] [--master-addr A] [--master-port P]\n"
+                 "         [--meshtrain BIN] [--max-restarts N]\n"
+                 "Run config flags set the fields of --config's run config (or of the defaults):\n  "
+              << run_flags << "\n"
+              << "Probes the nodes, checks the layout against them, deploys meshtrain and the run config\n"
+                 "(run_config.json) into a private run directory on each, starts one supervisor per node\n"
+                 "(`meshtrain --config run_config.json` plus the node's rank and the master's address;\n"
+                 "detached: the run outlives this command) and streams every rank's metrics into the\n"
+                 "store until the run ends. Without host flags, the --config file's nodes are used.\n"
                  "--max-restarts N: when a rank fails, every node starts all its ranks again from the\n"
                  "latest checkpoint (--checkpoint-every K), at most N times; done on the nodes, so it\n"
                  "works with --detach too.\n"
@@ -294,85 +341,14 @@ int launch_main(const Args& args) {
     return kExitOk;
   }
   if (!p->positional.empty()) return fail(Error{"launch", p->positional[0], "takes no positional arguments"}, kExitInvalid);
+  auto config = launch_config(*p);
+  if (!config) return fail(config.error(), exit_code(config.error().kind));
   LaunchRequest req;
-  auto hosts = hosts_of(*p, false);
-  if (!hosts) return fail(hosts.error(), kExitInvalid);
-  req.hosts = *hosts;
-  if (req.hosts.empty()) return fail(Error{"--hosts", "", "give --hostfile F, --hosts H1,H2 or --local"}, kExitInvalid);
-  auto int_flag = [&](const std::string& f, int& out) -> Status {
-    if (!p->values.count(f)) return {};
-    try {
-      size_t pos = 0;
-      out = std::stoi(p->values.at(f), &pos);
-      if (pos != p->values.at(f).size()) throw std::invalid_argument("");
-    } catch (...) {
-      return Error{f, p->values.at(f), "must be a whole number"};
-    }
-    return {};
-  };
-  if (auto st = int_flag("--nproc-per-node", req.nproc_per_node); !st) return fail(st.error(), kExitInvalid);
-  if (auto st = int_flag("--master-port", req.master_port); !st) return fail(st.error(), kExitInvalid);
-  if (auto st = int_flag("--max-restarts", req.max_restarts); !st) return fail(st.error(), kExitInvalid);
-  if (req.max_restarts < 0)
-    return fail(Error{"--max-restarts", p->values.at("--max-restarts"), "a whole number >= 0"}, kExitInvalid);
-  // The run config: --config, then the flags on top (the same names as meshtrain's).
-  if (p->values.count("--config")) {
-    auto c = load_run_config(p->values.at("--config"));
-    if (!c) return fail(c.error(), kExitInvalid);
-    req.config = *c;
-    // The config's content is passed to meshtrain as flags, so the trainer sees the same run.
-    const auto& t = req.config.training;
-    std::vector<std::string> from_config = {
-        "--dp-replicate", std::to_string(req.config.mesh.dp_replicate), "--dp-shard", std::to_string(req.config.mesh.dp_shard),
-        "--cp", std::to_string(req.config.mesh.cp), "--tp", std::to_string(req.config.mesh.tp),
-        "--steps", std::to_string(t.steps), "--seq-len", std::to_string(t.seq_len),
-        "--global-batch", std::to_string(t.global_batch), "--micro-batch", std::to_string(t.micro_batch),
-        "--seed", std::to_string(t.seed), "--precision", std::string(to_string(t.precision)),
-        "--device", std::string(to_string(t.device))};
-    if (req.config.model.is_string()) {
-      from_config.push_back("--model");
-      from_config.push_back(req.config.model.get<std::string>());
-    }
-    req.trainer_args.insert(req.trainer_args.begin(), from_config.begin(), from_config.end());
-  }
-  nlohmann::json doc = to_json(req.config);
-  auto set_int = [&](const char* flag, nlohmann::json& slot) -> Status {
-    if (!p->values.count(flag)) return {};
-    try {
-      size_t pos = 0;
-      long long v = std::stoll(p->values.at(flag), &pos);
-      if (pos != p->values.at(flag).size()) throw std::invalid_argument("");
-      slot = v;
-    } catch (...) {
-      return Error{flag, p->values.at(flag), "must be a whole number"};
-    }
-    return {};
-  };
-  for (auto [flag, axis] : {std::pair{"--dp-replicate", "dp_replicate"}, {"--dp-shard", "dp_shard"}, {"--cp", "cp"}, {"--tp", "tp"}}) {
-    if (auto st = set_int(flag, doc["mesh"][axis]); !st) return fail(st.error(), kExitInvalid);
-  }
-  for (auto [flag, key] : {std::pair{"--steps", "steps"}, {"--seq-len", "seq_len"}, {"--global-batch", "global_batch"},
-                           {"--micro-batch", "micro_batch"}, {"--warmup-steps", "warmup_steps"}, {"--seed", "seed"},
-                           {"--checkpoint-every", "checkpoint_every"}}) {
-    if (auto st = set_int(flag, doc["training"][key]); !st) return fail(st.error(), kExitInvalid);
-  }
-  for (auto [flag, key] : {std::pair{"--precision", "precision"}, {"--activation-checkpointing", "activation_checkpointing"},
-                           {"--device", "device"}}) {
-    if (p->values.count(flag)) doc["training"][key] = p->values.at(flag);
-  }
-  if (p->values.count("--lr")) {
-    try {
-      doc["training"]["lr"] = std::stod(p->values.at("--lr"));
-    } catch (...) {
-      return fail(Error{"--lr", p->values.at("--lr"), "must be a number"}, kExitInvalid);
-    }
-  }
-  if (p->values.count("--model")) doc["model"] = p->values.at("--model");
-  if (p->values.count("--data")) doc["data"] = p->values.at("--data");
-  auto config = run_config_from_json(doc);
-  if (!config) return fail(config.error(), kExitInvalid);
   req.config = *config;
-  req.name = p->values.count("--name") ? p->values.at("--name") : "run";
+  int port = 0;
+  if (auto st = int_value(*p, "--master-port", 1, 65535, port); !st) return fail(st.error(), kExitInvalid);
+  req.master_port = port;
+  if (auto st = int_value(*p, "--max-restarts", 0, 1000, req.max_restarts); !st) return fail(st.error(), kExitInvalid);
   req.trainer_path = p->values.count("--meshtrain") ? p->values.at("--meshtrain") : self_dir() + "/meshtrain";
   if (p->values.count("--remote-root")) req.remote_root = p->values.at("--remote-root");
   if (p->values.count("--master-addr")) req.master_addr = p->values.at("--master-addr");
@@ -388,12 +364,11 @@ int launch_main(const Args& args) {
     if (d.stage == "uploading") std::cerr << " (" << d.bytes_total << " bytes)";
     std::cerr << "\n";
   };
-  req.trainer_args = p->trainer_args;
   const auto db = db_path(*p);
   auto launched = launch_run(db, req);
   if (auto* e = std::get_if<LaunchError>(&launched)) {
     for (size_t i = 1; i < e->more.size(); ++i) fail(e->more[i], 0);
-    return fail(e->error, e->kind == LaunchError::Kind::invalid ? kExitInvalid : kExitError);
+    return fail(e->error, exit_code(e->error.kind));
   }
   const LaunchedRun& run = std::get<LaunchedRun>(launched);
   std::cout << "run " << run.id << ": started on " << run.record.nodes.size() << " node(s) in "
@@ -434,8 +409,6 @@ int stop_main(const Args& args) {
   const auto db = db_path(*p);
   auto id = resolve(db, p->positional[0]);
   if (!id) return fail(id.error(), kExitInvalid);
-  auto rec = load_launch_record(db, *id);
-  if (!rec) return fail(rec.error(), kExitInvalid);
   int grace = 5;
   if (p->values.count("--grace")) {
     try {
@@ -444,12 +417,8 @@ int stop_main(const Args& args) {
       return fail(Error{"--grace", p->values.at("--grace"), "must be a whole number of seconds"}, kExitInvalid);
     }
   }
-  if (auto st = stop_all(*rec, ssh_options(*p), std::chrono::seconds(grace)); !st) return fail(st.error(), kExitError);
-  auto s = store::RunStore::open(db);
-  if (s) {
-    (void)(*s)->set_status(*id, store::kStatusStopped, "stopped by the user");
-    (void)(*s)->add_event(*id, "info", "stopped by `meshwork stop`");
-  }
+  if (auto st = stop_and_record(db, *id, ssh_options(*p), "`meshwork stop`", std::chrono::seconds(grace)); !st)
+    return fail(st.error(), exit_code(st.error().kind));
   std::cout << "run " << *id << ": stopped\n";
   return kExitOk;
 }

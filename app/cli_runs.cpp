@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "app/commands.h"
+#include "core/mesh_json.h"
 #include "core/store/paths.h"
 #include "core/store/run_store.h"
 
@@ -130,7 +131,7 @@ int list_main(const Args& args) {
     for (const auto& r : *runs) {
       nlohmann::json j = {{"id", r.id},         {"name", r.name},       {"created", r.created},
                           {"status", r.status}, {"exit_reason", r.exit_reason},
-                          {"shape", r.shape},   {"model", r.model},     {"world", r.world},
+                          {"mesh", r.shape ? to_json(*r.shape) : nlohmann::json(nullptr)},   {"model", r.model},     {"world", r.world},
                           {"steps", r.steps},   {"points", r.points},   {"origin", r.origin}};
       j["final_loss"] = r.final_loss ? nlohmann::json(*r.final_loss) : nlohmann::json(nullptr);
       j["tokens_per_s"] = r.tokens_per_s ? nlohmann::json(*r.tokens_per_s) : nlohmann::json(nullptr);
@@ -146,7 +147,7 @@ int list_main(const Args& args) {
   std::vector<std::vector<std::string>> rows = {
       {"ID", "NAME", "CREATED", "SHAPE", "MODEL", "STATUS", "STEPS", "FINAL LOSS", "TOKENS/S"}};
   for (const auto& r : *runs)
-    rows.push_back({std::to_string(r.id), r.name, format_time(r.created), r.shape.empty() ? "-" : r.shape,
+    rows.push_back({std::to_string(r.id), r.name, format_time(r.created), r.shape ? r.shape->compact() : "-",
                     r.model.empty() ? "-" : r.model, r.status,
                     r.points ? std::to_string(r.steps) : "-", format_number(r.final_loss, 4),
                     format_rate(r.tokens_per_s)});

@@ -1,20 +1,17 @@
 // Subcommands of the `meshwork` executable. Each lives in its own file (cli_*.cpp) and takes the
-// arguments after the subcommand name. Exit codes (DESIGN.md): 0 success, 2 invalid input,
-// 3 valid but does not fit / run failed, 1 other errors. Errors go to stderr as
+// arguments after the subcommand name. Exit codes are core's (core/error.h: kExitOk, kExitInvalid,
+// kExitNoFit, kExitError; exit_code(ErrorKind)). Errors go to stderr as
 //   meshwork: <field>: <value>: <what is allowed>
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace meshwork::cli {
 
 using Args = std::vector<std::string>;
-
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitError = 1;
-inline constexpr int kExitInvalid = 2;
-inline constexpr int kExitNoFit = 3;
 
 int plan_main(const Args& args);    // cli_plan.cpp
 int runs_main(const Args& args);    // cli_runs.cpp: runs list|import|export|delete

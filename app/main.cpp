@@ -21,6 +21,7 @@ void print_usage(std::ostream& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  using namespace meshwork;
   using namespace meshwork::cli;
   if (argc >= 2) {
     const std::string cmd = argv[1];

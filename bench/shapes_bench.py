@@ -92,7 +92,7 @@ def run_shape(args, shape, world=None):
     for r in range(world):
         recs = read_jsonl(os.path.join(run_dir, "metrics-rank%d.jsonl" % r))
         st = [x for x in recs if x.get("type") == "step"]
-        peaks += [x["config"]["peak_tflops"] for x in recs if x.get("type") == "start"]
+        peaks += [x["peak_tflops"] for x in recs if x.get("type") == "start"]
         # Peak tensor bytes of steps after the first (the first creates gradients and AdamW
         # state lazily nowhere: the estimate covers every step; skip it only for warm-up time).
         mem.append(max(x["mem_peak_bytes"] for x in st))

@@ -42,7 +42,6 @@ int main(int argc, char** argv) {
   q.device = DeviceKind::cpu;
   q.reserve_bytes = 0;
   q.attention = AttentionKernel::fused;  // LibTorch runs flash SDPA on CPU too (bench/estimator_check.py)
-  q.allow_tp_cp_with_pure_replication = true;  // meshtrain replicates tp/cp pieces itself
   q.hardware = HardwareModel::cpu();
   q.hardware.peak_flops_fp32 = q.hardware.peak_flops_bf16 = std::stod(need("--flops"));
   q.hardware.efficiency = std::stod(need("--efficiency"));

@@ -6,15 +6,44 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
 namespace meshwork {
 
+// What went wrong, as LevelDB's Status carries a code: each boundary (meshwork's and meshtrain's
+// exit codes, the workbench's message boxes) maps kinds to what it shows in one place
+// (exit_code() below; ui/error_text.h), never by looking at the words.
+enum class ErrorKind {
+  invalid_input,  // the user's input breaks a rule: fix the input (exit 2)
+  does_not_fit,   // valid, but the run does not fit or did not succeed (exit 3)
+  io,             // a file or the store could not be read or written (exit 1)
+  remote,         // a node could not be reached or answered wrongly (exit 1)
+  internal,       // a bug or an unexpected state (exit 1)
+};
+std::string_view to_string(ErrorKind kind);
+
+// Process exit codes shared by `meshwork` and `meshtrain`: 0 success, 2 invalid input, 3 valid
+// but does not fit / the run failed, 1 everything else.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;
+inline constexpr int kExitInvalid = 2;
+inline constexpr int kExitNoFit = 3;
+int exit_code(ErrorKind kind);
+
 struct Error {
   std::string field;    // e.g. "tp", "model.num_attention_heads", "--gpu-memory"
   std::string value;    // the offending value as the user wrote it
   std::string allowed;  // what would be accepted, in plain words
+  ErrorKind kind = ErrorKind::invalid_input;
+
+  // The same error with another kind: `return Error{path, "", "cannot be read"}.as(ErrorKind::io);`
+  Error as(ErrorKind k) const& {
+    Error e = *this;
+    e.kind = k;
+    return e;
+  }
 
   std::string message() const {
     std::string out = field;

@@ -82,9 +82,9 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
     out.terms.push_back({std::move(name), bytes, std::move(formula)});
   };
 
-  const int64_t t = std::max(1, sh.tp);
-  const int64_t cp = std::max(1, sh.cp);
-  const int64_t n = int64_t{std::max(1, sh.dp_shard)} * cp;
+  const int64_t t = std::max(1, sh[Axis::tp]);
+  const int64_t cp = std::max(1, sh[Axis::cp]);
+  const int64_t n = int64_t{std::max(1, sh[Axis::dp_shard])} * cp;
   const bool fsdp = n > 1;
   const bool bf16 = q.precision == Precision::bf16;
   const int64_t c = bf16 ? 2 : 4;
@@ -263,7 +263,7 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
     add(out.gather_buffers, "bf16_grads", 2 * layout.total_numel(),
         f("2 B x %lld parameters (bf16 gradients before the fp32 cast)", layout.total_numel()));
   }
-  if (sh.dp_replicate > 1 && !fsdp) {
+  if (sh[Axis::dp_replicate] > 1 && !fsdp) {
     const int64_t grad_bytes = 4 * layout.total_numel();
     if (k.ddp_unit_buckets) {
       const int64_t unit = 4 * std::max(layout.layer_numel(), layout.root_numel());

@@ -15,15 +15,22 @@ std::string normalize(std::string_view name) {
 
 }  // namespace
 
-std::string_view axis_name(Axis axis) {
-  switch (axis) {
-    case Axis::dp_replicate: return "dp_replicate";
-    case Axis::dp_shard: return "dp_shard";
-    case Axis::cp: return "cp";
-    case Axis::tp: return "tp";
-  }
-  return "?";
-}
+namespace {
+struct AxisNames {
+  std::string_view name;
+  std::string_view flag;
+};
+// Indexed by Axis.
+constexpr std::array<AxisNames, kAxisCount> kAxisNames = {{
+    {"dp_replicate", "--dp-replicate"},
+    {"dp_shard", "--dp-shard"},
+    {"cp", "--cp"},
+    {"tp", "--tp"},
+}};
+}  // namespace
+
+std::string_view axis_name(Axis axis) { return kAxisNames[static_cast<size_t>(axis)].name; }
+std::string_view axis_flag(Axis axis) { return kAxisNames[static_cast<size_t>(axis)].flag; }
 
 std::optional<Axis> axis_from_name(std::string_view name) {
   const std::string n = normalize(name);
@@ -75,25 +82,6 @@ GroupKind group_of_axis(Axis axis) {
   return GroupKind::tp;
 }
 
-int MeshShape::size(Axis axis) const {
-  switch (axis) {
-    case Axis::dp_replicate: return dp_replicate;
-    case Axis::dp_shard: return dp_shard;
-    case Axis::cp: return cp;
-    case Axis::tp: return tp;
-  }
-  return 1;
-}
-
-void MeshShape::set(Axis axis, int value) {
-  switch (axis) {
-    case Axis::dp_replicate: dp_replicate = value; break;
-    case Axis::dp_shard: dp_shard = value; break;
-    case Axis::cp: cp = value; break;
-    case Axis::tp: tp = value; break;
-  }
-}
-
 int MeshShape::group_size(GroupKind kind) const {
   int n = 1;
   for (Axis a : group_axes(kind)) n *= size(a);
@@ -101,7 +89,9 @@ int MeshShape::group_size(GroupKind kind) const {
 }
 
 int64_t MeshShape::world_size() const {
-  return int64_t{dp_replicate} * dp_shard * cp * tp;
+  int64_t n = 1;
+  for (int s : sizes) n *= s;
+  return n;
 }
 
 std::string MeshShape::to_string() const {
@@ -114,8 +104,9 @@ std::string MeshShape::to_string() const {
 }
 
 std::string MeshShape::compact() const {
-  return std::to_string(dp_replicate) + "x" + std::to_string(dp_shard) + "x" +
-         std::to_string(cp) + "x" + std::to_string(tp);
+  std::string out;
+  for (int s : sizes) out += (out.empty() ? "" : "x") + std::to_string(s);
+  return out;
 }
 
 Result<MeshShape> resolve_shape(MeshShape shape, int64_t world_size) {
@@ -145,30 +136,13 @@ Result<MeshShape> resolve_shape(MeshShape shape, int64_t world_size) {
                        ", which does not divide the world size " + std::to_string(world_size)};
     shape.set(*auto_axis, static_cast<int>(world_size / fixed));
   } else if (fixed != world_size) {
+    std::string product;
+    for (Axis a : kAxes) product += (product.empty() ? "" : "*") + std::string(axis_name(a));
     return Error{"mesh", shape.compact(),
-                 "dp_replicate*dp_shard*cp*tp = " + std::to_string(fixed) +
-                     " must equal the world size " + std::to_string(world_size)};
+                 product + " = " + std::to_string(fixed) + " must equal the world size " +
+                     std::to_string(world_size)};
   }
   return shape;
-}
-
-int MeshCoord::get(Axis axis) const {
-  switch (axis) {
-    case Axis::dp_replicate: return dp_replicate;
-    case Axis::dp_shard: return dp_shard;
-    case Axis::cp: return cp;
-    case Axis::tp: return tp;
-  }
-  return 0;
-}
-
-void MeshCoord::set(Axis axis, int value) {
-  switch (axis) {
-    case Axis::dp_replicate: dp_replicate = value; break;
-    case Axis::dp_shard: dp_shard = value; break;
-    case Axis::cp: cp = value; break;
-    case Axis::tp: tp = value; break;
-  }
 }
 
 Result<DeviceMesh> DeviceMesh::create(const MeshShape& shape, int gpus_per_node) {

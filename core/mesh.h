@@ -24,11 +24,15 @@
 
 namespace meshwork {
 
+// The mesh axes, outermost first. Everything that lists axes (names, flags, JSON keys, metrics
+// keys, UI rows) iterates kAxes and asks axis_name()/axis_flag(): a new axis (pp) is one entry
+// here and one row in mesh.cpp's table, not a field in every file.
 enum class Axis { dp_replicate = 0, dp_shard = 1, cp = 2, tp = 3 };
-inline constexpr std::array<Axis, 4> kAxes = {Axis::dp_replicate, Axis::dp_shard, Axis::cp,
-                                              Axis::tp};
+inline constexpr int kAxisCount = 4;
+inline constexpr std::array<Axis, kAxisCount> kAxes = {Axis::dp_replicate, Axis::dp_shard,
+                                                       Axis::cp, Axis::tp};
 
-// The groups a rank belongs to: the four axes and the three flattened groups of DESIGN.md.
+// The groups a rank belongs to: the four axes and the three flattened groups (docs/design.md).
 enum class GroupKind {
   dp_replicate,  // gradient all-reduce across replicas
   dp_shard,      // FSDP sharding without cp
@@ -42,7 +46,8 @@ inline constexpr std::array<GroupKind, 7> kGroupKinds = {
     GroupKind::dp_replicate, GroupKind::dp_shard, GroupKind::cp,         GroupKind::tp,
     GroupKind::dp,           GroupKind::dp_shard_cp, GroupKind::dp_cp};
 
-std::string_view axis_name(Axis axis);
+std::string_view axis_name(Axis axis);                       // "dp_replicate": JSON, metrics, UI
+std::string_view axis_flag(Axis axis);                       // "--dp-replicate": meshwork, meshtrain
 std::optional<Axis> axis_from_name(std::string_view name);  // "dp_replicate", "dp-shard", ...
 std::string_view group_name(GroupKind kind);
 std::optional<GroupKind> group_from_name(std::string_view name);
@@ -50,22 +55,23 @@ std::optional<GroupKind> group_from_name(std::string_view name);
 std::vector<Axis> group_axes(GroupKind kind);
 GroupKind group_of_axis(Axis axis);
 
-// Sizes of the four axes. A size of -1 ("auto") may stand for one axis until resolve() fills it.
+// Sizes of the axes, indexed by Axis. A size of -1 ("auto") may stand for one axis until
+// resolve_shape() fills it. Serialized as a JSON object keyed by axis_name() (core/mesh_json.h);
+// compact() is for display only and is never parsed back.
 struct MeshShape {
-  int dp_replicate = 1;
-  int dp_shard = 1;
-  int cp = 1;
-  int tp = 1;
+  std::array<int, kAxisCount> sizes{1, 1, 1, 1};
 
-  int size(Axis axis) const;
-  void set(Axis axis, int size);
+  int operator[](Axis axis) const { return sizes[static_cast<size_t>(axis)]; }
+  int& operator[](Axis axis) { return sizes[static_cast<size_t>(axis)]; }
+  int size(Axis axis) const { return (*this)[axis]; }
+  void set(Axis axis, int size) { (*this)[axis] = size; }
   int group_size(GroupKind kind) const;
   // Product of the sizes; only meaningful when no axis is -1.
   int64_t world_size() const;
   bool operator==(const MeshShape&) const = default;
   // "dp_replicate=2 dp_shard=4 cp=1 tp=2"
   std::string to_string() const;
-  // "2x4x1x2"
+  // "2x4x1x2" (display only)
   std::string compact() const;
 };
 
@@ -74,12 +80,11 @@ struct MeshShape {
 Result<MeshShape> resolve_shape(MeshShape shape, int64_t world_size);
 
 struct MeshCoord {
-  int dp_replicate = 0;
-  int dp_shard = 0;
-  int cp = 0;
-  int tp = 0;
-  int get(Axis axis) const;
-  void set(Axis axis, int value);
+  std::array<int, kAxisCount> index{0, 0, 0, 0};
+  int operator[](Axis axis) const { return index[static_cast<size_t>(axis)]; }
+  int& operator[](Axis axis) { return index[static_cast<size_t>(axis)]; }
+  int get(Axis axis) const { return (*this)[axis]; }
+  void set(Axis axis, int value) { (*this)[axis] = value; }
   bool operator==(const MeshCoord&) const = default;
 };
 

@@ -1,14 +1,10 @@
 #include "core/metrics.h"
 
+#include "core/mesh_json.h"
+
 namespace meshwork {
 
 namespace {
-
-nlohmann::json mesh_json(const MeshShape& m) {
-  nlohmann::json j;
-  for (Axis a : kAxes) j[std::string(axis_name(a))] = m.size(a);
-  return j;
-}
 
 template <class T>
 bool get_to(const nlohmann::json& j, const char* key, T& out) {
@@ -28,8 +24,9 @@ bool get_to(const nlohmann::json& j, const char* key, T& out) {
 std::string to_json_line(const StartRecord& r) {
   nlohmann::json j = {{"v", kMetricsVersion}, {"type", "start"},  {"rank", r.rank},
                       {"time", r.time},       {"host", r.host},    {"pid", r.pid},
-                      {"node", r.node},       {"world", r.world},  {"mesh", mesh_json(r.mesh)},
-                      {"config", r.config},   {"versions", r.versions}};
+                      {"node", r.node},       {"world", r.world},  {"mesh", to_json(r.mesh)},
+                      {"config", r.config},   {"peak_tflops", r.peak_tflops},
+                      {"versions", r.versions}};
   return j.dump();
 }
 
@@ -100,12 +97,13 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line) {
     get_to(j, "pid", r.pid);
     get_to(j, "node", r.node);
     get_to(j, "world", r.world);
-    if (auto it = j.find("mesh"); it != j.end() && it->is_object())
-      for (Axis a : kAxes) {
-        int s = 1;
-        if (get_to(*it, std::string(axis_name(a)).c_str(), s)) r.mesh.set(a, s);
-      }
+    if (auto it = j.find("mesh"); it != j.end()) {
+      auto mesh = mesh_shape_from_json(*it, "mesh", false);
+      if (!mesh) return Error{"metrics line", shown, "start record: " + mesh.error().message()};
+      r.mesh = *mesh;
+    }
     if (auto it = j.find("config"); it != j.end()) r.config = *it;
+    get_to(j, "peak_tflops", r.peak_tflops);
     if (auto it = j.find("versions"); it != j.end()) r.versions = *it;
     return MetricsRecord{r};
   }

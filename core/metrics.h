@@ -33,7 +33,8 @@ struct StartRecord {
   int node = 0;
   int world = 1;
   MeshShape mesh;
-  nlohmann::json config = nlohmann::json::object();
+  nlohmann::json config = nlohmann::json::object();  // the run config the rank runs, as read
+  double peak_tflops = 0;  // the per-rank peak MFU is computed against (given or measured)
   nlohmann::json versions = nlohmann::json::object();
 };
 

@@ -22,11 +22,11 @@ std::vector<MeshShape> enumerate_shapes(int64_t world, const MeshShape& fixed) {
       if (left % d == 0) c.push_back(static_cast<int>(d));
     return c;
   };
-  for (int r : candidates(fixed.dp_replicate, world))
-    for (int s : candidates(fixed.dp_shard, world / r))
-      for (int c : candidates(fixed.cp, world / r / s)) {
+  for (int r : candidates(fixed[Axis::dp_replicate], world))
+    for (int s : candidates(fixed[Axis::dp_shard], world / r))
+      for (int c : candidates(fixed[Axis::cp], world / r / s)) {
         const int64_t t = world / r / s / c;
-        if (fixed.tp >= 1 && fixed.tp != t) continue;
+        if (fixed[Axis::tp] >= 1 && fixed[Axis::tp] != t) continue;
         out.push_back(MeshShape{r, s, c, static_cast<int>(t)});
       }
   return out;
@@ -77,56 +77,42 @@ Result<Plan> make_plan(const PlanQuery& q) {
   plan.model_name = q.model.name;
   plan.model_params = q.model.parameter_count();
 
+  RunConfig config;
+  config.training.sequence_parallel = q.memory.sequence_parallel;
+  config.training.fsdp_grad_sync = q.memory.fsdp_reduce_once_per_step ? FsdpGradSync::step : FsdpGradSync::micro_batch;
+  config.training.seq_len = static_cast<int>(q.seq_len);
+  config.training.micro_batch = static_cast<int>(q.micro_batch);
+  config.training.global_batch = static_cast<int>(q.global_batch);
+  config.training.precision = q.precision;
+  config.training.activation_checkpointing = q.activation_checkpointing;
+  config.training.device = q.device;
+  Placement placement;
+  placement.world_size = plan.world_size;
+  placement.ranks_per_node = q.gpus_per_node;
+  placement.links = {q.hardware.intra_node_bytes_per_s, q.hardware.inter_node_bytes_per_s};
+  TrainerSupport support = q.trainer;
+  support.vocab_parallel = q.memory.vocab_parallel;
+
   for (const MeshShape& shape : enumerate_shapes(plan.world_size, q.fixed)) {
-    ShapeQuery sq;
-    sq.shape = shape;
-    sq.world_size = plan.world_size;
-    sq.gpus_per_node = q.gpus_per_node;
-    sq.model = &q.model;
-    sq.seq_len = q.seq_len;
-    sq.micro_batch = q.micro_batch;
-    sq.global_batch = q.global_batch;
-    sq.vocab_parallel = q.memory.vocab_parallel;
-    sq.links = {q.hardware.intra_node_bytes_per_s, q.hardware.inter_node_bytes_per_s};
-    sq.allow_tp_cp_with_pure_replication = q.allow_tp_cp_with_pure_replication;
-    ShapeReport report = validate_shape(sq);
-    if (!report.ok()) {
-      plan.rejected.push_back({shape, report.errors()});
+    config.mesh = shape;
+    LayoutCheck checked = ParallelLayout::check(config, &q.model, placement, support);
+    if (!checked.ok()) {
+      plan.rejected.push_back({shape, checked.report.errors()});
       continue;
     }
+    const ParallelLayout& layout = *checked.layout;
     PlanEntry e;
-    e.shape = report.shape;
-    e.warnings = report.warnings();
+    e.shape = layout.shape();
+    e.warnings = layout.warnings();
+    e.accelerate_refusal = layout.accelerate_refusal();
 
-    MemoryQuery mq;
-    mq.model = &q.model;
-    mq.shape = e.shape;
-    mq.seq_len = q.seq_len;
-    mq.micro_batch = q.micro_batch;
-    mq.precision = q.precision;
-    mq.activation_checkpointing = q.activation_checkpointing;
-    mq.device = q.device;
+    MemoryQuery mq = layout.memory_query(q.model, q.device);
     mq.attention = q.attention;
     mq.reserve_bytes = q.reserve_bytes;
-    mq.grad_accum_steps = report.grad_accum_steps > 0 ? report.grad_accum_steps : 1;
     mq.knobs = q.memory;
     e.memory = estimate_memory(mq);
     e.fits = e.memory.fits(q.device_memory_bytes);
-
-    TimeQuery tq;
-    tq.model = &q.model;
-    tq.shape = e.shape;
-    tq.gpus_per_node = q.gpus_per_node;
-    tq.seq_len = q.seq_len;
-    tq.micro_batch = q.micro_batch;
-    tq.global_batch = q.global_batch;
-    tq.precision = q.precision;
-    tq.activation_checkpointing = q.activation_checkpointing;
-    tq.hardware = q.hardware;
-    tq.sequence_parallel = q.memory.sequence_parallel;
-    tq.fsdp_reduce_once_per_step = q.memory.fsdp_reduce_once_per_step;
-    tq.vocab_parallel = q.memory.vocab_parallel;
-    e.time = estimate_time(tq);
+    e.time = estimate_time(layout.time_query(q.model, q.hardware));
     plan.shapes.push_back(std::move(e));
   }
 
@@ -162,10 +148,10 @@ nlohmann::json plan_to_json(const Plan& plan) {
     for (Axis a : kAxes) comm[std::string(axis_name(a))] = e.time.axis(a).seconds;
     const MemoryBreakdown::Peak peak = e.memory.at_peak();  // parts sum to the total
     shapes.push_back({
-        {"dp_replicate", e.shape.dp_replicate},
-        {"dp_shard", e.shape.dp_shard},
-        {"cp", e.shape.cp},
-        {"tp", e.shape.tp},
+        {"dp_replicate", e.shape[Axis::dp_replicate]},
+        {"dp_shard", e.shape[Axis::dp_shard]},
+        {"cp", e.shape[Axis::cp]},
+        {"tp", e.shape[Axis::tp]},
         {"fits", e.fits},
         {"memory_bytes",
          {{"params", peak.params},
@@ -180,6 +166,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
         {"mfu", e.time.mfu},
         {"comm_s", comm},
         {"warnings", warnings},
+        {"accelerate", e.accelerate_refusal.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.accelerate_refusal)},
     });
   }
   return {{"world_size", plan.world_size},

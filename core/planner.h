@@ -15,6 +15,7 @@
 #include "core/model_spec.h"
 #include "core/run_config.h"
 #include "core/time_estimate.h"
+#include "core/parallel_layout.h"
 #include "core/validation.h"
 
 namespace meshwork {
@@ -36,7 +37,7 @@ struct PlanQuery {
   MemoryModel memory;
   std::optional<int64_t> reserve_bytes;      // unset: default_reserve_bytes(device)
   std::optional<AttentionKernel> attention;  // unset: default_attention_kernel(device)
-  bool allow_tp_cp_with_pure_replication = false;  // see ShapeQuery
+  TrainerSupport trainer;  // what the trainer runs (meshtrain by default; core/parallel_layout.h)
 };
 
 struct PlanEntry {
@@ -45,6 +46,7 @@ struct PlanEntry {
   MemoryBreakdown memory;
   TimeEstimate time;
   std::vector<Diagnostic> warnings;
+  std::string accelerate_refusal;  // non-empty: Accelerate would refuse this shape (why)
 };
 
 struct RejectedShape {

@@ -1,5 +1,7 @@
 #include "core/run_config.h"
 
+#include "core/mesh_json.h"
+
 #include <fstream>
 #include <sstream>
 
@@ -10,6 +12,13 @@ std::string_view to_string(ActivationCheckpointing a) {
   return a == ActivationCheckpointing::full ? "full" : "none";
 }
 std::string_view to_string(DeviceKind d) { return d == DeviceKind::cuda ? "cuda" : "cpu"; }
+std::string_view to_string(FsdpGradSync s) { return s == FsdpGradSync::step ? "step" : "micro-batch"; }
+
+Result<FsdpGradSync> parse_fsdp_grad_sync(std::string_view text, std::string_view field) {
+  if (text == "micro-batch") return FsdpGradSync::micro_batch;
+  if (text == "step") return FsdpGradSync::step;
+  return Error{std::string(field), std::string(text), "must be micro-batch or step"};
+}
 
 Result<Precision> parse_precision(std::string_view text, std::string_view field) {
   if (text == "fp32") return Precision::fp32;
@@ -38,8 +47,7 @@ int RunConfig::world_size() const {
 }
 
 nlohmann::json to_json(const RunConfig& c) {
-  nlohmann::json mesh;
-  for (Axis a : kAxes) mesh[std::string(axis_name(a))] = c.mesh.size(a);
+  const nlohmann::json mesh = to_json(c.mesh);
   const TrainingConfig& t = c.training;
   nlohmann::json training = {
       {"steps", t.steps},
@@ -53,6 +61,10 @@ nlohmann::json to_json(const RunConfig& c) {
       {"activation_checkpointing", to_string(t.activation_checkpointing)},
       {"device", to_string(t.device)},
       {"checkpoint_every", t.checkpoint_every},
+      {"sequence_parallel", t.sequence_parallel},
+      {"fsdp_grad_sync", to_string(t.fsdp_grad_sync)},
+      {"max_grad_norm", t.max_grad_norm},
+      {"peak_tflops", t.peak_tflops},
   };
   nlohmann::json nodes = nlohmann::json::array();
   for (const NodeConfig& n : c.nodes) {
@@ -108,16 +120,9 @@ Result<RunConfig> run_config_from_json(const nlohmann::json& doc) {
     c.model = m;
   }
   if (doc.contains("mesh")) {
-    const auto& mesh = doc.at("mesh");
-    if (!mesh.is_object()) return Error{"mesh", dump_value(mesh), "must be an object of axis sizes"};
-    for (Axis a : kAxes) {
-      const std::string key(axis_name(a));
-      if (!mesh.contains(key)) continue;
-      const auto& v = mesh.at(key);
-      if (!v.is_number_integer() || (v.get<int64_t>() < 1 && v.get<int64_t>() != -1))
-        return Error{"mesh." + key, dump_value(v), "must be a whole number >= 1, or -1 (auto)"};
-      c.mesh.set(a, v.get<int>());
-    }
+    auto mesh = mesh_shape_from_json(doc.at("mesh"));
+    if (!mesh) return mesh.error();
+    c.mesh = *mesh;
   }
   if (doc.contains("training")) {
     const auto& t = doc.at("training");
@@ -158,6 +163,19 @@ Result<RunConfig> run_config_from_json(const nlohmann::json& doc) {
                              tc.activation_checkpointing); !s)
       return s.error();
     if (Status s = read_word("device", parse_device, tc.device); !s) return s.error();
+    if (Status s = read_word("fsdp_grad_sync", parse_fsdp_grad_sync, tc.fsdp_grad_sync); !s) return s.error();
+    if (t.contains("sequence_parallel")) {
+      const auto& v = t.at("sequence_parallel");
+      if (!v.is_boolean()) return Error{p + "sequence_parallel", dump_value(v), "must be true or false"};
+      tc.sequence_parallel = v.get<bool>();
+    }
+    for (auto [key, out] : {std::pair{"max_grad_norm", &tc.max_grad_norm}, std::pair{"peak_tflops", &tc.peak_tflops}}) {
+      if (!t.contains(key)) continue;
+      const auto& v = t.at(key);
+      if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e9)
+        return Error{p + key, dump_value(v), "must be a number >= 0"};
+      *out = v.get<double>();
+    }
   }
   if (doc.contains("data")) {
     const auto& d = doc.at("data");

@@ -1,10 +1,13 @@
-// The run configuration: one JSON document that the workbench saves and loads, that
-// `meshwork launch --config` reads, and that the store keeps with each run (DESIGN.md).
+// The run configuration: the one contract between the workbench, the launcher and the trainer.
+// The workbench saves and loads it, `meshwork launch --config` reads it, the launcher ships it
+// to every node as run_config.json, `meshtrain --config` runs it, meshtrain reports it back in
+// its start record, and the store keeps it with the run (docs/design.md).
 //
 // {"v":1, "name":"...", "model":"tiny" | {<HF config.json>}, "mesh":{"dp_replicate":1,...},
 //  "training":{"steps":..,"seq_len":..,"global_batch":..,"micro_batch":..,"lr":..,"warmup_steps":..,
 //              "seed":..,"precision":"fp32|bf16","activation_checkpointing":"none|full",
-//              "device":"cpu|cuda","checkpoint_every":..},
+//              "device":"cpu|cuda","checkpoint_every":..,"sequence_parallel":true,
+//              "fsdp_grad_sync":"micro-batch|step","max_grad_norm":..,"peak_tflops":..},
 //  "data": "<path>" | null, "cluster":{"nodes":[{"host":"...","slots":N, ...}]}}
 #pragma once
 
@@ -24,15 +27,21 @@ namespace meshwork {
 enum class Precision { fp32, bf16 };
 enum class ActivationCheckpointing { none, full };
 enum class DeviceKind { cpu, cuda };
+// FSDP with gradient accumulation: reduce-scatter every micro-batch (FSDP2's default, shard-sized
+// gradients) or once per step (less traffic; every unit's unsharded fp32 gradient held between
+// micro-batches).
+enum class FsdpGradSync { micro_batch, step };
 
 std::string_view to_string(Precision p);
 std::string_view to_string(ActivationCheckpointing a);
 std::string_view to_string(DeviceKind d);
+std::string_view to_string(FsdpGradSync s);  // "micro-batch" | "step"
 // Parsers return an Error naming `field` when the text is not one of the allowed words.
 Result<Precision> parse_precision(std::string_view text, std::string_view field = "precision");
 Result<ActivationCheckpointing> parse_activation_checkpointing(
     std::string_view text, std::string_view field = "activation_checkpointing");
 Result<DeviceKind> parse_device(std::string_view text, std::string_view field = "device");
+Result<FsdpGradSync> parse_fsdp_grad_sync(std::string_view text, std::string_view field = "fsdp_grad_sync");
 
 struct TrainingConfig {
   int steps = 100;
@@ -46,6 +55,10 @@ struct TrainingConfig {
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
   DeviceKind device = DeviceKind::cpu;
   int checkpoint_every = 0;  // 0: no checkpoints
+  bool sequence_parallel = true;  // tp > 1: norms and residuals on sequence shards over tp
+  FsdpGradSync fsdp_grad_sync = FsdpGradSync::micro_batch;
+  double max_grad_norm = 1.0;     // clip to this global L2 norm; 0: off
+  double peak_tflops = 0;         // one rank's peak for MFU; 0: a matmul measured at start
   bool operator==(const TrainingConfig&) const = default;
 };
 

@@ -65,9 +65,9 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   const MeshShape& sh = q.shape;
   const HardwareModel& hw = q.hardware;
   const int64_t world = sh.world_size();
-  const int64_t t = sh.tp, cp = sh.cp, r = sh.dp_replicate;
-  const int64_t dp = int64_t{sh.dp_replicate} * sh.dp_shard;
-  const int64_t n_fsdp = int64_t{sh.dp_shard} * cp;
+  const int64_t t = sh[Axis::tp], cp = sh[Axis::cp], r = sh[Axis::dp_replicate];
+  const int64_t dp = int64_t{sh[Axis::dp_replicate]} * sh[Axis::dp_shard];
+  const int64_t n_fsdp = int64_t{sh[Axis::dp_shard]} * cp;
   const int64_t mb = std::max<int64_t>(1, q.micro_batch);
   const int64_t s = std::max<int64_t>(1, q.seq_len);
   const int64_t global = q.global_batch > 0 ? q.global_batch : mb * dp;

@@ -76,18 +76,24 @@ bool check_mesh(const ShapeQuery& q, Checker& c) {
   // Accelerate's ParallelismConfig._validate_accelerator: "Tensor/Context parallelism cannot be
   // used with pure data parallelism (dp_replicate_size > 1, dp_shard_size == 1)": DDP wraps the
   // whole model and cannot hold DTensor-sharded (tp) or cp-split parameters; FSDP can.
-  if (!q.allow_tp_cp_with_pure_replication && s.dp_replicate > 1 && s.dp_shard == 1 &&
-      (s.tp > 1 || s.cp > 1)) {
-    c.error("dp_shard", "1",
-            "must be > 1 when dp_replicate > 1 and tp or cp > 1 (tp/cp cannot be combined with "
-            "pure replication, as in Accelerate; shard with dp_shard instead of dp_replicate)");
+  if (s[Axis::dp_replicate] > 1 && s[Axis::dp_shard] == 1 && (s[Axis::tp] > 1 || s[Axis::cp] > 1)) {
+    if (q.allow_tp_cp_with_pure_replication) {
+      c.report.accelerate_refusal =
+          "Accelerate refuses tp/cp with pure replication (dp_replicate > 1, dp_shard = 1): its DDP "
+          "wrapper cannot hold tp/cp-sharded parameters; meshtrain runs it, for Accelerate shard "
+          "with dp_shard instead";
+    } else {
+      c.error("dp_shard", "1",
+              "must be > 1 when dp_replicate > 1 and tp or cp > 1 (tp/cp cannot be combined with "
+              "pure replication, as in Accelerate; shard with dp_shard instead of dp_replicate)");
+    }
   }
   return true;
 }
 
 void check_model(const ShapeQuery& q, const MeshShape& s, Checker& c) {
   const ModelSpec& m = *q.model;
-  const int64_t tp = s.tp;
+  const int64_t tp = s[Axis::tp];
   if (m.num_attention_heads % tp != 0)
     c.error("tp", num(tp),
             "must divide num_attention_heads (" + num(m.num_attention_heads) +
@@ -123,18 +129,18 @@ void check_model(const ShapeQuery& q, const MeshShape& s, Checker& c) {
 
 void check_sequence(const ShapeQuery& q, const MeshShape& s, Checker& c) {
   if (q.seq_len <= 0) return;
-  if (s.cp > 1) {
+  if (s[Axis::cp] > 1) {
     // Load-balanced causal CP cuts each sequence into 2*cp chunks and gives rank i chunks i and
     // 2cp-1-i (equal causal work per rank); sequence parallelism then splits a chunk over tp.
-    const int64_t d = int64_t{2} * s.cp * s.tp;
+    const int64_t d = int64_t{2} * s[Axis::cp] * s[Axis::tp];
     if (q.seq_len % d != 0)
       c.error("seq_len", num(q.seq_len),
               "must be a multiple of 2*cp*tp = " + num(d) +
                   " (load-balanced causal context parallel with sequence parallel)");
-  } else if (s.tp > 1 && q.seq_len % s.tp != 0) {
+  } else if (s[Axis::tp] > 1 && q.seq_len % s[Axis::tp] != 0) {
     // Sequence parallelism shards the norm/dropout activations along the sequence over tp.
     c.error("seq_len", num(q.seq_len),
-            "must be a multiple of tp = " + num(s.tp) + " (sequence parallel)");
+            "must be a multiple of tp = " + num(s[Axis::tp]) + " (sequence parallel)");
   }
 }
 
@@ -150,7 +156,7 @@ void check_batch(const ShapeQuery& q, const MeshShape& s, Checker& c) {
   if (q.global_batch == 0 || q.micro_batch == 0) return;
   // Each dp rank (dp_replicate x dp_shard of them; cp and tp ranks share their samples) runs
   // micro_batch sequences per forward/backward and accumulates until global_batch is reached.
-  const int64_t per_step = q.micro_batch * s.dp_replicate * s.dp_shard;
+  const int64_t per_step = q.micro_batch * s[Axis::dp_replicate] * s[Axis::dp_shard];
   if (q.global_batch % per_step != 0) {
     c.error("global_batch", num(q.global_batch),
             "must be a multiple of micro_batch*dp_replicate*dp_shard = " + num(per_step));
@@ -160,22 +166,22 @@ void check_batch(const ShapeQuery& q, const MeshShape& s, Checker& c) {
 }
 
 void check_placement(const ShapeQuery& q, const MeshShape& s, Checker& c) {
-  if (s.tp <= 1) return;
+  if (s[Axis::tp] <= 1) return;
   const int gpn = q.gpus_per_node > 0 ? q.gpus_per_node : static_cast<int>(q.world_size);
   auto mesh = DeviceMesh::create(s, gpn);
   if (!mesh.ok()) return;
   bool crosses = false;
-  for (int r = 0; r < mesh->world_size() && !crosses; r += s.tp)
+  for (int r = 0; r < mesh->world_size() && !crosses; r += s[Axis::tp])
     crosses = mesh->group_crosses_nodes(r, GroupKind::tp);
   if (crosses) {
     std::string msg = "the tp group spans more than one node (" + num(gpn) +
                       " ranks per node): tp all-gathers and reduce-scatters every layer";
     if (q.links.inter_node_bytes_per_s > 0)
       msg += " over the " + gbps(q.links.inter_node_bytes_per_s) + " inter-node link";
-    c.warning("tp", num(s.tp), msg + "; keep tp within a node");
+    c.warning("tp", num(s[Axis::tp]), msg + "; keep tp within a node");
   } else if (q.links.intra_node_bytes_per_s > 0 &&
              q.links.intra_node_bytes_per_s < q.slow_tp_link_bytes_per_s) {
-    c.warning("tp", num(s.tp),
+    c.warning("tp", num(s[Axis::tp]),
               "runs over a slow intra-node link (" + gbps(q.links.intra_node_bytes_per_s) +
                   ", less than " + gbps(q.slow_tp_link_bytes_per_s) +
                   "): tp communicates every layer; prefer dp_shard");
@@ -198,18 +204,6 @@ ShapeReport validate_shape(const ShapeQuery& q) {
   check_batch(q, s, c);
   check_placement(q, s, c);
   return report;
-}
-
-ShapeQuery shape_query_for(const RunConfig& config, const ModelSpec& model) {
-  ShapeQuery q;
-  q.shape = config.mesh;
-  q.world_size = config.world_size();
-  q.gpus_per_node = config.nodes.empty() ? static_cast<int>(q.world_size) : config.nodes.front().slots;
-  q.model = &model;
-  q.seq_len = config.training.seq_len;
-  q.global_batch = config.training.global_batch;
-  q.micro_batch = config.training.micro_batch;
-  return q;
 }
 
 }  // namespace meshwork

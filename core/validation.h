@@ -1,6 +1,6 @@
-// Every shape rule in one place (the role torchtitan's ParallelDims and Accelerate's
-// ParallelismConfig play): the planner, the workbench and meshtrain all ask validate_shape()
-// and show its words. Each finding is a Diagnostic naming the field, the value and what is wrong
+// Every shape rule in one place. The planner, the workbench, the launcher and meshtrain reach
+// them through ParallelLayout::check() (core/parallel_layout.h), which makes the one ShapeQuery,
+// and show their words. Each finding is a Diagnostic naming the field, the value and what is wrong
 // or allowed, so the CLI can print `meshwork: <field>: <value>: <message>` and the GUI can put
 // the same words next to the control for <field>.
 #pragma once
@@ -53,9 +53,10 @@ struct ShapeQuery {
   // than a PCIe Gen5 x16's ~64 GB/s, i.e. anything without NVLink).
   double slow_tp_link_bytes_per_s = 64e9;
   // Accelerate refuses tp/cp with pure replication (DDP cannot hold tp/cp-sharded parameters).
-  // A trainer that replicates tp/cp shards itself (plain gradient all-reduce over dp_replicate)
-  // may set this to accept such shapes.
-  bool allow_tp_cp_with_pure_replication = false;
+  // meshtrain replicates tp/cp shards itself (plain gradient all-reduce over dp_replicate) and
+  // runs such shapes: true (ParallelLayout's TrainerSupport) accepts them and marks them with
+  // Accelerate's reason (ShapeReport::accelerate_refusal).
+  bool allow_tp_cp_with_pure_replication = true;
 };
 
 struct ShapeReport {
@@ -72,6 +73,9 @@ struct ShapeReport {
   // Gradient-accumulation steps: global_batch / (micro_batch * dp_replicate * dp_shard), when
   // both batches were given and divide.
   int64_t grad_accum_steps = 0;
+  // Non-empty when Accelerate's ParallelismConfig would refuse the shape (its reason), for a
+  // shape the trainer accepts all the same.
+  std::string accelerate_refusal;
 };
 
 // Applies every rule; never throws. Rules (each documented in docs/estimator.md):
@@ -86,9 +90,5 @@ struct ShapeReport {
 //  batch: global_batch % (micro_batch * dp_replicate * dp_shard);
 //  place: a tp group that crosses nodes, or tp over a link slower than slow_tp_link (warnings).
 ShapeReport validate_shape(const ShapeQuery& query);
-
-// The query for a run config: world = sum of node slots (or the mesh product), gpus_per_node =
-// the first node's slots, seq/batch from config.training. `model` must outlive the query.
-ShapeQuery shape_query_for(const RunConfig& config, const ModelSpec& model);
 
 }  // namespace meshwork

@@ -21,8 +21,11 @@ int LaunchRecord::world_size() const { return first_rank(nodes.size()); }
 
 nlohmann::json to_json(const LaunchRecord& r) {
   nlohmann::json nodes = nlohmann::json::array();
-  for (const auto& n : r.nodes) {
-    nodes.push_back({{"host", n.host}, {"slots", n.slots}, {"run_dir", n.run_dir}, {"address", n.address}});
+  for (size_t i = 0; i < r.nodes.size(); ++i) {
+    const auto& n = r.nodes[i];
+    // "command": what the node runs, kept for the user (and the launch tests) to read.
+    nodes.push_back({{"host", n.host}, {"slots", n.slots}, {"run_dir", n.run_dir}, {"address", n.address},
+                     {"command", meshtrain_command(r, i)}});
   }
   return {{"nodes", nodes}, {"master_addr", r.master_addr}, {"master_port", r.master_port},
           {"trainer", r.trainer}, {"max_restarts", r.max_restarts}};
@@ -46,8 +49,19 @@ Result<LaunchRecord> launch_record_from_json(const nlohmann::json& j) {
   return r;
 }
 
-std::string supervisor_command(const LaunchRecord& rec, size_t index,
-                               const std::vector<std::string>& trainer_args) {
+std::vector<std::string> meshtrain_command(const LaunchRecord& rec, size_t index) {
+  // --run-dir .: the wrapper starts meshtrain in the run directory, so the command is the same
+  // on every launch of the same run config and placement (the port aside).
+  return {"./" + rec.trainer,     "--config",       kRunConfigFile,
+          "--nproc-per-node",     std::to_string(rec.nodes[index].slots),
+          "--nnodes",             std::to_string(rec.nodes.size()),
+          "--node-rank",          std::to_string(index),
+          "--master-addr",        rec.master_addr,
+          "--master-port",        std::to_string(rec.master_port),
+          "--run-dir",            "."};
+}
+
+std::string supervisor_command(const LaunchRecord& rec, size_t index) {
   const auto& n = rec.nodes[index];
   const std::string i = std::to_string(index);
   std::vector<std::string> argv = {
@@ -60,11 +74,9 @@ std::string supervisor_command(const LaunchRecord& rec, size_t index,
       // often resolve to loopback (and are not even distinct on the namespace test cluster): give
       // it the node's address as the others reach it (meshtrain honours this, and
       // GLOO_SOCKET_IFNAME when the user sets one).
-      "MESHWORK_GLOO_HOSTNAME=" + (index == 0 ? rec.master_addr : n.address),
-      "./" + rec.trainer, "--nproc-per-node", std::to_string(n.slots), "--nnodes",
-      std::to_string(rec.nodes.size()), "--node-rank", i, "--master-addr", rec.master_addr,
-      "--master-port", std::to_string(rec.master_port), "--run-dir", n.run_dir};
-  argv.insert(argv.end(), trainer_args.begin(), trainer_args.end());
+      "MESHWORK_GLOO_HOSTNAME=" + (index == 0 ? rec.master_addr : n.address)};
+  const std::vector<std::string> trainer = meshtrain_command(rec, index);
+  argv.insert(argv.end(), trainer.begin(), trainer.end());
   // The wrapper: `sh -c SCRIPT sh ARGV...` runs ARGV as "$@" (no re-parsing of any value), then
   // writes "<status> <time>" atomically. Its TERM trap is a handler, not an ignore, so the
   // trainer (exec'd by the shell) keeps the default TERM disposition, and the wrapper survives a
@@ -93,9 +105,8 @@ std::string supervisor_command(const LaunchRecord& rec, size_t index,
          node_file(static_cast<int>(index), ".pgid") + "; } && cat " + node_file(static_cast<int>(index), ".pgid");
 }
 
-Result<int64_t> start_node(Node& node, const LaunchRecord& rec, size_t index,
-                           const std::vector<std::string>& trainer_args) {
-  auto r = node.exec(supervisor_command(rec, index, trainer_args), std::chrono::seconds(30), {});
+Result<int64_t> start_node(Node& node, const LaunchRecord& rec, size_t index) {
+  auto r = node.exec(supervisor_command(rec, index), std::chrono::seconds(30), {});
   if (!r) return r.error();
   auto pg = to_int(trim(r->out));
   if (r->exit_code != 0 || !pg || *pg <= 1) {

@@ -40,8 +40,16 @@ struct LaunchRecord {
 nlohmann::json to_json(const LaunchRecord& r);
 Result<LaunchRecord> launch_record_from_json(const nlohmann::json& j);
 
-// The command line that starts node `index`'s supervisor detached; exposed for the injection
-// test. `trainer_args` are passed to meshtrain verbatim (each one quoted).
+// meshtrain's command line on node `index`: the run config the launcher shipped (kRunConfigFile
+// in the run directory) and the per-node facts, torchrun's names, nothing else:
+//   ./meshtrain --config run_config.json --nproc-per-node N --nnodes M --node-rank I
+//               --master-addr A --master-port P --run-dir .
+// It is the one place a run turns into a command line (the workbench, `meshwork launch` with
+// flags and with --config all launch through it).
+std::vector<std::string> meshtrain_command(const LaunchRecord& rec, size_t index);
+
+// The command line that starts node `index`'s supervisor (meshtrain_command) detached; exposed
+// for the injection test.
 //
 // Restarts (rec.max_restarts > 0) live in the node's wrapper, not in the workbench, so they
 // happen with the workbench detached or closed too. Every node's supervisor ends when any rank of
@@ -50,13 +58,11 @@ Result<LaunchRecord> launch_record_from_json(const nlohmann::json& j);
 // checkpoint) on port master_port + a: a fresh rendezvous no stale store of attempt a can answer.
 // A node that was stopped (node<i>.stop, written by stop_node before any signal) never restarts.
 // Each restart appends "<attempt> <status of the failed attempt> <unix time>" to node<i>.restarts.
-std::string supervisor_command(const LaunchRecord& rec, size_t index,
-                               const std::vector<std::string>& trainer_args);
+std::string supervisor_command(const LaunchRecord& rec, size_t index);
 
 // Starts node `index`'s supervisor; returns its process group id. Starting is quick: it does not
 // wait for the ranks.
-Result<int64_t> start_node(Node& node, const LaunchRecord& rec, size_t index,
-                           const std::vector<std::string>& trainer_args);
+Result<int64_t> start_node(Node& node, const LaunchRecord& rec, size_t index);
 
 // How node `index` ended, if it has: the wrapper's node<i>.exit.
 struct NodeExit {

@@ -8,7 +8,8 @@
 #include <thread>
 
 #include "core/model_spec.h"
-#include "core/validation.h"
+#include "core/parallel_layout.h"
+#include "remote/run_layout.h"
 
 namespace meshwork::remote {
 
@@ -21,8 +22,16 @@ void parallel_for(size_t n, F&& fn) {
   for (auto& t : threads) t.join();
 }
 
-LaunchError invalid(Error e) { return LaunchError{LaunchError::Kind::invalid, std::move(e), {}}; }
-LaunchError failed(Error e) { return LaunchError{LaunchError::Kind::failed, std::move(e), {}}; }
+// The error's kind decides the exit code and the message (core/error.h): what the user gave is
+// invalid input; what went wrong on the way keeps its own kind (I/O), else it is the nodes'.
+LaunchError invalid(Error e) {
+  e.kind = ErrorKind::invalid_input;
+  return LaunchError{LaunchError::Kind::invalid, std::move(e), {}};
+}
+LaunchError failed(Error e) {
+  if (e.kind == ErrorKind::invalid_input) e.kind = ErrorKind::remote;
+  return LaunchError{LaunchError::Kind::failed, std::move(e), {}};
+}
 
 std::string new_run_dir_name() {
   char stamp[32];
@@ -42,14 +51,20 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
   auto step = [&](const std::string& s) {
     if (req.on_step) req.on_step(s);
   };
-  if (req.hosts.empty()) return invalid(Error{"--hosts", "", "name at least one node (or --local)"});
-  int nproc = req.nproc_per_node;
-  for (const HostEntry& h : req.hosts) {
-    if (h.slots > 0 && nproc > 0 && h.slots != nproc) {
-      return invalid(Error{"slots", h.spec.to_string() + " slots=" + std::to_string(h.slots),
+  std::vector<NodeConfig> node_configs = req.config.nodes;
+  if (node_configs.empty()) node_configs.push_back(NodeConfig{"local", static_cast<int>(req.config.mesh.world_size()), {}});
+  std::vector<HostSpec> hosts;
+  for (const NodeConfig& nc : node_configs) {
+    auto spec = parse_host_spec(nc.host);
+    if (!spec) return invalid(spec.error());
+    hosts.push_back(*spec);
+  }
+  const int nproc = node_configs.front().slots;
+  for (size_t i = 0; i < node_configs.size(); ++i) {
+    if (node_configs[i].slots != nproc) {
+      return invalid(Error{"slots", hosts[i].to_string() + " slots=" + std::to_string(node_configs[i].slots),
                            "every node runs --nproc-per-node " + std::to_string(nproc) + " ranks (torchrun style)"});
     }
-    if (h.slots > 0) nproc = h.slots;
   }
   if (nproc <= 0) return invalid(Error{"--nproc-per-node", std::to_string(nproc), "must be >= 1"});
   if (req.max_restarts < 0) {
@@ -60,17 +75,17 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
   }
 
   // Connect and probe every node at once.
-  step("probing " + std::to_string(req.hosts.size()) + " node(s)");
-  const size_t n = req.hosts.size();
+  step("probing " + std::to_string(hosts.size()) + " node(s)");
+  const size_t n = hosts.size();
   std::vector<std::unique_ptr<Node>> nodes(n);
   std::vector<std::optional<NodeInfo>> infos(n);
   std::vector<std::optional<Error>> errors(n);
   parallel_for(n, [&](size_t i) {
-    if (req.on_probe) req.on_probe(ProbeProgress{i, req.hosts[i].spec.to_string(), "connecting", ""});
-    auto conn = connect_node(req.hosts[i].spec, req.ssh);
+    if (req.on_probe) req.on_probe(ProbeProgress{i, hosts[i].to_string(), "connecting", ""});
+    auto conn = connect_node(hosts[i], req.ssh);
     if (auto* e = std::get_if<ConnectError>(&conn)) {
       errors[i] = e->error;
-      if (req.on_probe) req.on_probe(ProbeProgress{i, req.hosts[i].spec.to_string(), "failed", e->error.message()});
+      if (req.on_probe) req.on_probe(ProbeProgress{i, hosts[i].to_string(), "failed", e->error.message()});
       return;
     }
     nodes[i] = std::move(std::get<0>(conn));
@@ -81,7 +96,7 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
       infos[i] = *info;
     }
     if (req.on_probe) {
-      req.on_probe(ProbeProgress{i, req.hosts[i].spec.to_string(), info ? "done" : "failed",
+      req.on_probe(ProbeProgress{i, hosts[i].to_string(), info ? "done" : "failed",
                                  info ? info->hostname : info.error().message()});
     }
   });
@@ -90,29 +105,32 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
     if (errors[i]) unreachable.more.push_back(*errors[i]);
   }
   if (!unreachable.more.empty()) {
+    for (Error& e : unreachable.more) e.kind = ErrorKind::remote;
     unreachable.error = unreachable.more.front();
     return unreachable;
   }
 
   // Validate the shape against the cluster that answered.
   step("validating the shape");
+  // The config as the nodes will run it: hosts in one spelling, nothing but host and slots.
   RunConfig config = req.config;
-  config.name = req.name;
+  if (config.name.empty()) config.name = "run";
   config.nodes.clear();
-  for (size_t i = 0; i < n; ++i) config.nodes.push_back(NodeConfig{req.hosts[i].spec.to_string(), nproc, {}});
+  for (size_t i = 0; i < n; ++i) config.nodes.push_back(NodeConfig{hosts[i].to_string(), nproc, {}});
   auto model = model_spec_from_run_model(config.model);
   if (!model) return invalid(model.error());
-  ShapeReport report = validate_shape(shape_query_for(config, *model));
-  if (!report.ok()) {
-    LaunchError e = invalid(report.first_error());
-    for (const Diagnostic& d : report.errors()) e.more.push_back(d.to_error());
+  const LayoutCheck checked = ParallelLayout::check(config, &*model, Placement::of(config));
+  if (!checked.ok()) {
+    LaunchError e = invalid(checked.report.first_error());
+    for (const Diagnostic& d : checked.report.errors()) e.more.push_back(d.to_error());
     return e;
   }
+  config.mesh = checked.layout->shape();  // the nodes run the resolved shape
   if (config.training.device == DeviceKind::cuda) {
     for (size_t i = 0; i < n; ++i) {
       if (static_cast<int>(infos[i]->gpus.size()) < nproc) {
         return invalid(Error{"--nproc-per-node", std::to_string(nproc),
-                             "node " + req.hosts[i].spec.to_string() + " has " + std::to_string(infos[i]->gpus.size()) +
+                             "node " + hosts[i].to_string() + " has " + std::to_string(infos[i]->gpus.size()) +
                                  " GPU(s); use --device cpu or fewer ranks per node"});
       }
     }
@@ -132,7 +150,7 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
   const std::string trainer_name = "meshtrain";
   auto deployed = deploy_all(raw, req.remote_root, run_name,
                              {DeployFile{req.trainer_path, trainer_name, 0700},
-                              DeployFile{cfg_path.string(), "run_config.json", 0600}},
+                              DeployFile{cfg_path.string(), kRunConfigFile, 0600}},
                              trainer_name, req.on_deploy);
   std::filesystem::remove(cfg_path);
   if (!deployed.ok()) {
@@ -140,6 +158,7 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
     for (const auto& r : deployed.nodes) {
       if (!r) e.more.push_back(r.error());
     }
+    for (Error& m : e.more) m.kind = ErrorKind::remote;
     e.error = e.more.front();
     return e;
   }
@@ -147,7 +166,7 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
   LaunchRecord rec;
   rec.trainer = trainer_name;
   for (size_t i = 0; i < n; ++i) {
-    rec.nodes.push_back({req.hosts[i].spec.to_string(), nproc, deployed.nodes[i]->run_dir, infos[i]->address});
+    rec.nodes.push_back({hosts[i].to_string(), nproc, deployed.nodes[i]->run_dir, infos[i]->address});
   }
   // MASTER_ADDR: node 0's address as the other nodes see it. For an SSH node that is the address
   // its sshd was reached at; when node 0 is this machine and others are remote, it is this
@@ -180,13 +199,13 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
   nlohmann::json probes = nlohmann::json::array();
   for (const auto& info : infos) probes.push_back(to_json(*info));
   nlohmann::json cluster = {{"launch", to_json(rec)}, {"probes", probes}};
-  auto id = (*store)->create_run(req.name, to_json(config), cluster);
+  auto id = (*store)->create_run(config.name, to_json(config), cluster);
   if (!id) return failed(id.error());
 
   step("starting " + std::to_string(n) + " supervisor(s)");
   std::vector<std::optional<Error>> start_errors(n);
   parallel_for(n, [&](size_t i) {
-    auto pg = start_node(*nodes[i], rec, i, req.trainer_args);
+    auto pg = start_node(*nodes[i], rec, i);
     if (!pg) start_errors[i] = pg.error();
   });
   for (size_t i = 0; i < n; ++i) {
@@ -239,6 +258,17 @@ Status stop_all(const LaunchRecord& record, const SshOptions& ssh, std::chrono::
     if (e) return *e;
   }
   return {};
+}
+
+Status stop_and_record(const std::filesystem::path& db, store::RunId run, const SshOptions& ssh,
+                       const std::string& who, std::chrono::milliseconds grace) {
+  auto rec = load_launch_record(db, run);
+  if (!rec) return rec.error();
+  if (Status st = stop_all(*rec, ssh, grace); !st) return st;
+  auto store = store::RunStore::open(db);
+  if (!store) return store.error();
+  if (Status st = (*store)->set_status(run, store::kStatusStopped, "stopped by " + who); !st) return st;
+  return (*store)->add_event(run, "info", "stopped by " + who);
 }
 
 }  // namespace meshwork::remote

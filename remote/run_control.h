@@ -1,7 +1,10 @@
-// The whole path of a run, for the CLI and the GUI alike: connect to every node in parallel,
-// probe, validate the shape against what was found (core/validation.h), deploy, record the run in
-// the store, start one supervisor per node; then follow (follower.h), attach again later, or stop.
-// No Qt here; the GUI calls these from worker threads and gets progress through the callbacks.
+// The whole path of a run, for the CLI and the GUI alike. app/ and ui/ build a RunConfig and
+// call launch_run(): connect to every node of config.nodes in parallel, probe, check the layout
+// against what was found (core/parallel_layout.h), deploy meshtrain and the run config
+// (run_config.json), record the run in the store, start one supervisor per node with
+// meshtrain_command() (launch.h); then follow (follower.h), attach again later, or
+// stop_and_record(). No Qt here; the GUI calls these from worker threads and gets progress
+// through the callbacks.
 #pragma once
 
 #include <filesystem>
@@ -22,11 +25,11 @@
 namespace meshwork::remote {
 
 struct LaunchRequest {
-  std::vector<HostEntry> hosts;          // node 0 first; "local" = this machine without SSH
-  int nproc_per_node = 0;                // ranks per node (a hostfile's slots= must agree)
-  RunConfig config;                      // shape + training, as stored with the run
-  std::vector<std::string> trainer_args; // the same as meshtrain flags, passed through
-  std::string name;                      // run name (any text)
+  // What to run and where: config.nodes (node 0 first; host "local" = this machine without SSH;
+  // every node the same slots, torchrun style); no nodes = this machine with the mesh's world
+  // size. config.name names the run ("run" when empty). Shipped as run_config.json, stored with
+  // the run, and run by meshtrain as it is (with its hosts written as HostSpec::to_string()).
+  RunConfig config;
   std::string trainer_path;              // the local meshtrain binary to deploy
   std::string remote_root = ".cache/meshwork/runs";  // relative to the login directory, or absolute
   std::string master_addr;               // empty: node 0's address as the others see it
@@ -62,5 +65,11 @@ Result<LaunchRecord> load_launch_record(const std::filesystem::path& db, store::
 // Stops every node of the run in parallel (SIGTERM to process groups, SIGKILL after `grace`).
 Status stop_all(const LaunchRecord& record, const SshOptions& ssh,
                 std::chrono::milliseconds grace = std::chrono::seconds(5));
+
+// Stops a stored run and records it: stop_all() from its launch record, then the run marked
+// stopped with an event naming `who` ("`meshwork stop`", "the workbench"). What the CLI and the
+// workbench both call when they do not follow the run themselves.
+Status stop_and_record(const std::filesystem::path& db, store::RunId run, const SshOptions& ssh,
+                       const std::string& who, std::chrono::milliseconds grace = std::chrono::seconds(5));
 
 }  // namespace meshwork::remote

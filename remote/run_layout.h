@@ -4,7 +4,8 @@
 //
 //   <root>/.deploy/<sha256>-<name>     content-addressed uploads (re-deploys skip what is there)
 //   <root>/<run>/                      the run directory (mode 0700)
-//     meshtrain, run_config.json       deployed (hard links into .deploy)
+//     meshtrain, run_config.json       deployed (hard links into .deploy); meshtrain runs with
+//                                      --config run_config.json (launch.h meshtrain_command)
 //     node<i>.pgid                     process group of node i's supervisor (= its pid)
 //     node<i>.out / node<i>.err        the supervisor's stdout / stderr
 //     node<i>.exit                     "<exit status> <unix time>" once the supervisor ended
@@ -17,6 +18,8 @@ namespace meshwork::remote {
 
 // The default root on every node, relative to the login directory (~/.cache/meshwork/runs).
 inline constexpr const char* kDefaultRemoteRoot = ".cache/meshwork/runs";
+// The run config the launcher ships into every run directory and meshtrain runs (--config).
+inline constexpr const char* kRunConfigFile = "run_config.json";
 
 inline std::string node_file(int node, const char* suffix) {
   return "node" + std::to_string(node) + suffix;

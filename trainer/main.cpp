@@ -1,11 +1,12 @@
-// meshtrain: parse flags, validate the shape with core (before any process starts), then either
-// supervise this node's ranks (--nproc-per-node without RANK in the environment) or run one rank.
+// meshtrain: read the run config (--config and/or flags), check the layout with core before any
+// process starts, then either supervise this node's ranks (--nproc-per-node without RANK in the
+// environment) or run one rank.
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "core/model_spec.h"
-#include "core/validation.h"
+#include "core/parallel_layout.h"
 #include "trainer/options.h"
 #include "trainer/supervisor.h"
 #include "trainer/train.h"
@@ -17,7 +18,7 @@ namespace {
 
 int refuse(const Error& e) {
   std::cerr << "meshtrain: " << e.message() << "\n";
-  return 2;
+  return exit_code(e.kind);
 }
 
 }  // namespace
@@ -31,44 +32,35 @@ int main(int argc, char** argv) {
   TrainerOptions o = *parsed;
   if (o.help) {
     std::cout << usage();
-    return 0;
+    return kExitOk;
   }
-  auto spec = load_model_spec(o.model);
+  auto spec = model_spec_from_run_model(o.run.model);
   if (!spec.ok()) {
-    Error e = spec.error();
-    return refuse(Error{"--model", o.model, e.message()});
+    const std::string shown = o.run.model.is_string() ? o.run.model.get<std::string>() : "(inline config)";
+    return refuse(Error{"--model", shown, spec.error().message(), spec.error().kind});
   }
   auto env = launch_env(o);
   if (!env.ok()) return refuse(env.error());
   const bool supervise_mode = !env->from_env && o.nproc_per_node > 0;
-  const int world = env->from_env ? env->world_size : o.nnodes * std::max(1, o.nproc_per_node);
-  const int per_node = env->from_env ? env->local_world_size : std::max(1, o.nproc_per_node);
 
-  // Every shape rule lives in core: refuse before anything starts.
-  ShapeQuery q;
-  q.shape = o.mesh;
-  q.world_size = world;
-  q.gpus_per_node = per_node;
-  q.model = &*spec;
-  q.seq_len = o.training.seq_len;
-  q.global_batch = o.training.global_batch;
-  q.micro_batch = o.training.micro_batch;
-  // meshtrain replicates tp/cp pieces itself: DataParallel all-reduces each rank's local (tp
-  // piece or cp-sharded) flat gradients over dp_replicate, a plain sum between ranks holding the
-  // same piece. Accelerate refuses dp_replicate > 1 with dp_shard == 1 only because torch's DDP
-  // wrapper cannot hold DTensor parameters; that limit does not apply here.
-  q.allow_tp_cp_with_pure_replication = true;
-  ShapeReport report = validate_shape(q);
-  if (!report.ok()) {
-    for (const auto& d : report.errors()) std::cerr << "meshtrain: " << d.text() << "\n";
-    return 2;
+  // Every shape rule lives in core (ParallelLayout): refuse before anything starts.
+  Placement placement;
+  placement.world_size = env->from_env ? env->world_size : o.nnodes * std::max(1, o.nproc_per_node);
+  placement.ranks_per_node = env->from_env ? env->local_world_size : std::max(1, o.nproc_per_node);
+  const LayoutCheck checked = ParallelLayout::check(o.run, &*spec, placement);
+  if (!checked.ok()) {
+    for (const std::string& text : checked.error_texts()) std::cerr << "meshtrain: " << text << "\n";
+    return kExitInvalid;
   }
-  const MeshShape shape = report.shape;
-  o.mesh = shape;
+  o.run.mesh = checked.layout->shape();  // -1 resolved
+  if (o.check_only) {
+    std::cout << "meshtrain: ok: " << o.run.mesh.to_string() << " on " << placement.world_size << " rank(s)\n";
+    return kExitOk;
+  }
 
-  if (supervise_mode) return supervise(o, shape);
-  if (!env->from_env && world != 1)
+  if (supervise_mode) return supervise(o, o.run.mesh);
+  if (!env->from_env && placement.world_size != 1)
     return refuse(Error{"--nproc-per-node", std::to_string(o.nproc_per_node),
                         "launch several ranks with --nproc-per-node or torchrun's environment"});
-  return run_rank(o, *env, *spec, shape);
+  return run_rank(o, *env, *spec, o.run.mesh);
 }

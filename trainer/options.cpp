@@ -1,9 +1,12 @@
 #include "trainer/options.h"
 
+#include "core/run_config_flags.h"
+
 #include <charconv>
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 
 namespace meshwork::trainer {
@@ -14,15 +17,6 @@ Result<int64_t> parse_int(const std::string& flag, const std::string& v, int64_t
   int64_t out = 0;
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
   if (ec != std::errc() || p != v.data() + v.size() || out < min) return Error{flag, v, allowed};
-  return out;
-}
-
-Result<double> parse_double(const std::string& flag, const std::string& v, double min,
-                            bool min_exclusive, const std::string& allowed) {
-  char* end = nullptr;
-  double out = std::strtod(v.c_str(), &end);
-  if (v.empty() || end != v.c_str() + v.size() || !(out >= min) || (min_exclusive && out == min))
-    return Error{flag, v, allowed};
   return out;
 }
 
@@ -43,106 +37,18 @@ Status set_int(int& field, const std::string& flag, const std::string& v, int64_
   return {};
 }
 
-Status set_axis(TrainerOptions& o, Axis a, const std::string& flag, const std::string& v) {
-  if (v == "auto" || v == "-1") {
-    o.mesh.set(a, -1);
-    return {};
-  }
-  int size = 0;
-  Status s = set_int(size, flag, v, 1, "a whole number >= 1, or auto (-1) for one axis");
-  if (s.ok()) o.mesh.set(a, size);
-  return s;
-}
-
+// This process's own flags; the run config's flags (--model, --steps, --tp, ...) are core's
+// table (core/run_config_flags.h), shared with `meshwork launch`.
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
-      {"--model", "NAME|PATH", "model preset (tiny, small, ...) or a Hugging Face config.json (default tiny)",
-       [](TrainerOptions& o, const std::string& v) -> Status {
-         if (v.empty()) return Error{"--model", v, "a preset name or a path to config.json"};
-         o.model = v;
-         return {};
+      {"--config", "FILE", "the run config (JSON, core/run_config.h) to run; the run config flags set its fields on top",
+       [](TrainerOptions&, const std::string& v) -> Status {
+         if (v.empty()) return Error{"--config", v, "a path to a run config JSON file"};
+         return {};  // read before every other flag (parse_options)
        }},
-      {"--data", "PATH", "llm.c .bin shard or directory of shards (default: the bundled corpus)",
-       [](TrainerOptions& o, const std::string& v) -> Status {
-         if (v.empty()) return Error{"--data", v, "a path to a .bin shard or a directory"};
-         o.data = v;
-         return {};
-       }},
-      {"--steps", "N", "optimizer steps (default 100)",
-       [](TrainerOptions& o, const std::string& v) {
-         return set_int(o.training.steps, "--steps", v, 1, "a whole number >= 1");
-       }},
-      {"--seq-len", "T", "tokens per sequence (default 256)",
-       [](TrainerOptions& o, const std::string& v) {
-         return set_int(o.training.seq_len, "--seq-len", v, 1, "a whole number >= 1");
-       }},
-      {"--global-batch", "G", "sequences per optimizer step over the whole mesh (default 8)",
-       [](TrainerOptions& o, const std::string& v) {
-         return set_int(o.training.global_batch, "--global-batch", v, 1, "a whole number >= 1");
-       }},
-      {"--micro-batch", "B", "sequences per forward/backward on one data-parallel rank (default 1)",
-       [](TrainerOptions& o, const std::string& v) {
-         return set_int(o.training.micro_batch, "--micro-batch", v, 1, "a whole number >= 1");
-       }},
-      {"--lr", "X", "peak learning rate of AdamW (default 3e-4)",
-       [](TrainerOptions& o, const std::string& v) -> Status {
-         auto r = parse_double("--lr", v, 0, true, "a number > 0");
-         if (!r.ok()) return r.error();
-         o.training.lr = *r;
-         return {};
-       }},
-      {"--warmup-steps", "N", "linear warmup steps before the cosine decay (default 10)",
-       [](TrainerOptions& o, const std::string& v) {
-         return set_int(o.training.warmup_steps, "--warmup-steps", v, 0, "a whole number >= 0");
-       }},
-      {"--seed", "S", "seed of the initial weights (default 1234)",
-       [](TrainerOptions& o, const std::string& v) -> Status {
-         auto r = parse_int("--seed", v, 0, "a whole number >= 0");
-         if (!r.ok()) return r.error();
-         o.training.seed = static_cast<uint64_t>(*r);
-         return {};
-       }},
-      {"--dp-replicate", "N", "replicas (DDP gradient all-reduce); auto (-1) fills from the world",
-       [](TrainerOptions& o, const std::string& v) { return set_axis(o, Axis::dp_replicate, "--dp-replicate", v); }},
-      {"--dp-shard", "N", "FSDP shards (ZeRO-3 per decoder block)",
-       [](TrainerOptions& o, const std::string& v) { return set_axis(o, Axis::dp_shard, "--dp-shard", v); }},
-      {"--cp", "N", "context-parallel ranks (ring attention, load-balanced causal chunks)",
-       [](TrainerOptions& o, const std::string& v) { return set_axis(o, Axis::cp, "--cp", v); }},
-      {"--tp", "N", "tensor-parallel ranks (Megatron column/row split, vocabulary-parallel embedding and head)",
-       [](TrainerOptions& o, const std::string& v) { return set_axis(o, Axis::tp, "--tp", v); }},
-      {"--sequence-parallel", "on|off", "with tp > 1: norms and residuals on sequence shards (default on)",
-       [](TrainerOptions& o, const std::string& v) -> Status {
-         if (v != "on" && v != "off") return Error{"--sequence-parallel", v, "on or off"};
-         o.sequence_parallel = v == "on";
-         return {};
-       }},
-      {"--fsdp-grad-sync", "micro-batch|step",
-       "FSDP with gradient accumulation: reduce-scatter every micro-batch (default; shard-sized gradients) "
-       "or once per step (less traffic; holds every unit's unsharded fp32 gradient between micro-batches)",
-       [](TrainerOptions& o, const std::string& v) -> Status {
-         if (v != "micro-batch" && v != "step") return Error{"--fsdp-grad-sync", v, "micro-batch or step"};
-         o.fsdp_grad_sync_per_step = v == "step";
-         return {};
-       }},
-      {"--precision", "fp32|bf16", "compute precision (fp32 master weights either way)",
-       [](TrainerOptions& o, const std::string& v) -> Status {
-         auto r = parse_precision(v, "--precision");
-         if (!r.ok()) return r.error();
-         o.training.precision = *r;
-         return {};
-       }},
-      {"--activation-checkpointing", "none|full", "recompute every decoder block in backward",
-       [](TrainerOptions& o, const std::string& v) -> Status {
-         auto r = parse_activation_checkpointing(v, "--activation-checkpointing");
-         if (!r.ok()) return r.error();
-         o.training.activation_checkpointing = *r;
-         return {};
-       }},
-      {"--device", "cpu|cuda", "cpu (Gloo) or cuda (NCCL, one GPU per local rank)",
-       [](TrainerOptions& o, const std::string& v) -> Status {
-         auto r = parse_device(v, "--device");
-         if (!r.ok()) return r.error();
-         o.training.device = *r;
+      {"--check", "", "validate the run against the placement (--nproc-per-node, --nnodes) and exit",
+       [](TrainerOptions& o, const std::string&) -> Status {
+         o.check_only = true;
          return {};
        }},
       {"--metrics", "PATH", "write every rank's metrics lines to this one file (default: rank 0's stdout)",
@@ -163,27 +69,9 @@ const std::vector<Flag>& flags() {
          o.checkpoint_dir = v;
          return {};
        }},
-      {"--checkpoint-every", "K", "save a checkpoint every K steps (default 0: never)",
-       [](TrainerOptions& o, const std::string& v) {
-         return set_int(o.training.checkpoint_every, "--checkpoint-every", v, 0, "a whole number >= 0");
-       }},
       {"--resume", "", "continue from the latest complete checkpoint in the checkpoint directory",
        [](TrainerOptions& o, const std::string&) -> Status {
          o.resume = true;
-         return {};
-       }},
-      {"--peak-tflops", "X", "peak TFLOP/s of one rank for MFU (default: measured matmul at start)",
-       [](TrainerOptions& o, const std::string& v) -> Status {
-         auto r = parse_double("--peak-tflops", v, 0, true, "a number > 0");
-         if (!r.ok()) return r.error();
-         o.peak_tflops = *r;
-         return {};
-       }},
-      {"--max-grad-norm", "X", "clip gradients to this global L2 norm (default 1.0; 0: off)",
-       [](TrainerOptions& o, const std::string& v) -> Status {
-         auto r = parse_double("--max-grad-norm", v, 0, false, "a number >= 0");
-         if (!r.ok()) return r.error();
-         o.max_grad_norm = *r;
          return {};
        }},
       {"--nproc-per-node", "N", "ranks on this node; without RANK in the environment, spawn and supervise them",
@@ -216,8 +104,30 @@ const std::vector<Flag>& flags() {
 
 }  // namespace
 
+namespace {
+// The value of --config, if given (the last one wins, as for every flag).
+std::optional<std::string> config_flag(const std::vector<std::string>& args) {
+  std::optional<std::string> path;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--config" && i + 1 < args.size()) path = args[++i];
+    else if (args[i].rfind("--config=", 0) == 0) path = args[i].substr(9);
+  }
+  return path;
+}
+}  // namespace
+
 Result<TrainerOptions> parse_options(const std::vector<std::string>& args) {
   TrainerOptions o;
+  if (auto path = config_flag(args); path && !path->empty()) {
+    auto run = load_run_config(*path);
+    if (!run.ok()) {
+      Error e = run.error();
+      // Name the file as well as the field: "--config: run.json: training.lr: ...".
+      return Error{"--config", *path, e.message(), e.kind};
+    }
+    o.run = *run;
+    o.config_path = *path;
+  }
   for (size_t i = 0; i < args.size(); ++i) {
     std::string a = args[i];
     if (a == "--help" || a == "-h") {
@@ -230,6 +140,14 @@ Result<TrainerOptions> parse_options(const std::vector<std::string>& args) {
       value = a.substr(eq + 1);
       a = a.substr(0, eq);
       has_value = true;
+    }
+    if (const RunConfigFlag* rf = find_run_config_flag(a)) {
+      if (!has_value) {
+        if (i + 1 >= args.size()) return Error{a, "", "needs a value: " + rf->arg};
+        value = args[++i];
+      }
+      if (Status s = rf->apply(o.run, value); !s.ok()) return s.error();
+      continue;
     }
     const Flag* flag = nullptr;
     for (const auto& f : flags())
@@ -244,9 +162,9 @@ Result<TrainerOptions> parse_options(const std::vector<std::string>& args) {
   if (o.node_rank >= o.nnodes)
     return Error{"--node-rank", std::to_string(o.node_rank),
                  "0 .. nnodes-1 (nnodes is " + std::to_string(o.nnodes) + ")"};
-  if (o.training.global_batch % o.training.micro_batch != 0)
-    return Error{"--global-batch", std::to_string(o.training.global_batch),
-                 "a multiple of --micro-batch (" + std::to_string(o.training.micro_batch) + ")"};
+  if (o.run.training.global_batch % o.run.training.micro_batch != 0)
+    return Error{"--global-batch", std::to_string(o.run.training.global_batch),
+                 "a multiple of --micro-batch (" + std::to_string(o.run.training.micro_batch) + ")"};
   return o;
 }
 
@@ -257,13 +175,17 @@ std::string usage() {
          "Launch: torchrun-style environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
          "MASTER_ADDR, MASTER_PORT), or --nproc-per-node N [--nnodes --node-rank --master-addr\n"
          "--master-port] to spawn and supervise the ranks of this node.\n"
-         "Exit codes: 0 ok, 2 invalid input, 3 the run failed (names the rank), 1 other.\n\nflags:\n";
-  for (const auto& f : flags()) {
-    std::string left = "  " + f.name + (f.arg.empty() ? "" : " " + f.arg);
+         "Exit codes: 0 ok, 2 invalid input, 3 the run failed (names the rank), 1 other.\n";
+  auto line = [&](const std::string& name, const std::string& arg, const std::string& help) {
+    std::string left = "  " + name + (arg.empty() ? "" : " " + arg);
     if (left.size() < 34) left.resize(34, ' ');
     else left += "\n" + std::string(34, ' ');
-    out << left << f.help << "\n";
-  }
+    out << left << help << "\n";
+  };
+  out << "\nrun config flags (set the fields of --config's run config, or of the defaults):\n";
+  for (const auto& f : run_config_flags()) line(f.name, f.arg, f.help);
+  out << "\nprocess flags:\n";
+  for (const auto& f : flags()) line(f.name, f.arg, f.help);
   out << "  --help                          this text\n";
   return out.str();
 }
@@ -274,38 +196,12 @@ std::vector<std::string> to_args(const TrainerOptions& o) {
     a.push_back(f);
     a.push_back(v);
   };
-  auto num = [](double d) {
-    std::ostringstream s;
-    s.precision(17);
-    s << d;
-    return s.str();
-  };
-  const TrainingConfig& t = o.training;
-  add("--model", o.model);
-  if (!o.data.empty()) add("--data", o.data);
-  add("--steps", std::to_string(t.steps));
-  add("--seq-len", std::to_string(t.seq_len));
-  add("--global-batch", std::to_string(t.global_batch));
-  add("--micro-batch", std::to_string(t.micro_batch));
-  add("--lr", num(t.lr));
-  add("--warmup-steps", std::to_string(t.warmup_steps));
-  add("--seed", std::to_string(t.seed));
-  add("--dp-replicate", std::to_string(o.mesh.dp_replicate));
-  add("--dp-shard", std::to_string(o.mesh.dp_shard));
-  add("--cp", std::to_string(o.mesh.cp));
-  add("--tp", std::to_string(o.mesh.tp));
-  add("--sequence-parallel", o.sequence_parallel ? "on" : "off");
-  add("--fsdp-grad-sync", o.fsdp_grad_sync_per_step ? "step" : "micro-batch");
-  add("--precision", std::string(to_string(t.precision)));
-  add("--activation-checkpointing", std::string(to_string(t.activation_checkpointing)));
-  add("--device", std::string(to_string(t.device)));
+  if (!o.config_path.empty()) add("--config", o.config_path);
+  for (std::string& f : run_config_to_flags(o.run)) a.push_back(std::move(f));
   if (!o.metrics.empty()) add("--metrics", o.metrics);
   add("--run-dir", o.run_dir);
   if (!o.checkpoint_dir.empty()) add("--checkpoint-dir", o.checkpoint_dir);
-  add("--checkpoint-every", std::to_string(t.checkpoint_every));
   if (o.resume) a.push_back("--resume");
-  if (o.peak_tflops > 0) add("--peak-tflops", num(o.peak_tflops));
-  add("--max-grad-norm", num(o.max_grad_norm));
   return a;
 }
 

@@ -1,5 +1,9 @@
-// meshtrain's command line (no LibTorch here). Flag names are a contract: the launcher and the
-// tests use them (issue 3). `--flag value` and `--flag=value` both work.
+// meshtrain's command line (no LibTorch here). What to train is the run config
+// (core/run_config.h): `--config run_config.json` reads it, and the flags that name a run config
+// field (--model, --steps, --tp, --lr, ...) set that field on top of the file, so
+// `meshtrain --config F --steps 5` runs F for 5 steps and meshtrain alone runs from flags.
+// The launcher passes only the file and per-node facts (--nproc-per-node, --nnodes, --node-rank,
+// --master-addr, --master-port, --run-dir). `--flag value` and `--flag=value` both work.
 #pragma once
 
 #include <cstdint>
@@ -14,21 +18,15 @@
 namespace meshwork::trainer {
 
 struct TrainerOptions {
-  std::string model = "tiny";       // preset name or path to a config.json
-  std::string data;                 // empty: the bundled corpus
-  TrainingConfig training;          // steps, seq_len, batches, lr, warmup, seed, precision, ...
-  MeshShape mesh;                   // one axis may be -1 (auto)
-  bool sequence_parallel = true;    // tp > 1: norms/residuals sharded over tp along the sequence
-  // FSDP with gradient accumulation: false reduce-scatters every micro-batch (FSDP2's default,
-  // shard-sized gradients only); true sums the unsharded gradient locally and reduce-scatters once
-  // per step (less communication, every unit's fp32 gradient held between micro-batches).
-  bool fsdp_grad_sync_per_step = false;
+  // What to train: model, data, mesh (one axis may be -1), training (steps, batches, lr,
+  // precision, sequence_parallel, fsdp_grad_sync, max_grad_norm, peak_tflops, ...).
+  RunConfig run;
+  std::string config_path;          // --config: the file `run` was read from; empty: flags only
+  // This process's files and launch (not part of the run config).
   std::string metrics;              // empty: rank 0's stdout (+ per-rank files in run_dir)
   std::string run_dir = "meshtrain-run";
   std::string checkpoint_dir;       // empty: run_dir/checkpoints
   bool resume = false;
-  double peak_tflops = 0;           // 0: measure a matmul peak at start
-  double max_grad_norm = 1.0;       // 0: no clipping
   double weight_decay = 0.1;
   // Launch (torchrun's names). nproc_per_node without RANK in the environment: supervise.
   int nproc_per_node = 0;
@@ -36,6 +34,7 @@ struct TrainerOptions {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  bool check_only = false;          // --check: validate the run against the placement and exit
   bool help = false;
 };
 
@@ -43,7 +42,8 @@ struct TrainerOptions {
 Result<TrainerOptions> parse_options(const std::vector<std::string>& args);
 // The --help text.
 std::string usage();
-// The flags back as arguments (for a supervisor that re-runs itself for each rank).
+// The options back as arguments (for a supervisor that re-runs itself for each rank): --config
+// when one was given, then every run config field as a flag (equal to the file's after parsing).
 std::vector<std::string> to_args(const TrainerOptions& o);
 
 // How this process was started (torchrun's environment, else flags).

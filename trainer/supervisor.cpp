@@ -187,7 +187,7 @@ class Supervisor {
       setenv("MESHWORK_SUPERVISED", "1", 1);
       setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
       setenv("MKL_NUM_THREADS", std::to_string(threads).c_str(), 1);
-      if (o_.training.device == DeviceKind::cuda)
+      if (o_.run.training.device == DeviceKind::cuda)
         setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
       int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       if (fd >= 0) {

@@ -248,24 +248,12 @@ double measure_peak_tflops(at::Device device, at::ScalarType dtype) {
   return 2.0 * n * n * n * iters / elapsed / 1e12;
 }
 
-nlohmann::json config_json(const TrainerOptions& o, const MeshShape& shape, double peak) {
-  RunConfig rc;
-  rc.model = o.model;
-  rc.mesh = shape;
-  rc.training = o.training;
-  rc.data = o.data.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.data);
-  nlohmann::json j = to_json(rc);
-  j["peak_tflops"] = peak;
-  j["max_grad_norm"] = o.max_grad_norm;
-  return j;
-}
-
 }  // namespace
 
 int run_rank(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spec,
              const MeshShape& shape) {
   const int rank = env.rank;
-  const TrainingConfig& t = o.training;
+  const TrainingConfig& t = o.run.training;
   std::error_code ec;
   fs::create_directories(o.run_dir, ec);
   const bool supervised = std::getenv("MESHWORK_SUPERVISED") != nullptr;
@@ -292,7 +280,7 @@ int run_rank(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spe
   std::signal(SIGINT, on_stop);
 
   try {
-    // Threads: the node's cores split between its ranks (DESIGN.md).
+    // Threads: the node's cores split between its ranks (docs/design.md, "Facts").
     const int threads = std::max(1, usable_cores() / std::max(1, env.local_world_size));
     at::set_num_threads(threads);
     const bool cuda = t.device == DeviceKind::cuda;
@@ -309,7 +297,7 @@ int run_rank(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spe
     const at::ScalarType dtype = t.precision == Precision::bf16 ? at::kBFloat16 : at::kFloat;
 
     // Data.
-    fs::path data_path = o.data.empty() ? default_data_path() : fs::path(o.data);
+    fs::path data_path = o.run.data.is_string() ? fs::path(o.run.data.get<std::string>()) : default_data_path();
     auto data = TokenData::open(data_path, spec.vocab_size);
     if (!data.ok()) {
       log(data.error().message());
@@ -337,8 +325,8 @@ int run_rank(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spe
     Communicator& comm = **comm_r;
     const MeshCoord coord = comm.mesh().coord_of(rank);
     log("rank ", rank, " of ", env.world_size, " (node-local ", env.local_rank, "/",
-        env.local_world_size, "), mesh ", shape.to_string(), ", coords (", coord.dp_replicate, ",",
-        coord.dp_shard, ",", coord.cp, ",", coord.tp, "), ", threads, " threads, data ",
+        env.local_world_size, "), mesh ", shape.to_string(), ", coords (", coord[Axis::dp_replicate], ",",
+        coord[Axis::dp_shard], ",", coord[Axis::cp], ",", coord[Axis::tp], "), ", threads, " threads, data ",
         data_path.string(), " (", (*data)->num_tokens(), " tokens)");
 
     // Model and parallelism.
@@ -348,16 +336,16 @@ int run_rank(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spe
     // local pieces.
     Model model(spec);
     TpOptions tpo;
-    tpo.sequence_parallel = o.sequence_parallel;
+    tpo.sequence_parallel = t.sequence_parallel;
     TensorParallel tp(model, comm, tpo);
     ContextParallel cp(model, comm);
     DataParallelOptions dpo;
     dpo.localize = [&tp](int unit, const Tensor& full) { return tp.localize(unit, full); };
-    dpo.shard_group = shape.cp > 1 ? GroupKind::dp_shard_cp : GroupKind::dp_shard;
+    dpo.shard_group = shape[Axis::cp] > 1 ? GroupKind::dp_shard_cp : GroupKind::dp_shard;
     dpo.compute_dtype = dtype;
     dpo.device = device;
     dpo.seed = t.seed;
-    dpo.fsdp_grad_sync_per_step = o.fsdp_grad_sync_per_step;
+    dpo.fsdp_grad_sync_per_step = t.fsdp_grad_sync == FsdpGradSync::step;
     DataParallel dp(model, comm, dpo);
     tp.annotate(dp.params());
     std::vector<Tensor> params;
@@ -424,8 +412,8 @@ int run_rank(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spe
 
     // Peak for MFU.
     comm.barrier(comm.world());
-    const double peak = o.peak_tflops > 0 ? o.peak_tflops : measure_peak_tflops(device, dtype);
-    log("peak ", peak, " TFLOP/s per rank (", o.peak_tflops > 0 ? "--peak-tflops" : "measured", ")");
+    const double peak = t.peak_tflops > 0 ? t.peak_tflops : measure_peak_tflops(device, dtype);
+    log("peak ", peak, " TFLOP/s per rank (", t.peak_tflops > 0 ? "given" : "measured", ")");
 
     StartRecord sr;
     sr.rank = rank;
@@ -437,7 +425,12 @@ int run_rank(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spe
     sr.node = comm.mesh().node_of(rank);
     sr.world = env.world_size;
     sr.mesh = shape;
-    sr.config = config_json(o, shape, peak);
+    {
+      RunConfig ran = o.run;
+      ran.mesh = shape;
+      sr.config = to_json(ran);
+    }
+    sr.peak_tflops = peak;
     sr.versions = {{"meshtrain", MESHWORK_VERSION},
                    {"torch", TORCH_VERSION},
                    {"backend", cuda ? "nccl" : "gloo"},
@@ -491,8 +484,8 @@ int run_rank(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spe
       // torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1.
       // The coefficient is applied inside the optimizer's pass over the gradients.
       double clip = 1.0;
-      if (o.max_grad_norm > 0) {
-        const double coef = o.max_grad_norm / (norm + 1e-6);
+      if (t.max_grad_norm > 0) {
+        const double coef = t.max_grad_norm / (norm + 1e-6);
         if (coef < 1) clip = coef;
       }
       opt.update(params, lr, clip);
@@ -514,7 +507,7 @@ int run_rank(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spe
       r.tokens = static_cast<int64_t>(global_tokens) / dp_size;
       r.tokens_per_s = static_cast<double>(r.tokens) / step_s;
       // This rank's share of the model FLOPs: the replica's FLOPs split over its tp x cp ranks.
-      const double rank_flops = flops_per_token * r.tokens / (shape.tp * shape.cp);
+      const double rank_flops = flops_per_token * r.tokens / (shape[Axis::tp] * shape[Axis::cp]);
       r.tflops = rank_flops / step_s / 1e12;
       r.mfu = r.tflops / peak;
       if (cuda) {

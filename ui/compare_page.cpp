@@ -1,5 +1,7 @@
 #include "ui/compare_page.h"
 
+#include "ui/format.h"
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QElapsedTimer>
@@ -186,7 +188,7 @@ void ComparePage::fill_picker() {
   picker_->clear();
   for (const store::RunSummary& s : runs_model_->runs()) {
     auto* item = new QListWidgetItem(QStringLiteral("%1  #%2\n%3 · %4").arg(QString::fromStdString(s.name)).arg(s.id)
-                                         .arg(QString::fromStdString(s.shape).replace('x', QChar(0xD7)), QString::fromStdString(s.status)),
+                                         .arg(format_shape(s.shape), QString::fromStdString(s.status)),
                                      picker_);
     item->setData(Qt::UserRole, QVariant::fromValue<qint64>(s.id));
     item->setFlags(Qt::ItemIsEnabled | Qt::ItemIsUserCheckable | Qt::ItemIsSelectable);

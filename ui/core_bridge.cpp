@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/memory_estimate.h"
+#include "core/parallel_layout.h"
 #include "core/planner.h"
 #include "core/time_estimate.h"
 #include "core/units.h"
@@ -30,26 +31,22 @@ meshwork::HardwareModel hardware_for(const ClusterFacts& cluster) {
   return h;
 }
 
-// core's query for this config on this cluster. Link speeds are what the cluster cards show:
-// NVLink-joined GPUs count as fast, PCIe-only boxes as PCIe Gen4 x16 (~32 GB/s); unknown (CPU
-// ranks, unprobed nodes) stays 0 so core raises no slow-link warning it cannot back up.
-ShapeQuery query_for(const RunConfig& config, const ClusterFacts& cluster, const ModelSpec* model) {
-  ShapeQuery q;
-  q.shape = config.mesh;
-  q.world_size = cluster.world_size;
-  q.gpus_per_node = cluster.ranks_per_node;
-  q.model = model;
-  q.seq_len = config.training.seq_len;
-  q.global_batch = config.training.global_batch;
-  q.micro_batch = config.training.micro_batch;
+}  // namespace
+
+// The placement core checks against. Link speeds are what the cluster cards show: NVLink-joined
+// GPUs count as fast, PCIe-only boxes as PCIe Gen4 x16 (~32 GB/s); unknown (CPU ranks, unprobed
+// nodes) stays 0 so core raises no slow-link warning it cannot back up.
+Placement placement_of(const ClusterFacts& cluster) {
+  Placement p;
+  p.world_size = cluster.world_size;
+  p.ranks_per_node = cluster.ranks_per_node;
   if (cluster.device == DeviceKind::cuda) {
     bool all_fast = true;
     for (bool f : cluster.fast_links) all_fast = all_fast && f;
-    q.links.intra_node_bytes_per_s = all_fast ? 450e9 : 32e9;
+    p.links.intra_node_bytes_per_s = all_fast ? 450e9 : 32e9;
   }
-  return q;
+  return p;
 }
-}  // namespace
 
 Result<MeshShape> resolved_shape(const RunConfig& config, const ClusterFacts& cluster) {
   return resolve_shape(config.mesh, cluster.world_size);
@@ -62,24 +59,18 @@ std::vector<Diagnostic> validate(const RunConfig& config, const ClusterFacts& cl
     const Error& e = model.error();
     out.push_back({Severity::error, e.field, e.value, e.allowed});
   }
-  const ShapeReport report = validate_shape(query_for(config, cluster, model ? &*model : nullptr));
-  out.insert(out.end(), report.diagnostics.begin(), report.diagnostics.end());
+  const LayoutCheck checked = ParallelLayout::check(config, model ? &*model : nullptr, placement_of(cluster));
+  out.insert(out.end(), checked.report.diagnostics.begin(), checked.report.diagnostics.end());
   return out;
 }
 
 Result<MemoryBreakdown> estimate_memory(const RunConfig& config, const ClusterFacts& cluster) {
   auto model = model_of(config);
   if (!model) return model.error();
-  auto shape = resolved_shape(config, cluster);
-  if (!shape) return shape.error();
-  meshwork::MemoryQuery q;
-  q.model = &*model;
-  q.shape = *shape;
-  q.seq_len = config.training.seq_len;
-  q.micro_batch = config.training.micro_batch;
-  q.precision = config.training.precision;
-  q.activation_checkpointing = config.training.activation_checkpointing;
-  q.device = cluster.device;
+  const LayoutCheck checked = ParallelLayout::check(config, &*model, placement_of(cluster));
+  if (!checked.ok()) return checked.report.first_error();
+  const ParallelLayout& layout = *checked.layout;
+  const meshwork::MemoryQuery q = layout.memory_query(*model, cluster.device);
   const meshwork::MemoryBreakdown m = meshwork::estimate_memory(q);
 
   // The bar shows the phase that sets the peak (core: total = max(backward, step) + reserve), so
@@ -94,17 +85,7 @@ Result<MemoryBreakdown> estimate_memory(const RunConfig& config, const ClusterFa
   }
   out.terms.push_back({"reserve", double(m.reserve)});
   out.total_bytes = double(m.total());
-  meshwork::TimeQuery tq;
-  tq.model = &*model;
-  tq.shape = *shape;
-  tq.gpus_per_node = cluster.ranks_per_node;
-  tq.seq_len = config.training.seq_len;
-  tq.micro_batch = config.training.micro_batch;
-  tq.global_batch = config.training.global_batch;
-  tq.precision = config.training.precision;
-  tq.activation_checkpointing = config.training.activation_checkpointing;
-  tq.hardware = hardware_for(cluster);
-  const meshwork::TimeEstimate t = meshwork::estimate_time(tq);
+  const meshwork::TimeEstimate t = meshwork::estimate_time(layout.time_query(*model, hardware_for(cluster)));
   out.tokens_per_s = t.tokens_per_s;
   out.mfu = t.mfu;
   out.step_seconds = t.step_s;

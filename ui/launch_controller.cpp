@@ -52,28 +52,6 @@ QString LaunchController::trainer_path() {
   return QDir(QCoreApplication::applicationDirPath()).filePath("meshtrain");
 }
 
-std::vector<std::string> LaunchController::trainer_args(const RunConfig& c) {
-  const TrainingConfig& t = c.training;
-  std::vector<std::string> a = {
-      "--dp-replicate", std::to_string(c.mesh.dp_replicate), "--dp-shard", std::to_string(c.mesh.dp_shard),
-      "--cp", std::to_string(c.mesh.cp), "--tp", std::to_string(c.mesh.tp),
-      "--steps", std::to_string(t.steps), "--seq-len", std::to_string(t.seq_len),
-      "--global-batch", std::to_string(t.global_batch), "--micro-batch", std::to_string(t.micro_batch),
-      "--lr", std::to_string(t.lr), "--warmup-steps", std::to_string(t.warmup_steps),
-      "--seed", std::to_string(t.seed), "--precision", std::string(to_string(t.precision)),
-      "--activation-checkpointing", std::string(to_string(t.activation_checkpointing)),
-      "--device", std::string(to_string(t.device)), "--checkpoint-every", std::to_string(t.checkpoint_every)};
-  if (c.model.is_string()) {
-    a.push_back("--model");
-    a.push_back(c.model.get<std::string>());
-  }
-  if (c.data.is_string() && !c.data.get<std::string>().empty()) {
-    a.push_back("--data");
-    a.push_back(c.data.get<std::string>());
-  }
-  return a;
-}
-
 bool LaunchController::launch(const RunConfig& config) {
   if (launching_) {
     Q_EMIT launch_failed(tr("A launch is already in progress"), {});
@@ -81,22 +59,10 @@ bool LaunchController::launch(const RunConfig& config) {
   }
   reap();
   if (launch_thread_.joinable()) launch_thread_.join();
+  // The run config as it is (its nodes, or this machine when it has none): remote builds the
+  // command line, exactly as for `meshwork launch`.
   remote::LaunchRequest req;
-  std::vector<NodeConfig> nodes = config.nodes;
-  if (nodes.empty()) nodes.push_back(NodeConfig{"local", static_cast<int>(config.mesh.world_size()), {}});
-  for (const NodeConfig& n : nodes) {
-    auto spec = remote::parse_host_spec(n.host);
-    if (!spec) {
-      Q_EMIT launch_failed(q(spec.error().message()), {});
-      return false;
-    }
-    req.hosts.push_back(remote::HostEntry{*spec, n.slots});
-  }
-  req.nproc_per_node = nodes.front().slots;
   req.config = config;
-  req.config.nodes.clear();
-  req.trainer_args = trainer_args(config);
-  req.name = config.name.empty() ? "run" : config.name;
   req.trainer_path = trainer_path().toStdString();
   req.ssh = ssh_;
   // Callbacks run on launch threads: hop to this object's thread through queued calls.
@@ -188,14 +154,7 @@ void LaunchController::stop(store::RunId run) {
   QPointer<LaunchController> self(this);
   const std::string db = db_.toStdString();
   std::thread([self, run, db, ssh = ssh_] {
-    auto rec = remote::load_launch_record(db, run);
-    Status st = rec ? remote::stop_all(*rec, ssh) : Status(rec.error());
-    if (st) {
-      if (auto s = store::RunStore::open(db)) {
-        (void)(*s)->set_status(run, store::kStatusStopped, "stopped from the workbench");
-        (void)(*s)->add_event(run, "info", "stopped from the workbench");
-      }
-    }
+    const Status st = remote::stop_and_record(db, run, ssh, "the workbench");
     QMetaObject::invokeMethod(self, [self, run, ok = bool(st), msg = st ? QString() : q(st.error().message())] {
       if (self) Q_EMIT self->finished(run, ok ? QStringLiteral("stopped") : QStringLiteral("failed"), msg);
     }, Qt::QueuedConnection);

@@ -63,8 +63,6 @@ class LaunchController : public QObject {
 
   // The meshtrain binary to deploy: $MESHWORK_MESHTRAIN, else next to this executable.
   static QString trainer_path();
-  // meshtrain's flags for a run config (the same names as `meshwork launch` passes through).
-  static std::vector<std::string> trainer_args(const RunConfig& config);
 
  Q_SIGNALS:
   void launch_step(const QString& text);             // "probing 1 node(s)", "deploying", ...

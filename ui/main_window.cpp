@@ -269,8 +269,8 @@ void MainWindow::launch_from_plan() {
   c.nodes = cluster_->to_node_configs();
   if (c.name.empty()) {
     const std::string model = c.model.is_string() ? c.model.get<std::string>() : std::string("model");
-    c.name = model + " " + std::to_string(c.mesh.dp_replicate) + "x" + std::to_string(c.mesh.dp_shard) + "x" +
-             std::to_string(c.mesh.cp) + "x" + std::to_string(c.mesh.tp);
+    c.name = model + " " + std::to_string(c.mesh[Axis::dp_replicate]) + "x" + std::to_string(c.mesh[Axis::dp_shard]) + "x" +
+             std::to_string(c.mesh[Axis::cp]) + "x" + std::to_string(c.mesh[Axis::tp]);
   }
   set_mode(Mode::runs);
   runs_page_->open_run(0);

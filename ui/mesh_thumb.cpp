@@ -13,10 +13,10 @@ MeshThumb::MeshThumb(const MeshShape& shape, const QString& name, const QColor& 
   setMinimumSize(150, 120);
   setToolTip(QStringLiteral("%1: dp_replicate %2 × dp_shard %3 × cp %4 × tp %5")
                  .arg(name)
-                 .arg(shape.dp_replicate)
-                 .arg(shape.dp_shard)
-                 .arg(shape.cp)
-                 .arg(shape.tp));
+                 .arg(shape[Axis::dp_replicate])
+                 .arg(shape[Axis::dp_shard])
+                 .arg(shape[Axis::cp])
+                 .arg(shape[Axis::tp]));
 }
 
 void MeshThumb::paintEvent(QPaintEvent*) {
@@ -40,20 +40,20 @@ void MeshThumb::paintEvent(QPaintEvent*) {
   p.drawText(QRectF(swatch.right() + 5, all.top() + 4, all.width() - 30, fm.height() + 2), Qt::AlignLeft | Qt::AlignVCenter,
              fm.elidedText(name_, Qt::ElideRight, all.width() - 32));
   p.setPen(muted_text_color());
-  const QString shape_text = QStringLiteral("%1×%2×%3×%4").arg(shape_.dp_replicate).arg(shape_.dp_shard).arg(shape_.cp).arg(shape_.tp);
+  const QString shape_text = QStringLiteral("%1×%2×%3×%4").arg(shape_[Axis::dp_replicate]).arg(shape_[Axis::dp_shard]).arg(shape_[Axis::cp]).arg(shape_[Axis::tp]);
   p.drawText(QRectF(all.left() + 8, all.bottom() - fm.height() - 6, all.width() - 16, fm.height() + 2),
              Qt::AlignLeft | Qt::AlignVCenter, shape_text + QStringLiteral("  ·  %1 ranks").arg(shape_.world_size()));
 
   const QRectF area(all.left() + 8, all.top() + fm.height() + 12, all.width() - 16, all.height() - 2 * fm.height() - 22);
-  const int reps = std::max(1, shape_.dp_replicate), rows = std::max(1, shape_.dp_shard);
-  const int cols = std::max(1, shape_.cp * shape_.tp);
+  const int reps = std::max(1, shape_[Axis::dp_replicate]), rows = std::max(1, shape_[Axis::dp_shard]);
+  const int cols = std::max(1, shape_[Axis::cp] * shape_[Axis::tp]);
   const double gap = 4;
   const double box_w = (area.width() - gap * (reps - 1)) / reps;
   const double cell = std::max(2.0, std::min((box_w - 6) / cols, (area.height() - 6) / rows));
-  const Axis inner = shape_.tp > 1 ? Axis::tp : shape_.cp > 1 ? Axis::cp : Axis::dp_shard;
+  const Axis inner = shape_[Axis::tp] > 1 ? Axis::tp : shape_[Axis::cp] > 1 ? Axis::cp : Axis::dp_shard;
   for (int r = 0; r < reps; ++r) {
     const QRectF box(area.left() + r * (box_w + gap), area.top(), box_w, cell * rows + 6);
-    p.setPen(QPen(shape_.dp_replicate > 1 ? axis_color(Axis::dp_replicate, dark) : border_color(), 1.5));
+    p.setPen(QPen(shape_[Axis::dp_replicate] > 1 ? axis_color(Axis::dp_replicate, dark) : border_color(), 1.5));
     p.setBrush(Qt::NoBrush);
     p.drawRoundedRect(box, 3, 3);
     const double x0 = box.left() + (box.width() - cell * cols) / 2;
@@ -61,7 +61,7 @@ void MeshThumb::paintEvent(QPaintEvent*) {
       for (int c = 0; c < cols; ++c) {
         const QRectF cr(x0 + c * cell + 0.75, box.top() + 3 + row * cell + 0.75, cell - 1.5, cell - 1.5);
         // Neighbouring groups of the inner axis in alternating shades, as the mesh view does.
-        const int group = inner == Axis::dp_shard ? row : (inner == Axis::tp ? row * shape_.cp + c / shape_.tp : row);
+        const int group = inner == Axis::dp_shard ? row : (inner == Axis::tp ? row * shape_[Axis::cp] + c / shape_[Axis::tp] : row);
         p.setPen(Qt::NoPen);
         p.setBrush(group_shade(group_of_axis(inner), group % 2, 2, dark));
         p.drawRect(cr);

@@ -25,7 +25,7 @@ QColor text_on(const QColor& bg) {
 }
 
 QString coords_text(const MeshCoord& c) {
-  return QStringLiteral("%1·%2·%3·%4").arg(c.dp_replicate).arg(c.dp_shard).arg(c.cp).arg(c.tp);
+  return QStringLiteral("%1·%2·%3·%4").arg(c[Axis::dp_replicate]).arg(c[Axis::dp_shard]).arg(c[Axis::cp]).arg(c[Axis::tp]);
 }
 }  // namespace
 
@@ -78,7 +78,7 @@ void MeshView::recompute_groups() {
   slow_tp_.assign(static_cast<size_t>(n), 0);
   group_count_ = n / std::max(1, mesh_->shape().group_size(kind_));
   for (int r = 0; r < n; ++r) group_index_[static_cast<size_t>(r)] = mesh_->group_index(r, kind_);
-  if (mesh_->shape().tp > 1) {
+  if (mesh_->shape()[Axis::tp] > 1) {
     for (int r = 0; r < n; ++r) {
       const bool crosses = mesh_->group_crosses_nodes(r, GroupKind::tp);
       const int node = mesh_->node_of(r);
@@ -388,7 +388,7 @@ bool MeshView::event(QEvent* e) {
     const MeshCoord c = mesh_->coord_of(r);
     QString tip = tr("<b>rank %1</b> on node %2 (local %3)<br>dp_replicate %4 · dp_shard %5 · cp %6 · tp %7")
                       .arg(r).arg(mesh_->node_of(r)).arg(mesh_->local_rank_of(r))
-                      .arg(c.dp_replicate).arg(c.dp_shard).arg(c.cp).arg(c.tp);
+                      .arg(c[Axis::dp_replicate]).arg(c[Axis::dp_shard]).arg(c[Axis::cp]).arg(c[Axis::tp]);
     if (rank_marked_slow(r))
       tip += tr("<br><span style='color:%1'>its tp group crosses nodes or slow links</span>")
                  .arg(error_color().name());

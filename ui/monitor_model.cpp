@@ -19,16 +19,6 @@ int64_t version_of(const store::RunSummary& s) {
 }
 }  // namespace
 
-MeshShape parse_shape_text(const std::string& text) {
-  MeshShape s;
-  int v[4] = {1, 1, 1, 1};
-  if (std::sscanf(text.c_str(), "%dx%dx%dx%d", &v[0], &v[1], &v[2], &v[3]) == 4 && v[0] > 0 && v[1] > 0 &&
-      v[2] > 0 && v[3] > 0) {
-    s = MeshShape{v[0], v[1], v[2], v[3]};
-  }
-  return s;
-}
-
 std::optional<double> capacity_of(const nlohmann::json& cluster, const nlohmann::json& config, int world) {
   if (!cluster.is_object() || !cluster.contains("probes") || !cluster["probes"].is_array()) return std::nullopt;
   const bool cuda = config.is_object() && config.contains("training") &&
@@ -72,7 +62,7 @@ std::shared_ptr<MonitorFrame> load_monitor_frame(store::RunStore* store, store::
   if (last_version != 0 && f->version == last_version) return nullptr;
   f->summary = info->summary;
   f->config = info->config;
-  f->shape = parse_shape_text(info->summary.shape);
+  f->shape = info->summary.shape.value_or(MeshShape{});
   f->world = std::max(1, info->summary.world);
   f->capacity_bytes = capacity_of(info->cluster, info->config, f->world);
 
@@ -109,7 +99,7 @@ std::shared_ptr<MonitorFrame> load_monitor_frame(store::RunStore* store, store::
   const store::Aggregate agg = rank >= 0 ? store::Aggregate::none : store::Aggregate::mean;
   f->tokens_per_s = one("tokens_per_s", shown, agg);
   // tokens_per_s is per data-parallel replica; the run's throughput is that times the replicas.
-  const double replicas = static_cast<double>(f->shape.dp_replicate) * f->shape.dp_shard;
+  const double replicas = static_cast<double>(f->shape[Axis::dp_replicate]) * f->shape[Axis::dp_shard];
   for (auto& p : f->tokens_per_s) p.y *= replicas;
   f->mfu = one("mfu", shown, agg);
   f->step_s = one("step_s", shown, agg);

@@ -90,9 +90,6 @@ std::shared_ptr<MonitorFrame> load_monitor_frame(store::RunStore* store, store::
                                                  std::optional<std::pair<double, double>> range,
                                                  int pixels, int64_t last_version);
 
-// "2x2x1x1" -> {2,2,1,1}; anything else -> all 1s.
-MeshShape parse_shape_text(const std::string& text);
-
 // Per-rank capacity from the run's stored cluster (probes) and shape: the smallest GPU, or on CPU
 // nodes the node's memory divided by its ranks.
 std::optional<double> capacity_of(const nlohmann::json& cluster, const nlohmann::json& config, int world);

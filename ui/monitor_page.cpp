@@ -339,13 +339,13 @@ void MonitorPage::draw_header(const MonitorFrame& f) {
   status_->setText(QString::fromStdString(s.status));
   status_->setStyleSheet(status_style(s.status));
   QStringList facts;
-  facts << QStringLiteral("%1 = %2 ranks").arg(QString::fromStdString(s.shape).replace('x', QChar(0xD7))).arg(s.world)
+  facts << QStringLiteral("%1 = %2 ranks").arg(format_shape(s.shape)).arg(s.world)
         << QString::fromStdString(s.model) << tr("step %1").arg(s.steps);
   if (f.config.contains("training") && f.config["training"].contains("steps"))
     facts.last() += QStringLiteral(" / %1").arg(f.config["training"]["steps"].get<int>() - 1);
   if (s.final_loss) facts << tr("loss %1").arg(*s.final_loss, 0, 'f', 4);
   if (s.tokens_per_s)
-    facts << format_tokens_per_s(*s.tokens_per_s * f.shape.dp_replicate * f.shape.dp_shard);
+    facts << format_tokens_per_s(*s.tokens_per_s * f.shape[Axis::dp_replicate] * f.shape[Axis::dp_shard]);
   facts_->setText(facts.join(QStringLiteral("  ·  ")));
   const bool live = s.status == store::kStatusRunning || s.status == store::kStatusCreated;
   if (stop_->text() != tr("Stopping…") || !live) {

@@ -143,7 +143,7 @@ void PlanPage::refresh_view() {
   if (mesh) {
     const MeshShape& s = mesh->shape();
     QString text = tr("<b>%1</b> ranks = %2 × %3 × %4 × %5")
-                       .arg(mesh->world_size()).arg(s.dp_replicate).arg(s.dp_shard).arg(s.cp).arg(s.tp);
+                       .arg(mesh->world_size()).arg(s[Axis::dp_replicate]).arg(s[Axis::dp_shard]).arg(s[Axis::cp]).arg(s[Axis::tp]);
     if (!first_error.isEmpty())
       text += tr(" · <span style='color:%1'>not valid: see the editor</span>").arg(error_color().name());
     shape_label_->setText(text);

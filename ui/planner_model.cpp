@@ -60,7 +60,7 @@ QVariant PlannerModel::data(const QModelIndex& index, int role) const {
     case Rank: return index.row() + 1;
     case Shape:
       return QStringLiteral("%1 × %2 × %3 × %4")
-          .arg(r.shape.dp_replicate).arg(r.shape.dp_shard).arg(r.shape.cp).arg(r.shape.tp);
+          .arg(r.shape[Axis::dp_replicate]).arg(r.shape[Axis::dp_shard]).arg(r.shape[Axis::cp]).arg(r.shape[Axis::tp]);
     case Fits: return r.fits ? tr("✓ fits") : tr("✗ no");
     case Memory: return format_bytes(r.memory_bytes);
     case TokensPerS: return format_tokens_per_s(r.tokens_per_s);

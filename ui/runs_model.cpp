@@ -20,8 +20,8 @@ bool live(const store::RunSummary& s) { return s.status == store::kStatusRunning
 
 std::optional<double> run_tokens_per_s(const store::RunSummary& s) {
   if (!s.tokens_per_s) return std::nullopt;
-  const MeshShape shape = parse_shape_text(s.shape);
-  return *s.tokens_per_s * shape.dp_replicate * shape.dp_shard;
+  const MeshShape shape = s.shape.value_or(MeshShape{});
+  return *s.tokens_per_s * shape[Axis::dp_replicate] * shape[Axis::dp_shard];
 }
 
 RunsModel::RunsModel(StoreWorker* worker, QObject* parent) : QAbstractTableModel(parent), worker_(worker) {
@@ -101,7 +101,7 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
     switch (index.column()) {
       case kName: return role == Qt::ToolTipRole && !s.origin.empty() ? q(s.name + "\nimported from " + s.origin) : q(s.name);
       case kDate: return QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(s.created * 1000)).toString("yyyy-MM-dd HH:mm");
-      case kShape: return s.shape.empty() ? QStringLiteral("?") : q(s.shape).replace('x', QChar(0xD7));
+      case kShape: return format_shape(s.shape);
       case kModel: return q(s.model);
       case kStatus:
         return role == Qt::ToolTipRole && !s.exit_reason.empty() ? q(s.status + ": " + s.exit_reason) : q(s.status);

@@ -2,6 +2,8 @@
 // are in series_query.cpp.
 #include "core/store/run_store.h"
 
+#include "core/mesh_json.h"
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -35,20 +37,16 @@ nlohmann::json parse_json_or_empty(const std::string& text) {
   return j.is_discarded() ? nlohmann::json::object() : j;
 }
 
-// "2x2x1x2" from the config's mesh (axes default to 1), empty without a mesh.
-std::string shape_of(const nlohmann::json& config, int* world) {
+// The config's mesh (axes default to 1); unset without a valid mesh. Fills *world from it when
+// the world is not known yet.
+std::optional<MeshShape> shape_of(const nlohmann::json& config, int* world) {
   auto it = config.find("mesh");
-  if (it == config.end() || !it->is_object()) return {};
-  std::string out;
-  int64_t product = 1;
-  for (const char* axis : {"dp_replicate", "dp_shard", "cp", "tp"}) {
-    int64_t size = 1;
-    if (auto a = it->find(axis); a != it->end() && a->is_number_integer()) size = a->get<int64_t>();
-    product *= size;
-    out += (out.empty() ? "" : "x") + std::to_string(size);
-  }
+  if (it == config.end()) return std::nullopt;
+  auto shape = mesh_shape_from_json(*it);
+  if (!shape) return std::nullopt;
+  const int64_t product = shape->world_size();
   if (*world == 0 && product > 0) *world = static_cast<int>(product);
-  return out;
+  return *shape;
 }
 
 std::string model_of(const nlohmann::json& config) {

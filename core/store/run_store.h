@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/mesh.h"
 
 struct sqlite3;
 
@@ -46,7 +47,7 @@ struct RunSummary {
   double created = 0;        // unix seconds
   std::string status;        // kStatus*
   std::string exit_reason;   // why it failed / stopped; empty when ok
-  std::string shape;         // "2x2x1x2" (dp_replicate x dp_shard x cp x tp); empty if unknown
+  std::optional<MeshShape> shape;  // the config's "mesh" object (core/mesh_json.h); unset if unknown
   std::string model;         // preset name, or "inline" for an inline HF config
   int world = 0;             // number of ranks (from the config or the start records)
   int64_t steps = 0;         // highest step stored (any rank)

@@ -112,7 +112,7 @@ TEST(Mesh, EveryRankRoundTripsAndGroupsPartition) {
 TEST(Mesh, ResolveAutoAxis) {
   auto r = resolve_shape(MeshShape{1, -1, 1, 2}, 16);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->dp_shard, 8);
+  EXPECT_EQ((*r)[Axis::dp_shard], 8);
   auto two = resolve_shape(MeshShape{-1, -1, 1, 1}, 8);
   ASSERT_FALSE(two.ok());
   EXPECT_EQ(two.error().field, "dp_shard");

@@ -30,7 +30,7 @@ TEST(Planner, EnumeratesEveryFactorization) {
   // tp fixed to 2: 8 over 3 axes: C(3+2, 2) = 10.
   auto tp2 = enumerate_shapes(16, {0, 0, 0, 2});
   EXPECT_EQ(tp2.size(), 10u);
-  for (const auto& s : tp2) EXPECT_EQ(s.tp, 2);
+  for (const auto& s : tp2) EXPECT_EQ(s[Axis::tp], 2);
   EXPECT_EQ(enumerate_shapes(16, {2, 4, 1, 2}), (std::vector<MeshShape>{{2, 4, 1, 2}}));
   EXPECT_TRUE(enumerate_shapes(16, {3, 0, 0, 0}).empty());
   std::set<std::string> unique;
@@ -46,15 +46,19 @@ TEST(Planner, Llama8BOnTwoNodesOfEight) {
   ASSERT_TRUE(plan.ok()) << plan.error().message();
   EXPECT_EQ(plan->world_size, 16);
   EXPECT_EQ(plan->model_params, 8'030'261'248);
-  // 35 factorizations minus the 9 that combine tp/cp with pure replication
-  // (dp_replicate 2 with cp*tp = 8: 4 ways; 4 with 4: 3 ways; 8 with 2: 2 ways).
-  EXPECT_EQ(plan->shapes.size(), 26u);
-  EXPECT_EQ(plan->rejected.size(), 9u);
-  for (const auto& r : plan->rejected) {
-    EXPECT_GT(r.shape.dp_replicate, 1);
-    EXPECT_EQ(r.shape.dp_shard, 1);
-    EXPECT_EQ(r.errors.front().field, "dp_shard");
+  // All 35 factorizations: meshtrain runs tp/cp with pure replication, so the 9 that do
+  // (dp_replicate 2 with cp*tp = 8: 4 ways; 4 with 4: 3 ways; 8 with 2: 2 ways) are planned and
+  // marked with Accelerate's reason instead of being refused.
+  EXPECT_EQ(plan->shapes.size(), 35u);
+  EXPECT_EQ(plan->rejected.size(), 0u);
+  int marked = 0;
+  for (const auto& e : plan->shapes) {
+    const bool pure_with_tp_cp = e.shape[Axis::dp_replicate] > 1 && e.shape[Axis::dp_shard] == 1 &&
+                                 (e.shape[Axis::tp] > 1 || e.shape[Axis::cp] > 1);
+    EXPECT_EQ(!e.accelerate_refusal.empty(), pure_with_tp_cp) << e.shape.compact();
+    marked += pure_with_tp_cp;
   }
+  EXPECT_EQ(marked, 9);
   ASSERT_TRUE(plan->any_fits());
   // Ranked: every fitting shape before every other, tokens/s descending within each group.
   bool seen_no_fit = false;
@@ -70,7 +74,7 @@ TEST(Planner, Llama8BOnTwoNodesOfEight) {
   const PlanEntry& best = plan->shapes.front();
   EXPECT_TRUE(best.fits);
   // 8B on 16 GPUs does not need tp across nodes: the best shape keeps tp inside a node.
-  EXPECT_LE(best.shape.tp, 8);
+  EXPECT_LE(best.shape[Axis::tp], 8);
   // Pure replication keeps a full fp32 model, grads and AdamW state (16 B x 8.03e9 = 120 GiB):
   // it must not fit 80 GiB.
   for (const auto& e : plan->shapes) {
@@ -81,7 +85,7 @@ TEST(Planner, Llama8BOnTwoNodesOfEight) {
   }
   // tp = 16 spans both nodes and replicates the 8 kv heads: two warnings, inter-node comm.
   for (const auto& e : plan->shapes) {
-    if (e.shape.tp == 16) {
+    if (e.shape[Axis::tp] == 16) {
       EXPECT_EQ(e.warnings.size(), 2u);
       EXPECT_TRUE(e.time.axis(Axis::tp).crosses_nodes);
       EXPECT_LT(e.time.tokens_per_s, best.time.tokens_per_s);
@@ -91,12 +95,12 @@ TEST(Planner, Llama8BOnTwoNodesOfEight) {
 
 TEST(Planner, FixedAxesStayFixed) {
   PlanQuery q = cluster_2x8();
-  q.fixed.tp = 2;
+  q.fixed[Axis::tp] = 2;
   auto plan = make_plan(q);
   ASSERT_TRUE(plan.ok());
-  // 10 shapes with tp = 2 minus (2,1,4,2), (4,1,2,2), (8,1,1,2): pure replication with tp.
-  EXPECT_EQ(plan->shapes.size(), 7u);
-  for (const auto& e : plan->shapes) EXPECT_EQ(e.shape.tp, 2);
+  // The 10 factorizations of 16 with tp = 2 (meshtrain runs pure replication with tp too).
+  EXPECT_EQ(plan->shapes.size(), 10u);
+  for (const auto& e : plan->shapes) EXPECT_EQ(e.shape[Axis::tp], 2);
 }
 
 TEST(Planner, FullyGivenShape) {
@@ -107,10 +111,16 @@ TEST(Planner, FullyGivenShape) {
   ASSERT_EQ(plan->shapes.size(), 1u);
   EXPECT_EQ(plan->shapes[0].shape, (MeshShape{2, 4, 1, 2}));
 
-  q.fixed = {2, 1, 1, 8};  // tp with pure replication
+  q.fixed = {2, 1, 1, 8};  // tp with pure replication: planned for meshtrain, marked
+  auto marked = make_plan(q);
+  ASSERT_TRUE(marked.ok());
+  ASSERT_EQ(marked->shapes.size(), 1u);
+  EXPECT_FALSE(marked->shapes[0].accelerate_refusal.empty());
+  q.trainer.tp_cp_with_pure_replication = false;  // a trainer that cannot: refused
   auto bad = make_plan(q);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().field, "dp_shard");
+  q.trainer = {};
 
   q.fixed = {3, 0, 0, 0};  // does not divide 16
   auto indivisible = make_plan(q);
@@ -137,7 +147,7 @@ TEST(Planner, InvalidInput) {
   auto plan = make_plan(q);
   ASSERT_TRUE(plan.ok());
   for (const auto& e : plan->shapes)
-    EXPECT_EQ(12 % (e.shape.dp_replicate * e.shape.dp_shard), 0) << e.shape.compact();
+    EXPECT_EQ(12 % (e.shape[Axis::dp_replicate] * e.shape[Axis::dp_shard]), 0) << e.shape.compact();
 }
 
 TEST(Planner, JsonSchema) {
@@ -147,10 +157,10 @@ TEST(Planner, JsonSchema) {
   EXPECT_EQ(j["world_size"], 16);
   EXPECT_EQ(j["model"]["name"], "llama-3.1-8b");
   EXPECT_EQ(j["model"]["params"], 8'030'261'248);
-  ASSERT_EQ(j["shapes"].size(), 26u);
+  ASSERT_EQ(j["shapes"].size(), 35u);
   const auto& s = j["shapes"][0];
   for (const char* key : {"dp_replicate", "dp_shard", "cp", "tp", "fits", "memory_bytes",
-                          "step_time_s", "tokens_per_s", "mfu", "comm_s", "warnings"})
+                          "step_time_s", "tokens_per_s", "mfu", "comm_s", "warnings", "accelerate"})
     EXPECT_TRUE(s.contains(key)) << key;
   for (const char* key :
        {"params", "grads", "optimizer", "activations", "buffers", "reserve", "total"})

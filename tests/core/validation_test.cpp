@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "core/run_config.h"
+#include "core/parallel_layout.h"
 #include "core/validation.h"
 
 using namespace meshwork;
@@ -65,19 +66,26 @@ TEST(Validation, SizesAtLeastOne) {
   EXPECT_TRUE(has(validate_shape(query({1, 1, 1, 1}, 0)), Severity::error, "world_size"));
 }
 
-TEST(Validation, TensorOrContextWithPureReplicationIsRejected) {
-  ShapeReport tp = validate_shape(query({2, 1, 1, 4}, 8));
+TEST(Validation, TensorOrContextWithPureReplicationRefusedOnlyWhenTheTrainerCannot) {
+  // Accelerate's rule, for a trainer that cannot replicate tp/cp pieces.
+  ShapeQuery no_pure = query({2, 1, 1, 4}, 8);
+  no_pure.allow_tp_cp_with_pure_replication = false;
+  ShapeReport tp = validate_shape(no_pure);
   ASSERT_FALSE(tp.ok());
   EXPECT_EQ(tp.errors()[0].field, "dp_shard");
   EXPECT_NE(tp.errors()[0].message.find("pure replication"), std::string::npos);
-  EXPECT_FALSE(validate_shape(query({2, 1, 4, 1}, 8)).ok());
+  no_pure.shape = {2, 1, 4, 1};
+  EXPECT_FALSE(validate_shape(no_pure).ok());
   // With sharding (HSDP) or without replication, tp/cp are fine; pure replication alone too.
-  EXPECT_TRUE(validate_shape(query({2, 2, 1, 2}, 8)).ok());
+  no_pure.shape = {2, 2, 1, 2};
+  EXPECT_TRUE(validate_shape(no_pure).ok());
   EXPECT_TRUE(validate_shape(query({1, 1, 1, 8}, 8)).ok());
   EXPECT_TRUE(validate_shape(query({8, 1, 1, 1}, 8)).ok());
-  ShapeQuery opt_in = query({2, 1, 1, 4}, 8);
-  opt_in.allow_tp_cp_with_pure_replication = true;
-  EXPECT_TRUE(validate_shape(opt_in).ok());
+  // meshtrain's rule set (the default): accepted, and marked with Accelerate's reason.
+  ShapeReport meshtrain = validate_shape(query({2, 1, 1, 4}, 8));
+  EXPECT_TRUE(meshtrain.ok());
+  EXPECT_FALSE(meshtrain.accelerate_refusal.empty());
+  EXPECT_TRUE(validate_shape(query({2, 2, 1, 2}, 8)).accelerate_refusal.empty());
 }
 
 TEST(Validation, HeadsDivisibleByTp) {
@@ -226,7 +234,7 @@ TEST(Validation, DiagnosticTextAndError) {
   EXPECT_EQ(r.first_error().field, "mesh");
 }
 
-TEST(Validation, QueryForRunConfig) {
+TEST(Validation, LayoutFromRunConfigAndPlacement) {
   RunConfig rc;
   rc.mesh = MeshShape{1, -1, 1, 2};
   rc.nodes = {NodeConfig{"local", 4, {}}, NodeConfig{"b", 4, {}}};
@@ -234,11 +242,40 @@ TEST(Validation, QueryForRunConfig) {
   rc.training.micro_batch = 1;
   rc.training.global_batch = 8;
   ModelSpec m = spec(8, 4);
-  ShapeQuery q = shape_query_for(rc, m);
-  EXPECT_EQ(q.world_size, 8);
-  EXPECT_EQ(q.gpus_per_node, 4);
-  ShapeReport r = validate_shape(q);
-  ASSERT_TRUE(r.ok()) << r.first_error().message();
-  EXPECT_EQ(r.shape, (MeshShape{1, 4, 1, 2}));
-  EXPECT_EQ(r.grad_accum_steps, 2);
+  const Placement placement = Placement::of(rc);
+  EXPECT_EQ(placement.world_size, 8);
+  EXPECT_EQ(placement.ranks_per_node, 4);
+  LayoutCheck checked = ParallelLayout::check(rc, &m, placement);
+  ASSERT_TRUE(checked.ok()) << checked.report.first_error().message();
+  const ParallelLayout& l = *checked.layout;
+  EXPECT_EQ(l.shape(), (MeshShape{1, 4, 1, 2}));
+  EXPECT_EQ(l.grad_accum_steps(), 2);
+  EXPECT_EQ(l.dp_size(), 4);
+  EXPECT_EQ(l.fsdp_group(), GroupKind::dp_shard);
+  EXPECT_EQ(l.num_nodes(), 2);
+  EXPECT_EQ(l.seq_len_divisor(), 2);
+  EXPECT_EQ(l.tokens_per_replica_step(), 8 * 256 / 4);
+  EXPECT_TRUE(l.accelerate_refusal().empty());
+  // cp: FSDP shards over dp_shard x cp; the sequence splits into 2*cp*tp pieces.
+  rc.mesh = MeshShape{1, 2, 2, 2};
+  checked = ParallelLayout::check(rc, &m, placement);
+  ASSERT_TRUE(checked.ok()) << checked.report.first_error().message();
+  EXPECT_EQ(checked.layout->fsdp_group(), GroupKind::dp_shard_cp);
+  EXPECT_EQ(checked.layout->fsdp_size(), 4);
+  EXPECT_EQ(checked.layout->seq_len_divisor(), 8);
+}
+
+TEST(Validation, AccelerateRefusalIsMarkedNotHidden) {
+  RunConfig rc;
+  rc.mesh = MeshShape{2, 1, 1, 4};
+  ModelSpec m = spec(8, 4);
+  LayoutCheck checked = ParallelLayout::check(rc, &m, Placement::of(rc));
+  ASSERT_TRUE(checked.ok()) << checked.report.first_error().message();
+  EXPECT_NE(checked.layout->accelerate_refusal().find("Accelerate refuses"), std::string::npos);
+  // A trainer that cannot replicate tp pieces refuses it, with the rule's words.
+  TrainerSupport accelerate_like;
+  accelerate_like.tp_cp_with_pure_replication = false;
+  checked = ParallelLayout::check(rc, &m, Placement::of(rc), accelerate_like);
+  ASSERT_FALSE(checked.ok());
+  EXPECT_EQ(checked.report.errors()[0].field, "dp_shard");
 }

@@ -323,16 +323,16 @@ TEST_F(ClusterRun, LaunchDpShard2Tp2EveryMetricInTheStore) {
     ASSERT_TRUE(first.ok()) << text.substr(0, 300);
     const auto* start = std::get_if<StartRecord>(&*first);
     ASSERT_NE(start, nullptr) << "rank " << rank << ": the first line is not a start record";
-    EXPECT_EQ(start->mesh.dp_replicate, 1);
-    EXPECT_EQ(start->mesh.dp_shard, 2);
-    EXPECT_EQ(start->mesh.tp, 2);
+    EXPECT_EQ(start->mesh[Axis::dp_replicate], 1);
+    EXPECT_EQ(start->mesh[Axis::dp_shard], 2);
+    EXPECT_EQ(start->mesh[Axis::tp], 2);
   }
   expect_store_equals_files(id, rec);
   auto s = store::RunStore::open(db_);
   auto info = (*s)->get_run(id);
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->summary.status, "ok");
-  EXPECT_EQ(info->summary.shape, "1x2x1x2");
+  EXPECT_EQ(info->summary.shape, (MeshShape{1, 2, 1, 2}));
 }
 
 TEST_F(ClusterRun, KilledRankStopsEveryRankOnEveryNodeWithRootCause) {

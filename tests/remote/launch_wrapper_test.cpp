@@ -28,7 +28,7 @@ class Wrapper : public ::testing::Test {
     dir_ = base_ / "run it's \"q\"; touch pwned; $(touch pwned2) `touch pwned3`";
     fs::create_directories(dir_);
     rec_.nodes = {{"local", 1, dir_.string(), "127.0.0.1"}};
-    rec_.master_addr = "127.0.0.1";
+    rec_.master_addr = "127.0.0.1; touch pwned";  // every value is one argument, never shell text
     rec_.master_port = 29100;
   }
   void TearDown() override {
@@ -46,7 +46,7 @@ class Wrapper : public ::testing::Test {
   }
   // Runs the wrapper as launch does, waits for node0.exit; returns its status.
   int run_wrapper(std::chrono::seconds limit = 20s) {
-    const std::string cmd = supervisor_command(rec_, 0, {"--steps", "5; touch pwned"});
+    const std::string cmd = supervisor_command(rec_, 0);
     EXPECT_EQ(std::system(("sh -c " + shell_quote(cmd) + " > /dev/null").c_str()), 0);
     const auto end = std::chrono::steady_clock::now() + limit;
     while (!fs::exists(dir_ / "node0.exit") && std::chrono::steady_clock::now() < end)
@@ -66,8 +66,10 @@ TEST_F(Wrapper, RecordsTheExitStatusAndPassesArgumentsVerbatim) {
   trainer("7");
   EXPECT_EQ(run_wrapper(), 7);
   EXPECT_EQ(attempts(), 1);
-  EXPECT_NE(argv(1).find("--run-dir\n" + dir_.string() + "\n"), std::string::npos) << argv(1);
-  EXPECT_NE(argv(1).find("--steps\n5; touch pwned\n"), std::string::npos) << argv(1);
+  // The run config and the node's facts, nothing else; started inside the run directory.
+  EXPECT_NE(argv(1).find("--config\nrun_config.json\n"), std::string::npos) << argv(1);
+  EXPECT_NE(argv(1).find("--run-dir\n.\n"), std::string::npos) << argv(1);
+  EXPECT_NE(argv(1).find("--master-addr\n127.0.0.1; touch pwned\n"), std::string::npos) << argv(1);
   EXPECT_EQ(argv(1).find("--resume"), std::string::npos);
   EXPECT_FALSE(fs::exists(dir_ / "node0.restarts"));
 }

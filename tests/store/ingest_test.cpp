@@ -38,7 +38,7 @@ TEST(StoreIngest, StoresStartStepAndEndRecords) {
   auto info = store->get_run(*run);
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->summary.status, "ok");  // both ranks of world 2 ended ok
-  EXPECT_EQ(info->summary.shape, "1x2x1x1");  // config taken from the start record
+  EXPECT_EQ(info->summary.shape, (MeshShape{1, 2, 1, 1}));  // config taken from the start record
   EXPECT_EQ(info->summary.model, "tiny");
   EXPECT_EQ(info->summary.world, 2);
   EXPECT_EQ(info->summary.steps, 49);

@@ -135,7 +135,7 @@ TEST(StoreSchema, MigratesVersion1KeepingRunsRanksEventsAndPoints) {
   EXPECT_EQ(info->summary.name, "old run");
   EXPECT_EQ(info->summary.status, "failed");
   EXPECT_EQ(info->summary.exit_reason, "rank 1: oom");
-  EXPECT_EQ(info->summary.shape, "1x2x1x1");
+  EXPECT_EQ(info->summary.shape, (MeshShape{1, 2, 1, 1}));
   EXPECT_EQ(info->summary.model, "tiny");
   EXPECT_EQ(info->summary.points, 400);
   EXPECT_EQ(info->summary.steps, 99);

@@ -99,14 +99,14 @@ TEST(TokenData, GlobalBatchIsTheSameSetForEveryShape) {
 TEST(Options, ParsesAndRefusesNamingTheFlag) {
   auto o = parse_options({"--steps=20", "--dp-shard", "2", "--precision", "bf16", "--resume"});
   ASSERT_TRUE(o.ok()) << o.error().message();
-  EXPECT_EQ(o->training.steps, 20);
-  EXPECT_EQ(o->mesh.dp_shard, 2);
-  EXPECT_EQ(o->training.precision, Precision::bf16);
+  EXPECT_EQ(o->run.training.steps, 20);
+  EXPECT_EQ(o->run.mesh[Axis::dp_shard], 2);
+  EXPECT_EQ(o->run.training.precision, Precision::bf16);
   EXPECT_TRUE(o->resume);
   auto back = parse_options(to_args(*o));
   ASSERT_TRUE(back.ok());
-  EXPECT_EQ(back->training, o->training);
-  EXPECT_EQ(back->mesh, o->mesh);
+  EXPECT_EQ(back->run.training, o->run.training);
+  EXPECT_EQ(back->run.mesh, o->run.mesh);
   for (auto [args, flag] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--steps", "0"}, "--steps"},
            {{"--lr", "-1"}, "--lr"},

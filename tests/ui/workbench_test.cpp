@@ -71,14 +71,14 @@ class WorkbenchTest : public QObject {
     const double before = w.plan()->memory()->total_bytes;
     MeshView* view = w.plan_page()->view();
     view->set_group_kind(GroupKind::tp);
-    QCOMPARE(view->mesh()->shape().tp, 1);
-    QCOMPARE(view->mesh()->shape().dp_shard, 16);
+    QCOMPARE(view->mesh()->shape()[Axis::tp], 1);
+    QCOMPARE(view->mesh()->shape()[Axis::dp_shard], 16);
 
     QSignalSpy memory_spy(w.plan(), &PlanState::memory_changed);
     choose_axis(w.plan_page()->editor(), Axis::tp, 4);
     // The view follows at once: tp = 4, dp_shard (auto) = 4, ranks 0-3 share a tp group.
-    QCOMPARE(view->mesh()->shape().tp, 4);
-    QCOMPARE(view->mesh()->shape().dp_shard, 4);
+    QCOMPARE(view->mesh()->shape()[Axis::tp], 4);
+    QCOMPARE(view->mesh()->shape()[Axis::dp_shard], 4);
     QCOMPARE(view->cell_fill(0), view->cell_fill(3));
     QVERIFY(view->cell_fill(3) != view->cell_fill(4));
     QVERIFY(w.plan_page()->editor()->axis_combo(1)->currentText().contains("auto (4)"));
@@ -144,7 +144,7 @@ class WorkbenchTest : public QObject {
     for (int r = 0; r < table->model()->rowCount(); ++r) {
       const int src = qobject_cast<QSortFilterProxyModel*>(table->model())->mapToSource(table->model()->index(r, 0)).row();
       target = planner->model()->row_at(src).shape;
-      if (!(target == w.plan()->mesh()->shape()) && target.tp > 1) {
+      if (!(target == w.plan()->mesh()->shape()) && target[Axis::tp] > 1) {
         row = r;
         break;
       }

@@ -1,0 +1,195 @@
+#include "core/run_config_flags.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <sstream>
+
+namespace meshwork {
+
+namespace {
+
+Result<int64_t> whole(const std::string& flag, const std::string& v, int64_t min, const std::string& allowed) {
+  int64_t out = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || p != v.data() + v.size() || out < min) return Error{flag, v, allowed};
+  if (out > 1'000'000'000) return Error{flag, v, allowed + " (at most 1e9)"};
+  return out;
+}
+
+Result<double> number(const std::string& flag, const std::string& v, double min, bool min_exclusive,
+                      const std::string& allowed) {
+  char* end = nullptr;
+  const double out = std::strtod(v.c_str(), &end);
+  if (v.empty() || end != v.c_str() + v.size() || !(out >= min) || (min_exclusive && out == min) || out > 1e9)
+    return Error{flag, v, allowed};
+  return out;
+}
+
+// A flag that sets one int field of training.
+RunConfigFlag int_flag(std::string name, std::string arg, std::string help, int TrainingConfig::*field, int min) {
+  const std::string allowed = "a whole number >= " + std::to_string(min);
+  return {name, std::move(arg), std::move(help), [name, field, min, allowed](RunConfig& c, const std::string& v) -> Status {
+            auto r = whole(name, v, min, allowed);
+            if (!r.ok()) return r.error();
+            c.training.*field = static_cast<int>(*r);
+            return {};
+          }};
+}
+
+// A flag that sets one double field of training (> 0 when strictly positive).
+RunConfigFlag real_flag(std::string name, std::string arg, std::string help, double TrainingConfig::*field,
+                        bool positive) {
+  const std::string allowed = positive ? "a number > 0" : "a number >= 0";
+  return {name, std::move(arg), std::move(help), [name, field, positive, allowed](RunConfig& c, const std::string& v) -> Status {
+            auto r = number(name, v, 0, positive, allowed);
+            if (!r.ok()) return r.error();
+            c.training.*field = *r;
+            return {};
+          }};
+}
+
+// A flag whose value is one of a few words, read by core's own parser for the field.
+template <class T>
+RunConfigFlag word_flag(std::string name, std::string arg, std::string help,
+                        Result<T> (*parse)(std::string_view, std::string_view), T TrainingConfig::*field) {
+  return {name, std::move(arg), std::move(help), [name, parse, field](RunConfig& c, const std::string& v) -> Status {
+            auto r = parse(v, name);
+            if (!r.ok()) return r.error();
+            c.training.*field = *r;
+            return {};
+          }};
+}
+
+RunConfigFlag path_flag(std::string name, std::string arg, std::string help, nlohmann::json RunConfig::*field,
+                        std::string allowed) {
+  return {name, std::move(arg), std::move(help), [name, field, allowed](RunConfig& c, const std::string& v) -> Status {
+            if (v.empty()) return Error{name, v, allowed};
+            c.*field = v;
+            return {};
+          }};
+}
+
+const char* axis_help(Axis axis) {
+  switch (axis) {
+    case Axis::dp_replicate: return "replicas (DDP gradient all-reduce); auto (-1) fills from the world";
+    case Axis::dp_shard: return "FSDP shards (ZeRO-3 per decoder block)";
+    case Axis::cp: return "context-parallel ranks (ring attention, load-balanced causal chunks)";
+    case Axis::tp: return "tensor-parallel ranks (Megatron column/row split, vocabulary-parallel embedding and head)";
+  }
+  return "";
+}
+
+std::vector<RunConfigFlag> make_flags() {
+  using T = TrainingConfig;
+  std::vector<RunConfigFlag> f = {
+      path_flag("--model", "NAME|PATH", "model preset (tiny, small, ...) or a Hugging Face config.json (default tiny)",
+                &RunConfig::model, "a preset name or a path to config.json"),
+      path_flag("--data", "PATH", "llm.c .bin shard or directory of shards (default: the bundled corpus)",
+                &RunConfig::data, "a path to a .bin shard or a directory"),
+      int_flag("--steps", "N", "optimizer steps (default 100)", &T::steps, 1),
+      int_flag("--seq-len", "T", "tokens per sequence (default 256)", &T::seq_len, 1),
+      int_flag("--global-batch", "G", "sequences per optimizer step over the whole mesh (default 8)", &T::global_batch, 1),
+      int_flag("--micro-batch", "B", "sequences per forward/backward on one data-parallel rank (default 1)",
+               &T::micro_batch, 1),
+      real_flag("--lr", "X", "peak learning rate of AdamW (default 3e-4)", &T::lr, true),
+      int_flag("--warmup-steps", "N", "linear warmup steps before the cosine decay (default 10)", &T::warmup_steps, 0),
+      {"--seed", "S", "seed of the initial weights (default 1234)",
+       [](RunConfig& c, const std::string& v) -> Status {
+         int64_t out = 0;
+         auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+         if (ec != std::errc() || p != v.data() + v.size() || out < 0) return Error{"--seed", v, "a whole number >= 0"};
+         c.training.seed = static_cast<uint64_t>(out);
+         return {};
+       }},
+  };
+  for (Axis axis : kAxes) {
+    const std::string name(axis_flag(axis));
+    f.push_back({name, "N", axis_help(axis), [name, axis](RunConfig& c, const std::string& v) -> Status {
+                   if (v == "auto" || v == "-1") {
+                     c.mesh[axis] = -1;
+                     return {};
+                   }
+                   auto r = whole(name, v, 1, "a whole number >= 1, or auto (-1) for one axis");
+                   if (!r.ok()) return r.error();
+                   c.mesh[axis] = static_cast<int>(*r);
+                   return {};
+                 }});
+  }
+  f.push_back({"--sequence-parallel", "on|off", "with tp > 1: norms and residuals on sequence shards (default on)",
+               [](RunConfig& c, const std::string& v) -> Status {
+                 if (v != "on" && v != "off") return Error{"--sequence-parallel", v, "on or off"};
+                 c.training.sequence_parallel = v == "on";
+                 return {};
+               }});
+  f.push_back(word_flag("--fsdp-grad-sync", "micro-batch|step",
+                        "FSDP with gradient accumulation: reduce-scatter every micro-batch (default; shard-sized "
+                        "gradients) or once per step (less traffic; holds every unit's unsharded fp32 gradient "
+                        "between micro-batches)",
+                        parse_fsdp_grad_sync, &T::fsdp_grad_sync));
+  f.push_back(word_flag("--precision", "fp32|bf16", "compute precision (fp32 master weights either way)",
+                        parse_precision, &T::precision));
+  f.push_back(word_flag("--activation-checkpointing", "none|full", "recompute every decoder block in backward",
+                        parse_activation_checkpointing, &T::activation_checkpointing));
+  f.push_back(word_flag("--device", "cpu|cuda", "cpu (Gloo) or cuda (NCCL, one GPU per local rank)", parse_device,
+                        &T::device));
+  f.push_back(int_flag("--checkpoint-every", "K", "save a checkpoint every K steps (default 0: never)",
+                       &T::checkpoint_every, 0));
+  f.push_back(real_flag("--peak-tflops", "X", "peak TFLOP/s of one rank for MFU (default: measured matmul at start)",
+                        &T::peak_tflops, true));
+  f.push_back(real_flag("--max-grad-norm", "X", "clip gradients to this global L2 norm (default 1.0; 0: off)",
+                        &T::max_grad_norm, false));
+  return f;
+}
+
+std::string exact(double d) {
+  std::ostringstream s;
+  s.precision(17);
+  s << d;
+  return s.str();
+}
+
+}  // namespace
+
+const std::vector<RunConfigFlag>& run_config_flags() {
+  static const std::vector<RunConfigFlag> flags = make_flags();
+  return flags;
+}
+
+const RunConfigFlag* find_run_config_flag(std::string_view name) {
+  for (const RunConfigFlag& f : run_config_flags())
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::vector<std::string> run_config_to_flags(const RunConfig& c) {
+  const TrainingConfig& t = c.training;
+  std::vector<std::string> a;
+  auto add = [&](const char* flag, std::string value) {
+    a.push_back(flag);
+    a.push_back(std::move(value));
+  };
+  if (c.model.is_string()) add("--model", c.model.get<std::string>());
+  if (c.data.is_string()) add("--data", c.data.get<std::string>());
+  add("--steps", std::to_string(t.steps));
+  add("--seq-len", std::to_string(t.seq_len));
+  add("--global-batch", std::to_string(t.global_batch));
+  add("--micro-batch", std::to_string(t.micro_batch));
+  add("--lr", exact(t.lr));
+  add("--warmup-steps", std::to_string(t.warmup_steps));
+  add("--seed", std::to_string(t.seed));
+  for (Axis axis : kAxes) {
+    a.emplace_back(axis_flag(axis));
+    a.push_back(std::to_string(c.mesh[axis]));
+  }
+  add("--sequence-parallel", t.sequence_parallel ? "on" : "off");
+  add("--fsdp-grad-sync", std::string(to_string(t.fsdp_grad_sync)));
+  add("--precision", std::string(to_string(t.precision)));
+  add("--activation-checkpointing", std::string(to_string(t.activation_checkpointing)));
+  add("--device", std::string(to_string(t.device)));
+  add("--checkpoint-every", std::to_string(t.checkpoint_every));
+  if (t.peak_tflops > 0) add("--peak-tflops", exact(t.peak_tflops));
+  add("--max-grad-norm", exact(t.max_grad_norm));
+  return a;
+}
+
+}  // namespace meshwork
