@@ -191,6 +191,13 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
   }
   out << "\n" << plan.shapes.size() << " valid shape(s)";
   if (!plan.rejected.empty()) out << ", " << plan.rejected.size() << " refused by validation";
+  // Planned for meshtrain; say which ones a user taking the shape to Accelerate cannot use.
+  std::string refused_by_accelerate;
+  for (size_t i = 0; i < plan.shapes.size(); ++i)
+    if (!plan.shapes[i].accelerate_refusal.empty())
+      refused_by_accelerate += (refused_by_accelerate.empty() ? "#" : ", #") + std::to_string(i + 1);
+  if (!refused_by_accelerate.empty())
+    out << "; Accelerate would refuse " << refused_by_accelerate << " (tp/cp with pure replication)";
   out << (plan.any_fits() ? "" : "; none fits in memory") << ".\n";
 }
 
