@@ -60,7 +60,9 @@ Status check_input(const PlanQuery& q) {
     if (q.fixed.size(a) >= 1)
       fixed_text += (fixed_text.empty() ? "" : " ") + std::string(axis_name(a)) + "=" +
                     std::to_string(q.fixed.size(a));
-  if (world % fixed_product != 0)
+  bool fully_fixed = true;
+  for (Axis a : kAxes) fully_fixed = fully_fixed && q.fixed[a] >= 1;
+  if (!fully_fixed && world % fixed_product != 0)  // a fully given shape is judged by the rules
     return Error{"mesh", fixed_text,
                  "the fixed axes multiply to " + std::to_string(fixed_product) +
                      ", which does not divide the world size " + std::to_string(world) +
@@ -93,7 +95,13 @@ Result<Plan> make_plan(const PlanQuery& q) {
   TrainerSupport support = q.trainer;
   support.vocab_parallel = q.memory.vocab_parallel;
 
-  for (const MeshShape& shape : enumerate_shapes(plan.world_size, q.fixed)) {
+  // Every axis given: that one shape, judged by the rules as it is (a product that misses the
+  // world size is the mesh rule's refusal, in its words, not an empty plan).
+  bool fully_fixed = true;
+  for (Axis a : kAxes) fully_fixed = fully_fixed && q.fixed[a] >= 1;
+  const std::vector<MeshShape> candidates =
+      fully_fixed ? std::vector<MeshShape>{q.fixed} : enumerate_shapes(plan.world_size, q.fixed);
+  for (const MeshShape& shape : candidates) {
     config.mesh = shape;
     LayoutCheck checked = ParallelLayout::check(config, &q.model, placement, support);
     if (!checked.ok()) {
@@ -117,11 +125,12 @@ Result<Plan> make_plan(const PlanQuery& q) {
   }
 
   if (plan.shapes.empty()) {
+    if (plan.rejected.empty())
+      return Error{"mesh", q.fixed.compact(),
+                   "no shape with the fixed axes multiplies to the world size " + std::to_string(plan.world_size)};
     // Nothing valid: report the first refusal in the user's terms.
     const RejectedShape& first = plan.rejected.front();
     const Diagnostic& d = first.errors.front();
-    bool fully_fixed = true;
-    for (Axis a : kAxes) fully_fixed = fully_fixed && q.fixed.size(a) >= 1;
     return Error{d.field, d.value,
                  fully_fixed ? d.message
                              : d.message + " (no shape with the fixed axes is valid; first tried " +

@@ -162,9 +162,6 @@ Result<TrainerOptions> parse_options(const std::vector<std::string>& args) {
   if (o.node_rank >= o.nnodes)
     return Error{"--node-rank", std::to_string(o.node_rank),
                  "0 .. nnodes-1 (nnodes is " + std::to_string(o.nnodes) + ")"};
-  if (o.run.training.global_batch % o.run.training.micro_batch != 0)
-    return Error{"--global-batch", std::to_string(o.run.training.global_batch),
-                 "a multiple of --micro-batch (" + std::to_string(o.run.training.micro_batch) + ")"};
   return o;
 }
 

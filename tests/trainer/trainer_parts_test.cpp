@@ -113,7 +113,6 @@ TEST(Options, ParsesAndRefusesNamingTheFlag) {
            {{"--tp", "x"}, "--tp"},
            {{"--device", "tpu"}, "--device"},
            {{"--master-port", "70000"}, "--master-port"},
-           {{"--global-batch", "6", "--micro-batch", "4"}, "--global-batch"},
            {{"--seq-len"}, "--seq-len"}}) {
     auto r = parse_options(args);
     ASSERT_FALSE(r.ok()) << flag;
