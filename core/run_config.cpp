@@ -7,36 +7,56 @@
 
 namespace meshwork {
 
-std::string_view to_string(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
-std::string_view to_string(ActivationCheckpointing a) {
-  return a == ActivationCheckpointing::full ? "full" : "none";
-}
-std::string_view to_string(DeviceKind d) { return d == DeviceKind::cuda ? "cuda" : "cpu"; }
-std::string_view to_string(FsdpGradSync s) { return s == FsdpGradSync::step ? "step" : "micro-batch"; }
+namespace {
 
-Result<FsdpGradSync> parse_fsdp_grad_sync(std::string_view text, std::string_view field) {
-  if (text == "micro-batch") return FsdpGradSync::micro_batch;
-  if (text == "step") return FsdpGradSync::step;
-  return Error{std::string(field), std::string(text), "must be micro-batch or step"};
+// The words of each enum, one table each: to_string() and the parser read the same table.
+template <class T>
+struct Word {
+  T value;
+  std::string_view text;
+};
+constexpr Word<Precision> kPrecisions[] = {{Precision::fp32, "fp32"}, {Precision::bf16, "bf16"}};
+constexpr Word<ActivationCheckpointing> kCheckpointing[] = {{ActivationCheckpointing::none, "none"},
+                                                            {ActivationCheckpointing::full, "full"}};
+constexpr Word<DeviceKind> kDevices[] = {{DeviceKind::cpu, "cpu"}, {DeviceKind::cuda, "cuda"}};
+constexpr Word<FsdpGradSync> kGradSyncs[] = {{FsdpGradSync::micro_batch, "micro-batch"}, {FsdpGradSync::step, "step"}};
+
+template <class T, size_t N>
+std::string_view word_of(const Word<T> (&words)[N], T value) {
+  for (const auto& w : words)
+    if (w.value == value) return w.text;
+  return "?";
 }
+
+// "must be a or b" (or "a, b or c"), naming `field` and the text given.
+template <class T, size_t N>
+Result<T> parse_word(const Word<T> (&words)[N], std::string_view text, std::string_view field) {
+  std::string allowed;
+  for (size_t i = 0; i < N; ++i) {
+    if (words[i].text == text) return words[i].value;
+    allowed += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + std::string(words[i].text);
+  }
+  return Error{std::string(field), std::string(text), "must be " + allowed};
+}
+
+}  // namespace
+
+std::string_view to_string(Precision p) { return word_of(kPrecisions, p); }
+std::string_view to_string(ActivationCheckpointing a) { return word_of(kCheckpointing, a); }
+std::string_view to_string(DeviceKind d) { return word_of(kDevices, d); }
+std::string_view to_string(FsdpGradSync s) { return word_of(kGradSyncs, s); }
 
 Result<Precision> parse_precision(std::string_view text, std::string_view field) {
-  if (text == "fp32") return Precision::fp32;
-  if (text == "bf16") return Precision::bf16;
-  return Error{std::string(field), std::string(text), "must be fp32 or bf16"};
+  return parse_word(kPrecisions, text, field);
 }
-
-Result<ActivationCheckpointing> parse_activation_checkpointing(std::string_view text,
-                                                               std::string_view field) {
-  if (text == "none") return ActivationCheckpointing::none;
-  if (text == "full") return ActivationCheckpointing::full;
-  return Error{std::string(field), std::string(text), "must be none or full"};
+Result<ActivationCheckpointing> parse_activation_checkpointing(std::string_view text, std::string_view field) {
+  return parse_word(kCheckpointing, text, field);
 }
-
 Result<DeviceKind> parse_device(std::string_view text, std::string_view field) {
-  if (text == "cpu") return DeviceKind::cpu;
-  if (text == "cuda") return DeviceKind::cuda;
-  return Error{std::string(field), std::string(text), "must be cpu or cuda"};
+  return parse_word(kDevices, text, field);
+}
+Result<FsdpGradSync> parse_fsdp_grad_sync(std::string_view text, std::string_view field) {
+  return parse_word(kGradSyncs, text, field);
 }
 
 int RunConfig::world_size() const {
