@@ -1,0 +1,90 @@
+// The one table of run config flags (core/run_config_flags.h) that meshtrain and `meshwork
+// launch` share: every flag sets its field, the config written back as flags reads back equal
+// (lr 1e-7 included), and a bad value is refused naming the flag, the value and what is allowed.
+#include <gtest/gtest.h>
+
+#include "core/run_config_flags.h"
+
+namespace meshwork {
+namespace {
+
+Status apply_all(RunConfig& c, const std::vector<std::string>& args) {
+  for (size_t i = 0; i + 1 < args.size(); i += 2) {
+    const RunConfigFlag* f = find_run_config_flag(args[i]);
+    if (!f) return Error{args[i], "", "not a run config flag"};
+    if (Status st = f->apply(c, args[i + 1]); !st) return st;
+  }
+  return {};
+}
+
+TEST(RunConfigFlags, EveryFlagSetsItsField) {
+  RunConfig c;
+  ASSERT_TRUE(apply_all(c, {"--model", "small", "--data", "/d/shards", "--steps", "7", "--seq-len", "96",
+                            "--global-batch", "12", "--micro-batch", "3", "--lr", "1e-7", "--warmup-steps", "0",
+                            "--seed", "5", "--dp-replicate", "2", "--dp-shard", "auto", "--cp", "1", "--tp", "2",
+                            "--sequence-parallel", "off", "--fsdp-grad-sync", "step", "--precision", "bf16",
+                            "--activation-checkpointing", "full", "--device", "cuda", "--checkpoint-every", "4",
+                            "--peak-tflops", "12.5", "--max-grad-norm", "0"})
+                  .ok());
+  EXPECT_EQ(c.model, "small");
+  EXPECT_EQ(c.data, "/d/shards");
+  EXPECT_EQ(c.mesh, (MeshShape{2, -1, 1, 2}));
+  const TrainingConfig& t = c.training;
+  EXPECT_EQ(t.steps, 7);
+  EXPECT_EQ(t.seq_len, 96);
+  EXPECT_EQ(t.global_batch, 12);
+  EXPECT_EQ(t.micro_batch, 3);
+  EXPECT_EQ(t.lr, 1e-7);
+  EXPECT_EQ(t.warmup_steps, 0);
+  EXPECT_EQ(t.seed, 5u);
+  EXPECT_FALSE(t.sequence_parallel);
+  EXPECT_EQ(t.fsdp_grad_sync, FsdpGradSync::step);
+  EXPECT_EQ(t.precision, Precision::bf16);
+  EXPECT_EQ(t.activation_checkpointing, ActivationCheckpointing::full);
+  EXPECT_EQ(t.device, DeviceKind::cuda);
+  EXPECT_EQ(t.checkpoint_every, 4);
+  EXPECT_EQ(t.peak_tflops, 12.5);
+  EXPECT_EQ(t.max_grad_norm, 0.0);
+  // One flag per axis, named from core's axis table.
+  for (Axis a : kAxes) EXPECT_NE(find_run_config_flag(axis_flag(a)), nullptr) << axis_name(a);
+}
+
+TEST(RunConfigFlags, WrittenBackReadsBackEqual) {
+  RunConfig c;
+  c.model = "tiny";
+  c.mesh = MeshShape{1, 2, 1, 2};
+  c.training.lr = 1e-7;  // std::to_string would write 0.000000
+  c.training.max_grad_norm = 0.3;
+  c.training.peak_tflops = 1.0 / 3;
+  c.training.fsdp_grad_sync = FsdpGradSync::step;
+  c.training.sequence_parallel = false;
+  const std::vector<std::string> flags = run_config_to_flags(c);
+  RunConfig back;
+  ASSERT_TRUE(apply_all(back, flags).ok());
+  EXPECT_EQ(to_json(back), to_json(c));
+  EXPECT_EQ(back.training.lr, 1e-7);
+}
+
+TEST(RunConfigFlags, BadValuesNameTheFlag) {
+  for (auto [flag, value, allowed] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"--steps", "0", "a whole number >= 1"},
+           {"--lr", "-1", "a number > 0"},
+           {"--lr", "0", "a number > 0"},
+           {"--tp", "x", "a whole number >= 1, or auto (-1) for one axis"},
+           {"--device", "tpu", "must be cpu or cuda"},
+           {"--fsdp-grad-sync", "sometimes", "must be micro-batch or step"},
+           {"--sequence-parallel", "yes", "on or off"},
+           {"--model", "", "a preset name or a path to config.json"}}) {
+    RunConfig c;
+    Status st = find_run_config_flag(flag)->apply(c, value);
+    ASSERT_FALSE(st.ok()) << flag << " " << value;
+    EXPECT_EQ(st.error().field, flag);
+    EXPECT_EQ(st.error().value, value);
+    EXPECT_EQ(st.error().allowed, allowed);
+    EXPECT_EQ(st.error().kind, ErrorKind::invalid_input);
+  }
+  EXPECT_EQ(find_run_config_flag("--nproc-per-node"), nullptr);  // a process flag, not the run's
+}
+
+}  // namespace
+}  // namespace meshwork
