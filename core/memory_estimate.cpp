@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "core/param_layout.h"
+#include "core/rank_sizes.h"
 
 namespace meshwork {
 
@@ -82,18 +83,12 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
     out.terms.push_back({std::move(name), bytes, std::move(formula)});
   };
 
-  const int64_t t = std::max(1, sh[Axis::tp]);
-  const int64_t cp = std::max(1, sh[Axis::cp]);
-  const int64_t n = int64_t{std::max(1, sh[Axis::dp_shard])} * cp;
+  const RankSizes z = rank_sizes(q.shape, q.micro_batch, q.seq_len, q.precision);
+  const int64_t t = z.t, cp = z.cp, n = z.n, b = z.b, s = z.s, s_cp = z.s_cp, T = z.T, c = z.c;
   const bool fsdp = n > 1;
   const bool bf16 = q.precision == Precision::bf16;
-  const int64_t c = bf16 ? 2 : 4;
   const bool sp = k.sequence_parallel && t > 1;
   const int64_t t_sp = sp ? t : 1;
-  const int64_t b = std::max<int64_t>(1, q.micro_batch);
-  const int64_t s = std::max<int64_t>(1, q.seq_len);
-  const int64_t s_cp = std::max<int64_t>(1, s / cp);
-  const int64_t T = b * s_cp;
   const int64_t h = m.hidden_size;
   const int64_t L = m.num_hidden_layers;
   const ParamLayout layout = tp_param_layout(m, t, k.vocab_parallel);

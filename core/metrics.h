@@ -65,6 +65,25 @@ struct EndRecord {
 
 using MetricsRecord = std::variant<StartRecord, StepRecord, EndRecord>;
 
+// The scalar members of a step record by their JSON names, f(name, member) each in line order:
+// the one list that writers and readers of step lines share. Left out: "step" and "rank" (a
+// reader requires them) and "comm_s" (an object). R is StepRecord or const StepRecord.
+template <class R, class F>
+void for_each_step_scalar(R& r, F&& f) {
+  f("time", r.time);
+  f("loss", r.loss);
+  f("lr", r.lr);
+  f("grad_norm", r.grad_norm);
+  f("tokens", r.tokens);
+  f("tokens_per_s", r.tokens_per_s);
+  f("tflops", r.tflops);
+  f("mfu", r.mfu);
+  f("mem_bytes", r.mem_bytes);
+  f("mem_peak_bytes", r.mem_peak_bytes);
+  f("compute_s", r.compute_s);
+  f("step_s", r.step_s);
+}
+
 std::string to_json_line(const StartRecord& r);  // no trailing newline
 std::string to_json_line(const StepRecord& r);
 std::string to_json_line(const EndRecord& r);
