@@ -76,7 +76,6 @@ std::string f(const char* format, long long a = 0, long long b = 0, long long c 
 MemoryBreakdown estimate_memory(const MemoryQuery& q) {
   MemoryBreakdown out;
   const ModelSpec& m = *q.model;
-  const MeshShape& sh = q.shape;
   const MemoryModel& k = q.knobs;
   auto add = [&](int64_t& field, std::string name, int64_t bytes, std::string formula) {
     field += bytes;
@@ -258,7 +257,7 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
     add(out.gather_buffers, "bf16_grads", 2 * layout.total_numel(),
         f("2 B x %lld parameters (bf16 gradients before the fp32 cast)", layout.total_numel()));
   }
-  if (sh[Axis::dp_replicate] > 1 && !fsdp) {
+  if (q.shape[Axis::dp_replicate] > 1 && !fsdp) {
     const int64_t grad_bytes = 4 * layout.total_numel();
     if (k.ddp_unit_buckets) {
       const int64_t unit = 4 * std::max(layout.layer_numel(), layout.root_numel());

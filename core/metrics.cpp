@@ -19,24 +19,14 @@ bool get_to(const nlohmann::json& j, const char* key, T& out) {
   return true;
 }
 
-// The plain members of start and end records, as for_each_step_scalar() lists a step's ("rank"
-// is required and the start record's mesh, config and versions are objects: by hand).
-template <class R, class F>
-void for_each_start_scalar(R& r, F&& f) {
-  f("time", r.time);
-  f("host", r.host);
-  f("pid", r.pid);
-  f("node", r.node);
-  f("world", r.world);
-  f("peak_tflops", r.peak_tflops);
-}
-
-template <class R, class F>
-void for_each_end_scalar(R& r, F&& f) {
-  f("time", r.time);
-  f("status", r.status);
-  f("reason", r.reason);
-}
+// The plain members of start and end records, as kStepScalars lists a step's ("rank" is
+// required; the start record's mesh, config and versions are objects: read by hand).
+constexpr std::tuple kStartScalars{
+    Field{"time", &StartRecord::time}, Field{"host", &StartRecord::host},
+    Field{"pid", &StartRecord::pid},   Field{"node", &StartRecord::node},
+    Field{"world", &StartRecord::world}, Field{"peak_tflops", &StartRecord::peak_tflops}};
+constexpr std::tuple kEndScalars{Field{"time", &EndRecord::time}, Field{"status", &EndRecord::status},
+                                 Field{"reason", &EndRecord::reason}};
 
 // Visitors for the lists above: one sets j[name], the other reads an optional j[name].
 auto write_to(nlohmann::json& j) {
@@ -52,7 +42,7 @@ auto read_from(const nlohmann::json& j) {
 std::string to_json_line(const StartRecord& r) {
   nlohmann::json j = {{"v", kMetricsVersion}, {"type", "start"},    {"rank", r.rank},
                       {"mesh", to_json(r.mesh)}, {"config", r.config}, {"versions", r.versions}};
-  for_each_start_scalar(r, write_to(j));
+  for_each_field(r, kStartScalars, write_to(j));
   return j.dump();
 }
 
@@ -61,13 +51,13 @@ std::string to_json_line(const StepRecord& r) {
   for (Axis a : kAxes) comm[std::string(axis_name(a))] = r.comm_s[static_cast<int>(a)];
   nlohmann::json j = {
       {"v", kMetricsVersion}, {"type", "step"}, {"step", r.step}, {"rank", r.rank}, {"comm_s", comm}};
-  for_each_step_scalar(r, write_to(j));
+  for_each_field(r, kStepScalars, write_to(j));
   return j.dump();
 }
 
 std::string to_json_line(const EndRecord& r) {
   nlohmann::json j = {{"v", kMetricsVersion}, {"type", "end"}, {"rank", r.rank}};
-  for_each_end_scalar(r, write_to(j));
+  for_each_field(r, kEndScalars, write_to(j));
   return j.dump();
 }
 
@@ -85,7 +75,7 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line) {
     StepRecord r;
     if (!get_to(j, "step", r.step) || !get_to(j, "rank", r.rank))
       return Error{"metrics line", shown, "a step record needs integer \"step\" and \"rank\""};
-    for_each_step_scalar(r, read_from(j));
+    for_each_field(r, kStepScalars, read_from(j));
     if (auto it = j.find("comm_s"); it != j.end() && it->is_object())
       for (Axis a : kAxes) get_to(*it, std::string(axis_name(a)).c_str(), r.comm_s[int(a)]);
     return MetricsRecord{r};
@@ -93,7 +83,7 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line) {
   if (type == "start") {
     StartRecord r;
     if (!get_to(j, "rank", r.rank)) return Error{"metrics line", shown, "a start record needs \"rank\""};
-    for_each_start_scalar(r, read_from(j));
+    for_each_field(r, kStartScalars, read_from(j));
     if (auto it = j.find("mesh"); it != j.end()) {
       auto mesh = mesh_shape_from_json(*it, "mesh", false);
       if (!mesh) return Error{"metrics line", shown, "start record: " + mesh.error().message()};
@@ -106,7 +96,7 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line) {
   if (type == "end") {
     EndRecord r;
     if (!get_to(j, "rank", r.rank)) return Error{"metrics line", shown, "an end record needs \"rank\""};
-    for_each_end_scalar(r, read_from(j));
+    for_each_field(r, kEndScalars, read_from(j));
     return MetricsRecord{r};
   }
   return Error{"metrics line", shown, "unknown type \"" + type + "\"; allowed: start, step, end"};

@@ -248,13 +248,9 @@ Result<RunId> RunStore::resolve_run(std::string_view id_or_name) {
   if (numeric && id_or_name.size() < 18) {
     sql::Stmt q(db_, "SELECT id FROM runs WHERE id = ?1");
     q.bind(1, static_cast<int64_t>(std::stoll(std::string(id_or_name))));
-    Result<bool> row = q.step();
-    if (!row) return row.error();
-    if (*row) {
-      RunId id = q.int64(0);
-      q.reset();
-      return id;
-    }
+    Result<std::optional<RunId>> id = q.first([&] { return q.int64(0); });
+    if (!id) return id.error();
+    if (*id) return **id;
   }
   sql::Stmt q(db_, "SELECT id FROM runs WHERE name = ?1 ORDER BY id");
   q.bind(1, id_or_name);
@@ -271,12 +267,7 @@ Result<RunId> RunStore::resolve_run(std::string_view id_or_name) {
 Result<std::optional<RunId>> RunStore::find_run_by_origin(std::string_view origin) {
   sql::Stmt q(db_, "SELECT id FROM runs WHERE origin = ?1 ORDER BY id LIMIT 1");
   q.bind(1, origin);
-  Result<bool> row = q.step();
-  if (!row) return row.error();
-  if (!*row) return std::optional<RunId>();
-  std::optional<RunId> id = q.int64(0);
-  q.reset();
-  return id;
+  return q.first([&] { return q.int64(0); });
 }
 
 Result<std::vector<RankInfo>> RunStore::ranks(RunId run) {
@@ -309,12 +300,9 @@ Result<std::vector<Event>> RunStore::events(RunId run) {
 Result<uint64_t> RunStore::source_offset(RunId run, std::string_view source) {
   sql::Stmt q(db_, "SELECT offset FROM sources WHERE run = ?1 AND name = ?2");
   q.bind(1, run).bind(2, source);
-  Result<bool> row = q.step();
-  if (!row) return row.error();
-  if (!*row) return uint64_t{0};
-  const uint64_t off = static_cast<uint64_t>(q.int64(0));
-  q.reset();
-  return off;
+  Result<std::optional<uint64_t>> off = q.first([&] { return static_cast<uint64_t>(q.int64(0)); });
+  if (!off) return off.error();
+  return off->value_or(0);
 }
 
 Result<std::vector<SourceInfo>> RunStore::sources(RunId run) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -66,6 +67,17 @@ class Stmt {
         on_row();
       }
     }
+  }
+  // The first row made into a value by row_value(), or none; the statement is reset either way.
+  template <class F>
+  auto first(F&& row_value) -> Result<std::optional<std::invoke_result_t<F&>>> {
+    using Value = std::optional<std::invoke_result_t<F&>>;
+    Result<bool> row = step();
+    if (!row) return row.error();
+    if (!*row) return Value();  // step() has reset it
+    Value value = row_value();
+    reset();
+    return value;
   }
   // Every row made into a value by row_value(), in order.
   template <class F>

@@ -97,7 +97,7 @@ std::optional<StepRecord> parse_step_line(std::string_view line) {
       return have_rank = true;
     }
     bool known = false, read = false;
-    for_each_step_scalar(r, [&](const char* name, auto& member) {
+    for_each_field(r, kStepScalars, [&](const char* name, auto& member) {
       if (known || key != name) return;
       known = true;
       if constexpr (std::is_same_v<std::decay_t<decltype(member)>, double>) read = dbl(member);
