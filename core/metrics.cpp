@@ -22,8 +22,8 @@ bool get_to(const nlohmann::json& j, const char* key, T& out) {
 // The plain members of start and end records, as kStepScalars lists a step's ("rank" is
 // required; the start record's mesh, config and versions are objects: read by hand).
 constexpr std::tuple kStartScalars{
-    Field{"time", &StartRecord::time}, Field{"host", &StartRecord::host},
-    Field{"pid", &StartRecord::pid},   Field{"node", &StartRecord::node},
+    Field{"time", &StartRecord::time},   Field{"host", &StartRecord::host},
+    Field{"pid", &StartRecord::pid},     Field{"node", &StartRecord::node},
     Field{"world", &StartRecord::world}, Field{"peak_tflops", &StartRecord::peak_tflops}};
 constexpr std::tuple kEndScalars{Field{"time", &EndRecord::time}, Field{"status", &EndRecord::status},
                                  Field{"reason", &EndRecord::reason}};
