@@ -40,17 +40,9 @@ import llama_ref  # noqa: E402
 
 def fused_block_forward(self, x, cos, sin):
     # llama_ref.Block.forward without expanding k and v: SDPA's GQA mode, as trainer/model.cpp.
-    B, T, _ = x.shape
-    h = self.attn_norm(x)
-    q = self.wq(h).view(B, T, self.hq, self.d).transpose(1, 2)
-    k = self.wk(h).view(B, T, self.hkv, self.d).transpose(1, 2)
-    v = self.wv(h).view(B, T, self.hkv, self.d).transpose(1, 2)
-    q = q * cos + llama_ref.rotate_half(q) * sin
-    k = k * cos + llama_ref.rotate_half(k) * sin
+    q, k, v = self.attention_inputs(x, cos, sin)
     a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-    x = x + self.wo(a.transpose(1, 2).reshape(B, T, -1))
-    m = self.mlp_norm(x)
-    return x + self.w_down(F.silu(self.w_gate(m)) * self.w_up(m))
+    return self.output_and_mlp(x, a)
 
 
 def materialized_attention(q, k, v, is_causal=True):

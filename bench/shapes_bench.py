@@ -19,6 +19,8 @@ import sys
 import tempfile
 import time
 
+import bench_common
+
 AXES = ["dp_replicate", "dp_shard", "cp", "tp"]
 
 
@@ -144,13 +146,8 @@ def main():
     ap.add_argument("--meshtrain", required=True)
     ap.add_argument("--estimator", required=True)
     ap.add_argument("--python", default=sys.executable)
-    ap.add_argument("--model", default="small")
-    ap.add_argument("--seq-len", type=int, default=256)
-    ap.add_argument("--global-batch", type=int, default=8)
-    ap.add_argument("--micro-batch", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=6)
+    bench_common.add_run_args(ap, micro_batch=1, steps=6)
     ap.add_argument("--world", type=int, default=4)
-    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "shapes.json"))
     args = ap.parse_args()
 

@@ -330,6 +330,22 @@ int main(int argc, char** argv) {
   const double cpu_rate = P / best_c_import, cpu_rate_stream = P / best_c_stream;
   const double cpu_rate_keyed = P / best_c_keyed, cpu_rate_plain = P / best_c_plain;
   const bool spike_kept = sp_full && sp_time && sp_zoom && sp_cold;
+  // The "wall" and "cpu" objects: the four import times, their rates and the rates' ratios.
+  auto times_json = [P](double import_s, double stream_s, double keyed_s, double plain_s) {
+    const double import = P / import_s, stream = P / stream_s;
+    const double keyed = P / keyed_s, plain = P / plain_s;
+    return nlohmann::json{{"import_s", import_s},
+                          {"stream_s", stream_s},
+                          {"sqlite3_keyed_s", keyed_s},
+                          {"sqlite3_plain_s", plain_s},
+                          {"import_points_per_s", import},
+                          {"stream_points_per_s", stream},
+                          {"sqlite3_keyed_points_per_s", keyed},
+                          {"sqlite3_plain_points_per_s", plain},
+                          {"ratio_import_vs_sqlite3_keyed", import / keyed},
+                          {"ratio_stream_vs_sqlite3_keyed", stream / keyed},
+                          {"ratio_import_vs_sqlite3_plain", import / plain}};
+  };
   nlohmann::json j = {
       {"bench", "store"},
       {"time", command_output("date -u +%Y-%m-%dT%H:%M:%SZ")},
@@ -343,20 +359,8 @@ int main(int argc, char** argv) {
       {"points", points},
       {"ranks", ranks},
       {"steps", steps},
-      {"wall", {{"import_s", t_import}, {"stream_s", t_stream}, {"sqlite3_keyed_s", t_sqlite_keyed},
-                {"sqlite3_plain_s", t_sqlite_plain}, {"import_points_per_s", rate},
-                {"stream_points_per_s", rate_stream}, {"sqlite3_keyed_points_per_s", rate_keyed},
-                {"sqlite3_plain_points_per_s", rate_plain},
-                {"ratio_import_vs_sqlite3_keyed", rate / rate_keyed},
-                {"ratio_stream_vs_sqlite3_keyed", rate_stream / rate_keyed},
-                {"ratio_import_vs_sqlite3_plain", rate / rate_plain}}},
-      {"cpu", {{"import_s", best_c_import}, {"stream_s", best_c_stream}, {"sqlite3_keyed_s", best_c_keyed},
-               {"sqlite3_plain_s", best_c_plain}, {"import_points_per_s", cpu_rate},
-               {"stream_points_per_s", cpu_rate_stream}, {"sqlite3_keyed_points_per_s", cpu_rate_keyed},
-               {"sqlite3_plain_points_per_s", cpu_rate_plain},
-               {"ratio_import_vs_sqlite3_keyed", cpu_rate / cpu_rate_keyed},
-               {"ratio_stream_vs_sqlite3_keyed", cpu_rate_stream / cpu_rate_keyed},
-               {"ratio_import_vs_sqlite3_plain", cpu_rate / cpu_rate_plain}}},
+      {"wall", times_json(t_import, t_stream, t_sqlite_keyed, t_sqlite_plain)},
+      {"cpu", times_json(best_c_import, best_c_stream, best_c_keyed, best_c_plain)},
       {"query_points", 8 * q_steps},
       {"query_runs", 8},
       {"query_pixels", 800},

@@ -22,6 +22,8 @@ import time
 
 import torch
 
+import bench_common
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -99,13 +101,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--meshtrain", default=os.path.join(ROOT, "build", "bin", "meshtrain"))
     ap.add_argument("--data", default=os.path.join(ROOT, "resources", "data", "kjv.bin"))
-    ap.add_argument("--model", default="small")
-    ap.add_argument("--steps", type=int, default=12)
+    bench_common.add_run_args(ap, micro_batch=2, steps=12)
     ap.add_argument("--skip", type=int, default=2)
-    ap.add_argument("--seq-len", type=int, default=256)
-    ap.add_argument("--global-batch", type=int, default=8)
-    ap.add_argument("--micro-batch", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--ranks", default="1,2,4")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "trainer.json"))
     a = ap.parse_args()

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "core/param_layout.h"
+#include "core/rank_sizes.h"
 
 namespace meshwork {
 
@@ -75,25 +76,18 @@ std::string f(const char* format, long long a = 0, long long b = 0, long long c 
 MemoryBreakdown estimate_memory(const MemoryQuery& q) {
   MemoryBreakdown out;
   const ModelSpec& m = *q.model;
-  const MeshShape& sh = q.shape;
   const MemoryModel& k = q.knobs;
   auto add = [&](int64_t& field, std::string name, int64_t bytes, std::string formula) {
     field += bytes;
     out.terms.push_back({std::move(name), bytes, std::move(formula)});
   };
 
-  const int64_t t = std::max(1, sh[Axis::tp]);
-  const int64_t cp = std::max(1, sh[Axis::cp]);
-  const int64_t n = int64_t{std::max(1, sh[Axis::dp_shard])} * cp;
+  const RankSizes z = rank_sizes(q.shape, q.micro_batch, q.seq_len, q.precision);
+  const int64_t t = z.t, cp = z.cp, n = z.n, b = z.b, s = z.s, s_cp = z.s_cp, T = z.T, c = z.c;
   const bool fsdp = n > 1;
   const bool bf16 = q.precision == Precision::bf16;
-  const int64_t c = bf16 ? 2 : 4;
   const bool sp = k.sequence_parallel && t > 1;
   const int64_t t_sp = sp ? t : 1;
-  const int64_t b = std::max<int64_t>(1, q.micro_batch);
-  const int64_t s = std::max<int64_t>(1, q.seq_len);
-  const int64_t s_cp = std::max<int64_t>(1, s / cp);
-  const int64_t T = b * s_cp;
   const int64_t h = m.hidden_size;
   const int64_t L = m.num_hidden_layers;
   const ParamLayout layout = tp_param_layout(m, t, k.vocab_parallel);
@@ -263,7 +257,7 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
     add(out.gather_buffers, "bf16_grads", 2 * layout.total_numel(),
         f("2 B x %lld parameters (bf16 gradients before the fp32 cast)", layout.total_numel()));
   }
-  if (sh[Axis::dp_replicate] > 1 && !fsdp) {
+  if (q.shape[Axis::dp_replicate] > 1 && !fsdp) {
     const int64_t grad_bytes = 4 * layout.total_numel();
     if (k.ddp_unit_buckets) {
       const int64_t unit = 4 * std::max(layout.layer_numel(), layout.root_numel());

@@ -90,7 +90,7 @@ int MeshShape::group_size(GroupKind kind) const {
 
 int64_t MeshShape::world_size() const {
   int64_t n = 1;
-  for (int s : sizes) n *= s;
+  for (int s : values) n *= s;
   return n;
 }
 
@@ -105,7 +105,7 @@ std::string MeshShape::to_string() const {
 
 std::string MeshShape::compact() const {
   std::string out;
-  for (int s : sizes) out += (out.empty() ? "" : "x") + std::to_string(s);
+  for (int s : values) out += (out.empty() ? "" : "x") + std::to_string(s);
   return out;
 }
 
@@ -231,11 +231,18 @@ std::vector<std::vector<int>> DeviceMesh::groups(GroupKind kind) const {
   return out;
 }
 
+// The members are rank plus multiples of the grouped axes' strides: the lowest has those
+// coordinates at 0, the highest at size - 1. A node holds the contiguous ranks
+// [node_start, node_start + gpus_per_node), so the group stays on rank's node iff both ends do.
 bool DeviceMesh::group_crosses_nodes(int rank, GroupKind kind) const {
-  const int node = node_of(rank);
-  for (int m : group_members(rank, kind))
-    if (node_of(m) != node) return true;
-  return false;
+  const MeshCoord c = coord_of(rank);
+  int lo = rank, hi = rank;
+  for (Axis a : group_axes(kind)) {
+    lo -= c.get(a) * stride(a);
+    hi += (shape_.size(a) - 1 - c.get(a)) * stride(a);
+  }
+  const int node_start = node_of(rank) * gpus_per_node_;
+  return lo < node_start || hi >= node_start + gpus_per_node_;
 }
 
 }  // namespace meshwork

@@ -55,16 +55,23 @@ std::optional<GroupKind> group_from_name(std::string_view name);
 std::vector<Axis> group_axes(GroupKind kind);
 GroupKind group_of_axis(Axis axis);
 
+// One int per axis, indexed by Axis; braces list them in axis order ({dp_replicate, dp_shard,
+// cp, tp}) and every axis is Fill by default. The base of MeshShape and MeshCoord.
+template <int Fill>
+struct PerAxis {
+  std::array<int, kAxisCount> values{Fill, Fill, Fill, Fill};
+
+  int operator[](Axis axis) const { return values[static_cast<size_t>(axis)]; }
+  int& operator[](Axis axis) { return values[static_cast<size_t>(axis)]; }
+  void set(Axis axis, int value) { (*this)[axis] = value; }
+  bool operator==(const PerAxis&) const = default;
+};
+
 // Sizes of the axes, indexed by Axis. A size of -1 ("auto") may stand for one axis until
 // resolve_shape() fills it. Serialized as a JSON object keyed by axis_name() (core/mesh_json.h);
 // compact() is for display only and is never parsed back.
-struct MeshShape {
-  std::array<int, kAxisCount> sizes{1, 1, 1, 1};
-
-  int operator[](Axis axis) const { return sizes[static_cast<size_t>(axis)]; }
-  int& operator[](Axis axis) { return sizes[static_cast<size_t>(axis)]; }
+struct MeshShape : PerAxis<1> {
   int size(Axis axis) const { return (*this)[axis]; }
-  void set(Axis axis, int size) { (*this)[axis] = size; }
   int group_size(GroupKind kind) const;
   // Product of the sizes; only meaningful when no axis is -1.
   int64_t world_size() const;
@@ -79,12 +86,8 @@ struct MeshShape {
 // one -1, a size < 1 other than -1, or a world size the other axes do not divide / do not match.
 Result<MeshShape> resolve_shape(MeshShape shape, int64_t world_size);
 
-struct MeshCoord {
-  std::array<int, kAxisCount> index{0, 0, 0, 0};
-  int operator[](Axis axis) const { return index[static_cast<size_t>(axis)]; }
-  int& operator[](Axis axis) { return index[static_cast<size_t>(axis)]; }
+struct MeshCoord : PerAxis<0> {
   int get(Axis axis) const { return (*this)[axis]; }
-  void set(Axis axis, int value) { (*this)[axis] = value; }
   bool operator==(const MeshCoord&) const = default;
 };
 

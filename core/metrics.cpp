@@ -19,43 +19,45 @@ bool get_to(const nlohmann::json& j, const char* key, T& out) {
   return true;
 }
 
+// The plain members of start and end records, as kStepScalars lists a step's ("rank" is
+// required; the start record's mesh, config and versions are objects: read by hand).
+constexpr std::tuple kStartScalars{
+    Field{"time", &StartRecord::time},   Field{"host", &StartRecord::host},
+    Field{"pid", &StartRecord::pid},     Field{"node", &StartRecord::node},
+    Field{"world", &StartRecord::world}, Field{"peak_tflops", &StartRecord::peak_tflops}};
+constexpr std::tuple kEndScalars{Field{"time", &EndRecord::time}, Field{"status", &EndRecord::status},
+                                 Field{"reason", &EndRecord::reason}};
+
+// Visitors for the lists above: one sets j[name], the other reads an optional j[name].
+auto write_to(nlohmann::json& j) {
+  return [&j](const char* name, const auto& value) { j[name] = value; };
+}
+auto read_from(const nlohmann::json& j) {
+  return [&j](const char* name, auto& value) { get_to(j, name, value); };
+}
+
 }  // namespace
 
+// nlohmann::json keeps an object's keys sorted, so the order members are set in does not show.
 std::string to_json_line(const StartRecord& r) {
-  nlohmann::json j = {{"v", kMetricsVersion}, {"type", "start"},  {"rank", r.rank},
-                      {"time", r.time},       {"host", r.host},    {"pid", r.pid},
-                      {"node", r.node},       {"world", r.world},  {"mesh", to_json(r.mesh)},
-                      {"config", r.config},   {"peak_tflops", r.peak_tflops},
-                      {"versions", r.versions}};
+  nlohmann::json j = {{"v", kMetricsVersion}, {"type", "start"},    {"rank", r.rank},
+                      {"mesh", to_json(r.mesh)}, {"config", r.config}, {"versions", r.versions}};
+  for_each_field(r, kStartScalars, write_to(j));
   return j.dump();
 }
 
 std::string to_json_line(const StepRecord& r) {
   nlohmann::json comm;
   for (Axis a : kAxes) comm[std::string(axis_name(a))] = r.comm_s[static_cast<int>(a)];
-  nlohmann::json j = {{"v", kMetricsVersion},
-                      {"type", "step"},
-                      {"step", r.step},
-                      {"rank", r.rank},
-                      {"time", r.time},
-                      {"loss", r.loss},
-                      {"lr", r.lr},
-                      {"grad_norm", r.grad_norm},
-                      {"tokens", r.tokens},
-                      {"tokens_per_s", r.tokens_per_s},
-                      {"tflops", r.tflops},
-                      {"mfu", r.mfu},
-                      {"mem_bytes", r.mem_bytes},
-                      {"mem_peak_bytes", r.mem_peak_bytes},
-                      {"comm_s", comm},
-                      {"compute_s", r.compute_s},
-                      {"step_s", r.step_s}};
+  nlohmann::json j = {
+      {"v", kMetricsVersion}, {"type", "step"}, {"step", r.step}, {"rank", r.rank}, {"comm_s", comm}};
+  for_each_field(r, kStepScalars, write_to(j));
   return j.dump();
 }
 
 std::string to_json_line(const EndRecord& r) {
-  nlohmann::json j = {{"v", kMetricsVersion}, {"type", "end"},      {"rank", r.rank},
-                      {"time", r.time},       {"status", r.status}, {"reason", r.reason}};
+  nlohmann::json j = {{"v", kMetricsVersion}, {"type", "end"}, {"rank", r.rank}};
+  for_each_field(r, kEndScalars, write_to(j));
   return j.dump();
 }
 
@@ -73,18 +75,7 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line) {
     StepRecord r;
     if (!get_to(j, "step", r.step) || !get_to(j, "rank", r.rank))
       return Error{"metrics line", shown, "a step record needs integer \"step\" and \"rank\""};
-    get_to(j, "time", r.time);
-    get_to(j, "loss", r.loss);
-    get_to(j, "lr", r.lr);
-    get_to(j, "grad_norm", r.grad_norm);
-    get_to(j, "tokens", r.tokens);
-    get_to(j, "tokens_per_s", r.tokens_per_s);
-    get_to(j, "tflops", r.tflops);
-    get_to(j, "mfu", r.mfu);
-    get_to(j, "mem_bytes", r.mem_bytes);
-    get_to(j, "mem_peak_bytes", r.mem_peak_bytes);
-    get_to(j, "compute_s", r.compute_s);
-    get_to(j, "step_s", r.step_s);
+    for_each_field(r, kStepScalars, read_from(j));
     if (auto it = j.find("comm_s"); it != j.end() && it->is_object())
       for (Axis a : kAxes) get_to(*it, std::string(axis_name(a)).c_str(), r.comm_s[int(a)]);
     return MetricsRecord{r};
@@ -92,27 +83,20 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line) {
   if (type == "start") {
     StartRecord r;
     if (!get_to(j, "rank", r.rank)) return Error{"metrics line", shown, "a start record needs \"rank\""};
-    get_to(j, "time", r.time);
-    get_to(j, "host", r.host);
-    get_to(j, "pid", r.pid);
-    get_to(j, "node", r.node);
-    get_to(j, "world", r.world);
+    for_each_field(r, kStartScalars, read_from(j));
     if (auto it = j.find("mesh"); it != j.end()) {
       auto mesh = mesh_shape_from_json(*it, "mesh", false);
       if (!mesh) return Error{"metrics line", shown, "start record: " + mesh.error().message()};
       r.mesh = *mesh;
     }
     if (auto it = j.find("config"); it != j.end()) r.config = *it;
-    get_to(j, "peak_tflops", r.peak_tflops);
     if (auto it = j.find("versions"); it != j.end()) r.versions = *it;
     return MetricsRecord{r};
   }
   if (type == "end") {
     EndRecord r;
     if (!get_to(j, "rank", r.rank)) return Error{"metrics line", shown, "an end record needs \"rank\""};
-    get_to(j, "time", r.time);
-    get_to(j, "status", r.status);
-    get_to(j, "reason", r.reason);
+    for_each_field(r, kEndScalars, read_from(j));
     return MetricsRecord{r};
   }
   return Error{"metrics line", shown, "unknown type \"" + type + "\"; allowed: start, step, end"};

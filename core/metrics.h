@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -64,6 +65,29 @@ struct EndRecord {
 };
 
 using MetricsRecord = std::variant<StartRecord, StepRecord, EndRecord>;
+
+// A record's member and its name in the JSON line.
+template <class R, class T>
+struct Field {
+  const char* name;
+  T R::*member;
+};
+
+// Calls f(name, r.*member) for each Field of `fields` (a tuple), in order. R may be const.
+template <class R, class Fields, class F>
+void for_each_field(R& r, const Fields& fields, F&& f) {
+  std::apply([&](const auto&... field) { (f(field.name, r.*field.member), ...); }, fields);
+}
+
+// The scalar members of a step record: the one list that writers and readers of step lines
+// share. Left out: "step" and "rank" (a reader requires them) and "comm_s" (an object).
+inline constexpr std::tuple kStepScalars{
+    Field{"time", &StepRecord::time},           Field{"loss", &StepRecord::loss},
+    Field{"lr", &StepRecord::lr},               Field{"grad_norm", &StepRecord::grad_norm},
+    Field{"tokens", &StepRecord::tokens},       Field{"tokens_per_s", &StepRecord::tokens_per_s},
+    Field{"tflops", &StepRecord::tflops},       Field{"mfu", &StepRecord::mfu},
+    Field{"mem_bytes", &StepRecord::mem_bytes}, Field{"mem_peak_bytes", &StepRecord::mem_peak_bytes},
+    Field{"compute_s", &StepRecord::compute_s}, Field{"step_s", &StepRecord::step_s}};
 
 std::string to_json_line(const StartRecord& r);  // no trailing newline
 std::string to_json_line(const StepRecord& r);

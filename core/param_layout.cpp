@@ -1,6 +1,8 @@
 #include "core/param_layout.h"
 
 #include <algorithm>
+#include <initializer_list>
+#include <string>
 
 namespace meshwork {
 
@@ -43,27 +45,26 @@ ParamLayout tp_param_layout(const ModelSpec& m, int64_t tp, bool vocab_parallel)
   const int64_t kv_local = p.kv_heads_per_rank * m.head_dim;
   const int64_t i_local = m.intermediate_size / tp;
 
+  // Linear layers side by side: their weights [out, in], then their biases [out] when the model
+  // has them (the Hugging Face checkpoint order).
+  struct Linear {
+    const char* name;
+    int64_t out, in;
+  };
   auto& l = p.layer;
+  auto linears = [&l](std::initializer_list<Linear> group, bool bias) {
+    for (const Linear& g : group) l.push_back({std::string(g.name) + ".weight", g.out, g.in});
+    if (bias)
+      for (const Linear& g : group) l.push_back({std::string(g.name) + ".bias", g.out, 1});
+  };
   l.push_back({"input_layernorm.weight", h, 1});
-  l.push_back({"self_attn.q_proj.weight", q_local, h});
-  l.push_back({"self_attn.k_proj.weight", kv_local, h});
-  l.push_back({"self_attn.v_proj.weight", kv_local, h});
-  if (m.attention_bias) {
-    l.push_back({"self_attn.q_proj.bias", q_local, 1});
-    l.push_back({"self_attn.k_proj.bias", kv_local, 1});
-    l.push_back({"self_attn.v_proj.bias", kv_local, 1});
-  }
-  l.push_back({"self_attn.o_proj.weight", h, q_local});
-  if (m.o_proj_bias) l.push_back({"self_attn.o_proj.bias", h, 1});
+  linears({{"self_attn.q_proj", q_local, h}, {"self_attn.k_proj", kv_local, h},
+           {"self_attn.v_proj", kv_local, h}},
+          m.attention_bias);
+  linears({{"self_attn.o_proj", h, q_local}}, m.o_proj_bias);
   l.push_back({"post_attention_layernorm.weight", h, 1});
-  l.push_back({"mlp.gate_proj.weight", i_local, h});
-  l.push_back({"mlp.up_proj.weight", i_local, h});
-  l.push_back({"mlp.down_proj.weight", h, i_local});
-  if (m.mlp_bias) {
-    l.push_back({"mlp.gate_proj.bias", i_local, 1});
-    l.push_back({"mlp.up_proj.bias", i_local, 1});
-    l.push_back({"mlp.down_proj.bias", h, 1});
-  }
+  linears({{"mlp.gate_proj", i_local, h}, {"mlp.up_proj", i_local, h}, {"mlp.down_proj", h, i_local}},
+          m.mlp_bias);
 
   const int64_t v_local = vocab_parallel ? m.vocab_size / tp : m.vocab_size;
   p.root.push_back({"model.embed_tokens.weight", v_local, h});

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/param_layout.h"
+#include "core/rank_sizes.h"
 
 namespace meshwork {
 
@@ -65,16 +66,15 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   const MeshShape& sh = q.shape;
   const HardwareModel& hw = q.hardware;
   const int64_t world = sh.world_size();
-  const int64_t t = sh[Axis::tp], cp = sh[Axis::cp], r = sh[Axis::dp_replicate];
+  const RankSizes z = rank_sizes(sh, q.micro_batch, q.seq_len, q.precision);
+  const int64_t t = z.t, cp = z.cp, n_fsdp = z.n, mb = z.b, s = z.s;
+  const int64_t r = sh[Axis::dp_replicate];
   const int64_t dp = int64_t{sh[Axis::dp_replicate]} * sh[Axis::dp_shard];
-  const int64_t n_fsdp = int64_t{sh[Axis::dp_shard]} * cp;
-  const int64_t mb = std::max<int64_t>(1, q.micro_batch);
-  const int64_t s = std::max<int64_t>(1, q.seq_len);
   const int64_t global = q.global_batch > 0 ? q.global_batch : mb * dp;
   out.grad_accum_steps = std::max<int64_t>(1, global / (mb * dp));
   const double ga = static_cast<double>(out.grad_accum_steps);
   const bool full_ac = q.activation_checkpointing == ActivationCheckpointing::full;
-  const double c = q.precision == Precision::bf16 ? 2 : 4;
+  const double c = static_cast<double>(z.c);
   const double L = static_cast<double>(m.num_hidden_layers);
 
   // ---- Compute ----
@@ -96,7 +96,7 @@ TimeEstimate estimate_time(const TimeQuery& q) {
     return ax.crosses_nodes ? hw.inter_node_bytes_per_s : hw.intra_node_bytes_per_s;
   };
   const ParamLayout layout = tp_param_layout(m, t, q.vocab_parallel);
-  const double T = static_cast<double>(mb * std::max<int64_t>(1, s / cp));  // tokens per rank
+  const double T = static_cast<double>(z.T);  // tokens per rank
   const double h = static_cast<double>(m.hidden_size);
 
   // tp (Megatron with sequence parallelism): per layer, forward all-gathers the norm output

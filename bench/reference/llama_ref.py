@@ -66,20 +66,27 @@ class Block(nn.Module):
         self.w_up = nn.Linear(H, c["inter"], bias=False)
         self.w_down = nn.Linear(c["inter"], H, bias=False)
 
-    def forward(self, x, cos, sin):
+    def attention_inputs(self, x, cos, sin):
+        """q, k, v of the normed x as [B, heads, T, D] (k and v with the kv heads), q and k rotated."""
         B, T, _ = x.shape
         h = self.attn_norm(x)
         q = self.wq(h).view(B, T, self.hq, self.d).transpose(1, 2)
         k = self.wk(h).view(B, T, self.hkv, self.d).transpose(1, 2)
         v = self.wv(h).view(B, T, self.hkv, self.d).transpose(1, 2)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
-        rep = self.hq // self.hkv
-        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v
+
+    def output_and_mlp(self, x, a):
+        """The attention output a [B, heads, T, D] projected onto the residual x, then the MLP."""
+        B, T, _ = x.shape
         x = x + self.wo(a.transpose(1, 2).reshape(B, T, -1))
         m = self.mlp_norm(x)
         return x + self.w_down(F.silu(self.w_gate(m)) * self.w_up(m))
+
+    def forward(self, x, cos, sin):
+        q, k, v = self.attention_inputs(x, cos, sin)
+        rep = self.hq // self.hkv
+        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+        return self.output_and_mlp(x, F.scaled_dot_product_attention(q, k, v, is_causal=True))
 
 
 class Llama(nn.Module):

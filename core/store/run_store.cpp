@@ -109,14 +109,9 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& pa
   RunStore* self = store.get();
   Status s = ensure_schema(db, [self]() -> Status {
     sql::Stmt runs(self->db_, "SELECT id FROM runs");
-    std::vector<RunId> ids;
-    for (;;) {
-      Result<bool> row = runs.step();
-      if (!row) return row.error();
-      if (!*row) break;
-      ids.push_back(runs.int64(0));
-    }
-    for (RunId id : ids)
+    Result<std::vector<RunId>> ids = runs.collect([&] { return runs.int64(0); });
+    if (!ids) return ids.error();
+    for (RunId id : *ids)
       if (Status r = self->rebuild_derived_in_tx(id); !r) return r;
     return Status::Ok();
   });
@@ -235,15 +230,10 @@ Result<RunInfo> RunStore::get_run(RunId run) {
 
 Result<std::vector<RunSummary>> RunStore::list_runs() {
   sql::Stmt ids(db_, "SELECT id FROM runs ORDER BY created DESC, id DESC");
-  std::vector<RunId> all;
-  for (;;) {
-    Result<bool> row = ids.step();
-    if (!row) return row.error();
-    if (!*row) break;
-    all.push_back(ids.int64(0));
-  }
+  Result<std::vector<RunId>> all = ids.collect([&] { return ids.int64(0); });
+  if (!all) return all.error();
   std::vector<RunSummary> out;
-  for (RunId id : all) {
+  for (RunId id : *all) {
     Result<RunInfo> info = get_run(id);
     if (!info) return info.error();
     out.push_back(std::move(info->summary));
@@ -258,55 +248,36 @@ Result<RunId> RunStore::resolve_run(std::string_view id_or_name) {
   if (numeric && id_or_name.size() < 18) {
     sql::Stmt q(db_, "SELECT id FROM runs WHERE id = ?1");
     q.bind(1, static_cast<int64_t>(std::stoll(std::string(id_or_name))));
-    Result<bool> row = q.step();
-    if (!row) return row.error();
-    if (*row) {
-      RunId id = q.int64(0);
-      q.reset();
-      return id;
-    }
+    Result<std::optional<RunId>> id = q.first([&] { return q.int64(0); });
+    if (!id) return id.error();
+    if (*id) return **id;
   }
   sql::Stmt q(db_, "SELECT id FROM runs WHERE name = ?1 ORDER BY id");
   q.bind(1, id_or_name);
-  std::vector<RunId> found;
-  for (;;) {
-    Result<bool> row = q.step();
-    if (!row) return row.error();
-    if (!*row) break;
-    found.push_back(q.int64(0));
-  }
-  if (found.size() == 1) return found[0];
-  if (found.empty())
+  Result<std::vector<RunId>> found = q.collect([&] { return q.int64(0); });
+  if (!found) return found.error();
+  if (found->size() == 1) return (*found)[0];
+  if (found->empty())
     return Error{"RUN", std::string(id_or_name), "no run with this id or name; see `meshwork runs list`"};
   std::string ids;
-  for (RunId id : found) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+  for (RunId id : *found) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
   return Error{"RUN", std::string(id_or_name), "several runs have this name; use an id: " + ids};
 }
 
 Result<std::optional<RunId>> RunStore::find_run_by_origin(std::string_view origin) {
   sql::Stmt q(db_, "SELECT id FROM runs WHERE origin = ?1 ORDER BY id LIMIT 1");
   q.bind(1, origin);
-  Result<bool> row = q.step();
-  if (!row) return row.error();
-  if (!*row) return std::optional<RunId>();
-  std::optional<RunId> id = q.int64(0);
-  q.reset();
-  return id;
+  return q.first([&] { return q.int64(0); });
 }
 
 Result<std::vector<RankInfo>> RunStore::ranks(RunId run) {
   sql::Stmt q(db_, "SELECT rank, coalesce(node, 0), coalesce(host, ''), coalesce(pid, 0), status,"
                    " reason FROM ranks WHERE run = ?1 ORDER BY rank");
   q.bind(1, run);
-  std::vector<RankInfo> out;
-  for (;;) {
-    Result<bool> row = q.step();
-    if (!row) return row.error();
-    if (!*row) break;
-    out.push_back(RankInfo{static_cast<int>(q.int64(0)), static_cast<int>(q.int64(1)), q.text(2),
-                           q.int64(3), q.text(4), q.text(5)});
-  }
-  return out;
+  return q.collect([&] {
+    return RankInfo{static_cast<int>(q.int64(0)), static_cast<int>(q.int64(1)), q.text(2),
+                    q.int64(3), q.text(4), q.text(5)};
+  });
 }
 
 Status RunStore::add_event(RunId run, std::string_view level, std::string_view text, double time) {
@@ -323,40 +294,25 @@ Status RunStore::add_event(RunId run, std::string_view level, std::string_view t
 Result<std::vector<Event>> RunStore::events(RunId run) {
   sql::Stmt q(db_, "SELECT id, run, time, level, text FROM events WHERE run = ?1 ORDER BY id");
   q.bind(1, run);
-  std::vector<Event> out;
-  for (;;) {
-    Result<bool> row = q.step();
-    if (!row) return row.error();
-    if (!*row) break;
-    out.push_back(Event{q.int64(0), q.int64(1), q.real(2), q.text(3), q.text(4)});
-  }
-  return out;
+  return q.collect([&] { return Event{q.int64(0), q.int64(1), q.real(2), q.text(3), q.text(4)}; });
 }
 
 Result<uint64_t> RunStore::source_offset(RunId run, std::string_view source) {
   sql::Stmt q(db_, "SELECT offset FROM sources WHERE run = ?1 AND name = ?2");
   q.bind(1, run).bind(2, source);
-  Result<bool> row = q.step();
-  if (!row) return row.error();
-  if (!*row) return uint64_t{0};
-  const uint64_t off = static_cast<uint64_t>(q.int64(0));
-  q.reset();
-  return off;
+  Result<std::optional<uint64_t>> off = q.first([&] { return static_cast<uint64_t>(q.int64(0)); });
+  if (!off) return off.error();
+  return off->value_or(0);
 }
 
 Result<std::vector<SourceInfo>> RunStore::sources(RunId run) {
   sql::Stmt q(db_, "SELECT name, offset, lines, malformed, unknown FROM sources WHERE run = ?1"
                    " ORDER BY name");
   q.bind(1, run);
-  std::vector<SourceInfo> out;
-  for (;;) {
-    Result<bool> row = q.step();
-    if (!row) return row.error();
-    if (!*row) break;
-    out.push_back(SourceInfo{q.text(0), static_cast<uint64_t>(q.int64(1)), q.int64(2), q.int64(3),
-                             q.int64(4)});
-  }
-  return out;
+  return q.collect([&] {
+    return SourceInfo{q.text(0), static_cast<uint64_t>(q.int64(1)), q.int64(2), q.int64(3),
+                      q.int64(4)};
+  });
 }
 
 Result<IngestCounts> RunStore::ingest_one(RunId run, std::string_view source,
@@ -447,14 +403,7 @@ Result<std::vector<std::string>> RunStore::keys(RunId run) {
   sql::Stmt q(db_, "SELECT k.name FROM keys k WHERE EXISTS (SELECT 1 FROM buckets b WHERE b.run = ?1"
                    " AND b.key = k.id) ORDER BY k.id");
   q.bind(1, run);
-  std::vector<std::string> out;
-  for (;;) {
-    Result<bool> row = q.step();
-    if (!row) return row.error();
-    if (!*row) break;
-    out.push_back(q.text(0));
-  }
-  return out;
+  return q.collect([&] { return q.text(0); });
 }
 
 Status RunStore::rebuild_derived_in_tx(RunId run) {
@@ -474,10 +423,7 @@ Status RunStore::rebuild_derived_in_tx(RunId run) {
   }
   steps.bind(1, run);
   int64_t n = 0;
-  for (;;) {
-    Result<bool> row = steps.step();
-    if (!row) return row.error();
-    if (!*row) break;
+  Status walked = steps.each_row([&]() -> Status {
     const int rank = static_cast<int>(steps.int64(0));
     BucketPoint p{steps.int64(1), steps.real(2), steps.real(3), 0};
     const int64_t present = steps.int64(4);
@@ -487,22 +433,21 @@ Status RunStore::rebuild_derived_in_tx(RunId run) {
       ingester_->add_bucket_point(run, ids[i], rank, p);
     }
     if (++n % (1 << 16) == 0)  // bound memory: merging flushes is exact (upsert min/max/...)
-      if (Status s = ingester_->finish(); !s) return s;
-  }
+      return ingester_->finish();
+    return Status::Ok();
+  });
+  if (!walked) return walked;
   sql::Stmt q(db_, "SELECT m.key, m.rank, m.step, m.value, coalesce(s.time, 0),"
                    " coalesce(s.tokens, 0) FROM metrics_extra m LEFT JOIN steps s ON s.run = m.run"
                    " AND s.rank = m.rank AND s.step = m.step"
                    " WHERE m.run = ?1 AND m.value IS NOT NULL");
   q.bind(1, run);
-  for (;;) {
-    Result<bool> row = q.step();
-    if (!row) return row.error();
-    if (!*row) break;
+  walked = q.each_row([&]() -> Status {
     ingester_->add_bucket_point(run, q.int64(0), static_cast<int>(q.int64(1)),
                                 BucketPoint{q.int64(2), q.real(4), q.real(5), q.real(3)});
-    if (++n % (1 << 20) == 0)
-      if (Status s = ingester_->finish(); !s) return s;
-  }
+    return ++n % (1 << 20) == 0 ? ingester_->finish() : Status::Ok();
+  });
+  if (!walked) return walked;
   return ingester_->finish();
 }
 

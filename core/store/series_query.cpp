@@ -185,38 +185,29 @@ class SeriesReader {
     const size_t first = out.size();
     if (col_ >= 0) {  // one range scan of the step rows: x values and the value in one row
       raw_step_.bind(1, run).bind(2, rank).bind(3, s0).bind(4, s1);
-      for (;;) {
-        Result<bool> row = raw_step_.step();
-        if (!row) return row.error();
-        if (!*row) return Status::Ok();
-        if (!((raw_step_.int64(2) >> col_) & 1) || raw_step_.is_null(1)) continue;
+      return raw_step_.each_row([&] {
+        if (!((raw_step_.int64(2) >> col_) & 1) || raw_step_.is_null(1)) return;
         XPoint p{raw_step_.int64(0), 0, 0, raw_step_.real(1)};
         (q_.x == XAxis::time ? p.time : p.tokens) = raw_step_.real(3);  // the axis' x only
         out.push_back(p);
-      }
+      });
     }
     raw_step_.bind(1, run).bind(2, key_).bind(3, rank).bind(4, s0).bind(5, s1);
-    for (;;) {
-      Result<bool> row = raw_step_.step();
-      if (!row) return row.error();
-      if (!*row) break;
-      out.push_back(XPoint{raw_step_.int64(0), 0, 0, raw_step_.real(1)});
-    }
+    if (Status s = raw_step_.each_row(
+            [&] { out.push_back(XPoint{raw_step_.int64(0), 0, 0, raw_step_.real(1)}); });
+        !s)
+      return s;
     if (q_.x == XAxis::step || out.size() == first) return Status::Ok();
     raw_x_.bind(1, run).bind(2, rank).bind(3, out[first].step).bind(4, out.back().step);
     size_t i = first;
-    for (;;) {
-      Result<bool> row = raw_x_.step();
-      if (!row) return row.error();
-      if (!*row) break;
+    return raw_x_.each_row([&] {
       const int64_t step = raw_x_.int64(0);
       while (i < out.size() && out[i].step < step) ++i;
       if (i < out.size() && out[i].step == step) {
         out[i].time = raw_x_.real(1);
         out[i].tokens = raw_x_.real(2);
       }
-    }
-    return Status::Ok();
+    });
   }
 
   // Bucket candidates (first, min, max, last of each bucket in [b0, b1]) of one rank, in x order
@@ -225,15 +216,12 @@ class SeriesReader {
                        std::vector<BucketRow>& out, int64_t& n) {
     if (b0 > b1) return Status::Ok();
     buckets_.bind(1, run).bind(2, key_).bind(3, rank).bind(4, level).bind(5, b0).bind(6, b1);
-    for (;;) {
-      Result<bool> row = buckets_.step();
-      if (!row) return row.error();
-      if (!*row) return Status::Ok();
+    return buckets_.each_row([&] {
       n += buckets_.int64(1);
       out.push_back(BucketRow{buckets_.int64(0),
                               {read_xpoint(buckets_, 2), read_xpoint(buckets_, 6),
                                read_xpoint(buckets_, 10), read_xpoint(buckets_, 14)}});
-    }
+    });
   }
 
   // The first stored step of `rank` whose x is >= x (x grows with the step: binary search over
@@ -265,29 +253,38 @@ class SeriesReader {
   sql::Stmt next_rank_, extent_, raw_step_, raw_x_, buckets_, step_at_;
 };
 
+// Walks per-rank lists, each sorted by key(item), one key at a time in increasing order:
+// at_key(items) gets the items of that key, one per rank that has it, lowest rank first.
+template <class T, class Key, class F>
+void merge_by_key(const std::vector<std::vector<T>>& per_rank, Key key, F&& at_key) {
+  std::vector<size_t> head(per_rank.size(), 0);
+  std::vector<const T*> items;
+  for (;;) {
+    int64_t k = std::numeric_limits<int64_t>::max();
+    for (size_t r = 0; r < per_rank.size(); ++r)
+      if (head[r] < per_rank[r].size()) k = std::min(k, key(per_rank[r][head[r]]));
+    if (k == std::numeric_limits<int64_t>::max()) return;
+    items.clear();
+    for (size_t r = 0; r < per_rank.size(); ++r)
+      if (head[r] < per_rank[r].size() && key(per_rank[r][head[r]]) == k)
+        items.push_back(&per_rank[r][head[r]++]);
+    at_key(items);
+  }
+}
+
 // Merges per-rank point lists (each sorted by step) into one aggregated list per step.
 std::vector<XPoint> aggregate_raw(const std::vector<std::vector<XPoint>>& per_rank, Aggregate a) {
   std::vector<XPoint> out;
-  std::vector<size_t> head(per_rank.size(), 0);
   std::vector<double> values;
-  for (;;) {
-    int64_t step = std::numeric_limits<int64_t>::max();
-    for (size_t r = 0; r < per_rank.size(); ++r)
-      if (head[r] < per_rank[r].size()) step = std::min(step, per_rank[r][head[r]].step);
-    if (step == std::numeric_limits<int64_t>::max()) return out;
-    values.clear();
-    XPoint p;
-    bool have_x = false;
-    for (size_t r = 0; r < per_rank.size(); ++r) {
-      if (head[r] < per_rank[r].size() && per_rank[r][head[r]].step == step) {
-        if (!have_x) p = per_rank[r][head[r]], have_x = true;  // x of the lowest rank present
-        values.push_back(per_rank[r][head[r]].value);
-        ++head[r];
-      }
-    }
-    p.value = combine(a, values);
-    out.push_back(p);
-  }
+  merge_by_key(per_rank, [](const XPoint& p) { return p.step; },
+               [&](const std::vector<const XPoint*>& at) {
+                 values.clear();
+                 for (const XPoint* p : at) values.push_back(p->value);
+                 XPoint p = *at.front();  // x of the lowest rank present
+                 p.value = combine(a, values);
+                 out.push_back(p);
+               });
+  return out;
 }
 
 }  // namespace
@@ -394,31 +391,25 @@ Result<std::vector<Series>> RunStore::query_series(const SeriesQuery& q) {
       // Buckets across ranks: combine the ranks' first/min/max/last of the same bucket (an
       // envelope; exact for the min of minima and the max of maxima). x from the rank that
       // decides a min/max, else from the lowest rank.
-      std::vector<size_t> head(mid.size(), 0);
       std::vector<double> vals;
-      for (;;) {
-        int64_t b = std::numeric_limits<int64_t>::max();
-        for (size_t r = 0; r < mid.size(); ++r)
-          if (head[r] < mid[r].size()) b = std::min(b, mid[r][head[r]].bucket);
-        if (b == std::numeric_limits<int64_t>::max()) break;
-        std::array<XPoint, 4> c{};
-        for (int j = 0; j < 4; ++j) {
-          vals.clear();
-          for (size_t r = 0; r < mid.size(); ++r)
-            if (head[r] < mid[r].size() && mid[r][head[r]].bucket == b) {
-              const XPoint& p = mid[r][head[r]].p[j];
-              if (vals.empty() || (q.aggregate == Aggregate::max && p.value > c[j].value) ||
-                  (q.aggregate == Aggregate::min && p.value < c[j].value))
-                c[j] = p;
-              vals.push_back(p.value);
-            }
-          c[j].value = combine(q.aggregate, vals);
-        }
-        for (size_t r = 0; r < mid.size(); ++r)
-          if (head[r] < mid[r].size() && mid[r][head[r]].bucket == b) ++head[r];
-        std::sort(c.begin(), c.end(), [](const XPoint& a, const XPoint& b) { return a.step < b.step; });
-        for (const XPoint& p : c) feed(p);
-      }
+      merge_by_key(mid, [](const BucketRow& b) { return b.bucket; },
+                   [&](const std::vector<const BucketRow*>& at) {
+                     std::array<XPoint, 4> c{};
+                     for (int j = 0; j < 4; ++j) {
+                       vals.clear();
+                       for (const BucketRow* b : at) {
+                         const XPoint& p = b->p[j];
+                         if (vals.empty() || (q.aggregate == Aggregate::max && p.value > c[j].value) ||
+                             (q.aggregate == Aggregate::min && p.value < c[j].value))
+                           c[j] = p;
+                         vals.push_back(p.value);
+                       }
+                       c[j].value = combine(q.aggregate, vals);
+                     }
+                     std::sort(c.begin(), c.end(),
+                               [](const XPoint& a, const XPoint& b) { return a.step < b.step; });
+                     for (const XPoint& p : c) feed(p);
+                   });
       for (const XPoint& p : aggregate_raw(raw_tail, q.aggregate)) feed(p);
     }
     for (size_t r = 0; r < ranks.size(); ++r)
@@ -439,15 +430,12 @@ Status RunStore::export_csv(RunId run, std::ostream& out) {
   // Key by key (id order), each in (rank, step) order: range scans of primary keys, no sort of
   // millions of rows. A step series is a column of the step rows; other keys are metrics_extra.
   sql::Stmt keys(db_, "SELECT id, name, coalesce(col, -1) FROM keys ORDER BY id");
-  std::vector<std::tuple<int64_t, std::string, int>> all;
-  for (;;) {
-    Result<bool> row = keys.step();
-    if (!row) return row.error();
-    if (!*row) break;
+  Result<std::vector<std::tuple<int64_t, std::string, int>>> all = keys.collect([&] {
     int col = static_cast<int>(keys.int64(2));
     if (col >= static_cast<int>(value_columns().size())) col = -1;
-    all.emplace_back(keys.int64(0), keys.text(1), col);
-  }
+    return std::tuple<int64_t, std::string, int>(keys.int64(0), keys.text(1), col);
+  });
+  if (!all) return all.error();
   out << "run,rank,step,time,tokens,key,value\n";
   char buf[64];
   auto num = [&](double v) -> std::string_view {  // shortest text that reads back exactly
@@ -455,7 +443,7 @@ Status RunStore::export_csv(RunId run, std::ostream& out) {
     return std::string_view(buf, static_cast<size_t>(r.ptr - buf));
   };
   const std::string run_text = std::to_string(run);
-  for (const auto& [id, name, col] : all) {
+  for (const auto& [id, name, col] : *all) {
     sql::Stmt q(db_, col >= 0
                          ? "SELECT rank, step, time, tokens, " + value_columns()[static_cast<size_t>(col)] +
                                " FROM steps WHERE run = ?1 AND (present >> " + std::to_string(col) +
@@ -466,10 +454,7 @@ Status RunStore::export_csv(RunId run, std::ostream& out) {
                                        " WHERE m.run = ?1 AND m.key = ?2 ORDER BY m.rank, m.step"));
     q.bind(1, run);
     if (col < 0) q.bind(2, id);
-    for (;;) {
-      Result<bool> row = q.step();
-      if (!row) return row.error();
-      if (!*row) break;
+    Status rows = q.each_row([&] {
       out << run_text << ',' << q.int64(0) << ',' << q.int64(1) << ',';
       if (!q.is_null(2)) out << num(q.real(2));
       out << ',';
@@ -477,7 +462,8 @@ Status RunStore::export_csv(RunId run, std::ostream& out) {
       out << ',' << name << ',';
       if (!q.is_null(4)) out << num(q.real(4));
       out << '\n';
-    }
+    });
+    if (!rows) return rows;
   }
   if (!out) return Error{"--csv", "", "writing the CSV failed"};
   return Status::Ok();

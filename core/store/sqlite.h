@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <vector>
 
 #include <sqlite3.h>
 
@@ -50,6 +53,39 @@ class Stmt {
   Result<bool> step();
   // Steps to completion, for statements without rows.
   Status run();
+  // Steps through every row, calling on_row() at each (it reads this statement's columns).
+  // An on_row() that returns a Status stops the walk at its first error and returns it.
+  template <class F>
+  Status each_row(F&& on_row) {
+    for (;;) {
+      Result<bool> row = step();
+      if (!row) return row.error();
+      if (!*row) return Status::Ok();
+      if constexpr (std::is_same_v<std::invoke_result_t<F&>, Status>) {
+        if (Status s = on_row(); !s) return s;
+      } else {
+        on_row();
+      }
+    }
+  }
+  // The first row made into a value by row_value(), or none; the statement is reset either way.
+  template <class F>
+  auto first(F&& row_value) -> Result<std::optional<std::invoke_result_t<F&>>> {
+    using Value = std::optional<std::invoke_result_t<F&>>;
+    Result<bool> row = step();
+    if (!row) return row.error();
+    if (!*row) return Value();  // step() has reset it
+    Value value = row_value();
+    reset();
+    return value;
+  }
+  // Every row made into a value by row_value(), in order.
+  template <class F>
+  auto collect(F&& row_value) -> Result<std::vector<std::invoke_result_t<F&>>> {
+    std::vector<std::invoke_result_t<F&>> out;
+    if (Status s = each_row([&] { out.push_back(row_value()); }); !s) return s.error();
+    return out;
+  }
   void reset() { sqlite3_reset(stmt_); sqlite3_clear_bindings(stmt_); }
 
   int64_t int64(int col) const { return sqlite3_column_int64(stmt_, col); }

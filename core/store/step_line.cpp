@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstring>
+#include <type_traits>
 
 namespace meshwork::store {
 
@@ -95,18 +96,14 @@ std::optional<StepRecord> parse_step_line(std::string_view line) {
       r.rank = static_cast<int>(rank);
       return have_rank = true;
     }
-    if (key == "time") return dbl(r.time);
-    if (key == "loss") return dbl(r.loss);
-    if (key == "lr") return dbl(r.lr);
-    if (key == "grad_norm") return dbl(r.grad_norm);
-    if (key == "tokens") return i64(r.tokens);
-    if (key == "tokens_per_s") return dbl(r.tokens_per_s);
-    if (key == "tflops") return dbl(r.tflops);
-    if (key == "mfu") return dbl(r.mfu);
-    if (key == "mem_bytes") return i64(r.mem_bytes);
-    if (key == "mem_peak_bytes") return i64(r.mem_peak_bytes);
-    if (key == "compute_s") return dbl(r.compute_s);
-    if (key == "step_s") return dbl(r.step_s);
+    bool known = false, read = false;
+    for_each_field(r, kStepScalars, [&](const char* name, auto& member) {
+      if (known || key != name) return;
+      known = true;
+      if constexpr (std::is_same_v<std::decay_t<decltype(member)>, double>) read = dbl(member);
+      else read = i64(member);
+    });
+    if (known) return read;
     if (key == "comm_s")
       return object(c, [&](std::string_view axis) -> bool {
         std::optional<Axis> a = axis_from_name(axis);

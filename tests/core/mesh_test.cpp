@@ -90,6 +90,34 @@ TEST(Mesh, TensorGroupCrossingNodes) {
   EXPECT_TRUE(m.group_crosses_nodes(0, GroupKind::tp));
 }
 
+// group_crosses_nodes() uses the stride rule; enumerating the members must agree, for every
+// mesh shape of a 4 x 4 and an 8 x 8 cluster, every group kind and every rank.
+TEST(Mesh, CrossesNodesMatchesEnumeration) {
+  for (const auto& [nodes, gpn] : {std::pair{4, 4}, std::pair{8, 8}}) {
+    const int world = nodes * gpn;
+    int shapes = 0;
+    for (int r = 1; r <= world; ++r)
+      for (int s = 1; r * s <= world; ++s)
+        for (int c = 1; r * s * c <= world; ++c) {
+          if (world % (r * s * c)) continue;
+          const int t = world / (r * s * c);
+          DeviceMesh m = make(r, s, c, t, gpn);
+          ++shapes;
+          for (GroupKind kind : kGroupKinds)
+            for (int rank = 0; rank < world; ++rank) {
+              bool crosses = false;
+              for (int member : m.group_members(rank, kind))
+                crosses = crosses || m.node_of(member) != m.node_of(rank);
+              ASSERT_EQ(m.group_crosses_nodes(rank, kind), crosses)
+                  << m.shape().to_string() << " gpus_per_node=" << gpn << " "
+                  << group_name(kind) << " rank " << rank;
+            }
+        }
+    // Ordered factorizations of 2^k into 4 factors: C(k + 3, 3).
+    EXPECT_EQ(shapes, world == 16 ? 35 : 84);
+  }
+}
+
 TEST(Mesh, EveryRankRoundTripsAndGroupsPartition) {
   for (MeshShape s : {MeshShape{2, 3, 2, 2}, MeshShape{3, 1, 4, 1}, MeshShape{1, 5, 1, 3}}) {
     auto m = *DeviceMesh::create(s, 4);
