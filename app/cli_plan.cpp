@@ -211,7 +211,7 @@ int plan_main(const Args& args) {
 
   auto plan = make_plan(q);
   if (!plan.ok()) return fail(plan.error());
-  if (flags.json) {
+  if (flags.has("--json")) {
     std::cout << plan_to_json(*plan).dump(2) << "\n";
   } else {
     print_table(q, *plan, std::cout);

@@ -14,6 +14,15 @@ const FlagSpec* find(const std::vector<FlagSpec>& flags, std::string_view name) 
   return nullptr;
 }
 
+// The flag's value through `parse`; absent: the fallback, or required.
+template <class T, class Parse>
+Result<T> read_value(const ParsedArgs& args, std::string_view flag, std::string_view allowed,
+                     std::optional<T> fallback, const Parse& parse) {
+  if (std::optional<std::string> v = args.value(flag)) return parse(*v);
+  if (fallback) return *fallback;
+  return Error{std::string(flag), "missing", "required: " + std::string(allowed)};
+}
+
 }  // namespace
 
 Result<ParsedArgs> parse_args(const std::vector<std::string>& args, const std::vector<FlagSpec>& flags,
@@ -64,18 +73,14 @@ std::optional<std::string> ParsedArgs::value(std::string_view flag) const {
 
 Result<int64_t> ParsedArgs::integer(std::string_view flag, int64_t min, int64_t max, std::string_view allowed,
                                     std::optional<int64_t> fallback) const {
-  const std::optional<std::string> v = value(flag);
-  if (v) return parse_integer(flag, *v, min, max, allowed);
-  if (fallback) return *fallback;
-  return Error{std::string(flag), "missing", "required: " + std::string(allowed)};
+  return read_value(*this, flag, allowed, fallback,
+                    [&](const std::string& v) { return parse_integer(flag, v, min, max, allowed); });
 }
 
 Result<double> ParsedArgs::number(std::string_view flag, double min, double max, std::string_view allowed,
                                   std::optional<double> fallback) const {
-  const std::optional<std::string> v = value(flag);
-  if (v) return parse_number(flag, *v, min, max, allowed);
-  if (fallback) return *fallback;
-  return Error{std::string(flag), "missing", "required: " + std::string(allowed)};
+  return read_value(*this, flag, allowed, fallback,
+                    [&](const std::string& v) { return parse_number(flag, v, min, max, allowed); });
 }
 
 Result<int64_t> parse_integer(std::string_view flag, const std::string& text, int64_t min, int64_t max,
