@@ -1,8 +1,8 @@
 #include "trainer/options.h"
 
-#include <charconv>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <sstream>
 
 #include "core/cli_args.h"
@@ -172,12 +172,9 @@ Result<LaunchEnv> launch_env(const TrainerOptions& o) {
   auto env_int = [](const char* name, int fallback) -> Result<int> {
     const char* v = std::getenv(name);
     if (!v || !*v) return fallback;
-    int out = 0;
-    std::string s(v);
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    if (ec != std::errc() || p != s.data() + s.size() || out < 0)
-      return Error{name, s, "a whole number >= 0"};
-    return out;
+    auto r = parse_integer(name, v, 0, std::numeric_limits<int>::max(), "a whole number >= 0");
+    if (!r.ok()) return r.error();
+    return static_cast<int>(*r);
   };
   const char* rank = std::getenv("RANK");
   e.from_env = rank && *rank && std::getenv("WORLD_SIZE");
