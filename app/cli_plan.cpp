@@ -8,12 +8,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
 
 #include "app/commands.h"
+#include "core/cli_args.h"
 #include "core/planner.h"
 #include "core/units.h"
 
@@ -35,76 +35,16 @@ constexpr const char* kUsage =
     "materialized (an attention that keeps the seq x seq probabilities).\n"
     "Exit 0: a shape fits; 2: invalid input; 3: valid, but nothing fits.\n";
 
-int fail(const Error& e) {
-  std::cerr << "meshwork: " << e.message() << "\n";
-  return kExitInvalid;
-}
+// The help is kUsage.
+const std::vector<FlagSpec> kFlags = {
+    {"--model", "NAME|PATH", ""}, {"--nodes", "N", ""}, {"--gpus-per-node", "G", ""}, {"--gpu-memory", "SIZE", ""},
+    {"--seq-len", "S", ""}, {"--micro-batch", "B", ""}, {"--global-batch", "GB", ""},
+    {"--precision", "fp32|bf16", ""}, {"--activation-checkpointing", "none|full", ""},
+    {"--dp-replicate", "A", ""}, {"--dp-shard", "B", ""}, {"--cp", "C", ""}, {"--tp", "D", ""},
+    {"--device", "cuda|cpu", ""}, {"--reserve", "SIZE", ""}, {"--attention", "fused|materialized", ""},
+    {"--json", "", ""}};
 
-// Whole numbers only: "8", not "8.0" or "8x".
-std::optional<int64_t> parse_int(const std::string& s) {
-  if (s.empty() || s.size() > 18) return std::nullopt;
-  size_t i = s[0] == '-' ? 1 : 0;
-  if (i == s.size()) return std::nullopt;
-  for (size_t k = i; k < s.size(); ++k)
-    if (s[k] < '0' || s[k] > '9') return std::nullopt;
-  return std::stoll(s);
-}
-
-struct Flags {
-  std::map<std::string, std::string> values;
-  bool json = false;
-  bool help = false;
-};
-
-const std::map<std::string, bool>& known_flags() {  // name -> takes a value
-  static const std::map<std::string, bool> flags = {
-      {"--model", true},        {"--nodes", true},      {"--gpus-per-node", true},
-      {"--gpu-memory", true},   {"--seq-len", true},    {"--micro-batch", true},
-      {"--global-batch", true}, {"--precision", true},  {"--activation-checkpointing", true},
-      {"--dp-replicate", true}, {"--dp-shard", true},   {"--cp", true},
-      {"--tp", true},           {"--device", true},     {"--reserve", true},
-      {"--attention", true},
-      {"--json", false},        {"--help", false},      {"-h", false}};
-  return flags;
-}
-
-Result<Flags> parse_flags(const Args& args) {
-  Flags f;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string name = args[i];
-    std::optional<std::string> value;
-    if (auto eq = name.find('='); name.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    }
-    auto it = known_flags().find(name);
-    if (it == known_flags().end())
-      return Error{"option", name, "one of the options in `meshwork plan --help`"};
-    if (!it->second) {
-      if (value) return Error{name, *value, "takes no value"};
-      (name == "--json" ? f.json : f.help) = true;
-      continue;
-    }
-    if (!value) {
-      if (i + 1 >= args.size()) return Error{name, "missing", "needs a value"};
-      value = args[++i];
-    }
-    f.values[name] = *value;
-  }
-  return f;
-}
-
-Result<int64_t> int_flag(const Flags& f, const std::string& name, std::optional<int64_t> fallback,
-                         int64_t min, const std::string& allowed) {
-  auto it = f.values.find(name);
-  if (it == f.values.end()) {
-    if (fallback) return *fallback;
-    return Error{name, "missing", "required: " + allowed};
-  }
-  auto v = parse_int(it->second);
-  if (!v || *v < min || *v > (int64_t{1} << 30)) return Error{name, it->second, allowed};
-  return *v;
-}
+constexpr int64_t kMaxCount = int64_t{1} << 30;
 
 #define TRY_ASSIGN(lhs, expr)              \
   do {                                     \
@@ -204,19 +144,20 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
 }  // namespace
 
 int plan_main(const Args& args) {
-  auto flags_r = parse_flags(args);
-  if (!flags_r.ok()) return fail(flags_r.error());
-  const Flags& flags = *flags_r;
+  auto parsed = parse_args(args, kFlags, "meshwork plan");
+  if (!parsed.ok()) return fail(parsed.error());
+  const ParsedArgs& flags = *parsed;
   if (flags.help) {
     std::cout << kUsage;
     return kExitOk;
   }
+  if (!flags.positional.empty())
+    return fail(Error{"argument", flags.positional[0], "meshwork plan takes flags only (see --help)"});
 
   PlanQuery q;
-  auto model_it = flags.values.find("--model");
-  if (model_it == flags.values.end())
-    return fail(Error{"--model", "missing", "required: a preset name or a path to a config.json"});
-  auto model = load_model_spec(model_it->second);
+  const std::optional<std::string> model_flag = flags.value("--model");
+  if (!model_flag) return fail(Error{"--model", "missing", "required: a preset name or a path to a config.json"});
+  auto model = load_model_spec(*model_flag);
   if (!model.ok()) {
     Error e = model.error();
     if (e.field == "model") e.field = "--model";
@@ -226,40 +167,36 @@ int plan_main(const Args& args) {
 
   const std::string whole = "a whole number >= 1";
   int64_t v = 0;
-  TRY_ASSIGN(v, int_flag(flags, "--nodes", std::nullopt, 1, whole));
+  TRY_ASSIGN(v, flags.integer("--nodes", 1, kMaxCount, whole));
   q.nodes = static_cast<int>(v);
-  TRY_ASSIGN(v, int_flag(flags, "--gpus-per-node", std::nullopt, 1, whole));
+  TRY_ASSIGN(v, flags.integer("--gpus-per-node", 1, kMaxCount, whole));
   q.gpus_per_node = static_cast<int>(v);
   if (int64_t{q.nodes} * q.gpus_per_node > (1 << 20))
     return fail(Error{"--nodes", std::to_string(q.nodes),
                       "nodes x gpus-per-node must be at most 1048576"});
-  auto mem_it = flags.values.find("--gpu-memory");
-  if (mem_it == flags.values.end())
-    return fail(Error{"--gpu-memory", "missing", "required: a size such as 80GiB, 80GB or 81920MiB"});
-  TRY_ASSIGN(q.device_memory_bytes, parse_size(mem_it->second, "--gpu-memory"));
-  TRY_ASSIGN(q.seq_len, int_flag(flags, "--seq-len", std::nullopt, 1, whole));
-  TRY_ASSIGN(q.micro_batch, int_flag(flags, "--micro-batch", std::nullopt, 1, whole));
-  TRY_ASSIGN(q.global_batch, int_flag(flags, "--global-batch", int64_t{0}, 1, whole));
-  if (auto it = flags.values.find("--precision"); it != flags.values.end())
-    TRY_ASSIGN(q.precision, parse_precision(it->second, "--precision"));
-  if (auto it = flags.values.find("--activation-checkpointing"); it != flags.values.end())
-    TRY_ASSIGN(q.activation_checkpointing,
-               parse_activation_checkpointing(it->second, "--activation-checkpointing"));
-  if (auto it = flags.values.find("--device"); it != flags.values.end())
-    TRY_ASSIGN(q.device, parse_device(it->second, "--device"));
+  const std::optional<std::string> memory = flags.value("--gpu-memory");
+  if (!memory) return fail(Error{"--gpu-memory", "missing", "required: a size such as 80GiB, 80GB or 81920MiB"});
+  TRY_ASSIGN(q.device_memory_bytes, parse_size(*memory, "--gpu-memory"));
+  TRY_ASSIGN(q.seq_len, flags.integer("--seq-len", 1, kMaxCount, whole));
+  TRY_ASSIGN(q.micro_batch, flags.integer("--micro-batch", 1, kMaxCount, whole));
+  TRY_ASSIGN(q.global_batch, flags.integer("--global-batch", 1, kMaxCount, whole, 0));
+  if (auto p = flags.value("--precision")) TRY_ASSIGN(q.precision, parse_precision(*p, "--precision"));
+  if (auto ac = flags.value("--activation-checkpointing"))
+    TRY_ASSIGN(q.activation_checkpointing, parse_activation_checkpointing(*ac, "--activation-checkpointing"));
+  if (auto d = flags.value("--device")) TRY_ASSIGN(q.device, parse_device(*d, "--device"));
   q.hardware = HardwareModel::for_device(q.device);
-  if (auto it = flags.values.find("--attention"); it != flags.values.end()) {
-    if (it->second == "fused") q.attention = AttentionKernel::fused;
-    else if (it->second == "materialized") q.attention = AttentionKernel::materialized;
-    else return fail(Error{"--attention", it->second, "fused or materialized"});
+  if (auto a = flags.value("--attention")) {
+    if (*a == "fused") q.attention = AttentionKernel::fused;
+    else if (*a == "materialized") q.attention = AttentionKernel::materialized;
+    else return fail(Error{"--attention", *a, "fused or materialized"});
   }
-  if (auto it = flags.values.find("--reserve"); it != flags.values.end()) {
-    if (it->second == "0" || it->second == "0B") {
+  if (auto r = flags.value("--reserve")) {
+    if (*r == "0" || *r == "0B") {
       q.reserve_bytes = 0;
     } else {
-      int64_t r = 0;
-      TRY_ASSIGN(r, parse_size(it->second, "--reserve"));
-      q.reserve_bytes = r;
+      int64_t bytes = 0;
+      TRY_ASSIGN(bytes, parse_size(*r, "--reserve"));
+      q.reserve_bytes = bytes;
     }
   }
   const std::string axis_allowed = "a whole number >= 1 (leave it out to let the planner choose)";
@@ -268,13 +205,13 @@ int plan_main(const Args& args) {
     for (char& ch : flag)
       if (ch == '_') ch = '-';
     int64_t size = 0;
-    TRY_ASSIGN(size, int_flag(flags, flag, int64_t{0}, 1, axis_allowed));
+    TRY_ASSIGN(size, flags.integer(flag, 1, kMaxCount, axis_allowed, 0));
     q.fixed.set(a, static_cast<int>(size));
   }
 
   auto plan = make_plan(q);
   if (!plan.ok()) return fail(plan.error());
-  if (flags.json) {
+  if (flags.has("--json")) {
     std::cout << plan_to_json(*plan).dump(2) << "\n";
   } else {
     print_table(q, *plan, std::cout);

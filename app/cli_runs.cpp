@@ -4,20 +4,19 @@
 //   meshwork runs import PATH... [--db PATH] [--name NAME]
 //   meshwork runs export RUN --csv OUT [--db PATH]        (OUT "-" writes to stdout)
 //   meshwork runs delete RUN [--db PATH]
-// Exit codes (app/commands.h): 0 ok, 2 invalid input (flags, unknown run, missing files),
-// 1 other errors (the database cannot be opened or written).
+// Exit codes (exit_code() of the error's kind, core/error.h): 0 ok, 2 invalid input (flags,
+// unknown run, missing files), 1 I/O (a file or the database cannot be read or written).
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
-#include <map>
 #include <optional>
-#include <set>
 #include <sstream>
 
 #include "app/commands.h"
+#include "core/cli_args.h"
 #include "core/mesh_json.h"
 #include "core/store/paths.h"
 #include "core/store/run_store.h"
@@ -30,11 +29,6 @@ namespace fs = std::filesystem;
 using store::RunId;
 using store::RunStore;
 
-int fail(const Error& e, int code) {
-  std::cerr << "meshwork: " << e.message() << "\n";
-  return code;
-}
-
 const char* const kUsage =
     "usage: meshwork runs list [--db PATH] [--json]\n"
     "       meshwork runs import PATH... [--db PATH] [--name NAME]\n"
@@ -44,53 +38,14 @@ const char* const kUsage =
     "(every .jsonl file below it). The database defaults to $XDG_DATA_HOME/meshwork/runs.db\n"
     "(~/.local/share/meshwork/runs.db).\n";
 
-struct Flags {
-  std::map<std::string, std::string> values;
-  std::set<std::string> switches;
-  std::vector<std::string> positional;
-};
+const FlagSpec kDb{"--db", "PATH", ""};
 
-// Parses `args` allowing the given value flags and switches; "--flag=value" works too.
-Result<Flags> parse_flags(const Args& args, const std::set<std::string>& value_flags,
-                          const std::set<std::string>& switches) {
-  Flags f;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i];
-    if (a.size() > 1 && a[0] == '-' && a != "-") {
-      std::string value;
-      bool inline_value = false;
-      if (auto eq = a.find('='); eq != std::string::npos) {
-        value = a.substr(eq + 1);
-        a = a.substr(0, eq);
-        inline_value = true;
-      }
-      if (value_flags.count(a)) {
-        if (!inline_value) {
-          if (i + 1 >= args.size()) return Error{a, "", "needs a value"};
-          value = args[++i];
-        }
-        f.values[a] = value;
-      } else if (switches.count(a) && !inline_value) {
-        f.switches.insert(a);
-      } else {
-        std::string allowed = "allowed:";
-        for (const auto& v : value_flags) allowed += " " + v;
-        for (const auto& s : switches) allowed += " " + s;
-        return Error{"option", a, allowed};
-      }
-    } else {
-      f.positional.push_back(a);
-    }
-  }
-  return f;
+fs::path db_path(const ParsedArgs& f) {
+  const std::optional<std::string> db = f.value("--db");
+  return db ? fs::path(*db) : store::default_db_path();
 }
 
-fs::path db_path(const Flags& f) {
-  auto it = f.values.find("--db");
-  return it != f.values.end() ? fs::path(it->second) : store::default_db_path();
-}
-
-Result<std::unique_ptr<RunStore>> open(const Flags& f) { return RunStore::open(db_path(f)); }
+Result<std::unique_ptr<RunStore>> open(const ParsedArgs& f) { return RunStore::open(db_path(f)); }
 
 std::string format_time(double unix_s) {
   const std::time_t t = static_cast<std::time_t>(unix_s);
@@ -119,14 +74,14 @@ std::string format_rate(std::optional<double> v) {
 }
 
 int list_main(const Args& args) {
-  auto f = parse_flags(args, {"--db"}, {"--json"});
-  if (!f) return fail(f.error(), kExitInvalid);
-  if (!f->positional.empty()) return fail(Error{"argument", f->positional[0], "runs list takes no arguments"}, kExitInvalid);
+  auto f = parse_args(args, {kDb, {"--json", "", ""}}, "meshwork runs list");
+  if (!f) return fail(f.error());
+  if (!f->positional.empty()) return fail(Error{"argument", f->positional[0], "runs list takes no arguments"});
   auto s = open(*f);
-  if (!s) return fail(s.error(), kExitError);
+  if (!s) return fail(s.error());
   auto runs = (*s)->list_runs();
-  if (!runs) return fail(runs.error(), kExitError);
-  if (f->switches.count("--json")) {
+  if (!runs) return fail(runs.error());
+  if (f->has("--json")) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : *runs) {
       nlohmann::json j = {{"id", r.id},         {"name", r.name},       {"created", r.created},
@@ -202,37 +157,37 @@ Result<std::vector<ImportSet>> collect(const std::vector<std::string>& paths) {
 }
 
 int import_main(const Args& args) {
-  auto f = parse_flags(args, {"--db", "--name"}, {});
-  if (!f) return fail(f.error(), kExitInvalid);
-  if (f->positional.empty()) return fail(Error{"PATH", "", "give metrics .jsonl files or run directories"}, kExitInvalid);
+  auto f = parse_args(args, {kDb, {"--name", "NAME", ""}}, "meshwork runs import");
+  if (!f) return fail(f.error());
+  if (f->positional.empty()) return fail(Error{"PATH", "", "give metrics .jsonl files or run directories"});
   auto sets = collect(f->positional);
-  if (!sets) return fail(sets.error(), kExitInvalid);
-  const bool named = f->values.count("--name") > 0;
+  if (!sets) return fail(sets.error());
+  const std::string name = f->value("--name").value_or("");
+  const bool named = f->has("--name");
   if (named && sets->size() > 1)
-    return fail(Error{"--name", f->values["--name"], "names one run; import the directories one by one"},
-                kExitInvalid);
-  if (named && f->values["--name"].empty()) return fail(Error{"--name", "", "must not be empty"}, kExitInvalid);
+    return fail(Error{"--name", name, "names one run; import the directories one by one"});
+  if (named && name.empty()) return fail(Error{"--name", "", "must not be empty"});
   auto s = open(*f);
-  if (!s) return fail(s.error(), kExitError);
+  if (!s) return fail(s.error());
   RunStore& st = **s;
   for (const ImportSet& set : *sets) {
     auto existing = st.find_run_by_origin(set.origin);
-    if (!existing) return fail(existing.error(), kExitError);
+    if (!existing) return fail(existing.error());
     RunId run = 0;
     if (*existing) {
       run = **existing;
       if (named)
-        if (Status r = st.rename_run(run, f->values["--name"]); !r) return fail(r.error(), kExitError);
+        if (Status r = st.rename_run(run, name); !r) return fail(r.error());
     } else {
-      auto created = st.create_run(named ? f->values["--name"] : set.default_name,
+      auto created = st.create_run(named ? name : set.default_name,
                                    nlohmann::json::object(), nlohmann::json::object(), set.origin);
-      if (!created) return fail(created.error(), kExitError);
+      if (!created) return fail(created.error());
       run = *created;
     }
     store::IngestCounts total;
     for (const auto& [path, source] : set.files) {
       auto c = st.ingest_file(run, path, source);
-      if (!c) return fail(c.error(), c.error().field == "database" ? kExitError : kExitInvalid);
+      if (!c) return fail(c.error());
       total += *c;
       if (c->malformed || c->unknown)
         std::cerr << "meshwork: warning: " << path.string() << ": " << c->malformed
@@ -242,7 +197,7 @@ int import_main(const Args& args) {
     }
     // Without --name, a new run takes the name from its run config when the trainer wrote one.
     auto info = st.get_run(run);
-    if (!info) return fail(info.error(), kExitError);
+    if (!info) return fail(info.error());
     if (!named && !*existing)
       if (auto n = info->config.find("name"); n != info->config.end() && n->is_string() &&
                                               !n->get<std::string>().empty()) {
@@ -259,7 +214,7 @@ int import_main(const Args& args) {
   return kExitOk;
 }
 
-Result<RunId> resolve_one(RunStore& st, const Flags& f, const char* verb) {
+Result<RunId> resolve_one(RunStore& st, const ParsedArgs& f, const char* verb) {
   if (f.positional.size() != 1)
     return Error{"RUN", f.positional.empty() ? "" : f.positional[1],
                  std::string("runs ") + verb + " takes exactly one run id or name"};
@@ -267,30 +222,31 @@ Result<RunId> resolve_one(RunStore& st, const Flags& f, const char* verb) {
 }
 
 int export_main(const Args& args) {
-  auto f = parse_flags(args, {"--db", "--csv"}, {});
-  if (!f) return fail(f.error(), kExitInvalid);
-  if (!f->values.count("--csv")) return fail(Error{"--csv", "", "give the CSV file to write (or - for stdout)"}, kExitInvalid);
+  auto f = parse_args(args, {kDb, {"--csv", "OUT", ""}}, "meshwork runs export");
+  if (!f) return fail(f.error());
+  const std::optional<std::string> csv = f->value("--csv");
+  if (!csv) return fail(Error{"--csv", "", "give the CSV file to write (or - for stdout)"});
   auto s = open(*f);
-  if (!s) return fail(s.error(), kExitError);
+  if (!s) return fail(s.error());
   auto run = resolve_one(**s, *f, "export");
-  if (!run) return fail(run.error(), run.error().field == "database" ? kExitError : kExitInvalid);
-  const std::string out = f->values["--csv"];
+  if (!run) return fail(run.error());
+  const std::string out = *csv;
   Status st = out == "-" ? (*s)->export_csv(*run, std::cout) : (*s)->export_csv(*run, fs::path(out));
-  if (!st) return fail(st.error(), kExitError);
+  if (!st) return fail(st.error());
   if (out != "-") std::cout << "wrote run " << *run << " to " << out << "\n";
   return kExitOk;
 }
 
 int delete_main(const Args& args) {
-  auto f = parse_flags(args, {"--db"}, {});
-  if (!f) return fail(f.error(), kExitInvalid);
+  auto f = parse_args(args, {kDb}, "meshwork runs delete");
+  if (!f) return fail(f.error());
   auto s = open(*f);
-  if (!s) return fail(s.error(), kExitError);
+  if (!s) return fail(s.error());
   auto run = resolve_one(**s, *f, "delete");
-  if (!run) return fail(run.error(), run.error().field == "database" ? kExitError : kExitInvalid);
+  if (!run) return fail(run.error());
   auto info = (*s)->get_run(*run);
-  if (!info) return fail(info.error(), kExitError);
-  if (Status st = (*s)->delete_run(*run); !st) return fail(st.error(), kExitError);
+  if (!info) return fail(info.error());
+  if (Status st = (*s)->delete_run(*run); !st) return fail(st.error());
   std::cout << "deleted run " << *run << " '" << info->summary.name << "' ("
             << info->summary.points << " points)\n";
   return kExitOk;
@@ -305,7 +261,8 @@ int runs_main(const Args& args) {
   }
   const std::string sub = args[0];
   const Args rest(args.begin() + 1, args.end());
-  if (std::find(rest.begin(), rest.end(), "--help") != rest.end()) {
+  if (std::find(rest.begin(), rest.end(), "--help") != rest.end() ||
+      std::find(rest.begin(), rest.end(), "-h") != rest.end()) {
     std::cout << kUsage;
     return kExitOk;
   }
@@ -313,7 +270,7 @@ int runs_main(const Args& args) {
   if (sub == "import") return import_main(rest);
   if (sub == "export") return export_main(rest);
   if (sub == "delete") return delete_main(rest);
-  return fail(Error{"runs", sub, "allowed: list, import, export, delete"}, kExitInvalid);
+  return fail(Error{"runs", sub, "allowed: list, import, export, delete"});
 }
 
 }  // namespace meshwork::cli

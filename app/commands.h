@@ -13,6 +13,10 @@ namespace meshwork::cli {
 
 using Args = std::vector<std::string>;
 
+// The one place an Error becomes an exit code: prints `meshwork: <message>` to stderr and returns
+// exit_code(e.kind) (main.cpp).
+int fail(const Error& e);
+
 int plan_main(const Args& args);    // cli_plan.cpp
 int runs_main(const Args& args);    // cli_runs.cpp: runs list|import|export|delete
 int probe_main(const Args& args);   // cli_remote.cpp

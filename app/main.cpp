@@ -20,6 +20,15 @@ void print_usage(std::ostream& out) {
 
 }  // namespace
 
+namespace meshwork::cli {
+
+int fail(const Error& e) {
+  std::cerr << "meshwork: " << e.message() << "\n";
+  return exit_code(e.kind);
+}
+
+}  // namespace meshwork::cli
+
 int main(int argc, char** argv) {
   using namespace meshwork;
   using namespace meshwork::cli;
@@ -41,15 +50,11 @@ int main(int argc, char** argv) {
       try {
         return it->second(args);
       } catch (const std::exception& e) {
-        std::cerr << "meshwork: " << cmd << ": " << e.what() << "\n";
-        return kExitError;
+        return fail(Error{cmd, "", e.what()}.as(ErrorKind::internal));
       }
     }
-    if (cmd.rfind("-", 0) != 0) {
-      std::cerr << "meshwork: command: " << cmd
-                << ": allowed: plan, probe, launch, attach, stop, runs (or none for the GUI)\n";
-      return kExitInvalid;
-    }
+    if (cmd.rfind("-", 0) != 0)
+      return fail(Error{"command", cmd, "allowed: plan, probe, launch, attach, stop, runs (or none for the GUI)"});
   }
   return gui_main(argc, argv);
 }

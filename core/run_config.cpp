@@ -231,7 +231,7 @@ Result<RunConfig> run_config_from_json(const nlohmann::json& doc) {
 
 Result<RunConfig> load_run_config(const std::filesystem::path& path) {
   std::ifstream in(path);
-  if (!in) return Error{"config", path.string(), "cannot be opened for reading"};
+  if (!in) return Error{"config", path.string(), "cannot be opened for reading"}.as(ErrorKind::io);
   nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return Error{"config", path.string(), "is not valid JSON"};
   return run_config_from_json(doc);
@@ -242,13 +242,13 @@ Status save_run_config(const RunConfig& config, const std::filesystem::path& pat
   const std::filesystem::path tmp = path.string() + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    if (!out) return Error{"config", path.string(), "cannot be opened for writing"};
+    if (!out) return Error{"config", path.string(), "cannot be opened for writing"}.as(ErrorKind::io);
     out << to_json(config).dump(2) << '\n';
-    if (!out) return Error{"config", path.string(), "could not be written"};
+    if (!out) return Error{"config", path.string(), "could not be written"}.as(ErrorKind::io);
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) return Error{"config", path.string(), "could not be written: " + ec.message()};
+  if (ec) return Error{"config", path.string(), "could not be written: " + ec.message()}.as(ErrorKind::io);
   return {};
 }
 

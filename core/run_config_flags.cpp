@@ -1,28 +1,18 @@
 #include "core/run_config_flags.h"
 
-#include <charconv>
-#include <cstdlib>
+#include <limits>
 #include <sstream>
+
+#include "core/cli_args.h"
 
 namespace meshwork {
 
 namespace {
 
-Result<int64_t> whole(const std::string& flag, const std::string& v, int64_t min, const std::string& allowed) {
-  int64_t out = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-  if (ec != std::errc() || p != v.data() + v.size() || out < min) return Error{flag, v, allowed};
-  if (out > 1'000'000'000) return Error{flag, v, allowed + " (at most 1e9)"};
-  return out;
-}
+constexpr int64_t kMaxWhole = 1'000'000'000;
 
-Result<double> number(const std::string& flag, const std::string& v, double min, bool min_exclusive,
-                      const std::string& allowed) {
-  char* end = nullptr;
-  const double out = std::strtod(v.c_str(), &end);
-  if (v.empty() || end != v.c_str() + v.size() || !(out >= min) || (min_exclusive && out == min) || out > 1e9)
-    return Error{flag, v, allowed};
-  return out;
+Result<int64_t> whole(const std::string& flag, const std::string& v, int64_t min, const std::string& allowed) {
+  return parse_integer(flag, v, min, kMaxWhole, allowed);
 }
 
 // A flag that sets one int field of training.
@@ -41,7 +31,8 @@ RunConfigFlag real_flag(std::string name, std::string arg, std::string help, dou
                         bool positive) {
   const std::string allowed = positive ? "a number > 0" : "a number >= 0";
   return {name, std::move(arg), std::move(help), [name, field, positive, allowed](RunConfig& c, const std::string& v) -> Status {
-            auto r = number(name, v, 0, positive, allowed);
+            const double min = positive ? std::numeric_limits<double>::denorm_min() : 0.0;
+            auto r = parse_number(name, v, min, 1e9, allowed);
             if (!r.ok()) return r.error();
             c.training.*field = *r;
             return {};
@@ -95,10 +86,9 @@ std::vector<RunConfigFlag> make_flags() {
       int_flag("--warmup-steps", "N", "linear warmup steps before the cosine decay (default 10)", &T::warmup_steps, 0),
       {"--seed", "S", "seed of the initial weights (default 1234)",
        [](RunConfig& c, const std::string& v) -> Status {
-         int64_t out = 0;
-         auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-         if (ec != std::errc() || p != v.data() + v.size() || out < 0) return Error{"--seed", v, "a whole number >= 0"};
-         c.training.seed = static_cast<uint64_t>(out);
+         auto r = parse_integer("--seed", v, 0, std::numeric_limits<int64_t>::max(), "a whole number >= 0");
+         if (!r.ok()) return r.error();
+         c.training.seed = static_cast<uint64_t>(*r);
          return {};
        }},
   };

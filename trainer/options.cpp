@@ -1,124 +1,118 @@
 #include "trainer/options.h"
 
-#include "core/run_config_flags.h"
-
-#include <charconv>
 #include <cstdlib>
 #include <functional>
-#include <map>
-#include <optional>
+#include <limits>
 #include <sstream>
+
+#include "core/cli_args.h"
+#include "core/run_config_flags.h"
 
 namespace meshwork::trainer {
 namespace {
 
-Result<int64_t> parse_int(const std::string& flag, const std::string& v, int64_t min,
-                          const std::string& allowed) {
-  int64_t out = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-  if (ec != std::errc() || p != v.data() + v.size() || out < min) return Error{flag, v, allowed};
-  return out;
-}
-
-// One row per flag: name, value placeholder, help, and how to apply a value.
+// One row per process flag: what parse_args() knows of it, and how to apply a value.
 struct Flag {
-  std::string name;
-  std::string arg;  // empty: a switch
-  std::string help;
+  FlagSpec spec;
   std::function<Status(TrainerOptions&, const std::string&)> apply;
 };
 
-Status set_int(int& field, const std::string& flag, const std::string& v, int64_t min,
+Status set_int(int& field, const std::string& flag, const std::string& v, int64_t min, int64_t max,
                const std::string& allowed) {
-  auto r = parse_int(flag, v, min, allowed);
+  auto r = parse_integer(flag, v, min, max, allowed);
   if (!r.ok()) return r.error();
-  if (*r > 1'000'000'000) return Error{flag, v, allowed + " (at most 1e9)"};
   field = static_cast<int>(*r);
   return {};
 }
 
+// A flag that sets one string field, refusing an empty value.
+Flag text_flag(std::string name, std::string arg, std::string help, std::string TrainerOptions::*field,
+               std::string allowed) {
+  return {{name, std::move(arg), std::move(help)},
+          [name, field, allowed](TrainerOptions& o, const std::string& v) -> Status {
+            if (v.empty()) return Error{name, v, allowed};
+            o.*field = v;
+            return {};
+          }};
+}
+
+// A flag that sets one int field to a whole number in [min, max].
+Flag int_flag(std::string name, std::string arg, std::string help, int TrainerOptions::*field, int64_t min,
+              int64_t max, std::string allowed) {
+  return {{name, std::move(arg), std::move(help)},
+          [name, field, min, max, allowed](TrainerOptions& o, const std::string& v) {
+            return set_int(o.*field, name, v, min, max, allowed);
+          }};
+}
+
+Flag switch_flag(std::string name, std::string help, bool TrainerOptions::*field) {
+  return {{name, "", std::move(help)}, [field](TrainerOptions& o, const std::string&) -> Status {
+            o.*field = true;
+            return {};
+          }};
+}
+
+constexpr int64_t kMaxCount = 1'000'000'000;
+
 // This process's own flags; the run config's flags (--model, --steps, --tp, ...) are core's
 // table (core/run_config_flags.h), shared with `meshwork launch`.
 const std::vector<Flag>& flags() {
+  using O = TrainerOptions;
   static const std::vector<Flag> table = {
-      {"--config", "FILE", "the run config (JSON, core/run_config.h) to run; the run config flags set its fields on top",
+      {{"--config", "FILE", "the run config (JSON, core/run_config.h) to run; the run config flags set its fields on top"},
        [](TrainerOptions&, const std::string& v) -> Status {
          if (v.empty()) return Error{"--config", v, "a path to a run config JSON file"};
          return {};  // read before every other flag (parse_options)
        }},
-      {"--check", "", "validate the run against the placement (--nproc-per-node, --nnodes) and exit",
-       [](TrainerOptions& o, const std::string&) -> Status {
-         o.check_only = true;
-         return {};
-       }},
-      {"--metrics", "PATH", "write every rank's metrics lines to this one file (default: rank 0's stdout)",
-       [](TrainerOptions& o, const std::string& v) -> Status {
-         if (v.empty()) return Error{"--metrics", v, "a file path"};
-         o.metrics = v;
-         return {};
-       }},
-      {"--run-dir", "DIR", "per-rank logs, metrics and pid files (default ./meshtrain-run)",
-       [](TrainerOptions& o, const std::string& v) -> Status {
-         if (v.empty()) return Error{"--run-dir", v, "a directory path"};
-         o.run_dir = v;
-         return {};
-       }},
-      {"--checkpoint-dir", "DIR", "sharded checkpoints (default RUN_DIR/checkpoints)",
-       [](TrainerOptions& o, const std::string& v) -> Status {
-         if (v.empty()) return Error{"--checkpoint-dir", v, "a directory path"};
-         o.checkpoint_dir = v;
-         return {};
-       }},
-      {"--resume", "", "continue from the latest complete checkpoint in the checkpoint directory",
-       [](TrainerOptions& o, const std::string&) -> Status {
-         o.resume = true;
-         return {};
-       }},
-      {"--nproc-per-node", "N", "ranks on this node; without RANK in the environment, spawn and supervise them",
-       [](TrainerOptions& o, const std::string& v) {
-         return set_int(o.nproc_per_node, "--nproc-per-node", v, 1, "a whole number >= 1");
-       }},
-      {"--nnodes", "N", "nodes (default 1)",
-       [](TrainerOptions& o, const std::string& v) {
-         return set_int(o.nnodes, "--nnodes", v, 1, "a whole number >= 1");
-       }},
-      {"--node-rank", "I", "this node's index, 0 .. nnodes-1 (default 0)",
-       [](TrainerOptions& o, const std::string& v) {
-         return set_int(o.node_rank, "--node-rank", v, 0, "a whole number >= 0");
-       }},
-      {"--master-addr", "HOST", "address of node 0, where the TCPStore runs (default 127.0.0.1)",
-       [](TrainerOptions& o, const std::string& v) -> Status {
-         if (v.empty()) return Error{"--master-addr", v, "a host name or address"};
-         o.master_addr = v;
-         return {};
-       }},
-      {"--master-port", "PORT", "TCPStore port on node 0 (default 29500)",
-       [](TrainerOptions& o, const std::string& v) -> Status {
-         Status s = set_int(o.master_port, "--master-port", v, 1, "a port number 1..65535");
-         if (s.ok() && o.master_port > 65535) return Error{"--master-port", v, "a port number 1..65535"};
-         return s;
-       }},
+      switch_flag("--check", "validate the run against the placement (--nproc-per-node, --nnodes) and exit",
+                  &O::check_only),
+      text_flag("--metrics", "PATH", "write every rank's metrics lines to this one file (default: rank 0's stdout)",
+                &O::metrics, "a file path"),
+      text_flag("--run-dir", "DIR", "per-rank logs, metrics and pid files (default ./meshtrain-run)", &O::run_dir,
+                "a directory path"),
+      text_flag("--checkpoint-dir", "DIR", "sharded checkpoints (default RUN_DIR/checkpoints)", &O::checkpoint_dir,
+                "a directory path"),
+      switch_flag("--resume", "continue from the latest complete checkpoint in the checkpoint directory", &O::resume),
+      int_flag("--nproc-per-node", "N", "ranks on this node; without RANK in the environment, spawn and supervise them",
+               &O::nproc_per_node, 1, kMaxCount, "a whole number >= 1"),
+      int_flag("--nnodes", "N", "nodes (default 1)", &O::nnodes, 1, kMaxCount, "a whole number >= 1"),
+      int_flag("--node-rank", "I", "this node's index, 0 .. nnodes-1 (default 0)", &O::node_rank, 0, kMaxCount,
+               "a whole number >= 0"),
+      text_flag("--master-addr", "HOST", "address of node 0, where the TCPStore runs (default 127.0.0.1)",
+                &O::master_addr, "a host name or address"),
+      int_flag("--master-port", "PORT", "TCPStore port on node 0 (default 29500)", &O::master_port, 1, 65535,
+               "a port number >= 1"),
   };
   return table;
 }
 
-}  // namespace
-
-namespace {
-// The value of --config, if given (the last one wins, as for every flag).
-std::optional<std::string> config_flag(const std::vector<std::string>& args) {
-  std::optional<std::string> path;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--config" && i + 1 < args.size()) path = args[++i];
-    else if (args[i].rfind("--config=", 0) == 0) path = args[i].substr(9);
-  }
-  return path;
+// Every flag meshtrain takes: the run config's, then its own.
+const std::vector<FlagSpec>& all_flags() {
+  static const std::vector<FlagSpec> specs = [] {
+    std::vector<FlagSpec> out;
+    for (const RunConfigFlag& f : run_config_flags()) out.push_back({f.name, f.arg, f.help});
+    for (const Flag& f : flags()) out.push_back(f.spec);
+    return out;
+  }();
+  return specs;
 }
+
+const Flag* find_flag(std::string_view name) {
+  for (const Flag& f : flags())
+    if (f.spec.name == name) return &f;
+  return nullptr;
+}
+
 }  // namespace
 
 Result<TrainerOptions> parse_options(const std::vector<std::string>& args) {
+  auto parsed = parse_args(args, all_flags(), "meshtrain");
+  if (!parsed.ok()) return parsed.error();
+  if (!parsed->positional.empty())
+    return Error{"argument", parsed->positional[0], "meshtrain takes flags only (see --help)"};
   TrainerOptions o;
-  if (auto path = config_flag(args); path && !path->empty()) {
+  o.help = parsed->help;
+  if (auto path = parsed->value("--config"); path && !path->empty()) {
     auto run = load_run_config(*path);
     if (!run.ok()) {
       Error e = run.error();
@@ -128,36 +122,10 @@ Result<TrainerOptions> parse_options(const std::vector<std::string>& args) {
     o.run = *run;
     o.config_path = *path;
   }
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i];
-    if (a == "--help" || a == "-h") {
-      o.help = true;
-      continue;
-    }
-    std::string value;
-    bool has_value = false;
-    if (auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      has_value = true;
-    }
-    if (const RunConfigFlag* rf = find_run_config_flag(a)) {
-      if (!has_value) {
-        if (i + 1 >= args.size()) return Error{a, "", "needs a value: " + rf->arg};
-        value = args[++i];
-      }
-      if (Status s = rf->apply(o.run, value); !s.ok()) return s.error();
-      continue;
-    }
-    const Flag* flag = nullptr;
-    for (const auto& f : flags())
-      if (f.name == a) flag = &f;
-    if (!flag) return Error{a, "", "not a meshtrain flag (see --help)"};
-    if (!flag->arg.empty() && !has_value) {
-      if (i + 1 >= args.size()) return Error{a, "", "needs a value: " + flag->arg};
-      value = args[++i];
-    }
-    if (Status s = flag->apply(o, value); !s.ok()) return s.error();
+  // In command-line order, each flag to its table: the run config's sets o.run on top of --config.
+  for (const auto& [name, value] : parsed->given) {
+    const RunConfigFlag* rf = find_run_config_flag(name);
+    if (Status s = rf ? rf->apply(o.run, value) : find_flag(name)->apply(o, value); !s.ok()) return s.error();
   }
   if (o.node_rank >= o.nnodes)
     return Error{"--node-rank", std::to_string(o.node_rank),
@@ -173,17 +141,11 @@ std::string usage() {
          "MASTER_ADDR, MASTER_PORT), or --nproc-per-node N [--nnodes --node-rank --master-addr\n"
          "--master-port] to spawn and supervise the ranks of this node.\n"
          "Exit codes: 0 ok, 2 invalid input, 3 the run failed (names the rank), 1 other.\n";
-  auto line = [&](const std::string& name, const std::string& arg, const std::string& help) {
-    std::string left = "  " + name + (arg.empty() ? "" : " " + arg);
-    if (left.size() < 34) left.resize(34, ' ');
-    else left += "\n" + std::string(34, ' ');
-    out << left << help << "\n";
-  };
-  out << "\nrun config flags (set the fields of --config's run config, or of the defaults):\n";
-  for (const auto& f : run_config_flags()) line(f.name, f.arg, f.help);
-  out << "\nprocess flags:\n";
-  for (const auto& f : flags()) line(f.name, f.arg, f.help);
-  out << "  --help                          this text\n";
+  const std::vector<FlagSpec>& all = all_flags();  // the run config's, then this process's
+  const auto own = all.end() - static_cast<std::ptrdiff_t>(flags().size());
+  out << "\nrun config flags (set the fields of --config's run config, or of the defaults):\n"
+      << flags_help({all.begin(), own});
+  out << "\nprocess flags:\n" << flags_help({own, all.end()}) << flags_help({{"--help", "", "this text"}});
   return out.str();
 }
 
@@ -207,12 +169,9 @@ Result<LaunchEnv> launch_env(const TrainerOptions& o) {
   auto env_int = [](const char* name, int fallback) -> Result<int> {
     const char* v = std::getenv(name);
     if (!v || !*v) return fallback;
-    int out = 0;
-    std::string s(v);
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    if (ec != std::errc() || p != s.data() + s.size() || out < 0)
-      return Error{name, s, "a whole number >= 0"};
-    return out;
+    auto r = parse_integer(name, v, 0, std::numeric_limits<int>::max(), "a whole number >= 0");
+    if (!r.ok()) return r.error();
+    return static_cast<int>(*r);
   };
   const char* rank = std::getenv("RANK");
   e.from_env = rank && *rank && std::getenv("WORLD_SIZE");

@@ -83,10 +83,10 @@ Status Ingester::prepared() const {
        {&run_exists_, &source_get_, &source_new_, &source_put_, &step_new_, &step_prev_, &step_last_, &key_new_, &key_get_, &event_, &rank_start_, &run_running_,
         &run_world_, &run_config_, &rank_end_, &run_failed_, &run_stopped_, &run_ok_})
     if (!s->ok()) return s->error();
-  if (!buckets_.ok()) return Error{"database", "buckets", "cannot prepare the bucket upsert"};
+  if (!buckets_.ok()) return Error{"database", "buckets", "cannot prepare the bucket upsert"}.as(ErrorKind::io);
   if (step_series_keys().size() != kStepSeries || value_columns().size() != kStepSeries)
     return Error{"metrics keys", std::to_string(step_series_keys().size()),
-                 "the store's step fast path expects " + std::to_string(kStepSeries)};
+                 "the store's step fast path expects " + std::to_string(kStepSeries)}.as(ErrorKind::internal);
   return Status::Ok();
 }
 
@@ -103,7 +103,7 @@ Result<int64_t> Ingester::key_id(std::string_view name) {
   key_get_.bind(1, name);
   Result<bool> row = key_get_.step();
   if (!row) return row.error();
-  if (!*row) return Error{"database", std::string(name), "metric key vanished"};
+  if (!*row) return Error{"database", std::string(name), "metric key vanished"}.as(ErrorKind::io);
   const int64_t id = key_get_.int64(0);
   key_get_.reset();
   key_ids_.emplace(std::string(name), id);

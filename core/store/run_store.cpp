@@ -77,7 +77,7 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& pa
   if (!options.read_only && path.has_parent_path()) {
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
-    if (ec) return Error{"--db", path.string(), "cannot create its directory: " + ec.message()};
+    if (ec) return Error{"--db", path.string(), "cannot create its directory: " + ec.message()}.as(ErrorKind::io);
   }
   const int flags = (options.read_only ? SQLITE_OPEN_READONLY
                                        : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
@@ -85,7 +85,8 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& pa
   if (sqlite3_open_v2(path.c_str(), &store->db_, flags, nullptr) != SQLITE_OK)
     return Error{"--db", path.string(),
                  std::string("cannot open the database: ") +
-                     (store->db_ ? sqlite3_errmsg(store->db_) : "out of memory")};
+                     (store->db_ ? sqlite3_errmsg(store->db_) : "out of memory")}
+        .as(ErrorKind::io);
   sqlite3_busy_timeout(store->db_, options.busy_timeout_ms);
   sqlite3* db = store->db_;
   // WAL: readers see the last commit and never block the writer. synchronous=NORMAL in WAL mode
@@ -97,13 +98,14 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& pa
                               "PRAGMA cache_size=-65536; PRAGMA mmap_size=268435456;"
                               "PRAGMA temp_store=MEMORY;";
   if (Status s = sql::exec(db, pragmas); !s)
-    return Error{"--db", path.string(), "is not a usable SQLite database: " + s.error().allowed};
+    return Error{"--db", path.string(), "is not a usable SQLite database: " + s.error().allowed}.as(ErrorKind::io);
   if (options.read_only) {
     Result<int> v = read_schema_version(db);
     if (!v) return v.error();
     if (*v != kSchemaVersion)
       return Error{"--db", path.string(),
-                   "has schema version " + std::to_string(*v) + "; open it read-write to migrate"};
+                   "has schema version " + std::to_string(*v) + "; open it read-write to migrate"}
+          .as(ErrorKind::io);
     return store;
   }
   RunStore* self = store.get();
@@ -117,7 +119,7 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& pa
   });
   if (!s) {
     store->ingester_.reset();
-    return Error{"--db", path.string(), s.error().message()};
+    return Error{"--db", path.string(), s.error().message(), s.error().kind};
   }
   store->ingester_.reset();  // statements prepared during a migration: prepare afresh
   store->ingester_ = std::make_unique<Ingester>(db);
@@ -318,7 +320,7 @@ Result<std::vector<SourceInfo>> RunStore::sources(RunId run) {
 Result<IngestCounts> RunStore::ingest_one(RunId run, std::string_view source,
                                           uint64_t start_offset, std::string_view bytes,
                                           bool at_eof) {
-  if (!ingester_) return Error{"--db", path_.string(), "is open read-only"};
+  if (!ingester_) return Error{"--db", path_.string(), "is open read-only"}.as(ErrorKind::io);
   sql::Transaction tx(db_);
   if (!tx.begun()) return tx.begun().error();
   Result<IngestCounts> r = ingester_->ingest(run, source, start_offset, bytes, at_eof);
@@ -338,7 +340,7 @@ Result<IngestCounts> RunStore::ingest_chunk(RunId run, std::string_view source,
 
 Result<std::vector<Result<IngestCounts>>> RunStore::ingest_chunks(
     const std::vector<ChunkRef>& chunks) {
-  if (!ingester_) return Error{"--db", path_.string(), "is open read-only"};
+  if (!ingester_) return Error{"--db", path_.string(), "is open read-only"}.as(ErrorKind::io);
   sql::Transaction tx(db_);
   if (!tx.begun()) return tx.begun().error();
   std::vector<Result<IngestCounts>> out;
@@ -363,7 +365,7 @@ Result<IngestCounts> RunStore::ingest_file(RunId run, const std::filesystem::pat
                                            std::string_view source_arg, size_t chunk_bytes) {
   const std::string source = source_arg.empty() ? path.string() : std::string(source_arg);
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{"PATH", path.string(), "cannot be read (a metrics .jsonl file or a run directory)"};
+  if (!in) return Error{"PATH", path.string(), "cannot be read (a metrics .jsonl file or a run directory)"}.as(ErrorKind::io);
   std::error_code ec;
   const uint64_t size = std::filesystem::file_size(path, ec);
   Result<uint64_t> start = source_offset(run, source);
@@ -452,7 +454,7 @@ Status RunStore::rebuild_derived_in_tx(RunId run) {
 }
 
 Status RunStore::rebuild_derived(RunId run) {
-  if (!ingester_) return Error{"--db", path_.string(), "is open read-only"};
+  if (!ingester_) return Error{"--db", path_.string(), "is open read-only"}.as(ErrorKind::io);
   sql::Transaction tx(db_);
   if (!tx.begun()) return tx.begun();
   if (Status s = rebuild_derived_in_tx(run); !s) {

@@ -205,7 +205,7 @@ Result<int> read_schema_version(sqlite3* db) {
     sql::Stmt any(db, "SELECT count(*) FROM sqlite_master");
     if (Result<bool> r = any.step(); !r) return r.error();
     if (any.int64(0) != 0)
-      return Error{"database", "schema", "is not a Meshwork run store (no schema_version table)"};
+      return Error{"database", "schema", "is not a Meshwork run store (no schema_version table)"}.as(ErrorKind::io);
     return 0;
   }
   sql::Stmt v(db, "SELECT max(version) FROM schema_version");
@@ -220,7 +220,7 @@ Status ensure_schema(sqlite3* db, const std::function<Status()>& after_migration
   if (*version > kSchemaVersion)
     return Error{"database", "schema version " + std::to_string(*version),
                  "this Meshwork reads versions up to " + std::to_string(kSchemaVersion) +
-                     "; open it with a newer Meshwork"};
+                     "; open it with a newer Meshwork"}.as(ErrorKind::io);
   sql::Transaction tx(db);
   if (!tx.begun()) return tx.begun();
   // Re-read inside the write lock: another process may have created or migrated it meanwhile
@@ -231,7 +231,7 @@ Status ensure_schema(sqlite3* db, const std::function<Status()>& after_migration
   if (*version > kSchemaVersion)
     return Error{"database", "schema version " + std::to_string(*version),
                  "this Meshwork reads versions up to " + std::to_string(kSchemaVersion) +
-                     "; open it with a newer Meshwork"};
+                     "; open it with a newer Meshwork"}.as(ErrorKind::io);
   // Every database takes the same path: fresh ones are created as version 2 and migrated.
   if (*version == 0)
     if (Status s = create_v2(db); !s) return s;

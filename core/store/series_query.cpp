@@ -465,16 +465,16 @@ Status RunStore::export_csv(RunId run, std::ostream& out) {
     });
     if (!rows) return rows;
   }
-  if (!out) return Error{"--csv", "", "writing the CSV failed"};
+  if (!out) return Error{"--csv", "", "writing the CSV failed"}.as(ErrorKind::io);
   return Status::Ok();
 }
 
 Status RunStore::export_csv(RunId run, const std::filesystem::path& path) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Error{"--csv", path.string(), "cannot be written"};
+  if (!out) return Error{"--csv", path.string(), "cannot be written"}.as(ErrorKind::io);
   if (Status s = export_csv(run, static_cast<std::ostream&>(out)); !s) return s;
   out.close();
-  if (!out) return Error{"--csv", path.string(), "writing failed (disk full?)"};
+  if (!out) return Error{"--csv", path.string(), "writing failed (disk full?)"}.as(ErrorKind::io);
   return Status::Ok();
 }
 

@@ -6,14 +6,14 @@ namespace meshwork::store::sql {
 
 Error db_error(sqlite3* db, std::string_view what) {
   std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
-  return Error{"database", std::string(what.substr(0, 120)), msg};
+  return Error{"database", std::string(what.substr(0, 120)), msg}.as(ErrorKind::io);
 }
 
 Status exec(sqlite3* db, std::string_view sql) {
   char* err = nullptr;
   const std::string text(sql);
   if (sqlite3_exec(db, text.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-    Error e{"database", text.substr(0, 120), err ? err : sqlite3_errmsg(db)};
+    const Error e = Error{"database", text.substr(0, 120), err ? err : sqlite3_errmsg(db)}.as(ErrorKind::io);
     sqlite3_free(err);
     return e;
   }
@@ -77,7 +77,7 @@ Transaction::~Transaction() {
 }
 
 Status Transaction::commit() {
-  if (!open_) return begun_.ok() ? Status(Error{"database", "COMMIT", "no open transaction"}) : begun_;
+  if (!open_) return begun_.ok() ? Status(Error{"database", "COMMIT", "no open transaction"}.as(ErrorKind::internal)) : begun_;
   Status s = exec(db_, "COMMIT");
   if (s) open_ = false;
   return s;

@@ -88,11 +88,15 @@ check "list creates the database" test -f "$DB"
 run 0 runs list --db "$DB" --json
 check "list --json of an empty store is []" test "$(tr -d ' \n' < "$TMP/out")" = "[]"
 run 2 runs list --db "$DB" --frob
-has err "meshwork: option: --frob: allowed: --db --json"
+has err "meshwork: --frob: not an option of meshwork runs list (see --help)"
+run 2 runs list --db "$DB" --json=1
+has err "meshwork: --json: 1: takes no value"
+run 0 runs list -h
+has out "usage: meshwork runs list"
 run 2 runs list --db "$DB" extra
 has err "meshwork: argument: extra: runs list takes no arguments"
 run 2 runs list --db
-has err "meshwork: --db: needs a value"
+has err "meshwork: --db: needs a value: PATH"
 
 # --- import -------------------------------------------------------------------------------------------
 run 2 runs import --db "$DB"

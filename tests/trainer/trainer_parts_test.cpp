@@ -113,11 +113,29 @@ TEST(Options, ParsesAndRefusesNamingTheFlag) {
            {{"--tp", "x"}, "--tp"},
            {{"--device", "tpu"}, "--device"},
            {{"--master-port", "70000"}, "--master-port"},
-           {{"--seq-len"}, "--seq-len"}}) {
+           {{"--seq-len"}, "--seq-len"},
+           {{"--bogus"}, "--bogus"},
+           {{"--resume=yes"}, "--resume"},
+           {{"--steps", "5", "stray"}, "argument"}}) {
     auto r = parse_options(args);
     ASSERT_FALSE(r.ok()) << flag;
     EXPECT_EQ(r.error().field, flag);
+    EXPECT_EQ(r.error().kind, ErrorKind::invalid_input) << flag;
   }
+  // core/cli_args.h's words, and the last of a repeated flag wins.
+  EXPECT_EQ(parse_options({"--master-port", "70000"}).error().message(),
+            "--master-port: 70000: a port number >= 1 (at most 65535)");
+  EXPECT_EQ(parse_options({"--bogus"}).error().message(), "--bogus: not an option of meshtrain (see --help)");
+  EXPECT_EQ(parse_options({"--run-dir"}).error().message(), "--run-dir: needs a value: DIR");
+  auto last = parse_options({"--steps", "3", "--help", "--steps=7"});
+  ASSERT_TRUE(last.ok()) << last.error().message();
+  EXPECT_EQ(last->run.training.steps, 7);
+  EXPECT_TRUE(last->help);
+  // A config file that cannot be read is an I/O error (exit 1), named through --config.
+  auto missing = parse_options({"--config", "/nonexistent/run_config.json"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().field, "--config");
+  EXPECT_EQ(missing.error().kind, ErrorKind::io);
 }
 
 TEST(Schedule, WarmupThenCosineToATenth) {
