@@ -18,6 +18,7 @@
 
 #include "ui/cluster_model.h"
 #include "ui/compare_page.h"
+#include "ui/error_text.h"
 #include "ui/launch_controller.h"
 #include "ui/monitor_page.h"
 #include "ui/runs_model.h"
@@ -222,7 +223,7 @@ void MainWindow::wire_runs() {
   connect(launcher_, &LaunchController::deploy_progress, monitor, &MonitorPage::on_deploy);
   connect(launcher_, &LaunchController::launch_failed, this, [this, monitor](const QString& m, const QStringList& d) {
     monitor->on_launch_failed(m, d);
-    statusBar()->showMessage(tr("Launch failed: %1").arg(m), 10000);
+    statusBar()->showMessage(launch_failure_line(m), 10000);
     update_launch_state();
   });
   connect(launcher_, &LaunchController::launched, this, [this, monitor](qint64 run) {
@@ -269,8 +270,7 @@ void MainWindow::launch_from_plan() {
   c.nodes = cluster_->to_node_configs();
   if (c.name.empty()) {
     const std::string model = c.model.is_string() ? c.model.get<std::string>() : std::string("model");
-    c.name = model + " " + std::to_string(c.mesh[Axis::dp_replicate]) + "x" + std::to_string(c.mesh[Axis::dp_shard]) + "x" +
-             std::to_string(c.mesh[Axis::cp]) + "x" + std::to_string(c.mesh[Axis::tp]);
+    c.name = model + " " + c.mesh.compact();
   }
   set_mode(Mode::runs);
   runs_page_->open_run(0);
@@ -348,9 +348,8 @@ void MainWindow::set_dark(bool dark) {
 bool MainWindow::load_config(const QString& path) {
   auto config = load_run_config(path.toStdString());
   if (!config) {
-    const QString msg = QString::fromStdString(config.error().message());
-    QMessageBox::warning(this, tr("Cannot open configuration"), msg);
-    statusBar()->showMessage(msg, 8000);
+    QMessageBox::warning(this, tr("Cannot open configuration"), error_text(config.error()));
+    statusBar()->showMessage(error_line(config.error()), 8000);
     return false;
   }
   if (!config->nodes.empty()) cluster_->from_node_configs(config->nodes);
@@ -365,7 +364,8 @@ bool MainWindow::save_config(const QString& path) {
   RunConfig c = plan_->config();
   c.nodes = cluster_->to_node_configs();
   if (Status s = save_run_config(c, path.toStdString()); !s) {
-    QMessageBox::warning(this, tr("Cannot save configuration"), QString::fromStdString(s.error().message()));
+    QMessageBox::warning(this, tr("Cannot save configuration"), error_text(s.error()));
+    statusBar()->showMessage(error_line(s.error()), 8000);
     return false;
   }
   config_path_ = path;

@@ -117,64 +117,51 @@ void PlanState::start_plan() {
   });
 }
 
-void PlanState::run_estimate() {
-  const quint64 gen = ++memory_gen_;
+// Runs compute(config, cluster) on the pool and hands its result to apply() on the GUI thread,
+// unless a newer request was made meanwhile (`generation` moved on).
+template <class Compute, class Apply>
+void PlanState::run_job(std::atomic<quint64>& generation, Compute compute, Apply apply) {
+  const quint64 gen = ++generation;
   ++pending_;
   Q_EMIT busy_changed(true);
-  const RunConfig config = config_;
-  const ClusterFacts cluster = cluster_;
-  pool_.start([this, gen, config, cluster] {
-    if (gen != memory_gen_.load()) {  // superseded while queued
+  pool_.start([this, gen, &generation, compute, apply, config = config_, cluster = cluster_] {
+    if (gen != generation.load()) {  // superseded while queued
       QMetaObject::invokeMethod(this, [this] { finish_job(); }, Qt::QueuedConnection);
       return;
     }
-    auto result = estimate_memory(config, cluster);
+    auto result = compute(config, cluster);
     QMetaObject::invokeMethod(
         this,
-        [self = this, gen, result = std::move(result)] {
-          self->finish_job();
-          if (gen != self->memory_gen_) return;
-          if (result) {
-            self->memory_ = result.value();
-            self->memory_error_.clear();
-          } else {
-            self->memory_.reset();
-            self->memory_error_ = result.error().message();
-          }
-          Q_EMIT self->memory_changed();
+        [this, gen, &generation, apply, result = std::move(result)] {
+          finish_job();
+          if (gen == generation.load()) apply(result);
         },
         Qt::QueuedConnection);
   });
 }
 
+void PlanState::run_estimate() {
+  run_job(
+      memory_gen_, [](const RunConfig& c, const ClusterFacts& f) { return estimate_memory(c, f); },
+      [this](const Result<MemoryBreakdown>& result) {
+        memory_.reset();
+        memory_error_.clear();
+        if (result) memory_ = result.value();
+        else memory_error_ = result.error().message();
+        Q_EMIT memory_changed();
+      });
+}
+
 void PlanState::run_plan() {
-  const quint64 gen = ++plan_gen_;
-  ++pending_;
-  Q_EMIT busy_changed(true);
-  const RunConfig config = config_;
-  const ClusterFacts cluster = cluster_;
-  pool_.start([this, gen, config, cluster] {
-    if (gen != plan_gen_.load()) {
-      QMetaObject::invokeMethod(this, [this] { finish_job(); }, Qt::QueuedConnection);
-      return;
-    }
-    auto result = plan_shapes(config, cluster);
-    QMetaObject::invokeMethod(
-        this,
-        [self = this, gen, result = std::move(result)] {
-          self->finish_job();
-          if (gen != self->plan_gen_) return;
-          if (result) {
-            self->plan_ = result.value();
-            self->plan_error_.clear();
-          } else {
-            self->plan_.clear();
-            self->plan_error_ = result.error().message();
-          }
-          Q_EMIT self->plan_changed();
-        },
-        Qt::QueuedConnection);
-  });
+  run_job(
+      plan_gen_, [](const RunConfig& c, const ClusterFacts& f) { return plan_shapes(c, f); },
+      [this](const Result<std::vector<PlanRow>>& result) {
+        plan_.clear();
+        plan_error_.clear();
+        if (result) plan_ = result.value();
+        else plan_error_ = result.error().message();
+        Q_EMIT plan_changed();
+      });
 }
 
 void PlanState::finish_job() {

@@ -58,6 +58,8 @@ class PlanState : public QObject {
   void start_plan();
   void run_estimate();
   void run_plan();
+  template <class Compute, class Apply>
+  void run_job(std::atomic<quint64>& generation, Compute compute, Apply apply);
   void finish_job();
 
   RunConfig config_;
