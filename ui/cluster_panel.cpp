@@ -72,16 +72,8 @@ ClusterPanel::ClusterPanel(ClusterModel* model, NodeProber* prober, QWidget* par
     for (int r = a.row(); r <= b.row(); ++r) update_card(r);
   });
 
-  connect(prober_, &NodeProber::progress, this, [this](const QString& host, int pct, const QString& text) {
-    const int row = model_->find(host);
-    if (row < 0) return;
-    NodeInfo n = model_->node(row);
-    n.state = NodeInfo::State::probing;
-    n.progress = pct;
-    n.progress_text = text;
-    n.error.clear();
-    model_->update_node(row, n);
-  });
+  connect(prober_, &NodeProber::progress, this,
+          [this](const QString& host, int pct, const QString& text) { mark_probing(host, pct, text); });
   connect(prober_, &NodeProber::probed, this, [this](const QString& host, const NodeInfo& info) {
     const int row = model_->find(host);
     if (row < 0) return;

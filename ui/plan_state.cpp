@@ -38,50 +38,40 @@ void PlanState::set_axis(Axis axis, int size) {
       if (a != axis && s.size(a) == -1) s.set(a, mesh_ ? mesh_->shape().size(a) : 1);
   }
   s.set(axis, size);
-  if (s == config_.mesh) return;
-  config_.mesh = s;
-  revalidate();
-  start_estimate();
+  update(config_.mesh, s, false);
 }
 
-void PlanState::set_shape(const MeshShape& shape) {
-  if (shape == config_.mesh) return;
-  config_.mesh = shape;
-  revalidate();
-  start_estimate();
-}
+void PlanState::set_shape(const MeshShape& shape) { update(config_.mesh, shape, false); }
 
-void PlanState::set_model(const nlohmann::json& model) {
-  if (model == config_.model) return;
-  config_.model = model;
-  revalidate();
-  start_estimate();
-  start_plan();
-}
+void PlanState::set_model(const nlohmann::json& model) { update(config_.model, model, true); }
 
-void PlanState::set_training(const TrainingConfig& training) {
-  if (training == config_.training) return;
-  config_.training = training;
-  revalidate();
-  start_estimate();
-  start_plan();
-}
+void PlanState::set_training(const TrainingConfig& training) { update(config_.training, training, true); }
 
 void PlanState::set_cluster(const ClusterFacts& cluster, std::vector<NodeConfig> nodes) {
   cluster_ = cluster;
   config_.nodes = std::move(nodes);
-  revalidate();
-  start_estimate();
-  start_plan();
+  recompute(true);
 }
 
 void PlanState::set_config(const RunConfig& config) {
   const auto nodes = config_.nodes;
   config_ = config;
   if (config_.nodes.empty()) config_.nodes = nodes;
+  recompute(true);
+}
+
+// The planner ranks every shape of the cluster, so a new shape alone does not re-run it.
+template <class T>
+void PlanState::update(T& field, const T& value, bool replan) {
+  if (field == value) return;
+  field = value;
+  recompute(replan);
+}
+
+void PlanState::recompute(bool replan) {
   revalidate();
   start_estimate();
-  start_plan();
+  if (replan) start_plan();
 }
 
 void PlanState::set_name(const std::string& name) { config_.name = name; }
@@ -117,14 +107,16 @@ void PlanState::start_plan() {
   });
 }
 
-// Runs compute(config, cluster) on the pool and hands its result to apply() on the GUI thread,
-// unless a newer request was made meanwhile (`generation` moved on).
-template <class Compute, class Apply>
-void PlanState::run_job(std::atomic<quint64>& generation, Compute compute, Apply apply) {
+// Runs compute(config, cluster) on the pool; back on the GUI thread, unless a newer request was
+// made meanwhile (`generation` moved on), puts its value in `value` or its error in `error` and
+// emits `done`.
+template <class Compute, class T>
+void PlanState::run_job(std::atomic<quint64>& generation, Compute compute, T& value, std::string& error,
+                        void (PlanState::*done)()) {
   const quint64 gen = ++generation;
   ++pending_;
   Q_EMIT busy_changed(true);
-  pool_.start([this, gen, &generation, compute, apply, config = config_, cluster = cluster_] {
+  pool_.start([this, gen, &generation, compute, &value, &error, done, config = config_, cluster = cluster_] {
     if (gen != generation.load()) {  // superseded while queued
       QMetaObject::invokeMethod(this, [this] { finish_job(); }, Qt::QueuedConnection);
       return;
@@ -132,36 +124,27 @@ void PlanState::run_job(std::atomic<quint64>& generation, Compute compute, Apply
     auto result = compute(config, cluster);
     QMetaObject::invokeMethod(
         this,
-        [this, gen, &generation, apply, result = std::move(result)] {
+        [this, gen, &generation, &value, &error, done, result = std::move(result)] {
           finish_job();
-          if (gen == generation.load()) apply(result);
+          if (gen != generation.load()) return;
+          value = {};
+          error.clear();
+          if (result) value = result.value();
+          else error = result.error().message();
+          Q_EMIT(this->*done)();
         },
         Qt::QueuedConnection);
   });
 }
 
 void PlanState::run_estimate() {
-  run_job(
-      memory_gen_, [](const RunConfig& c, const ClusterFacts& f) { return estimate_memory(c, f); },
-      [this](const Result<MemoryBreakdown>& result) {
-        memory_.reset();
-        memory_error_.clear();
-        if (result) memory_ = result.value();
-        else memory_error_ = result.error().message();
-        Q_EMIT memory_changed();
-      });
+  run_job(memory_gen_, [](const RunConfig& c, const ClusterFacts& f) { return estimate_memory(c, f); }, memory_,
+          memory_error_, &PlanState::memory_changed);
 }
 
 void PlanState::run_plan() {
-  run_job(
-      plan_gen_, [](const RunConfig& c, const ClusterFacts& f) { return plan_shapes(c, f); },
-      [this](const Result<std::vector<PlanRow>>& result) {
-        plan_.clear();
-        plan_error_.clear();
-        if (result) plan_ = result.value();
-        else plan_error_ = result.error().message();
-        Q_EMIT plan_changed();
-      });
+  run_job(plan_gen_, [](const RunConfig& c, const ClusterFacts& f) { return plan_shapes(c, f); }, plan_,
+          plan_error_, &PlanState::plan_changed);
 }
 
 void PlanState::finish_job() {

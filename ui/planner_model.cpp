@@ -62,7 +62,7 @@ QVariant PlannerModel::data(const QModelIndex& index, int role) const {
     case Shape:
       // Marked, not hidden: meshtrain runs the shape, Accelerate would not (the tooltip says why).
       return r.accelerate_refusal.empty() ? format_shape(r.shape, QStringLiteral(" × "))
-                                          : tr("%1  · not Accelerate").arg(format_shape(r.shape, QStringLiteral(" × ")));
+                                          : tr("⚠ %1 · not Accelerate").arg(format_shape(r.shape, QStringLiteral(" × ")));
     case Fits: return r.fits ? tr("✓ fits") : tr("✗ no");
     case Memory: return format_bytes(r.memory_bytes);
     case TokensPerS: return format_tokens_per_s(r.tokens_per_s);
