@@ -102,6 +102,8 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line) {
   return Error{"metrics line", shown, "unknown type \"" + type + "\"; allowed: start, step, end"};
 }
 
+std::string comm_key(Axis axis) { return "comm_s." + std::string(axis_name(axis)); }
+
 const std::vector<std::string>& step_series_keys() {
   static const std::vector<std::string> keys = {
       "loss",     "lr",        "grad_norm",         "tokens",           "tokens_per_s",

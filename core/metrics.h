@@ -102,5 +102,7 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line);
 // "comm_s.dp_shard", "comm_s.cp", "comm_s.tp", "compute_s", "step_s".
 std::vector<std::pair<std::string, double>> step_series(const StepRecord& r);
 const std::vector<std::string>& step_series_keys();
+// The stored series of one axis's collective time: "comm_s.tp".
+std::string comm_key(Axis axis);
 
 }  // namespace meshwork

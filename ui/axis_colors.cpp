@@ -1,5 +1,6 @@
 #include "ui/axis_colors.h"
 
+#include <QPainter>
 #include <array>
 
 namespace meshwork::ui {
@@ -59,6 +60,17 @@ QString group_label(GroupKind kind) {
     case GroupKind::dp_cp: return QStringLiteral("dp_cp (replicate × shard × cp)");
     default: return QString::fromUtf8(group_name(kind).data(), static_cast<int>(group_name(kind).size()));
   }
+}
+
+QPixmap color_swatch(const QColor& color) {
+  QPixmap px(12, 12);
+  px.fill(Qt::transparent);
+  QPainter p(&px);
+  p.setRenderHint(QPainter::Antialiasing);
+  p.setPen(Qt::NoPen);
+  p.setBrush(color);
+  p.drawRoundedRect(QRectF(0, 0, 12, 12), 3, 3);
+  return px;
 }
 
 }  // namespace meshwork::ui

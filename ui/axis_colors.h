@@ -6,6 +6,7 @@
 #pragma once
 
 #include <QColor>
+#include <QPixmap>
 #include <QString>
 
 #include "core/mesh.h"
@@ -25,5 +26,8 @@ QColor group_shade(GroupKind kind, int index, int count, bool dark);
 QColor memory_term_color(int term_index, bool dark);
 
 QString group_label(GroupKind kind);  // "dp_shard", "dp (replicate × shard)", ...
+
+// A 12 px rounded square in `color`: the swatch that ties an editor row or a button to its axis.
+QPixmap color_swatch(const QColor& color);
 
 }  // namespace meshwork::ui

@@ -72,16 +72,8 @@ ClusterPanel::ClusterPanel(ClusterModel* model, NodeProber* prober, QWidget* par
     for (int r = a.row(); r <= b.row(); ++r) update_card(r);
   });
 
-  connect(prober_, &NodeProber::progress, this, [this](const QString& host, int pct, const QString& text) {
-    const int row = model_->find(host);
-    if (row < 0) return;
-    NodeInfo n = model_->node(row);
-    n.state = NodeInfo::State::probing;
-    n.progress = pct;
-    n.progress_text = text;
-    n.error.clear();
-    model_->update_node(row, n);
-  });
+  connect(prober_, &NodeProber::progress, this,
+          [this](const QString& host, int pct, const QString& text) { mark_probing(host, pct, text); });
   connect(prober_, &NodeProber::probed, this, [this](const QString& host, const NodeInfo& info) {
     const int row = model_->find(host);
     if (row < 0) return;
@@ -152,16 +144,20 @@ void ClusterPanel::probe_all() {
   for (const NodeInfo& n : model_->nodes()) probe(n.host);
 }
 
-void ClusterPanel::probe(const QString& host) {
+bool ClusterPanel::mark_probing(const QString& host, int progress, const QString& text) {
   const int row = model_->find(host);
-  if (row < 0) return;
+  if (row < 0) return false;
   NodeInfo n = model_->node(row);
   n.state = NodeInfo::State::probing;
-  n.progress = 2;
-  n.progress_text = tr("queued");
+  n.progress = progress;
+  n.progress_text = text;
   n.error.clear();
   model_->update_node(row, n);
-  prober_->probe(host);
+  return true;
+}
+
+void ClusterPanel::probe(const QString& host) {
+  if (mark_probing(host, 2, tr("queued"))) prober_->probe(host);
 }
 
 void ClusterPanel::on_host_key(const QString& host, const QString& fingerprint) {
@@ -195,13 +191,9 @@ void ClusterPanel::on_host_key(const QString& host, const QString& fingerprint) 
 void ClusterPanel::accept_host_key(const QString& host) {
   const int row = model_->find(host);
   if (row < 0 || model_->node(row).fingerprint.isEmpty()) return;
-  NodeInfo n = model_->node(row);
-  n.state = NodeInfo::State::probing;
-  n.progress = 5;
-  n.progress_text = tr("connecting with the accepted key");
-  n.error.clear();
-  model_->update_node(row, n);
-  prober_->accept_host_key(host, n.fingerprint);
+  const QString fingerprint = model_->node(row).fingerprint;
+  mark_probing(host, 5, tr("connecting with the accepted key"));
+  prober_->accept_host_key(host, fingerprint);
 }
 
 NodeCard* ClusterPanel::card(const QString& host) const {

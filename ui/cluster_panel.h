@@ -41,6 +41,8 @@ class ClusterPanel : public QWidget {
   void status_message(const QString& text);
 
  private:
+  // Shows `host`'s card as probing at `progress` % with `text`; false when no card has that host.
+  bool mark_probing(const QString& host, int progress, const QString& text);
   void rebuild_cards();
   void update_card(int row);
   void on_host_key(const QString& host, const QString& fingerprint);

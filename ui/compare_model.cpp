@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include "core/metrics.h"
+#include "ui/error_text.h"
 #include "ui/monitor_model.h"
 #include "ui/store_worker.h"
 
@@ -23,12 +25,16 @@ void flatten(const nlohmann::json& j, const std::string& prefix, std::map<std::s
 }
 // Keys in the order people read a config: what, which shape, how it trains, then the rest.
 int rank_of(const std::string& key) {
-  static const char* order[] = {"model", "mesh.dp_replicate", "mesh.dp_shard", "mesh.cp", "mesh.tp", "training.", "data", "cluster"};
-  for (int i = 0; i < 8; ++i)
-    if (key.rfind(order[i], 0) == 0) return i;
-  return 8;
+  static const std::vector<std::string> order = [] {
+    std::vector<std::string> o{"model"};
+    for (Axis a : kAxes) o.push_back("mesh." + std::string(axis_name(a)));
+    for (const char* rest : {"training.", "data", "cluster"}) o.emplace_back(rest);
+    return o;
+  }();
+  for (size_t i = 0; i < order.size(); ++i)
+    if (key.rfind(order[i], 0) == 0) return static_cast<int>(i);
+  return static_cast<int>(order.size());
 }
-constexpr const char* kCommKeys[5] = {"comm_s.dp_replicate", "comm_s.dp_shard", "comm_s.cp", "comm_s.tp", "compute_s"};
 }  // namespace
 
 QColor run_color(int index) {
@@ -85,8 +91,8 @@ Status comm_means(store::RunStore* store, const std::vector<store::RunId>& runs,
   const bool sampled = steps > kCommSampleSteps;
   const int windows = sampled ? kCommWindows : 1;
   const int64_t width = sampled ? kCommSampleSteps / kCommWindows : steps;
-  std::vector<std::array<double, 5>> sum(runs.size(), std::array<double, 5>{});
-  std::vector<std::array<int64_t, 5>> n(runs.size(), std::array<int64_t, 5>{});
+  std::vector<std::array<double, kBreakdownColumns>> sum(runs.size(), std::array<double, kBreakdownColumns>{});
+  std::vector<std::array<int64_t, kBreakdownColumns>> n(runs.size(), std::array<int64_t, kBreakdownColumns>{});
   store::SeriesQuery q;
   q.runs = runs;
   q.x = store::XAxis::step;
@@ -96,8 +102,8 @@ Status comm_means(store::RunStore* store, const std::vector<store::RunId>& runs,
     const int64_t a = first_step + (windows == 1 ? 0 : (steps - width) * w / (windows - 1));
     q.x_min = static_cast<double>(a);
     q.x_max = static_cast<double>(a + width - 1);
-    for (int k = 0; k < 5; ++k) {
-      q.key = kCommKeys[k];
+    for (int k = 0; k < kBreakdownColumns; ++k) {
+      q.key = breakdown_key(k);
       auto r = store->query_series(q);
       if (!r) return r.error();
       for (size_t i = 0; i < r->size() && i < runs.size(); ++i)
@@ -109,7 +115,7 @@ Status comm_means(store::RunStore* store, const std::vector<store::RunId>& runs,
     }
   }
   for (size_t i = 0; i < runs.size(); ++i) {
-    for (size_t k = 0; k < 5; ++k) out[i].mean[k] = n[i][k] ? sum[i][k] / static_cast<double>(n[i][k]) : 0.0;
+    for (size_t k = 0; k < kBreakdownColumns; ++k) out[i].mean[k] = n[i][k] ? sum[i][k] / static_cast<double>(n[i][k]) : 0.0;
     out[i].sampled_steps = std::min(steps, windows * width);
     out[i].steps = steps;
   }
@@ -121,7 +127,7 @@ std::shared_ptr<CompareFrame> load_compare_frame(store::RunStore* store, const C
                                                  CompareCache* cache) {
   auto f = std::make_shared<CompareFrame>();
   if (!store) {
-    f->error = QStringLiteral("the run store could not be opened");
+    f->error = error_text(store_unavailable());
     return f;
   }
   QElapsedTimer timer;
@@ -134,7 +140,7 @@ std::shared_ptr<CompareFrame> load_compare_frame(store::RunStore* store, const C
     if (!hit) {
       auto info = store->get_run(id);
       if (!info) {
-        f->error = QString::fromStdString(info.error().message());
+        f->error = error_text(info.error());
         return f;
       }
       hit = CompareCache::Entry{std::move(*info), std::nullopt};
@@ -159,7 +165,7 @@ std::shared_ptr<CompareFrame> load_compare_frame(store::RunStore* store, const C
   q.pixels = std::max(16, cq.pixels);
   auto s = store->query_series(q);
   if (!s) {
-    f->error = QString::fromStdString(s.error().message());
+    f->error = error_text(s.error());
     return f;
   }
   f->series = std::move(*s);
@@ -176,7 +182,7 @@ std::shared_ptr<CompareFrame> load_compare_frame(store::RunStore* store, const C
     for (size_t i : idx) ids.push_back(cq.runs[i]);
     std::vector<CommStats> stats;
     if (Status st = comm_means(store, ids, len.first, len.second, stats); !st) {
-      f->error = QString::fromStdString(st.error().message());
+      f->error = error_text(st.error());
       return f;
     }
     for (size_t j = 0; j < idx.size(); ++j) {
@@ -231,18 +237,12 @@ void CompareModel::set_query(const CompareQuery& q) {
 }
 
 void CompareModel::start() {
-  if (in_flight_) {
-    again_ = true;
-    return;
-  }
-  in_flight_ = true;
+  if (!job_.start()) return;
   const CompareQuery q = query_;
   worker_->post<std::shared_ptr<CompareFrame>>(
       this, [q, cache = cache_](store::RunStore* s) { return load_compare_frame(s, q, cache.get()); },
       [this](std::shared_ptr<CompareFrame> f) {
-        in_flight_ = false;
-        if (again_) {  // the query changed meanwhile: this answer is already stale
-          again_ = false;
+        if (job_.finish()) {  // the query changed meanwhile: this answer is already stale
           start();
           return;
         }

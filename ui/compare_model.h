@@ -14,10 +14,10 @@
 
 #include "core/mesh.h"
 #include "core/store/run_store.h"
+#include "ui/monitor_model.h"
+#include "ui/store_worker.h"
 
 namespace meshwork::ui {
-
-class StoreWorker;
 
 struct DiffRow {
   QString key;                 // dotted path: "mesh.dp_shard", "training.lr"
@@ -35,7 +35,7 @@ std::vector<DiffRow> config_diff(const std::vector<nlohmann::json>& configs);
 inline constexpr int64_t kCommSampleSteps = 2048;
 inline constexpr int kCommWindows = 8;
 struct CommStats {
-  std::array<double, 5> mean{};
+  std::array<double, kBreakdownColumns> mean{};
   int64_t sampled_steps = 0;  // steps read
   int64_t steps = 0;          // steps of the run (sampled_steps == steps: exact)
   bool exact() const { return sampled_steps >= steps; }
@@ -99,8 +99,7 @@ class CompareModel : public QObject {
   void start();
   StoreWorker* worker_;
   CompareQuery query_;
-  bool in_flight_ = false;
-  bool again_ = false;
+  OneInFlight job_;
   std::shared_ptr<const CompareFrame> frame_;
   int64_t frames_ = 0;
   std::shared_ptr<CompareCache> cache_;

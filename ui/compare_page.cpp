@@ -38,8 +38,6 @@ qint64 now_ns() {
   }();
   return t.nsecsElapsed();
 }
-constexpr Axis kAxes[4] = {Axis::dp_replicate, Axis::dp_shard, Axis::cp, Axis::tp};
-const char* kAxisNames[4] = {"dp_replicate", "dp_shard", "cp", "tp"};
 }  // namespace
 
 ComparePage::ComparePage(StoreWorker* worker, RunsModel* runs, QWidget* parent)
@@ -62,9 +60,7 @@ ComparePage::ComparePage(StoreWorker* worker, RunsModel* runs, QWidget* parent)
   auto* right = new QWidget(split);
   auto* rl = new QVBoxLayout(right);
   rl->setContentsMargins(6, 0, 0, 0);
-  auto* controls_box = new QWidget(right);
-  auto* controls = new FlowLayout(controls_box, 8);
-  controls->setContentsMargins(0, 0, 0, 0);
+  auto* controls = new_control_row(right);
   metric_ = new QComboBox(right);
   for (const std::string& k : step_series_keys()) metric_->addItem(QString::fromStdString(k), QString::fromStdString(k));
   x_axis_ = new QComboBox(right);
@@ -90,7 +86,7 @@ ComparePage::ComparePage(StoreWorker* worker, RunsModel* runs, QWidget* parent)
   controls->addWidget(smoothing_);
   controls->addWidget(save);
   controls->addWidget(save_bars);
-  rl->addWidget(controls_box);
+  rl->addWidget(controls->parentWidget());
   hint_ = new QLabel(tr("Tick 2–10 runs on the left, or select them in Runs and press Compare."), right);
   hint_->setProperty("role", "muted");
   rl->addWidget(hint_);
@@ -268,12 +264,12 @@ void ComparePage::draw(const std::shared_ptr<const CompareFrame>& fp) {
   QStringList cats;
   for (const auto& s : f.runs) cats << QStringLiteral("%1 #%2").arg(QString::fromStdString(s.name)).arg(s.id);
   std::vector<BarChart::Set> sets;
-  for (int a = 0; a < 4; ++a) {
-    BarChart::Set s{kAxisNames[a], axis_color(kAxes[a], is_dark()), {}};
+  for (Axis a : kAxes) {
+    BarChart::Set s{axis_label(a), axis_color(a, is_dark()), {}};
     bool any = false;
     for (size_t i = 0; i < f.comm.size(); ++i) {
       s.values.push_back(f.comm[i].mean[static_cast<size_t>(a)] * 1000.0);
-      any |= f.shapes[i].size(kAxes[a]) > 1;
+      any |= f.shapes[i].size(a) > 1;
     }
     if (any) sets.push_back(s);  // an axis no run uses has nothing to compare
   }
@@ -316,8 +312,8 @@ void ComparePage::fill_diff() {
     if (!r.differs && only_diff_->isChecked()) continue;
     auto* k = new QTableWidgetItem(r.key);
     // Mesh fields in their axis colour, as everywhere else.
-    for (int a = 0; a < 4; ++a)
-      if (r.key == QStringLiteral("mesh.") + kAxisNames[a]) k->setForeground(axis_color(kAxes[a], is_dark()));
+    for (Axis a : kAxes)
+      if (r.key == QStringLiteral("mesh.") + axis_label(a)) k->setForeground(axis_color(a, is_dark()));
     QFont bold = k->font();
     bold.setBold(r.differs);
     k->setFont(bold);

@@ -61,6 +61,8 @@ std::vector<Diagnostic> validate(const RunConfig& config, const ClusterFacts& cl
   }
   const LayoutCheck checked = ParallelLayout::check(config, model ? &*model : nullptr, placement_of(cluster));
   out.insert(out.end(), checked.report.diagnostics.begin(), checked.report.diagnostics.end());
+  if (checked.ok() && !checked.layout->accelerate_refusal().empty())
+    out.push_back({Severity::warning, "mesh", checked.layout->shape().compact(), checked.layout->accelerate_refusal()});
   return out;
 }
 
@@ -135,7 +137,9 @@ Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterF
     r.step_seconds = e.time.step_s;
     for (size_t i = 0; i < 4; ++i)
       r.comm_share[i] = e.time.step_s > 0 ? e.time.comm[i].seconds / e.time.step_s : 0;
+    r.accelerate_refusal = e.accelerate_refusal;
     for (const Diagnostic& w : e.warnings) r.note += (r.note.empty() ? "" : "\n") + w.text();
+    if (!e.accelerate_refusal.empty()) r.note += (r.note.empty() ? "" : "\n") + e.accelerate_refusal;
     rows.push_back(std::move(r));
   }
   return rows;

@@ -60,6 +60,9 @@ struct PlanRow {
   double step_seconds = 0;
   std::array<double, 4> comm_share{};  // per axis, fraction of step time, kAxes order
   std::string note;                    // why it does not fit / a warning
+  // Non-empty when Accelerate would refuse this shape (meshtrain runs it): core's reason. The
+  // planner keeps such rows and marks them.
+  std::string accelerate_refusal;
 };
 
 // The sizes an axis may take so the product can still reach the world size: the divisors of the
@@ -71,7 +74,8 @@ std::vector<std::string> model_presets();
 // The model a run config names (preset, config.json path or inline object), with core's error.
 Result<ModelSpec> model_of(const RunConfig& config);
 
-// Resolves the mesh (one axis may be -1) and validates the whole configuration. Never throws.
+// Resolves the mesh (one axis may be -1) and validates the whole configuration. Never throws. A
+// shape Accelerate would refuse (but meshtrain runs) gets a warning on "mesh" with core's reason.
 std::vector<Diagnostic> validate(const RunConfig& config, const ClusterFacts& cluster);
 Result<MeshShape> resolved_shape(const RunConfig& config, const ClusterFacts& cluster);
 

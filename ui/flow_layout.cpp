@@ -43,4 +43,10 @@ int FlowLayout::arrange(const QRect& rect, bool apply) const {
   return y + line_height - rect.y() + m.bottom();
 }
 
+FlowLayout* new_control_row(QWidget* parent) {
+  auto* row = new FlowLayout(new QWidget(parent), 8);
+  row->setContentsMargins(0, 0, 0, 0);
+  return row;
+}
+
 }  // namespace meshwork::ui

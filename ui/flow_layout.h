@@ -28,4 +28,8 @@ class FlowLayout : public QLayout {
   int spacing_;
 };
 
+// A row of controls that wraps like text (the toolbars of Runs, Monitor and Compare): a new widget
+// under `parent` holding a FlowLayout, 8 px apart, no margins. The row is layout->parentWidget().
+FlowLayout* new_control_row(QWidget* parent);
+
 }  // namespace meshwork::ui

@@ -9,6 +9,16 @@ namespace meshwork::ui {
 
 namespace {
 QString q(const std::string& s) { return QString::fromStdString(s); }
+
+// One value per axis in kAxes order, joined; `named` puts each axis's name before its value.
+QString join_axes(const std::array<int, kAxisCount>& values, const QString& separator, bool named) {
+  QStringList parts;
+  for (Axis a : kAxes) {
+    const QString v = QString::number(values[static_cast<size_t>(a)]);
+    parts << (named ? axis_label(a) + QLatin1Char(' ') + v : v);
+  }
+  return parts.join(separator);
+}
 }  // namespace
 
 QString format_bytes(double bytes) { return q(meshwork::format_bytes(bytes)); }
@@ -17,11 +27,25 @@ QString format_tokens_per_s(double tps) { return q(meshwork::format_tokens_per_s
 QString format_seconds(double s) { return q(meshwork::format_seconds(s)); }
 QString format_percent(double fraction) { return q(meshwork::format_percent(fraction)); }
 
+QString axis_label(Axis axis) {
+  const std::string_view name = axis_name(axis);
+  return QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
+}
+
 QString format_shape(const std::optional<MeshShape>& shape) {
-  if (!shape) return QStringLiteral("?");
-  QStringList sizes;
-  for (Axis a : kAxes) sizes << QString::number((*shape)[a]);
-  return sizes.join(QChar(0xD7));
+  return shape ? format_shape(*shape, QString(QChar(0xD7))) : QStringLiteral("?");
+}
+
+QString format_shape(const MeshShape& shape, const QString& separator) {
+  return join_axes(shape.sizes, separator, false);
+}
+
+QString format_shape_named(const MeshShape& shape) { return join_axes(shape.sizes, QStringLiteral(" × "), true); }
+
+QString format_coord(const MeshCoord& coord) { return join_axes(coord.index, QString(QChar(0xB7)), false); }
+
+QString format_coord_named(const MeshCoord& coord) {
+  return join_axes(coord.index, QStringLiteral(" · "), true);
 }
 
 }  // namespace meshwork::ui

@@ -13,7 +13,12 @@ QString format_tokens_per_s(double tps);    // "12.3k tokens/s"
 QString format_seconds(double seconds);     // "850 ms", "1.25 s", "3 min 20 s"
 QString format_percent(double fraction);    // 0.417 -> "41.7 %"
 QString format_count(double n);            // 8030261248 -> "8.03 B"
-// The display form of a shape, "2×2×1×2" (kAxes order); "?" when unknown. Never parsed back.
-QString format_shape(const std::optional<MeshShape>& shape);
+// Display forms of a shape and of a rank's coordinates, in kAxes order; never parsed back.
+QString axis_label(Axis axis);                                // "dp_replicate"
+QString format_shape(const std::optional<MeshShape>& shape);  // "2×2×1×2"; "?" when unknown
+QString format_shape(const MeshShape& shape, const QString& separator);  // "2 × 2 × 1 × 2"
+QString format_shape_named(const MeshShape& shape);           // "dp_replicate 2 × dp_shard 2 × ..."
+QString format_coord(const MeshCoord& coord);                 // "1·0·0·1"
+QString format_coord_named(const MeshCoord& coord);           // "dp_replicate 1 · dp_shard 0 · ..."
 
 }  // namespace meshwork::ui

@@ -89,7 +89,7 @@ void Inspector::show_rank(const DeviceMesh& mesh, int rank, const QStringList& n
   h += QStringLiteral("<table cellspacing=3>");
   for (Axis a : kAxes) {
     h += QStringLiteral("<tr><td><span style='color:%1'>■</span> %2</td><td align=right><b>%3</b></td><td style='color:%4'>of %5</td></tr>")
-             .arg(axis_color(a, dark).name(), QString::fromUtf8(axis_name(a).data()))
+             .arg(axis_color(a, dark).name(), axis_label(a))
              .arg(c.get(a))
              .arg(muted_text_color().name())
              .arg(mesh.shape().size(a));

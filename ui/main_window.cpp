@@ -18,6 +18,7 @@
 
 #include "ui/cluster_model.h"
 #include "ui/compare_page.h"
+#include "ui/error_text.h"
 #include "ui/launch_controller.h"
 #include "ui/monitor_page.h"
 #include "ui/runs_model.h"
@@ -174,23 +175,24 @@ void MainWindow::build_actions() {
   help->addAction(tr("&Keyboard shortcuts"), QKeySequence::HelpContents, this, &MainWindow::show_shortcuts);
 
   // The toolbar shows the current mode's one primary action.
-  probe_ = new QAction(tr("Probe nodes"), this);
-  probe_->setShortcut(QKeySequence(Qt::Key_F5));
-  probe_->setToolTip(tr("Probe every node again (F5)"));
-  connect(probe_, &QAction::triggered, cluster_panel_, [this] { cluster_panel_->probe_all(); });
-  launch_ = new QAction(tr("Launch"), this);
-  launch_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
-  connect(launch_, &QAction::triggered, this, &MainWindow::launch_from_plan);
-  stop_ = new QAction(tr("Stop run"), this);
-  stop_->setEnabled(false);
-  stop_->setToolTip(tr("Stop the run shown (SIGTERM to every rank, SIGKILL after 5 s)"));
-  connect(stop_, &QAction::triggered, this, [this] {
+  auto* probe = new QAction(tr("Probe nodes"), this);
+  probe->setShortcut(QKeySequence(Qt::Key_F5));
+  probe->setToolTip(tr("Probe every node again (F5)"));
+  connect(probe, &QAction::triggered, cluster_panel_, [this] { cluster_panel_->probe_all(); });
+  auto* launch = new QAction(tr("Launch"), this);
+  launch->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
+  connect(launch, &QAction::triggered, this, &MainWindow::launch_from_plan);
+  auto* stop = new QAction(tr("Stop run"), this);
+  stop->setEnabled(false);
+  stop->setToolTip(tr("Stop the run shown (SIGTERM to every rank, SIGKILL after 5 s)"));
+  connect(stop, &QAction::triggered, this, [this] {
     if (runs_page_->showing_run() && runs_page_->monitor()->run() != 0) launcher_->stop(runs_page_->monitor()->run());
   });
-  compare_ = new QAction(tr("Compare selected runs"), this);
-  compare_->setToolTip(tr("Compare the runs selected in Runs"));
-  connect(compare_, &QAction::triggered, this, [this] { compare_page_->set_runs(runs_page_->selected_runs()); });
-  for (QAction* a : {probe_, launch_, stop_, compare_}) {
+  auto* compare = new QAction(tr("Compare selected runs"), this);
+  compare->setToolTip(tr("Compare the runs selected in Runs"));
+  connect(compare, &QAction::triggered, this, [this] { compare_page_->set_runs(runs_page_->selected_runs()); });
+  primary_ = {probe, launch, stop, compare};  // Mode order
+  for (QAction* a : primary_) {
     tb->addAction(a);
     if (auto* b = qobject_cast<QToolButton*>(tb->widgetForAction(a))) b->setObjectName("PrimaryAction");
     addAction(a);  // shortcuts work while the action is hidden from the toolbar
@@ -204,13 +206,10 @@ void MainWindow::on_mode(Mode mode) {
                                   "<b>Runs</b> — every run in the store, live and past",
                                   "<b>Compare</b> — runs side by side"};
   mode_title_->setText(tr(kTitles[static_cast<int>(mode)]));
-  probe_->setVisible(mode == Mode::cluster);
-  launch_->setVisible(mode == Mode::plan);
-  stop_->setVisible(mode == Mode::runs);
-  compare_->setVisible(mode == Mode::compare);
+  for (size_t m = 0; m < primary_.size(); ++m) primary_[m]->setVisible(m == static_cast<size_t>(mode));
   // Actions stay enabled by their own rules; invisible ones still answer their shortcut only
   // where that makes sense.
-  probe_->setEnabled(true);
+  probe_action()->setEnabled(true);
   update_launch_state();
   update_stop_state();
 }
@@ -222,7 +221,7 @@ void MainWindow::wire_runs() {
   connect(launcher_, &LaunchController::deploy_progress, monitor, &MonitorPage::on_deploy);
   connect(launcher_, &LaunchController::launch_failed, this, [this, monitor](const QString& m, const QStringList& d) {
     monitor->on_launch_failed(m, d);
-    statusBar()->showMessage(tr("Launch failed: %1").arg(m), 10000);
+    statusBar()->showMessage(launch_failure_line(m), 10000);
     update_launch_state();
   });
   connect(launcher_, &LaunchController::launched, this, [this, monitor](qint64 run) {
@@ -259,23 +258,22 @@ void MainWindow::update_stop_state() {
   bool live = false;
   if (const auto& f = runs_page_->monitor()->model()->frame(); f && runs_page_->showing_run())
     live = f->summary.status == store::kStatusRunning || f->summary.status == store::kStatusCreated;
-  stop_->setEnabled(live);
+  stop_action()->setEnabled(live);
 }
 
 void MainWindow::launch_from_plan() {
-  if (!launch_->isEnabled() || launcher_->launching()) return;
+  if (!launch_action()->isEnabled() || launcher_->launching()) return;
   RunConfig c = plan_->config();
   if (plan_->mesh()) c.mesh = plan_->mesh()->shape();  // "auto" resolved, as validated
   c.nodes = cluster_->to_node_configs();
   if (c.name.empty()) {
     const std::string model = c.model.is_string() ? c.model.get<std::string>() : std::string("model");
-    c.name = model + " " + std::to_string(c.mesh[Axis::dp_replicate]) + "x" + std::to_string(c.mesh[Axis::dp_shard]) + "x" +
-             std::to_string(c.mesh[Axis::cp]) + "x" + std::to_string(c.mesh[Axis::tp]);
+    c.name = model + " " + c.mesh.compact();
   }
   set_mode(Mode::runs);
   runs_page_->open_run(0);
   runs_page_->monitor()->begin_launch(QString::fromStdString(c.name), static_cast<int>(std::max<size_t>(1, c.nodes.size())));
-  launch_->setEnabled(false);
+  launch_action()->setEnabled(false);
   launcher_->set_ssh_options(prober_->ssh_options());  // the keys reviewed on the node cards
   launcher_->launch(c);
 }
@@ -321,14 +319,14 @@ void MainWindow::sync_cluster_to_plan() {
 
 void MainWindow::update_launch_state() {
   if (launcher_->launching()) {
-    launch_->setEnabled(false);
-    launch_->setToolTip(tr("Launching…"));
+    launch_action()->setEnabled(false);
+    launch_action()->setToolTip(tr("Launching…"));
     return;
   }
   const bool errors = plan_->has_errors();
   const bool fits = !plan_->memory() || plan_->memory()->fits;
-  launch_->setEnabled(!errors && fits && plan_->mesh().has_value());
-  launch_->setToolTip(errors ? tr("Fix the errors shown in the editor first")
+  launch_action()->setEnabled(!errors && fits && plan_->mesh().has_value());
+  launch_action()->setToolTip(errors ? tr("Fix the errors shown in the editor first")
                              : (!fits ? tr("This shape does not fit in memory") : tr("Launch this configuration (Ctrl+Return)")));
 }
 
@@ -348,9 +346,8 @@ void MainWindow::set_dark(bool dark) {
 bool MainWindow::load_config(const QString& path) {
   auto config = load_run_config(path.toStdString());
   if (!config) {
-    const QString msg = QString::fromStdString(config.error().message());
-    QMessageBox::warning(this, tr("Cannot open configuration"), msg);
-    statusBar()->showMessage(msg, 8000);
+    QMessageBox::warning(this, tr("Cannot open configuration"), error_text(config.error()));
+    statusBar()->showMessage(error_line(config.error()), 8000);
     return false;
   }
   if (!config->nodes.empty()) cluster_->from_node_configs(config->nodes);
@@ -365,7 +362,8 @@ bool MainWindow::save_config(const QString& path) {
   RunConfig c = plan_->config();
   c.nodes = cluster_->to_node_configs();
   if (Status s = save_run_config(c, path.toStdString()); !s) {
-    QMessageBox::warning(this, tr("Cannot save configuration"), QString::fromStdString(s.error().message()));
+    QMessageBox::warning(this, tr("Cannot save configuration"), error_text(s.error()));
+    statusBar()->showMessage(error_line(s.error()), 8000);
     return false;
   }
   config_path_ = path;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <QMainWindow>
+#include <array>
 
 #include "ui/mode_bar.h"
 
@@ -38,8 +39,8 @@ class MainWindow : public QMainWindow {
   ClusterPanel* cluster_panel() const { return cluster_panel_; }
   PlanPage* plan_page() const { return plan_page_; }
   Inspector* inspector() const { return inspector_; }
-  QAction* launch_action() const { return launch_; }
-  QAction* stop_action() const { return stop_; }
+  QAction* launch_action() const { return primary_action(Mode::plan); }
+  QAction* stop_action() const { return primary_action(Mode::runs); }
   RunsPage* runs_page() const { return runs_page_; }
   ComparePage* compare_page() const { return compare_page_; }
   LaunchController* launcher() const { return launcher_; }
@@ -49,7 +50,9 @@ class MainWindow : public QMainWindow {
   void attach_running();
   // Launches the plan's configuration on the cluster's nodes and opens the run's live page.
   void launch_from_plan();
-  QAction* probe_action() const { return probe_; }
+  QAction* probe_action() const { return primary_action(Mode::cluster); }
+  // The toolbar's one action for `mode`: probe, launch, stop, compare.
+  QAction* primary_action(Mode mode) const { return primary_[static_cast<size_t>(mode)]; }
   void set_mode(Mode mode) { mode_bar_->set_mode(mode); }
   Mode mode() const { return mode_bar_->mode(); }
 
@@ -88,10 +91,7 @@ class MainWindow : public QMainWindow {
   QLabel* busy_label_;
   QLabel* summary_label_;
   QLabel* mode_title_ = nullptr;
-  QAction* probe_ = nullptr;
-  QAction* launch_ = nullptr;
-  QAction* stop_ = nullptr;
-  QAction* compare_ = nullptr;
+  std::array<QAction*, 4> primary_{};  // indexed by Mode; only the current mode's is shown
   QAction* dark_ = nullptr;
   QString config_path_;
 };

@@ -8,7 +8,6 @@
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QLabel>
-#include <QPainter>
 #include <QSignalBlocker>
 #include <QSpinBox>
 #include <QVBoxLayout>
@@ -20,27 +19,17 @@
 namespace meshwork::ui {
 
 namespace {
-// A small square in an axis colour, so the editor's rows match the view's colours.
-QPixmap swatch(const QColor& c) {
-  QPixmap px(12, 12);
-  px.fill(Qt::transparent);
-  QPainter p(&px);
-  p.setRenderHint(QPainter::Antialiasing);
-  p.setPen(Qt::NoPen);
-  p.setBrush(c);
-  p.drawRoundedRect(QRectF(0, 0, 12, 12), 3, 3);
-  return px;
-}
-
 // Which control owns a diagnostic's field: "tp", "training.seq_len", "model.num_heads", ...
 std::string owner_of(const std::string& field) {
-  static const char* kOwners[] = {"dp_replicate", "dp_shard", "cp", "tp", "seq_len",
-                                  "micro_batch", "global_batch", "precision",
-                                  "activation_checkpointing"};
-  for (const char* o : kOwners) {
-    const std::string k = o;
+  static const std::vector<std::string> kOwners = [] {
+    std::vector<std::string> o;
+    for (Axis a : kAxes) o.emplace_back(axis_name(a));
+    for (const char* k : {"seq_len", "micro_batch", "global_batch", "precision", "activation_checkpointing"})
+      o.emplace_back(k);
+    return o;
+  }();
+  for (const std::string& k : kOwners)
     if (field == k || field == "mesh." + k || field == "training." + k || field == "--" + k) return k;
-  }
   if (field == "model" || field.rfind("model.", 0) == 0) return "model";
   if (field == "mesh" || field == "world_size") return "mesh";
   return "";
@@ -85,7 +74,7 @@ MeshEditor::MeshEditor(PlanState* state, QWidget* parent) : QWidget(parent), sta
     auto* lay = new QHBoxLayout(label);
     lay->setContentsMargins(0, 0, 0, 0);
     auto* sw = new QLabel(label);
-    sw->setPixmap(swatch(axis_color(a, is_dark())));
+    sw->setPixmap(color_swatch(axis_color(a, is_dark())));
     swatches_[i] = sw;
     auto* txt = new QLabel(QString::fromStdString(name), label);
     lay->addWidget(sw);
@@ -187,7 +176,7 @@ MeshEditor::MeshEditor(PlanState* state, QWidget* parent) : QWidget(parent), sta
 }
 
 void MeshEditor::refresh_colors() {
-  for (size_t i = 0; i < 4; ++i) swatches_[i]->setPixmap(swatch(axis_color(kAxes[i], is_dark())));
+  for (size_t i = 0; i < 4; ++i) swatches_[i]->setPixmap(color_swatch(axis_color(kAxes[i], is_dark())));
 }
 
 QLabel* MeshEditor::add_message_label(const std::string& field) {

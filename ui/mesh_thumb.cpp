@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "ui/axis_colors.h"
+#include "ui/format.h"
 #include "ui/theme.h"
 
 namespace meshwork::ui {
@@ -11,12 +12,7 @@ namespace meshwork::ui {
 MeshThumb::MeshThumb(const MeshShape& shape, const QString& name, const QColor& run_color, QWidget* parent)
     : QWidget(parent), shape_(shape), name_(name), run_color_(run_color) {
   setMinimumSize(150, 120);
-  setToolTip(QStringLiteral("%1: dp_replicate %2 × dp_shard %3 × cp %4 × tp %5")
-                 .arg(name)
-                 .arg(shape[Axis::dp_replicate])
-                 .arg(shape[Axis::dp_shard])
-                 .arg(shape[Axis::cp])
-                 .arg(shape[Axis::tp]));
+  setToolTip(QStringLiteral("%1: %2").arg(name, format_shape_named(shape)));
 }
 
 void MeshThumb::paintEvent(QPaintEvent*) {
@@ -40,7 +36,7 @@ void MeshThumb::paintEvent(QPaintEvent*) {
   p.drawText(QRectF(swatch.right() + 5, all.top() + 4, all.width() - 30, fm.height() + 2), Qt::AlignLeft | Qt::AlignVCenter,
              fm.elidedText(name_, Qt::ElideRight, all.width() - 32));
   p.setPen(muted_text_color());
-  const QString shape_text = QStringLiteral("%1×%2×%3×%4").arg(shape_[Axis::dp_replicate]).arg(shape_[Axis::dp_shard]).arg(shape_[Axis::cp]).arg(shape_[Axis::tp]);
+  const QString shape_text = format_shape(shape_);
   p.drawText(QRectF(all.left() + 8, all.bottom() - fm.height() - 6, all.width() - 16, fm.height() + 2),
              Qt::AlignLeft | Qt::AlignVCenter, shape_text + QStringLiteral("  ·  %1 ranks").arg(shape_.world_size()));
 

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "ui/axis_colors.h"
+#include "ui/format.h"
 #include "ui/theme.h"
 
 namespace meshwork::ui {
@@ -22,10 +23,6 @@ constexpr double kMaxCellW = 92, kMaxCellH = 64;
 QColor text_on(const QColor& bg) {
   const double l = 0.2126 * bg.redF() + 0.7152 * bg.greenF() + 0.0722 * bg.blueF();
   return l > 0.55 ? QColor("#111418") : QColor("#ffffff");
-}
-
-QString coords_text(const MeshCoord& c) {
-  return QStringLiteral("%1·%2·%3·%4").arg(c[Axis::dp_replicate]).arg(c[Axis::dp_shard]).arg(c[Axis::cp]).arg(c[Axis::tp]);
 }
 }  // namespace
 
@@ -233,7 +230,7 @@ void MeshView::paintEvent(QPaintEvent*) {
         p.drawText(c.adjusted(0, 2, 0, -c.height() * 0.45), Qt::AlignCenter, QString::number(r));
         p.setFont(small);
         p.drawText(c.adjusted(0, c.height() * 0.5, 0, -2), Qt::AlignCenter,
-                   coords_text(mesh_->coord_of(r)));
+                   format_coord(mesh_->coord_of(r)));
       } else {
         p.drawText(c, Qt::AlignCenter, QString::number(r));
       }
@@ -322,7 +319,7 @@ void MeshView::paint_legend(QPainter& p, const QRectF& area) {
     p.setBrush(Qt::NoBrush);
     p.drawRoundedRect(QRectF(x, y2 + 3, 12, fm.height() - 6), 2, 2);
     x += 16;
-    const QString name = QString::fromUtf8(axis_name(a).data());
+    const QString name = axis_label(a);
     p.setPen(palette().color(QPalette::Text));
     p.drawText(QPointF(x, y2 + fm.ascent()), name);
     x += fm.horizontalAdvance(name) + 12;
@@ -386,9 +383,8 @@ bool MeshView::event(QEvent* e) {
       return true;
     }
     const MeshCoord c = mesh_->coord_of(r);
-    QString tip = tr("<b>rank %1</b> on node %2 (local %3)<br>dp_replicate %4 · dp_shard %5 · cp %6 · tp %7")
-                      .arg(r).arg(mesh_->node_of(r)).arg(mesh_->local_rank_of(r))
-                      .arg(c[Axis::dp_replicate]).arg(c[Axis::dp_shard]).arg(c[Axis::cp]).arg(c[Axis::tp]);
+    QString tip = tr("<b>rank %1</b> on node %2 (local %3)<br>%4")
+                      .arg(r).arg(mesh_->node_of(r)).arg(mesh_->local_rank_of(r)).arg(format_coord_named(c));
     if (rank_marked_slow(r))
       tip += tr("<br><span style='color:%1'>its tp group crosses nodes or slow links</span>")
                  .arg(error_color().name());

@@ -3,12 +3,13 @@
 #include <QElapsedTimer>
 #include <functional>
 
+#include "core/metrics.h"
+#include "ui/error_text.h"
 #include "ui/store_worker.h"
 
 namespace meshwork::ui {
 
 namespace {
-constexpr const char* kCommKeys[4] = {"comm_s.dp_replicate", "comm_s.dp_shard", "comm_s.cp", "comm_s.tp"};
 // Beyond this many ranks the per-rank memory lines become a mean and a max (a legend of 64 lines
 // helps nobody, and each line is one query).
 constexpr int kMaxRankLines = 16;
@@ -18,6 +19,8 @@ int64_t version_of(const store::RunSummary& s) {
          static_cast<int64_t>(s.exit_reason.size());
 }
 }  // namespace
+
+std::string breakdown_key(int k) { return k < kAxisCount ? comm_key(kAxes[static_cast<size_t>(k)]) : "compute_s"; }
 
 std::optional<double> capacity_of(const nlohmann::json& cluster, const nlohmann::json& config, int world) {
   if (!cluster.is_object() || !cluster.contains("probes") || !cluster["probes"].is_array()) return std::nullopt;
@@ -48,14 +51,14 @@ std::shared_ptr<MonitorFrame> load_monitor_frame(store::RunStore* store, store::
   f->rank = rank;
   f->pixels = pixels;
   if (!store) {
-    f->error = QStringLiteral("the run store could not be opened");
+    f->error = error_text(store_unavailable());
     return f;
   }
   QElapsedTimer timer;
   timer.start();
   auto info = store->get_run(run);
   if (!info) {
-    f->error = QString::fromStdString(info.error().message());
+    f->error = error_text(info.error());
     return f;
   }
   f->version = version_of(info->summary);
@@ -74,7 +77,7 @@ std::shared_ptr<MonitorFrame> load_monitor_frame(store::RunStore* store, store::
     q.x_max = range->second;
   }
   q.pixels = std::max(16, pixels);
-  auto one = [&](const char* key, int r, store::Aggregate agg) -> MonitorFrame::Points {
+  auto one = [&](const std::string& key, int r, store::Aggregate agg) -> MonitorFrame::Points {
     q.key = key;
     q.rank = r;
     q.aggregate = agg;
@@ -99,15 +102,14 @@ std::shared_ptr<MonitorFrame> load_monitor_frame(store::RunStore* store, store::
   const store::Aggregate agg = rank >= 0 ? store::Aggregate::none : store::Aggregate::mean;
   f->tokens_per_s = one("tokens_per_s", shown, agg);
   // tokens_per_s is per data-parallel replica; the run's throughput is that times the replicas.
-  const double replicas = static_cast<double>(f->shape[Axis::dp_replicate]) * f->shape[Axis::dp_shard];
+  const double replicas = f->shape.group_size(GroupKind::dp);
   for (auto& p : f->tokens_per_s) p.y *= replicas;
   f->mfu = one("mfu", shown, agg);
   f->step_s = one("step_s", shown, agg);
   f->compute = one("compute_s", shown, agg);
   // An axis of size 1 never communicates (the page draws no layer for it): not queried.
-  constexpr Axis kAxes[4] = {Axis::dp_replicate, Axis::dp_shard, Axis::cp, Axis::tp};
-  for (int a = 0; a < 4; ++a)
-    if (f->shape.size(kAxes[a]) > 1) f->comm[a] = one(kCommKeys[a], shown, agg);
+  for (Axis a : kAxes)
+    if (f->shape.size(a) > 1) f->comm[static_cast<size_t>(a)] = one(comm_key(a), shown, agg);
   if (f->world <= kMaxRankLines) {
     for (int r = 0; r < f->world; ++r) {
       f->mem.push_back(one("mem_bytes", r, store::Aggregate::none));
@@ -119,11 +121,11 @@ std::shared_ptr<MonitorFrame> load_monitor_frame(store::RunStore* store, store::
     last.pixels = 1;
     last.aggregate = store::Aggregate::none;
     for (int r = 0; r < f->world; ++r) {
-      std::array<double, 5> b{};
+      std::array<double, kBreakdownColumns> b{};
       last.rank = r;
-      for (int k = 0; k < 5; ++k) {
-        if (k < 4 && f->shape.size(kAxes[k]) <= 1) continue;
-        last.key = k < 4 ? kCommKeys[k] : "compute_s";
+      for (int k = 0; k < kBreakdownColumns; ++k) {
+        if (k < kAxisCount && f->shape.size(kAxes[static_cast<size_t>(k)]) <= 1) continue;
+        last.key = breakdown_key(k);
         if (auto s = store->query_series(last); s && !s->empty() && !(*s)[0].points.empty())
           b[k] = (*s)[0].points.back().y;
       }

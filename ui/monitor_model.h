@@ -22,6 +22,11 @@ namespace meshwork::ui {
 
 class StoreWorker;
 
+// The series of column k of a breakdown (MonitorFrame::last_breakdown, CompareFrame's means): each
+// axis's collective time in kAxes order ("comm_s.tp"), then "compute_s".
+inline constexpr int kBreakdownColumns = kAxisCount + 1;
+std::string breakdown_key(int k);
+
 struct MonitorFrame {
   store::RunId run = 0;
   QString error;                   // the store could not answer
@@ -34,10 +39,10 @@ struct MonitorFrame {
   int pixels = 0;                  // the chart width the series were decimated for
   using Points = std::vector<store::Point>;
   Points loss, lr, grad_norm, tokens_per_s, mfu, step_s, compute;
-  std::array<Points, 4> comm;      // dp_replicate, dp_shard, cp, tp
+  std::array<Points, kAxisCount> comm;  // indexed by Axis
   std::vector<Points> mem, mem_peak;  // per rank
   // Per rank at its latest step: seconds in each axis's collectives, then compute.
-  std::vector<std::array<double, 5>> last_breakdown;
+  std::vector<std::array<double, kBreakdownColumns>> last_breakdown;
   std::vector<store::Event> problems;  // warning and error events, newest last
   int64_t version = 0;
   int64_t source_points = 0;       // raw points the loss series stands for

@@ -19,6 +19,7 @@
 #include "ui/flow_layout.h"
 #include "ui/format.h"
 #include "ui/metric_chart.h"
+#include "ui/runs_model.h"
 #include "ui/store_worker.h"
 #include "ui/theme.h"
 
@@ -47,8 +48,6 @@ QString status_style(const std::string& s) {
   return QStringLiteral("QLabel { color: white; background: %1; border-radius: 8px; padding: 2px 10px; font-weight: 600; }")
       .arg(c.name());
 }
-constexpr Axis kAxes[4] = {Axis::dp_replicate, Axis::dp_shard, Axis::cp, Axis::tp};
-const char* kAxisNames[4] = {"dp_replicate", "dp_shard", "cp", "tp"};
 }  // namespace
 
 std::vector<double> resample(const std::vector<store::Point>& points, const std::vector<double>& x) {
@@ -107,9 +106,7 @@ MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
   outer->addWidget(deploy_box_);
 
   // Controls wrap like text, so the page never forces the window wider than it is.
-  auto* controls_box = new QWidget(this);
-  auto* controls = new FlowLayout(controls_box, 8);
-  controls->setContentsMargins(0, 0, 0, 0);
+  auto* controls = new_control_row(this);
   controls->addWidget(new QLabel(tr("Per-rank charts:"), this));
   ranks_ = new QComboBox(this);
   ranks_->addItem(tr("mean over ranks"), -1);
@@ -127,7 +124,7 @@ MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
   auto* hint = new QLabel(tr("Drag across a chart to zoom every chart; double-click or right-click to see the whole run"), this);
   hint->setProperty("role", "muted");
   controls->addWidget(hint);
-  outer->addWidget(controls_box);
+  outer->addWidget(controls->parentWidget());
 
   loss_ = new MetricChart(tr("Loss"), this);
   lr_ = new MetricChart(tr("Learning rate"), this);
@@ -318,10 +315,10 @@ void MonitorPage::rebuild_series(const MonitorFrame& f) {
   mem_->set_axis_titles(tr("step"), {});
   comm_->clear_series();
   comm_axes_.clear();
-  for (int a = 0; a < 4; ++a) {
-    if (f.shape.size(kAxes[a]) <= 1) continue;  // an axis of size 1 never communicates
+  for (Axis a : kAxes) {
+    if (f.shape.size(a) <= 1) continue;  // an axis of size 1 never communicates
     comm_axes_.push_back(a);
-    comm_->add_area(kAxisNames[a], axis_color(kAxes[a], is_dark()));
+    comm_->add_area(axis_label(a), axis_color(a, is_dark()));
   }
   comm_->add_area(tr("compute"), compute_color());
   comm_->set_axis_titles(tr("step"), tr("ms"));
@@ -344,8 +341,7 @@ void MonitorPage::draw_header(const MonitorFrame& f) {
   if (f.config.contains("training") && f.config["training"].contains("steps"))
     facts.last() += QStringLiteral(" / %1").arg(f.config["training"]["steps"].get<int>() - 1);
   if (s.final_loss) facts << tr("loss %1").arg(*s.final_loss, 0, 'f', 4);
-  if (s.tokens_per_s)
-    facts << format_tokens_per_s(*s.tokens_per_s * f.shape[Axis::dp_replicate] * f.shape[Axis::dp_shard]);
+  if (const auto tps = run_tokens_per_s(s)) facts << format_tokens_per_s(*tps);
   facts_->setText(facts.join(QStringLiteral("  ·  ")));
   const bool live = s.status == store::kStatusRunning || s.status == store::kStatusCreated;
   if (stop_->text() != tr("Stopping…") || !live) {
@@ -431,7 +427,7 @@ void MonitorPage::draw(const std::shared_ptr<const MonitorFrame>& fp) {
   x.reserve(f.step_s.size());
   for (const auto& p : f.step_s) x.push_back(p.x);
   std::vector<std::vector<double>> layers;
-  for (int a : comm_axes_) {
+  for (Axis a : comm_axes_) {
     layers.push_back(resample(f.comm[static_cast<size_t>(a)], x));
     for (double& v : layers.back()) v *= 1000.0;
   }
@@ -444,13 +440,13 @@ void MonitorPage::draw(const std::shared_ptr<const MonitorFrame>& fp) {
     QStringList cats;
     for (size_t r = 0; r < f.last_breakdown.size(); ++r) cats << tr("rank %1").arg(r);
     std::vector<BarChart::Set> sets;
-    for (int a : comm_axes_) {
-      BarChart::Set s{kAxisNames[a], axis_color(kAxes[a], is_dark()), {}};
+    for (Axis a : comm_axes_) {
+      BarChart::Set s{axis_label(a), axis_color(a, is_dark()), {}};
       for (const auto& b : f.last_breakdown) s.values.push_back(b[static_cast<size_t>(a)] * 1000.0);
       sets.push_back(s);
     }
     BarChart::Set c{tr("compute"), compute_color(), {}};
-    for (const auto& b : f.last_breakdown) c.values.push_back(b[4] * 1000.0);
+    for (const auto& b : f.last_breakdown) c.values.push_back(b[kAxisCount] * 1000.0);
     sets.push_back(c);
     breakdown_->set_data(cats, sets, tr("ms at step %1").arg(f.summary.steps));
   }

@@ -107,7 +107,7 @@ class MonitorPage : public QWidget {
   double smoothing_weight_ = 0.6;
   int series_world_ = -1;  // the world / shape the per-rank series were built for
   MeshShape series_shape_{0, 0, 0, 0};
-  std::vector<int> comm_axes_;  // axes with a layer in the comm chart
+  std::vector<Axis> comm_axes_;  // axes with a layer in the comm chart
   bool following_ = false;
   double last_draw_ms_ = 0;
 };

@@ -3,7 +3,6 @@
 #include <QButtonGroup>
 #include <QHBoxLayout>
 #include <QLabel>
-#include <QPainter>
 #include <QScrollArea>
 #include <QSplitter>
 #include <QToolButton>
@@ -12,6 +11,7 @@
 #include "ui/axis_colors.h"
 #include "ui/cluster_model.h"
 #include "ui/flow_layout.h"
+#include "ui/format.h"
 #include "ui/memory_panel.h"
 #include "ui/mesh_editor.h"
 #include "ui/mesh_view.h"
@@ -22,17 +22,6 @@
 namespace meshwork::ui {
 
 namespace {
-QIcon swatch_icon(const QColor& c) {
-  QPixmap px(12, 12);
-  px.fill(Qt::transparent);
-  QPainter p(&px);
-  p.setRenderHint(QPainter::Antialiasing);
-  p.setPen(Qt::NoPen);
-  p.setBrush(c);
-  p.drawRoundedRect(QRectF(0, 0, 12, 12), 3, 3);
-  return QIcon(px);
-}
-
 QStringList node_names(const ClusterModel& m) {
   QStringList out;
   for (const NodeInfo& n : m.nodes())
@@ -77,7 +66,7 @@ PlanPage::PlanPage(PlanState* state, ClusterModel* cluster, QWidget* parent)
   for (GroupKind g : kGroupKinds) {
     auto* b = new QToolButton(picker_host);
     b->setText(QString::fromUtf8(group_name(g).data()));
-    b->setIcon(swatch_icon(group_color(g, is_dark())));
+    b->setIcon(QIcon(color_swatch(group_color(g, is_dark()))));
     b->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
     b->setCheckable(true);
     b->setAutoRaise(true);
@@ -123,7 +112,7 @@ PlanPage::PlanPage(PlanState* state, ClusterModel* cluster, QWidget* parent)
 
 void PlanPage::refresh_colors() {
   for (GroupKind g : kGroupKinds)
-    if (auto* b = kinds_->button(static_cast<int>(g))) b->setIcon(swatch_icon(group_color(g, is_dark())));
+    if (auto* b = kinds_->button(static_cast<int>(g))) b->setIcon(QIcon(color_swatch(group_color(g, is_dark()))));
   editor_->refresh_colors();
   refresh_view();
 }
@@ -141,9 +130,7 @@ void PlanPage::refresh_view() {
   view_->set_invalid_text(first_error.isEmpty() ? tr("No valid mesh to draw.")
                                                 : tr("This shape is not valid:\n%1").arg(first_error));
   if (mesh) {
-    const MeshShape& s = mesh->shape();
-    QString text = tr("<b>%1</b> ranks = %2 × %3 × %4 × %5")
-                       .arg(mesh->world_size()).arg(s[Axis::dp_replicate]).arg(s[Axis::dp_shard]).arg(s[Axis::cp]).arg(s[Axis::tp]);
+    QString text = tr("<b>%1</b> ranks = %2").arg(mesh->world_size()).arg(format_shape(mesh->shape(), QStringLiteral(" × ")));
     if (!first_error.isEmpty())
       text += tr(" · <span style='color:%1'>not valid: see the editor</span>").arg(error_color().name());
     shape_label_->setText(text);

@@ -38,50 +38,40 @@ void PlanState::set_axis(Axis axis, int size) {
       if (a != axis && s.size(a) == -1) s.set(a, mesh_ ? mesh_->shape().size(a) : 1);
   }
   s.set(axis, size);
-  if (s == config_.mesh) return;
-  config_.mesh = s;
-  revalidate();
-  start_estimate();
+  update(config_.mesh, s, false);
 }
 
-void PlanState::set_shape(const MeshShape& shape) {
-  if (shape == config_.mesh) return;
-  config_.mesh = shape;
-  revalidate();
-  start_estimate();
-}
+void PlanState::set_shape(const MeshShape& shape) { update(config_.mesh, shape, false); }
 
-void PlanState::set_model(const nlohmann::json& model) {
-  if (model == config_.model) return;
-  config_.model = model;
-  revalidate();
-  start_estimate();
-  start_plan();
-}
+void PlanState::set_model(const nlohmann::json& model) { update(config_.model, model, true); }
 
-void PlanState::set_training(const TrainingConfig& training) {
-  if (training == config_.training) return;
-  config_.training = training;
-  revalidate();
-  start_estimate();
-  start_plan();
-}
+void PlanState::set_training(const TrainingConfig& training) { update(config_.training, training, true); }
 
 void PlanState::set_cluster(const ClusterFacts& cluster, std::vector<NodeConfig> nodes) {
   cluster_ = cluster;
   config_.nodes = std::move(nodes);
-  revalidate();
-  start_estimate();
-  start_plan();
+  recompute(true);
 }
 
 void PlanState::set_config(const RunConfig& config) {
   const auto nodes = config_.nodes;
   config_ = config;
   if (config_.nodes.empty()) config_.nodes = nodes;
+  recompute(true);
+}
+
+// The planner ranks every shape of the cluster, so a new shape alone does not re-run it.
+template <class T>
+void PlanState::update(T& field, const T& value, bool replan) {
+  if (field == value) return;
+  field = value;
+  recompute(replan);
+}
+
+void PlanState::recompute(bool replan) {
   revalidate();
   start_estimate();
-  start_plan();
+  if (replan) start_plan();
 }
 
 void PlanState::set_name(const std::string& name) { config_.name = name; }
@@ -117,64 +107,44 @@ void PlanState::start_plan() {
   });
 }
 
-void PlanState::run_estimate() {
-  const quint64 gen = ++memory_gen_;
+// Runs compute(config, cluster) on the pool; back on the GUI thread, unless a newer request was
+// made meanwhile (`generation` moved on), puts its value in `value` or its error in `error` and
+// emits `done`.
+template <class Compute, class T>
+void PlanState::run_job(std::atomic<quint64>& generation, Compute compute, T& value, std::string& error,
+                        void (PlanState::*done)()) {
+  const quint64 gen = ++generation;
   ++pending_;
   Q_EMIT busy_changed(true);
-  const RunConfig config = config_;
-  const ClusterFacts cluster = cluster_;
-  pool_.start([this, gen, config, cluster] {
-    if (gen != memory_gen_.load()) {  // superseded while queued
+  pool_.start([this, gen, &generation, compute, &value, &error, done, config = config_, cluster = cluster_] {
+    if (gen != generation.load()) {  // superseded while queued
       QMetaObject::invokeMethod(this, [this] { finish_job(); }, Qt::QueuedConnection);
       return;
     }
-    auto result = estimate_memory(config, cluster);
+    auto result = compute(config, cluster);
     QMetaObject::invokeMethod(
         this,
-        [self = this, gen, result = std::move(result)] {
-          self->finish_job();
-          if (gen != self->memory_gen_) return;
-          if (result) {
-            self->memory_ = result.value();
-            self->memory_error_.clear();
-          } else {
-            self->memory_.reset();
-            self->memory_error_ = result.error().message();
-          }
-          Q_EMIT self->memory_changed();
+        [this, gen, &generation, &value, &error, done, result = std::move(result)] {
+          finish_job();
+          if (gen != generation.load()) return;
+          value = {};
+          error.clear();
+          if (result) value = result.value();
+          else error = result.error().message();
+          Q_EMIT(this->*done)();
         },
         Qt::QueuedConnection);
   });
 }
 
+void PlanState::run_estimate() {
+  run_job(memory_gen_, [](const RunConfig& c, const ClusterFacts& f) { return estimate_memory(c, f); }, memory_,
+          memory_error_, &PlanState::memory_changed);
+}
+
 void PlanState::run_plan() {
-  const quint64 gen = ++plan_gen_;
-  ++pending_;
-  Q_EMIT busy_changed(true);
-  const RunConfig config = config_;
-  const ClusterFacts cluster = cluster_;
-  pool_.start([this, gen, config, cluster] {
-    if (gen != plan_gen_.load()) {
-      QMetaObject::invokeMethod(this, [this] { finish_job(); }, Qt::QueuedConnection);
-      return;
-    }
-    auto result = plan_shapes(config, cluster);
-    QMetaObject::invokeMethod(
-        this,
-        [self = this, gen, result = std::move(result)] {
-          self->finish_job();
-          if (gen != self->plan_gen_) return;
-          if (result) {
-            self->plan_ = result.value();
-            self->plan_error_.clear();
-          } else {
-            self->plan_.clear();
-            self->plan_error_ = result.error().message();
-          }
-          Q_EMIT self->plan_changed();
-        },
-        Qt::QueuedConnection);
-  });
+  run_job(plan_gen_, [](const RunConfig& c, const ClusterFacts& f) { return plan_shapes(c, f); }, plan_,
+          plan_error_, &PlanState::plan_changed);
 }
 
 void PlanState::finish_job() {

@@ -53,11 +53,19 @@ class PlanState : public QObject {
   void busy_changed(bool busy);
 
  private:
+  // Sets `field` (part of config_) to `value` and, when it changed, recompute(replan).
+  template <class T>
+  void update(T& field, const T& value, bool replan);
+  // Re-validates and re-runs the estimate, and the planner when `replan`.
+  void recompute(bool replan);
   void revalidate();
   void start_estimate();
   void start_plan();
   void run_estimate();
   void run_plan();
+  template <class Compute, class T>
+  void run_job(std::atomic<quint64>& generation, Compute compute, T& value, std::string& error,
+               void (PlanState::*done)());
   void finish_job();
 
   RunConfig config_;

@@ -41,6 +41,7 @@ QVariant PlannerModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::TextAlignmentRole)
     return col == Shape ? int(Qt::AlignLeft | Qt::AlignVCenter) : int(Qt::AlignRight | Qt::AlignVCenter);
   if (role == Qt::ForegroundRole && col == Fits) return QBrush(r.fits ? ok_color() : error_color());
+  if (role == Qt::ForegroundRole && col == Shape && !r.accelerate_refusal.empty()) return QBrush(warning_color());
   if (role == Qt::ForegroundRole && !r.fits && col != Fits) return QBrush(muted_text_color());
   if (col >= CommFirst && role == ShareRole) return r.comm_share[static_cast<size_t>(col - CommFirst)];
   if (role == SortRole) {
@@ -59,8 +60,9 @@ QVariant PlannerModel::data(const QModelIndex& index, int role) const {
   switch (col) {
     case Rank: return index.row() + 1;
     case Shape:
-      return QStringLiteral("%1 × %2 × %3 × %4")
-          .arg(r.shape[Axis::dp_replicate]).arg(r.shape[Axis::dp_shard]).arg(r.shape[Axis::cp]).arg(r.shape[Axis::tp]);
+      // Marked, not hidden: meshtrain runs the shape, Accelerate would not (the tooltip says why).
+      return r.accelerate_refusal.empty() ? format_shape(r.shape, QStringLiteral(" × "))
+                                          : tr("⚠ %1 · not Accelerate").arg(format_shape(r.shape, QStringLiteral(" × ")));
     case Fits: return r.fits ? tr("✓ fits") : tr("✗ no");
     case Memory: return format_bytes(r.memory_bytes);
     case TokensPerS: return format_tokens_per_s(r.tokens_per_s);
@@ -78,7 +80,7 @@ QVariant PlannerModel::headerData(int section, Qt::Orientation o, int role) cons
     if (section == Shape) return tr("dp_replicate × dp_shard × cp × tp");
     if (section >= CommFirst)
       return tr("Share of the step spent in %1 collectives (core's estimate)")
-          .arg(QString::fromUtf8(axis_name(kAxes[static_cast<size_t>(section - CommFirst)]).data()));
+          .arg(axis_label(kAxes[static_cast<size_t>(section - CommFirst)]));
     if (section == Mfu) return tr("Model FLOPs utilisation predicted by core");
   }
   if (role != Qt::DisplayRole) return {};
@@ -91,8 +93,10 @@ QVariant PlannerModel::headerData(int section, Qt::Orientation o, int role) cons
     case Mfu: return tr("MFU");
     case StepTime: return tr("Step");
     default: {
-      static const char* kShort[] = {"comm dp_r", "dp_s", "cp", "tp"};
-      return tr(kShort[section - CommFirst]);
+      // Narrow columns: "dp_replicate" -> "dp_r"; the first one says what the columns are.
+      QString name = axis_label(kAxes[static_cast<size_t>(section - CommFirst)]);
+      if (const qsizetype cut = name.indexOf(QLatin1Char('_')); cut >= 0) name.truncate(cut + 2);
+      return section == CommFirst ? tr("comm %1").arg(name) : name;
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <QFileInfo>
 #include <fstream>
 
+#include "ui/error_text.h"
 #include "ui/format.h"
 #include "ui/monitor_model.h"
 #include "ui/store_worker.h"
@@ -20,8 +21,7 @@ bool live(const store::RunSummary& s) { return s.status == store::kStatusRunning
 
 std::optional<double> run_tokens_per_s(const store::RunSummary& s) {
   if (!s.tokens_per_s) return std::nullopt;
-  const MeshShape shape = s.shape.value_or(MeshShape{});
-  return *s.tokens_per_s * shape[Axis::dp_replicate] * shape[Axis::dp_shard];
+  return *s.tokens_per_s * s.shape.value_or(MeshShape{}).group_size(GroupKind::dp);
 }
 
 RunsModel::RunsModel(StoreWorker* worker, QObject* parent) : QAbstractTableModel(parent), worker_(worker) {
@@ -144,11 +144,7 @@ int RunsModel::row_of(store::RunId id) const {
 }
 
 void RunsModel::refresh() {
-  if (in_flight_) {
-    again_ = true;
-    return;
-  }
-  in_flight_ = true;
+  if (!list_job_.start()) return;
   struct R {
     std::vector<store::RunSummary> runs;
     QString error;
@@ -161,17 +157,17 @@ void RunsModel::refresh() {
         QElapsedTimer t;
         t.start();
         if (!s) {
-          out->error = QStringLiteral("no store");
+          out->error = error_text(store_unavailable());
           return out;
         }
         auto r = s->list_runs();
-        if (!r) out->error = q(r.error().message());
+        if (!r) out->error = error_text(r.error());
         else out->runs = std::move(*r);
         out->ms = static_cast<double>(t.nsecsElapsed()) / 1e6;
         return out;
       },
       [this](std::shared_ptr<R> rp) {
-        in_flight_ = false;
+        const bool again = list_job_.finish();
         R& r = *rp;
         last_load_ms_ = r.ms;
         if (r.error.isEmpty()) {
@@ -195,53 +191,41 @@ void RunsModel::refresh() {
         if (any_live && !poll_.isActive()) poll_.start(std::max(2000, static_cast<int>(4 * last_load_ms_)));
         if (!any_live) poll_.stop();
         Q_EMIT loaded();
-        if (again_) {
-          again_ = false;
-          refresh();
-        }
+        if (again) refresh();
+      });
+}
+
+// A change to the store on its worker: `done` gets the error's text, or an empty string.
+void RunsModel::store_op(std::function<Status(store::RunStore*)> op, Done done, bool changes_runs) {
+  worker_->post<QString>(
+      this,
+      [op = std::move(op)](store::RunStore* s) -> QString {
+        if (!s) return error_text(store_unavailable());
+        const Status st = op(s);
+        return st ? QString() : error_text(st.error());
+      },
+      [this, done, changes_runs](QString e) {
+        if (done) done(e);
+        if (changes_runs) worker_->notify_runs_changed();
       });
 }
 
 void RunsModel::rename(store::RunId id, const QString& name, Done done) {
-  worker_->post<QString>(
-      this,
-      [id, n = name.toStdString()](store::RunStore* s) -> QString {
-        if (!s) return QStringLiteral("no store");
-        auto st = s->rename_run(id, n);
-        return st ? QString() : q(st.error().message());
-      },
-      [this, done](QString e) {
-        if (done) done(e);
-        worker_->notify_runs_changed();
-      });
+  store_op([id, n = name.toStdString()](store::RunStore* s) { return s->rename_run(id, n); }, done, true);
 }
 
 void RunsModel::remove(const std::vector<store::RunId>& ids, Done done) {
-  worker_->post<QString>(
-      this,
-      [ids](store::RunStore* s) -> QString {
-        if (!s) return QStringLiteral("no store");
+  store_op(
+      [ids](store::RunStore* s) {
         for (store::RunId id : ids)
-          if (auto st = s->delete_run(id); !st) return q(st.error().message());
-        return {};
+          if (Status st = s->delete_run(id); !st) return st;
+        return Status::Ok();
       },
-      [this, done](QString e) {
-        if (done) done(e);
-        worker_->notify_runs_changed();
-      });
+      done, true);
 }
 
 void RunsModel::export_csv(store::RunId id, const QString& path, Done done) {
-  worker_->post<QString>(
-      this,
-      [id, p = path.toStdString()](store::RunStore* s) -> QString {
-        if (!s) return QStringLiteral("no store");
-        auto st = s->export_csv(id, p);
-        return st ? QString() : q(st.error().message());
-      },
-      [done](QString e) {
-        if (done) done(e);
-      });
+  store_op([id, p = path.toStdString()](store::RunStore* s) { return s->export_csv(id, p); }, done, false);
 }
 
 void RunsModel::import_file(const QString& path, const QString& name, bool follow,
@@ -250,14 +234,14 @@ void RunsModel::import_file(const QString& path, const QString& name, bool follo
   worker_->post<R>(
       this,
       [p = path.toStdString(), n = name.toStdString(), follow](store::RunStore* s) -> R {
-        if (!s) return {0, QStringLiteral("no store")};
+        if (!s) return {0, error_text(store_unavailable())};
         const std::string origin = std::filesystem::absolute(p).string();
         auto id = s->create_run(n, nlohmann::json::object(), nlohmann::json::object(), origin);
-        if (!id) return {0, q(id.error().message())};
+        if (!id) return {0, error_text(id.error())};
         Result<store::IngestCounts> r = store::IngestCounts{};
         if (follow) {  // complete lines only: the rest arrives with the next tail
           std::ifstream in(p, std::ios::binary);
-          if (!in) r = Error{"metrics file", p, "cannot be read"};
+          if (!in) r = Error{"metrics file", p, "cannot be read"}.as(ErrorKind::io);
           std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
           if (r) r = s->ingest_chunk(*id, origin, 0, bytes);
         } else {
@@ -265,7 +249,7 @@ void RunsModel::import_file(const QString& path, const QString& name, bool follo
         }
         if (!r) {
           (void)s->delete_run(*id);
-          return {0, q(r.error().message())};
+          return {0, error_text(r.error())};
         }
         return {*id, {}};
       },

@@ -9,10 +9,9 @@
 #include <vector>
 
 #include "core/store/run_store.h"
+#include "ui/store_worker.h"
 
 namespace meshwork::ui {
-
-class StoreWorker;
 
 class RunsModel : public QAbstractTableModel {
   Q_OBJECT
@@ -56,10 +55,10 @@ class RunsModel : public QAbstractTableModel {
   void loaded();
 
  private:
+  void store_op(std::function<Status(store::RunStore*)> op, Done done, bool changes_runs);
   StoreWorker* worker_;
   std::vector<store::RunSummary> runs_;
-  bool in_flight_ = false;
-  bool again_ = false;
+  OneInFlight list_job_;
   int64_t loads_ = 0;
   QTimer poll_;  // while a run is live, its steps and loss move
   double last_load_ms_ = 0;
@@ -69,7 +68,7 @@ class RunsModel : public QAbstractTableModel {
 };
 
 // Run throughput from a summary: its tokens/s is rank 0's per data-parallel replica
-// (docs/metrics.md), so the run's is that times dp_replicate * dp_shard.
+// (docs/metrics.md), so the run's is that times the replicas (the shape's dp group size).
 std::optional<double> run_tokens_per_s(const store::RunSummary& s);
 
 }  // namespace meshwork::ui

@@ -31,9 +31,7 @@ RunsPage::RunsPage(StoreWorker* worker, QWidget* parent)
   auto* list = new QWidget(stack_);
   auto* l = new QVBoxLayout(list);
   l->setContentsMargins(12, 10, 12, 10);
-  auto* bar_box = new QWidget(list);
-  auto* bar = new FlowLayout(bar_box, 8);
-  bar->setContentsMargins(0, 0, 0, 0);
+  auto* bar = new_control_row(list);
   filter_ = new QLineEdit(list);
   filter_->setPlaceholderText(tr("Filter runs by name, shape, model or status"));
   filter_->setClearButtonEnabled(true);
@@ -51,7 +49,7 @@ RunsPage::RunsPage(StoreWorker* worker, QWidget* parent)
   bar->addWidget(filter_);
   bar->addWidget(count_);
   for (QPushButton* b : {open_, compare_, rename_, delete_, export_, import}) bar->addWidget(b);
-  l->addWidget(bar_box);
+  l->addWidget(bar->parentWidget());
 
   proxy_->setSourceModel(model_);
   proxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);

@@ -7,7 +7,8 @@
 
 namespace meshwork::ui {
 
-// Writes cluster.png, plan.png, plan-dark.png, plan-invalid.png, mesh-64x8.png into `dir`, then
+// Writes plan.png, cluster.png, plan-dark.png, plan-invalid.png, plan-accelerate.png (a shape
+// Accelerate refuses, marked) and mesh-64x8.png into `dir`, then
 // the part-2 pictures (render_run_screenshots) into a throw-away run store, never the user's.
 // $MESHWORK_SCREENSHOT_RUNS: a directory of recorded metrics files to import for runs/compare.
 // Returns 0 on success, 1 (with a message on stderr) on failure.

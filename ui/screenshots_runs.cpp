@@ -3,7 +3,6 @@
 // recorded (tests/ui/data, given by scripts/screenshots) imported as runs.
 #include <QApplication>
 #include <QDir>
-#include <QElapsedTimer>
 #include <QFileInfo>
 #include <QSysInfo>
 #include <QThread>
@@ -19,45 +18,17 @@
 #include "ui/plan_state.h"
 #include "ui/runs_model.h"
 #include "ui/runs_page.h"
+#include "ui/screenshot_support.h"
 #include "ui/screenshots.h"
 #include "ui/theme.h"
 
 namespace meshwork::ui {
 
-namespace {
-void pump(int ms) {
-  QElapsedTimer t;
-  t.start();
-  while (t.elapsed() < ms) {
-    QApplication::processEvents(QEventLoop::AllEvents, 50);
-    QThread::msleep(10);
-  }
-}
-template <class F>
-bool wait_for(F done, int ms) {
-  QElapsedTimer t;
-  t.start();
-  while (!done()) {
-    if (t.elapsed() > ms) return false;
-    pump(50);
-  }
-  return true;
-}
-bool grab(QWidget* w, const QString& path) {
-  pump(500);
-  const bool ok = w->grab().save(path);
-  std::cout << (ok ? "wrote " : "FAILED ") << path.toStdString() << "\n";
-  return ok;
-}
-}  // namespace
-
 int render_run_screenshots(const QString& dir, const QString& runs_data) {
   auto* app = qobject_cast<QApplication*>(QCoreApplication::instance());
-  apply_theme(*app, Theme::light);
   bool ok = true;
-  MainWindow w(false);
-  w.resize(1500, 920);
-  w.show();
+  const auto window = open_window(*app, Theme::light);
+  MainWindow& w = *window;
   RunsPage* page = w.runs_page();
 
   // 1. A real run from the Launch action on this machine: 2 CPU ranks, FSDP.
@@ -84,7 +55,7 @@ int render_run_screenshots(const QString& dir, const QString& runs_data) {
     c.training.device = DeviceKind::cpu;
     w.plan()->set_config(c);
     w.set_mode(Mode::plan);
-    pump(800);
+    pump_events(800);
     qint64 run = 0;
     QString failure;
     QObject::connect(w.launcher(), &LaunchController::launched, &w, [&](qint64 id) { run = id; });
@@ -95,7 +66,7 @@ int render_run_screenshots(const QString& dir, const QString& runs_data) {
       MonitorPage* m = page->monitor();
       // Mid-run: enough steps for the curves to have a shape.
       wait_for([&] { return m->loss_chart()->point_count(0) >= 40; }, 300000);
-      ok &= grab(&w, dir + "/monitor-live.png");
+      ok &= save_grab(&w, dir + "/monitor-live.png", 500);
       w.launcher()->stop(run);
       wait_for([&] { return !w.launcher()->following(run); }, 60000);
     } else {
@@ -122,13 +93,13 @@ int render_run_screenshots(const QString& dir, const QString& runs_data) {
   page->show_list();
   wait_for([&] { return page->model()->loads() > 0; }, 10000);
   if (!ids.empty()) page->select_runs({ids.front()});
-  ok &= grab(&w, dir + "/runs.png");
+  ok &= save_grab(&w, dir + "/runs.png", 500);
   if (ids.size() >= 2) {
     page->select_runs(ids);
     Q_EMIT page->compare_requested(page->selected_runs());
     ComparePage* c = w.compare_page();
     wait_for([&] { return c->series_count() == static_cast<int>(ids.size()); }, 30000);
-    ok &= grab(&w, dir + "/compare.png");
+    ok &= save_grab(&w, dir + "/compare.png", 500);
   }
   return ok ? 0 : 1;
 }

@@ -3,6 +3,7 @@
 #include <QSemaphore>
 
 #include "core/store/paths.h"
+#include "ui/error_text.h"
 
 namespace meshwork::ui {
 
@@ -32,7 +33,7 @@ store::RunStore* StoreWorker::store() {
     if (s) {
       store_ = std::move(*s);
     } else {
-      open_error_ = QString::fromStdString(s.error().message());
+      open_error_ = error_text(s.error());
     }
   }
   return store_.get();

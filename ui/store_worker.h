@@ -13,10 +13,35 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <utility>
 
 #include "core/store/run_store.h"
 
 namespace meshwork::ui {
+
+// One job of a kind in flight on the worker at a time (the runs list, a Compare frame): a request
+// made while one runs is remembered and made once the answer is in, as that answer is stale.
+class OneInFlight {
+ public:
+  // True: start the job now. False: one is running, and will be asked again (see finish()).
+  bool start() {
+    if (busy_) {
+      again_ = true;
+      return false;
+    }
+    busy_ = true;
+    return true;
+  }
+  // On the answer: true when a request came meanwhile (start the job again).
+  bool finish() {
+    busy_ = false;
+    return std::exchange(again_, false);
+  }
+
+ private:
+  bool busy_ = false;
+  bool again_ = false;
+};
 
 class StoreWorker : public QObject {
   Q_OBJECT

@@ -129,6 +129,54 @@ class WorkbenchTest : public QObject {
     QTRY_VERIFY(w.launch_action()->isEnabled());
   }
 
+  void accelerateRefusedShapeIsMarkedNotHidden() {
+    MainWindow w(false);
+    w.show();
+    test::set_gpu_cluster(w, 2, 8);
+    RunConfig c = base_config(w, "llama-3.1-8b");
+    c.mesh = MeshShape{2, 1, 1, 8};  // tp inside each node, pure replication across them
+    w.plan()->set_config(c);
+    // meshtrain runs it: no error, launching stays possible, and the editor says what Accelerate
+    // would do, in core's words, under the mesh.
+    ShapeQuery q;
+    q.shape = c.mesh;
+    q.world_size = 16;
+    q.gpus_per_node = 8;
+    const ShapeReport report = validate_shape(q);
+    QVERIFY(report.ok());
+    QVERIFY(!report.accelerate_refusal.empty());
+    QVERIFY(!w.plan()->has_errors());
+    const QString note = w.plan_page()->editor()->message_for("mesh");
+    QVERIFY2(note.contains(QString::fromStdString(report.accelerate_refusal)), qPrintable(note));
+    QTRY_VERIFY(w.launch_action()->isEnabled());
+    // The planner lists such shapes, each marked with the reason in its tooltip; others are not.
+    PlannerModel* planner = w.plan_page()->planner()->model();
+    QTRY_VERIFY(planner->rowCount() > 3);
+    int marked = 0, plain = 0;
+    for (int r = 0; r < planner->rowCount(); ++r) {
+      const PlanRow& row = planner->row_at(r);
+      const bool refused = row.shape[Axis::dp_replicate] > 1 && row.shape[Axis::dp_shard] == 1 &&
+                           (row.shape[Axis::tp] > 1 || row.shape[Axis::cp] > 1);
+      QCOMPARE(!row.accelerate_refusal.empty(), refused);
+      const QString shape = planner->data(planner->index(r, PlannerModel::Shape), Qt::DisplayRole).toString();
+      QCOMPARE(shape.contains(QStringLiteral("not Accelerate")), refused);
+      if (refused) {
+        ++marked;
+        QVERIFY(planner->data(planner->index(r, PlannerModel::Shape), Qt::ToolTipRole).toString().contains(
+            QString::fromStdString(row.accelerate_refusal)));
+      } else {
+        ++plain;
+      }
+    }
+    QVERIFY(marked > 0);
+    QVERIFY(plain > 0);
+    // A shape Accelerate accepts carries no such note.
+    choose_axis(w.plan_page()->editor(), Axis::dp_shard, 2);
+    choose_axis(w.plan_page()->editor(), Axis::dp_replicate, 1);
+    QVERIFY(!w.plan()->has_errors());
+    QVERIFY(w.plan_page()->editor()->message_for("mesh").isEmpty());
+  }
+
   void applyingPlannerRowSetsEditor() {
     MainWindow w(false);
     w.resize(1300, 850);
