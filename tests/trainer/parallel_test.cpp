@@ -196,8 +196,11 @@ void check_parallelized(MeshShape shape, int64_t kv_heads) {
     const double got = total.item<double>() / tokens_total, want = ref_loss.item<double>();
     if (std::abs(got - want) > 1e-5 * want)
       throw std::runtime_error("loss " + std::to_string(got) + " vs " + std::to_string(want));
-    if (std::abs(norm - ref_norm) > 1e-4 * ref_norm)
-      throw std::runtime_error("grad norm " + std::to_string(norm) + " vs " + std::to_string(ref_norm));
+    // Tight: leaving out tp's sum of the norm weights' partial gradients under sequence
+    // parallelism moves the norm by ~4e-5 of it; rounding moves it by < 1e-6.
+    if (std::abs(norm - ref_norm) > 2e-6 * ref_norm)
+      throw std::runtime_error("grad norm " + std::to_string(norm) + " vs " + std::to_string(ref_norm) +
+                               " (relative " + std::to_string((norm - ref_norm) / ref_norm) + ")");
   });
 }
 
