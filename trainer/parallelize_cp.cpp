@@ -48,42 +48,61 @@ Tensor scores(const Tensor& q, const Tensor& k, const BlockPlan& p, double scale
   return s;
 }
 
+// The k/v blocks travelling the cp ring, stacked [2, B, Hkv, Tl, D] fp32. Step j holds the
+// block of rank (c - j) mod cp; begin(j) posts the transfer of the next block (send to c+1,
+// receive from c-1) before the caller computes on the current one, end(j) waits for it.
+struct KvRing {
+  KvRing(Communicator& comm, Tensor kv_blocks, int64_t q_per_kv)
+      : comm(comm), g(comm.group(GroupKind::cp)), cp(g.size()), c(g.rank), next((c + 1) % cp),
+        prev((c + cp - 1) % cp), grp(q_per_kv), kv(std::move(kv_blocks)), incoming(at::empty_like(kv)) {}
+
+  // Which part of the local queries meets the block of step j (module comment).
+  BlockPlan begin(int j) {
+    if (j + 1 < cp) pending = comm.send_recv_start(kv, next, incoming, prev, g, /*tag=*/0);
+    return plan_step(c, (c - j + cp) % cp, kv.size(3));
+  }
+  // The block's keys and values that plan p reads, expanded to the q heads.
+  Tensor k(const BlockPlan& p) const { return expand_kv(kv[0].narrow(2, p.k0, p.kn), grp); }
+  Tensor v(const BlockPlan& p) const { return expand_kv(kv[1].narrow(2, p.k0, p.kn), grp); }
+  void end(int j) {
+    if (j + 1 == cp) return;
+    comm.wait(pending);
+    pending = {};
+    std::swap(kv, incoming);
+  }
+
+  Communicator& comm;
+  const Group& g;
+  const int cp, c, next, prev;
+  const int64_t grp;
+  Tensor kv, incoming;
+  Communicator::Pending pending;
+};
+
 struct RingAttention : public torch::autograd::Function<RingAttention> {
   static Tensor forward(AutogradContext* ctx, const Tensor& q_in, const Tensor& k_in,
                         const Tensor& v_in, int64_t comm_ptr) {
     auto& comm = *reinterpret_cast<Communicator*>(comm_ptr);
-    const Group& g = comm.group(GroupKind::cp);
-    const int cp = g.size(), c = g.rank;
-    const int next = (c + 1) % cp, prev = (c + cp - 1) % cp;
-    const int64_t Tl = q_in.size(2), D = q_in.size(3), grp = q_in.size(1) / k_in.size(1);
+    const int64_t Tl = q_in.size(2), D = q_in.size(3);
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
     // fp32 statistics and accumulation whatever the compute dtype.
     Tensor q = q_in.to(at::kFloat);
-    Tensor kv = at::stack({k_in, v_in}).to(at::kFloat).contiguous();
+    KvRing ring(comm, at::stack({k_in, v_in}).to(at::kFloat).contiguous(), q_in.size(1) / k_in.size(1));
     Tensor out = at::zeros_like(q);
     Tensor lse = at::full({q.size(0), q.size(1), Tl}, -std::numeric_limits<float>::infinity(),
                           q.options());
-    Tensor incoming = at::empty_like(kv);
-    for (int j = 0; j < cp; ++j) {
-      const int src = (c - j + cp) % cp;
-      Communicator::Pending pending;
-      if (j + 1 < cp) pending = comm.send_recv_start(kv, next, incoming, prev, g, /*tag=*/0);
-      const BlockPlan p = plan_step(c, src, Tl);
+    for (int j = 0; j < ring.cp; ++j) {
+      const BlockPlan p = ring.begin(j);
       Tensor qs = q.narrow(2, p.q0, p.qn);
-      Tensor ks = expand_kv(kv[0].narrow(2, p.k0, p.kn), grp);
-      Tensor vs = expand_kv(kv[1].narrow(2, p.k0, p.kn), grp);
-      Tensor s = scores(qs, ks, p, scale);
+      Tensor s = scores(qs, ring.k(p), p, scale);
       Tensor lse_b = s.logsumexp(-1);
-      Tensor out_b = at::matmul((s - lse_b.unsqueeze(-1)).exp_(), vs);
+      Tensor out_b = at::matmul((s - lse_b.unsqueeze(-1)).exp_(), ring.v(p));
       Tensor lse_a = lse.narrow(2, p.q0, p.qn), out_a = out.narrow(2, p.q0, p.qn);
       Tensor lse_n = at::logaddexp(lse_a, lse_b);
       out_a.copy_(out_a * (lse_a - lse_n).exp().unsqueeze(-1) +
                   out_b * (lse_b - lse_n).exp().unsqueeze(-1));
       lse_a.copy_(lse_n);
-      if (j + 1 < cp) {
-        comm.wait(pending);
-        std::swap(kv, incoming);
-      }
+      ring.end(j);
     }
     Tensor o = out.to(q_in.scalar_type());
     ctx->save_for_backward({q_in, k_in, v_in, o, lse});
@@ -94,26 +113,20 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
     auto& comm = *reinterpret_cast<Communicator*>(ctx->saved_data["comm"].toInt());
-    const Group& g = comm.group(GroupKind::cp);
-    const int cp = g.size(), c = g.rank;
-    const int next = (c + 1) % cp, prev = (c + cp - 1) % cp;
     Tensor q = saved[0].to(at::kFloat), o = saved[3].to(at::kFloat), lse = saved[4];
-    const int64_t Tl = q.size(2), D = q.size(3), grp = q.size(1) / saved[1].size(1);
+    const int64_t D = q.size(3);
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
     Tensor dout = grads[0].to(at::kFloat);
     Tensor delta = (dout * o).sum(-1);  // rowsum(dO * O)
     Tensor dq = at::zeros_like(q);
-    Tensor kv = at::stack({saved[1], saved[2]}).to(at::kFloat).contiguous();
-    Tensor incoming = at::empty_like(kv);
-    Tensor dkv = at::zeros_like(kv), dkv_in = at::empty_like(kv);
-    for (int j = 0; j < cp; ++j) {
-      const int src = (c - j + cp) % cp;
-      Communicator::Pending pending;
-      if (j + 1 < cp) pending = comm.send_recv_start(kv, next, incoming, prev, g, /*tag=*/0);
-      const BlockPlan p = plan_step(c, src, Tl);
+    KvRing ring(comm, at::stack({saved[1], saved[2]}).to(at::kFloat).contiguous(),
+                q.size(1) / saved[1].size(1));
+    const int64_t grp = ring.grp;
+    Tensor dkv = at::zeros_like(ring.kv), dkv_in = at::empty_like(ring.kv);
+    for (int j = 0; j < ring.cp; ++j) {
+      const BlockPlan p = ring.begin(j);
       Tensor qs = q.narrow(2, p.q0, p.qn);
-      Tensor ks = expand_kv(kv[0].narrow(2, p.k0, p.kn), grp);
-      Tensor vs = expand_kv(kv[1].narrow(2, p.k0, p.kn), grp);
+      Tensor ks = ring.k(p), vs = ring.v(p);
       Tensor dos = dout.narrow(2, p.q0, p.qn);
       Tensor P = (scores(qs, ks, p, scale) - lse.narrow(2, p.q0, p.qn).unsqueeze(-1)).exp_();
       Tensor dv = at::matmul(P.transpose(-2, -1), dos);
@@ -123,14 +136,11 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
       dkv[0].narrow(2, p.k0, p.kn).add_(reduce_kv(dk, grp));
       dkv[1].narrow(2, p.k0, p.kn).add_(reduce_kv(dv, grp));
       // The block's gradient moves on with the block (one hop per step; cp hops bring it home).
-      if (cp > 1) {
-        comm.send_recv(dkv, next, dkv_in, prev, g, /*tag=*/1);
+      if (ring.cp > 1) {
+        comm.send_recv(dkv, ring.next, dkv_in, ring.prev, ring.g, /*tag=*/1);
         std::swap(dkv, dkv_in);
       }
-      if (j + 1 < cp) {
-        comm.wait(pending);
-        std::swap(kv, incoming);
-      }
+      ring.end(j);
     }
     const auto dt = saved[0].scalar_type();
     return {dq.to(dt), dkv[0].to(saved[1].scalar_type()), dkv[1].to(saved[2].scalar_type()),

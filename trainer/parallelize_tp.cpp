@@ -71,42 +71,25 @@ Tensor reduce_scatter_seq(const Tensor& x, Communicator& comm) {
   return y;
 }
 
-struct CopyToTp : public torch::autograd::Function<CopyToTp> {
+Tensor identity(const Tensor& x, Communicator&) { return x; }
+
+// A region operator: Forward on the way in, Backward on the gradient (one collective each,
+// or none for the identity). An input returned as is (identity) becomes a view with this node.
+template <Tensor (*Forward)(const Tensor&, Communicator&), Tensor (*Backward)(const Tensor&, Communicator&)>
+struct TpRegion : public torch::autograd::Function<TpRegion<Forward, Backward>> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, int64_t comm) {
     ctx->saved_data["comm"] = comm;
-    return x;  // an input returned as is: autograd makes it a view with this node
+    return Forward(x, *reinterpret_cast<Communicator*>(comm));
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
-    return {all_reduce_tp(g[0], *comm_of(ctx)), Tensor()};
+    return {Backward(g[0], *comm_of(ctx)), Tensor()};
   }
 };
 
-struct ReduceFromTp : public torch::autograd::Function<ReduceFromTp> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& x, int64_t comm) {
-    return all_reduce_tp(x, *reinterpret_cast<Communicator*>(comm));
-  }
-  static variable_list backward(AutogradContext*, variable_list g) { return {g[0], Tensor()}; }
-};
-
-struct GatherSeq : public torch::autograd::Function<GatherSeq> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& x, int64_t comm) {
-    ctx->saved_data["comm"] = comm;
-    return gather_seq(x, *reinterpret_cast<Communicator*>(comm));
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list g) {
-    return {reduce_scatter_seq(g[0], *comm_of(ctx)), Tensor()};
-  }
-};
-
-struct ReduceScatterSeq : public torch::autograd::Function<ReduceScatterSeq> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& x, int64_t comm) {
-    ctx->saved_data["comm"] = comm;
-    return reduce_scatter_seq(x, *reinterpret_cast<Communicator*>(comm));
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list g) {
-    return {gather_seq(g[0], *comm_of(ctx)), Tensor()};
-  }
-};
+using CopyToTp = TpRegion<identity, all_reduce_tp>;                  // Megatron f
+using ReduceFromTp = TpRegion<all_reduce_tp, identity>;              // Megatron g
+using GatherSeq = TpRegion<gather_seq, reduce_scatter_seq>;          // SP entry
+using ReduceScatterSeq = TpRegion<reduce_scatter_seq, gather_seq>;   // SP exit
 
 // Megatron's vocabulary-parallel cross-entropy. With m = max_v z_v, S = sum_v exp(z_v - m) (both
 // over the whole vocabulary: local max/sum, then tp all-reduces) and z_y the target's logit (from

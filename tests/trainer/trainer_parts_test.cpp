@@ -13,10 +13,11 @@
 #include "free_port.h"
 #include "trainer/comm.h"
 #include "trainer/data.h"
+#include "trainer/lr_schedule.h"
 #include "trainer/model.h"
+#include "trainer/optimizer.h"
 #include "trainer/options.h"
 #include "trainer/parallelize_dp.h"
-#include "trainer/train.h"
 
 namespace fs = std::filesystem;
 

@@ -1,0 +1,79 @@
+// The parallelize step (torchtitan's parallelize_llama): one function applies every
+// parallelism to a plain Model, in this order, and returns the one object the step talks to.
+//
+//   1. tensor parallel (parallelize_tp.h): cuts the model into this tp rank's pieces (local
+//      layouts) and installs its region operators, vocabulary-parallel embedding and
+//      cross-entropy. It goes first because everything after it sees only the local pieces.
+//   2. context parallel (parallelize_cp.h): installs ring attention as the attention core. It
+//      changes no parameter, only how attention reaches the other cp ranks' tokens.
+//   3. data parallel (parallelize_dp.h): wraps the local pieces: builds every unit from the
+//      seed, keeps the tp piece (TensorParallel::localize) and then this rank's FSDP shard
+//      (over dp_shard_cp once cp > 1, since cp ranks hold the same parameters). Last because
+//      it shards what tp left, and TensorParallel::annotate() then marks the ranges tp holds
+//      alike on several ranks (for the global gradient norm).
+//
+// The TP/DP wiring (localize, annotate, tp's gradient sums after dp's reductions) lives only
+// here; the training step calls ParallelModel and never the pieces.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "trainer/comm.h"
+#include "trainer/model.h"
+#include "trainer/parallelize_cp.h"
+#include "trainer/parallelize_dp.h"
+#include "trainer/parallelize_tp.h"
+
+namespace meshwork::trainer {
+
+struct ParallelizeOptions {
+  bool sequence_parallel = true;  // tp > 1
+  at::ScalarType compute_dtype = at::kFloat;
+  at::Device device = at::kCPU;
+  uint64_t seed = 0;
+  bool fsdp_grad_sync_per_step = false;  // DataParallelOptions
+};
+
+class ParallelModel {
+ public:
+  // The flat fp32 parameters the optimizer updates (DataParallel's, in unit order).
+  std::vector<at::Tensor>& params() { return params_; }
+
+  // Sum over this rank's tokens of the cross-entropy (Model::loss_sum with dp's weights).
+  at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets,
+                      const ForwardOptions& options) const {
+    return model_.loss_sum(inputs, targets, *dp_, options);
+  }
+  // This rank's cp tokens of [B, T] sequences, and their RoPE positions (none without cp).
+  at::Tensor shard_sequence(const at::Tensor& x) const { return cp_->shard(x); }
+  std::optional<at::Tensor> positions(int64_t seq_len, at::Device device) const;
+
+  // Before the last micro-batch's backward (DataParallel::arm_gradient_sync).
+  void arm_gradient_sync() { dp_->arm_gradient_sync(); }
+  // After the last micro-batch's backward: dp's reductions, then tp's sums of partial
+  // gradients of replicated pieces. Gradients are then whole on every rank.
+  void finish_gradients();
+  // Global L2 norm of every gradient over the whole mesh (each element counted once).
+  double grad_norm() { return dp_->grad_norm(); }
+  void zero_grad() { dp_->zero_grad(); }
+
+ private:
+  explicit ParallelModel(Model& model) : model_(model) {}
+  friend std::unique_ptr<ParallelModel> parallelize(Model&, Communicator&, const ParallelizeOptions&);
+
+  Model& model_;
+  std::unique_ptr<TensorParallel> tp_;
+  std::unique_ptr<ContextParallel> cp_;
+  std::unique_ptr<DataParallel> dp_;
+  std::vector<at::Tensor> params_;
+};
+
+// Applies tp, cp, dp to `model` (module comment). `model` and `comm` must outlive the result.
+std::unique_ptr<ParallelModel> parallelize(Model& model, Communicator& comm,
+                                           const ParallelizeOptions& options);
+
+}  // namespace meshwork::trainer
