@@ -37,15 +37,15 @@ QString format_shape(const std::optional<MeshShape>& shape) {
 }
 
 QString format_shape(const MeshShape& shape, const QString& separator) {
-  return join_axes(shape.sizes, separator, false);
+  return join_axes(shape.values, separator, false);
 }
 
-QString format_shape_named(const MeshShape& shape) { return join_axes(shape.sizes, QStringLiteral(" × "), true); }
+QString format_shape_named(const MeshShape& shape) { return join_axes(shape.values, QStringLiteral(" × "), true); }
 
-QString format_coord(const MeshCoord& coord) { return join_axes(coord.index, QString(QChar(0xB7)), false); }
+QString format_coord(const MeshCoord& coord) { return join_axes(coord.values, QString(QChar(0xB7)), false); }
 
 QString format_coord_named(const MeshCoord& coord) {
-  return join_axes(coord.index, QStringLiteral(" · "), true);
+  return join_axes(coord.values, QStringLiteral(" · "), true);
 }
 
 }  // namespace meshwork::ui
