@@ -1,7 +1,7 @@
 // Causal attention of one query head against its key/value head, fp32 on CPU, on raw pointers
-// (no LibTorch here: trainer/fused_ops.cpp wraps these in an autograd Function and runs one
-// task per (batch, kv head) in parallel). The row passes use AVX2 + FMA: call these only where
-// cpu_has_avx2_fma() (trainer/vec_math.h) holds.
+// (no LibTorch here: trainer/ops/causal_attention.cpp wraps these in an autograd Function and
+// runs one task per (batch, kv head) in parallel). The row passes use AVX2 + FMA: call these only
+// where cpu_has_avx2_fma() (trainer/vec_math.h) holds.
 //
 // Why not ATen's flash attention: with Llama's small head dims (32-128) its block GEMMs are thin
 // and its per-block bookkeeping (online-softmax rescaling, per-thread gradient buffers reduced at

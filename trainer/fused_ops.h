@@ -12,6 +12,10 @@
 // They save as many bytes as the composite versions save (the memory estimate in core counts
 // those), and every output element is computed by the same arithmetic whatever the
 // thread count or the row's position, so shards and the whole agree bit for bit.
+//
+// One op per file in trainer/ops/, each opening with its forward and backward maths:
+// rms_norm.cpp, rope.cpp, swiglu.cpp, causal_attention.cpp, linear.cpp, adamw.cpp and
+// sum_squares.cpp (the gradient norm's part); trainer/ops/rows.h holds their shared row loops.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -20,7 +24,9 @@ namespace meshwork::trainer {
 
 // True when the fused kernels apply to `t` (fp32 on CPU); other dtypes/devices use the
 // composite ops.
-bool fused_ops_apply(const at::Tensor& t);
+inline bool fused_ops_apply(const at::Tensor& t) {
+  return t.device().is_cpu() && t.scalar_type() == at::kFloat;
+}
 
 // x [..., H] (any layout), w [H]. The statistics are accumulated in double.
 at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);

@@ -1,6 +1,6 @@
 // A register-blocked fp32 GEMM for AVX2 + FMA, header-only and raw-pointer (no LibTorch): the
 // products of meshtrain's attention (trainer/attention_kernels.cpp) and, on the CPU, of its
-// linear layers (trainer/fused_ops.cpp). Call only where cpu_has_avx2_fma() holds.
+// linear layers (trainer/ops/linear.cpp). Call only where cpu_has_avx2_fma() holds.
 //
 // The kernel: C[6 x 16] held in 12 AVX registers,
 //   for k in [k_begin, k_end):  C[r, 0..16) += A(r, k) * B[k, 0..16)

@@ -1,5 +1,5 @@
 // AVX2 + FMA building blocks of the fused CPU kernels (trainer/attention_kernels.cpp,
-// trainer/fused_ops.cpp): a vectorized exp and horizontal reductions. Functions carrying
+// trainer/ops/*.cpp): a vectorized exp and horizontal reductions. Functions carrying
 // MESHWORK_AVX2 are compiled for AVX2 + FMA whatever the file's flags, so the rest of the program
 // keeps the baseline ISA; call them only where cpu_has_avx2_fma() holds.
 #pragma once
