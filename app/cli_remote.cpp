@@ -13,6 +13,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -24,6 +25,7 @@
 #include <sstream>
 
 #include "app/commands.h"
+#include "core/cli_args.h"
 #include "core/run_config_flags.h"
 #include "core/store/paths.h"
 #include "remote/run_control.h"
@@ -42,57 +44,48 @@ int fail(const Error& e, int code) {
   return code;
 }
 
-const std::set<std::string> kOwnValueFlags = {
-    "--ssh-config", "--known-hosts", "--identity", "--hostfile", "--hosts", "--nproc-per-node",
-    "--db", "--name", "--config", "--remote-root", "--master-addr", "--master-port", "--meshtrain",
-    "--grace", "--max-restarts"};
-const std::set<std::string> kOwnSwitches = {"--json", "--local", "--detach", "--accept-new-host-keys",
-                                            "--help", "-h"};
+// Every subcommand takes the SSH flags besides its own.
+const std::vector<FlagSpec> kSshFlags = {{"--ssh-config", "FILE", ""},
+                                         {"--known-hosts", "FILE", ""},
+                                         {"--identity", "FILE", ""},
+                                         {"--accept-new-host-keys", "", ""}};
 
 struct Parsed {
   std::map<std::string, std::string> values;
-  std::set<std::string> switches;
+  std::set<std::string> switches;  // includes "--help" when --help or -h was given
   std::vector<std::string> positional;
   // Run config flags (core/run_config_flags.h, meshtrain's own), in the order given.
   std::vector<std::pair<const RunConfigFlag*, std::string>> run_flags;
 };
 
-Result<Parsed> parse(const Args& args, bool allow_run_config_flags) {
+// core's parser (core/cli_args.h) over the subcommand's flags, the SSH flags and, for launch,
+// the run config flags; each given flag is then filed by the table it came from.
+Result<Parsed> parse(const Args& args, std::vector<FlagSpec> flags, std::string_view program,
+                     bool run_config = false) {
+  flags.insert(flags.end(), kSshFlags.begin(), kSshFlags.end());
+  if (run_config)
+    for (const RunConfigFlag& f : run_config_flags()) flags.push_back({f.name, f.arg, f.help});
+  auto a = parse_args(args, flags, program);
+  if (!a) return a.error();
   Parsed p;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i];
-    std::string value;
-    bool has_inline = false;
-    if (a.rfind("--", 0) == 0) {
-      if (auto eq = a.find('='); eq != std::string::npos) {
-        value = a.substr(eq + 1);
-        a = a.substr(0, eq);
-        has_inline = true;
-      }
-    }
-    auto take = [&]() -> Result<std::string> {
-      if (has_inline) return value;
-      if (i + 1 >= args.size()) return Error{a, "", "needs a value"};
-      return args[++i];
-    };
-    if (kOwnSwitches.count(a)) {
-      p.switches.insert(a);
-    } else if (kOwnValueFlags.count(a)) {
-      auto v = take();
-      if (!v) return v.error();
-      p.values[a] = *v;
-    } else if (const RunConfigFlag* rf = allow_run_config_flags ? find_run_config_flag(a) : nullptr) {
-      auto v = take();
-      if (!v) return v.error();
-      p.run_flags.emplace_back(rf, *v);
-    } else if (a.rfind("-", 0) == 0 && a.size() > 1) {
-      return Error{a, "", "is not an option of this command (see --help)"};
-    } else {
-      p.positional.push_back(args[i]);
-    }
+  for (const auto& [flag, value] : a->given) {
+    const RunConfigFlag* rf = run_config ? find_run_config_flag(flag) : nullptr;
+    const bool is_switch = std::any_of(flags.begin(), flags.end(),
+                                       [&](const FlagSpec& f) { return f.name == flag && f.arg.empty(); });
+    if (rf) p.run_flags.emplace_back(rf, value);
+    else if (is_switch) p.switches.insert(flag);
+    else p.values[flag] = value;
   }
+  if (a->help) p.switches.insert("--help");
+  p.positional = a->positional;
   return p;
 }
+
+// A stored run named by the one positional argument (id or name), with --db.
+struct RunArg {
+  std::filesystem::path db;
+  store::RunId id = 0;
+};
 
 std::optional<std::string> read_password(const std::string& host) {
   if (!isatty(STDIN_FILENO)) return std::nullopt;
@@ -267,9 +260,9 @@ Result<RunConfig> launch_config(const Parsed& p) {
 }  // namespace
 
 int probe_main(const Args& args) {
-  auto p = parse(args, false);
+  auto p = parse(args, {{"--hostfile", "FILE", ""}, {"--json", "", ""}}, "meshwork probe");
   if (!p) return fail(p.error(), kExitInvalid);
-  if (p->switches.count("--help") || p->switches.count("-h")) {
+  if (p->switches.count("--help")) {
     std::cout << "usage: meshwork probe HOST... [--json] | --hostfile F [--json]\n" << kSshHelp;
     return kExitOk;
   }
@@ -317,9 +310,15 @@ int probe_main(const Args& args) {
 }
 
 int launch_main(const Args& args) {
-  auto p = parse(args, true);
+  auto p = parse(args,
+                 {{"--hostfile", "FILE", ""}, {"--hosts", "H1,H2", ""}, {"--local", "", ""},
+                  {"--nproc-per-node", "N", ""}, {"--config", "FILE", ""}, {"--db", "PATH", ""},
+                  {"--name", "NAME", ""}, {"--detach", "", ""}, {"--remote-root", "DIR", ""},
+                  {"--master-addr", "A", ""}, {"--master-port", "P", ""}, {"--meshtrain", "BIN", ""},
+                  {"--max-restarts", "N", ""}},
+                 "meshwork launch", /*run_config=*/true);
   if (!p) return fail(p.error(), kExitInvalid);
-  if (p->switches.count("--help") || p->switches.count("-h")) {
+  if (p->switches.count("--help")) {
     std::string run_flags;
     for (const RunConfigFlag& f : run_config_flags()) run_flags += (run_flags.empty() ? "" : " ") + f.name;
     std::cout << "usage: meshwork launch --hostfile F | --hosts H1,H2 | --local  --nproc-per-node N\n"
@@ -378,48 +377,52 @@ int launch_main(const Args& args) {
   return follow(db, run.id, run.record, req.ssh);
 }
 
-int attach_main(const Args& args) {
-  auto p = parse(args, false);
-  if (!p) return fail(p.error(), kExitInvalid);
-  if (p->switches.count("--help") || p->positional.size() != 1) {
-    std::cout << "usage: meshwork attach RUN [--db PATH]\n"
-                 "Follows a launched run again (after a closed workbench or a lost link): backfills every\n"
-                 "metric the store lacks, then streams until the run ends.\n"
-              << kSshHelp;
-    return p->switches.count("--help") ? kExitOk : kExitInvalid;
+namespace {
+// attach and stop: usage on --help or a wrong argument count, else the run they name.
+Result<std::optional<RunArg>> run_arg(const Parsed& p, const char* usage) {
+  if (p.switches.count("--help") || p.positional.size() != 1) {
+    std::cout << usage << kSshHelp;
+    if (p.switches.count("--help")) return std::optional<RunArg>();
+    return Error{"RUN", std::to_string(p.positional.size()) + " given", "name exactly one run (id or name)"};
   }
-  const auto db = db_path(*p);
-  auto id = resolve(db, p->positional[0]);
-  if (!id) return fail(id.error(), kExitInvalid);
-  auto rec = load_launch_record(db, *id);
+  RunArg r;
+  r.db = db_path(p);
+  auto id = resolve(r.db, p.positional[0]);
+  if (!id) return id.error();
+  r.id = *id;
+  return std::optional<RunArg>(r);
+}
+}  // namespace
+
+int attach_main(const Args& args) {
+  auto p = parse(args, {{"--db", "PATH", ""}}, "meshwork attach");
+  if (!p) return fail(p.error(), kExitInvalid);
+  auto run = run_arg(*p,
+                     "usage: meshwork attach RUN [--db PATH]\n"
+                     "Follows a launched run again (after a closed workbench or a lost link): backfills every\n"
+                     "metric the store lacks, then streams until the run ends.\n");
+  if (!run) return fail(run.error(), kExitInvalid);
+  if (!*run) return kExitOk;
+  auto rec = load_launch_record((*run)->db, (*run)->id);
   if (!rec) return fail(rec.error(), kExitInvalid);
-  return follow(db, *id, *rec, ssh_options(*p));
+  return follow((*run)->db, (*run)->id, *rec, ssh_options(*p));
 }
 
 int stop_main(const Args& args) {
-  auto p = parse(args, false);
+  auto p = parse(args, {{"--db", "PATH", ""}, {"--grace", "SECONDS", ""}}, "meshwork stop");
   if (!p) return fail(p.error(), kExitInvalid);
-  if (p->switches.count("--help") || p->positional.size() != 1) {
-    std::cout << "usage: meshwork stop RUN [--db PATH] [--grace SECONDS]\n"
-                 "SIGTERM to every rank's process group on every node, SIGKILL after the grace period\n"
-                 "(default 5 s).\n"
-              << kSshHelp;
-    return p->switches.count("--help") ? kExitOk : kExitInvalid;
-  }
-  const auto db = db_path(*p);
-  auto id = resolve(db, p->positional[0]);
-  if (!id) return fail(id.error(), kExitInvalid);
+  auto run = run_arg(*p,
+                     "usage: meshwork stop RUN [--db PATH] [--grace SECONDS]\n"
+                     "SIGTERM to every rank's process group on every node, SIGKILL after the grace period\n"
+                     "(default 5 s).\n");
+  if (!run) return fail(run.error(), kExitInvalid);
+  if (!*run) return kExitOk;
   int grace = 5;
-  if (p->values.count("--grace")) {
-    try {
-      grace = std::stoi(p->values.at("--grace"));
-    } catch (...) {
-      return fail(Error{"--grace", p->values.at("--grace"), "must be a whole number of seconds"}, kExitInvalid);
-    }
-  }
-  if (auto st = stop_and_record(db, *id, ssh_options(*p), "`meshwork stop`", std::chrono::seconds(grace)); !st)
+  if (auto st = int_value(*p, "--grace", 0, 3600, grace); !st) return fail(st.error(), kExitInvalid);
+  if (auto st = stop_and_record((*run)->db, (*run)->id, ssh_options(*p), "`meshwork stop`", std::chrono::seconds(grace));
+      !st)
     return fail(st.error(), exit_code(st.error().kind));
-  std::cout << "run " << *id << ": stopped\n";
+  std::cout << "run " << (*run)->id << ": stopped\n";
   return kExitOk;
 }
 

@@ -111,7 +111,7 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
   }
 
   // Validate the shape against the cluster that answered.
-  step("validating the shape");
+  step("checking the layout");
   // The config as the nodes will run it: hosts in one spelling, nothing but host and slots.
   RunConfig config = req.config;
   if (config.name.empty()) config.name = "run";
