@@ -62,5 +62,5 @@ int main(int argc, char** argv) {
   if (!env->from_env && placement.world_size != 1)
     return refuse(Error{"--nproc-per-node", std::to_string(o.nproc_per_node),
                         "launch several ranks with --nproc-per-node or torchrun's environment"});
-  return run_rank(o, *env, *spec, o.run.mesh);
+  return run_rank(o, *env, *spec, *checked.layout);
 }

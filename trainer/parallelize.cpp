@@ -14,7 +14,7 @@ std::unique_ptr<ParallelModel> parallelize(Model& model, Communicator& comm,
   DataParallelOptions dpo;
   TensorParallel* tp = pm->tp_.get();
   dpo.localize = [tp](int unit, const Tensor& full) { return tp->localize(unit, full); };
-  dpo.shard_group = pm->cp_->active() ? GroupKind::dp_shard_cp : GroupKind::dp_shard;
+  dpo.shard_group = options.fsdp_group;
   dpo.compute_dtype = options.compute_dtype;
   dpo.device = options.device;
   dpo.seed = options.seed;

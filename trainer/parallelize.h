@@ -36,6 +36,8 @@ struct ParallelizeOptions {
   at::Device device = at::kCPU;
   uint64_t seed = 0;
   bool fsdp_grad_sync_per_step = false;  // DataParallelOptions
+  // The group FSDP shards over: ParallelLayout::fsdp_group() (dp_shard, or dp_shard_cp once cp > 1).
+  GroupKind fsdp_group = GroupKind::dp_shard;
 };
 
 class ParallelModel {

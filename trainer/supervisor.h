@@ -27,7 +27,7 @@
 
 namespace meshwork::trainer {
 
-// Cores this process may run on (its affinity mask); ranks split them (DESIGN.md).
+// Cores this process may run on (its affinity mask); ranks split them (docs/design.md, "Facts").
 int usable_cores();
 
 // Runs the supervisor; returns the process exit code (0 all ranks ok, 3 a rank failed or the

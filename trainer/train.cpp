@@ -74,7 +74,7 @@ struct StepResult {
 // Every method that can fail returns the process exit code, 0 to go on.
 class Trainer {
  public:
-  Trainer(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spec, const MeshShape& shape);
+  Trainer(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spec, const ParallelLayout& layout);
   int run();
 
  private:
@@ -97,6 +97,7 @@ class Trainer {
   const TrainerOptions& o_;
   const LaunchEnv& env_;
   const ModelSpec& spec_;
+  const ParallelLayout& layout_;  // core's one layout: the shape and every size derived from it
   const MeshShape& shape_;
   const TrainingConfig& t_;
   const int rank_;
@@ -125,11 +126,12 @@ class Trainer {
 };
 
 Trainer::Trainer(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spec,
-                 const MeshShape& shape)
+                 const ParallelLayout& layout)
     : o_(o),
       env_(env),
       spec_(spec),
-      shape_(shape),
+      layout_(layout),
+      shape_(layout.shape()),
       t_(o.run.training),
       rank_(env.rank),
       log_(run_file("rank" + std::to_string(env.rank) + ".log"),
@@ -204,9 +206,9 @@ int Trainer::setup() {
   build_model();
 
   const Group& dp_group = comm_->group(GroupKind::dp);
-  dp_size_ = dp_group.size();
+  dp_size_ = layout_.dp_size();
   dp_rank_ = dp_group.rank;
-  accum_ = t_.global_batch / (static_cast<int64_t>(t_.micro_batch) * dp_size_);
+  accum_ = layout_.grad_accum_steps();
   global_tokens_ = static_cast<double>(t_.global_batch) * t_.seq_len;
   flops_per_token_ = model_->flops_per_token(t_.seq_len);
   fo_.activation_checkpointing = t_.activation_checkpointing == ActivationCheckpointing::full;
@@ -246,6 +248,7 @@ void Trainer::build_model() {
   po.device = device_;
   po.seed = t_.seed;
   po.fsdp_grad_sync_per_step = t_.fsdp_grad_sync == FsdpGradSync::step;
+  po.fsdp_group = layout_.fsdp_group();
   pm_ = parallelize(*model_, *comm_, po);
   opt_.weight_decay = o_.weight_decay;
   opt_.init(pm_->params());
@@ -411,7 +414,7 @@ void Trainer::record_step(int64_t step, const StepResult& s) {
   r.lr = s.lr;
   r.grad_norm = s.grad_norm;
   // A data-parallel replica's tokens; tp/cp ranks of one replica share them (docs/metrics.md).
-  r.tokens = static_cast<int64_t>(global_tokens_) / dp_size_;
+  r.tokens = layout_.tokens_per_replica_step();
   r.tokens_per_s = static_cast<double>(r.tokens) / s.step_s;
   // This rank's share of the model FLOPs: the replica's FLOPs split over its tp x cp ranks.
   const double rank_flops = flops_per_token_ * r.tokens / (shape_[Axis::tp] * shape_[Axis::cp]);
@@ -435,10 +438,10 @@ void Trainer::record_step(int64_t step, const StepResult& s) {
 }  // namespace
 
 int run_rank(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spec,
-             const MeshShape& shape) {
+             const ParallelLayout& layout) {
   std::error_code ec;
   fs::create_directories(o.run_dir, ec);
-  Trainer trainer(o, env, spec, shape);
+  Trainer trainer(o, env, spec, layout);
   return trainer.run();
 }
 

@@ -4,6 +4,7 @@
 // optimizer.h (AdamW), lr_schedule.h, metrics_sink.h, checkpoint.h, cpu_memory.h.
 #pragma once
 
+#include "core/parallel_layout.h"
 #include "core/mesh.h"
 #include "core/model_spec.h"
 #include "trainer/options.h"
@@ -17,6 +18,6 @@ namespace meshwork::trainer {
 
 // Runs this rank to the end. Returns the process exit code (0 ok, 2 invalid input, 3 failed).
 int run_rank(const TrainerOptions& options, const LaunchEnv& env, const ModelSpec& spec,
-             const MeshShape& shape);
+             const ParallelLayout& layout);
 
 }  // namespace meshwork::trainer

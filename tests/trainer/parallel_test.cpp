@@ -8,6 +8,7 @@
 #include <cmath>
 #include <thread>
 
+#include "core/parallel_layout.h"
 #include "run_ranks.h"
 #include "trainer/comm.h"
 #include "trainer/model.h"
@@ -181,6 +182,11 @@ void check_parallelized(MeshShape shape, int64_t kv_heads) {
     Model model(s);
     ParallelizeOptions po;
     po.seed = 9;
+    RunConfig rc;
+    rc.mesh = shape;
+    const LayoutCheck layout = ParallelLayout::check(rc, nullptr, Placement::of(rc));
+    EXPECT_TRUE(layout.ok());
+    po.fsdp_group = layout.layout->fsdp_group();
     auto pm = parallelize(model, c, po);
     const int row = c.group(GroupKind::dp).rank;
     ForwardOptions fo;
