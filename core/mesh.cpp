@@ -234,6 +234,36 @@ std::vector<std::vector<int>> DeviceMesh::groups(GroupKind kind) const {
 // The members are rank plus multiples of the grouped axes' strides: the lowest has those
 // coordinates at 0, the highest at size - 1. A node holds the contiguous ranks
 // [node_start, node_start + gpus_per_node), so the group stays on rank's node iff both ends do.
+// A group is its base rank b (every grouped coordinate 0) plus offsets up to its span
+//   span = sum over grouped axes a of (size(a) - 1) * stride(a),
+// and its members lie between b and b + span, so it stays on b's node iff
+//   (b mod G) + span < G            (G = ranks per node).
+// The bases are the sums of c * stride(a) over the other axes; only their residues mod G matter,
+// and there are at most G of those: fold the axes in one by one, keeping the set of residues.
+bool DeviceMesh::any_group_crosses_nodes(GroupKind kind) const {
+  const std::vector<Axis> grouped = group_axes(kind);
+  int64_t span = 0;
+  for (Axis a : grouped) span += int64_t{shape_.size(a) - 1} * stride(a);
+  const int g = gpus_per_node_;
+  if (span >= g) return true;  // two members at least G apart
+  std::vector<char> residue(static_cast<size_t>(g), 0);
+  residue[0] = 1;
+  for (Axis a : kAxes) {
+    if (std::find(grouped.begin(), grouped.end(), a) != grouped.end()) continue;
+    std::vector<char> next(static_cast<size_t>(g), 0);
+    const int steps = std::min(shape_.size(a), g);  // c and c + G give the same residue
+    for (int r = 0; r < g; ++r) {
+      if (!residue[static_cast<size_t>(r)]) continue;
+      for (int c = 0; c < steps; ++c)
+        next[static_cast<size_t>((r + int64_t{c} * stride(a)) % g)] = 1;
+    }
+    residue.swap(next);
+  }
+  for (int r = 0; r < g; ++r)
+    if (residue[static_cast<size_t>(r)] && r + span >= g) return true;
+  return false;
+}
+
 bool DeviceMesh::group_crosses_nodes(int rank, GroupKind kind) const {
   const MeshCoord c = coord_of(rank);
   int lo = rank, hi = rank;

@@ -45,13 +45,6 @@ double model_flops_per_token(const ModelSpec& m, int64_t seq_len) {
 
 namespace {
 
-// Whether any group of `kind` spans nodes.
-bool any_group_crosses(const DeviceMesh& mesh, GroupKind kind) {
-  for (const auto& g : mesh.groups(kind))
-    if (!g.empty() && mesh.node_of(g.front()) != mesh.node_of(g.back())) return true;
-  return false;
-}
-
 // Ring collectives over n ranks, M = the full (unsharded) tensor bytes. What each rank sends:
 //   all-gather / reduce-scatter: (n-1)/n * M in n-1 steps;  all-reduce: 2(n-1)/n * M in 2(n-1)
 // steps (a reduce-scatter then an all-gather; Patarasuk & Yuan 2009, NCCL's ring).
@@ -92,7 +85,7 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   // ---- Communication per axis ----
   auto mesh = DeviceMesh::create(sh, q.gpus_per_node > 0 ? q.gpus_per_node : static_cast<int>(world));
   auto link = [&](GroupKind kind, AxisComm& ax) {
-    ax.crosses_nodes = mesh.ok() && any_group_crosses(*mesh, kind);
+    ax.crosses_nodes = mesh.ok() && mesh->any_group_crosses_nodes(kind);
     return ax.crosses_nodes ? hw.inter_node_bytes_per_s : hw.intra_node_bytes_per_s;
   };
   const ParamLayout layout = tp_param_layout(m, t, q.vocab_parallel);

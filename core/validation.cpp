@@ -170,9 +170,7 @@ void check_placement(const ShapeQuery& q, const MeshShape& s, Checker& c) {
   const int gpn = q.gpus_per_node > 0 ? q.gpus_per_node : static_cast<int>(q.world_size);
   auto mesh = DeviceMesh::create(s, gpn);
   if (!mesh.ok()) return;
-  bool crosses = false;
-  for (int r = 0; r < mesh->world_size() && !crosses; r += s[Axis::tp])
-    crosses = mesh->group_crosses_nodes(r, GroupKind::tp);
+  const bool crosses = mesh->any_group_crosses_nodes(GroupKind::tp);
   if (crosses) {
     std::string msg = "the tp group spans more than one node (" + num(gpn) +
                       " ranks per node): tp all-gathers and reduce-scatters every layer";

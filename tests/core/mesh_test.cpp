@@ -118,6 +118,31 @@ TEST(Mesh, CrossesNodesMatchesEnumeration) {
   }
 }
 
+// Whether any group crosses nodes, from residues of the strides, equals listing every group, for
+// every shape of 4x4, 8x8 and (ranks per node not a power of two) 6x6 and 3x8 clusters.
+TEST(Mesh, AnyGroupCrossesMatchesEnumeration) {
+  for (const auto& [nodes, gpn] : {std::pair{4, 4}, std::pair{8, 8}, std::pair{6, 6}, std::pair{3, 8}}) {
+    const int world = nodes * gpn;
+    int crossing = 0, contained = 0;
+    for (int r = 1; r <= world; ++r)
+      for (int s = 1; r * s <= world; ++s)
+        for (int c = 1; r * s * c <= world; ++c) {
+          if (world % (r * s * c)) continue;
+          DeviceMesh m = make(r, s, c, world / (r * s * c), gpn);
+          for (GroupKind kind : kGroupKinds) {
+            bool any = false;
+            for (const auto& g : m.groups(kind))
+              for (int member : g) any = any || m.node_of(member) != m.node_of(g.front());
+            ASSERT_EQ(m.any_group_crosses_nodes(kind), any)
+                << m.shape().to_string() << " gpus_per_node=" << gpn << " " << group_name(kind);
+            (any ? crossing : contained)++;
+          }
+        }
+    EXPECT_GT(crossing, 0);
+    EXPECT_GT(contained, 0);
+  }
+}
+
 TEST(Mesh, EveryRankRoundTripsAndGroupsPartition) {
   for (MeshShape s : {MeshShape{2, 3, 2, 2}, MeshShape{3, 1, 4, 1}, MeshShape{1, 5, 1, 3}}) {
     auto m = *DeviceMesh::create(s, 4);
