@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   auto parsed = parse_options(args);
   if (!parsed.ok()) return refuse(parsed.error());
   TrainerOptions o = *parsed;
+  o.master_port = resolve_master_port(o);
   if (o.help) {
     std::cout << usage();
     return kExitOk;

@@ -1,5 +1,7 @@
 #include "trainer/options.h"
 
+#include "trainer/free_port.h"
+
 #include <cstdlib>
 #include <functional>
 #include <limits>
@@ -80,7 +82,9 @@ const std::vector<Flag>& flags() {
                "a whole number >= 0"),
       text_flag("--master-addr", "HOST", "address of node 0, where the TCPStore runs (default 127.0.0.1)",
                 &O::master_addr, "a host name or address"),
-      int_flag("--master-port", "PORT", "TCPStore port on node 0 (default 29500)", &O::master_port, 1, 65535,
+      int_flag("--master-port", "PORT",
+               "TCPStore port on node 0 (default: a free port when --nnodes is 1, as torchrun --standalone; else 29500)",
+               &O::master_port, 1, 65535,
                "a port number >= 1"),
   };
   return table;
@@ -203,6 +207,15 @@ Result<LaunchEnv> launch_env(const TrainerOptions& o) {
   const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
   e.store_hosted = (hosted && std::string(hosted) == "1") || (agent && std::string(agent) == "True");
   return e;
+}
+
+int resolve_master_port(const TrainerOptions& o) {
+  if (o.master_port > 0) return o.master_port;
+  const char* rank = std::getenv("RANK");
+  const bool torchrun_env = rank && *rank;
+  if (o.nnodes == 1 && !torchrun_env)
+    if (int port = free_tcp_port(); port > 0) return port;
+  return 29500;
 }
 
 }  // namespace meshwork::trainer

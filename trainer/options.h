@@ -33,7 +33,7 @@ struct TrainerOptions {
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
+  int master_port = 0;              // 0: not given (resolve_master_port)
   bool check_only = false;          // --check: validate the run against the placement and exit
   bool help = false;
 };
@@ -58,5 +58,10 @@ struct LaunchEnv {
   bool store_hosted = false;  // MESHWORK_STORE_HOSTED=1: a supervisor hosts the TCPStore
 };
 Result<LaunchEnv> launch_env(const TrainerOptions& o);
+
+// --master-port when it was not given: a free port for a supervisor of a single-node run (no
+// RANK in the environment, --nnodes 1), so a second run on the machine does not collide with the
+// first; 29500 otherwise (every node must agree on it). A given port is kept.
+int resolve_master_port(const TrainerOptions& o);
 
 }  // namespace meshwork::trainer

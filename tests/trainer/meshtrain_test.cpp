@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/metrics.h"
-#include "free_port.h"
+#include "trainer/free_port.h"
 
 namespace fs = std::filesystem;
 using namespace meshwork;
@@ -220,6 +220,32 @@ TEST(Meshtrain, LossFallsOnBundledCorpus) {
   // ln(256) = 5.55 at init; byte-level English is far more predictable than uniform.
   EXPECT_GT(s[0].loss, 5.0);
   EXPECT_LT(last, s[0].loss - 1.5) << "first " << s[0].loss << " last5 " << last;
+}
+
+// One node without --master-port picks a free port (torchrun --standalone): a run is up on
+// 29500 (here: a socket listening there, or whoever already holds it) and another starts anyway.
+TEST(Meshtrain, OneNodeWithoutAPortRunsBesideAnotherRun) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(29500);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  const bool ours = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && ::listen(fd, 1) == 0;
+  // Either we hold 29500 now or something else does: it is busy for meshtrain either way.
+  if (!ours) {
+    const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_NE(::bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << "29500 should be busy";
+    ::close(probe);
+  }
+  fs::path d = temp_dir("port");
+  std::vector<std::string> args = base_args(d, 2);
+  args.resize(args.size() - 2);  // no --master-port
+  ASSERT_EQ(run(plus(args, {"--nproc-per-node", "2", "--dp-shard", "2"}), d), 0) << slurp(d / "stderr.txt");
+  EXPECT_EQ(steps_of(d / "metrics-rank1.jsonl").size(), 2u);
+  ::close(fd);
 }
 
 TEST(Meshtrain, KilledRankStopsTheRunNamingIt) {

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "free_port.h"
+#include "trainer/free_port.h"
 #include "trainer/comm.h"
 
 namespace meshwork::trainer {

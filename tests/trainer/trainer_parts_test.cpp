@@ -10,7 +10,7 @@
 #include <set>
 #include <thread>
 
-#include "free_port.h"
+#include "trainer/free_port.h"
 #include "trainer/comm.h"
 #include "trainer/data.h"
 #include "trainer/lr_schedule.h"
