@@ -20,9 +20,10 @@ using namespace meshwork::trainer::hf;
 
 namespace {
 
+// The process id keeps runs apart; a test that needs an empty folder takes a name of its own.
 fs::path test_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("safetensors-test-" + std::to_string(getpid())) / name;
-  fs::remove_all(d);
+  const fs::path d = fs::path(::testing::TempDir()) /
+                     ("safetensors-" + std::to_string(getpid()) + "-" + name);
   fs::create_directories(d);
   return d;
 }
