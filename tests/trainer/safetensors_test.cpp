@@ -22,8 +22,8 @@ namespace {
 
 // The process id keeps runs apart; a test that needs an empty folder takes a name of its own.
 fs::path test_dir(const std::string& name) {
-  const fs::path d = fs::path(::testing::TempDir()) /
-                     ("safetensors-" + std::to_string(getpid()) + "-" + name);
+  const fs::path d =
+      fs::path(::testing::TempDir()) / ("safetensors-" + std::to_string(getpid()) + "-" + name);
   fs::create_directories(d);
   return d;
 }
@@ -66,9 +66,10 @@ std::string header_of(const std::vector<Tensor>& tensors, const std::string& met
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     std::string shape;
-    for (size_t d = 0; d < t.shape.size(); ++d) shape += (d ? "," : "") + std::to_string(t.shape[d]);
-    header += (i ? ",\"" : "\"") + t.name + "\":{\"dtype\":\"" + t.dtype + "\",\"shape\":[" + shape +
-              "],\"data_offsets\":[" + std::to_string(offset) + "," +
+    for (size_t d = 0; d < t.shape.size(); ++d)
+      shape += (d ? "," : "") + std::to_string(t.shape[d]);
+    header += (i ? ",\"" : "\"") + t.name + "\":{\"dtype\":\"" + t.dtype + "\",\"shape\":[" +
+              shape + "],\"data_offsets\":[" + std::to_string(offset) + "," +
               std::to_string(offset + t.data.size()) + "]}";
     offset += t.data.size();
   }
@@ -115,8 +116,8 @@ TEST(SafetensorsFile, RoundTripsF32AndMetadata) {
   const fs::path p = test_dir("f32") / "model.safetensors";
   const std::vector<float> w{1.5f, -2.25f, 3e-38f, 1e30f, -0.0f, 7.0f};
   // A header padded with spaces, as writers align the data section: nothing relies on it.
-  const std::string header = header_of({{"w", "F32", {2, 3}, bytes_of(w)}},
-                                       "{\"format\":\"pt\"}") + "     ";
+  const std::string header =
+      header_of({{"w", "F32", {2, 3}, bytes_of(w)}}, "{\"format\":\"pt\"}") + "     ";
   write_file(p, header, bytes_of(w));
   auto file = SafetensorsFile::open(p);
   ASSERT_TRUE(file.ok()) << file.error().message();
@@ -141,8 +142,8 @@ TEST(SafetensorsFile, ConvertsF16IncludingSubnormalsInfAndNan) {
   const fs::path p = test_dir("f16") / "model.safetensors";
   // 1, -2, 65504 (max), 2^-24 (smallest subnormal), 1023 * 2^-24 (largest subnormal),
   // 2^-14 (smallest normal), +inf, -inf, nan, -0.
-  const std::vector<uint16_t> h{0x3c00, 0xc000, 0x7bff, 0x0001, 0x03ff, 0x0400,
-                                0x7c00, 0xfc00, 0x7e00, 0x8000};
+  const std::vector<uint16_t> h{0x3c00, 0xc000, 0x7bff, 0x0001, 0x03ff,
+                                0x0400, 0x7c00, 0xfc00, 0x7e00, 0x8000};
   write_tensors(p, {{"h", "F16", {10}, bytes_of(h)}});
   auto file = SafetensorsFile::open(p);
   ASSERT_TRUE(file.ok()) << file.error().message();
@@ -237,7 +238,8 @@ TEST(SafetensorsFile, RefusesRowsOfHigherRanks) {
   float out[2];
   Status s = file->read_rows_f32(*file->find("t"), 0, 1, out);
   ASSERT_FALSE(s);
-  expect_error(s.error(), p.string() + ": t: shape", "[1, 1, 2]", "a 1-D or 2-D tensor to read rows of");
+  expect_error(s.error(), p.string() + ": t: shape", "[1, 1, 2]",
+               "a 1-D or 2-D tensor to read rows of");
 }
 
 TEST(SafetensorsFile, MovesKeepTheMappingAndTheEntries) {
@@ -257,6 +259,8 @@ TEST(SafetensorsErrors, UnreadableAndTruncatedFiles) {
   const fs::path d = test_dir("truncated");
   expect_open_error(d / "missing.safetensors", (d / "missing.safetensors").string(),
                     "No such file or directory", "a readable safetensors file", ErrorKind::io);
+  expect_open_error(d, d.string(), "not a regular file", "a readable safetensors file",
+                    ErrorKind::io);
   const fs::path p = d / "x.safetensors";
   write_raw(p, "");
   expect_open_error(p, p.string(), "0 bytes", "at least 8 bytes (the header length)");
@@ -279,11 +283,13 @@ TEST(SafetensorsErrors, UnreadableAndTruncatedFiles) {
 TEST(SafetensorsErrors, HeaderNotAJsonObject) {
   const fs::path p = test_dir("notjson") / "x.safetensors";
   write_file(p, "{\"w\": ", "");
-  expect_open_error(p, p.string() + ": header", "not valid JSON (error at byte 7)", "a JSON object");
+  expect_open_error(p, p.string() + ": header", "not valid JSON (error at byte 7)",
+                    "a JSON object");
   write_file(p, "[1, 2]", "");
   expect_open_error(p, p.string() + ": header", "array", "a JSON object");
   write_file(p, "", "");
-  expect_open_error(p, p.string() + ": header", "not valid JSON (error at byte 1)", "a JSON object");
+  expect_open_error(p, p.string() + ": header", "not valid JSON (error at byte 1)",
+                    "a JSON object");
 }
 
 TEST(SafetensorsErrors, EntriesWithMissingOrWrongFields) {
@@ -303,8 +309,8 @@ TEST(SafetensorsErrors, EntriesWithMissingOrWrongFields) {
                      "[-1,2]", "an array of non-negative integers");
   expect_entry_error(R"({"dtype":"F32","shape":[1.5],"data_offsets":[0,4]})", 4, ": shape", "[1.5]",
                      "an array of non-negative integers");
-  expect_entry_error(R"({"dtype":"F32","shape":[1],"data_offsets":[0]})", 4, ": data_offsets", "[0]",
-                     "[begin, end], two non-negative integers");
+  expect_entry_error(R"({"dtype":"F32","shape":[1],"data_offsets":[0]})", 4, ": data_offsets",
+                     "[0]", "[begin, end], two non-negative integers");
   expect_entry_error(R"({"dtype":"F32","shape":[1],"data_offsets":[0,"4"]})", 4, ": data_offsets",
                      "[0,\"4\"]", "[begin, end], two non-negative integers");
   expect_entry_error(R"({"dtype":"F32","shape":[1],"data_offsets":[-4,0]})", 4, ": data_offsets",
@@ -321,11 +327,13 @@ TEST(SafetensorsErrors, OffsetsAndSizes) {
   expect_entry_error(R"({"dtype":"BF16","shape":[3,1],"data_offsets":[0,4]})", 4, "",
                      "4 bytes for BF16 [3, 1]", "product(shape) * 2 bytes");
   // A product that wraps around 2^64 to exactly the stored size must still be refused.
-  expect_entry_error(R"({"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]})", 4, "",
-                     "0 bytes for U8 [4294967296, 4294967296]", "product(shape) * 1 bytes");
+  expect_entry_error(R"({"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]})", 4,
+                     "", "0 bytes for U8 [4294967296, 4294967296]", "product(shape) * 1 bytes");
   // Empty tensors are fine anywhere.
   const fs::path p = test_dir("empty") / "x.safetensors";
-  write_file(p, R"({"e":{"dtype":"F32","shape":[0,3],"data_offsets":[2,2]},"s":{"dtype":"U8","shape":[],"data_offsets":[1,2]}})",
+  write_file(p,
+             R"({"e":{"dtype":"F32","shape":[0,3],"data_offsets":[2,2]},)"
+             R"("s":{"dtype":"U8","shape":[],"data_offsets":[1,2]}})",
              "ab");
   auto file = SafetensorsFile::open(p);
   ASSERT_TRUE(file.ok()) << file.error().message();

@@ -33,11 +33,21 @@ struct DtypeEntry {
   int64_t size;
 };
 constexpr std::array<DtypeEntry, 15> kDtypes{{
-    {Dtype::BOOL, "BOOL", 1}, {Dtype::U8, "U8", 1},   {Dtype::I8, "I8", 1},
-    {Dtype::F8_E5M2, "F8_E5M2", 1}, {Dtype::F8_E4M3, "F8_E4M3", 1}, {Dtype::I16, "I16", 2},
-    {Dtype::U16, "U16", 2},   {Dtype::F16, "F16", 2}, {Dtype::BF16, "BF16", 2},
-    {Dtype::I32, "I32", 4},   {Dtype::U32, "U32", 4}, {Dtype::F32, "F32", 4},
-    {Dtype::I64, "I64", 8},   {Dtype::U64, "U64", 8}, {Dtype::F64, "F64", 8},
+    {Dtype::BOOL, "BOOL", 1},
+    {Dtype::U8, "U8", 1},
+    {Dtype::I8, "I8", 1},
+    {Dtype::F8_E5M2, "F8_E5M2", 1},
+    {Dtype::F8_E4M3, "F8_E4M3", 1},
+    {Dtype::I16, "I16", 2},
+    {Dtype::U16, "U16", 2},
+    {Dtype::F16, "F16", 2},
+    {Dtype::BF16, "BF16", 2},
+    {Dtype::I32, "I32", 4},
+    {Dtype::U32, "U32", 4},
+    {Dtype::F32, "F32", 4},
+    {Dtype::I64, "I64", 8},
+    {Dtype::U64, "U64", 8},
+    {Dtype::F64, "F64", 8},
 }};
 constexpr std::string_view kDtypeList =
     "one of BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, I64, U64, F64";
@@ -68,8 +78,8 @@ Result<json> parse_json_object(std::string_view text, const std::string& field) 
   std::optional<std::string> duplicate;
   std::set<std::string> keys;
   auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (depth == 1 && event == json::parse_event_t::key && !keys.insert(parsed.get<std::string>()).second &&
-        !duplicate)
+    if (depth == 1 && event == json::parse_event_t::key &&
+        !keys.insert(parsed.get<std::string>()).second && !duplicate)
       duplicate = parsed.get<std::string>();
     return true;
   };
@@ -88,7 +98,8 @@ Result<json> parse_json_object(std::string_view text, const std::string& field) 
 // A JSON integer as int64 / uint64, or nullopt for anything else (floats, negatives, strings).
 std::optional<uint64_t> as_unsigned(const json& v) {
   if (v.is_number_unsigned()) return v.get<uint64_t>();
-  if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
+  if (v.is_number_integer() && v.get<int64_t>() >= 0)
+    return static_cast<uint64_t>(v.get<int64_t>());
   return std::nullopt;
 }
 
@@ -98,7 +109,8 @@ Result<TensorInfo> parse_entry(const std::filesystem::path& path, const std::str
   if (!entry.is_object())
     return Error{at, entry.dump(), "an object with dtype, shape and data_offsets"};
   for (const char* key : {"dtype", "shape", "data_offsets"})
-    if (!entry.contains(key)) return Error{at + ": " + key, "missing", "present in every tensor entry"};
+    if (!entry.contains(key))
+      return Error{at + ": " + key, "missing", "present in every tensor entry"};
 
   TensorInfo info;
   info.name = name;
@@ -112,7 +124,8 @@ Result<TensorInfo> parse_entry(const std::filesystem::path& path, const std::str
   info.dtype_name = std::string(found->name);
 
   const json& shape = entry["shape"];
-  if (!shape.is_array()) return Error{at + ": shape", shape.dump(), "an array of non-negative integers"};
+  if (!shape.is_array())
+    return Error{at + ": shape", shape.dump(), "an array of non-negative integers"};
   for (const json& d : shape) {
     auto dim = as_unsigned(d);
     if (!dim || *dim > static_cast<uint64_t>(INT64_MAX))
@@ -142,8 +155,9 @@ Result<TensorInfo> parse_entry(const std::filesystem::path& path, const std::str
     if (expected > data_size) expected = static_cast<unsigned __int128>(data_size) + 1;
   }
   if (expected != *end - *begin)
-    return Error{at, std::to_string(*end - *begin) + " bytes for " + info.dtype_name + " " +
-                         shape_text(info.shape),
+    return Error{at,
+                 std::to_string(*end - *begin) + " bytes for " + info.dtype_name + " " +
+                     shape_text(info.shape),
                  "product(shape) * " + std::to_string(found->size) + " bytes"};
   return info;
 }
@@ -237,24 +251,29 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path)
   file.path_ = path;
   const std::string name = path.string();
   const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error{name, std::strerror(errno), "a readable safetensors file"}.as(ErrorKind::io);
+  if (fd < 0)
+    return Error{name, std::strerror(errno), "a readable safetensors file"}.as(ErrorKind::io);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
     return Error{name, std::strerror(err), "a readable safetensors file"}.as(ErrorKind::io);
   }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Error{name, "not a regular file", "a readable safetensors file"}.as(ErrorKind::io);
+  }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size < 8) {
     ::close(fd);
-    return Error{name, std::to_string(size) + " bytes",
-                 "at least 8 bytes (the header length)"};
+    return Error{name, std::to_string(size) + " bytes", "at least 8 bytes (the header length)"};
   }
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int map_errno = errno;
   ::close(fd);  // the mapping keeps the file open
   if (map == MAP_FAILED)
-    return Error{name, std::strerror(map_errno), "a file that can be memory-mapped"}.as(ErrorKind::io);
+    return Error{name, std::strerror(map_errno), "a file that can be memory-mapped"}.as(
+        ErrorKind::io);
   file.map_ = static_cast<const std::byte*>(map);
   file.map_size_ = size;
 
@@ -346,7 +365,8 @@ bool in_range(int64_t begin, int64_t count, int64_t limit) {
 }
 
 std::string slice_text(int64_t begin, int64_t count) {
-  return "[" + std::to_string(begin) + ", " + std::to_string(begin) + " + " + std::to_string(count) + ")";
+  return "[" + std::to_string(begin) + ", " + std::to_string(begin) + " + " +
+         std::to_string(count) + ")";
 }
 
 }  // namespace

@@ -32,7 +32,9 @@
 namespace meshwork::trainer::hf {
 
 // Every fixed-size element type safetensors defines (sub-byte F4/F6 types are refused).
-enum class Dtype { BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, I64, U64, F64 };
+enum class Dtype {
+  BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, I64, U64, F64
+};
 
 std::string_view dtype_name(Dtype dtype);
 int64_t dtype_size(Dtype dtype);
@@ -114,7 +116,7 @@ class SafetensorsIndex {
  private:
   std::filesystem::path dir_;
   std::filesystem::path index_path_;  // the index file, or the single model.safetensors
-  std::map<std::string, std::string> weight_map_;  // tensor -> shard file name
+  std::map<std::string, std::string> weight_map_;                   // tensor -> shard file name
   std::map<std::string, std::unique_ptr<SafetensorsFile>> shards_;  // opened so far
 };
 
