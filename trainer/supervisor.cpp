@@ -111,9 +111,11 @@ class Supervisor {
             const Child& culprit = first_cause(c);
             std::string why = "rank " + std::to_string(culprit.rank) + " on node " +
                               std::to_string(node_) + ": " + describe(culprit.status);
-            // A rank that merely exited with an error may have lost a peer on another node:
-            // give that node's supervisor a second to say so, and report the root cause.
-            if (!WIFSIGNALED(culprit.status))
+            // A rank that merely exited with an error, or died of SIGPIPE writing to a socket
+            // whose other end went away, may have lost a peer on another node: give that
+            // node's supervisor a second to say so, and report the root cause (seen: rank 3
+            // SIGKILLed on node 1 reported as "rank 1 on node 0: killed by signal PIPE").
+            if (!killed_outright(culprit.status))
               if (auto remote = remote_failure(std::chrono::seconds(1))) why = *remote;
             say(why);
             publish_failure(why);
@@ -217,11 +219,15 @@ class Supervisor {
         c.running = false;
         c.status = status;
       }
-    if (WIFSIGNALED(first.status)) return first;
+    if (killed_outright(first.status)) return first;
     for (const auto& c : children_)
-      if (!c.running && WIFSIGNALED(c.status)) return c;
+      if (!c.running && killed_outright(c.status)) return c;
     return first;
   }
+
+  // Killed by a signal of its own (SIGKILL, SIGSEGV, ...), not by SIGPIPE: a rank writing to a
+  // socket whose peer died gets SIGPIPE, a consequence of another rank's failure.
+  static bool killed_outright(int status) { return WIFSIGNALED(status) && WTERMSIG(status) != SIGPIPE; }
 
   std::optional<std::string> remote_failure(std::chrono::milliseconds wait) {
     const auto deadline = Clock::now() + wait;
