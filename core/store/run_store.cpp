@@ -8,6 +8,7 @@
 #include <chrono>
 #include <fstream>
 #include <system_error>
+#include <thread>
 
 #include "core/store/ingester.h"
 #include "core/metrics.h"
@@ -97,8 +98,19 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& pa
                             : "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
                               "PRAGMA cache_size=-65536; PRAGMA mmap_size=268435456;"
                               "PRAGMA temp_store=MEMORY;";
-  if (Status s = sql::exec(db, pragmas); !s)
-    return Error{"--db", path.string(), "is not a usable SQLite database: " + s.error().allowed}.as(ErrorKind::io);
+  // Switching a new file to WAL needs a moment alone with it, and SQLite answers "locked" at
+  // once, without its busy handler, when another connection opens it at the same instant (seen
+  // in StoreSchema.ConcurrentFirstOpensAllSucceed): wait and retry within the busy timeout.
+  Status pragmas_set = sql::exec(db, pragmas);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.busy_timeout_ms);
+  while (!pragmas_set && pragmas_set.error().allowed.find("locked") != std::string::npos &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    pragmas_set = sql::exec(db, pragmas);
+  }
+  if (!pragmas_set)
+    return Error{"--db", path.string(), "is not a usable SQLite database: " + pragmas_set.error().allowed}
+        .as(ErrorKind::io);
   if (options.read_only) {
     Result<int> v = read_schema_version(db);
     if (!v) return v.error();
