@@ -38,10 +38,16 @@ using namespace meshwork::remote;
 
 std::mutex g_out_mu;
 
-int fail(const Error& e, int code) {
+// Prints an error (under the output lock: progress lines come from several threads).
+void say_error(const Error& e) {
   std::lock_guard lock(g_out_mu);
   std::cerr << "meshwork: " << e.message() << "\n";
-  return code;
+}
+
+// Prints an error and returns its exit code, from its kind (core/error.h), as every command does.
+int refuse(const Error& e) {
+  say_error(e);
+  return exit_code(e.kind);
 }
 
 // Every subcommand takes the SSH flags besides its own.
@@ -178,7 +184,7 @@ int follow(const std::filesystem::path& db, store::RunId id, const LaunchRecord&
   auto outcome = follower.run();
   g_follower = nullptr;
   signal(SIGINT, SIG_DFL);
-  if (!outcome) return fail(outcome.error(), kExitError);
+  if (!outcome) return refuse(outcome.error().as(ErrorKind::remote));
   std::cout << "run " << id << ": " << outcome->state_name() << "\n";
   switch (outcome->state) {
     case FollowOutcome::State::succeeded: return kExitOk;
@@ -261,14 +267,14 @@ Result<RunConfig> launch_config(const Parsed& p) {
 
 int probe_main(const Args& args) {
   auto p = parse(args, {{"--hostfile", "FILE", ""}, {"--json", "", ""}}, "meshwork probe");
-  if (!p) return fail(p.error(), kExitInvalid);
+  if (!p) return refuse(p.error());
   if (p->switches.count("--help")) {
     std::cout << "usage: meshwork probe HOST... [--json] | --hostfile F [--json]\n" << kSshHelp;
     return kExitOk;
   }
   auto hosts = hosts_of(*p, true);
-  if (!hosts) return fail(hosts.error(), kExitInvalid);
-  if (hosts->empty()) return fail(Error{"HOST", "", "name at least one host (or --hostfile F, or local)"}, kExitInvalid);
+  if (!hosts) return refuse(hosts.error());
+  if (hosts->empty()) return refuse(Error{"HOST", "", "name at least one host (or --hostfile F, or local)"});
   std::vector<HostSpec> specs;
   for (const auto& h : *hosts) specs.push_back(h.spec);
   const bool json = p->switches.count("--json") > 0;
@@ -280,7 +286,7 @@ int probe_main(const Args& args) {
   for (const auto& r : results) {
     if (r.error) {
       code = kExitError;
-      fail(r.error->error, kExitError);
+      say_error(r.error->error);
       out.push_back({{"host", r.spec.to_string()}, {"error", r.error->error.message()},
                      {"failure", std::string(to_string(r.error->kind))}, {"fingerprint", r.error->fingerprint}});
       continue;
@@ -317,7 +323,7 @@ int launch_main(const Args& args) {
                   {"--master-addr", "A", ""}, {"--master-port", "P", ""}, {"--meshtrain", "BIN", ""},
                   {"--max-restarts", "N", ""}},
                  "meshwork launch", /*run_config=*/true);
-  if (!p) return fail(p.error(), kExitInvalid);
+  if (!p) return refuse(p.error());
   if (p->switches.count("--help")) {
     std::string run_flags;
     for (const RunConfigFlag& f : run_config_flags()) run_flags += (run_flags.empty() ? "" : " ") + f.name;
@@ -339,15 +345,15 @@ int launch_main(const Args& args) {
               << kSshHelp;
     return kExitOk;
   }
-  if (!p->positional.empty()) return fail(Error{"launch", p->positional[0], "takes no positional arguments"}, kExitInvalid);
+  if (!p->positional.empty()) return refuse(Error{"launch", p->positional[0], "takes no positional arguments"});
   auto config = launch_config(*p);
-  if (!config) return fail(config.error(), exit_code(config.error().kind));
+  if (!config) return refuse(config.error());
   LaunchRequest req;
   req.config = *config;
   int port = 0;
-  if (auto st = int_value(*p, "--master-port", 1, 65535, port); !st) return fail(st.error(), kExitInvalid);
+  if (auto st = int_value(*p, "--master-port", 1, 65535, port); !st) return refuse(st.error());
   req.master_port = port;
-  if (auto st = int_value(*p, "--max-restarts", 0, 1000, req.max_restarts); !st) return fail(st.error(), kExitInvalid);
+  if (auto st = int_value(*p, "--max-restarts", 0, 1000, req.max_restarts); !st) return refuse(st.error());
   req.trainer_path = p->values.count("--meshtrain") ? p->values.at("--meshtrain") : self_dir() + "/meshtrain";
   if (p->values.count("--remote-root")) req.remote_root = p->values.at("--remote-root");
   if (p->values.count("--master-addr")) req.master_addr = p->values.at("--master-addr");
@@ -366,8 +372,8 @@ int launch_main(const Args& args) {
   const auto db = db_path(*p);
   auto launched = launch_run(db, req);
   if (auto* e = std::get_if<LaunchError>(&launched)) {
-    for (size_t i = 1; i < e->more.size(); ++i) fail(e->more[i], 0);
-    return fail(e->error, exit_code(e->error.kind));
+    for (size_t i = 1; i < e->more.size(); ++i) say_error(e->more[i]);
+    return refuse(e->error);
   }
   const LaunchedRun& run = std::get<LaunchedRun>(launched);
   std::cout << "run " << run.id << ": started on " << run.record.nodes.size() << " node(s) in "
@@ -396,32 +402,32 @@ Result<std::optional<RunArg>> run_arg(const Parsed& p, const char* usage) {
 
 int attach_main(const Args& args) {
   auto p = parse(args, {{"--db", "PATH", ""}}, "meshwork attach");
-  if (!p) return fail(p.error(), kExitInvalid);
+  if (!p) return refuse(p.error());
   auto run = run_arg(*p,
                      "usage: meshwork attach RUN [--db PATH]\n"
                      "Follows a launched run again (after a closed workbench or a lost link): backfills every\n"
                      "metric the store lacks, then streams until the run ends.\n");
-  if (!run) return fail(run.error(), kExitInvalid);
+  if (!run) return refuse(run.error());
   if (!*run) return kExitOk;
   auto rec = load_launch_record((*run)->db, (*run)->id);
-  if (!rec) return fail(rec.error(), kExitInvalid);
+  if (!rec) return refuse(rec.error());
   return follow((*run)->db, (*run)->id, *rec, ssh_options(*p));
 }
 
 int stop_main(const Args& args) {
   auto p = parse(args, {{"--db", "PATH", ""}, {"--grace", "SECONDS", ""}}, "meshwork stop");
-  if (!p) return fail(p.error(), kExitInvalid);
+  if (!p) return refuse(p.error());
   auto run = run_arg(*p,
                      "usage: meshwork stop RUN [--db PATH] [--grace SECONDS]\n"
                      "SIGTERM to every rank's process group on every node, SIGKILL after the grace period\n"
                      "(default 5 s).\n");
-  if (!run) return fail(run.error(), kExitInvalid);
+  if (!run) return refuse(run.error());
   if (!*run) return kExitOk;
   int grace = 5;
-  if (auto st = int_value(*p, "--grace", 0, 3600, grace); !st) return fail(st.error(), kExitInvalid);
+  if (auto st = int_value(*p, "--grace", 0, 3600, grace); !st) return refuse(st.error());
   if (auto st = stop_and_record((*run)->db, (*run)->id, ssh_options(*p), "`meshwork stop`", std::chrono::seconds(grace));
       !st)
-    return fail(st.error(), exit_code(st.error().kind));
+    return refuse(st.error());
   std::cout << "run " << (*run)->id << ": stopped\n";
   return kExitOk;
 }

@@ -51,10 +51,7 @@ LayoutCheck ParallelLayout::check(const RunConfig& config, const ModelSpec* mode
   return out;
 }
 
-int64_t ParallelLayout::seq_len_divisor() const {
-  const int64_t cp = size(Axis::cp), tp = size(Axis::tp);
-  return cp > 1 ? 2 * cp * tp : tp;
-}
+int64_t ParallelLayout::seq_len_divisor() const { return meshwork::seq_len_divisor(shape()); }
 
 int64_t ParallelLayout::tokens_per_replica_step() const {
   return int64_t{training_.global_batch} * training_.seq_len / dp_size();

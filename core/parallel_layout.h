@@ -73,8 +73,7 @@ class ParallelLayout {
   int fsdp_size() const { return shape().group_size(fsdp_group()); }
   // Ranks the loss and gradients are averaged over: dp_replicate x dp_shard x cp.
   int dp_cp_size() const { return shape().group_size(GroupKind::dp_cp); }
-  // What seq_len must be a multiple of: 2*cp*tp with cp > 1 (load-balanced causal chunks, each
-  // split over tp by sequence parallelism), tp otherwise.
+  // What seq_len must be a multiple of (the rule's own divisor, core/validation.h).
   int64_t seq_len_divisor() const;
   // Sequences per optimizer step on one dp rank, in micro-batches: global / (micro * dp).
   int64_t grad_accum_steps() const { return grad_accum_steps_; }

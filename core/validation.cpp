@@ -129,19 +129,15 @@ void check_model(const ShapeQuery& q, const MeshShape& s, Checker& c) {
 
 void check_sequence(const ShapeQuery& q, const MeshShape& s, Checker& c) {
   if (q.seq_len <= 0) return;
-  if (s[Axis::cp] > 1) {
-    // Load-balanced causal CP cuts each sequence into 2*cp chunks and gives rank i chunks i and
-    // 2cp-1-i (equal causal work per rank); sequence parallelism then splits a chunk over tp.
-    const int64_t d = int64_t{2} * s[Axis::cp] * s[Axis::tp];
-    if (q.seq_len % d != 0)
-      c.error("seq_len", num(q.seq_len),
-              "must be a multiple of 2*cp*tp = " + num(d) +
-                  " (load-balanced causal context parallel with sequence parallel)");
-  } else if (s[Axis::tp] > 1 && q.seq_len % s[Axis::tp] != 0) {
-    // Sequence parallelism shards the norm/dropout activations along the sequence over tp.
+  const int64_t d = seq_len_divisor(s);
+  if (q.seq_len % d == 0) return;
+  // Rank i of a cp ring gets chunks i and 2cp-1-i of each sequence (equal causal work per rank).
+  if (s[Axis::cp] > 1)
     c.error("seq_len", num(q.seq_len),
-            "must be a multiple of tp = " + num(s[Axis::tp]) + " (sequence parallel)");
-  }
+            "must be a multiple of 2*cp*tp = " + num(d) +
+                " (load-balanced causal context parallel with sequence parallel)");
+  else
+    c.error("seq_len", num(q.seq_len), "must be a multiple of tp = " + num(d) + " (sequence parallel)");
 }
 
 void check_batch(const ShapeQuery& q, const MeshShape& s, Checker& c) {
@@ -187,6 +183,10 @@ void check_placement(const ShapeQuery& q, const MeshShape& s, Checker& c) {
 }
 
 }  // namespace
+
+int64_t seq_len_divisor(const MeshShape& s) {
+  return s[Axis::cp] > 1 ? int64_t{2} * s[Axis::cp] * s[Axis::tp] : s[Axis::tp];
+}
 
 ShapeReport validate_shape(const ShapeQuery& q) {
   ShapeReport report;

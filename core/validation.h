@@ -91,4 +91,9 @@ struct ShapeReport {
 //  place: a tp group that crosses nodes, or tp over a link slower than slow_tp_link (warnings).
 ShapeReport validate_shape(const ShapeQuery& query);
 
+// What seq_len must be a multiple of on a resolved shape: 2*cp*tp with cp > 1 (load-balanced
+// causal CP cuts each sequence into 2*cp chunks, sequence parallelism splits a chunk over tp),
+// tp otherwise (sequence parallelism shards the norm activations along the sequence).
+int64_t seq_len_divisor(const MeshShape& shape);
+
 }  // namespace meshwork

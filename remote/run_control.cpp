@@ -26,11 +26,11 @@ void parallel_for(size_t n, F&& fn) {
 // invalid input; what went wrong on the way keeps its own kind (I/O), else it is the nodes'.
 LaunchError invalid(Error e) {
   e.kind = ErrorKind::invalid_input;
-  return LaunchError{LaunchError::Kind::invalid, std::move(e), {}};
+  return LaunchError{std::move(e), {}};
 }
 LaunchError failed(Error e) {
   if (e.kind == ErrorKind::invalid_input) e.kind = ErrorKind::remote;
-  return LaunchError{LaunchError::Kind::failed, std::move(e), {}};
+  return LaunchError{std::move(e), {}};
 }
 
 std::string new_run_dir_name() {
@@ -100,7 +100,7 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
                                  info ? info->hostname : info.error().message()});
     }
   });
-  LaunchError unreachable{LaunchError::Kind::unreachable, {}, {}};
+  LaunchError unreachable;
   for (size_t i = 0; i < n; ++i) {
     if (errors[i]) unreachable.more.push_back(*errors[i]);
   }
@@ -154,7 +154,7 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
                              trainer_name, req.on_deploy);
   std::filesystem::remove(cfg_path);
   if (!deployed.ok()) {
-    LaunchError e{LaunchError::Kind::failed, {}, {}};
+    LaunchError e;
     for (const auto& r : deployed.nodes) {
       if (!r) e.more.push_back(r.error());
     }

@@ -41,9 +41,8 @@ struct LaunchRequest {
   std::function<void(const std::string& text)> on_step;  // "probing", "validating", ...
 };
 
-// Thrown away after launch; kind says which exit code a CLI should use.
+// Thrown away after launch; error.kind says which exit code a CLI should use.
 struct LaunchError {
-  enum class Kind { invalid, unreachable, failed } kind = Kind::failed;
   Error error;
   std::vector<Error> more;  // further diagnostics (one per node or rule)
 };
