@@ -34,6 +34,11 @@ std::vector<MeshShape> enumerate_shapes(int64_t world, const MeshShape& fixed) {
 
 namespace {
 
+// The user gave every axis: that one shape is judged by the rules as it is.
+bool every_axis_given(const MeshShape& fixed) {
+  return std::all_of(kAxes.begin(), kAxes.end(), [&](Axis a) { return fixed[a] >= 1; });
+}
+
 Status check_input(const PlanQuery& q) {
   auto at_least_one = [](const char* field, int64_t v) -> Status {
     if (v < 1) return Error{field, std::to_string(v), "must be at least 1"};
@@ -60,8 +65,7 @@ Status check_input(const PlanQuery& q) {
     if (q.fixed.size(a) >= 1)
       fixed_text += (fixed_text.empty() ? "" : " ") + std::string(axis_name(a)) + "=" +
                     std::to_string(q.fixed.size(a));
-  bool fully_fixed = true;
-  for (Axis a : kAxes) fully_fixed = fully_fixed && q.fixed[a] >= 1;
+  const bool fully_fixed = every_axis_given(q.fixed);
   if (!fully_fixed && world % fixed_product != 0)  // a fully given shape is judged by the rules
     return Error{"mesh", fixed_text,
                  "the fixed axes multiply to " + std::to_string(fixed_product) +
@@ -97,8 +101,7 @@ Result<Plan> make_plan(const PlanQuery& q) {
 
   // Every axis given: that one shape, judged by the rules as it is (a product that misses the
   // world size is the mesh rule's refusal, in its words, not an empty plan).
-  bool fully_fixed = true;
-  for (Axis a : kAxes) fully_fixed = fully_fixed && q.fixed[a] >= 1;
+  const bool fully_fixed = every_axis_given(q.fixed);
   const std::vector<MeshShape> candidates =
       fully_fixed ? std::vector<MeshShape>{q.fixed} : enumerate_shapes(plan.world_size, q.fixed);
   for (const MeshShape& shape : candidates) {
