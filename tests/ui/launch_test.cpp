@@ -45,17 +45,6 @@ class LaunchTest : public QObject {
     c.training.device = DeviceKind::cpu;
     return c;
   }
-  void local_cluster(MainWindow& w, int slots) {
-    w.cluster()->clear();
-    NodeInfo n;
-    n.host = "local";
-    n.hostname = "local";
-    n.state = NodeInfo::State::online;
-    n.cpu_cores = 2;
-    n.memory_bytes = 8.0 * (1 << 30);
-    n.slots = slots;
-    w.cluster()->add_node(n);
-  }
 
  private Q_SLOTS:
   void initTestCase() {
@@ -70,7 +59,7 @@ class LaunchTest : public QObject {
     MainWindow w(false);
     w.resize(1400, 900);
     w.show();
-    local_cluster(w, 2);
+    test::set_local_cluster(w, 2);
     const int steps = 6;
     w.plan()->set_config(tiny_config(w, steps, MeshShape{1, 2, 1, 1}));
     w.set_mode(Mode::plan);
@@ -114,7 +103,7 @@ class LaunchTest : public QObject {
     MainWindow w(false);
     w.resize(1400, 900);
     w.show();
-    local_cluster(w, 2);
+    test::set_local_cluster(w, 2);
     const int steps = 100000;  // far more than it can do before the click
     w.plan()->set_config(tiny_config(w, steps, MeshShape{2, 1, 1, 1}));
     w.set_mode(Mode::plan);
@@ -143,7 +132,7 @@ class LaunchTest : public QObject {
     MainWindow w(false);
     w.resize(1400, 900);
     w.show();
-    local_cluster(w, 2);
+    test::set_local_cluster(w, 2);
     w.plan()->set_config(tiny_config(w, 4, MeshShape{1, 2, 1, 1}));
     w.set_mode(Mode::plan);
     QTRY_VERIFY(w.launch_action()->isEnabled());
@@ -168,7 +157,7 @@ class LaunchTest : public QObject {
     MainWindow w(false);
     w.resize(1400, 900);
     w.show();
-    local_cluster(w, 2);
+    test::set_local_cluster(w, 2);
     w.plan()->set_config(tiny_config(w, 500, MeshShape{1, 2, 1, 1}));
     w.set_mode(Mode::plan);
     QTRY_VERIFY(w.launch_action()->isEnabled());
@@ -214,7 +203,7 @@ class LaunchTest : public QObject {
     {
       auto w = std::make_unique<MainWindow>(false);
       w->show();
-      local_cluster(*w, 2);
+      test::set_local_cluster(*w, 2);
       w->plan()->set_config(tiny_config(*w, steps, MeshShape{1, 2, 1, 1}));
       w->set_mode(Mode::plan);
       QTRY_VERIFY(w->launch_action()->isEnabled());

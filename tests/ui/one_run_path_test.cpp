@@ -121,15 +121,7 @@ class OneRunPathTest : public QObject {
       MainWindow w(false);
       w.resize(1300, 850);
       w.show();
-      w.cluster()->clear();
-      NodeInfo n;
-      n.host = "local";
-      n.hostname = "local";
-      n.state = NodeInfo::State::online;
-      n.cpu_cores = 2;
-      n.memory_bytes = 8.0 * (1 << 30);
-      n.slots = 2;
-      w.cluster()->add_node(n);
+      test::set_local_cluster(w, 2);
       config = exact_config(w.plan()->config());
       w.plan()->set_config(config);
       w.set_mode(Mode::plan);

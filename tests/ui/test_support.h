@@ -26,6 +26,19 @@ inline void isolate_settings(const QTemporaryDir& dir) {
   QSettings().clear();
 }
 
+// This machine as the only node, with `slots` ranks (CPU, no SSH): the launch tests' cluster.
+inline void set_local_cluster(MainWindow& w, int slots) {
+  w.cluster()->clear();
+  NodeInfo n;
+  n.host = "local";
+  n.hostname = "local";
+  n.state = NodeInfo::State::online;
+  n.cpu_cores = 2;
+  n.memory_bytes = 8.0 * (1 << 30);
+  n.slots = slots;
+  w.cluster()->add_node(n);
+}
+
 inline NodeInfo gpu_node(const QString& host, int gpus, double gib, bool nvlink = true) {
   NodeInfo n;
   n.host = host;
