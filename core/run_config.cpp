@@ -159,7 +159,7 @@ Result<RunConfig> run_config_from_json(const nlohmann::json& doc) {
     }
     if (t.contains("lr")) {
       const auto& v = t.at("lr");
-      if (!v.is_number() || v.get<double>() <= 0 || v.get<double>() > 10)
+      if (!v.is_number() || v.get<double>() <= 0 || v.get<double>() > kMaxLearningRate)
         return Error{p + "lr", dump_value(v), "must be a number in (0, 10]"};
       tc.lr = v.get<double>();
     }

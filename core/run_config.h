@@ -43,6 +43,9 @@ Result<ActivationCheckpointing> parse_activation_checkpointing(
 Result<DeviceKind> parse_device(std::string_view text, std::string_view field = "device");
 Result<FsdpGradSync> parse_fsdp_grad_sync(std::string_view text, std::string_view field = "fsdp_grad_sync");
 
+// The largest learning rate a run config may hold (the file reader and the --lr flag alike).
+inline constexpr double kMaxLearningRate = 10;
+
 struct TrainingConfig {
   int steps = 100;
   int seq_len = 256;

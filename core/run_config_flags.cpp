@@ -26,13 +26,14 @@ RunConfigFlag int_flag(std::string name, std::string arg, std::string help, int 
           }};
 }
 
-// A flag that sets one double field of training (> 0 when strictly positive).
+// A flag that sets one double field of training (> 0 when strictly positive), at most `max` (the
+// file reader's bound for the field, so a flag never makes a config the file refuses).
 RunConfigFlag real_flag(std::string name, std::string arg, std::string help, double TrainingConfig::*field,
-                        bool positive) {
+                        bool positive, double max = 1e9) {
   const std::string allowed = positive ? "a number > 0" : "a number >= 0";
-  return {name, std::move(arg), std::move(help), [name, field, positive, allowed](RunConfig& c, const std::string& v) -> Status {
+  return {name, std::move(arg), std::move(help), [name, field, positive, max, allowed](RunConfig& c, const std::string& v) -> Status {
             const double min = positive ? std::numeric_limits<double>::denorm_min() : 0.0;
-            auto r = parse_number(name, v, min, 1e9, allowed);
+            auto r = parse_number(name, v, min, max, allowed);
             if (!r.ok()) return r.error();
             c.training.*field = *r;
             return {};
@@ -82,7 +83,7 @@ std::vector<RunConfigFlag> make_flags() {
       int_flag("--global-batch", "G", "sequences per optimizer step over the whole mesh (default 8)", &T::global_batch, 1),
       int_flag("--micro-batch", "B", "sequences per forward/backward on one data-parallel rank (default 1)",
                &T::micro_batch, 1),
-      real_flag("--lr", "X", "peak learning rate of AdamW (default 3e-4)", &T::lr, true),
+      real_flag("--lr", "X", "peak learning rate of AdamW (default 3e-4)", &T::lr, true, kMaxLearningRate),
       int_flag("--warmup-steps", "N", "linear warmup steps before the cosine decay (default 10)", &T::warmup_steps, 0),
       {"--seed", "S", "seed of the initial weights (default 1234)",
        [](RunConfig& c, const std::string& v) -> Status {

@@ -70,6 +70,7 @@ TEST(RunConfigFlags, BadValuesNameTheFlag) {
            {"--steps", "0", "a whole number >= 1"},
            {"--lr", "-1", "a number > 0"},
            {"--lr", "0", "a number > 0"},
+           {"--lr", "11", "a number > 0 (at most 10)"},  // the file's bound: never a config it refuses
            {"--tp", "x", "a whole number >= 1, or auto (-1) for one axis"},
            {"--device", "tpu", "must be cpu or cuda"},
            {"--fsdp-grad-sync", "sometimes", "must be micro-batch or step"},
