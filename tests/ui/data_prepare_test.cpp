@@ -44,7 +44,7 @@ class DataPrepareTest : public QObject {
     const int rc = QProcess::execute(QStringLiteral(MESHWORK_TEST_PYTHON),
                                      {QStringLiteral(REFERENCE_PY), "train-bpe", path("tok")});
     QCOMPARE(rc, 0);
-    write_text("small.txt", 3);
+    write_text("small.txt", 10);
     write_text("big.txt", 40);
   }
 
