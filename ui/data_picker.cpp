@@ -107,11 +107,12 @@ void DataPicker::sync_from_state() {
   const auto& d = state_->config().data;
   const QString path = d.is_string() ? QString::fromStdString(d.get<std::string>()) : QString();
   if (!path_->hasFocus()) path_->setText(path);
-  if (path != shown_) show_summary(path);
+  if (!shown_once_ || path != shown_) show_summary(path);
 }
 
 void DataPicker::show_summary(const QString& path) {
   shown_ = path;
+  shown_once_ = true;
   summary_->setText(tr("Reading…"));
   QPointer<DataPicker> self(this);
   QThreadPool::globalInstance()->start([self, path] {

@@ -41,6 +41,7 @@ class DataPicker : public QWidget {
   QLabel* summary_ = nullptr;
   QString program_;
   QString shown_;  // the path whose summary is shown (or being read)
+  bool shown_once_ = false;
   QPointer<PrepareDataDialog> dialog_;
 };
 
