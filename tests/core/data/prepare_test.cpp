@@ -97,6 +97,9 @@ class DataPrepare : public ::testing::Test {
     root_ = mkdtemp(tmpl);
     ASSERT_EQ(std::system((python() + " " REFERENCE_PY " train-bpe " + quote((root_ / "bpe").string())).c_str()), 0);
     ASSERT_EQ(std::system((python() + " " REFERENCE_PY " train-spm " + quote((root_ / "spm").string())).c_str()), 0);
+    for (const char* style : {"llama3", "llama2"})
+      ASSERT_EQ(std::system((python() + " " REFERENCE_PY " train-bpe --style " + style + " " +
+                             quote((root_ / style).string()) + " > /dev/null 2>&1").c_str()), 0);
   }
   static void TearDownTestSuite() { fs::remove_all(root_); }
 
@@ -185,6 +188,50 @@ TEST_F(DataPrepare, SentencePieceModelAddsBosLikeLlama2) {
   EXPECT_EQ(m["tokenizer"]["vocab_size"], 600);
 }
 
+// Llama-3: the tokenizer.json's TemplateProcessing adds <|begin_of_text|>; the config has no
+// add_bos_token, so the post-processor decides.
+TEST_F(DataPrepare, BosFromThePostProcessorLikeLlama3) {
+  const fs::path out = dir_ / "out";
+  const Ran r = prepare("--tokenizer " + (root_ / "llama3").string() + " --input " + in("a.txt").string() + " " +
+                        in("b.jsonl").string() + " --text-field body --out " + out.string());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto got = read_stream(out);
+  EXPECT_EQ(got, expected(root_ / "llama3" / "tokenizer.json", "a.txt b.jsonl", "--text-field body"));
+  const auto m = manifest(out);
+  EXPECT_EQ(m["tokenizer"]["bos"]["token"], "<|begin_of_text|>");
+  EXPECT_EQ(m["tokenizer"]["eos"]["token"], "<|end_of_text|>");
+  size_t bos = 0;
+  for (uint32_t t : got) bos += t == m["tokenizer"]["bos"]["id"].get<uint32_t>();
+  EXPECT_EQ(bos, 7u);  // one per document
+}
+
+// Llama-2/Mistral tokenizer.json: tokenizer_config.json's add_bos_token puts <s> first.
+TEST_F(DataPrepare, BosFromTheConfigLikeLlama2TokenizerJson) {
+  const fs::path out = dir_ / "out";
+  const Ran r = prepare("--tokenizer " + (root_ / "llama2").string() + " --input " + in("a.txt").string() + " --out " + out.string());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto got = read_stream(out);
+  EXPECT_EQ(got, expected(root_ / "llama2" / "tokenizer.json", "a.txt"));
+  const auto m = manifest(out);
+  EXPECT_EQ(m["tokenizer"]["bos"]["token"], "<s>");
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got.front(), m["tokenizer"]["bos"]["id"].get<uint32_t>());
+}
+
+TEST_F(DataPrepare, SentencePieceWithoutBosWhenTheConfigSaysSo) {
+  fs::create_directories(dir_ / "spm");
+  fs::copy_file(root_ / "spm" / "tokenizer.model", dir_ / "spm" / "tokenizer.model");
+  write_file(dir_ / "spm" / "tokenizer_config.json", "{\"add_bos_token\": false}");
+  const fs::path out = dir_ / "out";
+  const Ran r = prepare("--tokenizer " + (dir_ / "spm").string() + " --input " + in("a.txt").string() + " --out " + out.string());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto got = read_stream(out);
+  EXPECT_EQ(got, expected(dir_ / "spm" / "tokenizer.model", "a.txt"));
+  ASSERT_FALSE(got.empty());
+  EXPECT_NE(got.front(), 1u);
+  EXPECT_TRUE(manifest(out)["tokenizer"]["bos"].is_null());
+}
+
 TEST_F(DataPrepare, ManifestRecordsTokenizerSourcesAndShards) {
   const fs::path out = dir_ / "out";
   ASSERT_EQ(prepare("--tokenizer " + (root_ / "bpe").string() + " --input " + in("a.txt").string() + " " +
@@ -264,6 +311,33 @@ TEST_F(DataPrepare, ProgressJsonLinesEndWithDone) {
   EXPECT_EQ(events.back()["reused"], false);
   EXPECT_EQ(events.back()["documents"], 4);
 }
+
+#ifdef MESHTRAIN_BIN
+// meshtrain trains on the prepared directory (a tiny Llama with the tokenizer's vocabulary), and
+// refuses it for a model whose vocabulary is smaller than the ids.
+TEST_F(DataPrepare, MeshtrainTrainsOnThePreparedDirectory) {
+  const fs::path out = dir_ / "out";
+  ASSERT_EQ(prepare("--tokenizer " + (root_ / "spm").string() + " --input " + in("a.txt").string() + " " +
+                    in("b.jsonl").string() + " --text-field body --out " + out.string()).rc,
+            0);
+  auto config = nlohmann::json::parse(slurp(fs::path(MESHWORK_RESOURCE_DIR) / "models" / "tiny.json"));
+  config["vocab_size"] = 600;
+  write_file(dir_ / "config.json", config.dump());
+  const std::string train = std::string(MESHTRAIN_BIN) + " --model " + (dir_ / "config.json").string() + " --data " +
+                            out.string() + " --steps 3 --seq-len 32 --global-batch 2 --warmup-steps 1 --run-dir ";
+  const Ran r = run(train + (dir_ / "run").string(), dir_);
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  size_t steps = 0;
+  std::istringstream metrics(slurp(dir_ / "run" / "metrics-rank0.jsonl"));
+  for (std::string line; std::getline(metrics, line);) steps += line.find("\"type\":\"step\"") != std::string::npos;
+  EXPECT_EQ(steps, 3u);
+  config["vocab_size"] = 256;
+  write_file(dir_ / "config.json", config.dump());
+  const Ran small = run(train + (dir_ / "run-small").string(), dir_);
+  EXPECT_EQ(small.rc, 2);
+  EXPECT_NE((small.err + small.out).find("tokens below the model's vocab_size 256"), std::string::npos) << small.err;
+}
+#endif
 
 // Errors: exit 2 and meshwork's `field: value: allowed` line, naming the file and line.
 TEST_F(DataPrepare, MissingInputFile) {

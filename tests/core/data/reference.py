@@ -2,7 +2,9 @@
 computes the expected ids one document at a time, with its own reading of the document rules
 (docs/trainer.md, "Preparing data"), independent of resources/python/meshwork_tokenize.py.
 
-  reference.py train-bpe DIR            byte-level BPE tokenizer.json (GPT-2 style) + config
+  reference.py train-bpe DIR [--style gpt2|llama3|llama2]   byte-level BPE tokenizer.json + config:
+                                        gpt2: EOS only; llama3: a TemplateProcessing post-processor
+                                        adds <|begin_of_text|>; llama2: add_bos_token in the config
   reference.py train-spm DIR            SentencePiece tokenizer.model only (Llama-2 style)
   reference.py expect TOKENIZER OUT.bin [--text-field F] [--split S] FILE...   raw uint32 ids
   reference.py sha256 FILE
@@ -22,18 +24,27 @@ CORPUS = [
 ] * 40
 
 
-def train_bpe(d):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+def train_bpe(d, style):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"],
+    specials = {"gpt2": ["<|endoftext|>"], "llama3": ["<|begin_of_text|>", "<|end_of_text|>"],
+                "llama2": ["<s>", "</s>"]}[style]
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(CORPUS, trainer)
+    config = {"gpt2": {"eos_token": "<|endoftext|>", "bos_token": None},
+              "llama3": {"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>"},
+              "llama2": {"bos_token": {"content": "<s>", "special": True}, "eos_token": "</s>", "add_bos_token": True}}[style]
+    if style == "llama3":
+        bos = "<|begin_of_text|>"
+        tok.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B",
+                                                           special_tokens=[(bos, tok.token_to_id(bos))])
     os.makedirs(d, exist_ok=True)
     tok.save(os.path.join(d, "tokenizer.json"))
     with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
-        json.dump({"eos_token": "<|endoftext|>", "bos_token": None}, f)
+        json.dump(config, f)
 
 
 def train_spm(d):
@@ -84,9 +95,15 @@ def expect(a):
         from tokenizers import Tokenizer
         tok = Tokenizer.from_file(a.tokenizer)
         eos = tok.token_to_id(config["eos_token"])
+        if "add_bos_token" in config:  # the config decides: no post-processor, BOS by hand
+            bos_name = config["bos_token"]["content"] if isinstance(config["bos_token"], dict) else config["bos_token"]
+            bos = [tok.token_to_id(bos_name)] if config["add_bos_token"] else []
+            encode = lambda doc: bos + tok.encode(doc, add_special_tokens=False).ids
+        else:  # the tokenizer's own post-processor decides
+            encode = lambda doc: tok.encode(doc).ids
         for path in a.files:
             for doc in documents(path, a.text_field, a.split):
-                ids.extend(tok.encode(doc).ids + [eos])
+                ids.extend(encode(doc) + [eos])
     else:
         import sentencepiece as spm
         sp = spm.SentencePieceProcessor(model_file=a.tokenizer)
@@ -104,9 +121,10 @@ def main():
     p.add_argument("args", nargs="*")
     p.add_argument("--text-field", default="text")
     p.add_argument("--split", default="paragraph")
+    p.add_argument("--style", default="gpt2", choices=["gpt2", "llama3", "llama2"])
     a = p.parse_intermixed_args()
     if a.cmd == "train-bpe":
-        train_bpe(a.args[0])
+        train_bpe(a.args[0], a.style)
     elif a.cmd == "train-spm":
         train_spm(a.args[0])
     elif a.cmd == "expect":
