@@ -1,7 +1,7 @@
 """`meshwork data prepare` against the tokenizers wheel's own batch encoder (bench/data.sh).
 
   data_bench.py corpus DIR MB        deterministic corpus.jsonl of >= MB megabytes + a trained
-                                     byte-level BPE tokenizer (32k vocab) in DIR/tokenizer
+                                     byte-level BPE tokenizer (asked for 32k, about 28k learnt) in DIR/tokenizer
   data_bench.py baseline TOKENIZER FILE BATCH_BYTES   JSON: seconds of encode_batch and
                                      encode_batch_fast over the file's documents (already in
                                      memory: the encoder alone), in batches of BATCH_BYTES of text
