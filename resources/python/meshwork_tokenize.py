@@ -266,9 +266,13 @@ def main():
     p.add_argument("--text-field", default="text")
     p.add_argument("--split", default="paragraph", choices=["paragraph", "file"])
     p.add_argument("--batch-bytes", type=int, default=BLOCK_BYTES)
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--threads", type=int, default=0)  # 0: every core
     p.add_argument("inputs", nargs="*")
     args = p.parse_args()
+    if args.threads > 0:  # the Rust encoder's pool reads these when tokenizers is imported
+        os.environ["RAYON_NUM_THREADS"] = os.environ["RAYON_RS_NUM_CPUS"] = str(args.threads)
+    else:
+        args.threads = os.cpu_count() or 1
     try:
         config = {}
         if args.config:
