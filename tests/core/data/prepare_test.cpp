@@ -260,6 +260,13 @@ TEST_F(DataPrepare, ManifestRecordsTokenizerSourcesAndShards) {
   EXPECT_EQ(m["shards"][0]["file"], "tokens-000000.bin");
   EXPECT_EQ(m["shards"][0]["tokens"], m["tokens"]);
   EXPECT_EQ(fs::file_size(out / "tokens-000000.bin"), 1024 + 4 * m["tokens"].get<uintmax_t>());
+  // `meshwork data info` says the same in one line.
+  const Ran info = run(std::string(MESHWORK_BIN) + " data info " + out.string(), dir_);
+  EXPECT_EQ(info.rc, 0);
+  EXPECT_NE(info.out.find(" tokens, 7 documents, tokenizer.json (vocab " +
+                          std::to_string(m["tokenizer"]["vocab_size"].get<int64_t>()) + ")\n"),
+            std::string::npos)
+      << info.out;
   // Nothing but the shards and the manifest is left behind.
   size_t entries = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(out)) ++entries;
