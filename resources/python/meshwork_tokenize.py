@@ -265,7 +265,10 @@ def main():
     p.add_argument("--eos", default="")
     p.add_argument("--text-field", default="text")
     p.add_argument("--split", default="paragraph", choices=["paragraph", "file"])
-    p.add_argument("--batch-bytes", type=int, default=BLOCK_BYTES)
+    # Text per encoder batch (and .txt read block). $MESHWORK_DATA_BATCH_BYTES changes it: the
+    # tests make it tiny so documents and separators straddle block boundaries.
+    p.add_argument("--batch-bytes", type=int,
+                   default=int(os.environ.get("MESHWORK_DATA_BATCH_BYTES", "0") or 0) or BLOCK_BYTES)
     p.add_argument("--threads", type=int, default=0)  # 0: every core
     p.add_argument("inputs", nargs="*")
     args = p.parse_args()

@@ -161,6 +161,24 @@ TEST_F(DataPrepare, ByteLevelBpeIdsEqualTokenizersAcrossShards) {
   EXPECT_EQ(want.back(), m["tokenizer"]["eos"]["id"].get<uint32_t>());
 }
 
+// Tiny read blocks and batches (7 bytes): every separator, CRLF pair and multi-byte character
+// straddles a block boundary somewhere; the ids must not change.
+TEST_F(DataPrepare, BlockBoundariesDoNotChangeTheIds) {
+  const fs::path out = dir_ / "out";
+  std::string text;
+  for (int i = 0; i < 30; ++i)
+    text += "Doc " + std::to_string(i) + " caf\xc3\xa9 \xf0\x9f\x98\x80\r\n" + std::string(i % 4, ' ') + "\r\n" +
+            (i % 3 ? "\n\n" : "") + "tail " + std::string(static_cast<size_t>(i), 'z') + "\n";
+  write_file(in("many.txt"), text);
+  const Ran r = run("MESHWORK_DATA_BATCH_BYTES=7 " + std::string(MESHWORK_BIN) + " data prepare --progress none --tokenizer " +
+                        (root_ / "bpe").string() + " --input " + in("many.txt").string() + " " + in("b.jsonl").string() +
+                        " --text-field body --out " + out.string(),
+                    dir_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(read_stream(out), expected(root_ / "bpe" / "tokenizer.json", "many.txt b.jsonl", "--text-field body"));
+  EXPECT_EQ(manifest(out)["sources"][0]["documents"], 31);  // a "tail" line starts the next document
+}
+
 TEST_F(DataPrepare, WholeFileSplitKeepsEveryByte) {
   const fs::path out = dir_ / "out";
   const Ran r = prepare("--tokenizer " + (root_ / "bpe" / "tokenizer.json").string() + " --input " +
