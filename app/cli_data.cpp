@@ -8,7 +8,10 @@
 // writes one JSON object per line to stdout instead (the workbench's Prepare data dialog reads
 // them): {"event":"progress","phase","bytes","total","documents","tokens","mb_per_s","eta_s"},
 // then {"event":"done","reused",...} or, on failure, {"event":"error","message"}.
+#include <signal.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include <cstdio>
 #include <iostream>
@@ -60,6 +63,20 @@ std::string eta_text(double s) {
   else if (s >= 60) std::snprintf(b, sizeof b, "%dm%02ds", static_cast<int>(s / 60), static_cast<int>(s) % 60);
   else std::snprintf(b, sizeof b, "%ds", static_cast<int>(s + 0.5));
   return b;
+}
+
+std::atomic<bool> g_cancel{false};
+void on_signal(int) { g_cancel = true; }
+
+// SIGTERM (the workbench's Cancel) and Ctrl-C stop the preparation cleanly: the read from the
+// worker is interrupted (no SA_RESTART), the worker killed, the unfinished shard removed.
+void stop_on_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
 }
 
 json summary_json(const data::PrepareOutcome& o, const fs::path& out) {
@@ -124,6 +141,8 @@ int prepare_main(const Args& args) {
     }
     last_phase = p.phase;
   };
+  req.cancel = &g_cancel;
+  stop_on_signals();
   auto outcome = data::prepare(req, on_progress);
   if (mode == "tty") std::fprintf(stderr, "\n");
   if (!outcome) {

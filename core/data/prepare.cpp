@@ -135,6 +135,7 @@ Result<PrepareOutcome> prepare(const PrepareRequest& req, const std::function<vo
   for (const auto& p : req.inputs) hp.bytes_total += static_cast<int64_t>(fs::file_size(p));
   const auto t_hash = Clock::now();
   for (const auto& p : req.inputs) {
+    if (req.cancel && req.cancel->load()) return Error{"data prepare", "", "cancelled"}.as(ErrorKind::does_not_fit);
     auto sha = sha256_file(p, "--input");
     if (!sha) return sha.error();
     const auto bytes = static_cast<int64_t>(fs::file_size(p));
@@ -172,8 +173,12 @@ Result<PrepareOutcome> prepare(const PrepareRequest& req, const std::function<vo
   WorkerFrame f;
   try {
     for (;;) {
-      auto more = (*worker)->next(f);
-      if (!more) return more.error();
+      auto more = (*worker)->next(f, req.cancel);
+      if (!more) {
+        worker->reset();  // kill it before its log goes
+        fs::remove(log, ec);
+        return more.error();
+      }
       if (!*more) break;
       const std::string text(f.payload.begin(), f.payload.end());
       switch (f.type) {

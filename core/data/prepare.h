@@ -10,6 +10,7 @@
 // written last: an interrupted preparation is never mistaken for a finished one.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -31,6 +32,9 @@ struct PrepareRequest {
   std::string python;       // "" = default_python()
   std::filesystem::path worker_script;  // "" = default_worker_script()
   bool force = false;       // redo even when the manifest matches
+  // Set (e.g. from a SIGTERM handler) to stop: the worker is killed, the unfinished shard removed,
+  // and prepare() returns Error{"data prepare", "", "cancelled"}; no manifest is written.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct PrepareProgress {

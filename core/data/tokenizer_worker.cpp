@@ -78,10 +78,14 @@ TokenizerWorker::~TokenizerWorker() {
   }
 }
 
-bool TokenizerWorker::read_exact(void* dst, size_t n, bool& eof) {
+bool TokenizerWorker::read_exact(void* dst, size_t n, bool& eof, const std::atomic<bool>* cancel, bool& cancelled) {
   auto* p = static_cast<uint8_t*>(dst);
   size_t got = 0;
   while (got < n) {
+    if (cancel && cancel->load()) {
+      cancelled = true;
+      return false;
+    }
     const ssize_t r = ::read(fd_, p + got, n - got);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
@@ -93,17 +97,21 @@ bool TokenizerWorker::read_exact(void* dst, size_t n, bool& eof) {
   return true;
 }
 
-Result<bool> TokenizerWorker::next(WorkerFrame& frame) {
+Result<bool> TokenizerWorker::next(WorkerFrame& frame, const std::atomic<bool>* cancel) {
   uint32_t header[2];
-  bool eof = false;
-  if (!read_exact(header, sizeof header, eof)) {
+  bool eof = false, cancelled = false;
+  const Error cut{"tokenizer worker", python_, "stopped in the middle of a frame"};
+  if (!read_exact(header, sizeof header, eof, cancel, cancelled)) {
+    if (cancelled) return Error{"data prepare", "", "cancelled"}.as(ErrorKind::does_not_fit);
     if (eof) return false;
-    return Error{"tokenizer worker", python_, "stopped in the middle of a frame"}.as(ErrorKind::internal);
+    return cut.as(ErrorKind::internal);
   }
   frame.type = header[0];
   frame.payload.resize(header[1]);
-  if (header[1] > 0 && !read_exact(frame.payload.data(), header[1], eof))
-    return Error{"tokenizer worker", python_, "stopped in the middle of a frame"}.as(ErrorKind::internal);
+  if (header[1] > 0 && !read_exact(frame.payload.data(), header[1], eof, cancel, cancelled)) {
+    if (cancelled) return Error{"data prepare", "", "cancelled"}.as(ErrorKind::does_not_fit);
+    return cut.as(ErrorKind::internal);
+  }
   return true;
 }
 

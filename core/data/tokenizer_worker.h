@@ -5,7 +5,9 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -36,14 +38,15 @@ class TokenizerWorker {
                                                         const std::filesystem::path& stderr_path);
   ~TokenizerWorker();  // kills a worker still running
 
-  // The next frame; false at the end of the stream (then call wait()).
-  Result<bool> next(WorkerFrame& frame);
+  // The next frame; false at the end of the stream (then call wait()). A read interrupted by a
+  // signal while *cancel is set returns Error{"data prepare", "", "cancelled"}.
+  Result<bool> next(WorkerFrame& frame, const std::atomic<bool>* cancel = nullptr);
   // Waits for the exit: Ok on status 0, else an error quoting the end of its stderr.
   Status wait();
 
  private:
   TokenizerWorker() = default;
-  bool read_exact(void* dst, size_t n, bool& eof);
+  bool read_exact(void* dst, size_t n, bool& eof, const std::atomic<bool>* cancel, bool& cancelled);
 
   pid_t pid_ = -1;
   int fd_ = -1;
