@@ -38,12 +38,14 @@ for t in $targets; do
   mkdir -p "$corpus" "$artifacts"
   log="$build/$t.log"
   # -timeout: an input that takes 10 s is a hang; -rss_limit_mb keeps a leak from taking the box.
+  parallel=()
+  [ "$jobs" -gt 1 ] && parallel=(-fork="$jobs")
   set +e
-  "$build/${t}_fuzz" -max_total_time="$seconds" -runs="$runs" -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$artifacts" -jobs="$jobs" -workers="$jobs" \
-    "$corpus" "$root/tests/fuzz/seeds/$t" >"$log" 2>&1
+  # Run inside the build folder: libFuzzer drops its helper logs into the working directory.
+  (cd "$build" && "$build/${t}_fuzz" -max_total_time="$seconds" -runs="$runs" -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts" "${parallel[@]}" \
+    "$corpus" "$root/tests/fuzz/seeds/$t") >"$log" 2>&1
   set -e
-  [ "$jobs" -gt 1 ] && cat "$build"/fuzz-*.log >> "$log" 2>/dev/null && rm -f "$build"/fuzz-*.log
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{s += $2} END {print s + 0}')
   rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | awk '{s += $2} END {print s + 0}')
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2 + 0}')
