@@ -150,14 +150,21 @@ Result<std::pair<double, RopeScaling>> read_rope(const nlohmann::json& cfg, doub
                  "default or llama3 (the RoPE scalings meshtrain implements)"};
   for (auto [name, out] : {std::pair{"factor", &r.factor}, std::pair{"low_freq_factor", &r.low_freq_factor},
                            std::pair{"high_freq_factor", &r.high_freq_factor}}) {
-    MW_TRY(v, get_double(p, name));
-    if (!v) return Error{field_name(pre + name), "missing", "a positive number (llama3 RoPE scaling)"};
-    *out = *v;
+    auto v = get_double(p, name);
+    if (!v.ok() || !*v)
+      return Error{field_name(pre + name), v.ok() ? "missing" : v.error().value,
+                   "a positive number (llama3 RoPE scaling)"};
+    *out = **v;
   }
-  MW_TRY(orig, get_int(p, "original_max_position_embeddings", true, 1));
-  r.original_max_position_embeddings = *orig;
+  auto orig = get_int(p, "original_max_position_embeddings", true, 1);
+  if (!orig.ok()) {
+    Error e = orig.error();
+    e.field = field_name(pre + "original_max_position_embeddings");
+    return e;
+  }
+  r.original_max_position_embeddings = **orig;
   if (!(r.high_freq_factor > r.low_freq_factor))
-    return Error{field_name(pre + "high_freq_factor"), dump_value(p["high_freq_factor"]),
+    return Error{field_name(pre + "high_freq_factor"), dump_value(p.at("high_freq_factor")),
                  "greater than low_freq_factor"};
   return std::pair{theta, r};
 }
