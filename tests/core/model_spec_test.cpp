@@ -300,11 +300,14 @@ TEST(ModelSpec, Llama3InverseFrequenciesFollowTheThreeBands) {
   // Values of transformers' _compute_llama3_parameters for Llama-3.1-8B (D 128, theta 5e5).
   EXPECT_DOUBLE_EQ(inv[0], 1.0);                  // highest frequency: kept
   EXPECT_DOUBLE_EQ(inv[63], base[63] / 8.0);      // lowest: divided by factor
-  const double C = 8192, wavelen = 2 * M_PI / base[40];
-  ASSERT_GT(wavelen, C / 4);  // pair 40 is in the medium band
+  const double C = 8192, wavelen = 2 * M_PI / base[32];
+  ASSERT_GT(wavelen, C / 4);  // pair 32 is in the medium band
   ASSERT_LT(wavelen, C / 1);
   const double smooth = (C / wavelen - 1) / (4 - 1);
-  EXPECT_DOUBLE_EQ(inv[40], (1 - smooth) * base[40] / 8 + smooth * base[40]);
+  EXPECT_DOUBLE_EQ(inv[32], (1 - smooth) * base[32] / 8 + smooth * base[32]);
+  // transformers 5.24's ROPE_INIT_FUNCTIONS["llama3"] (fp32) for the same config.
+  EXPECT_NEAR(inv[32], 0.0005248460220173001, 1e-6 * inv[32]);
+  EXPECT_NEAR(inv[63], 3.068925877869333e-07, 1e-6 * inv[63]);
 }
 
 TEST(ModelSpec, HfDirectoryWithWeights) {

@@ -214,9 +214,6 @@ TEST(Parallelize, DpShard2Tp2) { check_parallelized({1, 2, 1, 2}, 4); }
 TEST(Parallelize, DpReplicate2Cp2Tp2) { check_parallelized({2, 1, 2, 2}, 4); }
 TEST(Parallelize, DpShard2Tp4KvHeadsCopied) { check_parallelized({1, 2, 1, 4}, 2); }
 
-}  // namespace
-}  // namespace meshwork::trainer
-
 // Reading a checkpoint (ParallelizeOptions::read_full) gives every rank exactly the parameters the
 // seed path builds and cuts (localize, then the FSDP shard): TensorParallel::source_runs cuts as
 // localize does, at the arbitrary offsets FSDP shards start at, and every read stays inside its
@@ -232,8 +229,9 @@ void check_read_equals_seed(MeshShape shape, int64_t kv_heads, int64_t hidden) {
   run_ranks(shape, [&](Communicator& c) {
     RunConfig rc;
     rc.mesh = shape;
+    rc.training.global_batch = 12;  // divisible by every dp size below
     const LayoutCheck layout = ParallelLayout::check(rc, nullptr, Placement::of(rc));
-    if (!layout.ok()) throw std::runtime_error("layout");
+    if (!layout.ok()) throw std::runtime_error("layout: " + layout.error_texts().front());
     ParallelizeOptions po;
     po.seed = 9;
     po.fsdp_group = layout.layout->fsdp_group();
@@ -259,3 +257,6 @@ TEST(Parallelize, CheckpointReadsEqualSeedDpShard2Tp2) { check_read_equals_seed(
 TEST(Parallelize, CheckpointReadsEqualSeedDpShard2Tp4KvCopied) { check_read_equals_seed({1, 2, 1, 4}, 2, 32); }
 TEST(Parallelize, CheckpointReadsEqualSeedDpShard3Cp2) { check_read_equals_seed({1, 3, 2, 1}, 4, 36); }
 TEST(Parallelize, CheckpointReadsEqualSeedHsdpTp2) { check_read_equals_seed({2, 2, 1, 2}, 4, 36); }
+
+}  // namespace
+}  // namespace meshwork::trainer
