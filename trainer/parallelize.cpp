@@ -24,13 +24,17 @@ std::unique_ptr<ParallelModel> parallelize(Model& model, Communicator& comm,
   if (options.read_full) {
     auto read_full = options.read_full;
     dpo.read_local = [tp, read_full](int unit, int64_t offset, int64_t count) {
-      Tensor out = at::zeros({count}, at::kFloat);  // zeros: the FSDP padding past the unit's end
+      // Every element is written once: by a run, or zero for FSDP padding past the unit's end
+      // (no zeros() pass first: a second write over the whole shard).
+      Tensor out = at::empty({count}, at::kFloat);
       float* base = out.data_ptr<float>();
+      int64_t covered = 0;
       // Runs are disjoint pieces of `out`: convert them on the intra-op threads, long runs (a
       // whole embedding piece) cut into 1 Mi-element chunks so every thread gets work.
       constexpr int64_t kChunk = 1 << 20;
       std::vector<TensorParallel::SourceRun> runs;
       for (auto r : tp->source_runs(unit, offset, count)) {
+        covered = std::max(covered, r.dst + r.count);
         for (int64_t done = 0; done < r.count; done += kChunk)
           runs.push_back({r.param, r.src + done, r.dst + done, std::min(kChunk, r.count - done)});
       }
@@ -40,6 +44,7 @@ std::unique_ptr<ParallelModel> parallelize(Model& model, Communicator& comm,
           read_full(unit, r.param, r.src, r.count, base + r.dst);
         }
       });
+      out.narrow(0, covered, count - covered).zero_();  // runs cover [0, covered) in order
       return out;
     };
   }
