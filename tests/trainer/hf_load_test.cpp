@@ -234,3 +234,39 @@ TEST(HfLoad, MissingTensorAndWrongShapeAreRefusedNamingFileAndTensor) {
 }
 
 }  // namespace
+
+namespace {
+
+// A directory holding only config.json (the tiny preset's): `--init hf` has nothing to read, and
+// a RoPE scaling meshtrain does not implement is refused by name before any rank starts.
+TEST(HfLoad, InitHfWithoutWeightsAndUnknownRopeAreRefused) {
+  const fs::path dir = temp_dir("config-only"), model = dir / "model";
+  fs::create_directories(model);
+  nlohmann::json cfg = nlohmann::json::parse(slurp(fs::path(MESHWORK_RESOURCE_DIR) / "models" / "tiny.json"));
+  std::ofstream(model / "config.json") << cfg.dump();
+  auto args = [&](const fs::path& run) {
+    return std::vector<std::string>{MESHTRAIN_BIN, "--model", model.string(), "--steps", "1", "--seq-len", "16",
+                                    "--global-batch", "1", "--peak-tflops", "1", "--run-dir", run.string(),
+                                    "--master-port", std::to_string(free_tcp_port())};
+  };
+  fs::create_directories(dir / "auto");
+  EXPECT_EQ(run(args(dir / "auto"), dir / "auto"), 0) << slurp(dir / "auto" / "stderr.txt");  // auto: random
+  fs::create_directories(dir / "hf");
+  auto hf = args(dir / "hf");
+  hf.push_back("--init");
+  hf.push_back("hf");
+  EXPECT_EQ(run(hf, dir / "hf"), 2);
+  expect_line(slurp(dir / "hf" / "stderr.txt"),
+              "meshtrain: --init: hf: --model " + model.string() +
+                  ": a Hugging Face directory holding model.safetensors or model.safetensors.index.json "
+                  "(or --init random)\n");
+  cfg["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  std::ofstream(model / "config.json") << cfg.dump();
+  fs::create_directories(dir / "yarn");
+  EXPECT_EQ(run(args(dir / "yarn"), dir / "yarn"), 2);
+  EXPECT_EQ(slurp(dir / "yarn" / "stderr.txt"),
+            "meshtrain: --model: " + model.string() +
+                ": model.rope_scaling.rope_type: yarn: default or llama3 (the RoPE scalings meshtrain implements)\n");
+}
+
+}  // namespace
