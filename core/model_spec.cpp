@@ -120,6 +120,68 @@ Result<std::string> detect_architecture(const nlohmann::json& cfg) {
   if (!var##_r.ok()) return var##_r.error();    \
   auto var = std::move(var##_r).value()
 
+// RoPE: v5 writes "rope_parameters": {"rope_type", "rope_theta", "factor", ...}; v4 writes a
+// top-level "rope_theta" and "rope_scaling": null | {"rope_type" (or the older "type"), ...}.
+// Returns (theta, scaling). Only "default" and "llama3" are implemented (core/rope.h); every
+// other type (linear, dynamic, yarn, longrope, ...) changes the positions' angles, so running it
+// as plain RoPE would silently train a different model: refused by name.
+Result<std::pair<double, RopeScaling>> read_rope(const nlohmann::json& cfg, double theta) {
+  RopeScaling r;
+  std::string key = "rope_parameters";
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) {
+    key = "rope_scaling";
+    it = cfg.find(key);
+  }
+  if (it == cfg.end() || it->is_null()) return std::pair{theta, r};
+  if (!it->is_object()) return Error{field_name(key), dump_value(*it), "an object or null"};
+  const nlohmann::json& p = *it;
+  const std::string pre = key + ".";
+  if (auto t = p.find("rope_theta"); t != p.end() && !t->is_null()) {
+    if (!t->is_number() || !(t->get<double>() > 0))
+      return Error{field_name(pre + "rope_theta"), dump_value(*t), "a positive number"};
+    theta = t->get<double>();
+  }
+  std::string type_key = p.contains("rope_type") ? "rope_type" : "type";
+  if (auto t = p.find(type_key); t != p.end() && !t->is_null()) r.type = dump_value(*t);
+  if (r.type == "default") return std::pair{theta, r};
+  if (r.type != "llama3")
+    return Error{field_name(pre + type_key), r.type,
+                 "default or llama3 (the RoPE scalings meshtrain implements)"};
+  for (auto [name, out] : {std::pair{"factor", &r.factor}, std::pair{"low_freq_factor", &r.low_freq_factor},
+                           std::pair{"high_freq_factor", &r.high_freq_factor}}) {
+    auto v = get_double(p, name);
+    if (!v.ok() || !*v)
+      return Error{field_name(pre + name), v.ok() ? "missing" : v.error().value,
+                   "a positive number (llama3 RoPE scaling)"};
+    *out = **v;
+  }
+  auto orig = get_int(p, "original_max_position_embeddings", true, 1);
+  if (!orig.ok()) {
+    Error e = orig.error();
+    e.field = field_name(pre + "original_max_position_embeddings");
+    return e;
+  }
+  r.original_max_position_embeddings = **orig;
+  if (!(r.high_freq_factor > r.low_freq_factor))
+    return Error{field_name(pre + "high_freq_factor"), dump_value(p.at("high_freq_factor")),
+                 "greater than low_freq_factor"};
+  return std::pair{theta, r};
+}
+
+// "dtype" (v5) or "torch_dtype" (v4): recorded, the weights' own dtype is what the loader reads.
+Result<std::string> read_dtype(const nlohmann::json& cfg) {
+  for (const char* key : {"dtype", "torch_dtype"}) {
+    auto it = cfg.find(key);
+    if (it == cfg.end() || it->is_null()) continue;
+    if (!it->is_string()) return Error{field_name(key), dump_value(*it), "a dtype name such as bfloat16"};
+    return it->get<std::string>();
+  }
+  return std::string();
+}
+
+
+
 }  // namespace
 
 Result<ModelSpec> model_spec_from_json(const nlohmann::json& cfg, std::string name) {
@@ -189,6 +251,11 @@ Result<ModelSpec> model_spec_from_json(const nlohmann::json& cfg, std::string na
   MW_TRY(theta, get_double(cfg, "rope_theta"));
   MW_TRY(eps, get_double(cfg, "rms_norm_eps"));
   s.rope_theta = theta.value_or(10000.0);
+  MW_TRY(rope, read_rope(cfg, s.rope_theta));
+  s.rope_theta = rope.first;
+  s.rope_scaling = rope.second;
+  MW_TRY(dtype, read_dtype(cfg));
+  s.dtype = dtype;
   s.rms_norm_eps = eps.value_or(s.architecture == "qwen2" ? 1e-6 : 1e-5);
   return s;
 }
@@ -211,6 +278,13 @@ nlohmann::json model_spec_to_json(const ModelSpec& s) {
   j["max_position_embeddings"] = s.max_position_embeddings;
   j["tie_word_embeddings"] = s.tie_word_embeddings;
   j["rope_theta"] = s.rope_theta;
+  if (s.rope_scaling.type != "default")
+    j["rope_scaling"] = {{"rope_type", s.rope_scaling.type},
+                         {"factor", s.rope_scaling.factor},
+                         {"low_freq_factor", s.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", s.rope_scaling.high_freq_factor},
+                         {"original_max_position_embeddings", s.rope_scaling.original_max_position_embeddings}};
+  if (!s.dtype.empty()) j["torch_dtype"] = s.dtype;
   j["rms_norm_eps"] = s.rms_norm_eps;
   if (s.architecture == "llama") {
     j["attention_bias"] = s.attention_bias;
@@ -273,12 +347,17 @@ Result<ModelSpec> load_model_spec(std::string_view name_or_path) {
   if (text.empty()) return Error{"model", "\"\"", "a preset name or a path to a config.json"};
   std::error_code ec;
   const bool looks_like_path = text.find('/') != std::string::npos ||
+                               fs::is_regular_file(fs::path(text) / "config.json", ec) ||
                                (text.size() > 5 && text.ends_with(".json"));
   if (looks_like_path) {
     fs::path p(text);
-    if (fs::is_directory(p, ec)) p /= "config.json";
+    if (fs::is_directory(p, ec)) {
+      p /= "config.json";
+      if (!fs::exists(p, ec))
+        return Error{"model", text, "a Hugging Face model directory holding config.json"};
+    }
     if (!fs::exists(p, ec))
-      return Error{"model", text, "a path to an existing config.json, or a preset name"};
+      return Error{"model", text, "a path to an existing config.json or model directory, or a preset name"};
     return load_model_spec_file(p);
   }
   const fs::path preset = preset_dir() / (text + ".json");
@@ -293,6 +372,21 @@ Result<ModelSpec> load_model_spec(std::string_view name_or_path) {
   if (names.empty()) allowed += "none found in " + preset_dir().string();
   allowed += ") or a path to a config.json";
   return Error{"model", text, allowed};
+}
+
+std::optional<fs::path> hf_weights_dir(const nlohmann::json& model) {
+  if (!model.is_string()) return std::nullopt;
+  std::error_code ec;
+  fs::path p(model.get<std::string>());
+  if (!fs::is_directory(p, ec)) {
+    if (p.filename() != "config.json" || !fs::is_regular_file(p, ec)) return std::nullopt;
+    p = p.parent_path();
+    if (p.empty()) p = ".";
+  }
+  if (fs::is_regular_file(p / "model.safetensors", ec) ||
+      fs::is_regular_file(p / "model.safetensors.index.json", ec))
+    return p;
+  return std::nullopt;
 }
 
 Result<ModelSpec> model_spec_from_run_model(const nlohmann::json& model) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +15,17 @@
 #include "core/error.h"
 
 namespace meshwork {
+
+// RoPE frequency scaling (config.json "rope_scaling", v5 "rope_parameters"): "default" (none) or
+// Llama 3.x's "llama3" rewrite of the inverse frequencies (core/rope.h). Any other type is refused.
+struct RopeScaling {
+  std::string type = "default";
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 0;
+  bool operator==(const RopeScaling&) const = default;
+};
 
 struct ModelSpec {
   std::string name;          // preset name or file stem
@@ -31,7 +43,9 @@ struct ModelSpec {
   bool o_proj_bias = false;     // o_proj carries a bias (Llama's attention_bias covers q,k,v,o)
   bool mlp_bias = false;        // gate/up/down carry biases (Llama's mlp_bias)
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
   double rms_norm_eps = 1e-5;
+  std::string dtype;  // the checkpoint's dtype as config.json says ("bfloat16", ...); "" if unsaid
 
   // Exact number of parameters (embedding, per-layer attention/MLP/norm weights and biases,
   // final norm, untied output head).
@@ -50,13 +64,20 @@ struct ModelSpec {
 // model_spec_from_json reads back to an equal spec.
 nlohmann::json model_spec_to_json(const ModelSpec& spec);
 
-// Reads a Hugging Face config.json object; other keys are ignored. A missing or inconsistent
-// required field, or an unsupported architecture, is an Error naming the field.
+// Reads a Hugging Face config.json object; other keys are ignored. Both transformers v4 keys
+// (rope_theta, rope_scaling, torch_dtype) and v5 keys (rope_parameters holding rope_theta, dtype)
+// are read. A missing or inconsistent required field, an unsupported architecture or a RoPE
+// scaling type meshtrain does not implement is an Error naming the field.
 Result<ModelSpec> model_spec_from_json(const nlohmann::json& config, std::string name);
 Result<ModelSpec> load_model_spec_file(const std::filesystem::path& path);
-// A preset name (see preset_names()) or a path to a config.json.
+// A preset name (see preset_names()), a path to a config.json, or a Hugging Face model directory
+// (one holding config.json, with or without weights).
 Result<ModelSpec> load_model_spec(std::string_view name_or_path);
 std::vector<std::string> preset_names();
+// The directory holding the model's weights when `model` (a run config's "model") names a
+// Hugging Face directory, or a config.json inside one, with model.safetensors or
+// model.safetensors.index.json; nullopt otherwise (a preset, an inline config, no weights).
+std::optional<std::filesystem::path> hf_weights_dir(const nlohmann::json& model);
 // The "model" entry of a run config: a preset name / path (string) or an inline config (object).
 Result<ModelSpec> model_spec_from_run_model(const nlohmann::json& model);
 // Where presets are read from: $MESHWORK_RESOURCE_DIR/models if set, else the build-time

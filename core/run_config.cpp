@@ -20,6 +20,8 @@ constexpr Word<ActivationCheckpointing> kCheckpointing[] = {{ActivationCheckpoin
                                                             {ActivationCheckpointing::full, "full"}};
 constexpr Word<DeviceKind> kDevices[] = {{DeviceKind::cpu, "cpu"}, {DeviceKind::cuda, "cuda"}};
 constexpr Word<FsdpGradSync> kGradSyncs[] = {{FsdpGradSync::micro_batch, "micro-batch"}, {FsdpGradSync::step, "step"}};
+constexpr Word<WeightInit> kWeightInits[] = {
+    {WeightInit::auto_, "auto"}, {WeightInit::hf, "hf"}, {WeightInit::random, "random"}};
 
 template <class T, size_t N>
 std::string_view word_of(const Word<T> (&words)[N], T value) {
@@ -45,6 +47,7 @@ std::string_view to_string(Precision p) { return word_of(kPrecisions, p); }
 std::string_view to_string(ActivationCheckpointing a) { return word_of(kCheckpointing, a); }
 std::string_view to_string(DeviceKind d) { return word_of(kDevices, d); }
 std::string_view to_string(FsdpGradSync s) { return word_of(kGradSyncs, s); }
+std::string_view to_string(WeightInit w) { return word_of(kWeightInits, w); }
 
 Result<Precision> parse_precision(std::string_view text, std::string_view field) {
   return parse_word(kPrecisions, text, field);
@@ -57,6 +60,9 @@ Result<DeviceKind> parse_device(std::string_view text, std::string_view field) {
 }
 Result<FsdpGradSync> parse_fsdp_grad_sync(std::string_view text, std::string_view field) {
   return parse_word(kGradSyncs, text, field);
+}
+Result<WeightInit> parse_weight_init(std::string_view text, std::string_view field) {
+  return parse_word(kWeightInits, text, field);
 }
 
 int RunConfig::world_size() const {
@@ -85,6 +91,7 @@ nlohmann::json to_json(const RunConfig& c) {
       {"fsdp_grad_sync", to_string(t.fsdp_grad_sync)},
       {"max_grad_norm", t.max_grad_norm},
       {"peak_tflops", t.peak_tflops},
+      {"init", to_string(t.init)},
   };
   nlohmann::json nodes = nlohmann::json::array();
   for (const NodeConfig& n : c.nodes) {
@@ -184,6 +191,7 @@ Result<RunConfig> run_config_from_json(const nlohmann::json& doc) {
       return s.error();
     if (Status s = read_word("device", parse_device, tc.device); !s) return s.error();
     if (Status s = read_word("fsdp_grad_sync", parse_fsdp_grad_sync, tc.fsdp_grad_sync); !s) return s.error();
+    if (Status s = read_word("init", parse_weight_init, tc.init); !s) return s.error();
     if (t.contains("sequence_parallel")) {
       const auto& v = t.at("sequence_parallel");
       if (!v.is_boolean()) return Error{p + "sequence_parallel", dump_value(v), "must be true or false"};

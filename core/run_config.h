@@ -7,7 +7,8 @@
 //  "training":{"steps":..,"seq_len":..,"global_batch":..,"micro_batch":..,"lr":..,"warmup_steps":..,
 //              "seed":..,"precision":"fp32|bf16","activation_checkpointing":"none|full",
 //              "device":"cpu|cuda","checkpoint_every":..,"sequence_parallel":true,
-//              "fsdp_grad_sync":"micro-batch|step","max_grad_norm":..,"peak_tflops":..},
+//              "fsdp_grad_sync":"micro-batch|step","max_grad_norm":..,"peak_tflops":..,
+//              "init":"auto|hf|random"},
 //  "data": "<path>" | null, "cluster":{"nodes":[{"host":"...","slots":N, ...}]}}
 #pragma once
 
@@ -31,17 +32,22 @@ enum class DeviceKind { cpu, cuda };
 // gradients) or once per step (less traffic; every unit's unsharded fp32 gradient held between
 // micro-batches).
 enum class FsdpGradSync { micro_batch, step };
+// Where the initial weights come from: the model directory's Hugging Face checkpoint (hf), the
+// seed (random), or hf when the model is a directory holding weights and random otherwise (auto).
+enum class WeightInit { auto_, hf, random };
 
 std::string_view to_string(Precision p);
 std::string_view to_string(ActivationCheckpointing a);
 std::string_view to_string(DeviceKind d);
 std::string_view to_string(FsdpGradSync s);  // "micro-batch" | "step"
+std::string_view to_string(WeightInit w);    // "auto" | "hf" | "random"
 // Parsers return an Error naming `field` when the text is not one of the allowed words.
 Result<Precision> parse_precision(std::string_view text, std::string_view field = "precision");
 Result<ActivationCheckpointing> parse_activation_checkpointing(
     std::string_view text, std::string_view field = "activation_checkpointing");
 Result<DeviceKind> parse_device(std::string_view text, std::string_view field = "device");
 Result<FsdpGradSync> parse_fsdp_grad_sync(std::string_view text, std::string_view field = "fsdp_grad_sync");
+Result<WeightInit> parse_weight_init(std::string_view text, std::string_view field = "init");
 
 // The largest learning rate a run config may hold (the file reader and the --lr flag alike).
 inline constexpr double kMaxLearningRate = 10;
@@ -62,6 +68,7 @@ struct TrainingConfig {
   FsdpGradSync fsdp_grad_sync = FsdpGradSync::micro_batch;
   double max_grad_norm = 1.0;     // clip to this global L2 norm; 0: off
   double peak_tflops = 0;         // one rank's peak for MFU; 0: a matmul measured at start
+  WeightInit init = WeightInit::auto_;  // initial weights: checkpoint (hf) or seed (random)
   bool operator==(const TrainingConfig&) const = default;
 };
 

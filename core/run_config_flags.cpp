@@ -74,7 +74,7 @@ const char* axis_help(Axis axis) {
 std::vector<RunConfigFlag> make_flags() {
   using T = TrainingConfig;
   std::vector<RunConfigFlag> f = {
-      path_flag("--model", "NAME|PATH", "model preset (tiny, small, ...) or a Hugging Face config.json (default tiny)",
+      path_flag("--model", "NAME|PATH", "model preset (tiny, small, ...), a Hugging Face config.json or model directory (default tiny)",
                 &RunConfig::model, "a preset name or a path to config.json"),
       path_flag("--data", "PATH", "llm.c .bin shard or directory of shards (default: the bundled corpus)",
                 &RunConfig::data, "a path to a .bin shard or a directory"),
@@ -121,6 +121,10 @@ std::vector<RunConfigFlag> make_flags() {
                         parse_precision, &T::precision));
   f.push_back(word_flag("--activation-checkpointing", "none|full", "recompute every decoder block in backward",
                         parse_activation_checkpointing, &T::activation_checkpointing));
+  f.push_back(word_flag("--init", "auto|hf|random",
+                        "initial weights: the model directory's Hugging Face checkpoint (hf) or the seed (random); "
+                        "default auto: hf when --model is a directory holding weights",
+                        parse_weight_init, &T::init));
   f.push_back(word_flag("--device", "cpu|cuda", "cpu (Gloo) or cuda (NCCL, one GPU per local rank)", parse_device,
                         &T::device));
   f.push_back(int_flag("--checkpoint-every", "K", "save a checkpoint every K steps (default 0: never)",
@@ -177,6 +181,7 @@ std::vector<std::string> run_config_to_flags(const RunConfig& c) {
   add("--precision", std::string(to_string(t.precision)));
   add("--activation-checkpointing", std::string(to_string(t.activation_checkpointing)));
   add("--device", std::string(to_string(t.device)));
+  add("--init", std::string(to_string(t.init)));
   add("--checkpoint-every", std::to_string(t.checkpoint_every));
   if (t.peak_tflops > 0) add("--peak-tflops", exact(t.peak_tflops));
   add("--max-grad-norm", exact(t.max_grad_norm));

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "core/rope.h"
 #include "trainer/fused_ops.h"
 
 namespace meshwork::trainer {
@@ -54,13 +55,13 @@ Tensor rotate_half(const Tensor& x) {
   return at::cat({-halves[1], halves[0]}, -1);
 }
 
-// HF Llama RoPE: for head dim D, inv_freq_i = theta^(-2i/D), i < D/2; angle = pos * inv_freq,
-// duplicated to D (cat(freqs, freqs)), x' = x cos + rotate_half(x) sin.
-std::pair<Tensor, Tensor> rope_tables(const Tensor& positions, int64_t head_dim, double theta,
-                                      at::ScalarType dtype) {
-  auto opts = at::TensorOptions().dtype(at::kFloat).device(positions.device());
-  Tensor i = at::arange(0, head_dim, 2, opts);
-  Tensor inv_freq = at::pow(theta, -i / static_cast<double>(head_dim));
+// HF Llama RoPE: for head dim D, inv_freq_i = theta^(-2i/D), i < D/2 (rewritten by a llama3
+// rope scaling: core/rope.h); angle = pos * inv_freq, duplicated to D (cat(freqs, freqs)),
+// x' = x cos + rotate_half(x) sin.
+std::pair<Tensor, Tensor> rope_tables(const Tensor& positions, const ModelSpec& spec, at::ScalarType dtype) {
+  const std::vector<double> inv = rope_inverse_frequencies(spec);
+  std::vector<float> inv_f(inv.begin(), inv.end());  // fp32, as HF's inv_freq buffer
+  Tensor inv_freq = at::tensor(inv_f, at::kFloat).to(positions.device());
   Tensor angles = at::outer(positions.to(at::kFloat), inv_freq);
   Tensor emb = at::cat({angles, angles}, -1);  // [T, D]
   return {emb.cos().to(dtype), emb.sin().to(dtype)};
@@ -251,7 +252,7 @@ at::Tensor Model::loss_sum(const at::Tensor& tokens, const at::Tensor& targets,
   const int64_t T = tokens.size(1);
   Tensor positions = options.positions ? *options.positions
                                        : at::arange(T, at::TensorOptions().device(tokens.device()));
-  auto [cos, sin] = rope_tables(positions, spec_.head_dim, spec_.rope_theta, options.compute_dtype);
+  auto [cos, sin] = rope_tables(positions, spec_, options.compute_dtype);
   const bool ckpt = options.activation_checkpointing && at::GradMode::is_enabled();
   for (int l = 0; l < num_layers(); ++l) {
     if (ckpt) {

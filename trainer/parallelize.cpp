@@ -1,5 +1,7 @@
 #include "trainer/parallelize.h"
 
+#include <ATen/Parallel.h>
+
 namespace meshwork::trainer {
 
 using at::Tensor;
@@ -19,6 +21,33 @@ std::unique_ptr<ParallelModel> parallelize(Model& model, Communicator& comm,
   dpo.device = options.device;
   dpo.seed = options.seed;
   dpo.fsdp_grad_sync_per_step = options.fsdp_grad_sync_per_step;
+  if (options.read_full) {
+    auto read_full = options.read_full;
+    dpo.read_local = [tp, read_full](int unit, int64_t offset, int64_t count) {
+      // Every element is written once: by a run, or zero for FSDP padding past the unit's end
+      // (no zeros() pass first: a second write over the whole shard).
+      Tensor out = at::empty({count}, at::kFloat);
+      float* base = out.data_ptr<float>();
+      int64_t covered = 0;
+      // Runs are disjoint pieces of `out`: convert them on the intra-op threads, long runs (a
+      // whole embedding piece) cut into 1 Mi-element chunks so every thread gets work.
+      constexpr int64_t kChunk = 1 << 20;
+      std::vector<TensorParallel::SourceRun> runs;
+      for (auto r : tp->source_runs(unit, offset, count)) {
+        covered = std::max(covered, r.dst + r.count);
+        for (int64_t done = 0; done < r.count; done += kChunk)
+          runs.push_back({r.param, r.src + done, r.dst + done, std::min(kChunk, r.count - done)});
+      }
+      at::parallel_for(0, static_cast<int64_t>(runs.size()), 1, [&](int64_t b, int64_t e) {
+        for (int64_t k = b; k < e; ++k) {
+          const auto& r = runs[k];
+          read_full(unit, r.param, r.src, r.count, base + r.dst);
+        }
+      });
+      out.narrow(0, covered, count - covered).zero_();  // runs cover [0, covered) in order
+      return out;
+    };
+  }
   pm->dp_ = std::make_unique<DataParallel>(model, comm, dpo);
   tp->annotate(pm->dp_->params());
   for (auto& fp : pm->dp_->params()) pm->params_.push_back(fp.param);

@@ -16,6 +16,7 @@
 // here; the training step calls ParallelModel and never the pieces.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -38,6 +39,11 @@ struct ParallelizeOptions {
   bool fsdp_grad_sync_per_step = false;  // DataParallelOptions
   // The group FSDP shards over: ParallelLayout::fsdp_group() (dp_shard, or dp_shard_cp once cp > 1).
   GroupKind fsdp_group = GroupKind::dp_shard;
+  // When set, the initial weights are read, not drawn from the seed: elements [offset, offset +
+  // count) of parameter `param` (index in Model::full_layout(unit)) of the full row-major tensor,
+  // as float into out (a Hugging Face checkpoint, hf/checkpoint_loader.h). Only the ranges this
+  // rank owns after tp's cut and FSDP's shard are asked for.
+  std::function<void(int unit, int param, int64_t offset, int64_t count, float* out)> read_full;
 };
 
 class ParallelModel {

@@ -94,14 +94,18 @@ DataParallel::DataParallel(Model& model, Communicator& comm, DataParallelOptions
   const Group& sg = comm_.group(options_.shard_group);
   const int n = sg.size();
   for (int i = 0; i < model_.num_units(); ++i) {
-    Tensor full = model_.init_unit(i, options_.seed);
-    Tensor local = options_.localize ? options_.localize(i, full) : full;
-    TORCH_CHECK(local.numel() == model_.layout(i).numel(), "unit ", i, ": localized size ",
-                local.numel(), " does not match the model layout ", model_.layout(i).numel());
+    const bool read = static_cast<bool>(options_.read_local);
+    Tensor local;
+    if (!read) {
+      Tensor full = model_.init_unit(i, options_.seed);
+      local = options_.localize ? options_.localize(i, full) : full;
+      TORCH_CHECK(local.numel() == model_.layout(i).numel(), "unit ", i, ": localized size ",
+                  local.numel(), " does not match the model layout ", model_.layout(i).numel());
+    }
     auto u = std::make_unique<Unit>();
     u->index = i;
     u->sharded = n > 1;
-    u->numel = local.numel();
+    u->numel = model_.layout(i).numel();
     // Pad to a multiple of n so every member holds an equal shard: shard_numel = ceil(numel/n).
     u->shard_numel = (u->numel + n - 1) / n;
     u->padded = u->shard_numel * n;
@@ -110,14 +114,17 @@ DataParallel::DataParallel(Model& model, Communicator& comm, DataParallelOptions
     fp.numel = u->numel;
     fp.padded = u->padded;
     fp.sharded = u->sharded;
-    if (u->sharded) {
+    if (u->sharded) fp.shard_offset = sg.rank * u->shard_numel;
+    if (read) {
+      local = options_.read_local(i, fp.shard_offset, u->sharded ? u->shard_numel : u->numel);
+    } else if (u->sharded) {
       Tensor padded = at::constant_pad_nd(local, {0, u->padded - u->numel});
       local = padded.narrow(0, sg.rank * u->shard_numel, u->shard_numel);
-      fp.shard_offset = sg.rank * u->shard_numel;
     }
     // tp ranks hold different pieces (their replicated ranges are recorded in tp_copies).
     fp.copies = comm_.world_size() / (n * comm_.group_size(GroupKind::tp));
-    fp.param = local.to(options_.device).clone().set_requires_grad(true);
+    // A read piece is already this rank's own fresh tensor: no copy (the loader's peak memory).
+    fp.param = (read ? local.to(options_.device) : local.to(options_.device).clone()).set_requires_grad(true);
     if (!u->sharded && comm_.group(GroupKind::dp_replicate).size() > 1) {
       // DDP overlap: once the unit's gradient of the armed (last) micro-batch has been
       // accumulated into .grad (the pieces' gradients are concatenated by split's backward

@@ -65,11 +65,17 @@ struct DataParallelOptions {
   // Turns a unit's full flat fp32 parameters into the piece this rank's model reads (a tensor
   // parallel plan slices them; identity by default). Must match model.layout(unit).
   std::function<at::Tensor(int unit, const at::Tensor& full)> localize;
+  // When set, the initial weights come from here instead of the seed (a checkpoint): elements
+  // [offset, offset + count) of the unit's local (tp) flat parameters as a fresh fp32 CPU tensor
+  // of count elements, zero past the unit's end (FSDP padding). Asked only for this rank's part,
+  // so no rank builds a unit it does not own.
+  std::function<at::Tensor(int unit, int64_t offset, int64_t count)> read_local;
 };
 
 class DataParallel : public WeightSource {
  public:
-  // Builds every unit from the seed (identically on every rank), keeps this rank's part.
+  // Builds every unit from the seed (identically on every rank) and keeps this rank's part, or
+  // reads only this rank's part (options.read_local).
   DataParallel(Model& model, Communicator& comm, DataParallelOptions options);
   ~DataParallel() override;
 

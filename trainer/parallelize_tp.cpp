@@ -249,6 +249,52 @@ at::Tensor TensorParallel::localize(int unit, const at::Tensor& full) const {
   return at::cat(pieces);
 }
 
+std::vector<TensorParallel::SourceRun> TensorParallel::source_runs(int unit, int64_t offset,
+                                                                   int64_t count) const {
+  const UnitLayout& local = model_.layout(unit);
+  const UnitLayout& full = model_.full_layout(unit);
+  const int64_t D = model_.spec().head_dim, kv = model_.spec().num_key_value_heads;
+  std::vector<SourceRun> runs;
+  int64_t lo = 0;
+  for (size_t i = 0; i < local.params.size(); ++i) {
+    const ParamInfo& p = local.params[i];
+    const int64_t n = p.numel();
+    const int64_t a = std::max(offset, lo), b = std::min(offset + count, lo + n);
+    if (a < b) {
+      // [a, b) in the unit's local flat layout is [ea, eb) of this parameter's local piece.
+      const int64_t ea = a - lo, eb = b - lo;
+      const int64_t row = p.shape.size() > 1 ? n / p.shape[0] : 1;  // elements per row (1: a bias)
+      int64_t first_row = 0;  // the full tensor's row where a row-split piece starts
+      const TpStyle style = t_ == 1 ? TpStyle::replicate : style_of(p.name);
+      switch (style) {
+        case TpStyle::replicate:
+          break;
+        case TpStyle::colwise:
+        case TpStyle::vocab:
+          first_row = r_ * p.shape[0];
+          break;
+        case TpStyle::colwise_kv:
+          first_row = t_ > kv ? (r_ / (t_ / kv)) * D : r_ * p.shape[0];
+          break;
+        case TpStyle::rowwise: {
+          // Local [R, C/t] of full [R, C]: local element e is row e / (C/t), column r C/t + e % (C/t).
+          const int64_t cl = p.shape[1], c = full.params[i].shape[1];
+          for (int64_t e = ea; e < eb;) {
+            const int64_t rr = e / cl, col = e % cl, len = std::min(eb - e, cl - col);
+            runs.push_back({static_cast<int>(i), rr * c + r_ * cl + col, lo + e - offset, len});
+            e += len;
+          }
+          break;
+        }
+      }
+      if (style != TpStyle::rowwise)
+        runs.push_back({static_cast<int>(i), first_row * row + ea, a - offset, eb - ea});
+    }
+    lo += n;
+  }
+  return runs;
+}
+
 void TensorParallel::annotate(std::vector<FlatParam>& params) const {
   for (FlatParam& fp : params) {
     fp.tp_copies.clear();

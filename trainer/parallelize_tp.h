@@ -68,6 +68,17 @@ class TensorParallel {
   bool sequence_parallel() const { return active() && options_.sequence_parallel; }
   // This rank's piece of a unit's full flat parameters (DataParallelOptions::localize).
   at::Tensor localize(int unit, const at::Tensor& full) const;
+  // Where elements [offset, offset + count) of a unit's local flat parameters come from in the
+  // full (unsplit) tensors: runs of consecutive elements, in order. A checkpoint loader reads
+  // exactly these (a rowwise piece is one run per row; every other style one run per parameter).
+  // The same cut as localize(), which a test checks element for element.
+  struct SourceRun {
+    int param = 0;           // index in the unit's layout
+    int64_t src = 0;         // element offset in the full row-major tensor
+    int64_t dst = 0;         // element offset relative to `offset`
+    int64_t count = 0;
+  };
+  std::vector<SourceRun> source_runs(int unit, int64_t offset, int64_t count) const;
   // Records, for every flat parameter, the element ranges copied on several tp ranks (for the
   // global gradient norm). Call once after DataParallel is built.
   void annotate(std::vector<FlatParam>& params) const;

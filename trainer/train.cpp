@@ -24,6 +24,7 @@
 #include "trainer/comm.h"
 #include "trainer/cpu_memory.h"
 #include "trainer/data.h"
+#include "trainer/hf/checkpoint_loader.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics_sink.h"
 #include "trainer/model.h"
@@ -39,6 +40,21 @@ namespace {
 
 std::atomic<int> g_stop_signal{0};
 void on_stop(int sig) { g_stop_signal.store(sig); }
+
+// A /proc/self/status field in bytes (VmRSS: resident now; VmHWM: peak resident), 0 if absent.
+int64_t proc_status_bytes(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key + ":", 0) == 0) return std::atoll(line.c_str() + key.size() + 1) * 1024;
+  return 0;
+}
+
+// VmHWM := VmRSS (Linux's clear_refs "5"), so the next VmHWM is the peak from here on.
+void reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+}
 
 double now_unix() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -80,7 +96,9 @@ class Trainer {
  private:
   int setup();
   int connect();
-  void build_model();
+  int build_model();
+  int open_hf_checkpoint(ParallelizeOptions& po);
+  void record_load(double seconds, int64_t rss_before);
   int resume();
   void announce();
   int train();
@@ -112,6 +130,7 @@ class Trainer {
   std::unique_ptr<TokenData> data_;
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<hf::HfCheckpoint> checkpoint_;  // --init hf: the mapped files, while loading
   std::unique_ptr<ParallelModel> pm_;
   AdamW opt_;
   // Data-parallel coordinates: who reads which sequences.
@@ -203,7 +222,7 @@ int Trainer::setup() {
   data_ = std::move(*data);
 
   if (int rc = connect()) return rc;
-  build_model();
+  if (int rc = build_model()) return rc;
 
   const Group& dp_group = comm_->group(GroupKind::dp);
   dp_size_ = layout_.dp_size();
@@ -240,9 +259,13 @@ int Trainer::connect() {
 }
 
 // The plain model, parallelized (parallelize.h), and AdamW over its flat parameters.
-void Trainer::build_model() {
+int Trainer::build_model() {
   model_ = std::make_unique<Model>(spec_);
   ParallelizeOptions po;
+  if (int rc = open_hf_checkpoint(po)) return rc;
+  const int64_t rss_before = proc_status_bytes("VmRSS");
+  reset_peak_rss();
+  const auto t0 = std::chrono::steady_clock::now();
   po.sequence_parallel = t_.sequence_parallel;
   po.compute_dtype = dtype_;
   po.device = device_;
@@ -250,8 +273,66 @@ void Trainer::build_model() {
   po.fsdp_grad_sync_per_step = t_.fsdp_grad_sync == FsdpGradSync::step;
   po.fsdp_group = layout_.fsdp_group();
   pm_ = parallelize(*model_, *comm_, po);
+  if (checkpoint_) {
+    record_load(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), rss_before);
+    checkpoint_.reset();  // unmaps the files
+  }
   opt_.weight_decay = o_.weight_decay;
   opt_.init(pm_->params());
+  return 0;
+}
+
+// --init hf (or auto with a model directory holding weights): open and check the checkpoint
+// against the model (hf/checkpoint_loader.h) and read this rank's pieces from it.
+int Trainer::open_hf_checkpoint(ParallelizeOptions& po) {
+  const auto dir = hf_weights_dir(o_.run.model);
+  if (t_.init == WeightInit::random || (t_.init == WeightInit::auto_ && !dir)) return 0;
+  if (!dir)
+    return fail(2, "--init: hf: --model " + (o_.run.model.is_string() ? o_.run.model.get<std::string>() : "(inline)") +
+                       ": a Hugging Face directory holding model.safetensors or model.safetensors.index.json "
+                       "(or --init random)", /*tell=*/true);
+  std::vector<std::vector<hf::ParamShape>> units;
+  for (int u = 0; u < model_->num_units(); ++u) {
+    units.emplace_back();
+    for (const ParamInfo& p : model_->full_layout(u).params) units.back().push_back({p.name, p.shape});
+  }
+  auto ck = hf::HfCheckpoint::open(*dir, spec_, units);
+  if (!ck.ok()) return fail(exit_code(ck.error().kind), ck.error().message(), /*tell=*/true);
+  checkpoint_ = std::move(*ck);
+  hf::HfCheckpoint* c = checkpoint_.get();
+  po.read_full = [c](int unit, int param, int64_t offset, int64_t count, float* out) {
+    c->read(unit, param, offset, count, out);
+  };
+  log_("initial weights: Hugging Face checkpoint ", dir->string());
+  return 0;
+}
+
+// What loading cost this rank: rank log and hf-load-rank<r>.json in the run directory (the
+// bench's input): seconds, its parameter bytes (fp32), the largest single tensor piece it holds
+// and its peak resident memory growth during the load.
+void Trainer::record_load(double seconds, int64_t rss_before) {
+  int64_t param_bytes = 0, largest = 0;
+  for (const Tensor& p : pm_->params()) param_bytes += p.numel() * 4;
+  for (int u = 0; u < model_->num_units(); ++u) {
+    const UnitLayout& lay = model_->layout(u);
+    const int64_t n = lay.numel(), groups = comm_->group(layout_.fsdp_group()).size();
+    const int64_t shard = (n + groups - 1) / groups, lo = groups > 1 ? comm_->group(layout_.fsdp_group()).rank * shard : 0;
+    const int64_t hi = groups > 1 ? lo + shard : n;
+    for (size_t i = 0; i < lay.params.size(); ++i) {
+      const int64_t a = std::max(lo, lay.offset(i)), b = std::min(hi, lay.offset(i) + lay.params[i].numel());
+      largest = std::max(largest, (b - a) * 4);
+    }
+  }
+  const int64_t peak = proc_status_bytes("VmHWM") - rss_before;
+  log_("loaded ", param_bytes / 1e6, " MB of parameters in ", seconds, " s (",
+       checkpoint_->model_bytes() / 1e6, " MB checkpoint); peak resident growth ", peak / 1e6,
+       " MB, largest piece ", largest / 1e6, " MB");
+  std::ofstream f(run_file("hf-load-rank" + std::to_string(rank_) + ".json"));
+  f << nlohmann::json{{"rank", rank_}, {"seconds", seconds}, {"param_bytes", param_bytes},
+                      {"largest_piece_bytes", largest}, {"peak_rss_growth_bytes", peak},
+                      {"checkpoint_bytes", checkpoint_->model_bytes()}}
+           .dump()
+    << "\n";
 }
 
 // --resume: this rank's parameters, AdamW moments, step and RNG from the newest complete

@@ -108,6 +108,7 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
   };
   connect(plan_page_->view(), &MeshView::selection_changed, this, show_rank);
   connect(plan_page_->editor(), &MeshEditor::open_model_requested, this, &MainWindow::open_model_config);
+  connect(plan_page_->editor(), &MeshEditor::open_model_directory_requested, this, &MainWindow::open_model_directory);
 
   wire_runs();
 
@@ -155,6 +156,8 @@ void MainWindow::build_actions() {
   });
   save_as->setShortcut(QKeySequence::SaveAs);
   file->addAction(tr("Open model config.json…"), QKeySequence(Qt::CTRL | Qt::Key_M), this, &MainWindow::open_model_config);
+  file->addAction(tr("Open model directory…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_M), this,
+                  &MainWindow::open_model_directory);
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
@@ -377,6 +380,13 @@ void MainWindow::open_model_config() {
   if (!path.isEmpty()) plan_->set_model(path.toStdString());
 }
 
+// A Hugging Face model directory (config.json, usually with safetensors weights): core reads its
+// config.json for the memory panel and the planner; meshtrain starts from its weights.
+void MainWindow::open_model_directory() {
+  const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a Hugging Face model directory"));
+  if (!dir.isEmpty()) plan_->set_model(dir.toStdString());
+}
+
 void MainWindow::show_shortcuts() {
   QMessageBox::information(this, tr("Keyboard shortcuts"),
                            tr("<table cellspacing=4>"
@@ -385,6 +395,7 @@ void MainWindow::show_shortcuts() {
                               "<tr><td><b>Ctrl+Return</b></td><td>Launch</td></tr>"
                               "<tr><td><b>Ctrl+O / Ctrl+S</b></td><td>Open / save the run configuration</td></tr>"
                               "<tr><td><b>Ctrl+M</b></td><td>Open a model config.json</td></tr>"
+                              "<tr><td><b>Ctrl+Shift+M</b></td><td>Open a model directory</td></tr>"
                               "<tr><td><b>Ctrl+I</b></td><td>Show or hide the inspector</td></tr>"
                               "<tr><td><b>Ctrl+Shift+D</b></td><td>Dark theme</td></tr></table>"));
 }

@@ -71,6 +71,7 @@ class MainWindow : public QMainWindow {
   void restore_settings();
   void save_settings();
   void open_model_config();
+  void open_model_directory();
   void show_shortcuts();
   void wire_runs();
   void update_stop_state();

@@ -49,7 +49,7 @@ MeshEditor::MeshEditor(PlanState* state, QWidget* parent) : QWidget(parent), sta
   auto* mf = new QVBoxLayout(model_box);
   model_ = new QComboBox(model_box);
   model_->setObjectName("model");
-  model_->setToolTip(tr("A bundled preset, or a Hugging Face config.json (Ctrl+M)"));
+  model_->setToolTip(tr("A bundled preset, a Hugging Face config.json (Ctrl+M) or model directory (Ctrl+Shift+M)"));
   mf->addWidget(model_);
   model_info_ = new QLabel(model_box);
   model_info_->setProperty("role", "muted");
@@ -172,11 +172,17 @@ MeshEditor::MeshEditor(PlanState* state, QWidget* parent) : QWidget(parent), sta
   for (const std::string& p : model_presets()) model_->addItem(QString::fromStdString(p), QString::fromStdString(p));
   model_->insertSeparator(model_->count());
   model_->addItem(tr("Open config.json…"), QStringLiteral("__open__"));
+  model_->addItem(tr("Open model directory…"), QStringLiteral("__open_dir__"));
   connect(model_, qOverload<int>(&QComboBox::activated), this, [this](int) {
     const QString v = model_->currentData().toString();
     if (v == QLatin1String("__open__")) {
       sync_from_state();  // put the combo back; the dialog decides
       Q_EMIT open_model_requested();
+      return;
+    }
+    if (v == QLatin1String("__open_dir__")) {
+      sync_from_state();
+      Q_EMIT open_model_directory_requested();
       return;
     }
     state_->set_model(v.toStdString());

@@ -35,6 +35,7 @@ class MeshEditor : public QWidget {
 
  Q_SIGNALS:
   void open_model_requested();
+  void open_model_directory_requested();  // a Hugging Face model directory (config.json + weights)
 
  private:
   void sync_from_state();

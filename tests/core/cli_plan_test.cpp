@@ -132,3 +132,20 @@ TEST_F(CliPlanIntegration, InvalidInputExitsTwoWithFieldValueAllowed) {
   EXPECT_EQ(plan(kCluster + " --tp 3").rc, 2);
   EXPECT_EQ(plan(kCluster + " --frobnicate").rc, 2);
 }
+
+TEST_F(CliPlanIntegration, HuggingFaceModelDirectory) {
+  // A model directory as save_pretrained leaves it (config.json beside the weights): the same
+  // plan as the preset whose config.json it holds.
+  const fs::path dir = fs::temp_directory_path() / ("meshwork_cli_plan_hf_" + std::to_string(getpid())) / "Llama-8B";
+  fs::create_directories(dir);
+  fs::copy_file(fs::path(MESHWORK_RESOURCE_DIR) / "models" / "llama-3.1-8b.json", dir / "config.json",
+                fs::copy_options::overwrite_existing);
+  std::ofstream(dir / "model.safetensors.index.json") << R"({"weight_map": {}})";
+  CliRun r = plan("--model " + dir.string() +
+                  " --nodes 2 --gpus-per-node 8 --gpu-memory 80GiB --seq-len 8192 --micro-batch 1 --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"]["name"], "Llama-8B");
+  EXPECT_EQ(j["model"]["params"], 8'030'261'248);
+  fs::remove_all(dir.parent_path());
+}

@@ -6,6 +6,10 @@
 #include <fstream>
 
 #include "core/model_spec.h"
+#include "core/rope.h"
+
+#include <cmath>
+#include <filesystem>
 
 using namespace meshwork;
 using nlohmann::json;
@@ -222,5 +226,102 @@ TEST(ModelSpec, ResourceDirFromEnvironment) {
   EXPECT_FALSE(load_model_spec("tiny").ok());
   unsetenv("MESHWORK_RESOURCE_DIR");
   EXPECT_TRUE(load_model_spec("tiny").ok());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ModelSpec, RopeScalingLlama3FromV4AndV5Keys) {
+  // v4: top-level rope_theta and rope_scaling, torch_dtype.
+  auto v4 = model_spec_from_json(llama8b_config(), "v4");
+  ASSERT_TRUE(v4.ok()) << v4.error().message();
+  EXPECT_EQ(v4->rope_theta, 500000.0);
+  EXPECT_EQ(v4->rope_scaling.type, "llama3");
+  EXPECT_EQ(v4->rope_scaling.factor, 8.0);
+  EXPECT_EQ(v4->rope_scaling.low_freq_factor, 1.0);
+  EXPECT_EQ(v4->rope_scaling.high_freq_factor, 4.0);
+  EXPECT_EQ(v4->rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(v4->dtype, "bfloat16");
+  // v5 (transformers 5 save_pretrained): rope_parameters holds rope_theta; dtype.
+  json c = llama8b_config();
+  c.erase("rope_scaling");
+  c.erase("rope_theta");
+  c.erase("torch_dtype");
+  c["dtype"] = "float32";
+  c["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0},
+                          {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                          {"original_max_position_embeddings", 8192}};
+  auto v5 = model_spec_from_json(c, "v5");
+  ASSERT_TRUE(v5.ok()) << v5.error().message();
+  EXPECT_EQ(v5->rope_theta, 500000.0);
+  EXPECT_EQ(v5->rope_scaling, v4->rope_scaling);
+  EXPECT_EQ(v5->dtype, "float32");
+  // v5 default type, and the older "type" key of v4.
+  c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}};
+  auto plain = model_spec_from_json(c, "plain");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->rope_theta, 1e6);
+  EXPECT_EQ(plain->rope_scaling.type, "default");
+  // The scaling survives model_spec_to_json.
+  auto back = model_spec_from_json(model_spec_to_json(*v4), "back");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->rope_scaling, v4->rope_scaling);
+  EXPECT_EQ(back->dtype, "bfloat16");
+}
+
+TEST(ModelSpec, UnimplementedRopeScalingIsRefusedByName) {
+  for (const std::string type : {"linear", "dynamic", "yarn", "longrope"}) {
+    json c = llama8b_config();
+    c["rope_scaling"] = {{"rope_type", type}, {"factor", 2.0}};
+    auto s = model_spec_from_json(c, "x");
+    ASSERT_FALSE(s.ok()) << type;
+    EXPECT_EQ(s.error().message(),
+              "model.rope_scaling.rope_type: " + type + ": default or llama3 (the RoPE scalings meshtrain implements)");
+  }
+  json c = llama8b_config();
+  c.erase("rope_scaling");
+  c["rope_parameters"] = {{"type", "yarn"}, {"rope_theta", 1e4}};
+  auto s = model_spec_from_json(c, "x");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message(),
+            "model.rope_parameters.type: yarn: default or llama3 (the RoPE scalings meshtrain implements)");
+  c["rope_parameters"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0}};
+  s = model_spec_from_json(c, "x");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().field, "model.rope_parameters.original_max_position_embeddings");
+}
+
+TEST(ModelSpec, Llama3InverseFrequenciesFollowTheThreeBands) {
+  auto spec = model_spec_from_json(llama8b_config(), "x");
+  ASSERT_TRUE(spec.ok());
+  const auto inv = rope_inverse_frequencies(*spec);
+  ModelSpec plain = *spec;
+  plain.rope_scaling = RopeScaling{};
+  const auto base = rope_inverse_frequencies(plain);
+  ASSERT_EQ(inv.size(), 64u);
+  // Values of transformers' _compute_llama3_parameters for Llama-3.1-8B (D 128, theta 5e5).
+  EXPECT_DOUBLE_EQ(inv[0], 1.0);                  // highest frequency: kept
+  EXPECT_DOUBLE_EQ(inv[63], base[63] / 8.0);      // lowest: divided by factor
+  const double C = 8192, wavelen = 2 * M_PI / base[32];
+  ASSERT_GT(wavelen, C / 4);  // pair 32 is in the medium band
+  ASSERT_LT(wavelen, C / 1);
+  const double smooth = (C / wavelen - 1) / (4 - 1);
+  EXPECT_DOUBLE_EQ(inv[32], (1 - smooth) * base[32] / 8 + smooth * base[32]);
+  // transformers 5.24's ROPE_INIT_FUNCTIONS["llama3"] (fp32) for the same config.
+  EXPECT_NEAR(inv[32], 0.0005248460220173001, 1e-6 * inv[32]);
+  EXPECT_NEAR(inv[63], 3.068925877869333e-07, 1e-6 * inv[63]);
+}
+
+TEST(ModelSpec, HfDirectoryWithWeights) {
+  const auto dir = std::filesystem::temp_directory_path() / "meshwork_model_spec_hf_dir";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << llama8b_config().dump();
+  EXPECT_FALSE(hf_weights_dir(json(dir.string())).has_value());  // config only: no weights
+  std::ofstream(dir / "model.safetensors") << "x";
+  EXPECT_EQ(hf_weights_dir(json(dir.string())), dir);
+  EXPECT_EQ(hf_weights_dir(json((dir / "config.json").string())), dir);
+  EXPECT_FALSE(hf_weights_dir(json("tiny")).has_value());
+  EXPECT_FALSE(hf_weights_dir(llama8b_config()).has_value());
+  auto missing = load_model_spec((dir / "nothing").string() + "/");
+  ASSERT_FALSE(missing.ok());
   std::filesystem::remove_all(dir);
 }

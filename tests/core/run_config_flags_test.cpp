@@ -58,11 +58,30 @@ TEST(RunConfigFlags, WrittenBackReadsBackEqual) {
   c.training.peak_tflops = 1.0 / 3;
   c.training.fsdp_grad_sync = FsdpGradSync::step;
   c.training.sequence_parallel = false;
+  c.training.init = WeightInit::random;
   const std::vector<std::string> flags = run_config_to_flags(c);
   RunConfig back;
   ASSERT_TRUE(apply_all(back, flags).ok());
   EXPECT_EQ(to_json(back), to_json(c));
   EXPECT_EQ(back.training.lr, 1e-7);
+  EXPECT_EQ(back.training.init, WeightInit::random);
+}
+
+TEST(RunConfigFlags, InitReachesTheRunConfigFile) {
+  RunConfig c;
+  EXPECT_EQ(c.training.init, WeightInit::auto_);
+  ASSERT_TRUE(find_run_config_flag("--init")->apply(c, "hf").ok());
+  EXPECT_EQ(c.training.init, WeightInit::hf);
+  const nlohmann::json j = to_json(c);
+  EXPECT_EQ(j["training"]["init"], "hf");
+  auto back = run_config_from_json(j);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->training.init, WeightInit::hf);
+  nlohmann::json bad = j;
+  bad["training"]["init"] = "zeros";
+  auto refused = run_config_from_json(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message(), "training.init: zeros: must be auto, hf or random");
 }
 
 TEST(RunConfigFlags, BadValuesNameTheFlag) {
@@ -73,6 +92,7 @@ TEST(RunConfigFlags, BadValuesNameTheFlag) {
            {"--lr", "11", "a number > 0 (at most 10)"},  // the file's bound: never a config it refuses
            {"--tp", "x", "a whole number >= 1, or auto (-1) for one axis"},
            {"--device", "tpu", "must be cpu or cuda"},
+           {"--init", "pretrained", "must be auto, hf or random"},
            {"--fsdp-grad-sync", "sometimes", "must be micro-batch or step"},
            {"--sequence-parallel", "yes", "on or off"},
            {"--model", "", "a preset name or a path to config.json"}}) {

@@ -214,5 +214,49 @@ TEST(Parallelize, DpShard2Tp2) { check_parallelized({1, 2, 1, 2}, 4); }
 TEST(Parallelize, DpReplicate2Cp2Tp2) { check_parallelized({2, 1, 2, 2}, 4); }
 TEST(Parallelize, DpShard2Tp4KvHeadsCopied) { check_parallelized({1, 2, 1, 4}, 2); }
 
+// Reading a checkpoint (ParallelizeOptions::read_full) gives every rank exactly the parameters the
+// seed path builds and cuts (localize, then the FSDP shard): TensorParallel::source_runs cuts as
+// localize does, at the arbitrary offsets FSDP shards start at, and every read stays inside its
+// tensor. kv_heads 2 on tp 4 copies kv heads; hidden 36 makes units of odd sizes (padding).
+void check_read_equals_seed(MeshShape shape, int64_t kv_heads, int64_t hidden) {
+  ModelSpec s = spec(kv_heads);
+  s.hidden_size = hidden;  // need not be heads x head_dim
+  s.intermediate_size = 100;
+  s.attention_bias = true;  // the bias pieces too
+  Model full_model(s);
+  std::vector<Tensor> full;
+  for (int u = 0; u < full_model.num_units(); ++u) full.push_back(full_model.init_unit(u, 9));
+  run_ranks(shape, [&](Communicator& c) {
+    RunConfig rc;
+    rc.mesh = shape;
+    rc.training.global_batch = 12;  // divisible by every dp size below
+    const LayoutCheck layout = ParallelLayout::check(rc, nullptr, Placement::of(rc));
+    if (!layout.ok()) throw std::runtime_error("layout: " + layout.error_texts().front());
+    ParallelizeOptions po;
+    po.seed = 9;
+    po.fsdp_group = layout.layout->fsdp_group();
+    Model seeded_model(s), read_model(s);
+    auto seeded = parallelize(seeded_model, c, po);
+    ParallelizeOptions pr = po;
+    pr.seed = 0;  // a different seed: the numbers must come from the reads
+    pr.read_full = [&](int unit, int param, int64_t offset, int64_t count, float* out) {
+      const UnitLayout& lay = full_model.full_layout(unit);
+      if (offset < 0 || count <= 0 || offset + count > lay.params[param].numel())
+        throw std::runtime_error("read outside " + lay.params[param].name);
+      const float* src = full[unit].data_ptr<float>() + lay.offset(param) + offset;
+      std::copy(src, src + count, out);
+    };
+    auto read = parallelize(read_model, c, pr);
+    for (size_t i = 0; i < seeded->params().size(); ++i)
+      if (!at::equal(seeded->params()[i], read->params()[i]))
+        throw std::runtime_error("unit " + std::to_string(i) + " differs");
+  });
+}
+
+TEST(Parallelize, CheckpointReadsEqualSeedDpShard2Tp2) { check_read_equals_seed({1, 2, 1, 2}, 4, 36); }
+TEST(Parallelize, CheckpointReadsEqualSeedDpShard2Tp4KvCopied) { check_read_equals_seed({1, 2, 1, 4}, 2, 32); }
+TEST(Parallelize, CheckpointReadsEqualSeedDpShard3Cp2) { check_read_equals_seed({1, 3, 2, 1}, 4, 36); }
+TEST(Parallelize, CheckpointReadsEqualSeedHsdpTp2) { check_read_equals_seed({2, 2, 1, 2}, 4, 36); }
+
 }  // namespace
 }  // namespace meshwork::trainer

@@ -328,6 +328,28 @@ class WorkbenchTest : public QObject {
     QVERIFY(!w.launch_action()->isEnabled());
   }
 
+  void modelFromHuggingFaceDirectory() {
+    MainWindow w(false);
+    test::set_gpu_cluster(w, 1, 8);
+    QTemporaryDir dir;
+    // A model directory as save_pretrained leaves it: config.json beside the weights.
+    QVERIFY(QFile::copy(QStringLiteral(MESHWORK_RESOURCE_DIR "/models/small.json"), dir.filePath("config.json")));
+    QFile weights(dir.filePath("model.safetensors"));
+    QVERIFY(weights.open(QIODevice::WriteOnly));
+    weights.close();
+    w.plan()->set_model(dir.path().toStdString());
+    QVERIFY(w.plan_page()->editor()->message_for("model").isEmpty());
+    auto* combo = qobject_cast<QComboBox*>(w.plan_page()->editor()->control("model"));
+    QCOMPARE(combo->currentData().toString(), dir.path());
+    QVERIFY(combo->findData(QStringLiteral("__open_dir__")) >= 0);
+    // The memory panel follows the directory's config.json (core's estimate of that model).
+    QTRY_VERIFY(w.plan()->memory().has_value());
+    QCOMPARE(w.plan()->config().model.get<std::string>(), dir.path().toStdString());
+    auto spec = model_spec_from_run_model(dir.path().toStdString());
+    QVERIFY(spec.ok());
+    QCOMPARE(spec->hidden_size, load_model_spec("small")->hidden_size);
+  }
+
   void badHostShowsErrorUnderField() {
     MainWindow w(false);
     w.cluster_panel()->add_hosts("user@@host:99999");
