@@ -181,7 +181,9 @@ TEST(HfExport, ShardsAboveMaxShardSizeWithAnIndex) {
     ASSERT_TRUE(shard.ok()) << shard.error().message();
     int64_t bytes = 0;
     for (const auto& n : shard->names()) bytes += static_cast<int64_t>(shard->find(n)->end - shard->find(n)->begin);
-    if (shard->names().size() > 1) EXPECT_LE(bytes, 100000) << file;
+    if (shard->names().size() > 1) {
+      EXPECT_LE(bytes, 100000) << file;
+    }
     total += bytes;
   }
   EXPECT_EQ(index["metadata"]["total_size"].get<int64_t>(), total);

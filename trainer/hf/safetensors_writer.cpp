@@ -110,7 +110,7 @@ Result<SafetensorsWriter> SafetensorsWriter::create(const fs::path& path, std::v
   if (w.fd_ < 0)
     return Error{path.string(), std::strerror(errno), "a writable safetensors file", ErrorKind::io};
   const std::string header = safetensors_header(w.order_, metadata);
-  if (Status s = write_all(w.fd_, header.data(), header.size()); !s.ok()) return w.fail("header");
+  if (Status s = write_all(w.fd_, header.data(), header.size()); !s.ok()) return w.fail("header").error();
   return w;
 }
 
