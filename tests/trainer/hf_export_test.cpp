@@ -229,6 +229,56 @@ TEST(HfExport, KilledExportLeavesNoOutputAndExistingOutputNeedsForce) {
   EXPECT_EQ(temporaries, 1);
 }
 
+// A run whose --model is a directory: its tokenizer files travel into the export unchanged, the
+// config.json says what was trained; --dtype bf16 writes each weight rounded to nearest even.
+TEST(HfExport, CopiesTokenizerFilesAndWritesBf16) {
+  const fs::path d = temp_dir("tokenizer");
+  const fs::path model = d / "model";
+  fs::create_directories(model);
+  fs::copy_file(fs::path(MESHWORK_SOURCE_DIR) / "resources" / "models" / "tiny.json", model / "config.json");
+  const std::vector<std::string> files = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                          "generation_config.json"};
+  for (const auto& f : files) std::ofstream(model / f) << "{\"file\": \"" << f << "\"}\n";
+  std::ofstream(model / "notes.txt") << "not a tokenizer file\n";
+  auto args = train_args(d, 1, "1e-3");
+  args[1] = model.string();
+  ASSERT_EQ(run(plus(args, {"--checkpoint-every", "1"}), d), 0) << logs(d);
+  ASSERT_EQ(run({"export", "--checkpoint", (d / "checkpoints").string(), "--out", (d / "hf").string()}, d), 0)
+      << slurp(d / "stderr.txt");
+  for (const auto& f : files) EXPECT_EQ(slurp(d / "hf" / f), slurp(model / f)) << f;
+  EXPECT_FALSE(fs::exists(d / "hf" / "tokenizer.model"));  // absent in the model directory
+  EXPECT_FALSE(fs::exists(d / "hf" / "notes.txt"));
+  auto config = nlohmann::json::parse(slurp(d / "hf" / "config.json"));
+  EXPECT_EQ(config["hidden_size"], 64);
+  EXPECT_EQ(config["num_key_value_heads"], 4);
+  EXPECT_EQ(config["dtype"], "float32");
+
+  ASSERT_EQ(run({"export", "--checkpoint", (d / "checkpoints").string(), "--out", (d / "bf16").string(),
+                 "--dtype", "bf16"}, d), 0)
+      << slurp(d / "stderr.txt");
+  EXPECT_EQ(nlohmann::json::parse(slurp(d / "bf16" / "config.json"))["dtype"], "bfloat16");
+  auto f32 = SafetensorsFile::open(d / "hf" / "model.safetensors");
+  auto b16 = SafetensorsFile::open(d / "bf16" / "model.safetensors");
+  ASSERT_TRUE(f32.ok() && b16.ok());
+  ASSERT_EQ(b16->names(), f32->names());
+  for (const std::string& n : f32->names()) {
+    const TensorInfo& a = *f32->find(n);
+    const TensorInfo& b = *b16->find(n);
+    ASSERT_EQ(b.dtype, Dtype::BF16) << n;
+    auto fa = f32->bytes(a);
+    auto fb = b16->bytes(b);
+    ASSERT_EQ(fb.size() * 2, fa.size()) << n;
+    for (size_t i = 0; i < fb.size() / 2; ++i) {
+      uint32_t u;
+      uint16_t h;
+      std::memcpy(&u, fa.data() + 4 * i, 4);
+      std::memcpy(&h, fb.data() + 2 * i, 2);
+      const uint16_t nearest_even = static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+      ASSERT_EQ(h, nearest_even) << n << "[" << i << "]";
+    }
+  }
+}
+
 #ifdef MESHWORK_PYTHON
 // The acceptance check: train at a tp + dp_shard shape, --save-hf, load in transformers.
 TEST(HfExport, TransformersLossEqualsMeshtrainEvalLoss) {
