@@ -195,7 +195,11 @@ Result<int64_t> parse_byte_size(const std::string& text, const std::string& fiel
   return static_cast<int64_t>(number * it->second);
 }
 
-Result<ExportSummary> export_checkpoint(const ExportOptions& o) {
+Result<ExportSummary> export_checkpoint(const ExportOptions& options) {
+  ExportOptions o = options;
+  // "out/hf/" names the directory out/hf (the temporary one goes beside it).
+  o.out = fs::absolute(o.out).lexically_normal();
+  if (o.out.filename().empty()) o.out = o.out.parent_path();
   auto step_dir = resolve_step_dir(o.checkpoint);
   if (!step_dir.ok()) return step_dir.error();
   auto meta = read_checkpoint_meta(*step_dir);
@@ -206,7 +210,7 @@ Result<ExportSummary> export_checkpoint(const ExportOptions& o) {
   std::error_code ec;
   if (fs::exists(o.out, ec) && !o.force)
     return Error{"--out", o.out.string(), "a path that does not exist yet (or --force to replace it)"};
-  const fs::path parent = fs::absolute(o.out).parent_path();
+  const fs::path parent = o.out.parent_path();
   fs::create_directories(parent, ec);
 
   Model model(meta->spec);
