@@ -18,6 +18,7 @@
 #include <fstream>
 #include <set>
 
+#include "core/metrics.h"
 #include "test_support.h"
 #include "ui/bar_chart.h"
 #include "ui/compare_model.h"
@@ -219,7 +220,7 @@ class RunsTest : public QObject {
     QVERIFY(m->loss_chart()->rect().contains(at.toPoint()));
     // A run without --eval-data has no eval line points.
     page->open_run(plain);
-    QTRY_COMPARE(m->model()->frame()->run, plain);
+    QTRY_VERIFY(m->model()->frame() && m->model()->frame()->run == plain);
     QTRY_COMPARE(m->loss_chart()->point_count(1), 8);
     QCOMPARE(m->loss_chart()->point_count(2), 0);
 
@@ -229,8 +230,8 @@ class RunsTest : public QObject {
     ComparePage* c = w.compare_page();
     QTRY_COMPARE(c->series_count(), 2);
     c->set_smoothing(0);
-    c->set_metric(QString::fromLatin1(kEvalLossKey));
-    QTRY_COMPARE(c->model()->query().key, std::string(kEvalLossKey));
+    c->set_metric(QString::fromLatin1(meshwork::kEvalLossKey));
+    QTRY_COMPARE(c->model()->query().key, std::string(meshwork::kEvalLossKey));
     auto points_of = [&](qint64 run) -> int {
       const auto& f = c->model()->frame();
       if (!f) return -1;
