@@ -18,7 +18,7 @@
 #include "core/mesh_json.h"
 #include "core/model_spec.h"
 #include "trainer/checkpoint.h"
-#include "trainer/hf/export_names.h"
+#include "trainer/hf/weight_names.h"
 #include "trainer/hf/safetensors_writer.h"
 #include "trainer/model.h"
 #include "trainer/parallelize_tp.h"
