@@ -11,6 +11,7 @@
 //     output is refused unless --force.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -207,6 +208,7 @@ TEST(HfExport, ShardsAboveMaxShardSizeWithAnIndex) {
 }
 
 TEST(HfExport, KilledExportLeavesNoOutputAndExistingOutputNeedsForce) {
+  ::umask(022);  // the exports below inherit it
   const fs::path d = temp_dir("atomic");
   ASSERT_EQ(run(plus(train_args(d, 1, "1e-3"), {"--checkpoint-every", "1"}), d), 0) << logs(d);
   const fs::path out = d / "hf";
@@ -217,6 +219,8 @@ TEST(HfExport, KilledExportLeavesNoOutputAndExistingOutputNeedsForce) {
   EXPECT_FALSE(fs::exists(out));
   ASSERT_EQ(run(export_args, d), 0) << slurp(d / "stderr.txt");
   ASSERT_TRUE(fs::exists(out / "config.json"));
+  // Published with the usual directory mode (the umask's: 022 here), not mkdtemp's private 0700.
+  EXPECT_NE(fs::status(out).permissions() & fs::perms::others_read, fs::perms::none);
   EXPECT_EQ(run(export_args, d), 2);
   EXPECT_NE(slurp(d / "stderr.txt").find("--force"), std::string::npos) << slurp(d / "stderr.txt");
   fs::remove(out / "config.json");

@@ -1,6 +1,7 @@
 #include "trainer/hf/export.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -242,6 +243,10 @@ Result<ExportSummary> export_checkpoint(const ExportOptions& options) {
   std::string tmpl = (parent / (o.out.filename().string() + ".tmp-XXXXXX")).string();
   if (!::mkdtemp(tmpl.data())) return Error{"--out", tmpl, "a writable parent directory", ErrorKind::io};
   const fs::path tmp(tmpl);
+  // mkdtemp makes it private (0700); the published directory gets the usual mode (umask applied).
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::chmod(tmp.c_str(), 0777 & ~mask);
   ExportSummary summary;
   summary.step_dir = *step_dir;
   int written = 0;
