@@ -23,6 +23,7 @@ int probe_main(const Args& args);   // cli_remote.cpp
 int launch_main(const Args& args);  // cli_remote.cpp
 int attach_main(const Args& args);  // cli_remote.cpp
 int stop_main(const Args& args);    // cli_remote.cpp
+int data_main(const Args& args);    // cli_data.cpp: data prepare|info
 int gui_main(int argc, char** argv);  // gui_main.cpp (the workbench)
 
 }  // namespace meshwork::cli

@@ -83,6 +83,9 @@ struct Field {
   const char* name;
   T R::*member;
 };
+// Spelled out for compilers without aggregate deduction (clang < 17 builds the fuzz targets).
+template <class R, class T>
+Field(const char*, T R::*) -> Field<R, T>;
 
 // Calls f(name, r.*member) for each Field of `fields` (a tuple), in order. R may be const.
 template <class R, class Fields, class F>

@@ -26,8 +26,9 @@ std::optional<int> parse_int(std::string_view s) {
 std::string HostSpec::to_string() const {
   std::string out;
   if (!user.empty()) out += user + "@";
+  // Any host with a colon is bracketed: "[fe80:21]" must not print as "fe80:21" (host:port).
   const bool v6 = host.find(':') != std::string::npos;
-  if (port != 0 && v6) {
+  if (v6) {
     out += "[" + host + "]";
   } else {
     out += host;
@@ -75,6 +76,10 @@ Result<HostSpec> parse_host_spec(std::string_view text, std::string_view field) 
   }
   if (spec.host.empty() || spec.host.front() == '-') {
     // A host starting with '-' would read as an option to any tool it reached.
+    return Error{std::string(field), original, allowed};
+  }
+  if (spec.host.find_first_of("[]") != std::string::npos) {
+    // Brackets only delimit an IPv6 address; inside a name they make the text ambiguous.
     return Error{std::string(field), original, allowed};
   }
   return spec;

@@ -17,7 +17,7 @@ struct HostSpec {
   std::string host;   // a name, an address or an ssh_config alias ("local": this machine)
   int port = 0;       // 0: from ssh_config, else 22
   bool is_local() const { return host == "local"; }
-  // The canonical text form: [user@]host[:port], IPv6 literals bracketed when a port is given.
+  // The canonical text form: [user@]host[:port], IPv6 literals always bracketed (parses back).
   std::string to_string() const;
   bool operator==(const HostSpec&) const = default;
 };

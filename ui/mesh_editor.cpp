@@ -8,11 +8,13 @@
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QLabel>
+#include <QLineEdit>
 #include <QSignalBlocker>
 #include <QSpinBox>
 #include <QVBoxLayout>
 
 #include "ui/axis_colors.h"
+#include "ui/data_picker.h"
 #include "ui/plan_state.h"
 #include "ui/theme.h"
 
@@ -24,7 +26,7 @@ std::string owner_of(const std::string& field) {
   static const std::vector<std::string> kOwners = [] {
     std::vector<std::string> o;
     for (Axis a : kAxes) o.emplace_back(axis_name(a));
-    for (const char* k : {"seq_len", "micro_batch", "global_batch", "precision", "activation_checkpointing"})
+    for (const char* k : {"seq_len", "micro_batch", "global_batch", "precision", "activation_checkpointing", "data"})
       o.emplace_back(k);
     return o;
   }();
@@ -144,6 +146,15 @@ MeshEditor::MeshEditor(PlanState* state, QWidget* parent) : QWidget(parent), sta
   connect(precision_, qOverload<int>(&QComboBox::activated), this, &MeshEditor::push_training);
   connect(checkpointing_, qOverload<int>(&QComboBox::activated), this, &MeshEditor::push_training);
   outer->addWidget(train_box);
+
+  // Data: the bundled corpus, a prepared directory, or "Prepare data…".
+  auto* data_box = new QGroupBox(tr("Data"), this);
+  auto* df = new QVBoxLayout(data_box);
+  data_ = new DataPicker(state_, data_box);
+  df->addWidget(data_);
+  df->addWidget(add_message_label("data"));
+  controls_["data"] = data_->path_edit();
+  outer->addWidget(data_box);
 
   // Combos size to a short minimum, not to their longest item, so the editor stays narrow.
   for (QComboBox* box : findChildren<QComboBox*>()) {

@@ -14,6 +14,7 @@ class QSpinBox;
 
 namespace meshwork::ui {
 
+class DataPicker;
 class PlanState;
 
 class MeshEditor : public QWidget {
@@ -22,13 +23,15 @@ class MeshEditor : public QWidget {
   explicit MeshEditor(PlanState* state, QWidget* parent = nullptr);
 
   // Controls by field name, for tests and keyboard focus: "dp_replicate", "dp_shard", "cp", "tp",
-  // "model", "seq_len", "micro_batch", "global_batch", "precision", "activation_checkpointing".
+  // "model", "seq_len", "micro_batch", "global_batch", "precision", "activation_checkpointing",
+  // "data" (the data path's line edit).
   QWidget* control(const std::string& field) const;
   QComboBox* axis_combo(int axis_index) const { return axis_[static_cast<size_t>(axis_index)]; }
   // The message shown under a control ("" when none).
   QString message_for(const std::string& field) const;
   // Re-draws the axis swatches after a theme change (the dark theme uses lighter tints).
   void refresh_colors();
+  DataPicker* data_picker() const { return data_; }
 
  Q_SIGNALS:
   void open_model_requested();
@@ -49,6 +52,7 @@ class MeshEditor : public QWidget {
   QSpinBox* global_batch_ = nullptr;
   QComboBox* precision_ = nullptr;
   QComboBox* checkpointing_ = nullptr;
+  DataPicker* data_ = nullptr;
   QLabel* world_label_ = nullptr;
   QLabel* other_messages_ = nullptr;  // diagnostics no control owns
   std::map<std::string, QLabel*> messages_;

@@ -47,6 +47,8 @@ void PlanState::set_model(const nlohmann::json& model) { update(config_.model, m
 
 void PlanState::set_training(const TrainingConfig& training) { update(config_.training, training, true); }
 
+void PlanState::set_data(const nlohmann::json& data) { update(config_.data, data, false); }
+
 void PlanState::set_cluster(const ClusterFacts& cluster, std::vector<NodeConfig> nodes) {
   cluster_ = cluster;
   config_.nodes = std::move(nodes);

@@ -42,6 +42,7 @@ class PlanState : public QObject {
   void set_shape(const MeshShape& shape);
   void set_model(const nlohmann::json& model);
   void set_training(const TrainingConfig& training);
+  void set_data(const nlohmann::json& data);  // a path string, or null for the bundled corpus
   void set_cluster(const ClusterFacts& cluster, std::vector<NodeConfig> nodes);
   void set_config(const RunConfig& config);  // e.g. loaded from a file
   void set_name(const std::string& name);

@@ -2,6 +2,9 @@
 // are in series_query.cpp.
 #include "core/store/run_store.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "core/mesh_json.h"
 
 #include <algorithm>
@@ -79,6 +82,13 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& pa
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
     if (ec) return Error{"--db", path.string(), "cannot create its directory: " + ec.message()}.as(ErrorKind::io);
+  }
+  if (!options.read_only) {
+    // The store holds host names, run configs and commands: private to the user (0600). SQLite
+    // gives its -wal and -shm files the database file's mode, so creating the file first with
+    // 0600 (O_EXCL: whoever creates it, creates it private) covers all three.
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) ::close(fd);
   }
   const int flags = (options.read_only ? SQLITE_OPEN_READONLY
                                        : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |

@@ -420,6 +420,25 @@ Result<std::vector<Series>> RunStore::query_series(const SeriesQuery& q) {
   return out;
 }
 
+namespace {
+
+// A key as one CSV field (RFC 4180): quoted when it holds a comma, quote or line break. Keys
+// come from metrics lines anyone can write, and the file is opened in spreadsheets, so a key
+// that starts like a formula (= + - @, tab, CR) is quoted and led by an apostrophe: the cell
+// shows text instead of evaluating it (OWASP's advice against CSV injection).
+std::string csv_field(const std::string& text) {
+  const bool formula = !text.empty() && std::string_view("=+-@\t\r").find(text.front()) != std::string_view::npos;
+  if (!formula && text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = formula ? "\"'" : "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + '"';
+}
+
+}  // namespace
+
 Status RunStore::export_csv(RunId run, std::ostream& out) {
   sql::Stmt exists(db_, "SELECT 1 FROM runs WHERE id = ?1");
   exists.bind(1, run);
@@ -444,6 +463,7 @@ Status RunStore::export_csv(RunId run, std::ostream& out) {
   };
   const std::string run_text = std::to_string(run);
   for (const auto& [id, name, col] : *all) {
+    const std::string field = csv_field(name);
     sql::Stmt q(db_, col >= 0
                          ? "SELECT rank, step, time, tokens, " + value_columns()[static_cast<size_t>(col)] +
                                " FROM steps WHERE run = ?1 AND (present >> " + std::to_string(col) +
@@ -459,7 +479,7 @@ Status RunStore::export_csv(RunId run, std::ostream& out) {
       if (!q.is_null(2)) out << num(q.real(2));
       out << ',';
       if (!q.is_null(3)) out << num(q.real(3));
-      out << ',' << name << ',';
+      out << ',' << field << ',';
       if (!q.is_null(4)) out << num(q.real(4));
       out << '\n';
     });

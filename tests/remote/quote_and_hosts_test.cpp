@@ -69,9 +69,23 @@ TEST(HostSpec, ParsesTheForms) {
   EXPECT_TRUE(parse_host_spec("local")->is_local());
 }
 
+TEST(HostSpec, PrintsToTextThatParsesBackToItself) {
+  // Found by the host fuzzer: "[fe80:21]" (a bracketed host, no port) printed as "fe80:21",
+  // which reads back as host fe80, port 21.
+  for (const char* text : {"[fe80:21]", "fe80::2", "[fe80::1]:22", "bob@gpu01", "gpu01:2200"}) {
+    auto spec = parse_host_spec(text);
+    ASSERT_TRUE(spec.ok()) << text;
+    auto again = parse_host_spec(spec->to_string());
+    ASSERT_TRUE(again.ok()) << spec->to_string();
+    EXPECT_EQ(*again, *spec) << text << " -> " << spec->to_string();
+  }
+  EXPECT_EQ(parse_host_spec("[fe80:21]")->to_string(), "[fe80:21]");
+  EXPECT_EQ(parse_host_spec("fe80::2")->to_string(), "[fe80::2]");
+}
+
 TEST(HostSpec, RefusesBadInputNamingTheField) {
   for (const char* bad : {"", "host:0", "host:99999", "host:x", "@host", "a b", "-oProxyCommand=x",
-                          "h\nx", "[::1"}) {
+                          "h\nx", "[::1", "[[x]", "a]b"}) {
     auto r = parse_host_spec(bad, "--hosts");
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {

@@ -142,19 +142,23 @@ TEST(StoreMigration, Version2KeysWithoutAColumnAndOrphanPointsSurvive) {
                            "INSERT INTO keys(name) VALUES ('custom');"
                            "INSERT INTO metrics SELECT 1, id, 0, 3, 42.5 FROM keys WHERE name = 'custom';"
                            "INSERT INTO metrics SELECT 1, id, 0, 1000, 7.0 FROM keys WHERE name = 'loss';"
-                           "INSERT INTO metrics SELECT 1, id, 1, 1000, NULL FROM keys WHERE name = 'lr';",
+                           "INSERT INTO metrics SELECT 1, id, 1, 1000, NULL FROM keys WHERE name = 'lr';"
+                           "INSERT INTO keys(name) VALUES ('a,\"b\"' || char(10) || 'c');"
+                           "INSERT INTO metrics SELECT 1, id, 0, 4, 1.5 FROM keys WHERE name LIKE 'a,%';"
+                           "INSERT INTO keys(name) VALUES ('=HYPERLINK(1)');"
+                           "INSERT INTO metrics SELECT 1, id, 0, 5, 2.5 FROM keys WHERE name LIKE '=HYP%';",
                            nullptr, nullptr, nullptr),
               SQLITE_OK);
     sqlite3_close(db);
   }
   auto store = open_store(path);
   ASSERT_TRUE(store);
-  EXPECT_EQ(count(*store, "SELECT count(*) FROM metrics_extra"), 1);
+  EXPECT_EQ(count(*store, "SELECT count(*) FROM metrics_extra"), 3);
   EXPECT_EQ(count(*store, "SELECT value FROM metrics_v WHERE run = 1 AND key = 'custom' AND step = 3"), 42);
   EXPECT_EQ(count(*store, "SELECT value FROM metrics_v WHERE run = 1 AND key = 'loss' AND step = 1000"), 7);
   EXPECT_EQ(count(*store, "SELECT count(*) FROM metrics_v WHERE run = 1 AND key = 'lr' AND step = 1000"
                           " AND rank = 1 AND value IS NULL"), 1);
-  EXPECT_EQ(count(*store, "SELECT count(*) FROM metrics WHERE run = 1"), 240 + 3);
+  EXPECT_EQ(count(*store, "SELECT count(*) FROM metrics WHERE run = 1"), 240 + 5);
   ASSERT_TRUE(store->rebuild_derived(1).ok());
   SeriesQuery q;
   q.runs = {1};
@@ -166,6 +170,9 @@ TEST(StoreMigration, Version2KeysWithoutAColumnAndOrphanPointsSurvive) {
   std::ostringstream csv;
   ASSERT_TRUE(store->export_csv(1, csv).ok());
   EXPECT_NE(csv.str().find(",custom,42.5\n"), std::string::npos);
+  // Hostile keys stay one field each and never read as a spreadsheet formula.
+  EXPECT_NE(csv.str().find(",\"a,\"\"b\"\"\nc\",1.5\n"), std::string::npos) << csv.str();
+  EXPECT_NE(csv.str().find(",\"'=HYPERLINK(1)\",2.5\n"), std::string::npos) << csv.str();
   ASSERT_TRUE(store->delete_run(1).ok());
   EXPECT_EQ(count(*store, "SELECT count(*) FROM metrics WHERE run = 1"), 0);
 }

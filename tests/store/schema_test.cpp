@@ -1,12 +1,16 @@
 // Schema creation, refusal of foreign/newer databases, and the v1 -> v3 migration (v2 -> v3 on a
 // real v2 file: migrate_v2_test.cpp).
+#include <sys/stat.h>
+
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 #include <vector>
 
 #include "core/store/paths.h"
 #include "core/store/schema.h"
+#include "core/store/sqlite.h"
 #include "test_util.h"
 
 namespace meshwork::store {
@@ -45,6 +49,23 @@ TEST(StoreSchema, FreshDatabaseHasCurrentSchemaInWalMode) {
   store.reset();
   store = open_store(dir / "nested/dirs/runs.db");
   EXPECT_EQ(store->schema_version(), kSchemaVersion);
+}
+
+// The store holds host names, configs and commands: a new file and its WAL are the user's alone,
+// whatever the umask.
+TEST(StoreSchema, NewDatabaseAndItsWalArePrivateToTheUser) {
+  TempDir dir;
+  const mode_t old_mask = ::umask(0022);
+  auto store = open_store(dir / "runs.db");
+  ::umask(old_mask);
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(sql::exec(store->handle(), "INSERT INTO keys(name) VALUES ('private')").ok());
+  for (const char* file : {"runs.db", "runs.db-wal", "runs.db-shm"}) {
+    ASSERT_TRUE(std::filesystem::exists(dir / file)) << file;
+    const auto perms = std::filesystem::status(dir / file).permissions();
+    EXPECT_EQ(perms & std::filesystem::perms::all, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write)
+        << file;
+  }
 }
 
 TEST(StoreSchema, RefusesADatabaseFromANewerMeshworkAndLeavesItAlone) {

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Fuzzes every parser of outside input (tests/fuzz/*_fuzz.cpp) with libFuzzer + ASan + UBSan
+# (clang-14 from Debian) and prints, per target: executions, exec/s, coverage (edges), corpus
+# size, crashes and timeouts. The corpus grows in build-fuzz/corpus/<target> (seeded from
+# tests/fuzz/seeds/<target>); every crash or hang is copied to tests/fuzz/regressions/<target>/,
+# where the normal build's fuzz_replay_<target> test replays it forever.
+#   bench/fuzz.sh [--minutes N | --seconds N] [--runs N] [--targets a,b] [--jobs J]
+# --runs N stops a target after N executions (e.g. --runs 10000000), whichever comes first.
+# Results: bench/results/fuzz.json (skipped with --no-json, as the ctest run does).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+seconds=60; runs=-1; targets=""; json=1; jobs=1
+build="${MESHWORK_FUZZ_BUILD_DIR:-$root/build-fuzz}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --minutes) seconds=$(( $2 * 60 )); shift 2 ;;
+    --seconds) seconds="$2"; shift 2 ;;
+    --runs) runs="$2"; shift 2 ;;
+    --targets) targets="${2//,/ }"; shift 2 ;;
+    --jobs) jobs="$2"; shift 2 ;;
+    --no-json) json=0; shift ;;
+    *) echo "bench/fuzz.sh: $1: not an option (--minutes N, --seconds N, --runs N, --targets a,b, --jobs J, --no-json)" >&2; exit 2 ;;
+  esac
+done
+command -v clang++-14 >/dev/null || { echo "bench/fuzz.sh: clang++-14 missing: run scripts/bootstrap" >&2; exit 1; }
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$root/tests/fuzz" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+cmake --build "$build" >/dev/null
+[ -n "$targets" ] || targets="$(sed -n 's/^set(MESHWORK_FUZZ_TARGETS \(.*\))$/\1/p' "$root/tests/fuzz/CMakeLists.txt")"
+
+rows=()
+failed=0
+printf '%-14s %12s %9s %7s %7s %8s %9s\n' target executions exec/s cov corpus crashes timeouts
+for t in $targets; do
+  corpus="$build/corpus/$t"; artifacts="$build/artifacts/$t/"
+  mkdir -p "$corpus" "$artifacts"
+  log="$build/$t.log"
+  # -timeout: an input that takes 10 s is a hang; -rss_limit_mb keeps a leak from taking the box.
+  parallel=()
+  [ "$jobs" -gt 1 ] && parallel=(-fork="$jobs")
+  set +e
+  # Run inside the build folder: libFuzzer drops its helper logs into the working directory.
+  (cd "$build" && "$build/${t}_fuzz" -max_total_time="$seconds" -runs="$runs" -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts" "${parallel[@]}" \
+    "$corpus" "$root/tests/fuzz/seeds/$t") >"$log" 2>&1
+  set -e
+  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{s += $2} END {print s + 0}')
+  rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | awk '{s += $2} END {print s + 0}')
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2 + 0}')
+  crashes=$(find "$artifacts" -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'oom-*' \) | wc -l)
+  hangs=$(find "$artifacts" -type f \( -name 'timeout-*' -o -name 'slow-unit-*' \) | wc -l)
+  size=$(find "$corpus" -type f | wc -l)
+  if [ $((crashes + hangs)) -gt 0 ]; then
+    failed=1
+    mkdir -p "$root/tests/fuzz/regressions/$t"
+    cp "$artifacts"/* "$root/tests/fuzz/regressions/$t/"
+    echo "  $t: $((crashes + hangs)) input(s) copied to tests/fuzz/regressions/$t/ (log: $log)" >&2
+    rm -f "$artifacts"/*
+  fi
+  printf '%-14s %12s %9s %7s %7s %8s %9s\n' "$t" "$execs" "$rate" "${cov:-0}" "$size" "$crashes" "$hangs"
+  rows+=("{\"target\":\"$t\",\"executions\":$execs,\"exec_per_s\":$rate,\"coverage\":${cov:-0},\"corpus\":$size,\"crashes\":$crashes,\"timeouts\":$hangs,\"seconds\":$seconds}")
+done
+if [ "$json" = 1 ]; then
+  mkdir -p "$root/bench/results"
+  { echo "{\"clang\":\"$(clang++-14 --version | head -1)\",\"targets\":["; (IFS=,; echo "${rows[*]}"); echo "]}"; } \
+    > "$root/bench/results/fuzz.json"
+  echo "bench/results/fuzz.json written"
+fi
+exit "$failed"

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Rebuilds tests/fuzz/seeds/ (checked in) from the repository's own test data: the recorded
+# GPU-cluster outputs, the model presets, metrics files, run configs and safetensors files
+# written by the real `safetensors` library. Run it after adding test data; the fuzzers start
+# from these seeds, and the replay tests run every seed and every regression input.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+source "$root/scripts/env.sh"
+out="$root/tests/fuzz/seeds"
+rm -rf "$out"; mkdir -p "$out"/{metrics_line,model_config,run_config,host,probe,safetensors}
+
+# metrics lines: one seed per distinct record type and shape of line
+for f in "$root"/tests/ui/data/*.jsonl "$root"/tests/store/data/*.jsonl; do
+  i=0
+  head -n 3 "$f" | while IFS= read -r line; do
+    i=$((i + 1)); printf '%s' "$line" > "$out/metrics_line/$(basename "$f" .jsonl)-$i"
+  done
+  tail -n 1 "$f" | tr -d '\n' > "$out/metrics_line/$(basename "$f" .jsonl)-end"
+done
+
+cp "$root"/resources/models/*.json "$out/model_config/"
+
+# run configs: the default one, one with every knob set, one inline model, one with nodes
+cat > "$out/run_config/default.json" <<'J'
+{"v":1,"name":"run","model":"tiny","mesh":{"dp_replicate":1,"dp_shard":2,"cp":1,"tp":1},"data":null}
+J
+cat > "$out/run_config/knobs.json" <<'J'
+{"v":1,"name":"knobs","model":"small","mesh":{"dp_replicate":2,"dp_shard":2,"cp":1,"tp":2},
+ "training":{"seq_len":128,"micro_batch":2,"global_batch":16,"steps":10,"lr":0.0003,"warmup_steps":2,
+  "precision":"bf16","activation_checkpointing":"full","sequence_parallel":true,"fsdp_grad_sync":"step",
+  "max_grad_norm":1.0},"data":"/tmp/tokens","cluster":{"nodes":[{"host":"gpu01","slots":8},{"host":"gpu02","slots":8}]}}
+J
+printf '{"v":1,"name":"inline","model":%s,"mesh":{"dp_replicate":1,"dp_shard":1,"cp":1,"tp":1}}' \
+  "$(tr -d '\n' < "$root/resources/models/tiny.json")" > "$out/run_config/inline.json"
+
+# hosts: the first byte picks the parser (0 host spec, 1 hostfile, 2 --hosts list)
+printf '\x00alice@gpu01:2222' > "$out/host/spec"
+printf '\x00[fe80::1]:22' > "$out/host/spec-v6"
+printf '\x01# hosts\ngpu01 slots=8\ngpu02 slots=8\n\nbob@gpu03:2200 slots=4\n' > "$out/host/hostfile"
+printf '\x02gpu01,gpu02:2222,carol@gpu03' > "$out/host/list"
+
+# probe outputs: the first byte picks the parser (see probe_fuzz.cpp's switch)
+prefix() { printf "\\x$(printf '%02x' "$1")"; }
+for f in "$root"/tests/data/gpu-cluster/*; do
+  b="$(basename "$f")"
+  case "$b" in
+    query_gpu_*) k=0 ;; topo_*) k=1 ;; smi_*) k=2 ;; nvlink_*) k=3 ;; ibstat_*) k=4 ;;
+    ibv_devinfo_*) k=5 ;; *) continue ;;
+  esac
+  { prefix $k; cat "$f"; } > "$out/probe/$b"
+done
+{ prefix 6; printf 'mlx5_0/ports/1/state:4: ACTIVE\nmlx5_0/ports/1/rate:400 Gb/sec (4X NDR)\nmlx5_0/ports/1/link_layer:InfiniBand\n'; } > "$out/probe/sysfs"
+{ prefix 7; printf 'MemTotal:       131072000 kB\nMemFree:         1000000 kB\nMemAvailable:   120000000 kB\n'; } > "$out/probe/meminfo"
+{ prefix 8; printf 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\n'; } > "$out/probe/os-release"
+
+"$MESHWORK_VENV/bin/python" - "$out/safetensors" <<'PY'
+import sys, torch
+from safetensors.torch import save_file
+out = sys.argv[1]
+g = torch.Generator().manual_seed(0)
+save_file({"w": torch.randn(3, 4, generator=g), "b": torch.randn(4, generator=g)}, f"{out}/f32.safetensors")
+save_file({"w": torch.randn(2, 5, generator=g).to(torch.bfloat16),
+           "h": torch.randn(5, 2, generator=g).to(torch.float16)}, f"{out}/bf16-f16.safetensors",
+          metadata={"format": "pt"})
+save_file({"e": torch.zeros(0, 4)}, f"{out}/empty.safetensors")
+PY
+echo "seeds: $(find "$out" -type f | wc -l) files in $out"
