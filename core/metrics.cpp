@@ -25,6 +25,8 @@ constexpr std::tuple kStartScalars{
     Field{"time", &StartRecord::time},   Field{"host", &StartRecord::host},
     Field{"pid", &StartRecord::pid},     Field{"node", &StartRecord::node},
     Field{"world", &StartRecord::world}, Field{"peak_tflops", &StartRecord::peak_tflops}};
+constexpr std::tuple kEvalScalars{Field{"time", &EvalRecord::time}, Field{"loss", &EvalRecord::loss},
+                                  Field{"tokens", &EvalRecord::tokens}, Field{"eval_s", &EvalRecord::eval_s}};
 constexpr std::tuple kEndScalars{Field{"time", &EndRecord::time}, Field{"status", &EndRecord::status},
                                  Field{"reason", &EndRecord::reason}};
 
@@ -61,6 +63,12 @@ std::string to_json_line(const EndRecord& r) {
   return j.dump();
 }
 
+std::string to_json_line(const EvalRecord& r) {
+  nlohmann::json j = {{"v", kMetricsVersion}, {"type", "eval"}, {"step", r.step}, {"rank", r.rank}};
+  for_each_field(r, kEvalScalars, write_to(j));
+  return j.dump();
+}
+
 Result<MetricsRecord> parse_metrics_line(std::string_view line) {
   nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   const std::string shown(line.substr(0, 80));
@@ -70,7 +78,7 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line) {
     return Error{"metrics line", shown, "needs \"v\":1 (metrics format version 1)"};
   std::string type;
   if (!get_to(j, "type", type))
-    return Error{"metrics line", shown, "needs a \"type\" of start, step or end"};
+    return Error{"metrics line", shown, "needs a \"type\" of start, step, eval or end"};
   if (type == "step") {
     StepRecord r;
     if (!get_to(j, "step", r.step) || !get_to(j, "rank", r.rank))
@@ -99,7 +107,14 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line) {
     for_each_field(r, kEndScalars, read_from(j));
     return MetricsRecord{r};
   }
-  return Error{"metrics line", shown, "unknown type \"" + type + "\"; allowed: start, step, end"};
+  if (type == "eval") {
+    EvalRecord r;
+    if (!get_to(j, "step", r.step) || !get_to(j, "rank", r.rank) || !get_to(j, "loss", r.loss))
+      return Error{"metrics line", shown, "an eval record needs integer \"step\" and \"rank\" and a \"loss\""};
+    for_each_field(r, kEvalScalars, read_from(j));
+    return MetricsRecord{r};
+  }
+  return Error{"metrics line", shown, "unknown type \"" + type + "\"; allowed: start, step, eval, end"};
 }
 
 std::string comm_key(Axis axis) { return "comm_s." + std::string(axis_name(axis)); }

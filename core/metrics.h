@@ -64,7 +64,18 @@ struct EndRecord {
   std::string reason;
 };
 
-using MetricsRecord = std::variant<StartRecord, StepRecord, EndRecord>;
+// Validation loss on the held-out data (--eval-data), written by every rank after the step it
+// follows: the mean next-token loss over `tokens` held-out tokens (equal on every rank).
+struct EvalRecord {
+  int64_t step = 0;     // the last completed step (0-based, as step records count)
+  int rank = 0;
+  double time = 0;
+  double loss = 0;
+  int64_t tokens = 0;   // held-out tokens the mean is over
+  double eval_s = 0;    // seconds the evaluation took
+};
+
+using MetricsRecord = std::variant<StartRecord, StepRecord, EndRecord, EvalRecord>;
 
 // A record's member and its name in the JSON line.
 template <class R, class T>
@@ -95,6 +106,7 @@ inline constexpr std::tuple kStepScalars{
 std::string to_json_line(const StartRecord& r);  // no trailing newline
 std::string to_json_line(const StepRecord& r);
 std::string to_json_line(const EndRecord& r);
+std::string to_json_line(const EvalRecord& r);
 
 // Parses one line. A malformed line, a wrong version or an unknown type is an Error that says
 // which (callers count and report them; never fatal).
@@ -105,6 +117,8 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line);
 // "comm_s.dp_shard", "comm_s.cp", "comm_s.tp", "compute_s", "step_s".
 std::vector<std::pair<std::string, double>> step_series(const StepRecord& r);
 const std::vector<std::string>& step_series_keys();
+// The stored series of an eval record: "eval_loss" (its loss at its step).
+inline constexpr const char* kEvalLossKey = "eval_loss";
 // The stored series of one axis's collective time: "comm_s.tp".
 std::string comm_key(Axis axis);
 

@@ -92,6 +92,8 @@ nlohmann::json to_json(const RunConfig& c) {
       {"max_grad_norm", t.max_grad_norm},
       {"peak_tflops", t.peak_tflops},
       {"init", to_string(t.init)},
+      {"eval_every", t.eval_every},
+      {"eval_batches", t.eval_batches},
   };
   nlohmann::json nodes = nlohmann::json::array();
   for (const NodeConfig& n : c.nodes) {
@@ -102,7 +104,7 @@ nlohmann::json to_json(const RunConfig& c) {
   }
   return {{"v", RunConfig::kVersion}, {"name", c.name},         {"model", c.model},
           {"mesh", mesh},             {"training", training},   {"data", c.data},
-          {"cluster", {{"nodes", nodes}}}};
+          {"eval_data", c.eval_data}, {"save_hf", c.save_hf},   {"cluster", {{"nodes", nodes}}}};
 }
 
 namespace {
@@ -161,7 +163,9 @@ Result<RunConfig> run_config_from_json(const nlohmann::json& doc) {
                                  std::tuple{"global_batch", 1, &tc.global_batch},
                                  std::tuple{"micro_batch", 1, &tc.micro_batch},
                                  std::tuple{"warmup_steps", 0, &tc.warmup_steps},
-                                 std::tuple{"checkpoint_every", 0, &tc.checkpoint_every}}) {
+                                 std::tuple{"checkpoint_every", 0, &tc.checkpoint_every},
+                                 std::tuple{"eval_every", 0, &tc.eval_every},
+                                 std::tuple{"eval_batches", 0, &tc.eval_batches}}) {
       if (Status s = read_int(t, p, key, min, *out); !s) return s.error();
     }
     if (t.contains("lr")) {
@@ -210,6 +214,16 @@ Result<RunConfig> run_config_from_json(const nlohmann::json& doc) {
     if (!d.is_null() && !d.is_string() && !d.is_object())
       return Error{"data", dump_value(d), "must be a path, an object, or null"};
     c.data = d;
+  }
+  if (doc.contains("eval_data")) {
+    const auto& d = doc.at("eval_data");
+    if (!d.is_null() && !d.is_string()) return Error{"eval_data", dump_value(d), "must be a path or null"};
+    c.eval_data = d;
+  }
+  if (doc.contains("save_hf")) {
+    const auto& d = doc.at("save_hf");
+    if (!d.is_null() && !d.is_string()) return Error{"save_hf", dump_value(d), "must be a directory path or empty"};
+    c.save_hf = d.is_string() ? d.get<std::string>() : "";
   }
   if (doc.contains("cluster")) {
     const auto& cl = doc.at("cluster");

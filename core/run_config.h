@@ -8,8 +8,9 @@
 //              "seed":..,"precision":"fp32|bf16","activation_checkpointing":"none|full",
 //              "device":"cpu|cuda","checkpoint_every":..,"sequence_parallel":true,
 //              "fsdp_grad_sync":"micro-batch|step","max_grad_norm":..,"peak_tflops":..,
-//              "init":"auto|hf|random"},
-//  "data": "<path>" | null, "cluster":{"nodes":[{"host":"...","slots":N, ...}]}}
+//              "init":"auto|hf|random","eval_every":..,"eval_batches":..},
+//  "data": "<path>" | null, "eval_data": "<path>" | null, "save_hf": "<dir>" | "",
+//  "cluster":{"nodes":[{"host":"...","slots":N, ...}]}}
 #pragma once
 
 #include <cstdint>
@@ -69,6 +70,11 @@ struct TrainingConfig {
   double max_grad_norm = 1.0;     // clip to this global L2 norm; 0: off
   double peak_tflops = 0;         // one rank's peak for MFU; 0: a matmul measured at start
   WeightInit init = WeightInit::auto_;  // initial weights: checkpoint (hf) or seed (random)
+  // Validation on the held-out data (RunConfig::eval_data): every eval_every steps (0: only at
+  // the end) and at the end; eval_batches global batches of sequences each time (0: every
+  // held-out sequence once).
+  int eval_every = 0;
+  int eval_batches = 0;
   bool operator==(const TrainingConfig&) const = default;
 };
 
@@ -85,6 +91,8 @@ struct RunConfig {
   MeshShape mesh;
   TrainingConfig training;
   nlohmann::json data = nullptr;  // path to a .bin shard or a directory; null: bundled corpus
+  nlohmann::json eval_data = nullptr;  // held-out shards (same format as data); null: no evaluation
+  std::string save_hf;            // non-empty: export the final weights there as a Hugging Face directory
   std::vector<NodeConfig> nodes;  // empty: the local machine
 
   int world_size() const;  // sum of node slots, or the mesh product when no nodes are given

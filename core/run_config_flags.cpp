@@ -131,6 +131,19 @@ std::vector<RunConfigFlag> make_flags() {
                        &T::checkpoint_every, 0));
   f.push_back(real_flag("--peak-tflops", "X", "peak TFLOP/s of one rank for MFU (default: measured matmul at start)",
                         &T::peak_tflops, true));
+  f.push_back(path_flag("--eval-data", "PATH", "held-out .bin shard or directory: validation loss in the metrics",
+                        &RunConfig::eval_data, "a path to a .bin shard or a directory"));
+  f.push_back(int_flag("--eval-every", "K", "with --eval-data: evaluate every K steps and at the end (default 0: at the end)",
+                       &T::eval_every, 0));
+  f.push_back(int_flag("--eval-batches", "N",
+                       "with --eval-data: global batches of held-out sequences per evaluation (default 0: all of them)",
+                       &T::eval_batches, 0));
+  f.push_back({"--save-hf", "DIR", "at the end of the run, export the weights as a Hugging Face directory",
+               [](RunConfig& c, const std::string& v) -> Status {
+                 if (v.empty()) return Error{"--save-hf", v, "a directory path"};
+                 c.save_hf = v;
+                 return {};
+               }});
   f.push_back(real_flag("--max-grad-norm", "X", "clip gradients to this global L2 norm (default 1.0; 0: off)",
                         &T::max_grad_norm, false));
   return f;
@@ -185,6 +198,10 @@ std::vector<std::string> run_config_to_flags(const RunConfig& c) {
   add("--checkpoint-every", std::to_string(t.checkpoint_every));
   if (t.peak_tflops > 0) add("--peak-tflops", exact(t.peak_tflops));
   add("--max-grad-norm", exact(t.max_grad_norm));
+  if (c.eval_data.is_string()) add("--eval-data", c.eval_data.get<std::string>());
+  add("--eval-every", std::to_string(t.eval_every));
+  add("--eval-batches", std::to_string(t.eval_batches));
+  if (!c.save_hf.empty()) add("--save-hf", c.save_hf);
   return a;
 }
 

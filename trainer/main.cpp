@@ -1,4 +1,5 @@
-// meshtrain: read the run config (--config and/or flags), check the layout with core before any
+// meshtrain: `meshtrain export ...` converts a checkpoint (trainer/hf/export.h); otherwise
+// read the run config (--config and/or flags), check the layout with core before any
 // process starts, then either supervise this node's ranks (--nproc-per-node without RANK in the
 // environment) or run one rank.
 #include <iostream>
@@ -7,6 +8,7 @@
 
 #include "core/model_spec.h"
 #include "core/parallel_layout.h"
+#include "trainer/hf/export.h"
 #include "trainer/options.h"
 #include "trainer/supervisor.h"
 #include "trainer/train.h"
@@ -27,6 +29,9 @@ int main(int argc, char** argv) {
   // Before any tensor exists, so every CPU byte is counted (train.h).
   install_tracking_cpu_allocator();
   std::vector<std::string> args(argv + 1, argv + argc);
+  // `meshtrain export ...`: a checkpoint as a Hugging Face directory (trainer/hf/export.h).
+  if (!args.empty() && args[0] == "export")
+    return hf::export_main(std::vector<std::string>(args.begin() + 1, args.end()));
   auto parsed = parse_options(args);
   if (!parsed.ok()) return refuse(parsed.error());
   TrainerOptions o = *parsed;

@@ -144,7 +144,9 @@ std::string usage() {
          "Launch: torchrun-style environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
          "MASTER_ADDR, MASTER_PORT), or --nproc-per-node N [--nnodes --node-rank --master-addr\n"
          "--master-port] to spawn and supervise the ranks of this node.\n"
-         "Exit codes: 0 ok, 2 invalid input, 3 the run failed (names the rank), 1 other.\n";
+         "Exit codes: 0 ok, 2 invalid input, 3 the run failed (names the rank), 1 other.\n"
+         "`meshtrain export --checkpoint DIR --out HF_DIR [--max-shard-size 5GB] [--dtype fp32|bf16]\n"
+         "[--force]` writes a checkpoint (any mesh shape) as a Hugging Face model directory.\n";
   const std::vector<FlagSpec>& all = all_flags();  // the run config's, then this process's
   const auto own = all.end() - static_cast<std::ptrdiff_t>(flags().size());
   out << "\nrun config flags (set the fields of --config's run config, or of the defaults):\n"

@@ -59,6 +59,14 @@ std::optional<Tensor> ParallelModel::positions(int64_t seq_len, at::Device devic
   return cp_->positions(seq_len, device);
 }
 
+at::Tensor ParallelModel::eval_loss_sum(const Tensor& inputs, const Tensor& targets,
+                                        const ForwardOptions& options) const {
+  at::NoGradGuard no_grad;
+  Tensor loss = model_.loss_sum(inputs, targets, *dp_, options);
+  dp_->end_forward_only();
+  return loss;
+}
+
 void ParallelModel::finish_gradients() {
   dp_->finish_gradients();
   tp_->finish_gradients(dp_->params());

@@ -56,6 +56,10 @@ class ParallelModel {
                       const ForwardOptions& options) const {
     return model_.loss_sum(inputs, targets, *dp_, options);
   }
+  // The same without autograd, for evaluation: no gradient, and every gathered unit is freed
+  // afterwards. Every rank of the mesh must call it together (it communicates as training does).
+  at::Tensor eval_loss_sum(const at::Tensor& inputs, const at::Tensor& targets,
+                           const ForwardOptions& options) const;
   // This rank's cp tokens of [B, T] sequences, and their RoPE positions (none without cp).
   at::Tensor shard_sequence(const at::Tensor& x) const { return cp_->shard(x); }
   std::optional<at::Tensor> positions(int64_t seq_len, at::Device device) const;

@@ -221,6 +221,14 @@ at::Tensor DataParallel::release(int unit, at::Tensor output) {
 
 void DataParallel::arm_gradient_sync() { sync_armed_ = true; }
 
+void DataParallel::end_forward_only() {
+  for (auto& u : units_) {
+    if (u->prefetching) gather(*u);  // wait for it: its buffer must not be freed under the collective
+    free(*u);
+  }
+  last_acquired_ = -1;
+}
+
 void DataParallel::finish_gradients() {
   for (auto& u : units_) {
     if (u->prefetching) gather(*u);  // none is left in flight normally; never leave one

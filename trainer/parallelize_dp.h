@@ -97,6 +97,9 @@ class DataParallel : public WeightSource {
   // Scales every gradient by `factor`.
   void scale_gradients(double factor);
   void zero_grad();
+  // After a forward without backward (evaluation): frees every unit still gathered (the root
+  // stays gathered after a forward, waiting for a backward that will not come).
+  void end_forward_only();
   // Bytes this rank holds in parameters (for logs/tests).
   int64_t local_param_numel() const;
 

@@ -153,7 +153,7 @@ TensorParallel::TensorParallel(Model& model, Communicator& comm, TpOptions optio
   replicas_.resize(model_.num_units());
   if (t_ == 1) return;
   const ModelSpec& m = model_.spec();
-  const int64_t D = m.head_dim, kv = m.num_key_value_heads;
+  const int64_t kv = m.num_key_value_heads;
   // kv heads: split when t divides them, else (t a multiple of kv, core's validation) each rank
   // holds head r / (t / kv), a copy shared with the other t / kv ranks of that head.
   const bool kv_copied = t_ > kv;
@@ -163,7 +163,7 @@ TensorParallel::TensorParallel(Model& model, Communicator& comm, TpOptions optio
     UnitLayout local;
     int64_t offset = 0;
     for (const ParamInfo& p : full.params) {
-      ParamInfo q = p;
+      const ParamInfo q = tp_local_param(p, m, t_);
       Replica rep;
       rep.offset = offset;
       switch (style_of(p.name)) {
@@ -173,18 +173,15 @@ TensorParallel::TensorParallel(Model& model, Communicator& comm, TpOptions optio
           break;
         case TpStyle::colwise:
         case TpStyle::vocab:
-          q.shape[0] /= t_;
           rep.copies = 1;
           break;
         case TpStyle::colwise_kv:
-          q.shape[0] = kv_copied ? D : q.shape[0] / t_;
           rep.copies = kv_per_head;
           rep.groups = kv_copied ? static_cast<int>(kv) : 1;
           rep.group = kv_copied ? r_ / kv_per_head : 0;
           rep.partial = kv_copied;
           break;
         case TpStyle::rowwise:
-          q.shape[1] /= t_;
           rep.copies = 1;
           break;
       }
@@ -219,6 +216,52 @@ TensorParallel::TensorParallel(Model& model, Communicator& comm, TpOptions optio
     return vocab_parallel_cross_entropy_sum(logits.reshape({-1, logits.size(-1)}),
                                             targets.reshape(-1), *c);
   };
+}
+
+ParamInfo tp_local_param(const ParamInfo& full, const ModelSpec& spec, int t) {
+  ParamInfo q = full;
+  if (t == 1) return q;
+  switch (style_of(full.name)) {
+    case TpStyle::replicate:
+      break;
+    case TpStyle::colwise:
+    case TpStyle::vocab:
+      q.shape[0] /= t;
+      break;
+    case TpStyle::colwise_kv:
+      // kv heads: split when t divides them, else one (copied) head per rank.
+      q.shape[0] = t > spec.num_key_value_heads ? spec.head_dim : q.shape[0] / t;
+      break;
+    case TpStyle::rowwise:
+      q.shape[1] /= t;
+      break;
+  }
+  return q;
+}
+
+at::Tensor tp_unsplit(const ParamInfo& full, const ModelSpec& spec, const std::vector<Tensor>& pieces) {
+  const int t = static_cast<int>(pieces.size());
+  const ParamInfo local = tp_local_param(full, spec, t);
+  std::vector<Tensor> parts;
+  for (const Tensor& p : pieces) parts.push_back(p.reshape(local.shape));
+  if (t == 1) return parts[0].contiguous();
+  switch (style_of(full.name)) {
+    case TpStyle::replicate:
+      return parts[0].contiguous();
+    case TpStyle::colwise:
+    case TpStyle::vocab:
+      return at::cat(parts, 0);
+    case TpStyle::colwise_kv: {
+      const int64_t kv = spec.num_key_value_heads;
+      if (t <= kv) return at::cat(parts, 0);
+      std::vector<Tensor> heads;  // head h lives on ranks h * (t / kv) ...
+      for (int64_t h = 0; h < kv; ++h) heads.push_back(parts[h * (t / kv)]);
+      return at::cat(heads, 0);
+    }
+    case TpStyle::rowwise:
+      return at::cat(parts, 1);
+  }
+  return {};
 }
 
 at::Tensor TensorParallel::localize(int unit, const at::Tensor& full) const {

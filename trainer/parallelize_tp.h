@@ -54,6 +54,13 @@ struct TpPlanEntry {
 // The plan: every parameter of the model appears exactly once.
 const std::vector<TpPlanEntry>& tp_plan();
 
+// The piece of a full parameter that one of t tp ranks holds, by the plan (its shape; the same
+// on every rank). The trainer's local layouts and the exporter both use it.
+ParamInfo tp_local_param(const ParamInfo& full, const ModelSpec& spec, int t);
+// The full parameter back from the pieces of every tp rank (pieces[r] shaped tp_local_param;
+// the inverse of TensorParallel::localize). Copies of a kv head are taken from their first rank.
+at::Tensor tp_unsplit(const ParamInfo& full, const ModelSpec& spec, const std::vector<at::Tensor>& pieces);
+
 struct TpOptions {
   bool sequence_parallel = true;
 };

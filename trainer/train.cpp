@@ -18,6 +18,7 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include "core/mesh_json.h"
 #include "core/metrics.h"
 #include "core/run_config.h"
 #include "trainer/checkpoint.h"
@@ -25,6 +26,7 @@
 #include "trainer/cpu_memory.h"
 #include "trainer/data.h"
 #include "trainer/hf/checkpoint_loader.h"
+#include "trainer/hf/export.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics_sink.h"
 #include "trainer/model.h"
@@ -103,9 +105,11 @@ class Trainer {
   void announce();
   int train();
   StepResult train_step(int64_t step);
-  Tensor micro_batch(int64_t step, int64_t m);
+  Tensor micro_batch(const TokenData& data, int64_t step, int64_t m);
   void record_step(int64_t step, const StepResult& s);
   void save_checkpoint(int64_t steps_done);
+  void evaluate(int64_t steps_done);
+  int save_hf();
 
   // Ends the run with `msg` (log, end record and, when tell, rank 0's stderr); returns `code`.
   int fail(int code, const std::string& msg, bool tell = false);
@@ -128,6 +132,8 @@ class Trainer {
   at::ScalarType dtype_ = at::kFloat;
   fs::path data_path_;
   std::unique_ptr<TokenData> data_;
+  std::unique_ptr<TokenData> eval_data_;  // --eval-data; null: no evaluation
+  int64_t eval_batches_ = 0;              // global batches per evaluation
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<hf::HfCheckpoint> checkpoint_;  // --init hf: the mapped files, while loading
@@ -220,6 +226,23 @@ int Trainer::setup() {
   auto data = TokenData::open(data_path_, spec_.vocab_size);
   if (!data.ok()) return fail(2, data.error().message(), /*tell=*/true);
   data_ = std::move(*data);
+  if (o_.run.eval_data.is_string()) {
+    auto eval = TokenData::open(o_.run.eval_data.get<std::string>(), spec_.vocab_size);
+    if (!eval.ok()) {
+      Error e = eval.error();
+      e.field = "--eval-data";
+      return fail(2, e.message(), /*tell=*/true);
+    }
+    eval_data_ = std::move(*eval);
+    const int64_t seqs = eval_data_->num_sequences(t_.seq_len);
+    if (seqs < 1)
+      return fail(2, "--eval-data: " + o_.run.eval_data.get<std::string>() + ": at least seq_len + 1 = " +
+                         std::to_string(t_.seq_len + 1) + " tokens", /*tell=*/true);
+    eval_batches_ = t_.eval_batches > 0 ? t_.eval_batches : std::max<int64_t>(1, seqs / t_.global_batch);
+  }
+  std::error_code exists_ec;
+  if (!o_.run.save_hf.empty() && fs::exists(o_.run.save_hf, exists_ec))
+    return fail(2, "--save-hf: " + o_.run.save_hf + ": a directory that does not exist yet", /*tell=*/true);
 
   if (int rc = connect()) return rc;
   if (int rc = build_model()) return rc;
@@ -339,10 +362,26 @@ void Trainer::record_load(double seconds, int64_t rss_before) {
 // checkpoint, which must be of the same model, mesh, global batch and seq len.
 int Trainer::resume() {
   ckpt_dir_ = o_.checkpoint_dir.empty() ? run_file("checkpoints") : fs::path(o_.checkpoint_dir);
-  meta_ = nlohmann::json{{"mesh", shape_.to_string()}, {"world", env_.world_size},
-                         {"model", spec_.name},        {"seed", t_.seed},
-                         {"global_batch", t_.global_batch}, {"seq_len", t_.seq_len}}
-              .dump();
+  // What resume must match, and what `meshtrain export` needs to consolidate the ranks' files
+  // (trainer/hf/export.h): the model's config, the mesh shape, the group FSDP sharded over,
+  // the precision and the model directory (tokenizer files).
+  nlohmann::json meta = {{"mesh", shape_.to_string()},
+                         {"world", env_.world_size},
+                         {"model", spec_.name},
+                         {"seed", t_.seed},
+                         {"global_batch", t_.global_batch},
+                         {"seq_len", t_.seq_len},
+                         {"model_config", model_spec_to_json(spec_)},
+                         {"mesh_shape", to_json(shape_)},
+                         {"fsdp_group", std::string(group_name(layout_.fsdp_group()))},
+                         {"precision", std::string(to_string(t_.precision))}};
+  if (o_.run.model.is_string()) {
+    std::error_code ec;
+    const fs::path given = o_.run.model.get<std::string>();
+    if (fs::is_directory(given, ec)) meta["model_dir"] = fs::absolute(given).string();
+    else if (fs::is_regular_file(given, ec)) meta["model_dir"] = fs::absolute(given).parent_path().string();
+  }
+  meta_ = meta.dump();
   if (!o_.resume) return 0;
   auto latest = latest_checkpoint(ckpt_dir_);
   if (!latest) {
@@ -431,18 +470,66 @@ int Trainer::train() {
           std::string(pp) + ".step" + std::to_string(step) + ".rank" + std::to_string(rank_));
     record_step(step, train_step(step));
     if (t_.checkpoint_every > 0 && (step + 1) % t_.checkpoint_every == 0) save_checkpoint(step + 1);
+    if (eval_data_ && t_.eval_every > 0 && (step + 1) % t_.eval_every == 0) evaluate(step + 1);
   }
+  // The final evaluation, unless the last step just had one.
+  if (eval_data_ && !(t_.eval_every > 0 && t_.steps % t_.eval_every == 0)) evaluate(t_.steps);
+  if (int rc = save_hf()) return rc;
   comm_->barrier(comm_->world());
   log_("done: ", t_.steps, " steps");
   end("ok", "");
   return 0;
 }
 
+// --save-hf: a checkpoint of the final weights (unless the last step wrote one), then rank 0
+// exports it like `meshtrain export` (trainer/hf/export.h). The other ranks wait at a barrier,
+// so the run ends when the export is in place.
+int Trainer::save_hf() {
+  if (o_.run.save_hf.empty()) return 0;
+  if (!(t_.checkpoint_every > 0 && t_.steps % t_.checkpoint_every == 0)) save_checkpoint(t_.steps);
+  int rc = 0;
+  if (rank_ == 0) {
+    hf::ExportOptions eo;
+    eo.checkpoint = checkpoint_step_dir(ckpt_dir_, t_.steps);
+    eo.out = o_.run.save_hf;
+    auto done = hf::export_checkpoint(eo);
+    if (!done.ok()) rc = fail(3, "--save-hf: " + done.error().message(), /*tell=*/true);
+    else log_("exported ", eo.checkpoint.string(), " to ", eo.out.string(), " (", done->tensors, " tensors)");
+  }
+  comm_->barrier(comm_->world());
+  return rc;
+}
+
+// Mean next-token loss over the held-out sequences: batch b of an evaluation is sequences
+// b*G .. b*G + G - 1 of the eval data (data.h's order, the same for every shape), read by the
+// data-parallel ranks as a training step reads its batch; forward only, every rank taking part.
+void Trainer::evaluate(int64_t steps_done) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Tensor local = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device_));
+  for (int64_t b = 0; b < eval_batches_; ++b)
+    for (int64_t m = 0; m < accum_; ++m) {
+      Tensor seqs = micro_batch(*eval_data_, b, m);
+      Tensor inputs = pm_->shard_sequence(seqs.narrow(1, 0, t_.seq_len));
+      Tensor targets = pm_->shard_sequence(seqs.narrow(1, 1, t_.seq_len));
+      local += pm_->eval_loss_sum(inputs, targets, fo_).to(at::kDouble);
+    }
+  comm_->all_reduce(local, GroupKind::dp_cp);
+  EvalRecord r;
+  r.step = steps_done - 1;  // the step it follows, as step records count
+  r.rank = rank_;
+  r.time = now_unix();
+  r.tokens = eval_batches_ * t_.global_batch * static_cast<int64_t>(t_.seq_len);
+  r.loss = local.item<double>() / static_cast<double>(r.tokens);
+  r.eval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  sink_.write(to_json_line(r));
+  log_("eval after step ", steps_done, ": loss ", r.loss, " over ", r.tokens, " tokens");
+}
+
 // The sequences of micro-batch m of `step` this dp rank reads, [micro_batch, seq_len + 1].
-Tensor Trainer::micro_batch(int64_t step, int64_t m) {
+Tensor Trainer::micro_batch(const TokenData& data, int64_t step, int64_t m) {
   auto idx = TokenData::batch_indices(step, t_.global_batch, dp_rank_, dp_size_, m, t_.micro_batch);
   for (size_t i = 0; i < idx.size(); ++i)
-    data_->sequence(idx[i], t_.seq_len, buf_.data() + i * (t_.seq_len + 1));
+    data.sequence(idx[i], t_.seq_len, buf_.data() + i * (t_.seq_len + 1));
   return at::from_blob(buf_.data(), {t_.micro_batch, t_.seq_len + 1}, at::kLong).to(device_);
 }
 
@@ -457,7 +544,7 @@ StepResult Trainer::train_step(int64_t step) {
 
   Tensor local_loss = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device_));
   for (int64_t m = 0; m < accum_; ++m) {
-    Tensor seqs = micro_batch(step, m);
+    Tensor seqs = micro_batch(*data_, step, m);
     // cp ranks of one replica read the same sequences and keep their load-balanced chunks.
     Tensor inputs = pm_->shard_sequence(seqs.narrow(1, 0, t_.seq_len));
     Tensor targets = pm_->shard_sequence(seqs.narrow(1, 1, t_.seq_len));

@@ -63,6 +63,8 @@ ComparePage::ComparePage(StoreWorker* worker, RunsModel* runs, QWidget* parent)
   auto* controls = new_control_row(right);
   metric_ = new QComboBox(right);
   for (const std::string& k : step_series_keys()) metric_->addItem(QString::fromStdString(k), QString::fromStdString(k));
+  // Validation loss of runs with --eval-data (eval records, docs/metrics.md).
+  metric_->addItem(QString::fromLatin1(kEvalLossKey), QString::fromLatin1(kEvalLossKey));
   x_axis_ = new QComboBox(right);
   x_axis_->addItem(tr("step"), static_cast<int>(store::XAxis::step));
   x_axis_->addItem(tr("tokens"), static_cast<int>(store::XAxis::tokens));

@@ -96,6 +96,7 @@ std::shared_ptr<MonitorFrame> load_monitor_frame(store::RunStore* store, store::
       f->source_points = (*s)[0].source_points;
     }
   }
+  f->eval_loss = one(kEvalLossKey, shown, store::Aggregate::none);
   f->lr = one("lr", shown, store::Aggregate::none);
   f->grad_norm = one("grad_norm", shown, store::Aggregate::none);
   // Per-rank quantities: the chosen rank, or the mean over ranks.

@@ -39,6 +39,7 @@ struct MonitorFrame {
   int pixels = 0;                  // the chart width the series were decimated for
   using Points = std::vector<store::Point>;
   Points loss, lr, grad_norm, tokens_per_s, mfu, step_s, compute;
+  Points eval_loss;  // validation loss (eval records, docs/metrics.md); empty without --eval-data
   std::array<Points, kAxisCount> comm;  // indexed by Axis
   std::vector<Points> mem, mem_peak;  // per rank
   // Per rank at its latest step: seconds in each axis's collectives, then compute.

@@ -175,6 +175,8 @@ MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
   // Lines that do not depend on the run's shape.
   loss_->add_line(tr("raw"), {ink(), 1.0, 0.22, Qt::SolidLine, false, false});
   loss_->add_line(tr("loss"), {ink(), 2.0, 1.0, Qt::SolidLine, false, false});
+  // Validation loss (--eval-data): a few points, drawn as its own line with a legend entry.
+  loss_->add_line(tr("eval loss"), {lr_color(), 2.0, 1.0, Qt::DashLine, true, false});
   lr_->add_line(tr("lr"), {lr_color(), 1.8, 1.0, Qt::SolidLine, false, false});
   grad_->add_line(tr("grad norm"), {grad_color(), 1.4, 1.0, Qt::SolidLine, false, false});
   tput_->add_line(tr("tokens/s (run)"), {ink(), 1.8, 1.0, Qt::SolidLine, true, false});
@@ -387,6 +389,7 @@ void MonitorPage::draw(const std::shared_ptr<const MonitorFrame>& fp) {
 
   loss_->set_points(0, f.loss);
   loss_->set_points(1, smooth(f.loss, smoothing_weight_));
+  loss_->set_points(2, f.eval_loss);
   // (Worded so it changes with the run's size, not with every frame's count of decimated points.)
   loss_->set_note(f.source_points > static_cast<int64_t>(f.loss.size())
                       ? tr("min/max per pixel of %1 points").arg(format_count(static_cast<double>(f.source_points)))

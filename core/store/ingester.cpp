@@ -54,6 +54,7 @@ Ingester::Ingester(sqlite3* db)
                  " ORDER BY step DESC LIMIT 1"),
       key_new_(db, "INSERT OR IGNORE INTO keys(name) VALUES (?1)"),
       key_get_(db, "SELECT id FROM keys WHERE name = ?1"),
+      extra_new_(db, "INSERT OR IGNORE INTO metrics_extra(run, key, rank, step, value) VALUES (?1,?2,?3,?4,?5)"),
       event_(db, "INSERT INTO events(run, time, level, text) VALUES (?1, ?2, ?3, ?4)"),
       rank_start_(db,
                   "INSERT INTO ranks(run, rank, node, host, pid, started) VALUES (?1,?2,?3,?4,?5,?6)"
@@ -80,7 +81,7 @@ Ingester::Ingester(sqlite3* db)
 
 Status Ingester::prepared() const {
   for (const sql::Stmt* s :
-       {&run_exists_, &source_get_, &source_new_, &source_put_, &step_new_, &step_prev_, &step_last_, &key_new_, &key_get_, &event_, &rank_start_, &run_running_,
+       {&run_exists_, &source_get_, &source_new_, &source_put_, &step_new_, &step_prev_, &step_last_, &key_new_, &extra_new_, &key_get_, &event_, &rank_start_, &run_running_,
         &run_world_, &run_config_, &rank_end_, &run_failed_, &run_stopped_, &run_ok_})
     if (!s->ok()) return s->error();
   if (!buckets_.ok()) return Error{"database", "buckets", "cannot prepare the bucket upsert"}.as(ErrorKind::io);
@@ -183,6 +184,37 @@ Status Ingester::on_step(RunId run, const StepRecord& r, IngestCounts& counts) {
   return Status::Ok();
 }
 
+// An eval record: one point of the "eval_loss" series (a metrics_extra row, like every key that
+// is not a step column), at the step it follows, with that step's time and cumulative tokens
+// when the step is stored (its x on the time and tokens axes).
+Status Ingester::on_eval(RunId run, const EvalRecord& r, IngestCounts& counts) {
+  Result<int64_t> key = key_id(kEvalLossKey);
+  if (!key) return key.error();
+  Result<RankState*> state = rank_state(run, r.rank);
+  if (!state) return state.error();
+  BucketPoint p{r.step, r.time, 0, r.loss};
+  if (r.step == (*state)->last_step) {
+    p.tokens = (*state)->tokens;
+  } else {
+    step_prev_.bind(1, run).bind(2, r.rank).bind(3, r.step + 1);  // the row at r.step or before
+    Result<bool> prev = step_prev_.step();
+    if (!prev) return prev.error();
+    if (*prev) {
+      p.tokens = step_prev_.real(0);
+      step_prev_.reset();
+    }
+  }
+  if (Status s = extra_new_.bind(1, run).bind(2, *key).bind(3, r.rank).bind(4, r.step).bind(5, r.loss).run(); !s)
+    return s;
+  if (sqlite3_changes(db_) != 1) {
+    ++counts.duplicates;
+    return Status::Ok();
+  }
+  ++counts.points;
+  buckets_.add(run, *key, r.rank, p);
+  return Status::Ok();
+}
+
 Status Ingester::on_start(RunId run, const StartRecord& r) {
   if (Status s = rank_start_.bind(1, run).bind(2, r.rank).bind(3, r.node).bind(4, r.host)
                      .bind(5, r.pid).bind(6, r.time).run();
@@ -277,6 +309,7 @@ Result<IngestCounts> Ingester::ingest(RunId run, std::string_view source, uint64
           using T = std::decay_t<decltype(r)>;
           if constexpr (std::is_same_v<T, StepRecord>) return on_step(run, r, counts);
           else if constexpr (std::is_same_v<T, StartRecord>) return on_start(run, r);
+          else if constexpr (std::is_same_v<T, EvalRecord>) return on_eval(run, r, counts);
           else return on_end(run, r);
         },
         *rec);

@@ -48,6 +48,7 @@ class Ingester {
   };
   Status on_start(RunId run, const StartRecord& r);
   Status on_step(RunId run, const StepRecord& r, IngestCounts& counts);
+  Status on_eval(RunId run, const EvalRecord& r, IngestCounts& counts);
   Status on_end(RunId run, const EndRecord& r);
   Result<RankState*> rank_state(RunId run, int rank);
   Status malformed_event(RunId run, std::string_view source, uint64_t offset,
@@ -56,7 +57,7 @@ class Ingester {
   sqlite3* db_;
   sql::Stmt run_exists_, source_get_, source_new_, source_put_;
   sql::Stmt step_new_, step_prev_, step_last_;
-  sql::Stmt key_new_, key_get_, event_;
+  sql::Stmt key_new_, key_get_, extra_new_, event_;
   sql::Stmt rank_start_, run_running_, run_world_, run_config_;
   sql::Stmt rank_end_, run_failed_, run_stopped_, run_ok_;
   BucketWriter buckets_;

@@ -24,8 +24,13 @@ TEST(RunConfigFlags, EveryFlagSetsItsField) {
                             "--seed", "5", "--dp-replicate", "2", "--dp-shard", "auto", "--cp", "1", "--tp", "2",
                             "--sequence-parallel", "off", "--fsdp-grad-sync", "step", "--precision", "bf16",
                             "--activation-checkpointing", "full", "--device", "cuda", "--checkpoint-every", "4",
-                            "--peak-tflops", "12.5", "--max-grad-norm", "0"})
+                            "--peak-tflops", "12.5", "--max-grad-norm", "0", "--eval-data", "/d/val.bin",
+                            "--eval-every", "50", "--eval-batches", "3", "--save-hf", "/out/hf"})
                   .ok());
+  EXPECT_EQ(c.eval_data, "/d/val.bin");
+  EXPECT_EQ(c.save_hf, "/out/hf");
+  EXPECT_EQ(c.training.eval_every, 50);
+  EXPECT_EQ(c.training.eval_batches, 3);
   EXPECT_EQ(c.model, "small");
   EXPECT_EQ(c.data, "/d/shards");
   EXPECT_EQ(c.mesh, (MeshShape{2, -1, 1, 2}));
@@ -59,6 +64,10 @@ TEST(RunConfigFlags, WrittenBackReadsBackEqual) {
   c.training.fsdp_grad_sync = FsdpGradSync::step;
   c.training.sequence_parallel = false;
   c.training.init = WeightInit::random;
+  c.eval_data = "val.bin";
+  c.training.eval_every = 10;
+  c.training.eval_batches = 2;
+  c.save_hf = "out/hf";
   const std::vector<std::string> flags = run_config_to_flags(c);
   RunConfig back;
   ASSERT_TRUE(apply_all(back, flags).ok());

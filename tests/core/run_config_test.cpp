@@ -15,11 +15,17 @@ TEST(RunConfig, RoundTripsThroughJsonAndFile) {
   c.training.steps = 50;
   c.training.precision = Precision::bf16;
   c.training.activation_checkpointing = ActivationCheckpointing::full;
+  c.training.eval_every = 25;
+  c.training.eval_batches = 4;
+  c.eval_data = "/data/val";
+  c.save_hf = "/out/hf";
   c.nodes = {{"local", 4, {{"gpus", 0}}}, {"user@host:2222", 4, nlohmann::json::object()}};
   auto back = run_config_from_json(to_json(c));
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_EQ(back->mesh, c.mesh);
   EXPECT_EQ(back->training, c.training);
+  EXPECT_EQ(back->eval_data, "/data/val");
+  EXPECT_EQ(back->save_hf, "/out/hf");
   EXPECT_EQ(back->nodes.size(), 2u);
   EXPECT_EQ(back->nodes[0].extra["gpus"], 0);
   EXPECT_EQ(back->world_size(), 8);
@@ -46,6 +52,35 @@ TEST(RunConfig, BadValuesNameTheField) {
   ASSERT_FALSE(v.ok());
   EXPECT_EQ(v.error().field, "v");
   EXPECT_FALSE(load_run_config("/nonexistent/x.json").ok());
+  auto e = run_config_from_json({{"eval_data", 3}});
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().message(), "eval_data: 3: must be a path or null");
+  auto k = run_config_from_json({{"training", {{"eval_every", -1}}}});
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.error().field, "training.eval_every");
+}
+
+TEST(Metrics, EvalRecordRoundTrips) {
+  EvalRecord e;
+  e.step = 19;
+  e.rank = 3;
+  e.time = 1795336890.125;
+  e.loss = 2.7431;
+  e.tokens = 512;
+  e.eval_s = 0.21;
+  auto r = parse_metrics_line(to_json_line(e));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_TRUE(std::holds_alternative<EvalRecord>(*r));
+  const EvalRecord& b = std::get<EvalRecord>(*r);
+  EXPECT_EQ(b.step, 19);
+  EXPECT_EQ(b.rank, 3);
+  EXPECT_EQ(b.time, e.time);
+  EXPECT_EQ(b.loss, e.loss);
+  EXPECT_EQ(b.tokens, 512);
+  EXPECT_EQ(b.eval_s, 0.21);
+  auto missing = parse_metrics_line(R"({"v":1,"type":"eval","step":1,"rank":0})");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message().find("loss"), std::string::npos);
 }
 
 TEST(Metrics, StepRecordRoundTrips) {

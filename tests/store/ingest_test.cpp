@@ -1,5 +1,6 @@
 // Ingest of metrics JSON lines: records to rows, exactly-once offsets, idempotent re-ingest,
 // malformed and unknown lines counted and reported, run status from end records.
+#include <algorithm>
 #include <fstream>
 
 #include "test_util.h"
@@ -235,6 +236,70 @@ TEST(StoreIngest, RunsAreRenamedResolvedAndDeletedWithEverything) {
   ASSERT_TRUE(runs.ok());
   ASSERT_EQ(runs->size(), 2u);
   EXPECT_EQ((*runs)[0].name, "other");  // newest first
+}
+
+}  // namespace
+}  // namespace meshwork::store
+
+namespace meshwork::store {
+namespace {
+
+std::string eval_line(int rank, int64_t step, double loss) {
+  EvalRecord e;
+  e.rank = rank;
+  e.step = step;
+  e.time = 1000.0 + static_cast<double>(step);
+  e.loss = loss;
+  e.tokens = 512;
+  e.eval_s = 0.1;
+  return to_json_line(e) + "\n";
+}
+
+// Eval records (--eval-data) become the "eval_loss" series: one point per record at its step,
+// queryable like any series (step and tokens axes), stored once however often re-ingested.
+TEST(StoreIngest, EvalRecordsAreTheEvalLossSeries) {
+  testing::TempDir dir;
+  auto store = testing::open_store(dir / "runs.db");
+  auto run = store->create_run("eval", nlohmann::json::object(), nlohmann::json::object());
+  ASSERT_TRUE(run.ok());
+  std::string text = testing::start_line(0, 1);
+  for (int s = 0; s < 20; ++s) {
+    text += testing::step_line(0, s, 5.0 - 0.1 * s);
+    if ((s + 1) % 10 == 0) text += eval_line(0, s, 4.0 - 0.01 * s);
+  }
+  text += testing::end_line(0, "ok");
+  auto c = store->ingest_chunk(*run, "metrics.jsonl", 0, text);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->malformed + c->unknown + c->duplicates, 0);
+  EXPECT_EQ(c->points, 20 * 15 + 2);
+  auto keys = store->keys(*run);
+  ASSERT_TRUE(keys.ok());
+  EXPECT_NE(std::find(keys->begin(), keys->end(), kEvalLossKey), keys->end());
+
+  SeriesQuery q;
+  q.runs = {*run};
+  q.key = kEvalLossKey;
+  auto s = store->query_series(q);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  ASSERT_EQ(s->size(), 1u);
+  ASSERT_EQ((*s)[0].points.size(), 2u);
+  EXPECT_EQ((*s)[0].points[0].x, 9);
+  EXPECT_DOUBLE_EQ((*s)[0].points[0].y, 4.0 - 0.09);
+  EXPECT_EQ((*s)[0].points[1].x, 19);
+  EXPECT_DOUBLE_EQ((*s)[0].points[1].y, 4.0 - 0.19);
+  // On the tokens axis an eval point sits at the cumulative tokens of the step it follows.
+  q.x = XAxis::tokens;
+  auto by_tokens = store->query_series(q);
+  ASSERT_TRUE(by_tokens.ok()) << by_tokens.error().message();
+  ASSERT_EQ((*by_tokens)[0].points.size(), 2u);
+  EXPECT_EQ((*by_tokens)[0].points[0].x, testing::count(*store, "SELECT tokens FROM steps WHERE step = 9"));
+  EXPECT_EQ((*by_tokens)[0].points[1].x, testing::count(*store, "SELECT tokens FROM steps WHERE step = 19"));
+
+  // A second ingest of the same lines from the start (another source name) stores nothing new.
+  auto again = store->ingest_chunk(*run, "copy.jsonl", 0, text);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->points, 0);
+  EXPECT_EQ(testing::count(*store, "SELECT count(*) FROM metrics_extra"), 2);
 }
 
 }  // namespace

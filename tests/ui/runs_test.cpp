@@ -18,6 +18,7 @@
 #include <fstream>
 #include <set>
 
+#include "core/metrics.h"
 #include "test_support.h"
 #include "ui/bar_chart.h"
 #include "ui/compare_model.h"
@@ -188,6 +189,61 @@ class RunsTest : public QObject {
     QTRY_COMPARE(m->status_label()->text(), QStringLiteral("ok"));
     QVERIFY(m->breakdown_chart()->bar_count() == 2 * 2);  // 2 ranks x (dp_shard, compute)
     page->model()->unfollow_files();
+  }
+
+  // A run recorded with --eval-data: its eval records are the loss chart's "eval loss" line
+  // (one point per evaluation, at the step it follows) and the eval_loss metric of Compare.
+  void evalLossIsDrawnInLossChartAndCompare() {
+    fresh_db();
+    MainWindow w(false);
+    w.resize(1400, 900);
+    w.show();
+    w.set_mode(Mode::runs);
+    RunsPage* page = w.runs_page();
+    const qint64 id = import(page, kData + "/fsdp-1x2-eval.jsonl", false);
+    QVERIFY(id > 0);
+    const qint64 plain = import(page, kData + "/fsdp-1x2.jsonl", false);
+    QVERIFY(plain > 0);
+    page->open_run(id);
+    MonitorPage* m = page->monitor();
+    QTRY_VERIFY(m->model()->frame() != nullptr);
+    QTRY_COMPARE(m->loss_chart()->point_count(1), 8);
+    QCOMPARE(m->loss_chart()->line_count(), 3);
+    QCOMPARE(m->loss_chart()->point_count(2), 2);  // evaluations after steps 3 and 7
+    const auto& eval = m->model()->frame()->eval_loss;
+    QCOMPARE(eval.size(), size_t{2});
+    QCOMPARE(eval[0].x, 3.0);
+    QCOMPARE(eval[1].x, 7.0);
+    QVERIFY(eval[1].y > 4 && eval[1].y < eval[0].y);  // byte-level tiny model, learning
+    // Drawn where Qt Charts maps the point, inside the plot.
+    const QPointF at = m->loss_chart()->map_to_widget(QPointF(eval[1].x, eval[1].y), 2);
+    QVERIFY(m->loss_chart()->rect().contains(at.toPoint()));
+    // A run without --eval-data has no eval line points.
+    page->open_run(plain);
+    QTRY_VERIFY(m->model()->frame() && m->model()->frame()->run == plain);
+    QTRY_COMPARE(m->loss_chart()->point_count(1), 8);
+    QCOMPARE(m->loss_chart()->point_count(2), 0);
+
+    page->select_runs({static_cast<store::RunId>(id), static_cast<store::RunId>(plain)});
+    Q_EMIT page->compare_requested(page->selected_runs());
+    QCOMPARE(w.mode(), Mode::compare);
+    ComparePage* c = w.compare_page();
+    QTRY_COMPARE(c->series_count(), 2);
+    c->set_smoothing(0);
+    c->set_metric(QString::fromLatin1(meshwork::kEvalLossKey));
+    QTRY_COMPARE(c->model()->query().key, std::string(meshwork::kEvalLossKey));
+    auto points_of = [&](qint64 run) -> int {
+      const auto& f = c->model()->frame();
+      if (!f) return -1;
+      for (const auto& series : f->series)
+        if (series.run == run) return static_cast<int>(series.points.size());
+      return -1;
+    };
+    QTRY_COMPARE(points_of(id), 2);
+    QCOMPARE(points_of(plain), 0);  // the run without evaluations
+    int drawn = 0;
+    for (int i = 0; i < c->chart()->line_count(); ++i) drawn += c->chart()->point_count(i);
+    QCOMPARE(drawn, 2);
   }
 
   void compareShowsSeriesAndExactConfigDiff() {

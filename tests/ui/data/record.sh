@@ -5,6 +5,8 @@
 #   fsdp-1x2.jsonl          dp_shard 2
 #   ddp-2x1.jsonl           dp_replicate 2
 #   fsdp-1x2-lr1e-3.jsonl   dp_shard 2, lr 1e-3
+#   fsdp-1x2-eval.jsonl     dp_shard 2, validation loss on the bundled corpus every 4 steps
+#                           (eval records; the path is relative to the repository root)
 # Usage: tests/ui/data/record.sh [MESHTRAIN]   (default: $MESHWORK_BUILD_DIR/bin/meshtrain)
 set -euo pipefail
 source "$(dirname "$0")/../../../scripts/env.sh"
@@ -23,3 +25,4 @@ record() {
 record fsdp-1x2 --dp-shard 2
 record ddp-2x1 --dp-replicate 2
 record fsdp-1x2-lr1e-3 --dp-shard 2 --lr 1e-3
+(cd "$MESHWORK_ROOT" && record fsdp-1x2-eval --dp-shard 2 --eval-data resources/data/kjv.bin --eval-every 4 --eval-batches 2)
