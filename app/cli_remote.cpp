@@ -321,7 +321,7 @@ int launch_main(const Args& args) {
                   {"--nproc-per-node", "N", ""}, {"--config", "FILE", ""}, {"--db", "PATH", ""},
                   {"--name", "NAME", ""}, {"--detach", "", ""}, {"--remote-root", "DIR", ""},
                   {"--master-addr", "A", ""}, {"--master-port", "P", ""}, {"--meshtrain", "BIN", ""},
-                  {"--max-restarts", "N", ""}},
+                  {"--max-restarts", "N", ""}, {"--bundle", "FILE", ""}, {"--bundle-root", "DIR", ""}},
                  "meshwork launch", /*run_config=*/true);
   if (!p) return refuse(p.error());
   if (p->switches.count("--help")) {
@@ -330,7 +330,7 @@ int launch_main(const Args& args) {
     std::cout << "usage: meshwork launch --hostfile F | --hosts H1,H2 | --local  --nproc-per-node N\n"
                  "         [--config FILE] [run config flags, as meshtrain's] [--db PATH] [--name NAME]\n"
                  "         [--detach] [--remote-root DIR] [--master-addr A] [--master-port P]\n"
-                 "         [--meshtrain BIN] [--max-restarts N]\n"
+                 "         [--meshtrain BIN] [--max-restarts N] [--bundle FILE] [--bundle-root DIR]\n"
                  "Run config flags set the fields of --config's run config (or of the defaults):\n  "
               << run_flags << "\n"
               << "Probes the nodes, checks the layout against them, deploys meshtrain and the run config\n"
@@ -341,6 +341,10 @@ int launch_main(const Args& args) {
                  "--max-restarts N: when a rank fails, every node starts all its ranks again from the\n"
                  "latest checkpoint (--checkpoint-every K), at most N times; done on the nodes, so it\n"
                  "works with --detach too.\n"
+                 "--bundle FILE: run a runtime bundle (scripts/bundle cpu|cuda: meshtrain with its libraries)\n"
+                 "instead of --meshtrain, for nodes without LibTorch: uploaded once per node or shared\n"
+                 "filesystem into --bundle-root (default ~/.cache/meshwork/bundles), skipped when there,\n"
+                 "resumed after a cut link. A CUDA run checks each node's driver against the bundle first.\n"
                  "Exit 0: the run succeeded (or started, with --detach); 3: it failed; 2: invalid input.\n"
               << kSshHelp;
     return kExitOk;
@@ -362,7 +366,22 @@ int launch_main(const Args& args) {
     std::lock_guard lock(g_out_mu);
     std::cerr << "meshwork: " << s << "\n";
   };
+  if (p->values.count("--bundle")) req.bundle_path = p->values.at("--bundle");
+  if (p->values.count("--bundle-root")) req.bundle_root = p->values.at("--bundle-root");
   req.on_deploy = [](const DeployProgress& d) {
+    if (d.file.find(".tar.zst") != std::string::npos) {
+      // The runtime bundle: per-node progress lines (bytes, rate, ETA) at most once a second.
+      static std::map<size_t, std::chrono::steady_clock::time_point> last;
+      std::lock_guard lock(g_out_mu);
+      const auto now = std::chrono::steady_clock::now();
+      if (d.stage == "uploading" && d.bytes_done != d.bytes_total && last.count(d.node) &&
+          now - last[d.node] < std::chrono::seconds(1)) {
+        return;
+      }
+      last[d.node] = now;
+      std::cerr << "meshwork: bundle " << d.host << ": " << bundle_progress_text(d) << "\n";
+      return;
+    }
     if (d.stage == "uploading" && d.bytes_done != d.bytes_total) return;  // one line per file
     std::lock_guard lock(g_out_mu);
     std::cerr << "meshwork: deploy " << d.host << ": " << d.stage << (d.file.empty() ? "" : " " + d.file);

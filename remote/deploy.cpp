@@ -64,6 +64,17 @@ Result<DeployResult> deploy_node(Node& node, size_t index, const std::string& ro
   result.run_dir = root_dir + "/" + run_name;
 
   for (const DeployFile& f : files) {
+    if (!f.link_to.empty()) {
+      // The target's directory made absolute on the node (a relative one is under the login
+      // directory), so the link works from the run directory and /proc/self/exe names the bundle.
+      const std::filesystem::path target(f.link_to);
+      auto link = run(node, "cd && cd -- " + shell_quote(target.parent_path().string()) + " && t=\"$(pwd -P)\" && " +
+                                "[ -x \"$t\"/" + shell_quote(target.filename().string()) + " ] && ln -sfn -- \"$t\"/" +
+                                shell_quote(target.filename().string()) + " " + shell_quote(result.run_dir + "/" + f.name),
+                      "link " + f.name + " to " + f.link_to);
+      if (!link) return link.error();
+      continue;
+    }
     auto hash = sha256_file(f.local_path);
     if (!hash) return hash.error();
     const std::string cached = root_dir + "/.deploy/" + *hash + "-" + f.name;

@@ -96,7 +96,7 @@ class LocalNode final : public Node {
   }
 
   Status upload_file(const std::string& local_path, const std::string& remote_path, int mode,
-                     const ProgressFn& progress) override {
+                     const ProgressFn& progress, uint64_t /*offset: a local copy is never cut*/) override {
     std::error_code ec;
     const uint64_t total = std::filesystem::file_size(local_path, ec);
     if (ec) return Error{"deploy", local_path, "must be a readable local file"};
@@ -140,8 +140,8 @@ class SshNode final : public Node {
     return s_->exec(command, timeout, stdin_data);
   }
   Status upload_file(const std::string& local_path, const std::string& remote_path, int mode,
-                     const ProgressFn& progress) override {
-    return s_->upload_file(local_path, remote_path, mode, progress);
+                     const ProgressFn& progress, uint64_t offset) override {
+    return s_->upload_file(local_path, remote_path, mode, progress, offset);
   }
   Result<std::optional<std::string>> read_range(const std::string& path, uint64_t offset,
                                                 size_t max_bytes) override {

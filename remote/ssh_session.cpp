@@ -250,21 +250,26 @@ Status SshSession::ensure_sftp() {
 }
 
 Status SshSession::upload_file(const std::string& local_path, const std::string& remote_path,
-                               int mode, const ProgressFn& progress) {
+                               int mode, const ProgressFn& progress, uint64_t offset) {
   std::lock_guard lock(mu_);
   if (auto st = ensure_sftp(); !st) return st;
   std::ifstream in(local_path, std::ios::binary);
   if (!in) return Error{"deploy", local_path, "must be a readable local file"};
   in.seekg(0, std::ios::end);
   const uint64_t total = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
-  sftp_file f = sftp_open(impl_->sftp, remote_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+  if (offset > total) return Error{"deploy", remote_path, "resume offset past the end of " + local_path};
+  in.seekg(static_cast<std::streamoff>(offset));
+  sftp_file f = sftp_open(impl_->sftp, remote_path.c_str(), O_WRONLY | O_CREAT | (offset == 0 ? O_TRUNC : 0),
                           static_cast<mode_t>(mode));
   if (!f) return Error{spec_.to_string(), remote_path, std::string("could not create: ") + ssh_get_error(impl_->s)};
+  if (offset > 0 && sftp_seek64(f, offset) != 0) {
+    sftp_close(f);
+    return link_error("seek " + remote_path);
+  }
   // 64 KiB writes: large enough that per-request latency is small with TCP_NODELAY, below
   // OpenSSH's 256 KiB packet limit.
   std::vector<char> buf(64 * 1024);
-  uint64_t done = 0;
+  uint64_t done = offset;
   Status result;
   while (done < total) {
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
