@@ -188,12 +188,16 @@ class NodeUploader {
       if (offset < bundle_.archive_size) {
         const auto start = std::chrono::steady_clock::now();
         auto last = start - std::chrono::seconds(1);
+        uint64_t last_bytes = 0;
         const uint64_t from = offset;
         report("uploading", offset, bundle_.archive_size, offset ? "resuming at byte " + std::to_string(offset) : "");
         auto st = node.upload_file(bundle_.archive_path, part, 0600, [&](uint64_t done, uint64_t total) {
           const auto now = std::chrono::steady_clock::now();
-          if (done != total && now - last < std::chrono::milliseconds(200)) return;
+          // Every 200 ms or 4 MiB, whichever comes first (the bytes bound makes the reports of a
+          // fast link as regular as a slow one's), and the last.
+          if (done != total && now - last < std::chrono::milliseconds(200) && done - last_bytes < (4u << 20)) return;
           last = now;
+          last_bytes = done;
           const double secs = std::chrono::duration<double>(now - start).count();
           const double rate = secs > 0 ? static_cast<double>(done - from) / secs : 0;
           report("uploading", done, total, {}, rate, rate > 0 ? static_cast<double>(total - done) / rate : -1);
