@@ -120,7 +120,10 @@ Result<DeployResult> deploy_node(Node& node, size_t index, const std::string& ro
 
   if (!check_runtime.empty()) {
     report("checking", check_runtime);
-    auto ldd = node.exec("cd -- " + shell_quote(result.run_dir) + " && ldd ./" + shell_quote(check_runtime) + " 2>&1",
+    // Through a symbolic link (a runtime bundle's meshtrain), ldd must see the real path: it runs
+    // the loader on the path it is given, and $ORIGIN (the bundle's ../lib) is taken from it.
+    auto ldd = node.exec("cd -- " + shell_quote(result.run_dir) + " && ldd \"$(readlink -f ./" +
+                             shell_quote(check_runtime) + ")\" 2>&1",
                          std::chrono::seconds(60), {});
     if (!ldd) return ldd.error();
     std::vector<std::string> missing;

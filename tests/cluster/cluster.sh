@@ -44,8 +44,11 @@ hide_runtime() {
   local hide=("$venv" "$checkout")
   [ -f "$(dirname "$state")/CMakeCache.txt" ] && hide+=("$(dirname "$state")")
   echo "set -e; mount --bind '$state' '$keep'"
+  local p q inside
   for p in "${hide[@]}"; do
-    [ -d "$p" ] && echo "mount -t tmpfs -o size=1m,mode=0755 meshwork-hidden '$p'"
+    inside=0  # a build tree inside the checkout is hidden with it
+    for q in "${hide[@]}"; do [[ "$p" == "$q"/* ]] && inside=1; done
+    [ -d "$p" ] && [ "$inside" = 0 ] && echo "mount -t tmpfs -o size=1m,mode=0755 meshwork-hidden '$p'"
   done
   echo "mkdir -p '$state' && mount --bind '$keep' '$state'"
   echo "mount --bind '$d/bundles' '$HOME/.cache/meshwork/bundles'"

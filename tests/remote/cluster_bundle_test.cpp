@@ -158,7 +158,8 @@ TEST_F(ClusterBundle, BareNodesRunOnlyFromTheBundleAndASecondLaunchUploadsNothin
   ASSERT_EQ(second.code, 0) << second.err;
   EXPECT_NE(second.err.find("bundle bare0: skipped, 0 bytes uploaded"), std::string::npos) << second.err;
   EXPECT_NE(second.err.find("bundle bare1: skipped, 0 bytes uploaded"), std::string::npos) << second.err;
-  EXPECT_EQ(second.err.find("uploading"), std::string::npos) << second.err;
+  EXPECT_EQ(second.err.find("bundle bare0: uploading"), std::string::npos) << second.err;
+  EXPECT_EQ(second.err.find("bundle bare1: uploading"), std::string::npos) << second.err;
 
   // Both runs ran every step of every rank; meshtrain in the run directory is the bundle's.
   auto store = store::RunStore::open(db_);
@@ -171,7 +172,7 @@ TEST_F(ClusterBundle, BareNodesRunOnlyFromTheBundleAndASecondLaunchUploadsNothin
   int links = 0;
   for (const auto& e : fs::directory_iterator(root_)) {
     if (!fs::is_symlink(e.path() / "meshtrain")) continue;
-    EXPECT_NE(fs::read_symlink(e.path() / "meshtrain").string().find("/bundles/" + bundle_.sha256 + "/meshtrain"),
+    EXPECT_NE(fs::read_symlink(e.path() / "meshtrain").string().find("/bundles/" + bundle_.sha256 + "/" + bundle_.trainer),
               std::string::npos);
     ++links;
   }
