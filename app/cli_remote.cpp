@@ -417,7 +417,8 @@ int launch_main(const Args& args) {
                   {"--nproc-per-node", "N", ""}, {"--config", "FILE", ""}, {"--db", "PATH", ""},
                   {"--name", "NAME", ""}, {"--detach", "", ""}, {"--remote-root", "DIR", ""},
                   {"--master-addr", "A", ""}, {"--master-port", "P", ""}, {"--meshtrain", "BIN", ""},
-                  {"--max-restarts", "N", ""}, {"--bundle", "FILE", ""}, {"--bundle-root", "DIR", ""}},
+                  {"--max-restarts", "N", ""}, {"--bundle", "FILE", ""}, {"--bundle-root", "DIR", ""},
+                  {"--node-torch", "DIR", ""}},
                  "meshwork launch", /*run_config=*/true);
   if (!p) return refuse(p.error());
   if (p->switches.count("--help")) {
@@ -427,6 +428,7 @@ int launch_main(const Args& args) {
                  "         [--config FILE] [run config flags, as meshtrain's] [--db PATH] [--name NAME]\n"
                  "         [--detach] [--remote-root DIR] [--master-addr A] [--master-port P]\n"
                  "         [--meshtrain BIN] [--max-restarts N] [--bundle FILE] [--bundle-root DIR]\n"
+                 "         [--node-torch SITE_PACKAGES]\n"
                  "Run config flags set the fields of --config's run config (or of the defaults):\n  "
               << run_flags << "\n"
               << "Probes the nodes, checks the layout against them, deploys meshtrain and the run config\n"
@@ -441,6 +443,8 @@ int launch_main(const Args& args) {
                  "instead of --meshtrain, for nodes without LibTorch: uploaded once per node or shared\n"
                  "filesystem into --bundle-root (default ~/.cache/meshwork/bundles), skipped when there,\n"
                  "resumed after a cut link. A CUDA run checks each node's driver against the bundle first.\n"
+                 "--node-torch DIR: the nodes have the same torch wheel, in site-packages DIR (absolute):\n"
+                 "meshtrain is deployed with its library path moved there (no bundle needed).\n"
                  "Exit 0: the run succeeded (or started, with --detach); 3: it failed; 2: invalid input.\n"
               << kSshHelp;
     return kExitOk;
@@ -464,6 +468,7 @@ int launch_main(const Args& args) {
   };
   if (p->values.count("--bundle")) req.bundle_path = p->values.at("--bundle");
   if (p->values.count("--bundle-root")) req.bundle_root = p->values.at("--bundle-root");
+  if (p->values.count("--node-torch")) req.node_torch = p->values.at("--node-torch");
   req.on_deploy = [](const DeployProgress& d) {
     if (d.file.find(".tar.zst") != std::string::npos) {
       print_bundle_progress(d);

@@ -10,6 +10,7 @@
 #include "core/model_spec.h"
 #include "core/parallel_layout.h"
 #include "remote/cuda_driver.h"
+#include "remote/node_torch.h"
 #include "remote/run_layout.h"
 
 namespace meshwork::remote {
@@ -72,6 +73,9 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
     return invalid(Error{"--max-restarts", std::to_string(req.max_restarts), "a whole number >= 0"});
   }
   std::optional<BundleManifest> bundle;
+  if (!req.bundle_path.empty() && !req.node_torch.empty()) {
+    return invalid(Error{"--node-torch", req.node_torch, "not with --bundle (a bundle carries its own LibTorch)"});
+  }
   if (!req.bundle_path.empty()) {
     auto b = load_bundle(req.bundle_path);
     if (!b) return invalid(b.error());
@@ -173,6 +177,15 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
   if (auto st = save_run_config(config, cfg_path); !st) return failed(st.error());
   const std::string trainer_name = "meshtrain";
   DeployFile trainer{req.trainer_path, trainer_name, 0700};
+  const auto retarget_dir = std::filesystem::temp_directory_path() / ("meshwork-" + run_name + "-trainer");
+  if (!req.node_torch.empty()) {
+    auto moved = retarget_trainer(req.trainer_path, req.node_torch, retarget_dir);
+    if (!moved) {
+      std::filesystem::remove(cfg_path);
+      return invalid(moved.error());
+    }
+    trainer.local_path = *moved;
+  }
   std::vector<BundleNodeResult> bundle_results;
   if (bundle) {
     // The bundle first (once per node or shared filesystem); the run directory then links to it,
@@ -203,6 +216,7 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
                              {trainer, DeployFile{cfg_path.string(), kRunConfigFile, 0600}},
                              trainer_name, req.on_deploy);
   std::filesystem::remove(cfg_path);
+  std::filesystem::remove_all(retarget_dir);
   if (!deployed.ok()) {
     LaunchError e;
     for (const auto& r : deployed.nodes) {

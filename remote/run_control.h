@@ -37,6 +37,9 @@ struct LaunchRequest {
   // A CUDA run checks every node's driver against the bundle's CUDA version first.
   std::string bundle_path;
   std::string bundle_root = ".cache/meshwork/bundles";  // relative to the login directory, or absolute
+  // Nodes that have the same torch wheel at another path: their site-packages (absolute); the
+  // deployed meshtrain's run path is moved there (node_torch.h). Not with a bundle.
+  std::string node_torch;
   std::string remote_root = ".cache/meshwork/runs";  // relative to the login directory, or absolute
   std::string master_addr;               // empty: node 0's address as the others see it
   int master_port = 0;                   // 0: chosen

@@ -13,6 +13,7 @@
 
 #include "core/store/run_store.h"
 #include "remote/bundle.h"
+#include "remote/node_torch.h"
 #include "remote/run_control.h"
 #include "remote/shell_quote.h"
 #include "test_util.h"
@@ -276,6 +277,41 @@ TEST_F(ClusterBundle, NodesSharingAFilesystemUploadOnce) {
   ASSERT_TRUE(b[0].ok() && b[1].ok());
   EXPECT_NE(b[0]->fsid, b[1]->fsid);
   EXPECT_NE(b[0]->fsid, r[0]->fsid);
+}
+
+TEST_F(ClusterBundle, NodeTorchMovesMeshtrainsLibraryPathToTheNodesWheel) {
+  // The nodes' "own" wheel: this machine's, seen under another path (a link named with a space).
+  const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "/root";
+  fs::path site;
+  for (const auto& e : fs::directory_iterator(home + "/.cache/meshwork/torch-2.15.0/lib")) {
+    if (fs::exists(e.path() / "site-packages" / "torch" / "lib")) site = e.path() / "site-packages";
+  }
+  ASSERT_FALSE(site.empty());
+  const fs::path node_site = tmp_ / "node wheel";
+  fs::create_directory_symlink(site, node_site);
+  EXPECT_FALSE(retarget_trainer(std::string(MESHWORK_BIN_DIR) + "/meshtrain", "relative/site-packages", tmp_ / "x").ok());
+
+  std::vector<std::string> args = launch_args("node-torch", "--meshtrain", std::string(MESHWORK_BIN_DIR) + "/meshtrain");
+  args[2] = "node0,node1";
+  args.push_back("--node-torch");
+  args.push_back(node_site.string());
+  const Cli r = run_cli(args, tmp_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  // The deployed meshtrain names the node's wheel, not this machine's.
+  int checked = 0;
+  for (const auto& e : fs::directory_iterator(root_)) {
+    if (!fs::exists(e.path() / "meshtrain")) continue;
+    const std::string out = (tmp_ / "rpath.txt").string();
+    ASSERT_EQ(std::system(("patchelf --print-rpath " + shell_quote((e.path() / "meshtrain").string()) + " > " +
+                           shell_quote(out)).c_str()),
+              0);
+    const std::string rpath = test::read_text(out);
+    EXPECT_NE(rpath.find(node_site.string() + "/torch/lib"), std::string::npos) << rpath;
+    EXPECT_NE(rpath.find(node_site.string() + "/nvidia/"), std::string::npos) << rpath;
+    EXPECT_EQ(rpath.find(site.string()), std::string::npos) << rpath;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 1);
 }
 
 }  // namespace
