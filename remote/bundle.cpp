@@ -202,7 +202,8 @@ class NodeUploader {
           const double rate = secs > 0 ? static_cast<double>(done - from) / secs : 0;
           report("uploading", done, total, {}, rate, rate > 0 ? static_cast<double>(total - done) / rate : -1);
         }, offset);
-        // What reached the node counts even when the link is then lost.
+        // What this attempt put on the node, read back (after a cut link this fails: the bytes
+        // are then counted by the attempt that resumes from them).
         auto size_now = node.exec("stat -c %s -- " + shell_quote(part) + " 2>/dev/null || echo 0",
                                   std::chrono::seconds(30), {});
         if (size_now && size_now->exit_code == 0) {
@@ -212,11 +213,26 @@ class NodeUploader {
         if (!st) return StepError{st.error(), !size_now};
         if (!size_now) return StepError{size_now.error(), true};
       }
-      report("verifying", bundle_.archive_size, bundle_.archive_size);
-      auto sum = run(node, shell_join({"sha256sum", "--", part}), "check the uploaded bundle", std::chrono::seconds(600));
-      if (auto* e = std::get_if<StepError>(&sum)) return *e;
-      const auto w = words(std::get<std::string>(sum));
-      if (!w.empty() && w[0] == bundle_.sha256) break;
+      // The SHA-256 check and the unpacking read the part at the same time (two processes, the
+      // second read from the page cache): one pass instead of two. Unpacked beside, the marker
+      // written inside only when the hash matched, then renamed into place: <sha>/.complete
+      // exists only for a whole bundle. A node of the same filesystem may win the rename: then
+      // ours goes.
+      report("unpacking", bundle_.archive_size, bundle_.archive_size);
+      const std::string tmp = dir + ".unpack-" + random_hex(6);
+      const std::string q_tmp = shell_quote(tmp), q_part = shell_quote(part), q_sum = shell_quote(tmp + ".sum");
+      auto unpack = run(node,
+                        "rm -rf -- " + q_tmp + " && mkdir -p -- " + q_tmp + " && { sha256sum -- " + q_part + " > " +
+                            q_sum + " & } ; " + shell_quote(zstd) + " -dcq -- " + q_part + " | tar -xf - -C " + q_tmp +
+                            "; x=$?; wait; s=$(cut -c1-64 " + q_sum + "); rm -f -- " + q_sum + "; " +
+                            "if [ \"$s\" != " + bundle_.sha256 + " ]; then rm -rf -- " + q_tmp +
+                            "; echo mismatch; exit 0; fi; [ $x -eq 0 ] && [ -x " + shell_quote(tmp + "/" + bundle_.trainer) +
+                            " ] && : > " + shell_quote(tmp + "/.complete") + " && { mv -T -- " + q_tmp + " " +
+                            shell_quote(dir) + " 2>/dev/null || rm -rf -- " + q_tmp + "; } && [ -f " +
+                            shell_quote(dir + "/.complete") + " ] && rm -f -- " + q_part + " && echo unpacked",
+                        "unpack the bundle", std::chrono::seconds(600));
+      if (auto* e = std::get_if<StepError>(&unpack)) return *e;
+      if (trim(std::get<std::string>(unpack)) == "unpacked") return std::nullopt;
       if (pass == 1) {
         return StepError{Error{node.name(), archive_name(), "arrived corrupted twice (SHA-256 differs); check the disk and retry"}};
       }
@@ -226,21 +242,7 @@ class NodeUploader {
       if (auto* e = std::get_if<StepError>(&rm)) return *e;
       offset = 0;
     }
-
-    report("unpacking", bundle_.archive_size, bundle_.archive_size);
-    // Unpacked beside, the marker written inside, then renamed into place: <sha>/.complete exists
-    // only for a whole bundle. A node of the same filesystem may win the rename: then ours goes.
-    const std::string tmp = dir + ".unpack-" + random_hex(6);
-    auto unpack = run(node,
-                      "rm -rf -- " + shell_quote(tmp) + " && mkdir -p -- " + shell_quote(tmp) + " && " +
-                          shell_quote(zstd) + " -dcq -- " + shell_quote(part) + " | tar -xf - -C " + shell_quote(tmp) +
-                          " && [ -x " + shell_quote(tmp + "/" + bundle_.trainer) + " ] && : > " +
-                          shell_quote(tmp + "/.complete") + " && { mv -T -- " + shell_quote(tmp) + " " + shell_quote(dir) +
-                          " 2>/dev/null || rm -rf -- " + shell_quote(tmp) + "; } && [ -f " +
-                          shell_quote(dir + "/.complete") + " ] && rm -f -- " + shell_quote(part),
-                      "unpack the bundle", std::chrono::seconds(600));
-    if (auto* e = std::get_if<StepError>(&unpack)) return *e;
-    return std::nullopt;
+    return StepError{Error{node.name(), archive_name(), "could not be unpacked"}};
   }
 
   // Puts this machine's zstd on a node that has none; returns its path there.
