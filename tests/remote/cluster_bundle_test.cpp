@@ -279,6 +279,24 @@ TEST_F(ClusterBundle, NodesSharingAFilesystemUploadOnce) {
   EXPECT_NE(b[0]->fsid, r[0]->fsid);
 }
 
+TEST_F(ClusterBundle, APartThatIsNotOursIsUploadedAgainFromTheStart) {
+  // A leftover part of the right name but wrong bytes (zeros): resumed from its size, the hash
+  // then differs, so the part is dropped and the whole bundle uploaded again, once.
+  clear_bundles("bare1");
+  std::vector<std::unique_ptr<Node>> nodes;
+  nodes.push_back(connect("bare1"));
+  ASSERT_TRUE(nodes[0]);
+  const uint64_t junk = bundle_.archive_size / 2;
+  exec(*nodes[0], "head -c " + std::to_string(junk) + " /dev/zero > .cache/meshwork/bundles/" + bundle_.sha256 +
+                      ".tar.zst.part");
+  auto r = deploy_bundle_all(nodes, bundle_, BundleDeployOptions{});
+  ASSERT_TRUE(r[0].ok()) << r[0].error().message();
+  EXPECT_EQ(r[0]->bytes_uploaded, (bundle_.archive_size - junk) + bundle_.archive_size);
+  EXPECT_EQ(exec(*nodes[0], "cd .cache/meshwork/bundles && [ -f " + bundle_.sha256 + "/.complete ] && [ ! -e " +
+                                bundle_.sha256 + ".tar.zst.part ] && echo whole"),
+            "whole\n");
+}
+
 TEST_F(ClusterBundle, NodeTorchMovesMeshtrainsLibraryPathToTheNodesWheel) {
   // The nodes' "own" wheel: this machine's, seen under another path (a link named with a space).
   const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "/root";
