@@ -191,7 +191,7 @@ class NodeUploader {
         uint64_t last_bytes = 0;
         const uint64_t from = offset;
         report("uploading", offset, bundle_.archive_size, offset ? "resuming at byte " + std::to_string(offset) : "");
-        auto st = node.upload_file(bundle_.archive_path, part, 0600, [&](uint64_t done, uint64_t total) {
+        auto st = node.append_file(bundle_.archive_path, part, offset, [&](uint64_t done, uint64_t total) {
           const auto now = std::chrono::steady_clock::now();
           // Every 200 ms or 4 MiB, whichever comes first (the bytes bound makes the reports of a
           // fast link as regular as a slow one's), and the last.
@@ -201,7 +201,7 @@ class NodeUploader {
           const double secs = std::chrono::duration<double>(now - start).count();
           const double rate = secs > 0 ? static_cast<double>(done - from) / secs : 0;
           report("uploading", done, total, {}, rate, rate > 0 ? static_cast<double>(total - done) / rate : -1);
-        }, offset);
+        });
         // What this attempt put on the node, read back (after a cut link this fails: the bytes
         // are then counted by the attempt that resumes from them).
         auto size_now = node.exec("stat -c %s -- " + shell_quote(part) + " 2>/dev/null || echo 0",

@@ -238,6 +238,59 @@ Result<ExecResult> SshSession::exec(const std::string& command, std::chrono::sec
   return r;
 }
 
+Status SshSession::stream_file(const std::string& local_path, uint64_t offset, const std::string& command,
+                               const ProgressFn& progress) {
+  std::lock_guard lock(mu_);
+  std::ifstream in(local_path, std::ios::binary);
+  if (!in) return Error{"deploy", local_path, "must be a readable local file"};
+  in.seekg(0, std::ios::end);
+  const uint64_t total = static_cast<uint64_t>(in.tellg());
+  if (offset > total) return Error{"deploy", local_path, "stream offset past the end of the file"};
+  in.seekg(static_cast<std::streamoff>(offset));
+  ssh_channel ch = ssh_channel_new(impl_->s);
+  if (!ch) return link_error("channel");
+  struct Closer {
+    ssh_channel ch;
+    ~Closer() {
+      ssh_channel_close(ch);
+      ssh_channel_free(ch);
+    }
+  } closer{ch};
+  if (ssh_channel_open_session(ch) != SSH_OK) return link_error("open channel");
+  if (ssh_channel_request_exec(ch, command.c_str()) != SSH_OK) return link_error("exec");
+  std::vector<char> buf(256 * 1024);
+  uint64_t done = offset;
+  while (done < total) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const auto n = static_cast<size_t>(std::max<std::streamsize>(0, in.gcount()));
+    if (n == 0) break;
+    for (size_t sent = 0; sent < n;) {
+      const int w = ssh_channel_write(ch, buf.data() + sent, static_cast<uint32_t>(n - sent));
+      if (w <= 0) return link_error("write");
+      sent += static_cast<size_t>(w);
+    }
+    done += n;
+    if (progress) progress(done, total);
+  }
+  ssh_channel_send_eof(ch);
+  std::string err;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!ssh_channel_is_eof(ch)) {
+    int n = ssh_channel_read_timeout(ch, buf.data(), static_cast<uint32_t>(buf.size()), 1, 100);
+    if (n == SSH_ERROR) return link_error("read");
+    if (n > 0 && err.size() < 4096) err.append(buf.data(), static_cast<size_t>(n));
+    if (ssh_channel_read_nonblocking(ch, buf.data(), static_cast<uint32_t>(buf.size()), 0) == SSH_ERROR) {
+      return link_error("read");
+    }
+    if (std::chrono::steady_clock::now() > deadline) return link_error("wait for " + command.substr(0, 60));
+  }
+  const int status = ssh_channel_get_exit_status(ch);
+  if (status != 0) {
+    return Error{spec_.to_string(), command.substr(0, 120), "failed (exit " + std::to_string(status) + "): " + err};
+  }
+  return {};
+}
+
 Status SshSession::ensure_sftp() {
   if (impl_->sftp) return {};
   sftp_session sftp = sftp_new(impl_->s);

@@ -85,6 +85,12 @@ class SshSession {
   Result<std::optional<std::string>> read_range(const std::string& remote_path, uint64_t offset,
                                                 size_t max_bytes);
 
+  // Streams the local file from byte `offset` into the stdin of `command` on the node (an exec
+  // channel: the bytes flow under SSH's window, no per-request acknowledgement as with SFTP
+  // writes, so it runs at the link's rate). Error: the link failed or the command exited non-zero.
+  Status stream_file(const std::string& local_path, uint64_t offset, const std::string& command,
+                     const ProgressFn& progress = {});
+
  private:
   SshSession() = default;
   Status ensure_sftp();
