@@ -137,8 +137,9 @@ Result<DeployResult> deploy_node(Node& node, size_t index, const std::string& ro
       for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
       Error e{host, "missing libraries: " + list,
               check_runtime + " needs LibTorch (the torch wheel's torch/lib and its nvidia/*/lib) on this node "
-              "at the same paths as on the workbench machine: run `scripts/bootstrap` on the node, or install "
-              "the same torch wheel and add its lib directories to LD_LIBRARY_PATH; check with `ldd " +
+              "at the same paths as on the workbench machine: launch a runtime bundle instead (--bundle, built by "
+              "scripts/bundle), or point at the node's own torch 2.15 wheel (--node-torch SITE_PACKAGES), or run "
+              "`scripts/bootstrap` on the node; check with `ldd " +
                   result.run_dir + "/" + check_runtime + "`"};
       report("failed", check_runtime, 0, 0, e.message());
       return e;

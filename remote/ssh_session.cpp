@@ -323,8 +323,8 @@ Status SshSession::upload_file(const std::string& local_path, const std::string&
   // Each SFTP write waits for its acknowledgement (libssh 0.10 has no pipelined writes), so the
   // request size sets the rate: 255 KiB requests, OpenSSH's largest (limits@openssh.com
   // max-write-length 261120; libssh caps a write at the server's limit and returns what it wrote,
-  // so a server with a smaller limit gets several writes per chunk). 64 KiB requests moved about
-  // 0.7x scp's rate on the test cluster.
+  // so a server with a smaller limit gets several writes per chunk). Large files that must move
+  // at the link's rate go through stream_file() instead (the runtime bundle).
   std::vector<char> buf(255 * 1024);
   uint64_t done = offset;
   Status result;
