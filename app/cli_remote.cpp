@@ -23,6 +23,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "app/commands.h"
 #include "core/cli_args.h"
@@ -150,6 +151,20 @@ Result<std::vector<HostEntry>> hosts_of(const Parsed& p, bool positional_hosts) 
     }
   }
   return hosts;
+}
+
+// The runtime bundle's per-node progress lines (bytes, rate, ETA), at most one a second per node
+// while uploading.
+void print_bundle_progress(const DeployProgress& d) {
+  static std::map<size_t, std::chrono::steady_clock::time_point> last;
+  std::lock_guard lock(g_out_mu);
+  const auto now = std::chrono::steady_clock::now();
+  if (d.stage == "uploading" && d.bytes_done != d.bytes_total && last.count(d.node) &&
+      now - last[d.node] < std::chrono::seconds(1)) {
+    return;
+  }
+  last[d.node] = now;
+  std::cerr << "meshwork: bundle " << d.host << ": " << bundle_progress_text(d) << "\n";
 }
 
 std::string gib(int64_t bytes) {
@@ -315,13 +330,95 @@ int probe_main(const Args& args) {
   return code;
 }
 
+int deploy_main(const Args& args) {
+  auto p = parse(args, {{"--hostfile", "FILE", ""}, {"--hosts", "H1,H2", ""}, {"--bundle", "FILE", ""},
+                        {"--bundle-root", "DIR", ""}, {"--json", "", ""}},
+                 "meshwork deploy");
+  if (!p) return refuse(p.error());
+  if (p->switches.count("--help")) {
+    std::cout << "usage: meshwork deploy --bundle FILE (--hosts H1,H2 | --hostfile F | HOST...)\n"
+                 "         [--bundle-root DIR] [--json]\n"
+                 "Puts a runtime bundle (scripts/bundle) on the nodes ahead of a launch: once per node or\n"
+                 "shared filesystem, skipped where it is, resumed after a cut link (docs/remote.md).\n"
+                 "--json: per node, bytes uploaded and the seconds spent uploading and in all.\n"
+              << kSshHelp;
+    return kExitOk;
+  }
+  if (!p->values.count("--bundle")) return refuse(Error{"--bundle", "", "name the bundle to deploy (scripts/bundle cpu|cuda)"});
+  auto bundle = load_bundle(p->values.at("--bundle"));
+  if (!bundle) return refuse(bundle.error());
+  auto hosts = hosts_of(*p, true);
+  if (!hosts) return refuse(hosts.error());
+  if (hosts->empty()) return refuse(Error{"--hosts", "", "name at least one host"});
+  const SshOptions ssh = ssh_options(*p);
+  std::vector<std::unique_ptr<Node>> nodes(hosts->size());
+  std::vector<std::optional<Error>> errors(hosts->size());
+  {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < hosts->size(); ++i) {
+      threads.emplace_back([&, i] {
+        auto conn = connect_node((*hosts)[i].spec, ssh);
+        if (auto* e = std::get_if<ConnectError>(&conn)) {
+          errors[i] = e->error;
+        } else {
+          nodes[i] = std::move(std::get<0>(conn));
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  for (const auto& e : errors) {
+    if (e) return refuse(e->as(ErrorKind::remote));
+  }
+  BundleDeployOptions opts;
+  if (p->values.count("--bundle-root")) opts.root = p->values.at("--bundle-root");
+  opts.reconnect = [&](size_t i) { return connect_node((*hosts)[i].spec, ssh); };
+  // Seconds per node: the upload itself (first byte to last) and the whole deploy.
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  std::vector<std::optional<Clock::time_point>> up_start(nodes.size()), up_end(nodes.size()), end(nodes.size());
+  const bool json = p->switches.count("--json") > 0;
+  auto results = deploy_bundle_all(nodes, *bundle, opts, [&](const DeployProgress& d) {
+    {
+      std::lock_guard lock(g_out_mu);
+      if (d.stage == "uploading" && !up_start[d.node]) up_start[d.node] = Clock::now();
+      if (d.stage == "uploading" && d.bytes_done == d.bytes_total) up_end[d.node] = Clock::now();
+      if (d.stage == "done" || d.stage == "skipped" || d.stage == "failed") end[d.node] = Clock::now();
+    }
+    print_bundle_progress(d);
+  });
+  int code = kExitOk;
+  nlohmann::json out = nlohmann::json::array();
+  auto secs = [&](const std::optional<Clock::time_point>& a, const std::optional<Clock::time_point>& b) {
+    return a && b ? std::chrono::duration<double>(*b - *a).count() : 0.0;
+  };
+  for (size_t i = 0; i < results.size(); ++i) {
+    const std::string host = (*hosts)[i].spec.to_string();
+    if (!results[i]) {
+      code = kExitError;
+      say_error(results[i].error());
+      out.push_back({{"host", host}, {"error", results[i].error().message()}});
+      continue;
+    }
+    const auto& r = *results[i];
+    out.push_back({{"host", host}, {"dir", r.dir}, {"bytes_uploaded", r.bytes_uploaded}, {"skipped", r.skipped},
+                   {"shared", r.shared}, {"reconnects", r.reconnects}, {"fsid", r.fsid},
+                   {"upload_seconds", secs(up_start[i], up_end[i])},
+                   {"seconds", secs(std::optional<Clock::time_point>(start), end[i])}});
+  }
+  if (json) std::cout << nlohmann::json{{"bundle", bundle->archive_path}, {"sha256", bundle->sha256},
+                                       {"archive_size", bundle->archive_size}, {"nodes", out}}.dump(2) << "\n";
+  return code;
+}
+
 int launch_main(const Args& args) {
   auto p = parse(args,
                  {{"--hostfile", "FILE", ""}, {"--hosts", "H1,H2", ""}, {"--local", "", ""},
                   {"--nproc-per-node", "N", ""}, {"--config", "FILE", ""}, {"--db", "PATH", ""},
                   {"--name", "NAME", ""}, {"--detach", "", ""}, {"--remote-root", "DIR", ""},
                   {"--master-addr", "A", ""}, {"--master-port", "P", ""}, {"--meshtrain", "BIN", ""},
-                  {"--max-restarts", "N", ""}},
+                  {"--max-restarts", "N", ""}, {"--bundle", "FILE", ""}, {"--bundle-root", "DIR", ""},
+                  {"--node-torch", "DIR", ""}},
                  "meshwork launch", /*run_config=*/true);
   if (!p) return refuse(p.error());
   if (p->switches.count("--help")) {
@@ -330,7 +427,8 @@ int launch_main(const Args& args) {
     std::cout << "usage: meshwork launch --hostfile F | --hosts H1,H2 | --local  --nproc-per-node N\n"
                  "         [--config FILE] [run config flags, as meshtrain's] [--db PATH] [--name NAME]\n"
                  "         [--detach] [--remote-root DIR] [--master-addr A] [--master-port P]\n"
-                 "         [--meshtrain BIN] [--max-restarts N]\n"
+                 "         [--meshtrain BIN] [--max-restarts N] [--bundle FILE] [--bundle-root DIR]\n"
+                 "         [--node-torch SITE_PACKAGES]\n"
                  "Run config flags set the fields of --config's run config (or of the defaults):\n  "
               << run_flags << "\n"
               << "Probes the nodes, checks the layout against them, deploys meshtrain and the run config\n"
@@ -341,6 +439,12 @@ int launch_main(const Args& args) {
                  "--max-restarts N: when a rank fails, every node starts all its ranks again from the\n"
                  "latest checkpoint (--checkpoint-every K), at most N times; done on the nodes, so it\n"
                  "works with --detach too.\n"
+                 "--bundle FILE: run a runtime bundle (scripts/bundle cpu|cuda: meshtrain with its libraries)\n"
+                 "instead of --meshtrain, for nodes without LibTorch: uploaded once per node or shared\n"
+                 "filesystem into --bundle-root (default ~/.cache/meshwork/bundles), skipped when there,\n"
+                 "resumed after a cut link. A CUDA run checks each node's driver against the bundle first.\n"
+                 "--node-torch DIR: the nodes have the same torch wheel, in site-packages DIR (absolute):\n"
+                 "meshtrain is deployed with its library path moved there (no bundle needed).\n"
                  "Exit 0: the run succeeded (or started, with --detach); 3: it failed; 2: invalid input.\n"
               << kSshHelp;
     return kExitOk;
@@ -362,7 +466,14 @@ int launch_main(const Args& args) {
     std::lock_guard lock(g_out_mu);
     std::cerr << "meshwork: " << s << "\n";
   };
+  if (p->values.count("--bundle")) req.bundle_path = p->values.at("--bundle");
+  if (p->values.count("--bundle-root")) req.bundle_root = p->values.at("--bundle-root");
+  if (p->values.count("--node-torch")) req.node_torch = p->values.at("--node-torch");
   req.on_deploy = [](const DeployProgress& d) {
+    if (d.file.find(".tar.zst") != std::string::npos) {
+      print_bundle_progress(d);
+      return;
+    }
     if (d.stage == "uploading" && d.bytes_done != d.bytes_total) return;  // one line per file
     std::lock_guard lock(g_out_mu);
     std::cerr << "meshwork: deploy " << d.host << ": " << d.stage << (d.file.empty() ? "" : " " + d.file);

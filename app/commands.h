@@ -21,6 +21,7 @@ int plan_main(const Args& args);    // cli_plan.cpp
 int runs_main(const Args& args);    // cli_runs.cpp: runs list|import|export|delete
 int probe_main(const Args& args);   // cli_remote.cpp
 int launch_main(const Args& args);  // cli_remote.cpp
+int deploy_main(const Args& args);  // cli_remote.cpp: a runtime bundle onto nodes ahead of a launch
 int attach_main(const Args& args);  // cli_remote.cpp
 int stop_main(const Args& args);    // cli_remote.cpp
 int data_main(const Args& args);    // cli_data.cpp: data prepare|info

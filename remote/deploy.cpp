@@ -64,6 +64,17 @@ Result<DeployResult> deploy_node(Node& node, size_t index, const std::string& ro
   result.run_dir = root_dir + "/" + run_name;
 
   for (const DeployFile& f : files) {
+    if (!f.link_to.empty()) {
+      // The target's directory made absolute on the node (a relative one is under the login
+      // directory), so the link works from the run directory and /proc/self/exe names the bundle.
+      const std::filesystem::path target(f.link_to);
+      auto link = run(node, "cd && cd -- " + shell_quote(target.parent_path().string()) + " && t=\"$(pwd -P)\" && " +
+                                "[ -x \"$t\"/" + shell_quote(target.filename().string()) + " ] && ln -sfn -- \"$t\"/" +
+                                shell_quote(target.filename().string()) + " " + shell_quote(result.run_dir + "/" + f.name),
+                      "link " + f.name + " to " + f.link_to);
+      if (!link) return link.error();
+      continue;
+    }
     auto hash = sha256_file(f.local_path);
     if (!hash) return hash.error();
     const std::string cached = root_dir + "/.deploy/" + *hash + "-" + f.name;
@@ -109,7 +120,10 @@ Result<DeployResult> deploy_node(Node& node, size_t index, const std::string& ro
 
   if (!check_runtime.empty()) {
     report("checking", check_runtime);
-    auto ldd = node.exec("cd -- " + shell_quote(result.run_dir) + " && ldd ./" + shell_quote(check_runtime) + " 2>&1",
+    // Through a symbolic link (a runtime bundle's meshtrain), ldd must see the real path: it runs
+    // the loader on the path it is given, and $ORIGIN (the bundle's ../lib) is taken from it.
+    auto ldd = node.exec("cd -- " + shell_quote(result.run_dir) + " && ldd \"$(readlink -f ./" +
+                             shell_quote(check_runtime) + ")\" 2>&1",
                          std::chrono::seconds(60), {});
     if (!ldd) return ldd.error();
     std::vector<std::string> missing;
@@ -123,8 +137,9 @@ Result<DeployResult> deploy_node(Node& node, size_t index, const std::string& ro
       for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
       Error e{host, "missing libraries: " + list,
               check_runtime + " needs LibTorch (the torch wheel's torch/lib and its nvidia/*/lib) on this node "
-              "at the same paths as on the workbench machine: run `scripts/bootstrap` on the node, or install "
-              "the same torch wheel and add its lib directories to LD_LIBRARY_PATH; check with `ldd " +
+              "at the same paths as on the workbench machine: launch a runtime bundle instead (--bundle, built by "
+              "scripts/bundle), or point at the node's own torch 2.15 wheel (--node-torch SITE_PACKAGES), or run "
+              "`scripts/bootstrap` on the node; check with `ldd " +
                   result.run_dir + "/" + check_runtime + "`"};
       report("failed", check_runtime, 0, 0, e.message());
       return e;

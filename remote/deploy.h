@@ -16,6 +16,10 @@ struct DeployFile {
   std::string local_path;
   std::string name;  // file name in the run directory
   int mode = 0600;
+  // Not uploaded: the run directory gets a symbolic link `name` to this file on the node (its
+  // directory relative to the login directory, or absolute): a deployed runtime bundle's
+  // meshtrain. local_path is then unused.
+  std::string link_to;
 };
 
 struct DeployProgress {
@@ -26,6 +30,8 @@ struct DeployProgress {
   uint64_t bytes_done = 0;
   uint64_t bytes_total = 0;
   std::string message;
+  double rate = 0;         // bytes/s of the transfer so far ("uploading"; 0 when unknown)
+  double eta_s = -1;       // seconds left at that rate (-1 when unknown)
 };
 using DeployProgressFn = std::function<void(const DeployProgress&)>;
 

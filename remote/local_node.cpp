@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "remote/node.h"
+#include "remote/shell_quote.h"
 
 namespace meshwork::remote {
 
@@ -96,7 +97,7 @@ class LocalNode final : public Node {
   }
 
   Status upload_file(const std::string& local_path, const std::string& remote_path, int mode,
-                     const ProgressFn& progress) override {
+                     const ProgressFn& progress, uint64_t /*offset: a local copy is never cut*/) override {
     std::error_code ec;
     const uint64_t total = std::filesystem::file_size(local_path, ec);
     if (ec) return Error{"deploy", local_path, "must be a readable local file"};
@@ -106,6 +107,29 @@ class LocalNode final : public Node {
     if (chmod(remote_path.c_str(), static_cast<mode_t>(mode)) != 0) {
       return Error{"local", remote_path, "could not set the file mode"};
     }
+    if (progress) progress(total, total);
+    return {};
+  }
+
+  Status append_file(const std::string& local_path, const std::string& remote_path, uint64_t offset,
+                     const ProgressFn& progress) override {
+    std::ifstream in(local_path, std::ios::binary);
+    if (!in) return Error{"deploy", local_path, "must be a readable local file"};
+    in.seekg(0, std::ios::end);
+    const uint64_t total = static_cast<uint64_t>(in.tellg());
+    if (offset > total) return Error{"deploy", local_path, "offset past the end of the file"};
+    std::error_code ec;
+    if (offset == 0) {
+      std::ofstream(remote_path, std::ios::binary | std::ios::trunc);
+    } else {
+      std::filesystem::resize_file(remote_path, offset, ec);
+      if (ec) return Error{"local", remote_path, "could not be cut to " + std::to_string(offset) + " bytes: " + ec.message()};
+    }
+    std::ofstream out(remote_path, std::ios::binary | std::ios::app);
+    if (!out) return Error{"local", remote_path, "could not be written"};
+    in.seekg(static_cast<std::streamoff>(offset));
+    out << in.rdbuf();
+    if (!out) return Error{"local", remote_path, "could not be written"};
     if (progress) progress(total, total);
     return {};
   }
@@ -140,9 +164,18 @@ class SshNode final : public Node {
     return s_->exec(command, timeout, stdin_data);
   }
   Status upload_file(const std::string& local_path, const std::string& remote_path, int mode,
-                     const ProgressFn& progress) override {
-    return s_->upload_file(local_path, remote_path, mode, progress);
+                     const ProgressFn& progress, uint64_t offset) override {
+    return s_->upload_file(local_path, remote_path, mode, progress, offset);
   }
+  Status append_file(const std::string& local_path, const std::string& remote_path, uint64_t offset,
+                     const ProgressFn& progress) override {
+    // umask 077: the part is private, as SFTP creates it (0600).
+    const std::string q = shell_quote(remote_path);
+    const std::string cmd = offset == 0 ? "umask 077 && cat > " + q
+                                        : "truncate -s " + std::to_string(offset) + " -- " + q + " && cat >> " + q;
+    return s_->stream_file(local_path, offset, cmd, progress);
+  }
+
   Result<std::optional<std::string>> read_range(const std::string& path, uint64_t offset,
                                                 size_t max_bytes) override {
     return s_->read_range(path, offset, max_bytes);

@@ -30,8 +30,15 @@ class Node {
   virtual Result<ExecResult> exec(const std::string& command,
                                   std::chrono::seconds timeout = std::chrono::seconds(120),
                                   const std::string& stdin_data = {}) = 0;
+  // offset > 0: resume a cut upload (SshSession::upload_file).
   virtual Status upload_file(const std::string& local_path, const std::string& remote_path,
-                             int mode, const ProgressFn& progress = {}) = 0;
+                             int mode, const ProgressFn& progress = {}, uint64_t offset = 0) = 0;
+  // Writes the local file from byte `offset` on into `remote_path`, whose first `offset` bytes
+  // are kept (a resumed upload: the remote file is cut to `offset`, then appended to). Over SSH
+  // the bytes are streamed through an exec channel (SshSession::stream_file): the link's rate,
+  // unlike SFTP's one write in flight.
+  virtual Status append_file(const std::string& local_path, const std::string& remote_path, uint64_t offset,
+                             const ProgressFn& progress = {}) = 0;
   // nullopt: the file does not exist (yet); "": nothing past `offset`.
   virtual Result<std::optional<std::string>> read_range(const std::string& path, uint64_t offset,
                                                         size_t max_bytes) = 0;

@@ -9,6 +9,8 @@
 
 #include "core/model_spec.h"
 #include "core/parallel_layout.h"
+#include "remote/cuda_driver.h"
+#include "remote/node_torch.h"
 #include "remote/run_layout.h"
 
 namespace meshwork::remote {
@@ -70,7 +72,15 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
   if (req.max_restarts < 0) {
     return invalid(Error{"--max-restarts", std::to_string(req.max_restarts), "a whole number >= 0"});
   }
-  if (req.trainer_path.empty() || !std::filesystem::exists(req.trainer_path)) {
+  std::optional<BundleManifest> bundle;
+  if (!req.bundle_path.empty() && !req.node_torch.empty()) {
+    return invalid(Error{"--node-torch", req.node_torch, "not with --bundle (a bundle carries its own LibTorch)"});
+  }
+  if (!req.bundle_path.empty()) {
+    auto b = load_bundle(req.bundle_path);
+    if (!b) return invalid(b.error());
+    bundle = *b;
+  } else if (req.trainer_path.empty() || !std::filesystem::exists(req.trainer_path)) {
     return invalid(Error{"--meshtrain", req.trainer_path, "must be the meshtrain binary to deploy"});
   }
 
@@ -136,6 +146,26 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
     }
   }
 
+  if (bundle && config.training.device == DeviceKind::cuda) {
+    if (bundle->flavour != "cuda") {
+      return invalid(Error{"--bundle", bundle->archive_path,
+                           "is the " + bundle->flavour + " flavour: a --device cuda run needs the cuda flavour "
+                           "(scripts/bundle cuda)"});
+    }
+    std::vector<NodeInfo> probed;
+    for (const auto& info : infos) probed.push_back(*info);
+    std::vector<std::string> warnings;
+    auto refused = check_cuda_nodes(probed, bundle->cuda_requirement, &warnings);
+    for (const auto& w : warnings) step("warning: " + w);
+    if (!refused.empty()) {
+      LaunchError e;
+      e.more = refused;
+      for (Error& m : e.more) m.kind = ErrorKind::remote;
+      e.error = e.more.front();
+      return e;
+    }
+  }
+
   if (req.max_restarts > 0 && config.training.checkpoint_every <= 0) {
     step("warning: --max-restarts without --checkpoint-every K: a restart begins again at step 0");
   }
@@ -145,14 +175,48 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
   const std::string run_name = new_run_dir_name();
   const auto cfg_path = std::filesystem::temp_directory_path() / ("meshwork-" + run_name + ".json");
   if (auto st = save_run_config(config, cfg_path); !st) return failed(st.error());
+  const std::string trainer_name = "meshtrain";
+  DeployFile trainer{req.trainer_path, trainer_name, 0700};
+  const auto retarget_dir = std::filesystem::temp_directory_path() / ("meshwork-" + run_name + "-trainer");
+  if (!req.node_torch.empty()) {
+    auto moved = retarget_trainer(req.trainer_path, req.node_torch, retarget_dir);
+    if (!moved) {
+      std::filesystem::remove(cfg_path);
+      return invalid(moved.error());
+    }
+    trainer.local_path = *moved;
+  }
+  std::vector<BundleNodeResult> bundle_results;
+  if (bundle) {
+    // The bundle first (once per node or shared filesystem); the run directory then links to it,
+    // so meshtrain_command() stays `./meshtrain ...` either way.
+    BundleDeployOptions opts;
+    opts.root = req.bundle_root;
+    opts.reconnect = [&](size_t i) { return connect_node(hosts[i], req.ssh); };
+    auto results = deploy_bundle_all(nodes, *bundle, opts, req.on_deploy);
+    LaunchError e;
+    for (auto& r : results) {
+      if (!r) {
+        e.more.push_back(r.error());
+      } else {
+        bundle_results.push_back(*r);
+      }
+    }
+    if (!e.more.empty()) {
+      std::filesystem::remove(cfg_path);
+      for (Error& m : e.more) m.kind = ErrorKind::remote;
+      e.error = e.more.front();
+      return e;
+    }
+    trainer = DeployFile{"", trainer_name, 0700, req.bundle_root + "/" + bundle->sha256 + "/" + bundle->trainer};
+  }
   std::vector<Node*> raw;
   for (auto& node : nodes) raw.push_back(node.get());
-  const std::string trainer_name = "meshtrain";
   auto deployed = deploy_all(raw, req.remote_root, run_name,
-                             {DeployFile{req.trainer_path, trainer_name, 0700},
-                              DeployFile{cfg_path.string(), kRunConfigFile, 0600}},
+                             {trainer, DeployFile{cfg_path.string(), kRunConfigFile, 0600}},
                              trainer_name, req.on_deploy);
   std::filesystem::remove(cfg_path);
+  std::filesystem::remove_all(retarget_dir);
   if (!deployed.ok()) {
     LaunchError e;
     for (const auto& r : deployed.nodes) {
@@ -215,12 +279,19 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
       return failed(*start_errors[i]);
     }
   }
+  if (bundle) {
+    uint64_t uploaded = 0;
+    for (const auto& b : bundle_results) uploaded += b.bytes_uploaded;
+    (void)(*store)->add_event(*id, "info", "runtime bundle " + std::filesystem::path(bundle->archive_path).filename().string() +
+                                               " (" + bundle->flavour + "): " + std::to_string(uploaded) + " bytes uploaded");
+  }
   (void)(*store)->add_event(*id, "info", "started on " + std::to_string(n) + " node(s), master " + rec.master_addr +
                                              ":" + std::to_string(rec.master_port));
   LaunchedRun out;
   out.id = *id;
   out.record = rec;
   for (auto& info : infos) out.probes.push_back(*info);
+  out.bundle = bundle_results;
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/run_config.h"
 #include "core/store/run_store.h"
+#include "remote/bundle.h"
 #include "remote/deploy.h"
 #include "remote/follower.h"
 #include "remote/host_spec.h"
@@ -30,7 +31,15 @@ struct LaunchRequest {
   // size. config.name names the run ("run" when empty). Shipped as run_config.json, stored with
   // the run, and run by meshtrain as it is (with its hosts written as HostSpec::to_string()).
   RunConfig config;
-  std::string trainer_path;              // the local meshtrain binary to deploy
+  std::string trainer_path;              // the local meshtrain binary to deploy (no bundle)
+  // A runtime bundle (scripts/bundle; bundle.h) to run instead of trainer_path: deployed once per
+  // node or shared filesystem under bundle_root, and linked into the run directory as meshtrain.
+  // A CUDA run checks every node's driver against the bundle's CUDA version first.
+  std::string bundle_path;
+  std::string bundle_root = ".cache/meshwork/bundles";  // relative to the login directory, or absolute
+  // Nodes that have the same torch wheel at another path: their site-packages (absolute); the
+  // deployed meshtrain's run path is moved there (node_torch.h). Not with a bundle.
+  std::string node_torch;
   std::string remote_root = ".cache/meshwork/runs";  // relative to the login directory, or absolute
   std::string master_addr;               // empty: node 0's address as the others see it
   int master_port = 0;                   // 0: chosen
@@ -51,6 +60,7 @@ struct LaunchedRun {
   store::RunId id = 0;
   LaunchRecord record;
   std::vector<NodeInfo> probes;
+  std::vector<BundleNodeResult> bundle;  // per node, when launched from a bundle
 };
 
 std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& db, const LaunchRequest& request);

@@ -7,6 +7,7 @@
 #include <libssh/sftp.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <mutex>
 #include <vector>
@@ -237,6 +238,59 @@ Result<ExecResult> SshSession::exec(const std::string& command, std::chrono::sec
   return r;
 }
 
+Status SshSession::stream_file(const std::string& local_path, uint64_t offset, const std::string& command,
+                               const ProgressFn& progress) {
+  std::lock_guard lock(mu_);
+  std::ifstream in(local_path, std::ios::binary);
+  if (!in) return Error{"deploy", local_path, "must be a readable local file"};
+  in.seekg(0, std::ios::end);
+  const uint64_t total = static_cast<uint64_t>(in.tellg());
+  if (offset > total) return Error{"deploy", local_path, "stream offset past the end of the file"};
+  in.seekg(static_cast<std::streamoff>(offset));
+  ssh_channel ch = ssh_channel_new(impl_->s);
+  if (!ch) return link_error("channel");
+  struct Closer {
+    ssh_channel ch;
+    ~Closer() {
+      ssh_channel_close(ch);
+      ssh_channel_free(ch);
+    }
+  } closer{ch};
+  if (ssh_channel_open_session(ch) != SSH_OK) return link_error("open channel");
+  if (ssh_channel_request_exec(ch, command.c_str()) != SSH_OK) return link_error("exec");
+  std::vector<char> buf(256 * 1024);
+  uint64_t done = offset;
+  while (done < total) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const auto n = static_cast<size_t>(std::max<std::streamsize>(0, in.gcount()));
+    if (n == 0) break;
+    for (size_t sent = 0; sent < n;) {
+      const int w = ssh_channel_write(ch, buf.data() + sent, static_cast<uint32_t>(n - sent));
+      if (w <= 0) return link_error("write");
+      sent += static_cast<size_t>(w);
+    }
+    done += n;
+    if (progress) progress(done, total);
+  }
+  ssh_channel_send_eof(ch);
+  std::string err;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!ssh_channel_is_eof(ch)) {
+    int n = ssh_channel_read_timeout(ch, buf.data(), static_cast<uint32_t>(buf.size()), 1, 100);
+    if (n == SSH_ERROR) return link_error("read");
+    if (n > 0 && err.size() < 4096) err.append(buf.data(), static_cast<size_t>(n));
+    if (ssh_channel_read_nonblocking(ch, buf.data(), static_cast<uint32_t>(buf.size()), 0) == SSH_ERROR) {
+      return link_error("read");
+    }
+    if (std::chrono::steady_clock::now() > deadline) return link_error("wait for " + command.substr(0, 60));
+  }
+  const int status = ssh_channel_get_exit_status(ch);
+  if (status != 0) {
+    return Error{spec_.to_string(), command.substr(0, 120), "failed (exit " + std::to_string(status) + "): " + err};
+  }
+  return {};
+}
+
 Status SshSession::ensure_sftp() {
   if (impl_->sftp) return {};
   sftp_session sftp = sftp_new(impl_->s);
@@ -250,32 +304,44 @@ Status SshSession::ensure_sftp() {
 }
 
 Status SshSession::upload_file(const std::string& local_path, const std::string& remote_path,
-                               int mode, const ProgressFn& progress) {
+                               int mode, const ProgressFn& progress, uint64_t offset) {
   std::lock_guard lock(mu_);
   if (auto st = ensure_sftp(); !st) return st;
   std::ifstream in(local_path, std::ios::binary);
   if (!in) return Error{"deploy", local_path, "must be a readable local file"};
   in.seekg(0, std::ios::end);
   const uint64_t total = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
-  sftp_file f = sftp_open(impl_->sftp, remote_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+  if (offset > total) return Error{"deploy", remote_path, "resume offset past the end of " + local_path};
+  in.seekg(static_cast<std::streamoff>(offset));
+  sftp_file f = sftp_open(impl_->sftp, remote_path.c_str(), O_WRONLY | O_CREAT | (offset == 0 ? O_TRUNC : 0),
                           static_cast<mode_t>(mode));
   if (!f) return Error{spec_.to_string(), remote_path, std::string("could not create: ") + ssh_get_error(impl_->s)};
-  // 64 KiB writes: large enough that per-request latency is small with TCP_NODELAY, below
-  // OpenSSH's 256 KiB packet limit.
-  std::vector<char> buf(64 * 1024);
-  uint64_t done = 0;
+  if (offset > 0 && sftp_seek64(f, offset) != 0) {
+    sftp_close(f);
+    return link_error("seek " + remote_path);
+  }
+  // Each SFTP write waits for its acknowledgement (libssh 0.10 has no pipelined writes), so the
+  // request size sets the rate: 255 KiB requests, OpenSSH's largest (limits@openssh.com
+  // max-write-length 261120; libssh caps a write at the server's limit and returns what it wrote,
+  // so a server with a smaller limit gets several writes per chunk). Large files that must move
+  // at the link's rate go through stream_file() instead (the runtime bundle).
+  std::vector<char> buf(255 * 1024);
+  uint64_t done = offset;
   Status result;
-  while (done < total) {
+  while (done < total && result) {
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    const auto n = in.gcount();
-    if (n <= 0) break;
-    if (sftp_write(f, buf.data(), static_cast<size_t>(n)) != n) {
-      result = Error{spec_.to_string(), remote_path, std::string("write failed: ") + ssh_get_error(impl_->s)};
-      break;
+    const auto n = static_cast<size_t>(std::max<std::streamsize>(0, in.gcount()));
+    if (n == 0) break;
+    for (size_t sent = 0; sent < n;) {
+      const ssize_t w = sftp_write(f, buf.data() + sent, n - sent);
+      if (w <= 0) {
+        result = Error{spec_.to_string(), remote_path, std::string("write failed: ") + ssh_get_error(impl_->s)};
+        break;
+      }
+      sent += static_cast<size_t>(w);
+      done += static_cast<uint64_t>(w);
     }
-    done += static_cast<uint64_t>(n);
-    if (progress) progress(done, total);
+    if (result && progress) progress(done, total);
   }
   sftp_close(f);
   if (result && sftp_chmod(impl_->sftp, remote_path.c_str(), static_cast<mode_t>(mode)) != SSH_OK) {

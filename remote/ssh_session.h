@@ -76,12 +76,20 @@ class SshSession {
                           const std::string& stdin_data = {});
 
   // SFTP. upload() writes `data` (or the local file) to `remote_path` with `mode`.
+  // `offset` > 0 resumes a cut upload: the remote file is kept (not truncated) and written from
+  // that byte on with the local file's bytes from the same offset; progress counts from offset.
   Status upload_file(const std::string& local_path, const std::string& remote_path, int mode,
-                     const ProgressFn& progress = {});
+                     const ProgressFn& progress = {}, uint64_t offset = 0);
   // Reads up to max_bytes from `remote_path` starting at `offset`; nullopt when the file does
   // not exist. An empty string means EOF.
   Result<std::optional<std::string>> read_range(const std::string& remote_path, uint64_t offset,
                                                 size_t max_bytes);
+
+  // Streams the local file from byte `offset` into the stdin of `command` on the node (an exec
+  // channel: the bytes flow under SSH's window, no per-request acknowledgement as with SFTP
+  // writes, so it runs at the link's rate). Error: the link failed or the command exited non-zero.
+  Status stream_file(const std::string& local_path, uint64_t offset, const std::string& command,
+                     const ProgressFn& progress = {});
 
  private:
   SshSession() = default;

@@ -7,7 +7,10 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#ifdef USE_C10D_NCCL
+// The CPU flavour of the runtime bundle (meshtrain_cpu, docs/remote.md) links libtorch_cpu only:
+// no NCCL (it lives in libtorch_cuda, with the CUDA math libraries, GBs a CPU node never needs).
+#if defined(USE_C10D_NCCL) && !defined(MESHWORK_CPU_FLAVOUR)
+#define MESHWORK_HAVE_NCCL 1
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
@@ -53,12 +56,14 @@ c10::intrusive_ptr<c10d::Backend> Communicator::make_backend(const std::string& 
                                                              int size) {
   auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
   if (options_.device == DeviceKind::cuda) {
-#ifdef USE_C10D_NCCL
+#ifdef MESHWORK_HAVE_NCCL
     auto opts = c10d::ProcessGroupNCCL::Options::create();
     opts->timeout = options_.timeout;
     return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, opts);
 #else
-    throw std::runtime_error("this LibTorch was built without NCCL (USE_C10D_NCCL)");
+    throw std::runtime_error(
+        "this meshtrain has no NCCL (the CPU flavour of the runtime bundle, or a LibTorch built without "
+        "USE_C10D_NCCL): deploy the cuda flavour for --device cuda");
 #endif
   }
   auto opts = c10d::ProcessGroupGloo::Options::create(options_.timeout);

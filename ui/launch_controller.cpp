@@ -52,6 +52,8 @@ QString LaunchController::trainer_path() {
   return QDir(QCoreApplication::applicationDirPath()).filePath("meshtrain");
 }
 
+QString LaunchController::bundle_path() { return QString::fromLocal8Bit(qgetenv("MESHWORK_BUNDLE")); }
+
 bool LaunchController::launch(const RunConfig& config) {
   if (launching_) {
     Q_EMIT launch_failed(tr("A launch is already in progress"), {});
@@ -64,6 +66,7 @@ bool LaunchController::launch(const RunConfig& config) {
   remote::LaunchRequest req;
   req.config = config;
   req.trainer_path = trainer_path().toStdString();
+  req.bundle_path = bundle_path().toStdString();
   req.ssh = ssh_;
   // Callbacks run on launch threads: hop to this object's thread through queued calls.
   QPointer<LaunchController> self(this);
@@ -72,7 +75,8 @@ bool LaunchController::launch(const RunConfig& config) {
   };
   req.on_deploy = [self](const remote::DeployProgress& d) {
     DeployUpdate u{static_cast<int>(d.node), q(d.host), q(d.stage), q(d.file),
-                   static_cast<double>(d.bytes_done), static_cast<double>(d.bytes_total), q(d.message)};
+                   static_cast<double>(d.bytes_done), static_cast<double>(d.bytes_total), q(d.message),
+                   d.rate, d.eta_s};
     QMetaObject::invokeMethod(self, [self, u] { if (self) Q_EMIT self->deploy_progress(u); }, Qt::QueuedConnection);
   };
   req.on_probe = [self](const remote::ProbeProgress& p) {

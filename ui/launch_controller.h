@@ -35,6 +35,8 @@ struct DeployUpdate {
   double bytes_done = 0;
   double bytes_total = 0;
   QString message;
+  double rate = 0;    // bytes/s, from remote (0: unknown)
+  double eta_s = -1;  // seconds left (-1: unknown)
 };
 
 class LaunchController : public QObject {
@@ -63,6 +65,9 @@ class LaunchController : public QObject {
 
   // The meshtrain binary to deploy: $MESHWORK_MESHTRAIN, else next to this executable.
   static QString trainer_path();
+  // A runtime bundle to launch instead (docs/remote.md "Runtime bundle"): $MESHWORK_BUNDLE, or
+  // empty (the plain meshtrain).
+  static QString bundle_path();
 
  Q_SIGNALS:
   void launch_step(const QString& text);             // "probing 1 node(s)", "deploying", ...

@@ -264,7 +264,10 @@ void MonitorPage::on_deploy(const DeployUpdate& u) {
   if (!u.file.isEmpty()) text += QStringLiteral(" ") + u.file;
   if (u.bytes_total > 0)
     text += QStringLiteral(" · %1 / %2").arg(format_bytes(u.bytes_done), format_bytes(u.bytes_total));
-  if (u.stage == "uploading" && r.speed > 0) text += QStringLiteral(" · %1/s").arg(format_bytes(r.speed));
+  // The rate remote measured over the whole transfer (the runtime bundle), else our own estimate.
+  const double speed = u.rate > 0 ? u.rate : r.speed;
+  if (u.stage == "uploading" && speed > 0) text += QStringLiteral(" · %1/s").arg(format_bytes(speed));
+  if (u.stage == "uploading" && u.eta_s >= 0) text += tr(" · ETA %1 s").arg(qRound(u.eta_s));
   if (u.stage == "skipped") text += tr(" (already there)");
   if (!u.message.isEmpty()) text += QStringLiteral(" · ") + u.message;
   r.text->setText(text);

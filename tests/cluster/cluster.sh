@@ -11,6 +11,14 @@
 # (DeepSpeed style), nodes (one address a line), node<i>/ (host key, sshd_config, pid, log).
 # Names derive from STATE_DIR's hash so two clusters (two ctest fixtures) never collide.
 # Needs root (ip netns). Idempotent: `up` first tears down what a crashed run left.
+#
+# Bare nodes: MESHWORK_CLUSTER_BARE="0 1" (node indices) gives each of those nodes a second sshd
+# (port 2222, alias bare<i>, pid in node<i>/sshd-bare.pid) in a mount namespace of its own
+# (hide_runtime below) in which the workbench's torch environment, the checkout and the build
+# tree are empty and ~/.cache/meshwork/bundles is the node's own directory: through bare<i> the
+# node is a bare Debian node, and only a runtime bundle makes meshtrain run there. The same
+# network namespace and address, and the rest of the filesystem (the run root
+# ~/.cache/meshwork/runs included) stays shared, so node<i> is unchanged for every other test.
 set -euo pipefail
 
 cmd="${1:-}"; state="${2:-}"
@@ -25,6 +33,38 @@ bridge="mwbr$tag"
 ns() { echo "mw$tag-n$1"; }
 addr() { echo "10.$subnet_byte.0.$((11 + $1))"; }
 
+# Prints the shell commands that hide the runtime for node $1 (run inside its own mount
+# namespace, before the bare sshd starts). The state directory is bound back over the hidden
+# build tree: sshd reads its config, host key and authorized_keys from there.
+hide_runtime() {
+  local d="$state/node$1" keep="/run/meshwork-cluster-$tag-keep$1"
+  local venv="${MESHWORK_VENV:-$HOME/.cache/meshwork/torch-2.15.0}"
+  local checkout; checkout="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+  mkdir -p "$keep" "$d/bundles" "$HOME/.cache/meshwork/bundles"
+  local hide=("$venv" "$checkout")
+  [ -f "$(dirname "$state")/CMakeCache.txt" ] && hide+=("$(dirname "$state")")
+  echo "set -e; mount --bind '$state' '$keep'"
+  local p q inside
+  for p in "${hide[@]}"; do
+    inside=0  # a build tree inside the checkout is hidden with it
+    for q in "${hide[@]}"; do [[ "$p" == "$q"/* ]] && inside=1; done
+    [ -d "$p" ] && [ "$inside" = 0 ] && echo "mount -t tmpfs -o size=1m,mode=0755 meshwork-hidden '$p'"
+  done
+  echo "mkdir -p '$state' && mount --bind '$keep' '$state'"
+  echo "mount --bind '$d/bundles' '$HOME/.cache/meshwork/bundles'"
+}
+
+# Starts node $1's bare sshd (see the header) in network namespace $2 at address $3.
+start_bare() {
+  local i="$1" n="$2" a="$3" d="$state/node$1"
+  sed -e "s/^Port 22$/Port 2222/" -e "s|^PidFile .*|PidFile $d/sshd-bare.pid|" \
+      -e "s|^ListenAddress .*|ListenAddress $a:2222|" "$d/sshd_config" > "$d/sshd_bare_config"
+  ip netns exec "$n" unshare -m --propagation private sh -c \
+    "$(hide_runtime "$i"); exec '$(command -v sshd)' -f '$d/sshd_bare_config' -E '$d/sshd-bare.log'"
+  printf 'Host bare%d\n  HostName %s\n  User root\n  Port 2222\n  IdentityFile %s\n\n' \
+    "$i" "$a" "$state/id_ed25519" >> "$state/ssh_config"
+}
+
 down() {
   for f in "$state"/node*/ns; do
     [ -f "$f" ] || continue
@@ -35,8 +75,10 @@ down() {
       [ -n "$pids" ] && kill -9 $pids 2>/dev/null || true
       ip netns del "$n" 2>/dev/null || true
     fi
-    rm -f "$f"
+    rm -f "$f" "$(dirname "$f")/sshd_bare_config"
+    rm -rf "$(dirname "$f")/bundles"
   done
+  rmdir /run/meshwork-cluster-"$tag"-keep* 2>/dev/null || true
   ip link del "$bridge" 2>/dev/null || true
 }
 
@@ -91,6 +133,7 @@ CFG
     printf 'Host node%d\n  HostName %s\n  User root\n  Port 22\n  IdentityFile %s\n\n' \
       "$i" "$a" "$state/id_ed25519" >> "$state/ssh_config"
     printf 'node%d slots=2\n' "$i" >> "$state/hostfile"
+    if [[ " ${MESHWORK_CLUSTER_BARE:-} " == *" $i "* ]]; then start_bare "$i" "$n" "$a"; fi
     echo "$a" >> "$state/nodes"
   done
   # Wait until every sshd listens (at most ~5 s).
@@ -101,6 +144,13 @@ CFG
       sleep 0.1
     done
     [ "$ok" = 1 ] || { echo "cluster: sshd of node$i did not start (see $state/node$i/sshd.log)" >&2; exit 1; }
+    [ -f "$state/node$i/sshd_bare_config" ] || continue
+    ok=0
+    for _ in $(seq 50); do
+      if ip netns exec "$(ns "$i")" bash -c "exec 3<>/dev/tcp/$(addr "$i")/2222" 2>/dev/null; then ok=1; break; fi
+      sleep 0.1
+    done
+    [ "$ok" = 1 ] || { echo "cluster: bare sshd of node$i did not start (see $state/node$i/sshd-bare.log)" >&2; exit 1; }
   done
   cat "$state/nodes"
 }

@@ -253,17 +253,20 @@ class ClusterRun : public ::testing::Test {
     return id;
   }
 
-  // Kills every sshd process of node `i` that serves a connection (not its listener).
+  // Kills every sshd process of node `i` that serves a connection (not its listeners: the
+  // node's sshd and, when the cluster has one, its bare sshd).
   int cut_ssh(int i) {
     const std::string ns = test::read_text(cluster_.dir / ("node" + std::to_string(i)) / "ns");
     const pid_t listener = std::stoi(test::read_text(cluster_.dir / ("node" + std::to_string(i)) / "sshd.pid"));
+    const fs::path bare_pid = cluster_.dir / ("node" + std::to_string(i)) / "sshd-bare.pid";
+    const pid_t bare_listener = fs::exists(bare_pid) ? std::stoi(test::read_text(bare_pid)) : -1;
     const std::string list = (tmp_ / "pids").string();
     std::system(("ip netns pids " + shell_quote(ns.substr(0, ns.find('\n'))) + " > " + shell_quote(list)).c_str());
     std::ifstream in(list);
     int killed = 0;
     pid_t pid;
     while (in >> pid) {
-      if (pid == listener) continue;
+      if (pid == listener || pid == bare_listener) continue;
       const std::string comm = test::read_text("/proc/" + std::to_string(pid) + "/comm");
       if (comm.rfind("sshd", 0) == 0 && ::kill(pid, SIGKILL) == 0) ++killed;
     }
