@@ -10,6 +10,7 @@
 #include "core/model_spec.h"
 #include "core/parallel_layout.h"
 #include "remote/run_layout.h"
+#include "remote/slurm_run.h"
 
 namespace meshwork::remote {
 
@@ -262,6 +263,10 @@ Status stop_all(const LaunchRecord& record, const SshOptions& ssh, std::chrono::
 
 Status stop_and_record(const std::filesystem::path& db, store::RunId run, const SshOptions& ssh,
                        const std::string& who, std::chrono::milliseconds grace) {
+  // A Slurm run is stopped by Slurm (scancel), not by signals from the login node.
+  if (auto slurm = load_slurm_info(db, run); slurm.ok() && slurm->has_value()) {
+    return slurm_stop_and_record(db, run, ssh, who);
+  }
   auto rec = load_launch_record(db, run);
   if (!rec) return rec.error();
   if (Status st = stop_all(*rec, ssh, grace); !st) return st;
