@@ -1,6 +1,7 @@
 #include "remote/slurm_parsers.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include <nlohmann/json.hpp>
 
@@ -93,6 +94,7 @@ Result<std::vector<SlurmPartition>> parse_sinfo(const std::string& text) {
     const int nodes = static_cast<int>(to_int(f[3]).value_or(0));
     it->nodes += nodes;
     it->node_states[std::string(trim(f[4]))] += nodes;
+    if (!fresh) it->node_list += "," + std::string(trim(f[8]));
     // %c may read "2+" when nodes differ; the leading number is the smallest.
     const int cpus = static_cast<int>(leading_number(f[5]).value_or(0));
     const long long mem = static_cast<long long>(leading_number(f[6]).value_or(0));
@@ -121,10 +123,13 @@ std::map<std::string, std::string> parse_scontrol_record(const std::string& reco
   const std::vector<std::string> w = words(record);
   std::string key;
   for (const std::string& word : w) {
+    // A key: a letter, then letters, digits, '_', ':' or '/' ("AllocNode:Sid", "CPUs/Task").
     const auto eq = word.find('=');
-    const auto slash = word.find('/');
-    const bool starts_pair = eq != std::string::npos && eq > 0 && (slash == std::string::npos || slash > eq) &&
-                             word.find(':') > eq;
+    bool starts_pair = eq != std::string::npos && eq > 0 && std::isalpha(static_cast<unsigned char>(word[0]));
+    for (size_t k = 0; starts_pair && k < eq; ++k) {
+      const char c = word[k];
+      starts_pair = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':' || c == '/';
+    }
     if (starts_pair) {
       key = word.substr(0, eq);
       out[key] = word.substr(eq + 1);
@@ -256,7 +261,9 @@ Result<std::vector<SlurmJob>> parse_squeue_json(const std::string& text) {
 }
 
 Result<std::string> parse_node_addr(const std::string& text) {
-  const auto kv = parse_scontrol_record(text);
+  // The first record only (`scontrol show node` without a name prints every node).
+  const size_t second = text.find("NodeName=", text.find("NodeName=") + 1);
+  const auto kv = parse_scontrol_record(text.substr(0, second == std::string::npos || text.find("NodeName=") == std::string::npos ? std::string::npos : second));
   auto it = kv.find("NodeAddr");
   if (it == kv.end() || it->second.empty()) {
     return Error{"scontrol show node", std::string(trim(text)).substr(0, 120), "names no NodeAddr"}.as(

@@ -35,7 +35,7 @@ struct SlurmPartition {
   int cpus_per_node = 0;                   // the smallest over its node groups
   long long memory_mb_per_node = 0;        // the smallest
   SlurmGpus gpus_per_node;                 // the smallest count
-  std::string node_list;                   // "n[1-2]" (the first group's when several)
+  std::string node_list;                   // "n[1-2]"; the groups of several lines joined by ","
   int idle_nodes() const;
 };
 

@@ -42,7 +42,9 @@ TEST(SlurmSinfo, RecordedTestClusterPartitions) {
   EXPECT_EQ(debug.cpus_per_node, 2);
   EXPECT_EQ(debug.memory_mb_per_node, 1000);
   EXPECT_EQ(debug.gpus_per_node.count, 0);
-  EXPECT_EQ(debug.node_list, "n[1-2]");
+  EXPECT_EQ(debug.node_list, "n2,n1");
+  EXPECT_EQ(debug.node_states.at("mix"), 1);
+  EXPECT_EQ(debug.node_states.at("alloc"), 1);
   EXPECT_EQ((*parts)[1].name, "tiny");
   EXPECT_FALSE((*parts)[1].is_default);
   EXPECT_EQ((*parts)[1].nodes, 1);
