@@ -189,6 +189,7 @@ std::variant<LaunchedRun, LaunchError> launch_slurm_run(const std::filesystem::p
     // account/partition combination specified", ...
     std::string words(trim(sub->err));
     if (words.empty()) words = std::string(trim(sub->out));
+    (void)login->exec("rm -rf -- " + dir, std::chrono::seconds(30), {});  // nothing of a refused run stays
     return launch_error(Error{"sbatch", "refused the job", words}, ErrorKind::invalid_input);
   }
   auto job_id = parse_sbatch_job_id(sub->out);
@@ -393,7 +394,22 @@ Result<FollowOutcome> follow_slurm_run(const std::filesystem::path& db, store::R
   }
   if (abnormal_end(state) || state == "FAILED" || outcome->state == FollowOutcome::State::failed) {
     std::string reason = slurm_words;
-    if (outcome->root_cause) reason += "\n" + outcome->root_cause->text();
+    if (outcome->root_cause) {
+      // Name the Slurm node that ran the failing node (node<i>.host, written by the job), not
+      // the login node the files were read through.
+      RootCause rc = *outcome->root_cause;
+      auto conn = make_connector(record, ssh)(0);
+      if (auto* login = std::get_if<std::unique_ptr<Node>>(&conn)) {
+        auto host = (*login)->read_range(record.nodes[rc.node].run_dir + "/" +
+                                             node_file(static_cast<int>(rc.node), ".host"), 0, 512);
+        if (host && host->has_value()) {
+          const auto w = words(**host);
+          if (!w.empty()) rc.host = "Slurm node " + w[0];
+        }
+      }
+      outcome->root_cause = rc;
+      reason += "\n" + rc.text();
+    }
     outcome->state = FollowOutcome::State::failed;
     (void)(*store)->set_status(run, store::kStatusFailed, reason);
     (void)(*store)->add_event(run, "error", "root cause: " + reason);

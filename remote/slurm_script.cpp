@@ -104,6 +104,7 @@ std::string slurm_batch_script(const LaunchRecord& rec, const SlurmJobOptions& o
   s += "# Gloo binds to the address the other nodes reach this one at (hostnames may resolve to loopback).\n";
   s += "export MESHWORK_GLOO_HOSTNAME=$me\n";
   s += "rm -f node$i.exit node$i.restarts\n";
+  s += "echo \"$SLURMD_NODENAME $me\" > node$i.host  # which Slurm node ran node i, for the root cause\n";
   s += "exec > node$i.out 2> node$i.err < /dev/null\n";
   s += "echo $$ > node$i.pgid\n";
   s += "# Slurm's SIGTERM (scancel, time limit) ends the trainer; the trap lets this shell outlive it to record how.\n";

@@ -311,7 +311,7 @@ TEST_F(SlurmRun, KilledRankFailsTheRunWithSlurmsStateAndTheRankNamed) {
   const std::string& why = info.summary.exit_reason;
   EXPECT_NE(why.find("Slurm job " + info.cluster["slurm"]["job_id"].get<std::string>() + ": FAILED"),
             std::string::npos) << why;
-  EXPECT_NE(why.find("rank 3: killed by signal 9"), std::string::npos) << why;
+  EXPECT_NE(why.find("node 1 (Slurm node n2), rank 3: killed by signal 9"), std::string::npos) << why;
   EXPECT_NE(test::read_text(tmp_ / "bg.err").find("rank 3"), std::string::npos);
   expect_store_equals_files(id, rec);
 }
