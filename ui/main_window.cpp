@@ -299,9 +299,12 @@ void MainWindow::apply_slurm_to_cluster() {
     n.hostname = QStringLiteral("%1 node %2").arg(QString::fromStdString(slurm_panel_->job().partition)).arg(i);
     n.state = NodeInfo::State::online;
     n.slots = slurm_panel_->plan_ranks_per_node();
-    n.cpu_cores = std::max(1, n.slots);
-    n.memory_bytes = 8.0 * (1ull << 30);
-    for (int g = 0; g < slurm_panel_->plan_gpus_per_node(); ++g) n.gpus.push_back(GpuInfo{QStringLiteral("GPU"), 80.0 * (1ull << 30)});
+    n.cpu_cores = std::max(1, slurm_panel_->plan_cpus_per_node());
+    n.memory_bytes = slurm_panel_->plan_memory_bytes_per_node();
+    // sinfo reports GPU counts and types, not their memory: 80 GiB (an H100/A100 80GB) is assumed
+    // for planning; the nodes' own nvidia-smi is what meshtrain sees when the job runs.
+    for (int g = 0; g < slurm_panel_->plan_gpus_per_node(); ++g)
+      n.gpus.push_back(GpuInfo{QStringLiteral("GPU (Slurm GRES)"), 80.0 * (1ull << 30)});
     cluster_->add_node(n);
   }
 }

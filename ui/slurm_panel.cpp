@@ -163,4 +163,16 @@ int SlurmPanel::plan_nodes() const { return enabled_for_launch() ? nodes_->value
 int SlurmPanel::plan_ranks_per_node() const { return enabled_for_launch() ? ranks_->value() : 0; }
 int SlurmPanel::plan_gpus_per_node() const { return enabled_for_launch() ? gpus_->value() : 0; }
 
+double SlurmPanel::plan_memory_bytes_per_node() const {
+  const int i = partition_->currentIndex();
+  if (i < 0 || i >= partitions_.size()) return 0;
+  return partitions_[i]["memory_mb"].toDouble() * 1024.0 * 1024.0;
+}
+
+int SlurmPanel::plan_cpus_per_node() const {
+  const int i = partition_->currentIndex();
+  if (i < 0 || i >= partitions_.size()) return 0;
+  return partitions_[i]["cpus_per_node"].toInt();
+}
+
 }  // namespace meshwork::ui

@@ -48,6 +48,8 @@ class SlurmPanel : public QWidget {
   int plan_nodes() const;
   int plan_ranks_per_node() const;
   int plan_gpus_per_node() const;
+  double plan_memory_bytes_per_node() const;  // sinfo's memory of the chosen partition's nodes
+  int plan_cpus_per_node() const;
 
   Q_SLOT void request_probe();
 

@@ -335,6 +335,10 @@ TEST_F(SlurmRun, BadPartitionIsSbatchsRefusalAndNothingIsRecorded) {
   Cli r = run_cli(args, tmp_);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("invalid partition specified: nope"), std::string::npos) << r.err;
+  // Nothing of the refused run stays: no run directory (the content-addressed .deploy may).
+  if (fs::exists(root_)) {
+    for (const auto& e : fs::directory_iterator(root_)) EXPECT_NE(e.path().filename().string().rfind("run-", 0), 0u) << e.path();
+  }
   if (fs::exists(db_)) {
     auto s = store::RunStore::open(db_);
     ASSERT_TRUE(s.ok());
