@@ -26,7 +26,10 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-std::string meshtrain_path() { return std::string(MESHWORK_BIN_DIR) + "/meshtrain"; }
+std::string meshtrain_path() {
+  if (const char* env = std::getenv("MESHWORK_TEST_MESHTRAIN"); env && *env) return env;
+  return std::string(MESHWORK_BIN_DIR) + "/meshtrain";
+}
 
 struct Cli {
   int code = -1;
