@@ -303,13 +303,52 @@ Result<RunConfig> launch_config(const Parsed& p) {
 
 }  // namespace
 
-int probe_main(const Args& args) {
-  auto p = parse(args, {{"--hostfile", "FILE", ""}, {"--json", "", ""}}, "meshwork probe");
-  if (!p) return refuse(p.error());
-  if (p->switches.count("--help")) {
-    std::cout << "usage: meshwork probe HOST... [--json] | --hostfile F [--json]\n" << kSshHelp;
+namespace {
+// `meshwork probe --slurm LOGIN`: the partitions of a Slurm cluster, from its login node.
+int probe_slurm_main(const Parsed& p) {
+  if (p.positional.size() != 1) return refuse(Error{"LOGIN", "", "name the cluster's login node (or local)"});
+  auto spec = parse_host_spec(p.positional[0], "LOGIN");
+  if (!spec) return refuse(spec.error());
+  auto conn = connect_node(*spec, ssh_options(p));
+  if (auto* e = std::get_if<ConnectError>(&conn)) return refuse(e->error);
+  auto info = probe_slurm(*std::get<0>(conn));
+  if (!info) return refuse(info.error());
+  if (p.switches.count("--json")) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& part : info->partitions) {
+      out.push_back({{"name", part.name}, {"default", part.is_default}, {"up", part.up}, {"nodes", part.nodes},
+                     {"idle", part.idle_nodes()}, {"node_states", part.node_states},
+                     {"gpus_per_node", part.gpus_per_node.count}, {"gpu_type", part.gpus_per_node.type},
+                     {"cpus_per_node", part.cpus_per_node}, {"memory_mb_per_node", part.memory_mb_per_node},
+                     {"time_limit", part.time_limit}, {"node_list", part.node_list}});
+    }
+    std::cout << out.dump(2) << "\n";
     return kExitOk;
   }
+  std::cout << info->login << ": " << info->partitions.size() << " Slurm partition(s)\n";
+  for (const auto& part : info->partitions) {
+    std::cout << "  " << part.name << (part.is_default ? "*" : "") << (part.up ? "" : " (down)") << "  "
+              << part.nodes << " node(s), " << part.idle_nodes() << " idle, "
+              << (part.gpus_per_node.count ? std::to_string(part.gpus_per_node.count) + " GPU(s)" +
+                                                 (part.gpus_per_node.type.empty() ? "" : " " + part.gpus_per_node.type)
+                                           : std::string("no GPU"))
+              << " and " << part.cpus_per_node << " CPUs per node, " << part.memory_mb_per_node
+              << " MiB, time limit " << part.time_limit << "\n";
+  }
+  return kExitOk;
+}
+}  // namespace
+
+int probe_main(const Args& args) {
+  auto p = parse(args, {{"--hostfile", "FILE", ""}, {"--json", "", ""}, {"--slurm", "", ""}}, "meshwork probe");
+  if (!p) return refuse(p.error());
+  if (p->switches.count("--help")) {
+    std::cout << "usage: meshwork probe HOST... [--json] | --hostfile F [--json]\n"
+                 "       meshwork probe --slurm LOGIN [--json]   (a Slurm cluster's partitions, by sinfo)\n"
+              << kSshHelp;
+    return kExitOk;
+  }
+  if (p->switches.count("--slurm")) return probe_slurm_main(*p);
   auto hosts = hosts_of(*p, true);
   if (!hosts) return refuse(hosts.error());
   if (hosts->empty()) return refuse(Error{"HOST", "", "name at least one host (or --hostfile F, or local)"});

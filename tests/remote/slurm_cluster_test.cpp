@@ -13,6 +13,8 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "core/metrics.h"
 #include "core/store/run_store.h"
 #include "remote/launch.h"
@@ -230,6 +232,23 @@ class SlurmRun : public ::testing::Test {
   test::Cluster cluster_;
   fs::path tmp_, root_, db_;
 };
+
+TEST_F(SlurmRun, ProbeListsThePartitionsOfTheLoginNode) {
+  std::vector<std::string> args = {"probe", "--slurm", "node0", "--json"};
+  auto c = common();
+  args.insert(args.end(), c.begin(), c.end() - 2);  // no --db
+  Cli r = run_cli(args, tmp_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u) << r.out;
+  EXPECT_EQ(j[0]["name"], "debug");
+  EXPECT_EQ(j[0]["default"], true);
+  EXPECT_EQ(j[0]["nodes"], 2);
+  EXPECT_EQ(j[0]["cpus_per_node"], 2);
+  EXPECT_EQ(j[0]["gpus_per_node"], 0);
+  EXPECT_EQ(j[1]["name"], "tiny");
+  EXPECT_EQ(j[1]["nodes"], 1);
+}
 
 TEST_F(SlurmRun, DpShard2Tp2OnTwoNodesThroughTheLoginNodeEveryMetricInTheStore) {
   const int steps = 6;
