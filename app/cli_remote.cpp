@@ -5,6 +5,9 @@
 //                   <meshtrain shape and training flags> [--config FILE] [--db PATH] [--name NAME]
 //                   [--detach] [--remote-root DIR] [--master-addr A] [--master-port P] [--meshtrain BIN]
 //                   [--max-restarts N]
+//   meshwork probe --slurm LOGIN [--json]
+//   meshwork launch --slurm [--login HOST] --nodes N [--partition P] [--gpus-per-node G] [--nproc-per-node R]
+//                   [--account A] [--qos Q] [--time T] [--sbatch-arg ARG]... <the same run config flags>
 //   meshwork attach RUN [--db PATH]
 //   meshwork stop RUN [--db PATH] [--grace SECONDS]
 // SSH options for all four: --ssh-config F, --known-hosts F, --identity F, --accept-new-host-keys.
