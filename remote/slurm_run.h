@@ -60,8 +60,8 @@ Result<std::optional<SlurmRunInfo>> load_slurm_info(const std::filesystem::path&
 
 // Follows a stored Slurm run to its end (RunFollower with Slurm's liveness and stop), then
 // records the final state: Slurm's (TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, CANCELLED, PREEMPTED,
-// FAILED) together with the failing rank and its log tail. `stop` (if set) is where the caller
-// can reach the follower to stop or detach it.
+// FAILED) together with the failing rank and its log tail. `on_follower` is called with the
+// follower once it exists (and with nullptr when it is done), so the caller can stop or detach it.
 Result<FollowOutcome> follow_slurm_run(const std::filesystem::path& db, store::RunId run, const SshOptions& ssh,
                                        FollowOptions options = {},
                                        std::function<void(RunFollower*)> on_follower = {});
