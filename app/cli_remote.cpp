@@ -5,6 +5,9 @@
 //                   <meshtrain shape and training flags> [--config FILE] [--db PATH] [--name NAME]
 //                   [--detach] [--remote-root DIR] [--master-addr A] [--master-port P] [--meshtrain BIN]
 //                   [--max-restarts N]
+//   meshwork probe --slurm LOGIN [--json]
+//   meshwork launch --slurm [--login HOST] --nodes N [--partition P] [--gpus-per-node G] [--nproc-per-node R]
+//                   [--account A] [--qos Q] [--time T] [--sbatch-arg ARG]... <the same run config flags>
 //   meshwork attach RUN [--db PATH]
 //   meshwork stop RUN [--db PATH] [--grace SECONDS]
 // SSH options for all four: --ssh-config F, --known-hosts F, --identity F, --accept-new-host-keys.
@@ -30,6 +33,7 @@
 #include "core/run_config_flags.h"
 #include "core/store/paths.h"
 #include "remote/run_control.h"
+#include "remote/slurm_run.h"
 
 namespace meshwork::cli {
 
@@ -63,6 +67,7 @@ struct Parsed {
   std::vector<std::string> positional;
   // Run config flags (core/run_config_flags.h, meshtrain's own), in the order given.
   std::vector<std::pair<const RunConfigFlag*, std::string>> run_flags;
+  std::map<std::string, std::vector<std::string>> every_value;  // flags that may repeat (--sbatch-arg)
 };
 
 // core's parser (core/cli_args.h) over the subcommand's flags, the SSH flags and, for launch,
@@ -81,7 +86,10 @@ Result<Parsed> parse(const Args& args, std::vector<FlagSpec> flags, std::string_
                                        [&](const FlagSpec& f) { return f.name == flag && f.arg.empty(); });
     if (rf) p.run_flags.emplace_back(rf, value);
     else if (is_switch) p.switches.insert(flag);
-    else p.values[flag] = value;
+    else {
+      p.values[flag] = value;
+      p.every_value[flag].push_back(value);
+    }
   }
   if (a->help) p.switches.insert("--help");
   p.positional = a->positional;
@@ -215,6 +223,39 @@ int follow(const std::filesystem::path& db, store::RunId id, const LaunchRecord&
   return kExitError;
 }
 
+// The same for a Slurm run: the follower with Slurm's liveness and stop; the final state is Slurm's.
+int follow_slurm(const std::filesystem::path& db, store::RunId id, const SshOptions& ssh) {
+  FollowOptions fo;
+  fo.on_event = [](const std::string& level, const std::string& text) {
+    std::lock_guard lock(g_out_mu);
+    std::cerr << "meshwork: " << level << ": " << text << "\n";
+  };
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigaction(SIGINT, &sa, nullptr);
+  auto outcome = follow_slurm_run(db, id, ssh, fo, [](RunFollower* f) { g_follower = f; });
+  signal(SIGINT, SIG_DFL);
+  if (!outcome) return refuse(outcome.error().as(ErrorKind::remote));
+  std::cout << "run " << id << ": " << outcome->state_name() << "\n";
+  switch (outcome->state) {
+    case FollowOutcome::State::succeeded: return kExitOk;
+    case FollowOutcome::State::detached:
+      std::cerr << "meshwork: detached; the job goes on. Follow it again with `meshwork attach " << id
+                << "`, stop it with `meshwork stop " << id << "`\n";
+      return kExitOk;
+    case FollowOutcome::State::failed: {
+      auto s = store::RunStore::open(db);
+      if (s) {
+        auto info = (*s)->get_run(id);
+        if (info) std::cerr << "meshwork: run failed: " << info->summary.exit_reason << "\n";
+      }
+      return kExitNoFit;
+    }
+    case FollowOutcome::State::stopped: return kExitNoFit;
+  }
+  return kExitError;
+}
+
 Result<store::RunId> resolve(const std::filesystem::path& db, const std::string& run) {
   auto s = store::RunStore::open(db);
   if (!s) return s.error();
@@ -280,13 +321,52 @@ Result<RunConfig> launch_config(const Parsed& p) {
 
 }  // namespace
 
-int probe_main(const Args& args) {
-  auto p = parse(args, {{"--hostfile", "FILE", ""}, {"--json", "", ""}}, "meshwork probe");
-  if (!p) return refuse(p.error());
-  if (p->switches.count("--help")) {
-    std::cout << "usage: meshwork probe HOST... [--json] | --hostfile F [--json]\n" << kSshHelp;
+namespace {
+// `meshwork probe --slurm LOGIN`: the partitions of a Slurm cluster, from its login node.
+int probe_slurm_main(const Parsed& p) {
+  if (p.positional.size() != 1) return refuse(Error{"LOGIN", "", "name the cluster's login node (or local)"});
+  auto spec = parse_host_spec(p.positional[0], "LOGIN");
+  if (!spec) return refuse(spec.error());
+  auto conn = connect_node(*spec, ssh_options(p));
+  if (auto* e = std::get_if<ConnectError>(&conn)) return refuse(e->error);
+  auto info = probe_slurm(*std::get<0>(conn));
+  if (!info) return refuse(info.error());
+  if (p.switches.count("--json")) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& part : info->partitions) {
+      out.push_back({{"name", part.name}, {"default", part.is_default}, {"up", part.up}, {"nodes", part.nodes},
+                     {"idle", part.idle_nodes()}, {"node_states", part.node_states},
+                     {"gpus_per_node", part.gpus_per_node.count}, {"gpu_type", part.gpus_per_node.type},
+                     {"cpus_per_node", part.cpus_per_node}, {"memory_mb_per_node", part.memory_mb_per_node},
+                     {"time_limit", part.time_limit}, {"node_list", part.node_list}});
+    }
+    std::cout << out.dump(2) << "\n";
     return kExitOk;
   }
+  std::cout << info->login << ": " << info->partitions.size() << " Slurm partition(s)\n";
+  for (const auto& part : info->partitions) {
+    std::cout << "  " << part.name << (part.is_default ? "*" : "") << (part.up ? "" : " (down)") << "  "
+              << part.nodes << " node(s), " << part.idle_nodes() << " idle, "
+              << (part.gpus_per_node.count ? std::to_string(part.gpus_per_node.count) + " GPU(s)" +
+                                                 (part.gpus_per_node.type.empty() ? "" : " " + part.gpus_per_node.type)
+                                           : std::string("no GPU"))
+              << " and " << part.cpus_per_node << " CPUs per node, " << part.memory_mb_per_node
+              << " MiB, time limit " << part.time_limit << "\n";
+  }
+  return kExitOk;
+}
+}  // namespace
+
+int probe_main(const Args& args) {
+  auto p = parse(args, {{"--hostfile", "FILE", ""}, {"--json", "", ""}, {"--slurm", "", ""}}, "meshwork probe");
+  if (!p) return refuse(p.error());
+  if (p->switches.count("--help")) {
+    std::cout << "usage: meshwork probe HOST... [--json] | --hostfile F [--json]\n"
+                 "       meshwork probe --slurm LOGIN [--json]   (a Slurm cluster's partitions, by sinfo)\n"
+              << kSshHelp;
+    return kExitOk;
+  }
+  if (p->switches.count("--slurm")) return probe_slurm_main(*p);
   auto hosts = hosts_of(*p, true);
   if (!hosts) return refuse(hosts.error());
   if (hosts->empty()) return refuse(Error{"HOST", "", "name at least one host (or --hostfile F, or local)"});
@@ -411,6 +491,55 @@ int deploy_main(const Args& args) {
   return code;
 }
 
+namespace {
+// `meshwork launch --slurm ...`: the same run config as any launch, Slurm's fields, one sbatch.
+int launch_slurm_main(const Parsed& p) {
+  for (const char* f : {"--hostfile", "--hosts", "--local", "--master-addr"}) {
+    if (p.values.count(f) || p.switches.count(f))
+      return refuse(Error{f, "", "not with --slurm: Slurm picks the nodes (--nodes, --partition) and the master"});
+  }
+  Parsed q = p;
+  q.switches.insert("--local");  // launch_config wants hosts; Slurm's nodes replace them
+  if (!q.values.count("--nproc-per-node")) q.values["--nproc-per-node"] = "1";
+  auto config = launch_config(q);
+  if (!config) return refuse(config.error());
+  SlurmLaunchRequest req;
+  req.base.config = *config;
+  req.login = p.values.count("--login") ? p.values.at("--login") : "local";
+  if (auto st = int_value(p, "--nodes", 1, 100000, req.job.nodes); !st) return refuse(st.error());
+  if (auto st = int_value(p, "--gpus-per-node", 0, 1024, req.job.gpus_per_node); !st) return refuse(st.error());
+  if (auto st = int_value(p, "--nproc-per-node", 1, 1024, req.job.nproc_per_node); !st) return refuse(st.error());
+  if (auto st = int_value(p, "--master-port", 1, 65535, req.base.master_port); !st) return refuse(st.error());
+  if (auto st = int_value(p, "--max-restarts", 0, 1000, req.base.max_restarts); !st) return refuse(st.error());
+  auto text = [&](const char* f) { return p.values.count(f) ? p.values.at(f) : std::string(); };
+  req.job.partition = text("--partition");
+  req.job.account = text("--account");
+  req.job.qos = text("--qos");
+  req.job.time = text("--time");
+  if (p.every_value.count("--sbatch-arg")) req.job.sbatch_args = p.every_value.at("--sbatch-arg");
+  req.base.trainer_path = p.values.count("--meshtrain") ? p.values.at("--meshtrain") : self_dir() + "/meshtrain";
+  if (p.values.count("--remote-root")) req.base.remote_root = p.values.at("--remote-root");
+  req.base.ssh = ssh_options(p);
+  req.base.on_step = [](const std::string& s) {
+    std::lock_guard lock(g_out_mu);
+    std::cerr << "meshwork: " << s << "\n";
+  };
+  const auto db = db_path(p);
+  auto launched = launch_slurm_run(db, req);
+  if (auto* e = std::get_if<LaunchError>(&launched)) {
+    for (size_t i = 1; i < e->more.size(); ++i) say_error(e->more[i]);
+    return refuse(e->error);
+  }
+  const LaunchedRun& run = std::get<LaunchedRun>(launched);
+  auto slurm = load_slurm_info(db, run.id);
+  std::cout << "run " << run.id << ": submitted as Slurm job " << (slurm && *slurm ? (*slurm)->job_id : "?")
+            << ", " << run.record.nodes.size() << " node(s), run directory " << run.record.nodes[0].run_dir << "\n"
+            << std::flush;
+  if (p.switches.count("--detach")) return kExitOk;
+  return follow_slurm(db, run.id, req.base.ssh);
+}
+}  // namespace
+
 int launch_main(const Args& args) {
   auto p = parse(args,
                  {{"--hostfile", "FILE", ""}, {"--hosts", "H1,H2", ""}, {"--local", "", ""},
@@ -418,7 +547,9 @@ int launch_main(const Args& args) {
                   {"--name", "NAME", ""}, {"--detach", "", ""}, {"--remote-root", "DIR", ""},
                   {"--master-addr", "A", ""}, {"--master-port", "P", ""}, {"--meshtrain", "BIN", ""},
                   {"--max-restarts", "N", ""}, {"--bundle", "FILE", ""}, {"--bundle-root", "DIR", ""},
-                  {"--node-torch", "DIR", ""}},
+                  {"--node-torch", "DIR", ""}, {"--slurm", "", ""}, {"--login", "HOST", ""},
+                  {"--partition", "P", ""}, {"--nodes", "N", ""}, {"--gpus-per-node", "G", ""},
+                  {"--account", "A", ""}, {"--qos", "Q", ""}, {"--time", "T", ""}, {"--sbatch-arg", "ARG", ""}},
                  "meshwork launch", /*run_config=*/true);
   if (!p) return refuse(p.error());
   if (p->switches.count("--help")) {
@@ -429,6 +560,9 @@ int launch_main(const Args& args) {
                  "         [--detach] [--remote-root DIR] [--master-addr A] [--master-port P]\n"
                  "         [--meshtrain BIN] [--max-restarts N] [--bundle FILE] [--bundle-root DIR]\n"
                  "         [--node-torch SITE_PACKAGES]\n"
+                 "       meshwork launch --slurm [--login HOST] --nodes N [--partition P] [--gpus-per-node G]\n"
+                 "         [--nproc-per-node N] [--account A] [--qos Q] [--time T] [--sbatch-arg ARG]...\n"
+                 "         [--config FILE] [run config flags] [--db PATH] [--name NAME] [--detach] ...\n"
                  "Run config flags set the fields of --config's run config (or of the defaults):\n  "
               << run_flags << "\n"
               << "Probes the nodes, checks the layout against them, deploys meshtrain and the run config\n"
@@ -445,11 +579,15 @@ int launch_main(const Args& args) {
                  "resumed after a cut link. A CUDA run checks each node's driver against the bundle first.\n"
                  "--node-torch DIR: the nodes have the same torch wheel, in site-packages DIR (absolute):\n"
                  "meshtrain is deployed with its library path moved there (no bundle needed).\n"
+                 "--slurm: through a Slurm login node (--login, default this machine): an sbatch script\n"
+                 "(job.sbatch in the run directory, which must be on a filesystem the nodes share) runs\n"
+                 "one supervisor per node with srun; the job id is recorded; stop is scancel.\n"
                  "Exit 0: the run succeeded (or started, with --detach); 3: it failed; 2: invalid input.\n"
               << kSshHelp;
     return kExitOk;
   }
   if (!p->positional.empty()) return refuse(Error{"launch", p->positional[0], "takes no positional arguments"});
+  if (p->switches.count("--slurm")) return launch_slurm_main(*p);
   auto config = launch_config(*p);
   if (!config) return refuse(config.error());
   LaunchRequest req;
@@ -520,6 +658,9 @@ int attach_main(const Args& args) {
                      "metric the store lacks, then streams until the run ends.\n");
   if (!run) return refuse(run.error());
   if (!*run) return kExitOk;
+  if (auto slurm = load_slurm_info((*run)->db, (*run)->id); slurm.ok() && slurm->has_value()) {
+    return follow_slurm((*run)->db, (*run)->id, ssh_options(*p));
+  }
   auto rec = load_launch_record((*run)->db, (*run)->id);
   if (!rec) return refuse(rec.error());
   return follow((*run)->db, (*run)->id, *rec, ssh_options(*p));

@@ -239,7 +239,7 @@ void RunFollower::follow_node(size_t index) {
     if (!finished && std::chrono::steady_clock::now() - last_alive_check > std::chrono::seconds(2)) {
       last_alive_check = std::chrono::steady_clock::now();
       if (rec_.max_restarts > 0) report_restarts(*node, index, restarts_seen);
-      auto alive = node_alive(*node, rec_, index);
+      auto alive = opt_.alive ? opt_.alive(*node, index) : node_alive(*node, rec_, index);
       if (alive.ok() && !*alive) {
         auto again = read_node_exit(*node, rec_, index);  // it may have just been written
         if (again.ok() && again->has_value()) {
@@ -270,7 +270,8 @@ void RunFollower::follow_node(size_t index) {
     }
     if (stop_requested_ && !stopped_here) {
       stopped_here = true;
-      if (auto st = stop_node(*node, rec_, index, opt_.stop_grace); !st) {
+      const Status st = opt_.stop ? opt_.stop(*node, index) : stop_node(*node, rec_, index, opt_.stop_grace);
+      if (!st) {
         event("warning", st.error().message());
       }
       last_alive_check = {};  // check at once whether it is gone

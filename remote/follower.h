@@ -53,6 +53,11 @@ struct FollowOptions {
   std::chrono::milliseconds stop_grace{5000};
   bool stop_all_on_failure = true;
   size_t chunk_bytes = 4u << 20;
+  // When a batch system owns the processes (Slurm, slurm_run.h), it answers these instead of
+  // the node's pid files and signals: whether node `index`'s processes may still run (false:
+  // they are gone; a missing node<i>.exit then reads as killed), and how to stop them.
+  std::function<Result<bool>(Node& node, size_t index)> alive;
+  std::function<Status(Node& node, size_t index)> stop;
   // Progress and notable events ("info" | "warning" | "error"), from the follower's threads.
   std::function<void(const std::string& level, const std::string& text)> on_event;
 };

@@ -12,6 +12,7 @@
 #include "remote/cuda_driver.h"
 #include "remote/node_torch.h"
 #include "remote/run_layout.h"
+#include "remote/slurm_run.h"
 
 namespace meshwork::remote {
 
@@ -333,6 +334,10 @@ Status stop_all(const LaunchRecord& record, const SshOptions& ssh, std::chrono::
 
 Status stop_and_record(const std::filesystem::path& db, store::RunId run, const SshOptions& ssh,
                        const std::string& who, std::chrono::milliseconds grace) {
+  // A Slurm run is stopped by Slurm (scancel), not by signals from the login node.
+  if (auto slurm = load_slurm_info(db, run); slurm.ok() && slurm->has_value()) {
+    return slurm_stop_and_record(db, run, ssh, who);
+  }
   auto rec = load_launch_record(db, run);
   if (!rec) return rec.error();
   if (Status st = stop_all(*rec, ssh, grace); !st) return st;

@@ -6,8 +6,10 @@
 #include <QMetaObject>
 #include <QPointer>
 #include <atomic>
+#include <mutex>
 
 #include "remote/run_control.h"
+#include "remote/slurm_run.h"
 
 namespace meshwork::ui {
 
@@ -25,8 +27,17 @@ QString q(const std::string& s) { return QString::fromStdString(s); }
 
 struct LaunchController::Active {
   std::unique_ptr<remote::RunFollower> follower;
+  // A Slurm run's follower lives inside remote::follow_slurm_run: reachable while it runs.
+  std::mutex slurm_mu;
+  remote::RunFollower* slurm_follower = nullptr;
   std::thread thread;
   std::atomic<bool> done{false};
+  template <class F>
+  void with_follower(F&& f) {
+    if (follower) return f(*follower);
+    std::lock_guard lock(slurm_mu);
+    if (slurm_follower) f(*slurm_follower);
+  }
 };
 
 LaunchController::LaunchController(QString db, QObject* parent)
@@ -55,14 +66,23 @@ QString LaunchController::trainer_path() {
 QString LaunchController::bundle_path() { return QString::fromLocal8Bit(qgetenv("MESHWORK_BUNDLE")); }
 
 bool LaunchController::launch(const RunConfig& config) {
-  if (launching_) {
-    Q_EMIT launch_failed(tr("A launch is already in progress"), {});
-    return false;
-  }
-  reap();
-  if (launch_thread_.joinable()) launch_thread_.join();
   // The run config as it is (its nodes, or this machine when it has none): remote builds the
   // command line, exactly as for `meshwork launch`.
+  remote::LaunchRequest req = request(config);
+  return start_launch([db = std::filesystem::path(db_.toStdString()), req] { return remote::launch_run(db, req); },
+                      false);
+}
+
+bool LaunchController::launch_slurm(const RunConfig& config, const QString& login, const remote::SlurmJobOptions& job) {
+  remote::SlurmLaunchRequest req;
+  req.base = request(config);
+  req.login = login.toStdString();
+  req.job = job;
+  return start_launch([db = std::filesystem::path(db_.toStdString()), req] { return remote::launch_slurm_run(db, req); },
+                      true);
+}
+
+remote::LaunchRequest LaunchController::request(const RunConfig& config) {
   remote::LaunchRequest req;
   req.config = config;
   req.trainer_path = trainer_path().toStdString();
@@ -83,13 +103,24 @@ bool LaunchController::launch(const RunConfig& config) {
     const QString t = QStringLiteral("probe %1: %2").arg(q(p.host), q(p.stage));
     QMetaObject::invokeMethod(self, [self, t] { if (self) Q_EMIT self->launch_step(t); }, Qt::QueuedConnection);
   };
+  return req;
+}
+
+bool LaunchController::start_launch(std::function<std::variant<remote::LaunchedRun, remote::LaunchError>()> fn,
+                                    bool slurm) {
+  if (launching_) {
+    Q_EMIT launch_failed(tr("A launch is already in progress"), {});
+    return false;
+  }
+  reap();
+  if (launch_thread_.joinable()) launch_thread_.join();
   launching_ = true;
-  const std::filesystem::path db = db_.toStdString();
-  launch_thread_ = std::thread([self, db, req] {
-    auto result = remote::launch_run(db, req);
+  QPointer<LaunchController> self(this);
+  launch_thread_ = std::thread([self, fn = std::move(fn), slurm] {
+    auto result = fn();
     QMetaObject::invokeMethod(
         self,
-        [self, result = std::move(result)] {
+        [self, slurm, result = std::move(result)] {
           if (!self) return;
           self->launching_ = false;
           if (const auto* e = std::get_if<remote::LaunchError>(&result)) {
@@ -99,12 +130,98 @@ bool LaunchController::launch(const RunConfig& config) {
             return;
           }
           const auto& run = std::get<remote::LaunchedRun>(result);
-          self->follow(run.id, remote::to_json(run.record));
+          if (slurm) {
+            self->follow_slurm(run.id);
+          } else {
+            self->follow(run.id, remote::to_json(run.record));
+          }
           Q_EMIT self->launched(run.id);
         },
         Qt::QueuedConnection);
   });
   return true;
+}
+
+void LaunchController::probe_slurm(const QString& login) {
+  QPointer<LaunchController> self(this);
+  std::thread([self, login, ssh = ssh_] {
+    QList<QVariantMap> rows;
+    QString error;
+    auto spec = remote::parse_host_spec(login.toStdString());
+    if (!spec) {
+      error = q(spec.error().message());
+    } else {
+      auto conn = remote::connect_node(*spec, ssh);
+      if (auto* e = std::get_if<remote::ConnectError>(&conn)) {
+        error = q(e->error.message());
+      } else {
+        auto info = remote::probe_slurm(*std::get<0>(conn));
+        if (!info) {
+          error = q(info.error().message());
+        } else {
+          for (const auto& p : info->partitions) {
+            QVariantMap m;
+            m["name"] = q(p.name);
+            m["default"] = p.is_default;
+            m["up"] = p.up;
+            m["nodes"] = p.nodes;
+            m["idle"] = p.idle_nodes();
+            m["gpus_per_node"] = p.gpus_per_node.count;
+            m["gpu_type"] = q(p.gpus_per_node.type);
+            m["cpus_per_node"] = p.cpus_per_node;
+            m["memory_mb"] = static_cast<qlonglong>(p.memory_mb_per_node);
+            m["time_limit"] = q(p.time_limit);
+            rows << m;
+          }
+        }
+      }
+    }
+    QMetaObject::invokeMethod(self, [self, login, rows, error] {
+      if (!self) return;
+      if (error.isEmpty()) {
+        Q_EMIT self->slurm_probed(login, rows);
+      } else {
+        Q_EMIT self->slurm_probe_failed(login, error);
+      }
+    }, Qt::QueuedConnection);
+  }).detach();
+}
+
+void LaunchController::follow_slurm(store::RunId run) {
+  if (following(run)) return;
+  auto a = std::make_unique<Active>();
+  QPointer<LaunchController> self(this);
+  remote::FollowOptions fo;
+  fo.on_event = [self, run](const std::string& level, const std::string& text) {
+    QMetaObject::invokeMethod(self, [self, run, l = q(level), t = q(text)] {
+      if (self) Q_EMIT self->follow_event(run, l, t);
+    }, Qt::QueuedConnection);
+  };
+  Active* raw = a.get();
+  a->thread = std::thread([self, raw, run, fo, db = std::filesystem::path(db_.toStdString()), ssh = ssh_] {
+    auto outcome = remote::follow_slurm_run(db, run, ssh, fo, [raw](remote::RunFollower* f) {
+      std::lock_guard lock(raw->slurm_mu);
+      raw->slurm_follower = f;
+    });
+    QString state = QStringLiteral("failed"), cause;
+    if (!outcome) {
+      cause = q(outcome.error().message());
+    } else {
+      state = q(outcome->state_name());
+      if (outcome->root_cause) cause = q(outcome->root_cause->text());
+    }
+    raw->done = true;
+    QMetaObject::invokeMethod(self, [self, run, state, cause] {
+      if (self) Q_EMIT self->finished(run, state, cause);
+    }, Qt::QueuedConnection);
+  });
+  active_[run] = std::move(a);
+}
+
+bool LaunchController::attach_slurm(store::RunId run) {
+  reap();
+  follow_slurm(run);
+  return following(run);
 }
 
 void LaunchController::follow(store::RunId run, const nlohmann::json& launch_record) {
@@ -151,7 +268,7 @@ bool LaunchController::attach(store::RunId run, const nlohmann::json& launch_rec
 void LaunchController::stop(store::RunId run) {
   auto it = active_.find(run);
   if (it != active_.end() && !it->second->done) {
-    it->second->follower->stop_run();  // thread-safe; run() then returns "stopped"
+    it->second->with_follower([](remote::RunFollower& f) { f.stop_run(); });  // thread-safe; run() returns "stopped"
     return;
   }
   // Not followed by this workbench: stop it directly, off the GUI thread (store read included).
@@ -172,7 +289,7 @@ bool LaunchController::following(store::RunId run) const {
 
 void LaunchController::detach_all() {
   for (auto& [id, a] : active_)
-    if (!a->done) a->follower->detach();
+    if (!a->done) a->with_follower([](remote::RunFollower& f) { f.detach(); });
 }
 
 void LaunchController::reap() {

@@ -12,13 +12,18 @@
 
 #include <QObject>
 #include <QString>
+#include <QVariantMap>
+#include <functional>
 #include <map>
+#include <variant>
 #include <memory>
 #include <thread>
 
 #include "core/run_config.h"
 #include "core/store/run_store.h"
 #include "remote/deploy.h"
+#include "remote/run_control.h"
+#include "remote/slurm_script.h"
 #include "remote/ssh_session.h"
 
 namespace meshwork::remote {
@@ -49,10 +54,18 @@ class LaunchController : public QObject {
   // mesh's world size). Returns false (and says why through launch_failed) when one is already
   // launching.
   bool launch(const RunConfig& config);
+  // The same run on a Slurm cluster through its login node ("local" = this machine):
+  // remote::launch_slurm_run (sbatch), then followed with Slurm's state (remote/slurm_run.h).
+  bool launch_slurm(const RunConfig& config, const QString& login, const remote::SlurmJobOptions& job);
+  // Reads the partitions of a Slurm cluster (sinfo on its login node); answers with
+  // slurm_probed or slurm_probe_failed.
+  void probe_slurm(const QString& login);
   bool launching() const { return launching_; }
   // Follows a stored run that was launched earlier, from its launch record (the store's
   // runs.cluster["launch"], read by the caller on the store worker). False when it cannot.
   bool attach(store::RunId run, const nlohmann::json& launch_record);
+  // Follows a stored Slurm run (the store's runs.cluster has "slurm").
+  bool attach_slurm(store::RunId run);
   // SIGTERM then SIGKILL to every rank of the run (the follower records it as stopped).
   void stop(store::RunId run);
   bool following(store::RunId run) const;
@@ -73,6 +86,10 @@ class LaunchController : public QObject {
   void launch_step(const QString& text);             // "probing 1 node(s)", "deploying", ...
   void deploy_progress(const meshwork::ui::DeployUpdate& update);
   void launched(qint64 run);                         // recorded in the store and started
+  // One row per partition: name, default, nodes, idle nodes, GPUs per node (+ type), CPUs per
+  // node, memory per node (MiB), time limit.
+  void slurm_probed(const QString& login, const QList<QVariantMap>& partitions);
+  void slurm_probe_failed(const QString& login, const QString& message);
   void launch_failed(const QString& message, const QStringList& details);
   void follow_event(qint64 run, const QString& level, const QString& text);
   // The follower returned: state is ok / failed / stopped / detached.
@@ -81,6 +98,9 @@ class LaunchController : public QObject {
  private:
   struct Active;
   void follow(store::RunId run, const nlohmann::json& launch_record);
+  void follow_slurm(store::RunId run);
+  remote::LaunchRequest request(const RunConfig& config);
+  bool start_launch(std::function<std::variant<remote::LaunchedRun, remote::LaunchError>()> fn, bool slurm);
   void reap();
 
   QString db_;

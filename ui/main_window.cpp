@@ -25,6 +25,7 @@
 #include "ui/runs_page.h"
 #include "ui/store_worker.h"
 #include "ui/cluster_panel.h"
+#include "ui/slurm_panel.h"
 #include "ui/inspector.h"
 #include "ui/mesh_editor.h"
 #include "ui/mesh_view.h"
@@ -55,7 +56,15 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
   pages_ = new QStackedWidget(central);
   cluster_panel_ = new ClusterPanel(cluster_, prober_, pages_);
   plan_page_ = new PlanPage(plan_, cluster_, pages_);
-  pages_->addWidget(cluster_panel_);
+  // The Cluster mode: the nodes (SSH and this machine) and, below, a Slurm cluster.
+  auto* cluster_page = new QWidget(pages_);
+  auto* cluster_layout = new QVBoxLayout(cluster_page);
+  cluster_layout->setContentsMargins(0, 0, 0, 0);
+  slurm_panel_ = new SlurmPanel(cluster_page);
+  cluster_panel_->setParent(cluster_page);
+  cluster_layout->addWidget(cluster_panel_, 1);
+  cluster_layout->addWidget(slurm_panel_);
+  pages_->addWidget(cluster_page);
   pages_->addWidget(plan_page_);
   runs_page_ = new RunsPage(store_, pages_);
   compare_page_ = new ComparePage(store_, runs_page_->model(), pages_);
@@ -92,6 +101,14 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
     busy_label_->setText(busy ? tr("estimating…") : QString());
   });
   connect(prober_, &NodeProber::idle, this, [this] { statusBar()->showMessage(tr("Probe finished"), 4000); });
+  connect(slurm_panel_, &SlurmPanel::probe_requested, this, [this](const QString& login) {
+    launcher_->set_ssh_options(prober_->ssh_options());  // the keys reviewed on the node cards
+    launcher_->probe_slurm(login);
+  });
+  connect(launcher_, &LaunchController::slurm_probed, slurm_panel_, &SlurmPanel::set_partitions);
+  connect(launcher_, &LaunchController::slurm_probe_failed, slurm_panel_,
+          [this](const QString&, const QString& message) { slurm_panel_->set_error(message); });
+  connect(slurm_panel_, &SlurmPanel::job_changed, this, &MainWindow::apply_slurm_to_cluster);
   connect(cluster_panel_, &ClusterPanel::status_message, this,
           [this](const QString& t) { statusBar()->showMessage(t, 5000); });
   connect(cluster_panel_, &ClusterPanel::node_selected, this, [this](int row) {
@@ -264,6 +281,37 @@ void MainWindow::update_stop_state() {
   stop_action()->setEnabled(live);
 }
 
+// With "Launch on Slurm" on, the plan is made for the partition's nodes: the cluster model holds
+// one row per Slurm node (what sinfo says of the partition), and the SSH nodes come back when it
+// is turned off.
+void MainWindow::apply_slurm_to_cluster() {
+  const bool on = slurm_panel_->enabled_for_launch();
+  const bool showing_slurm = !cluster_->nodes().empty() && cluster_->node(0).host.startsWith("slurm-node");
+  if (!on) {
+    if (showing_slurm) {
+      cluster_->clear();
+      cluster_->from_node_configs(nodes_before_slurm_);
+    }
+    return;
+  }
+  if (!showing_slurm) nodes_before_slurm_ = cluster_->to_node_configs();
+  cluster_->clear();
+  for (int i = 0; i < slurm_panel_->plan_nodes(); ++i) {
+    NodeInfo n;
+    n.host = QStringLiteral("slurm-node%1").arg(i);
+    n.hostname = QStringLiteral("%1 node %2").arg(QString::fromStdString(slurm_panel_->job().partition)).arg(i);
+    n.state = NodeInfo::State::online;
+    n.slots = slurm_panel_->plan_ranks_per_node();
+    n.cpu_cores = std::max(1, slurm_panel_->plan_cpus_per_node());
+    n.memory_bytes = slurm_panel_->plan_memory_bytes_per_node();
+    // sinfo reports GPU counts and types, not their memory: 80 GiB (an H100/A100 80GB) is assumed
+    // for planning; the nodes' own nvidia-smi is what meshtrain sees when the job runs.
+    for (int g = 0; g < slurm_panel_->plan_gpus_per_node(); ++g)
+      n.gpus.push_back(GpuInfo{QStringLiteral("GPU (Slurm GRES)"), 80.0 * (1ull << 30)});
+    cluster_->add_node(n);
+  }
+}
+
 void MainWindow::launch_from_plan() {
   if (!launch_action()->isEnabled() || launcher_->launching()) return;
   RunConfig c = plan_->config();
@@ -278,6 +326,10 @@ void MainWindow::launch_from_plan() {
   runs_page_->monitor()->begin_launch(QString::fromStdString(c.name), static_cast<int>(std::max<size_t>(1, c.nodes.size())));
   launch_action()->setEnabled(false);
   launcher_->set_ssh_options(prober_->ssh_options());  // the keys reviewed on the node cards
+  if (slurm_panel_->enabled_for_launch()) {
+    launcher_->launch_slurm(c, slurm_panel_->login(), slurm_panel_->job());
+    return;
+  }
   launcher_->launch(c);
 }
 
@@ -293,13 +345,17 @@ void MainWindow::attach_running() {
         for (const store::RunSummary& r : *runs) {
           if (r.status != store::kStatusRunning && r.status != store::kStatusCreated) continue;
           auto info = s->get_run(r.id);
-          if (info && info->cluster.contains("launch")) found.emplace_back(r.id, info->cluster["launch"]);
+          if (!info || !info->cluster.contains("launch")) continue;
+          // A Slurm run is followed with Slurm's state; the marker tells attach which.
+          found.emplace_back(r.id, info->cluster.contains("slurm") ? nlohmann::json{{"slurm", true}}
+                                                                   : info->cluster["launch"]);
         }
         return found;
       },
       [this](Found found) {
         int n = 0;
-        for (const auto& [id, record] : found) n += launcher_->attach(id, record) ? 1 : 0;
+        for (const auto& [id, record] : found)
+          n += (record.contains("slurm") ? launcher_->attach_slurm(id) : launcher_->attach(id, record)) ? 1 : 0;
         if (n > 0)
           statusBar()->showMessage(tr("Following %n run(s) that kept going while the workbench was closed", nullptr, n), 8000);
         store_->notify_runs_changed();

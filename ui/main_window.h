@@ -5,6 +5,9 @@
 
 #include <QMainWindow>
 #include <array>
+#include <vector>
+
+#include "core/run_config.h"
 
 #include "ui/mode_bar.h"
 
@@ -17,6 +20,7 @@ namespace meshwork::ui {
 
 class ClusterModel;
 class ClusterPanel;
+class SlurmPanel;
 class Inspector;
 class NodeProber;
 class PlanPage;
@@ -37,6 +41,7 @@ class MainWindow : public QMainWindow {
   PlanState* plan() const { return plan_; }
   NodeProber* prober() const { return prober_; }
   ClusterPanel* cluster_panel() const { return cluster_panel_; }
+  SlurmPanel* slurm_panel() const { return slurm_panel_; }
   PlanPage* plan_page() const { return plan_page_; }
   Inspector* inspector() const { return inspector_; }
   QAction* launch_action() const { return primary_action(Mode::plan); }
@@ -82,6 +87,9 @@ class MainWindow : public QMainWindow {
   ModeBar* mode_bar_;
   QStackedWidget* pages_;
   ClusterPanel* cluster_panel_;
+  SlurmPanel* slurm_panel_;
+  std::vector<NodeConfig> nodes_before_slurm_;  // the SSH nodes, restored when Slurm is turned off
+  void apply_slurm_to_cluster();
   PlanPage* plan_page_;
   Inspector* inspector_;
   QDockWidget* inspector_dock_;

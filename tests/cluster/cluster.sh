@@ -128,6 +128,8 @@ Subsystem sftp internal-sftp
 MaxStartups 100
 MaxSessions 100
 LogLevel VERBOSE
+# Every session sees the test Slurm's configuration (slurm.sh), as a login node's profile would.
+SetEnv SLURM_CONF=$state/slurm/slurm.conf
 CFG
     ip netns exec "$n" "$sshd_bin" -f "$d/sshd_config" -E "$d/sshd.log"
     printf 'Host node%d\n  HostName %s\n  User root\n  Port 22\n  IdentityFile %s\n\n' \

@@ -1,0 +1,439 @@
+#include "remote/slurm_run.h"
+
+#include <condition_variable>
+#include <ctime>
+#include <random>
+
+#include "core/model_spec.h"
+#include "core/parallel_layout.h"
+#include "remote/parse_util.h"
+#include "remote/run_layout.h"
+#include "remote/shell_quote.h"
+
+namespace meshwork::remote {
+
+using namespace detail;
+
+const SlurmPartition* SlurmClusterInfo::default_partition() const {
+  for (const auto& p : partitions) {
+    if (p.is_default) return &p;
+  }
+  return partitions.empty() ? nullptr : &partitions.front();
+}
+
+const SlurmPartition* SlurmClusterInfo::find(const std::string& name) const {
+  for (const auto& p : partitions) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+Result<SlurmClusterInfo> probe_slurm(Node& login) {
+  auto r = login.exec(std::string("sinfo -h -o ") + shell_quote(kSinfoFormat), std::chrono::seconds(30), {});
+  if (!r) return r.error();
+  if (r->exit_code != 0) {
+    return Error{login.name(), "sinfo",
+                 "failed (exit " + std::to_string(r->exit_code) + "): " + std::string(trim(r->err)).substr(0, 300) +
+                     " (is this a Slurm login node?)"}
+        .as(ErrorKind::remote);
+  }
+  auto parts = parse_sinfo(r->out);
+  if (!parts) return parts.error();
+  SlurmClusterInfo info;
+  info.login = login.name();
+  info.partitions = *parts;
+  return info;
+}
+
+Result<SlurmJob> query_slurm_job(Node& login, const std::string& job_id) {
+  auto r = login.exec("scontrol show job " + shell_quote(job_id), std::chrono::seconds(30), {});
+  if (!r) return r.error();
+  if (r->exit_code == 0) {
+    auto jobs = parse_scontrol_jobs(r->out);
+    if (jobs && !jobs->empty()) return jobs->front();
+  }
+  // scontrol forgets a job MinJobAge after it ended; squeue --json may still list it, or not.
+  auto q = login.exec("squeue --json", std::chrono::seconds(30), {});
+  if (q && q->exit_code == 0) {
+    auto jobs = parse_squeue_json(q->out);
+    if (jobs) {
+      for (const SlurmJob& j : *jobs) {
+        if (j.id == job_id) return j;
+      }
+    }
+  }
+  if (r->err.find("Invalid job id") != std::string::npos) {
+    SlurmJob gone;
+    gone.id = job_id;
+    gone.state = "GONE";  // ended long enough ago that Slurm forgot it
+    return gone;
+  }
+  return Error{"scontrol show job", job_id, std::string(trim(r->err)).substr(0, 300)}.as(ErrorKind::remote);
+}
+
+namespace {
+
+LaunchError launch_error(Error e, ErrorKind kind) {
+  e.kind = kind;
+  return LaunchError{std::move(e), {}};
+}
+
+std::string new_run_dir_name() {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  std::random_device rd;
+  char rnd[16];
+  std::snprintf(rnd, sizeof rnd, "%06x", rd() & 0xffffff);
+  return std::string("run-") + stamp + "-" + rnd;
+}
+
+nlohmann::json options_json(const SlurmJobOptions& o) {
+  return {{"partition", o.partition}, {"nodes", o.nodes},       {"gpus_per_node", o.gpus_per_node},
+          {"nproc_per_node", o.ranks_per_node()}, {"account", o.account}, {"qos", o.qos},
+          {"time", o.time}, {"sbatch_args", o.sbatch_args}};
+}
+
+}  // namespace
+
+std::variant<LaunchedRun, LaunchError> launch_slurm_run(const std::filesystem::path& db,
+                                                        const SlurmLaunchRequest& req) {
+  auto step = [&](const std::string& s) {
+    if (req.base.on_step) req.base.on_step(s);
+  };
+  if (Status st = check_slurm_options(req.job); !st) return launch_error(st.error(), ErrorKind::invalid_input);
+  auto spec = parse_host_spec(req.login.empty() ? "local" : req.login);
+  if (!spec) return launch_error(spec.error(), ErrorKind::invalid_input);
+  if (req.base.trainer_path.empty() || !std::filesystem::exists(req.base.trainer_path)) {
+    return launch_error(Error{"--meshtrain", req.base.trainer_path, "must be the meshtrain binary to deploy"},
+                        ErrorKind::invalid_input);
+  }
+  const int nproc = req.job.ranks_per_node();
+
+  step("connecting to the login node " + spec->to_string());
+  auto conn = connect_node(*spec, req.base.ssh);
+  if (auto* e = std::get_if<ConnectError>(&conn)) return launch_error(e->error, ErrorKind::remote);
+  std::unique_ptr<Node> login = std::move(std::get<0>(conn));
+  auto info = probe_node(*login);
+  if (!info) return launch_error(info.error(), ErrorKind::remote);
+  auto cluster = probe_slurm(*login);
+  if (!cluster) return launch_error(cluster.error(), ErrorKind::remote);
+
+  step("checking the layout");
+  RunConfig config = req.base.config;
+  if (config.name.empty()) config.name = "run";
+  config.nodes.clear();
+  for (int i = 0; i < req.job.nodes; ++i) {
+    config.nodes.push_back(NodeConfig{"slurm-node" + std::to_string(i), nproc, {{"slurm", true}}});
+  }
+  auto model = model_spec_from_run_model(config.model);
+  if (!model) return launch_error(model.error(), ErrorKind::invalid_input);
+  const LayoutCheck checked = ParallelLayout::check(config, &*model, Placement::of(config));
+  if (!checked.ok()) {
+    LaunchError e = launch_error(checked.report.first_error(), ErrorKind::invalid_input);
+    for (const Diagnostic& d : checked.report.errors()) e.more.push_back(d.to_error());
+    return e;
+  }
+  config.mesh = checked.layout->shape();
+  if (config.training.device == DeviceKind::cuda && req.job.gpus_per_node < nproc) {
+    return launch_error(Error{"--gpus-per-node", std::to_string(req.job.gpus_per_node),
+                              "at least the ranks per node (" + std::to_string(nproc) + ") for a CUDA run"},
+                        ErrorKind::invalid_input);
+  }
+  if (req.base.max_restarts > 0 && config.training.checkpoint_every <= 0) {
+    step("warning: --max-restarts without --checkpoint-every K: a restart begins again at step 0");
+  }
+
+  step("deploying to the shared run directory");
+  const std::string run_name = new_run_dir_name();
+  const auto cfg_path = std::filesystem::temp_directory_path() / ("meshwork-" + run_name + ".json");
+  if (auto st = save_run_config(config, cfg_path); !st) return launch_error(st.error(), ErrorKind::io);
+  const std::string trainer_name = "meshtrain";
+  auto deployed = deploy_all({login.get()}, req.base.remote_root, run_name,
+                             {DeployFile{req.base.trainer_path, trainer_name, 0700},
+                              DeployFile{cfg_path.string(), kRunConfigFile, 0600}},
+                             trainer_name, req.base.on_deploy);
+  std::filesystem::remove(cfg_path);
+  if (!deployed.ok()) return launch_error(deployed.nodes.front().error(), ErrorKind::remote);
+  const std::string run_dir = deployed.nodes.front()->run_dir;
+
+  LaunchRecord rec;
+  rec.trainer = trainer_name;
+  for (int i = 0; i < req.job.nodes; ++i) rec.nodes.push_back({spec->to_string(), nproc, run_dir, ""});
+  rec.max_restarts = req.base.max_restarts;
+  rec.master_port = req.base.master_port;
+  if (rec.master_port == 0) {
+    std::random_device rd;
+    rec.master_port = 29500 + static_cast<int>(rd() % 2000);
+  }
+  SlurmJobOptions job = req.job;
+  if (job.job_name.empty()) job.job_name = "meshwork-" + config.name;
+  const std::string script = slurm_batch_script(rec, job);
+  const std::string dir = shell_quote(run_dir);
+  auto wrote = login->exec("cat > " + dir + "/" + kSlurmScriptFile + " && chmod 0700 " + dir + "/" + kSlurmScriptFile,
+                           std::chrono::seconds(30), script);
+  if (!wrote || wrote->exit_code != 0) {
+    return launch_error(wrote ? Error{login->name(), run_dir + "/" + kSlurmScriptFile,
+                                      "cannot be written: " + std::string(trim(wrote->err))}
+                              : wrote.error(),
+                        ErrorKind::remote);
+  }
+
+  step("submitting (sbatch)");
+  auto sub = login->exec("cd " + dir + " && sbatch --parsable ./" + kSlurmScriptFile, std::chrono::seconds(60), {});
+  if (!sub) return launch_error(sub.error(), ErrorKind::remote);
+  if (sub->exit_code != 0) {
+    // sbatch's own words: "invalid partition specified: nope", "Invalid account or
+    // account/partition combination specified", ...
+    std::string words(trim(sub->err));
+    if (words.empty()) words = std::string(trim(sub->out));
+    (void)login->exec("rm -rf -- " + dir, std::chrono::seconds(30), {});  // nothing of a refused run stays
+    return launch_error(Error{"sbatch", "refused the job", words}, ErrorKind::invalid_input);
+  }
+  auto job_id = parse_sbatch_job_id(sub->out);
+  if (!job_id) return launch_error(job_id.error(), ErrorKind::remote);
+
+  step("recording the run (Slurm job " + *job_id + ")");
+  auto store = store::RunStore::open(db);
+  auto cancel = [&] { (void)login->exec("scancel " + shell_quote(*job_id), std::chrono::seconds(30), {}); };
+  if (!store) {
+    cancel();
+    return launch_error(store.error(), store.error().kind);
+  }
+  nlohmann::json parts = nlohmann::json::array();
+  for (const auto& p : cluster->partitions) {
+    parts.push_back({{"name", p.name}, {"nodes", p.nodes}, {"gpus_per_node", p.gpus_per_node.count},
+                     {"time_limit", p.time_limit}, {"default", p.is_default}});
+  }
+  nlohmann::json cluster_json = {
+      {"launch", to_json(rec)},
+      {"probes", nlohmann::json::array({to_json(*info)})},
+      {"slurm", {{"job_id", *job_id}, {"login", spec->to_string()}, {"script", script},
+                 {"options", options_json(job)}, {"partitions", parts}}}};
+  auto id = (*store)->create_run(config.name, to_json(config), cluster_json);
+  if (!id) {
+    cancel();
+    return launch_error(id.error(), id.error().kind);
+  }
+  (void)(*store)->add_event(*id, "info", "submitted as Slurm job " + *job_id + " (" + std::to_string(job.nodes) +
+                                             " node(s) x " + std::to_string(nproc) + " rank(s)" +
+                                             (job.partition.empty() ? "" : ", partition " + job.partition) + ")");
+  LaunchedRun out;
+  out.id = *id;
+  out.record = rec;
+  out.probes.push_back(*info);
+  return out;
+}
+
+Result<std::optional<SlurmRunInfo>> load_slurm_info(const std::filesystem::path& db, store::RunId run) {
+  auto store = store::RunStore::open(db);
+  if (!store) return store.error();
+  auto info = (*store)->get_run(run);
+  if (!info) return info.error();
+  const auto& c = info->cluster;
+  if (!c.is_object() || !c.contains("slurm") || !c["slurm"].is_object()) return std::optional<SlurmRunInfo>();
+  SlurmRunInfo s;
+  s.job_id = c["slurm"].value("job_id", std::string());
+  s.login = c["slurm"].value("login", std::string());
+  s.script = c["slurm"].value("script", std::string());
+  if (s.job_id.empty()) return Error{"run " + std::to_string(run), "cluster.slurm", "names no job id"};
+  return std::optional<SlurmRunInfo>(s);
+}
+
+namespace {
+
+std::variant<std::unique_ptr<Node>, ConnectError> connect_login(const std::string& login, const SshOptions& ssh) {
+  auto spec = parse_host_spec(login);
+  if (!spec) return ConnectError{ConnectFailure::protocol, spec.error(), ""};
+  return connect_node(*spec, ssh);
+}
+
+// Leaves node<i>.stop for every node (so whoever follows reads "stopped", not "failed"), then
+// scancel. Slurm sends SIGTERM to every process of the job, SIGKILL KillWait later.
+Status scancel_run(Node& login, const LaunchRecord& rec, const std::string& job_id) {
+  std::string touch = "cd -- " + shell_quote(rec.nodes.front().run_dir) + " && i=0; while [ $i -lt " +
+                      std::to_string(rec.nodes.size()) + " ]; do : > node$i.stop; i=$((i+1)); done; ";
+  auto r = login.exec(touch + "scancel " + shell_quote(job_id), std::chrono::seconds(30), {});
+  if (!r) return r.error();
+  if (r->exit_code != 0) {
+    return Error{"scancel", job_id, std::string(trim(r->err)).substr(0, 300)}.as(ErrorKind::remote);
+  }
+  return {};
+}
+
+// Polls Slurm's view of the job on its own connection; tells the follower whether the job may
+// still run, and reports state and pending-reason changes as events.
+class SlurmJobWatch {
+ public:
+  SlurmJobWatch(std::string login, SshOptions ssh, std::string job_id, std::function<void(const std::string&)> report)
+      : login_(std::move(login)), ssh_(std::move(ssh)), job_id_(std::move(job_id)), report_(std::move(report)) {
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~SlurmJobWatch() {
+    {
+      std::lock_guard lock(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  bool active() {
+    std::lock_guard lock(mu_);
+    return !last_ || last_->active();
+  }
+  std::optional<SlurmJob> last() {
+    std::lock_guard lock(mu_);
+    return last_;
+  }
+
+ private:
+  void loop() {
+    std::unique_ptr<Node> node;
+    std::string seen;
+    std::unique_lock lock(mu_);
+    while (!quit_) {
+      lock.unlock();
+      if (!node) {
+        auto c = connect_login(login_, ssh_);
+        if (auto* n = std::get_if<std::unique_ptr<Node>>(&c)) node = std::move(*n);
+      }
+      std::optional<SlurmJob> job;
+      if (node) {
+        auto j = query_slurm_job(*node, job_id_);
+        if (j) {
+          job = *j;
+        } else if (j.error().kind == ErrorKind::remote && j.error().field != "scontrol show job") {
+          node.reset();  // the link: reconnect next time
+        }
+      }
+      if (job) {
+        const std::string now = job->state + (job->reason.empty() ? "" : " (" + job->reason + ")");
+        if (now != seen) {
+          seen = now;
+          report_("Slurm job " + job_id_ + ": " + now);
+        }
+      }
+      lock.lock();
+      if (job) last_ = job;
+      cv_.wait_for(lock, std::chrono::seconds(1), [this] { return quit_; });
+    }
+  }
+
+  std::string login_;
+  SshOptions ssh_;
+  std::string job_id_;
+  std::function<void(const std::string&)> report_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool quit_ = false;
+  std::optional<SlurmJob> last_;
+  std::thread thread_;
+};
+
+bool abnormal_end(const std::string& state) {
+  return state == "TIMEOUT" || state == "NODE_FAIL" || state == "OUT_OF_MEMORY" || state == "PREEMPTED" ||
+         state == "BOOT_FAIL" || state == "DEADLINE" || state == "CANCELLED";
+}
+
+}  // namespace
+
+Result<FollowOutcome> follow_slurm_run(const std::filesystem::path& db, store::RunId run, const SshOptions& ssh,
+                                       FollowOptions options, std::function<void(RunFollower*)> on_follower) {
+  auto slurm = load_slurm_info(db, run);
+  if (!slurm) return slurm.error();
+  if (!*slurm) return Error{"run " + std::to_string(run), "", "was not launched on Slurm"};
+  const SlurmRunInfo si = **slurm;
+  auto rec = load_launch_record(db, run);
+  if (!rec) return rec.error();
+  auto store = store::RunStore::open(db);
+  if (!store) return store.error();
+  std::mutex store_mu;
+  auto on_event = options.on_event;
+  SlurmJobWatch watch(si.login, ssh, si.job_id, [&](const std::string& text) {
+    if (on_event) on_event("info", text);
+    std::lock_guard lock(store_mu);
+    (void)(*store)->add_event(run, "info", text);
+  });
+  const LaunchRecord record = *rec;
+  std::once_flag cancelled;
+  Status cancel_status;
+  options.alive = [&watch](Node&, size_t) -> Result<bool> { return watch.active(); };
+  options.stop = [&](Node& login, size_t) -> Status {
+    std::call_once(cancelled, [&] { cancel_status = scancel_run(login, record, si.job_id); });
+    return cancel_status;
+  };
+  // Slurm ends the other nodes' tasks itself (srun --kill-on-bad-exit): a stop from here would
+  // turn the job's FAILED into CANCELLED and hide Slurm's own account of it.
+  options.stop_all_on_failure = false;
+  RunFollower follower(db, run, record, make_connector(record, ssh), options);
+  if (on_follower) on_follower(&follower);
+  auto outcome = follower.run();
+  if (on_follower) on_follower(nullptr);
+  if (!outcome || outcome->state == FollowOutcome::State::detached) return outcome;
+
+  // How Slurm says the job ended (it may take a moment after the last node's exit).
+  std::optional<SlurmJob> job;
+  for (int i = 0; i < 50; ++i) {
+    job = watch.last();
+    if (job && !job->active()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (!job) return outcome;
+  const std::string state = job->state;
+  std::string slurm_words = "Slurm job " + si.job_id + ": " + state;
+  if (!job->reason.empty()) slurm_words += " (" + job->reason + ")";
+  if (!job->exit_code.empty() && job->exit_code != "0:0") slurm_words += ", exit code " + job->exit_code;
+  if (const std::string m = slurm_state_meaning(state); !m.empty()) slurm_words += ": " + m;
+  std::lock_guard lock(store_mu);
+  const bool user_stopped = outcome->state == FollowOutcome::State::stopped;
+  if (user_stopped) {
+    (void)(*store)->add_event(run, "info", slurm_words);
+    return outcome;
+  }
+  if (abnormal_end(state) || state == "FAILED" || outcome->state == FollowOutcome::State::failed) {
+    std::string reason = slurm_words;
+    if (outcome->root_cause) {
+      // Name the Slurm node that ran the failing node (node<i>.host, written by the job), not
+      // the login node the files were read through.
+      RootCause rc = *outcome->root_cause;
+      auto conn = make_connector(record, ssh)(0);
+      if (auto* login = std::get_if<std::unique_ptr<Node>>(&conn)) {
+        auto host = (*login)->read_range(record.nodes[rc.node].run_dir + "/" +
+                                             node_file(static_cast<int>(rc.node), ".host"), 0, 512);
+        if (host && host->has_value()) {
+          const auto w = words(**host);
+          if (!w.empty()) rc.host = "Slurm node " + w[0];
+        }
+      }
+      outcome->root_cause = rc;
+      reason += "\n" + rc.text();
+    }
+    outcome->state = FollowOutcome::State::failed;
+    (void)(*store)->set_status(run, store::kStatusFailed, reason);
+    (void)(*store)->add_event(run, "error", "root cause: " + reason);
+  } else {
+    (void)(*store)->add_event(run, "info", slurm_words);
+  }
+  return outcome;
+}
+
+Status slurm_stop_and_record(const std::filesystem::path& db, store::RunId run, const SshOptions& ssh,
+                             const std::string& who) {
+  auto slurm = load_slurm_info(db, run);
+  if (!slurm) return slurm.error();
+  if (!*slurm) return Error{"run " + std::to_string(run), "", "was not launched on Slurm"};
+  auto rec = load_launch_record(db, run);
+  if (!rec) return rec.error();
+  auto conn = connect_login((*slurm)->login, ssh);
+  if (auto* e = std::get_if<ConnectError>(&conn)) return e->error;
+  if (Status st = scancel_run(*std::get<0>(conn), *rec, (*slurm)->job_id); !st) return st;
+  auto store = store::RunStore::open(db);
+  if (!store) return store.error();
+  const std::string text = "stopped by " + who + " (scancel " + (*slurm)->job_id + ")";
+  if (Status st = (*store)->set_status(run, store::kStatusStopped, text); !st) return st;
+  return (*store)->add_event(run, "info", text);
+}
+
+}  // namespace meshwork::remote

@@ -1,0 +1,372 @@
+// End to end on a real Slurm (tests/cluster/slurm.sh: slurmctld + slurmd n1 in node0's namespace,
+// slurmd n2 in node1's), through the login node node0 over SSH, with the real meshtrain, driven
+// by the `meshwork` CLI: launch dp_shard 2 x tp 2 on 2 nodes x 2 ranks (every metric in the store
+// equals the files), stop (scancel), a killed rank (Slurm's FAILED and the rank named), a time
+// limit (TIMEOUT), a bad partition (sbatch's refusal, nothing recorded).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "core/metrics.h"
+#include "core/store/run_store.h"
+#include "remote/launch.h"
+#include "remote/run_layout.h"
+#include "remote/shell_quote.h"
+#include "test_util.h"
+
+namespace meshwork::remote {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+std::string meshtrain_path() {
+  if (const char* env = std::getenv("MESHWORK_TEST_MESHTRAIN"); env && *env) return env;
+  return std::string(MESHWORK_BIN_DIR) + "/meshtrain";
+}
+
+struct Cli {
+  int code = -1;
+  std::string out, err;
+};
+
+Cli run_cli(const std::vector<std::string>& args, const fs::path& tmp) {
+  std::vector<std::string> argv = {std::string(MESHWORK_BIN_DIR) + "/meshwork"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string cmd = shell_join(argv) + " > " + shell_quote((tmp / "cli.out").string()) + " 2> " +
+                          shell_quote((tmp / "cli.err").string());
+  Cli r;
+  const int st = std::system(cmd.c_str());
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = test::read_text(tmp / "cli.out");
+  r.err = test::read_text(tmp / "cli.err");
+  return r;
+}
+
+pid_t spawn_cli(const std::vector<std::string>& args, const fs::path& tmp) {
+  std::vector<std::string> argv = {std::string(MESHWORK_BIN_DIR) + "/meshwork"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string cmd = "exec " + shell_join(argv) + " > " + shell_quote((tmp / "bg.out").string()) + " 2> " +
+                          shell_quote((tmp / "bg.err").string());
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+bool alive(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return false;
+  const auto paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
+template <class Pred>
+bool wait_for(Pred pred, std::chrono::seconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return pred();
+}
+
+class SlurmRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto c = test::cluster();
+    if (!c) GTEST_SKIP() << "no test cluster (run under ctest: fixtures cluster_up, slurm_up)";
+    cluster_ = *c;
+    if (!fs::exists(cluster_.dir / "slurm" / "slurm.conf")) GTEST_SKIP() << "no test Slurm (fixture slurm_up)";
+    tmp_ = test::temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ = tmp_ / "shared runs";  // the namespaces share this filesystem, as NFS homes do
+    db_ = tmp_ / "runs.db";
+  }
+
+  std::vector<std::string> common() const {
+    return {"--ssh-config", cluster_.ssh_config(), "--known-hosts", (tmp_ / "known_hosts").string(),
+            "--identity", cluster_.identity(), "--accept-new-host-keys", "--db", db_.string()};
+  }
+
+  std::vector<std::string> launch_args(int steps, const std::string& name, std::vector<std::string> more = {}) const {
+    std::vector<std::string> a = {"launch", "--slurm", "--login", "node0", "--partition", "debug", "--nodes", "2",
+                                  "--nproc-per-node", "2", "--dp-shard", "2", "--tp", "2", "--model", "tiny",
+                                  "--steps", std::to_string(steps), "--seq-len", "64", "--global-batch", "4",
+                                  "--name", name, "--remote-root", root_.string(), "--meshtrain", meshtrain_path(),
+                                  "--master-port", std::to_string(29000 + (::getpid() + steps) % 900)};
+    a.insert(a.end(), more.begin(), more.end());
+    auto c = common();
+    a.insert(a.end(), c.begin(), c.end());
+    return a;
+  }
+
+  store::RunInfo run_info(store::RunId id) {
+    auto s = store::RunStore::open(db_);
+    EXPECT_TRUE(s.ok());
+    auto info = (*s)->get_run(id);
+    EXPECT_TRUE(info.ok());
+    return *info;
+  }
+
+  store::RunId wait_run() {
+    store::RunId id = 0;
+    wait_for([&] {
+      if (!fs::exists(db_)) return false;
+      auto s = store::RunStore::open(db_);
+      if (!s) return false;
+      auto runs = (*s)->list_runs();
+      if (!runs || runs->empty()) return false;
+      id = runs->front().id;
+      return true;
+    }, 120s);
+    return id;
+  }
+
+  LaunchRecord record(store::RunId id) {
+    auto rec = launch_record_from_json(run_info(id).cluster.at("launch"));
+    EXPECT_TRUE(rec.ok());
+    return *rec;
+  }
+
+  std::string events(store::RunId id) {
+    auto s = store::RunStore::open(db_);
+    auto ev = (*s)->events(id);
+    std::string out;
+    for (const auto& e : *ev) out += e.level + ": " + e.text + "\n";
+    return out;
+  }
+
+  int steps_in_file(const LaunchRecord& rec, int rank) {
+    const std::string text = test::read_text(fs::path(rec.nodes[0].run_dir) / metrics_file(rank));
+    int n = 0;
+    for (size_t p = 0; (p = text.find("\"type\":\"step\"", p)) != std::string::npos; ++p) ++n;
+    return n;
+  }
+
+  std::vector<pid_t> rank_pids(const LaunchRecord& rec) {
+    std::vector<pid_t> pids;
+    for (int r = 0; r < rec.world_size(); ++r) {
+      const std::string text = test::read_text(fs::path(rec.nodes[0].run_dir) / ("rank" + std::to_string(r) + ".pid"));
+      if (!text.empty()) pids.push_back(static_cast<pid_t>(std::stol(text)));
+    }
+    return pids;
+  }
+
+  // squeue's view of the job on the login node: "" when Slurm lists it no more.
+  std::string squeue_state(const std::string& job) {
+    const std::string cmd = "ssh -F " + shell_quote(cluster_.ssh_config()) +
+                            " -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no -o LogLevel=ERROR node0 "
+                            "squeue -h -j " + job + " -o %T > " + shell_quote((tmp_ / "sq").string()) + " 2>&1";
+    std::system(cmd.c_str());
+    std::string s = test::read_text(tmp_ / "sq");
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+  }
+
+  // Every rank's file equals the store: per source the offset is the size of the complete lines,
+  // and every step value of every rank is stored once, equal.
+  void expect_store_equals_files(store::RunId id, const LaunchRecord& rec) {
+    auto s = store::RunStore::open(db_);
+    ASSERT_TRUE(s.ok());
+    auto sources = (*s)->sources(id);
+    ASSERT_TRUE(sources.ok());
+    std::map<std::string, uint64_t> offsets;
+    for (const auto& src : *sources) offsets[src.name] = src.offset;
+    std::map<std::tuple<int, int64_t, std::string>, double> from_files;
+    for (size_t node = 0; node < rec.nodes.size(); ++node) {
+      for (int k = 0; k < rec.nodes[node].slots; ++k) {
+        const int rank = rec.first_rank(node) + k;
+        const std::string text = test::read_text(fs::path(rec.nodes[node].run_dir) / metrics_file(rank));
+        const size_t complete = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+        EXPECT_EQ(offsets[metrics_source(static_cast<int>(node), rank)], complete) << "rank " << rank;
+        std::istringstream in(text.substr(0, complete));
+        std::string line;
+        while (std::getline(in, line)) {
+          auto rec_line = parse_metrics_line(line);
+          ASSERT_TRUE(rec_line.ok()) << line;
+          if (auto* step = std::get_if<StepRecord>(&*rec_line)) {
+            for (const auto& [key, value] : step_series(*step)) from_files[{step->rank, step->step, key}] = value;
+          }
+        }
+      }
+    }
+    std::ostringstream csv;
+    ASSERT_TRUE((*s)->export_csv(id, csv).ok());
+    std::map<std::tuple<int, int64_t, std::string>, double> from_store;
+    std::istringstream in(csv.str());
+    std::string line;
+    std::getline(in, line);
+    while (std::getline(in, line)) {
+      std::vector<std::string> c;
+      std::stringstream ls(line);
+      std::string cell;
+      while (std::getline(ls, cell, ',')) c.push_back(cell);
+      ASSERT_EQ(c.size(), 7u) << line;
+      from_store[std::make_tuple(std::stoi(c[1]), std::stoll(c[2]), c[5])] = std::stod(c[6]);
+    }
+    ASSERT_FALSE(from_files.empty());
+    ASSERT_EQ(from_store.size(), from_files.size());
+    for (const auto& [key, value] : from_files) {
+      ASSERT_TRUE(from_store.count(key)) << std::get<0>(key) << "/" << std::get<1>(key) << "/" << std::get<2>(key);
+      EXPECT_NEAR(from_store[key], value, 1e-9 * std::max(1.0, std::abs(value)));
+    }
+  }
+
+  test::Cluster cluster_;
+  fs::path tmp_, root_, db_;
+};
+
+TEST_F(SlurmRun, ProbeListsThePartitionsOfTheLoginNode) {
+  std::vector<std::string> args = {"probe", "--slurm", "node0", "--json"};
+  auto c = common();
+  args.insert(args.end(), c.begin(), c.end() - 2);  // no --db
+  Cli r = run_cli(args, tmp_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u) << r.out;
+  EXPECT_EQ(j[0]["name"], "debug");
+  EXPECT_EQ(j[0]["default"], true);
+  EXPECT_EQ(j[0]["nodes"], 2);
+  EXPECT_EQ(j[0]["cpus_per_node"], 2);
+  EXPECT_EQ(j[0]["gpus_per_node"], 0);
+  EXPECT_EQ(j[1]["name"], "tiny");
+  EXPECT_EQ(j[1]["nodes"], 1);
+}
+
+TEST_F(SlurmRun, DpShard2Tp2OnTwoNodesThroughTheLoginNodeEveryMetricInTheStore) {
+  const int steps = 6;
+  const auto t0 = std::chrono::steady_clock::now();
+  Cli r = run_cli(launch_args(steps, "slurm dp_shard 2 x tp 2"), tmp_);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  store::RunId id = wait_run();
+  ASSERT_EQ(r.code, 0) << r.err << (id ? "\n" + run_info(id).summary.exit_reason + "\n" + events(id) : "");
+  std::cout << "[ measure ] Slurm launch 2 nodes x 2 ranks, " << steps << " steps: " << secs << " s\n";
+  EXPECT_NE(r.out.find("submitted as Slurm job"), std::string::npos) << r.out;
+  const store::RunInfo info = run_info(id);
+  EXPECT_EQ(info.summary.status, "ok");
+  ASSERT_TRUE(info.cluster.contains("slurm"));
+  const std::string job = info.cluster["slurm"]["job_id"].get<std::string>();
+  EXPECT_FALSE(job.empty());
+  const LaunchRecord rec = record(id);
+  ASSERT_EQ(rec.nodes.size(), 2u);
+  // The script is kept with the run, in the store and in the run directory, byte for byte.
+  const std::string script = info.cluster["slurm"]["script"].get<std::string>();
+  EXPECT_EQ(test::read_text(fs::path(rec.nodes[0].run_dir) / "job.sbatch"), script);
+  EXPECT_NE(script.find("#SBATCH --partition=debug"), std::string::npos);
+  // Slurm ran the nodes: node 0 on n1 (node0's namespace), node 1 on n2, and the master was n1's
+  // NodeAddr, never localhost.
+  const std::string out = test::read_text(fs::path(rec.nodes[0].run_dir) / ("slurm-" + job + ".out"));
+  EXPECT_NE(out.find("master " + cluster_.addresses[0] + ":"), std::string::npos) << out;
+  for (int rank = 0; rank < 4; ++rank) EXPECT_EQ(steps_in_file(rec, rank), steps) << "rank " << rank;
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string text = test::read_text(fs::path(rec.nodes[0].run_dir) / metrics_file(rank));
+    auto first = parse_metrics_line(text.substr(0, text.find('\n')));
+    ASSERT_TRUE(first.ok());
+    const auto* start = std::get_if<StartRecord>(&*first);
+    ASSERT_NE(start, nullptr);
+    EXPECT_EQ(start->mesh[Axis::dp_shard], 2);
+    EXPECT_EQ(start->mesh[Axis::tp], 2);
+  }
+  expect_store_equals_files(id, rec);
+  EXPECT_NE(events(id).find("Slurm job " + job + ": COMPLETED"), std::string::npos) << events(id);
+}
+
+TEST_F(SlurmRun, StopIsScancelAndMarksTheRunStopped) {
+  Cli r = run_cli(launch_args(100000, "slurm stopped", {"--detach"}), tmp_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const store::RunId id = wait_run();
+  const LaunchRecord rec = record(id);
+  const std::string job = run_info(id).cluster["slurm"]["job_id"].get<std::string>();
+  ASSERT_TRUE(wait_for([&] { return steps_in_file(rec, 0) >= 1; }, 120s)) << squeue_state(job);
+  const auto pids = rank_pids(rec);
+  ASSERT_EQ(pids.size(), 4u);
+  const auto t0 = std::chrono::steady_clock::now();
+  Cli s = run_cli({"stop", std::to_string(id), "--ssh-config", cluster_.ssh_config(), "--known-hosts",
+                   (tmp_ / "known_hosts").string(), "--identity", cluster_.identity(), "--db", db_.string()},
+                  tmp_);
+  EXPECT_EQ(s.code, 0) << s.err;
+  EXPECT_TRUE(wait_for([&] { return std::none_of(pids.begin(), pids.end(), [](pid_t p) { return alive(p); }); }, 30s));
+  std::cout << "[ measure ] meshwork stop (scancel) -> every rank gone after "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
+  EXPECT_TRUE(wait_for([&] { const auto st = squeue_state(job); return st.empty() || st == "CANCELLED"; }, 30s));
+  EXPECT_EQ(run_info(id).summary.status, "stopped");
+  EXPECT_NE(run_info(id).summary.exit_reason.find("scancel " + job), std::string::npos);
+  // Attaching afterwards backfills and keeps it stopped.
+  Cli a = run_cli({"attach", std::to_string(id), "--ssh-config", cluster_.ssh_config(), "--known-hosts",
+                   (tmp_ / "known_hosts").string(), "--identity", cluster_.identity(), "--db", db_.string()},
+                  tmp_);
+  EXPECT_EQ(a.code, 3) << a.err;
+  EXPECT_EQ(run_info(id).summary.status, "stopped");
+  expect_store_equals_files(id, rec);
+}
+
+TEST_F(SlurmRun, KilledRankFailsTheRunWithSlurmsStateAndTheRankNamed) {
+  const pid_t launch = spawn_cli(launch_args(100000, "slurm killed"), tmp_);
+  const store::RunId id = wait_run();
+  ASSERT_NE(id, 0);
+  const LaunchRecord rec = record(id);
+  ASSERT_TRUE(wait_for([&] { return steps_in_file(rec, 3) >= 1; }, 120s)) << test::read_text(tmp_ / "bg.err");
+  const auto pids = rank_pids(rec);
+  ASSERT_EQ(pids.size(), 4u);
+  ASSERT_EQ(::kill(pids[3], SIGKILL), 0);
+  EXPECT_TRUE(wait_for([&] { return std::none_of(pids.begin(), pids.end(), [](pid_t p) { return alive(p); }); }, 30s));
+  EXPECT_EQ(wait_exit(launch), 3) << test::read_text(tmp_ / "bg.err");
+  const store::RunInfo info = run_info(id);
+  EXPECT_EQ(info.summary.status, "failed");
+  const std::string& why = info.summary.exit_reason;
+  EXPECT_NE(why.find("Slurm job " + info.cluster["slurm"]["job_id"].get<std::string>() + ": FAILED"),
+            std::string::npos) << why;
+  EXPECT_NE(why.find("node 1 (Slurm node n2), rank 3: killed by signal 9"), std::string::npos) << why;
+  EXPECT_NE(test::read_text(tmp_ / "bg.err").find("rank 3"), std::string::npos);
+  expect_store_equals_files(id, rec);
+}
+
+// Slurm's shortest limit is one minute, and slurmctld checks limits every ~30 s: 60-90 s.
+TEST_F(SlurmRun, JobOverItsTimeLimitShowsTimeout) {
+  Cli r = run_cli(launch_args(1000000, "slurm timeout", {"--time", "1"}), tmp_);
+  EXPECT_EQ(r.code, 3) << r.err;
+  const store::RunId id = wait_run();
+  const store::RunInfo info = run_info(id);
+  EXPECT_EQ(info.summary.status, "failed");
+  EXPECT_NE(info.summary.exit_reason.find(": TIMEOUT"), std::string::npos) << info.summary.exit_reason;
+  EXPECT_NE(info.summary.exit_reason.find("time limit"), std::string::npos) << info.summary.exit_reason;
+  EXPECT_NE(r.err.find("TIMEOUT"), std::string::npos) << r.err;
+}
+
+TEST_F(SlurmRun, BadPartitionIsSbatchsRefusalAndNothingIsRecorded) {
+  auto args = launch_args(4, "slurm refused");
+  auto p = std::find(args.begin(), args.end(), "debug");
+  *p = "nope";
+  Cli r = run_cli(args, tmp_);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("invalid partition specified: nope"), std::string::npos) << r.err;
+  // Nothing of the refused run stays: no run directory (the content-addressed .deploy may).
+  if (fs::exists(root_)) {
+    for (const auto& e : fs::directory_iterator(root_)) EXPECT_NE(e.path().filename().string().rfind("run-", 0), 0u) << e.path();
+  }
+  if (fs::exists(db_)) {
+    auto s = store::RunStore::open(db_);
+    ASSERT_TRUE(s.ok());
+    EXPECT_TRUE((*s)->list_runs()->empty());
+  }
+}
+
+}  // namespace
+}  // namespace meshwork::remote

@@ -1,0 +1,150 @@
+// The workbench on a real Slurm (tests/cluster/slurm.sh on the namespace cluster): add the Slurm
+// cluster by its login node (node0, over SSH), see its partitions, plan for the partition's nodes,
+// launch (sbatch), watch the metrics arrive, stop (scancel). A bad partition shows sbatch's
+// refusal and records nothing. With MESHWORK_SCREENSHOT_DIR set, the Cluster page is saved as
+// slurm-cluster.png there (docs/screenshots/ in the README).
+#include <QAction>
+#include <QComboBox>
+#include <QDir>
+#include <QLabel>
+#include <QSignalSpy>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "test_support.h"
+#include "ui/cluster_model.h"
+#include "ui/cluster_panel.h"
+#include "ui/launch_controller.h"
+#include "ui/metric_chart.h"
+#include "ui/monitor_page.h"
+#include "ui/node_prober.h"
+#include "ui/plan_state.h"
+#include "ui/runs_page.h"
+#include "ui/slurm_panel.h"
+
+using namespace meshwork;
+using namespace meshwork::ui;
+
+class LaunchSlurmTest : public QObject {
+  Q_OBJECT
+  QTemporaryDir settings_;
+  QTemporaryDir dir_;
+
+  void setup(MainWindow& w) {
+    remote::SshOptions o;
+    o.ssh_config = MESHWORK_TEST_CLUSTER_DIR "/ssh_config";
+    o.identity = MESHWORK_TEST_CLUSTER_DIR "/id_ed25519";
+    o.known_hosts = dir_.filePath("known_hosts").toStdString();
+    w.prober()->set_ssh_options(o);
+    w.cluster_panel()->set_ask_host_keys(false);
+    // The login node's host key is reviewed on its card, as for any node.
+    w.cluster()->clear();
+    w.cluster_panel()->add_hosts("node0");
+    const int row = w.cluster()->find("node0");
+    QTRY_COMPARE_WITH_TIMEOUT(w.cluster()->node(row).state, NodeInfo::State::awaiting_key, 30000);
+    w.cluster_panel()->accept_host_key("node0");
+    QTRY_COMPARE_WITH_TIMEOUT(w.cluster()->node(row).state, NodeInfo::State::online, 30000);
+    // Add the Slurm cluster by its login node and read its partitions.
+    w.set_mode(Mode::cluster);
+    w.slurm_panel()->set_login("node0");
+    w.slurm_panel()->request_probe();
+    QTableWidget* t = w.slurm_panel()->partitions_table();
+    QTRY_VERIFY2_WITH_TIMEOUT(t->rowCount() == 2, qPrintable(w.slurm_panel()->error_text()), 30000);
+    QCOMPARE(t->item(0, 0)->text(), QStringLiteral("debug *"));
+    QCOMPARE(t->item(0, 1)->text(), QStringLiteral("2"));
+    QCOMPARE(t->item(0, 3)->text(), QStringLiteral("none"));  // CPU nodes
+    QCOMPARE(t->item(1, 0)->text(), QStringLiteral("tiny"));
+  }
+
+  void plan(MainWindow& w, const QString& name, int steps) {
+    RunConfig c = w.plan()->config();
+    c.name = name.toStdString();
+    c.model = "tiny";
+    c.mesh = MeshShape{1, 2, 1, 2};  // dp_shard 2 x tp 2
+    c.training.steps = steps;
+    c.training.seq_len = 64;
+    c.training.global_batch = 4;
+    c.training.micro_batch = 1;
+    c.training.warmup_steps = 2;
+    c.training.precision = Precision::fp32;
+    c.training.device = DeviceKind::cpu;
+    w.plan()->set_config(c);
+    // The plan is made for the partition's nodes: 2 nodes x 2 ranks.
+    w.slurm_panel()->set_nodes(2);
+    w.slurm_panel()->set_ranks_per_node(2);
+    w.slurm_panel()->set_enabled_for_launch(true);
+    QCOMPARE(w.cluster()->rowCount(), 2);
+    QCOMPARE(w.cluster()->summary().world_size, 4);
+    w.set_mode(Mode::plan);
+    QTRY_VERIFY2(w.launch_action()->isEnabled(), qPrintable(w.launch_action()->toolTip()));
+  }
+
+ private Q_SLOTS:
+  void initTestCase() {
+    test::isolate_settings(settings_);
+    if (test::cluster_nodes().size() < 2) QSKIP("no test cluster (run under ctest: fixture cluster_up)");
+    if (!QFile::exists(MESHWORK_TEST_CLUSTER_DIR "/slurm/slurm.conf")) QSKIP("no test Slurm (fixture slurm_up)");
+    qputenv("MESHWORK_DB", dir_.filePath("runs.db").toLocal8Bit());
+    qputenv("MESHWORK_MESHTRAIN", QByteArray(MESHWORK_MESHTRAIN_BIN));
+  }
+
+  void addSlurmClusterLaunchWatchStop() {
+    MainWindow w(false);
+    w.resize(1400, 1000);
+    w.show();
+    setup(w);
+    plan(w, "gui-slurm", 1000000);
+    if (const QByteArray shots = qgetenv("MESHWORK_SCREENSHOT_DIR"); !shots.isEmpty()) {
+      w.set_mode(Mode::cluster);
+      QDir().mkpath(QString::fromLocal8Bit(shots));
+      QVERIFY(w.grab().save(QDir(QString::fromLocal8Bit(shots)).filePath("slurm-cluster.png")));
+      w.set_mode(Mode::plan);
+    }
+    QSignalSpy launched(w.launcher(), &LaunchController::launched);
+    QSignalSpy failed(w.launcher(), &LaunchController::launch_failed);
+    QSignalSpy finished(w.launcher(), &LaunchController::finished);
+    QSignalSpy events(w.launcher(), &LaunchController::follow_event);
+    w.launch_action()->trigger();
+    QTRY_VERIFY_WITH_TIMEOUT(!launched.isEmpty() || !failed.isEmpty(), 180000);
+    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().at(0).toString()));
+    const qint64 run = launched.first().at(0).toLongLong();
+    MonitorPage* m = w.runs_page()->monitor();
+    QCOMPARE(m->run(), run);
+    // Watch: the job runs and points arrive.
+    QTRY_VERIFY_WITH_TIMEOUT(m->loss_chart()->point_count(0) >= 2, 180000);
+    bool saw_slurm = false;
+    for (const auto& e : events) saw_slurm = saw_slurm || e.at(2).toString().contains("Slurm job");
+    QVERIFY(saw_slurm);
+    // Stop: scancel; the run is marked stopped.
+    QTRY_VERIFY(w.stop_action()->isEnabled());
+    w.stop_action()->trigger();
+    QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty(), 60000);
+    QCOMPARE(finished.first().at(1).toString(), QStringLiteral("stopped"));
+    QTRY_COMPARE_WITH_TIMEOUT(m->status_label()->text(), QStringLiteral("stopped"), 10000);
+  }
+
+  void badPartitionShowsSbatchsRefusal() {
+    MainWindow w(false);
+    w.resize(1400, 1000);
+    w.show();
+    setup(w);
+    plan(w, "gui-slurm-refused", 4);
+    // A partition this cluster does not have (typed as a user might, after a reconfiguration).
+    SlurmPanel* p = w.slurm_panel();
+    auto* combo = p->findChild<QComboBox*>();
+    QVERIFY(combo);
+    combo->setEditable(true);
+    combo->setEditText("nope");
+    QSignalSpy launched(w.launcher(), &LaunchController::launched);
+    QSignalSpy failed(w.launcher(), &LaunchController::launch_failed);
+    w.launch_action()->trigger();
+    QTRY_VERIFY_WITH_TIMEOUT(!launched.isEmpty() || !failed.isEmpty(), 180000);
+    QVERIFY(launched.isEmpty());
+    QVERIFY2(failed.first().at(0).toString().contains("invalid partition specified: nope"),
+             qPrintable(failed.first().at(0).toString()));
+  }
+};
+
+QTEST_MAIN(LaunchSlurmTest)
+#include "launch_slurm_test.moc"
