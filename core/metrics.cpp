@@ -1,5 +1,7 @@
 #include "core/metrics.h"
 
+#include <limits>
+
 #include "core/mesh_json.h"
 
 namespace meshwork {
@@ -12,6 +14,27 @@ bool get_to(const nlohmann::json& j, const char* key, T& out) {
   if (it == j.end() || it->is_null()) return false;
   if constexpr (std::is_same_v<T, std::string>) {
     if (!it->is_string()) return false;
+  } else if constexpr (std::is_integral_v<T>) {
+    // A number out of T's range (2e30 bytes, found by the fuzzer) would be undefined behaviour to
+    // convert: such a field reads as absent, like any other value of the wrong kind.
+    using Limits = std::numeric_limits<T>;
+    if (it->is_number_unsigned()) {
+      const uint64_t u = it->get<uint64_t>();
+      if (u > static_cast<uint64_t>(Limits::max())) return false;
+      out = static_cast<T>(u);
+      return true;
+    }
+    if (it->is_number_integer()) {
+      const int64_t v = it->get<int64_t>();
+      if (v < static_cast<int64_t>(Limits::min()) || v > static_cast<int64_t>(Limits::max())) return false;
+      out = static_cast<T>(v);
+      return true;
+    }
+    if (!it->is_number_float()) return false;
+    const double d = it->get<double>();
+    if (!(d >= static_cast<double>(Limits::min()) && d < static_cast<double>(Limits::max()))) return false;
+    out = static_cast<T>(d);
+    return true;
   } else {
     if (!it->is_number()) return false;
   }

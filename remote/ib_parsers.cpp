@@ -124,7 +124,8 @@ Result<MemInfo> parse_meminfo(std::string_view text) {
     auto w = words(raw);
     if (w.size() < 2) continue;
     auto kib = to_int(w[1]);
-    if (!kib) continue;
+    // More than 8 EiB is not a machine's memory but a garbled line (an overflow, found by fuzzing).
+    if (!kib || *kib < 0 || *kib > (int64_t{1} << 53)) continue;
     if (w[0] == "MemTotal:") m.total_bytes = *kib * 1024;
     if (w[0] == "MemAvailable:") m.available_bytes = *kib * 1024;
   }

@@ -69,7 +69,7 @@ down() {
   for f in "$state"/node*/ns; do
     [ -f "$f" ] || continue
     local n; n="$(cat "$f")"
-    if ip netns list | grep -qw "$n"; then
+    if ip netns list | grep -w "$n" >/dev/null; then  # not -q: an early exit is SIGPIPE under pipefail
       # Every process whose network namespace is this node: sshd, sessions, trainers.
       local pids; pids="$(ip netns pids "$n" 2>/dev/null || true)"
       [ -n "$pids" ] && kill -9 $pids 2>/dev/null || true

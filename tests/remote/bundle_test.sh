@@ -45,7 +45,10 @@ while read -r name arrow path _; do
   case "$real" in "$work"/lib/*|/lib/*|/usr/lib/*|/lib64/*) ;; *) outside="$outside $name=>$real" ;; esac
 done < ldd.txt
 [ -z "$outside" ] || { echo "FAIL: libraries from outside the bundle:$outside" >&2; exit 1; }
-./bin/meshtrain --help | grep -q -- --nproc-per-node || { echo "FAIL: meshtrain --help" >&2; exit 1; }
+# Captured first: `| grep -q` under pipefail fails whenever grep exits before meshtrain's last
+# write (SIGPIPE), which depends on timing.
+help_text="$(./bin/meshtrain --help)" || { echo "FAIL: meshtrain --help exited $?" >&2; exit 1; }
+grep -q -- --nproc-per-node <<< "$help_text" || { echo "FAIL: meshtrain --help lacks --nproc-per-node" >&2; exit 1; }
 mkdir run
 LD_DEBUG=libs LD_DEBUG_OUTPUT="$work/lddebug" ./bin/meshtrain --model tiny --steps 2 --seq-len 32 --global-batch 2 \
   --dp-shard 2 --nproc-per-node 2 --run-dir run > run.out 2>&1 || { echo "FAIL: 2-step run" >&2; tail -20 run.out >&2; exit 1; }

@@ -214,6 +214,8 @@ TEST(OsFacts, MeminfoAndOsRelease) {
   EXPECT_EQ(m->total_bytes, 16318412LL * 1024);
   EXPECT_EQ(m->available_bytes, 12000000LL * 1024);
   EXPECT_FALSE(parse_meminfo("nothing").ok());
+  // A garbled size that would overflow bytes (found by fuzzing) is no MemTotal at all.
+  EXPECT_FALSE(parse_meminfo("MemTotal: 1211111111111111111 kB\n").ok());
   EXPECT_EQ(parse_os_release("NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n"),
             "Debian GNU/Linux 12 (bookworm)");
 }

@@ -73,5 +73,22 @@ TEST(StoreStepLine, DeclinesWhatItIsNotSureAbout) {
     EXPECT_FALSE(parse_step_line(line).has_value()) << line;
 }
 
+// Found by fuzzing: an integer field far outside int64 (here 2e30 bytes) was converted with
+// undefined behaviour. Core now reads it as absent; the rest of the record stands.
+TEST(StoreStepLine, AnIntegerFieldOutOfRangeReadsAsAbsent) {
+  for (const char* big : {"2000006666666666666666666666660", "2.5e30", "-1e300", "18446744073709551615"}) {
+    const std::string line = std::string("{\"v\":1,\"type\":\"step\",\"step\":3,\"rank\":1,\"loss\":2.5,") +
+                             "\"mem_peak_bytes\":" + big + "}";
+    auto parsed = parse_metrics_line(line);
+    ASSERT_TRUE(parsed.ok()) << line;
+    const auto& r = std::get<StepRecord>(*parsed);
+    EXPECT_EQ(r.step, 3);
+    EXPECT_EQ(r.loss, 2.5);
+    EXPECT_EQ(r.mem_peak_bytes, StepRecord{}.mem_peak_bytes) << big;
+  }
+  auto huge_step = parse_metrics_line("{\"v\":1,\"type\":\"step\",\"step\":1e40,\"rank\":0}");
+  EXPECT_FALSE(huge_step.ok());
+}
+
 }  // namespace
 }  // namespace meshwork::store
