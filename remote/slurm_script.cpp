@@ -110,6 +110,9 @@ std::string slurm_batch_script(const LaunchRecord& rec, const SlurmJobOptions& o
   s += "# Slurm's SIGTERM (scancel, time limit) ends the trainer; the trap lets this shell outlive it to record how.\n";
   s += "term=0; trap 'term=1' TERM\n";
   s += "a=0; x=\n";
+  s += "# A job Slurm requeued (node failure, preemption, scontrol requeue) runs this script again:\n";
+  s += "# it goes on from the newest complete checkpoint (meshtrain starts at step 0 when there is none).\n";
+  s += "if [ \"${SLURM_RESTART_COUNT:-0}\" -gt 0 ]; then x=--resume; fi\n";
   s += "while :; do\n";
   s += "  " + command + " $x\n";
   s += "  st=$?\n";

@@ -131,6 +131,17 @@ TEST_F(SlurmScript, RestartsResumeOnTheNextPort) {
   EXPECT_NE(file("node0.restarts").find("1 1 "), std::string::npos);
 }
 
+// A requeued job (SLURM_RESTART_COUNT > 0) resumes from the newest checkpoint from its first
+// attempt on; a first submission does not ask to resume.
+TEST_F(SlurmScript, ARequeuedJobResumesFromTheNewestCheckpoint) {
+  scontrol("n1=10.9.0.11 n2=10.9.0.12");
+  ASSERT_EQ(run_batch(), 0) << file("batch.err");
+  EXPECT_EQ(file("argv-0").find("--resume"), std::string::npos) << file("argv-0");
+  ASSERT_EQ(run_batch("SLURM_RESTART_COUNT=1"), 0) << file("batch.err");
+  for (const char* argv : {"argv-0", "argv-1"})
+    EXPECT_NE(file(argv).find("--master-port\n29333\n--run-dir\n.\n--resume\n"), std::string::npos) << file(argv);
+}
+
 TEST(SlurmOptions, OneWordValuesOnly) {
   SlurmJobOptions o;
   o.partition = "gpu h100";
