@@ -10,7 +10,7 @@ import sys
 import transformers
 
 KEYS = ["model_type", "architectures", "hidden_size", "intermediate_size", "num_hidden_layers",
-        "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size",
+        "num_attention_heads", "num_key_value_heads", "vocab_size",
         "max_position_embeddings", "rms_norm_eps", "tie_word_embeddings", "hidden_act", "dtype"]
 
 
@@ -20,13 +20,19 @@ def rope_theta(c):
     return params.get("rope_theta", getattr(c, "rope_theta", None))
 
 
+def head_dim(c):
+    # Qwen2's config has no head_dim unless told; its attention uses hidden / heads then.
+    return getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+
+
 def main():
     a = transformers.AutoConfig.from_pretrained(sys.argv[1])
     b = transformers.AutoConfig.from_pretrained(sys.argv[2])
     bad = 0
-    for key in KEYS + ["rope_theta"]:
-        va = rope_theta(a) if key == "rope_theta" else getattr(a, key, None)
-        vb = rope_theta(b) if key == "rope_theta" else getattr(b, key, None)
+    derived = {"rope_theta": rope_theta, "head_dim": head_dim}
+    for key in KEYS + list(derived):
+        get = derived.get(key, lambda c: getattr(c, key, None))
+        va, vb = get(a), get(b)
         ok = va == vb
         bad += not ok
         print(f"{key}: {va!r} {'==' if ok else '!='} {vb!r}")
