@@ -205,7 +205,11 @@ Result<ExportSummary> export_checkpoint(const ExportOptions& options) {
   if (!step_dir.ok()) return step_dir.error();
   auto meta = read_checkpoint_meta(*step_dir);
   if (!meta.ok()) return meta.error();
-  const std::string dtype_word = o.dtype.empty() ? meta->precision : o.dtype;
+  // Unsaid, the export keeps what the user started from: bf16 when the source checkpoint's
+  // config.json said bfloat16 (rounding its fp32 master copy back to bf16 gives the source bytes
+  // again while it is untrained) or the run computed in bf16; fp32 otherwise.
+  const std::string dtype_word =
+      !o.dtype.empty() ? o.dtype : (meta->spec.dtype == "bfloat16" ? std::string("bf16") : meta->precision);
   if (dtype_word != "fp32" && dtype_word != "bf16") return Error{"--dtype", dtype_word, "fp32 or bf16"};
   const Dtype dtype = dtype_word == "bf16" ? Dtype::BF16 : Dtype::F32;
   std::error_code ec;
@@ -289,7 +293,9 @@ Result<ExportSummary> export_checkpoint(const ExportOptions& options) {
     done("model.safetensors.index.json");
   }
   nlohmann::json config = model_spec_to_json(meta->spec);
-  config["dtype"] = dtype == Dtype::BF16 ? "bfloat16" : "float32";
+  // Both keys (v5 reads dtype, v4 torch_dtype), saying the dtype of the weights written here,
+  // not the source's.
+  config["dtype"] = config["torch_dtype"] = dtype == Dtype::BF16 ? "bfloat16" : "float32";
   if (Status st = write_file_synced(tmp / "config.json", config.dump(2) + "\n"); !st.ok()) return abandon(st.error());
   done("config.json");
   if (!meta->model_dir.empty())

@@ -37,7 +37,7 @@ struct ExportOptions {
   std::filesystem::path checkpoint;  // a step directory, or a checkpoint directory (newest complete step)
   std::filesystem::path out;
   int64_t max_shard_bytes = 5'000'000'000;  // transformers' default "5GB"
-  std::string dtype;                        // "fp32" | "bf16"; empty: the run's (meta.json), else fp32
+  std::string dtype;  // "fp32" | "bf16"; empty: bf16 if the source checkpoint or the run's precision was, else fp32
   bool force = false;                       // replace an existing out
 };
 
