@@ -89,6 +89,10 @@ Result<json> parse_json_object(std::string_view text, const std::string& field) 
   } catch (const json::parse_error& e) {
     return Error{field, "not valid JSON (error at byte " + std::to_string(e.byte) + ")",
                  "a JSON object"};
+  } catch (const json::exception& e) {
+    // Valid syntax the parser still cannot hold, e.g. a number past double's range (5e555555,
+    // found by fuzzing): nlohmann throws out_of_range, not parse_error.
+    return Error{field, std::string("not readable JSON (") + e.what() + ")", "a JSON object"};
   }
   if (!value.is_object()) return Error{field, std::string(value.type_name()), "a JSON object"};
   if (duplicate) return Error{field, "\"" + *duplicate + "\" appears twice", "each name once"};
