@@ -36,6 +36,8 @@ LaunchError failed(Error e) {
   return LaunchError{std::move(e), {}};
 }
 
+}  // namespace
+
 std::string new_run_dir_name() {
   char stamp[32];
   const std::time_t now = std::time(nullptr);
@@ -47,8 +49,6 @@ std::string new_run_dir_name() {
   std::snprintf(rnd, sizeof rnd, "%06x", rd() & 0xffffff);
   return std::string("run-") + stamp + "-" + rnd;
 }
-
-}  // namespace
 
 std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& db, const LaunchRequest& req) {
   auto step = [&](const std::string& s) {

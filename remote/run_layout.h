@@ -33,4 +33,8 @@ inline std::string metrics_source(int node, int rank) {
 // A run directory name that is safe everywhere: "run-<id>".
 inline std::string run_dir_name(long long run_id) { return "run-" + std::to_string(run_id); }
 
+// A new run directory's name: "run-<UTC yyyymmdd-hhmmss>-<6 random hex>", generated, never
+// taken from the run's display name (so no user text reaches a path). Every launch path uses it.
+std::string new_run_dir_name();
+
 }  // namespace meshwork::remote

@@ -78,18 +78,6 @@ LaunchError launch_error(Error e, ErrorKind kind) {
   return LaunchError{std::move(e), {}};
 }
 
-std::string new_run_dir_name() {
-  char stamp[32];
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-  std::random_device rd;
-  char rnd[16];
-  std::snprintf(rnd, sizeof rnd, "%06x", rd() & 0xffffff);
-  return std::string("run-") + stamp + "-" + rnd;
-}
-
 nlohmann::json options_json(const SlurmJobOptions& o) {
   return {{"partition", o.partition}, {"nodes", o.nodes},       {"gpus_per_node", o.gpus_per_node},
           {"nproc_per_node", o.ranks_per_node()}, {"account", o.account}, {"qos", o.qos},
