@@ -16,30 +16,15 @@
 #include "remote/node_torch.h"
 #include "remote/run_control.h"
 #include "remote/shell_quote.h"
+#include "cli_process.h"
 #include "test_util.h"
 
 namespace meshwork::remote {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Cli {
-  int code = -1;
-  std::string out, err;
-};
-
-Cli run_cli(const std::vector<std::string>& args, const fs::path& tmp) {
-  std::vector<std::string> argv = {std::string(MESHWORK_BIN_DIR) + "/meshwork"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const std::string cmd = shell_join(argv) + " > " + shell_quote((tmp / "cli.out").string()) + " 2> " +
-                          shell_quote((tmp / "cli.err").string());
-  Cli r;
-  const int st = std::system(cmd.c_str());
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = test::read_text(tmp / "cli.out");
-  r.err = test::read_text(tmp / "cli.err");
-  return r;
-}
+using test::Cli;
+using test::run_cli;
 
 int parent_of(pid_t pid) {
   const std::string stat = test::read_text("/proc/" + std::to_string(pid) + "/stat");

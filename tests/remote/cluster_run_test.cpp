@@ -19,6 +19,7 @@
 #include "remote/launch.h"
 #include "remote/run_layout.h"
 #include "remote/shell_quote.h"
+#include "cli_process.h"
 #include "test_util.h"
 
 namespace meshwork::remote {
@@ -26,6 +27,12 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
+using test::Cli;
+using test::run_cli;
+using test::spawn_cli;
+using test::wait_exit;
+using test::alive;
+using test::wait_for;
 
 std::string meshtrain_path() {
   if (const char* env = std::getenv("MESHWORK_TEST_MESHTRAIN"); env && *env) return env;
@@ -35,65 +42,6 @@ std::string meshtrain_path() {
 bool meshtrain_usable() {
   const std::string cmd = shell_quote(meshtrain_path()) + " --help 2>&1 | grep -q -- --nproc-per-node";
   return std::system(cmd.c_str()) == 0;
-}
-
-struct Cli {
-  int code = -1;
-  std::string out, err;
-};
-
-// Runs `meshwork ARGS...` to completion.
-Cli run_cli(const std::vector<std::string>& args, const fs::path& tmp) {
-  std::vector<std::string> argv = {std::string(MESHWORK_BIN_DIR) + "/meshwork"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const std::string cmd = shell_join(argv) + " > " + shell_quote((tmp / "cli.out").string()) + " 2> " +
-                          shell_quote((tmp / "cli.err").string());
-  Cli r;
-  const int st = std::system(cmd.c_str());
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = test::read_text(tmp / "cli.out");
-  r.err = test::read_text(tmp / "cli.err");
-  return r;
-}
-
-// Starts `meshwork ARGS...` in the background; stdout/stderr to files. Returns its pid.
-pid_t spawn_cli(const std::vector<std::string>& args, const fs::path& tmp) {
-  std::vector<std::string> argv = {std::string(MESHWORK_BIN_DIR) + "/meshwork"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const std::string cmd = "exec " + shell_join(argv) + " > " + shell_quote((tmp / "bg.out").string()) + " 2> " +
-                          shell_quote((tmp / "bg.err").string());
-  pid_t pid = fork();
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
-}
-
-int wait_exit(pid_t pid) {
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-// A process is alive if /proc has it and it is not a zombie (the nodes share one PID namespace
-// here, so the test can see every node's processes).
-bool alive(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return false;
-  const auto paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
-}
-
-template <class Pred>
-bool wait_for(Pred pred, std::chrono::seconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(100ms);
-  }
-  return pred();
 }
 
 class ClusterRun : public ::testing::Test {
