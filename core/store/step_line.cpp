@@ -43,6 +43,12 @@ struct Cursor {
     if (!json_number_start()) return false;
     auto r = std::from_chars(p, end, out);
     if (r.ec != std::errc()) return false;
+    // JSON wants a digit after the point; from_chars also takes "0." and "1.e5" (the fuzzer
+    // found the fast path accepting a line core refuses).
+    if (const void* dot = std::memchr(p, '.', static_cast<size_t>(r.ptr - p))) {
+      const char* after = static_cast<const char*>(dot) + 1;
+      if (after >= r.ptr || *after < '0' || *after > '9') return false;
+    }
     p = r.ptr;
     return true;
   }

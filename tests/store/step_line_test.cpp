@@ -69,6 +69,8 @@ TEST(StoreStepLine, DeclinesWhatItIsNotSureAbout) {
            "{\"v\":2,\"type\":\"step\",\"step\":1,\"rank\":0}",               // version
            "{\"v\":1,\"type\":\"step\",\"step\":1,\"rank\":0} x",             // trailing text
            "{\"v\":1,\"type\":\"step\",\"step\":1,\"rank\":0",                // truncated
+           "{\"v\":1,\"type\":\"step\",\"step\":1,\"rank\":0,\"loss\":0.}",   // no digit after '.'
+           "{\"v\":1,\"type\":\"step\",\"step\":1,\"rank\":0,\"loss\":1.e5}", // (found by fuzzing)
        })
     EXPECT_FALSE(parse_step_line(line).has_value()) << line;
 }
