@@ -213,7 +213,9 @@ Result<RunConfig> run_config_from_json(const nlohmann::json& doc) {
     const auto& d = doc.at("data");
     if (!d.is_null() && !d.is_string() && !d.is_object())
       return Error{"data", dump_value(d), "must be a path, an object, or null"};
-    c.data = d;
+    // An empty path names nothing: the bundled corpus, as null says (the fuzzer found "" could
+    // not be written back as --data).
+    c.data = d.is_string() && d.get<std::string>().empty() ? nlohmann::json(nullptr) : d;
   }
   if (doc.contains("eval_data")) {
     const auto& d = doc.at("eval_data");

@@ -162,8 +162,12 @@ Result<SmiSummary> parse_smi_table(std::string_view text) {
       if (next.size() >= 2) {
         auto mw = words(next[1]);  // "1MiB", "/", "81559MiB"
         if (mw.size() == 3) {
-          if (auto u = leading_number(mw[0])) g.memory_used_mib = static_cast<int64_t>(*u);
-          if (auto t = leading_number(mw[2])) g.memory_total_mib = static_cast<int64_t>(*t);
+          // In range before converting (a garbled 3e85 MiB was undefined behaviour: fuzzer find).
+          auto mib = [](std::optional<double> v) -> int64_t {
+            return v && *v >= 0 && *v < 9e15 ? static_cast<int64_t>(*v) : -1;
+          };
+          g.memory_used_mib = mib(leading_number(mw[0]));
+          g.memory_total_mib = mib(leading_number(mw[2]));
         }
       }
     }
