@@ -40,6 +40,25 @@ struct LaunchController::Active {
   }
 };
 
+namespace {
+// A follow's end (SSH or Slurm), handed to the GUI thread by a queued call: the run's state and,
+// when there is one, its root cause.
+void report_finished(QPointer<LaunchController> self, std::atomic<bool>& done, store::RunId run,
+                     const Result<remote::FollowOutcome>& outcome) {
+  QString state = QStringLiteral("failed"), cause;
+  if (!outcome) {
+    cause = q(outcome.error().message());
+  } else {
+    state = q(outcome->state_name());
+    if (outcome->root_cause) cause = q(outcome->root_cause->text());
+  }
+  done = true;
+  QMetaObject::invokeMethod(self, [self, run, state, cause] {
+    if (self) Q_EMIT self->finished(run, state, cause);
+  }, Qt::QueuedConnection);
+}
+}  // namespace
+
 LaunchController::LaunchController(QString db, QObject* parent)
     : QObject(parent), db_(std::move(db)), ssh_(ssh_from_env()) {
   qRegisterMetaType<DeployUpdate>();
@@ -203,17 +222,7 @@ void LaunchController::follow_slurm(store::RunId run) {
       std::lock_guard lock(raw->slurm_mu);
       raw->slurm_follower = f;
     });
-    QString state = QStringLiteral("failed"), cause;
-    if (!outcome) {
-      cause = q(outcome.error().message());
-    } else {
-      state = q(outcome->state_name());
-      if (outcome->root_cause) cause = q(outcome->root_cause->text());
-    }
-    raw->done = true;
-    QMetaObject::invokeMethod(self, [self, run, state, cause] {
-      if (self) Q_EMIT self->finished(run, state, cause);
-    }, Qt::QueuedConnection);
+    report_finished(self, raw->done, run, outcome);
   });
   active_[run] = std::move(a);
 }
@@ -244,17 +253,7 @@ void LaunchController::follow(store::RunId run, const nlohmann::json& launch_rec
   Active* raw = a.get();
   a->thread = std::thread([self, raw, run] {
     auto outcome = raw->follower->run();
-    QString state = QStringLiteral("failed"), cause;
-    if (!outcome) {
-      cause = q(outcome.error().message());
-    } else {
-      state = q(outcome->state_name());
-      if (outcome->root_cause) cause = q(outcome->root_cause->text());
-    }
-    raw->done = true;
-    QMetaObject::invokeMethod(self, [self, run, state, cause] {
-      if (self) Q_EMIT self->finished(run, state, cause);
-    }, Qt::QueuedConnection);
+    report_finished(self, raw->done, run, outcome);
   });
   active_[run] = std::move(a);
 }
