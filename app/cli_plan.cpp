@@ -4,6 +4,7 @@
 //   --micro-batch B [--global-batch GB] [--precision fp32|bf16]
 //   [--activation-checkpointing none|full] [--dp-replicate A] [--dp-shard B] [--cp C] [--tp D]
 //   [--device cuda|cpu] [--reserve SIZE] [--json]
+//   [--from FILE] [--export accelerate|axolotl|torchtitan [--out FILE]]
 // Exit 0: something fits (or the fully given shape fits); 2: invalid input; 3: valid, nothing fits.
 #include <algorithm>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "app/commands.h"
+#include "app/plan_interop.h"
 #include "core/cli_args.h"
 #include "core/planner.h"
 #include "core/units.h"
@@ -28,11 +30,16 @@ constexpr const char* kUsage =
     "                     [--dp-replicate A] [--dp-shard B] [--cp C] [--tp D]\n"
     "                     [--device cuda|cpu] [--reserve SIZE]\n"
     "                     [--attention fused|materialized] [--json]\n"
+    "                     [--from FILE] [--export accelerate|axolotl|torchtitan [--out FILE]]\n"
     "Ranks every mesh shape (dp_replicate x dp_shard x cp x tp = nodes x gpus-per-node) by\n"
     "whether it fits GPU memory, then by predicted tokens/s. Given axes stay fixed.\n"
     "SIZE: 80GiB, 80GB, 81920MiB. --device cpu estimates CPU ranks (no framework reserve).\n"
     "--attention: fused (flash SDPA, what LibTorch runs on CUDA and CPU; the default) or\n"
     "materialized (an attention that keeps the seq x seq probabilities).\n"
+    "--from FILE: start from an Accelerate or Axolotl YAML or a torchtitan TOML (model, mesh,\n"
+    "sequence length, batch, precision, ...); flags given as well override the file.\n"
+    "--export FORMAT: write the best fitting shape the tool accepts as its config (stdout, or\n"
+    "--out FILE) and print each node's launch line.\n"
     "Exit 0: a shape fits; 2: invalid input; 3: valid, but nothing fits.\n";
 
 // The help is kUsage.
@@ -42,7 +49,7 @@ const std::vector<FlagSpec> kFlags = {
     {"--precision", "fp32|bf16", ""}, {"--activation-checkpointing", "none|full", ""},
     {"--dp-replicate", "A", ""}, {"--dp-shard", "B", ""}, {"--cp", "C", ""}, {"--tp", "D", ""},
     {"--device", "cuda|cpu", ""}, {"--reserve", "SIZE", ""}, {"--attention", "fused|materialized", ""},
-    {"--json", "", ""}};
+    {"--json", "", ""}, {"--from", "FILE", ""}, {"--export", "FORMAT", ""}, {"--out", "FILE", ""}};
 
 constexpr int64_t kMaxCount = int64_t{1} << 30;
 
@@ -155,7 +162,23 @@ int plan_main(const Args& args) {
     return fail(Error{"argument", flags.positional[0], "meshwork plan takes flags only (see --help)"});
 
   PlanQuery q;
-  const std::optional<std::string> model_flag = flags.value("--model");
+  std::optional<interop::ImportedConfig> from;
+  if (auto path = flags.value("--from")) {
+    auto imported = read_plan_source(*path);
+    if (!imported.ok()) return fail(imported.error());
+    from = *imported;
+  }
+  std::optional<interop::ConfigFormat> export_format;
+  if (auto f = flags.value("--export")) {
+    auto format = interop::parse_config_format(*f, "--export");
+    if (!format.ok()) return fail(format.error());
+    export_format = *format;
+    if (flags.has("--json")) return fail(Error{"--json", "", "cannot be combined with --export (the export is the output)"});
+  } else if (flags.has("--out")) {
+    return fail(Error{"--out", flags.value("--out").value_or(""), "only with --export FORMAT"});
+  }
+  std::optional<std::string> model_flag = flags.value("--model");
+  if (!model_flag && from && from->model) model_flag = from->model;
   if (!model_flag) return fail(Error{"--model", "missing", "required: a preset name or a path to a config.json"});
   auto model = load_model_spec(*model_flag);
   if (!model.ok()) {
@@ -167,9 +190,16 @@ int plan_main(const Args& args) {
 
   const std::string whole = "a whole number >= 1";
   int64_t v = 0;
-  TRY_ASSIGN(v, flags.integer("--nodes", 1, kMaxCount, whole));
+  // A flag wins; else the --from file's value; else the flag is required (or has its default).
+  auto from_value = [&](std::optional<int> imported) -> int64_t { return from && imported ? *imported : 0; };
+  std::optional<int> from_nodes, from_gpus;
+  if (from && from->num_machines && from->num_processes && *from->num_processes % *from->num_machines == 0) {
+    from_nodes = from->num_machines;
+    from_gpus = *from->num_processes / *from->num_machines;
+  }
+  TRY_ASSIGN(v, flags.integer("--nodes", 1, kMaxCount, whole, from_nodes ? *from_nodes : std::optional<int64_t>{}));
   q.nodes = static_cast<int>(v);
-  TRY_ASSIGN(v, flags.integer("--gpus-per-node", 1, kMaxCount, whole));
+  TRY_ASSIGN(v, flags.integer("--gpus-per-node", 1, kMaxCount, whole, from_gpus ? *from_gpus : std::optional<int64_t>{}));
   q.gpus_per_node = static_cast<int>(v);
   if (int64_t{q.nodes} * q.gpus_per_node > (1 << 20))
     return fail(Error{"--nodes", std::to_string(q.nodes),
@@ -177,9 +207,29 @@ int plan_main(const Args& args) {
   const std::optional<std::string> memory = flags.value("--gpu-memory");
   if (!memory) return fail(Error{"--gpu-memory", "missing", "required: a size such as 80GiB, 80GB or 81920MiB"});
   TRY_ASSIGN(q.device_memory_bytes, parse_size(*memory, "--gpu-memory"));
-  TRY_ASSIGN(q.seq_len, flags.integer("--seq-len", 1, kMaxCount, whole));
-  TRY_ASSIGN(q.micro_batch, flags.integer("--micro-batch", 1, kMaxCount, whole));
-  TRY_ASSIGN(q.global_batch, flags.integer("--global-batch", 1, kMaxCount, whole, 0));
+  auto fallback = [&](std::optional<int> imported) -> std::optional<int64_t> {
+    if (from && imported) return *imported;
+    return std::nullopt;
+  };
+  TRY_ASSIGN(q.seq_len, flags.integer("--seq-len", 1, kMaxCount, whole, fallback(from ? from->seq_len : std::nullopt)));
+  TRY_ASSIGN(q.micro_batch,
+             flags.integer("--micro-batch", 1, kMaxCount, whole, fallback(from ? from->micro_batch : std::nullopt)));
+  std::optional<int> from_global = from ? from->global_batch : std::nullopt;
+  if (from && !from_global && from->grad_accum_steps && from->mesh) {
+    // Axolotl gives the batch per rank: global = micro x accumulation x dp, when dp is known.
+    const MeshShape& m = *from->mesh;
+    if (m[Axis::dp_replicate] >= 1 && m[Axis::dp_shard] >= 1)
+      from_global = static_cast<int>(q.micro_batch * *from->grad_accum_steps * m[Axis::dp_replicate] * m[Axis::dp_shard]);
+    else if (*from->grad_accum_steps > 1)
+      std::cerr << "  note: gradient_accumulation_steps " << *from->grad_accum_steps
+                << " with dp_shard left to the planner: give --global-batch to plan that batch\n";
+  }
+  TRY_ASSIGN(q.global_batch, flags.integer("--global-batch", 1, kMaxCount, whole, from_value(from_global)));
+  if (from) {
+    if (from->precision) q.precision = *from->precision;
+    if (from->activation_checkpointing) q.activation_checkpointing = *from->activation_checkpointing;
+    if (from->device) q.device = *from->device;
+  }
   if (auto p = flags.value("--precision")) TRY_ASSIGN(q.precision, parse_precision(*p, "--precision"));
   if (auto ac = flags.value("--activation-checkpointing"))
     TRY_ASSIGN(q.activation_checkpointing, parse_activation_checkpointing(*ac, "--activation-checkpointing"));
@@ -205,12 +255,26 @@ int plan_main(const Args& args) {
     for (char& ch : flag)
       if (ch == '_') ch = '-';
     int64_t size = 0;
-    TRY_ASSIGN(size, flags.integer(flag, 1, kMaxCount, axis_allowed, 0));
+    // The --from file's sizes stay fixed as the user's own flags do (-1, "the rest", stays free).
+    const int64_t imported = from && from->mesh && (*from->mesh)[a] >= 1 ? (*from->mesh)[a] : 0;
+    TRY_ASSIGN(size, flags.integer(flag, 1, kMaxCount, axis_allowed, imported));
     q.fixed.set(a, static_cast<int>(size));
   }
 
   auto plan = make_plan(q);
   if (!plan.ok()) return fail(plan.error());
+  if (export_format) {
+    PlanExportOptions options;
+    options.format = *export_format;
+    options.out = flags.value("--out");
+    options.model = *model_flag;
+    if (from) {
+      RunConfig config;
+      from->apply_to(config);
+      options.training = config.training;
+    }
+    return export_plan(q, *plan, options);
+  }
   if (flags.has("--json")) {
     std::cout << plan_to_json(*plan).dump(2) << "\n";
   } else {

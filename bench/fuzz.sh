@@ -4,12 +4,16 @@
 # size, crashes and timeouts. The corpus grows in build-fuzz/corpus/<target> (seeded from
 # tests/fuzz/seeds/<target>); every crash or hang is copied to tests/fuzz/regressions/<target>/,
 # where the normal build's fuzz_replay_<target> test replays it forever.
-#   bench/fuzz.sh [--minutes N | --seconds N] [--runs N] [--targets a,b] [--jobs J]
+#   bench/fuzz.sh [--minutes N | --seconds N] [--runs N] [--targets a,b] [--jobs J] [--seed S] [--fresh]
 # --runs N stops a target after N executions (e.g. --runs 10000000), whichever comes first.
+# --seed S with --fresh (start from tests/fuzz/seeds only, in a throw-away corpus) makes a run
+# repeatable: the same inputs in the same order on every machine. CI's ctest (fuzz_briefly) runs
+# that way, so it never passes on one run and fails on the next; exploring new inputs is this
+# script's job without those flags.
 # Results: bench/results/fuzz.json (skipped with --no-json, as the ctest run does).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-seconds=60; runs=-1; targets=""; json=1; jobs=1
+seconds=60; runs=-1; targets=""; json=1; jobs=1; seed=0; fresh=0
 build="${MESHWORK_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -19,7 +23,9 @@ while [ $# -gt 0 ]; do
     --targets) targets="${2//,/ }"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
     --no-json) json=0; shift ;;
-    *) echo "bench/fuzz.sh: $1: not an option (--minutes N, --seconds N, --runs N, --targets a,b, --jobs J, --no-json)" >&2; exit 2 ;;
+    --seed) seed="$2"; shift 2 ;;
+    --fresh) fresh=1; shift ;;
+    *) echo "bench/fuzz.sh: $1: not an option (--minutes N, --seconds N, --runs N, --targets a,b, --jobs J, --seed S, --fresh, --no-json)" >&2; exit 2 ;;
   esac
 done
 command -v clang++-14 >/dev/null || { echo "bench/fuzz.sh: clang++-14 missing: run scripts/bootstrap" >&2; exit 1; }
@@ -35,6 +41,7 @@ failed=0
 printf '%-14s %12s %9s %7s %7s %8s %9s\n' target executions exec/s cov corpus crashes timeouts
 for t in $targets; do
   corpus="$build/corpus/$t"; artifacts="$build/artifacts/$t/"
+  if [ "$fresh" = 1 ]; then corpus="$build/fresh-corpus/$t"; rm -rf "$corpus"; fi
   mkdir -p "$corpus" "$artifacts"
   log="$build/$t.log"
   # -timeout: an input that takes 10 s is a hang; -rss_limit_mb keeps a leak from taking the box.
@@ -43,7 +50,7 @@ for t in $targets; do
   set +e
   # Run inside the build folder: libFuzzer drops its helper logs into the working directory.
   (cd "$build" && "$build/${t}_fuzz" -max_total_time="$seconds" -runs="$runs" -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts" "${parallel[@]}" \
+    -rss_limit_mb=2048 -seed="$seed" -print_final_stats=1 -artifact_prefix="$artifacts" "${parallel[@]}" \
     "$corpus" "$root/tests/fuzz/seeds/$t") >"$log" 2>&1
   set -e
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{s += $2} END {print s + 0}')
@@ -57,6 +64,12 @@ for t in $targets; do
     mkdir -p "$root/tests/fuzz/regressions/$t"
     cp "$artifacts"/* "$root/tests/fuzz/regressions/$t/"
     echo "  $t: $((crashes + hangs)) input(s) copied to tests/fuzz/regressions/$t/ (log: $log)" >&2
+    # The report and the input itself, so a crash on a machine we cannot reach (CI) can be
+    # replayed here: base64 -d the line into a file and run build/bin/<target>_replay on it.
+    grep -E -A30 '^==[0-9]+==ERROR|runtime error|^SUMMARY|deadly signal|timeout after' "$log" | head -60 >&2 || true
+    for f in "$artifacts"/*; do
+      [ "$(stat -c %s "$f")" -le 8192 ] && echo "  input $(basename "$f") (base64): $(base64 -w0 "$f")" >&2
+    done
     rm -f "$artifacts"/*
   fi
   printf '%-14s %12s %9s %7s %7s %8s %9s\n' "$t" "$execs" "$rate" "${cov:-0}" "$size" "$crashes" "$hangs"

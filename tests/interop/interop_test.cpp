@@ -1,0 +1,236 @@
+// core/interop: the ecosystem's configs read with the values their authors meant, written so
+// that they read back to the same plan, and refused (never written) where the tool would fail.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/interop/ecosystem_config.h"
+
+namespace meshwork::interop {
+namespace {
+
+const std::filesystem::path kData = MESHWORK_INTEROP_DATA;
+
+MeshShape shape(int rep, int shard, int cp, int tp) {
+  MeshShape m;
+  m[Axis::dp_replicate] = rep;
+  m[Axis::dp_shard] = shard;
+  m[Axis::cp] = cp;
+  m[Axis::tp] = tp;
+  return m;
+}
+
+bool lists(const std::vector<std::string>& keys, const std::string& key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+TEST(ImportExamples, AccelerateNdParallelConfig) {
+  auto in = import_config(kData / "accelerate_tp_hsdp.yaml");
+  ASSERT_TRUE(in.ok()) << in.error().message();
+  EXPECT_EQ(in->format, ConfigFormat::accelerate);
+  EXPECT_EQ(in->mesh, shape(2, 2, 1, 2));
+  EXPECT_EQ(in->precision, Precision::bf16);
+  EXPECT_EQ(in->activation_checkpointing, ActivationCheckpointing::full);
+  EXPECT_EQ(in->num_processes, 8);
+  EXPECT_EQ(in->num_machines, 1);
+  EXPECT_TRUE(in->unknown_keys.empty()) << in->unknown_keys.front();
+}
+
+TEST(ImportExamples, AxolotlNdParallelConfig) {
+  auto in = import_config(kData / "axolotl_nd_parallel.yaml");
+  ASSERT_TRUE(in.ok()) << in.error().message();
+  EXPECT_EQ(in->format, ConfigFormat::axolotl);
+  EXPECT_EQ(in->model, "llama-3.1-8b");  // the hub id of a bundled preset plans without a download
+  EXPECT_EQ(in->mesh, shape(1, 2, 2, 2));
+  EXPECT_EQ(in->seq_len, 2048);
+  EXPECT_EQ(in->micro_batch, 1);
+  EXPECT_EQ(in->grad_accum_steps, 4);
+  EXPECT_EQ(in->steps, 200);
+  EXPECT_EQ(in->warmup_steps, 10);
+  ASSERT_TRUE(in->lr.has_value());
+  EXPECT_DOUBLE_EQ(*in->lr, 2e-5);
+  EXPECT_EQ(in->precision, Precision::bf16);
+  EXPECT_EQ(in->activation_checkpointing, ActivationCheckpointing::full);
+  for (const char* key : {"datasets", "output_dir", "sample_packing", "optimizer", "flash_attention"})
+    EXPECT_TRUE(lists(in->unknown_keys, key)) << key;
+  EXPECT_FALSE(lists(in->unknown_keys, "dp_shard_size"));
+  RunConfig config;
+  in->apply_to(config);
+  // global = micro 1 x accumulation 4 x dp (1 x 2)
+  EXPECT_EQ(config.training.global_batch, 8);
+  EXPECT_EQ(config.model, "llama-3.1-8b");
+}
+
+TEST(ImportExamples, TorchtitanLlama3_8B) {
+  auto in = import_config(kData / "torchtitan_llama3_8b.toml");
+  ASSERT_TRUE(in.ok()) << in.error().message();
+  EXPECT_EQ(in->format, ConfigFormat::torchtitan);
+  EXPECT_EQ(in->model, "llama-3.1-8b");
+  EXPECT_EQ(in->mesh, shape(1, -1, 1, 1));  // data_parallel_shard_degree -1: the rest
+  EXPECT_EQ(in->seq_len, 8192);
+  EXPECT_EQ(in->micro_batch, 1);
+  EXPECT_EQ(in->steps, 1000);
+  EXPECT_EQ(in->warmup_steps, 200);
+  ASSERT_TRUE(in->lr.has_value());
+  EXPECT_DOUBLE_EQ(*in->lr, 3e-4);
+  EXPECT_EQ(in->activation_checkpointing, ActivationCheckpointing::full);
+  ASSERT_EQ(in->notes.size(), 1u);
+  EXPECT_NE(in->notes[0].find("selective"), std::string::npos);
+  for (const char* key : {"profiling", "metrics", "checkpoint", "compile", "optimizer.eps", "training.dataset"})
+    EXPECT_TRUE(lists(in->unknown_keys, key)) << key;
+  EXPECT_FALSE(lists(in->unknown_keys, "parallelism.tensor_parallel_degree"));
+}
+
+ExportRequest request(const MeshShape& mesh, int nodes, int per_node) {
+  ExportRequest r;
+  r.config.model = "llama-3.1-8b";
+  r.config.mesh = mesh;
+  TrainingConfig& t = r.config.training;
+  t.seq_len = 4096;
+  t.micro_batch = 2;
+  t.global_batch = 2 * mesh[Axis::dp_replicate] * mesh[Axis::dp_shard] * 3;  // 3 accumulation steps
+  t.lr = 1.5e-4;
+  t.warmup_steps = 25;
+  t.steps = 500;
+  t.precision = Precision::bf16;
+  t.activation_checkpointing = ActivationCheckpointing::full;
+  t.device = DeviceKind::cuda;
+  r.num_machines = nodes;
+  r.processes_per_machine = per_node;
+  r.main_address = "10.0.0.1";
+  return r;
+}
+
+TEST(RoundTrip, EveryFormatReadsBackTheShapeAndTheSettingsItCarries) {
+  const std::vector<MeshShape> shapes = {shape(1, 8, 1, 1), shape(2, 2, 1, 2), shape(1, 2, 2, 2),
+                                         shape(4, 1, 1, 1), shape(1, 1, 1, 8), shape(2, 4, 2, 1)};
+  for (ConfigFormat f : {ConfigFormat::accelerate, ConfigFormat::axolotl, ConfigFormat::torchtitan}) {
+    for (const MeshShape& m : shapes) {
+      SCOPED_TRACE(std::string(to_string(f)) + " " + m.to_string());
+      const int world = static_cast<int>(m.world_size());
+      const ExportRequest r = request(m, world >= 16 ? 2 : 1, world >= 16 ? world / 2 : world);
+      auto out = export_config(r, f);
+      ASSERT_TRUE(out.ok()) << out.error().message();
+      EXPECT_EQ(out->launch_commands.size(), static_cast<size_t>(r.num_machines));
+      EXPECT_NE(out->launch_commands.back().find("10.0.0.1"), std::string::npos);
+      // The file name's extension and the keys are all the reader gets: it must find the format.
+      auto in = import_config_text(out->text, std::string("exported.") + (f == ConfigFormat::torchtitan ? "toml" : "yaml"));
+      ASSERT_TRUE(in.ok()) << in.error().message() << "\n" << out->text;
+      EXPECT_EQ(in->format, f);
+      EXPECT_EQ(in->mesh, m);
+      EXPECT_EQ(in->precision, Precision::bf16);
+      RunConfig back;
+      in->apply_to(back);
+      if (f != ConfigFormat::accelerate) {  // Accelerate's config holds no training settings
+        EXPECT_EQ(back.training.seq_len, 4096);
+        EXPECT_EQ(back.training.micro_batch, 2);
+        EXPECT_EQ(back.training.global_batch, r.config.training.global_batch);
+        EXPECT_DOUBLE_EQ(back.training.lr, 1.5e-4);
+        EXPECT_EQ(back.training.warmup_steps, 25);
+        EXPECT_EQ(back.training.steps, 500);
+        EXPECT_EQ(back.training.activation_checkpointing, ActivationCheckpointing::full);
+        EXPECT_TRUE(in->unknown_keys.empty() || f == ConfigFormat::torchtitan);
+      } else {
+        EXPECT_EQ(in->num_processes, world);
+        EXPECT_EQ(in->num_machines, r.num_machines);
+        EXPECT_TRUE(in->unknown_keys.empty()) << in->unknown_keys.front();
+      }
+      if (f != ConfigFormat::accelerate) {
+        EXPECT_EQ(back.model, "llama-3.1-8b");
+      }
+      if (f == ConfigFormat::axolotl) {
+        EXPECT_NE(out->text.find("base_model: \"meta-llama/Llama-3.1-8B\""), std::string::npos);
+      }
+    }
+  }
+}
+
+TEST(Refusals, PureReplicationWithTpIsNeverWrittenForTheToolsThatCannotRunIt) {
+  const ExportRequest tp = request(shape(4, 1, 1, 2), 1, 8);
+  for (ConfigFormat f : {ConfigFormat::accelerate, ConfigFormat::axolotl, ConfigFormat::torchtitan}) {
+    auto out = export_config(tp, f);
+    ASSERT_FALSE(out.ok()) << to_string(f);
+    EXPECT_EQ(out.error().field, "dp_shard");
+    EXPECT_NE(out.error().allowed.find("shard instead"), std::string::npos);
+  }
+  // cp on pure replication: Accelerate refuses it, torchtitan shards over cp with FSDP.
+  const ExportRequest cp = request(shape(4, 1, 2, 1), 1, 8);
+  EXPECT_FALSE(export_config(cp, ConfigFormat::accelerate).ok());
+  EXPECT_TRUE(export_config(cp, ConfigFormat::torchtitan).ok());
+}
+
+TEST(Refusals, ShapeMustMatchTheMachinesAndABatchThatDoesNotDivideIsNamed) {
+  auto wrong_world = export_config(request(shape(1, 8, 1, 1), 2, 8), ConfigFormat::accelerate);
+  ASSERT_FALSE(wrong_world.ok());
+  EXPECT_EQ(wrong_world.error().field, "mesh");
+  ExportRequest r = request(shape(1, 8, 1, 1), 1, 8);
+  r.config.training.global_batch = 20;  // micro 2 x dp 8 = 16 does not divide 20
+  auto batch = export_config(r, ConfigFormat::axolotl);
+  ASSERT_FALSE(batch.ok());
+  EXPECT_EQ(batch.error().field, "training.global_batch");
+  EXPECT_EQ(batch.error().value, "20");
+}
+
+TEST(MalformedFiles, ErrorsNameTheFileTheLineAndTheKey) {
+  auto yaml_syntax = import_config_text("distributed_type: FSDP\nparallelism_config:\n  a: [1, 2\n", "bad.yaml");
+  ASSERT_FALSE(yaml_syntax.ok());
+  EXPECT_EQ(yaml_syntax.error().field.rfind("bad.yaml:", 0), 0u) << yaml_syntax.error().message();
+
+  auto wrong_type = import_config_text("distributed_type: FSDP\nmixed_precision: bf16\nnum_processes: eight\n", "acc.yaml");
+  ASSERT_FALSE(wrong_type.ok());
+  EXPECT_EQ(wrong_type.error().field, "acc.yaml:3: num_processes");
+  EXPECT_EQ(wrong_type.error().value, "eight");
+
+  auto axis = import_config_text("base_model: x\ntensor_parallel_size: 0\n", "ax.yaml");
+  ASSERT_FALSE(axis.ok());
+  EXPECT_EQ(axis.error().field, "ax.yaml:2: tensor_parallel_size");
+
+  auto toml_type = import_config_text("[parallelism]\ntensor_parallel_degree = \"two\"\n", "tt.toml");
+  ASSERT_FALSE(toml_type.ok());
+  EXPECT_EQ(toml_type.error().field, "tt.toml:2: parallelism.tensor_parallel_degree");
+
+  auto toml_syntax = import_config_text("[training]\nsteps = = 3\n", "tt.toml");
+  ASSERT_FALSE(toml_syntax.ok());
+  EXPECT_EQ(toml_syntax.error().field, "tt.toml:2");
+
+  auto pp = import_config_text("[parallelism]\npipeline_parallel_degree = 4\n", "pp.toml");
+  ASSERT_FALSE(pp.ok());
+  EXPECT_EQ(pp.error().field, "pp.toml:2: parallelism.pipeline_parallel_degree");
+
+  auto product = import_config_text(
+      "distributed_type: FSDP\nnum_processes: 8\nparallelism_config:\n  parallelism_config_dp_shard_size: 2\n"
+      "  parallelism_config_tp_size: 2\n",
+      "acc.yaml");
+  ASSERT_FALSE(product.ok());
+  EXPECT_NE(product.error().allowed.find("num_processes (8)"), std::string::npos);
+
+  auto not_a_map = import_config_text("- a\n- b\n", "list.yaml");
+  ASSERT_FALSE(not_a_map.ok());
+  EXPECT_EQ(not_a_map.error().field, "list.yaml");
+
+  auto missing = import_config(kData / "no-such-file.yaml");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().kind, ErrorKind::io);
+}
+
+TEST(MalformedFiles, UnknownKeysAreListedNeverFatal) {
+  auto in = import_config_text("distributed_type: MULTI_CPU\nnum_processes: 4\nmy_own_key: 3\n"
+                               "fsdp_config:\n  fsdp_something_new: 1\n",
+                               "acc.yaml");
+  ASSERT_TRUE(in.ok()) << in.error().message();
+  EXPECT_TRUE(lists(in->unknown_keys, "my_own_key"));
+  EXPECT_TRUE(lists(in->unknown_keys, "fsdp_config.fsdp_something_new"));
+  EXPECT_EQ(in->device, DeviceKind::cpu);
+  EXPECT_EQ(in->mesh, shape(4, 1, 1, 1));  // multi-device data parallelism: replicas
+}
+
+TEST(Formats, NamesParseAndBadOnesAreRefusedWithTheChoices) {
+  EXPECT_EQ(*parse_config_format("torchtitan"), ConfigFormat::torchtitan);
+  auto bad = parse_config_format("deepspeed");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(), "--export: deepspeed: accelerate, axolotl or torchtitan");
+}
+
+}  // namespace
+}  // namespace meshwork::interop
