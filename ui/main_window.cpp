@@ -1,5 +1,7 @@
 #include "ui/main_window.h"
 
+#include "ui/ecosystem_export_dialog.h"
+
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
@@ -18,6 +20,7 @@
 
 #include "ui/cluster_model.h"
 #include "ui/compare_page.h"
+#include "ui/ecosystem_export_dialog.h"
 #include "ui/error_text.h"
 #include "ui/launch_controller.h"
 #include "ui/monitor_page.h"
@@ -172,6 +175,20 @@ void MainWindow::build_actions() {
     if (!path.isEmpty()) save_config(path);
   });
   save_as->setShortcut(QKeySequence::SaveAs);
+  file->addAction(tr("&Import Accelerate / Axolotl / torchtitan config…"), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Import a training config"), {},
+                                                      tr("Training configs (*.yaml *.yml *.toml)"));
+    if (!path.isEmpty()) import_ecosystem_config(path);
+  });
+  file->addAction(tr("&Export for Accelerate / Axolotl / torchtitan…"), QKeySequence(Qt::CTRL | Qt::Key_E), this, [this] {
+    auto request = ecosystem_export_request();
+    if (!request.ok()) {
+      QMessageBox::warning(this, tr("Nothing to export"), error_text(request.error()));
+      return;
+    }
+    EcosystemExportDialog dialog(*request, this);
+    dialog.exec();
+  });
   file->addAction(tr("Open model config.json…"), QKeySequence(Qt::CTRL | Qt::Key_M), this, &MainWindow::open_model_config);
   file->addAction(tr("Open model directory…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_M), this,
                   &MainWindow::open_model_directory);
@@ -429,6 +446,46 @@ bool MainWindow::save_config(const QString& path) {
   setWindowTitle(tr("Meshwork — %1").arg(QFileInfo(path).fileName()));
   statusBar()->showMessage(tr("Saved %1").arg(path), 4000);
   return true;
+}
+
+bool MainWindow::import_ecosystem_config(const QString& path) {
+  auto imported = interop::import_config(path.toStdString());
+  if (!imported) {
+    QMessageBox::warning(this, tr("Cannot import the config"), error_text(imported.error()));
+    statusBar()->showMessage(error_line(imported.error()), 8000);
+    return false;
+  }
+  RunConfig c = plan_->config();
+  imported->apply_to(c);
+  plan_->set_config(c);
+  QStringList lines;
+  for (const std::string& n : imported->notes) lines << QString::fromStdString(n);
+  if (!imported->unknown_keys.empty()) {
+    QStringList keys;
+    for (const std::string& k : imported->unknown_keys) keys << QString::fromStdString(k);
+    lines << tr("Not used by Meshwork: %1").arg(keys.join(", "));
+  }
+  const QString kind = QString::fromStdString(std::string(interop::to_string(imported->format)));
+  statusBar()->showMessage(tr("Imported %1 config %2").arg(kind, path), 6000);
+  if (!lines.isEmpty())
+    QMessageBox::information(this, tr("Imported %1 config").arg(kind), lines.join("\n\n"));
+  return true;
+}
+
+Result<interop::ExportRequest> MainWindow::ecosystem_export_request() const {
+  if (!plan_->mesh()) {
+    for (const Diagnostic& d : plan_->diagnostics())
+      if (d.level == Severity::error) return d.to_error();
+    return Error{"mesh", plan_->config().mesh.to_string(), "a valid shape on the cluster"};
+  }
+  interop::ExportRequest r;
+  r.config = plan_->config();
+  r.config.mesh = plan_->mesh()->shape();
+  r.num_machines = plan_->cluster().num_nodes;
+  r.processes_per_machine = plan_->cluster().ranks_per_node;
+  const std::vector<NodeConfig> nodes = cluster_->to_node_configs();
+  if (!nodes.empty() && nodes.front().host != "local") r.main_address = nodes.front().host;
+  return r;
 }
 
 void MainWindow::open_model_config() {

@@ -3,6 +3,8 @@
 // models (cluster, plan) and wires them to the views; remembers its layout in QSettings.
 #pragma once
 
+#include "core/interop/ecosystem_config.h"
+
 #include <QMainWindow>
 #include <array>
 #include <vector>
@@ -63,6 +65,12 @@ class MainWindow : public QMainWindow {
 
   bool load_config(const QString& path);  // errors go to a message box and the status bar
   bool save_config(const QString& path);
+  // An Accelerate / Axolotl YAML or torchtitan TOML pre-fills model, mesh and training settings;
+  // what the file held that Meshwork does not use is listed in the status bar and a message.
+  bool import_ecosystem_config(const QString& path);
+  // The planned shape on the current cluster, for EcosystemExportDialog; an Error while the
+  // shape is not valid.
+  Result<interop::ExportRequest> ecosystem_export_request() const;
   void set_dark(bool dark);
 
  protected:
