@@ -41,7 +41,18 @@ failed=0
 printf '%-14s %12s %9s %7s %7s %8s %9s\n' target executions exec/s cov corpus crashes timeouts
 for t in $targets; do
   corpus="$build/corpus/$t"; artifacts="$build/artifacts/$t/"
-  if [ "$fresh" = 1 ]; then corpus="$build/fresh-corpus/$t"; rm -rf "$corpus"; fi
+  inputs=("$corpus" "$root/tests/fuzz/seeds/$t")
+  if [ "$fresh" = 1 ]; then
+    # libFuzzer orders its starting inputs by size only, ties in directory order, which on ext4
+    # depends on a per-filesystem hash seed: the seeds are copied in name order into a tmpfs
+    # directory (whose order is the copy order), so every machine starts alike.
+    scratch="$(mktemp -d /dev/shm/meshwork-fuzz.XXXXXX 2>/dev/null || mktemp -d)"
+    corpus="$scratch/$t"
+    mkdir -p "$corpus"
+    while IFS= read -r f; do cp "$root/tests/fuzz/seeds/$t/$f" "$corpus/$f"; done \
+      < <(ls "$root/tests/fuzz/seeds/$t" | LC_ALL=C sort)
+    inputs=("$corpus")
+  fi
   mkdir -p "$corpus" "$artifacts"
   log="$build/$t.log"
   # -timeout: an input that takes 10 s is a hang; -rss_limit_mb keeps a leak from taking the box.
@@ -51,7 +62,7 @@ for t in $targets; do
   # Run inside the build folder: libFuzzer drops its helper logs into the working directory.
   (cd "$build" && "$build/${t}_fuzz" -max_total_time="$seconds" -runs="$runs" -timeout=10 \
     -rss_limit_mb=2048 -seed="$seed" -print_final_stats=1 -artifact_prefix="$artifacts" "${parallel[@]}" \
-    "$corpus" "$root/tests/fuzz/seeds/$t") >"$log" 2>&1
+    "${inputs[@]}") >"$log" 2>&1
   set -e
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{s += $2} END {print s + 0}')
   rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | awk '{s += $2} END {print s + 0}')
@@ -59,6 +70,7 @@ for t in $targets; do
   crashes=$(find "$artifacts" -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'oom-*' \) | wc -l)
   hangs=$(find "$artifacts" -type f \( -name 'timeout-*' -o -name 'slow-unit-*' \) | wc -l)
   size=$(find "$corpus" -type f | wc -l)
+  [ "$fresh" = 1 ] && rm -rf "$scratch"
   if [ $((crashes + hangs)) -gt 0 ]; then
     failed=1
     mkdir -p "$root/tests/fuzz/regressions/$t"
