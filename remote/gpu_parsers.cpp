@@ -104,12 +104,15 @@ Result<std::vector<GpuInfo>> parse_query_gpu_csv(std::string_view text,
       gpu.fields[columns[i]] = v;
       const std::string& c = columns[i];
       const auto n = to_int(v);
-      if (c == "index" && n) gpu.index = static_cast<int>(*n);
+      // A negative or absurd number is a garbled line, never a size: left unknown (-1), as
+      // "[N/A]" is (fuzzer find: "-1559 MiB" became a negative memory).
+      const bool count = n && *n >= 0;
+      if (c == "index" && count && *n < (1 << 20)) gpu.index = static_cast<int>(*n);
       else if (c == "name") gpu.name = v;
       else if (c == "uuid") gpu.uuid = v;
       else if (c == "pci.bus_id") gpu.pci_bus_id = v;
-      else if (c == "memory.total" && n) gpu.memory_total_mib = *n;
-      else if (c == "memory.used" && n) gpu.memory_used_mib = *n;
+      else if (c == "memory.total" && count) gpu.memory_total_mib = *n;
+      else if (c == "memory.used" && count) gpu.memory_used_mib = *n;
       else if (c == "compute_cap") gpu.compute_cap = v;
       else if (c == "driver_version") gpu.driver_version = v;
     }

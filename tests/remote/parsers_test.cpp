@@ -114,6 +114,15 @@ TEST(QueryGpuCsv, ProbeFormatWithoutHeader) {
   EXPECT_FALSE(parse_query_gpu_csv("0, only three, fields\n").ok());
 }
 
+// A garbled line's negative numbers are not sizes or indices: unknown, as "[N/A]" (fuzzer find).
+TEST(QueryGpuCsv, NegativeMemoryAndIndexAreUnknown) {
+  auto g = parse_query_gpu_csv("name, memory.total [MiB], index\nNVIDIA H100 80GB HBM3, -1559 MiB, -3\n");
+  ASSERT_TRUE(g.ok()) << g.error().message();
+  ASSERT_EQ(g->size(), 1u);
+  EXPECT_EQ((*g)[0].memory_total_mib, -1);
+  EXPECT_EQ((*g)[0].index, 0);  // its position, as for a row without an index
+}
+
 TEST(SmiTable, EightH100) {
   auto s = parse_smi_table(data("smi_8xH100_sxm_550.txt"));
   ASSERT_TRUE(s.ok()) << s.error().message();
