@@ -5,7 +5,7 @@
 # measured and the issue's numbers from before side by side; writes bench/results/scale-store.json.
 #
 # Usage: bench/scale_store.sh [INGEST_STEPS] [COMPARE_STEPS] [IMPORT_RANKS IMPORT_STEPS]
-#   defaults: 12 steps (98,304 lines); 10,000; 512 ranks x 40 steps (20,480 lines)
+#   defaults: 12 steps (98,304 lines); 10,000; 128 ranks x 250 steps (32,000 lines)
 # Needs ~1 GB of free disk under $TMPDIR (/tmp by default).
 set -euo pipefail
 source "$(dirname "$0")/../scripts/env.sh"
@@ -16,7 +16,7 @@ else
 fi
 work="$(mktemp -d "${TMPDIR:-/tmp}/meshwork-scale-store.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-"$MESHWORK_BUILD_DIR/bin/scale_store_bench" "$work" "${1:-12}" "${2:-10000}" "${3:-512}" "${4:-40}"
+"$MESHWORK_BUILD_DIR/bin/scale_store_bench" "$work" "${1:-12}" "${2:-10000}" "${3:-128}" "${4:-250}"
 mkdir -p "$MESHWORK_ROOT/bench/results"
 cp "$work/scale-store.json" "$MESHWORK_ROOT/bench/results/scale-store.json"
 echo "wrote bench/results/scale-store.json"

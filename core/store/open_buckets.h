@@ -50,7 +50,10 @@ class OpenBucketWriter {
   explicit OpenBucketWriter(sqlite3* db);
   Status prepared() const;
   // `key_ids`: the ids of step_series_keys(), by index.
-  void set_keys(const std::vector<int64_t>& key_ids) { keys_ = key_ids; }
+  void set_keys(const std::vector<int64_t>& key_ids) {
+    if (key_ids != keys_) children_ = sql::Stmt();  // prepared with the ids inlined
+    keys_ = key_ids;
+  }
 
   // The rank's open bucket closed because a point of bucket `next` arrived: queue its rows.
   void close(int64_t run, int rank, const OpenBucket& open, int64_t next);
@@ -76,12 +79,14 @@ class OpenBucketWriter {
   };
   Status recompute_from_steps(Queued& q);
   Status write_row(int64_t run, int64_t key, int rank, int level, int64_t bucket, const BucketAgg& a);
-  Status merge_children(int64_t run, int64_t key, int rank, int level, int64_t b0, int64_t b1, BucketAgg& out);
+  Status merge_children(int64_t run, int rank, int level, int64_t b0, int64_t b1,
+                        std::array<BucketAgg, kStepSeries>& out);
 
   sqlite3* db_;
   std::vector<int64_t> keys_;
   std::vector<Queued> queue_;
-  sql::Stmt replace_, children_, raw_;
+  sql::Stmt replace_, raw_;
+  sql::Stmt children_;  // prepared on first use, once the key ids are known
 };
 
 }  // namespace meshwork::store

@@ -338,6 +338,7 @@ Result<IngestCounts> RunStore::ingest_one(RunId run, std::string_view source,
   sql::Transaction tx(db_);
   if (!tx.begun()) return tx.begun().error();
   Result<IngestCounts> r = ingester_->ingest(run, source, start_offset, bytes, at_eof);
+  if (r && at_eof) ingester_->flush_open(run);  // an import's last chunk: its buckets are complete
   Status s = r ? ingester_->finish() : Status(r.error());
   if (s) s = tx.commit();
   if (!s) {
