@@ -43,6 +43,28 @@ std::optional<double> capacity_of(const nlohmann::json& cluster, const nlohmann:
   return cap;
 }
 
+void load_stragglers(store::RunStore* store, store::RunId run, MonitorFrame& f) {
+  // The latest steps' step times: show the newest step every rank has reported (while the ranks
+  // are mid-step the newest one is partial), else the newest. A few rows of the aggregates.
+  constexpr int64_t kLookBack = 16;
+  const int64_t last = f.summary.steps;
+  auto recent = store->step_extremes(run, "step_s", last - kLookBack, last);
+  if (!recent || recent->empty()) return;
+  const store::StepExtremes* pick = &recent->back();
+  for (auto it = recent->rbegin(); it != recent->rend(); ++it)
+    if (it->ranks >= f.world) {
+      pick = &*it;
+      break;
+    }
+  f.straggler_step = pick->step;
+  f.stragglers.push_back({std::nullopt, *pick});
+  for (Axis a : kAxes) {
+    if (f.shape.size(a) <= 1) continue;  // an axis of size 1 never communicates
+    auto at = store->step_extremes(run, comm_key(a), pick->step, pick->step);
+    if (at && !at->empty()) f.stragglers.push_back({a, at->front()});
+  }
+}
+
 std::shared_ptr<MonitorFrame> load_monitor_frame(store::RunStore* store, store::RunId run, int rank,
                                                  std::optional<std::pair<double, double>> range, int pixels,
                                                  int64_t last_version) {
@@ -136,6 +158,7 @@ std::shared_ptr<MonitorFrame> load_monitor_frame(store::RunStore* store, store::
     f->mem.push_back(one("mem_bytes", 0, store::Aggregate::max));
     f->mem_peak.push_back(one("mem_peak_bytes", 0, store::Aggregate::max));
   }
+  load_stragglers(store, run, *f);
   if (auto ev = store->events(run)) {
     for (const store::Event& e : *ev)
       if (e.level != "info") f->problems.push_back(e);

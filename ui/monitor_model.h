@@ -44,6 +44,14 @@ struct MonitorFrame {
   std::vector<Points> mem, mem_peak;  // per rank
   // Per rank at its latest step: seconds in each axis's collectives, then compute.
   std::vector<std::array<double, kBreakdownColumns>> last_breakdown;
+  // The slowest and fastest rank at one step (the latest step every rank has reported, else the
+  // latest): step time first, then each axis that communicates (store: RunStore::step_extremes).
+  struct Straggler {
+    std::optional<Axis> axis;  // unset: step time
+    store::StepExtremes at;
+  };
+  int64_t straggler_step = -1;
+  std::vector<Straggler> stragglers;
   std::vector<store::Event> problems;  // warning and error events, newest last
   int64_t version = 0;
   int64_t source_points = 0;       // raw points the loss series stands for
@@ -95,6 +103,9 @@ class MonitorModel : public QObject {
 std::shared_ptr<MonitorFrame> load_monitor_frame(store::RunStore* store, store::RunId run, int rank,
                                                  std::optional<std::pair<double, double>> range,
                                                  int pixels, int64_t last_version);
+
+// Fills f.straggler_step / f.stragglers (worker thread; f.summary, f.world and f.shape set).
+void load_stragglers(store::RunStore* store, store::RunId run, MonitorFrame& f);
 
 // Per-rank capacity from the run's stored cluster (probes) and shape: the smallest GPU, or on CPU
 // nodes the node's memory divided by its ranks.

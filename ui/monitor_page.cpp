@@ -1,6 +1,5 @@
 #include "ui/monitor_page.h"
 
-#include <QComboBox>
 #include <QDateTime>
 #include <QElapsedTimer>
 #include <QFileDialog>
@@ -10,6 +9,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSlider>
+#include <QSpinBox>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
@@ -21,6 +21,7 @@
 #include "ui/metric_chart.h"
 #include "ui/runs_model.h"
 #include "ui/store_worker.h"
+#include "ui/straggler_table.h"
 #include "ui/theme.h"
 
 namespace meshwork::ui {
@@ -108,8 +109,15 @@ MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
   // Controls wrap like text, so the page never forces the window wider than it is.
   auto* controls = new_control_row(this);
   controls->addWidget(new QLabel(tr("Per-rank charts:"), this));
-  ranks_ = new QComboBox(this);
-  ranks_->addItem(tr("mean over ranks"), -1);
+  // Any rank of the run, typed or stepped (a list of 8,192 would help nobody); -1 is the mean.
+  ranks_ = new QSpinBox(this);
+  ranks_->setObjectName("RankPicker");
+  ranks_->setRange(-1, 0);
+  ranks_->setSpecialValueText(tr("mean over ranks"));
+  ranks_->setPrefix(tr("rank "));
+  ranks_->setKeyboardTracking(false);  // typing "8191" asks for rank 8191, not 8, 81, 819 first
+  ranks_->setMinimumWidth(150);
+  ranks_->setToolTip(tr("Type a rank number, or step down to -1 for the mean over ranks"));
   controls->addWidget(ranks_);
   controls->addWidget(new QLabel(tr("Loss smoothing:"), this));
   smoothing_ = new QSlider(Qt::Horizontal, this);
@@ -144,6 +152,8 @@ MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
   grid->addWidget(breakdown_, 2, 2, 1, 2);
   for (int c = 0; c < 4; ++c) grid->setColumnStretch(c, 1);
   outer->addLayout(grid, 1);
+  stragglers_ = new StragglerTable(this);
+  outer->addWidget(stragglers_);
 
   connect(back_, &QPushButton::clicked, this, &MonitorPage::back_requested);
   connect(stop_, &QPushButton::clicked, this, [this] {
@@ -151,7 +161,7 @@ MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
     stop_->setEnabled(false);
     stop_->setText(tr("Stopping…"));
   });
-  connect(ranks_, &QComboBox::activated, this, [this](int i) { model_->set_rank(ranks_->itemData(i).toInt()); });
+  connect(ranks_, &QSpinBox::valueChanged, this, [this](int rank) { model_->set_rank(rank); });
   connect(smoothing_, &QSlider::valueChanged, this, [this](int v) { set_smoothing(v / 100.0); });
   connect(save, &QPushButton::clicked, this, [this] {
     const QString dir = QFileDialog::getExistingDirectory(this, tr("Save the charts into"));
@@ -327,10 +337,9 @@ void MonitorPage::rebuild_series(const MonitorFrame& f) {
   }
   comm_->add_area(tr("compute"), compute_color());
   comm_->set_axis_titles(tr("step"), tr("ms"));
-  ranks_->clear();
-  ranks_->addItem(tr("mean over ranks"), -1);
-  for (int r = 0; r < f.world && r < 64; ++r) ranks_->addItem(tr("rank %1").arg(r), r);
-  ranks_->setCurrentIndex(std::max(0, ranks_->findData(model_->rank())));
+  const QSignalBlocker quiet(ranks_);  // the range follows the run; the choice stays the model's
+  ranks_->setRange(-1, std::max(0, f.world - 1));
+  ranks_->setValue(model_->rank());
 }
 
 void MonitorPage::draw_header(const MonitorFrame& f) {
@@ -399,6 +408,7 @@ void MonitorPage::draw(const std::shared_ptr<const MonitorFrame>& fp) {
                       : QString());
   lr_->set_points(0, f.lr);
   grad_->set_points(0, f.grad_norm);
+  stragglers_->show_frame(f);
   tput_->set_points(0, f.tokens_per_s);
   tput_->set_points(1, f.mfu, 100.0);
   tput_->set_note(f.rank >= 0 ? tr("MFU of rank %1").arg(f.rank) : tr("MFU: mean over ranks"));

@@ -15,7 +15,7 @@
 #include "ui/launch_controller.h"
 #include "ui/monitor_model.h"
 
-class QComboBox;
+class QSpinBox;
 class QLabel;
 class QProgressBar;
 class QPushButton;
@@ -28,6 +28,7 @@ namespace meshwork::ui {
 class BarChart;
 class MetricChart;
 class StoreWorker;
+class StragglerTable;
 
 class MonitorPage : public QWidget {
   Q_OBJECT
@@ -52,6 +53,9 @@ class MonitorPage : public QWidget {
   MetricChart* memory_chart() const { return mem_; }
   MetricChart* comm_chart() const { return comm_; }
   BarChart* breakdown_chart() const { return breakdown_; }
+  // The rank of the per-rank charts: -1 (shown as "mean over ranks") or any rank of the run.
+  QSpinBox* rank_picker() const { return ranks_; }
+  StragglerTable* straggler_table() const { return stragglers_; }
   QPushButton* stop_button() const { return stop_; }
   QLabel* failure_label() const { return failure_; }
   QLabel* status_label() const { return status_; }
@@ -94,7 +98,7 @@ class MonitorPage : public QWidget {
     double speed = 0;  // bytes/s, smoothed
   };
   std::map<int, DeployRow> deploy_;
-  QComboBox* ranks_;
+  QSpinBox* ranks_;
   QSlider* smoothing_;
   QLabel* smoothing_value_;
   MetricChart* loss_;
@@ -104,6 +108,7 @@ class MonitorPage : public QWidget {
   MetricChart* mem_;
   MetricChart* comm_;
   BarChart* breakdown_;
+  StragglerTable* stragglers_;
   double smoothing_weight_ = 0.6;
   int series_world_ = -1;  // the world / shape the per-rank series were built for
   MeshShape series_shape_{0, 0, 0, 0};

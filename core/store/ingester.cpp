@@ -67,6 +67,10 @@ Ingester::Ingester(sqlite3* db)
                 "INSERT INTO ranks(run, rank, status, reason, ended) VALUES (?1,?2,?3,?4,?5)"
                 " ON CONFLICT(run, rank) DO UPDATE SET status = excluded.status,"
                 " reason = excluded.reason, ended = excluded.ended"),
+      rank_status_(db, "SELECT status FROM ranks WHERE run = ?1 AND rank = ?2"),
+      ranks_ok_(db,
+                "INSERT INTO run_stats(run, ranks_ok) VALUES (?1, ?2) ON CONFLICT(run)"
+                " DO UPDATE SET ranks_ok = ranks_ok + excluded.ranks_ok"),
       run_failed_(db,
                   "UPDATE runs SET status = 'failed', exit_reason = ?2, ended = ?3"
                   " WHERE id = ?1 AND status <> 'failed'"),
@@ -76,15 +80,19 @@ Ingester::Ingester(sqlite3* db)
       run_ok_(db,
               "UPDATE runs SET status = 'ok', ended = ?2 WHERE id = ?1"
               " AND status IN ('created', 'running') AND world > 0"
-              " AND (SELECT count(*) FROM ranks WHERE run = ?1 AND status = 'ok') >= world"),
-      buckets_(db) {}
+              " AND (SELECT ranks_ok FROM run_stats WHERE run = ?1) >= world"),
+      buckets_(db),
+      open_buckets_(db),
+      aggs_(db) {}
 
 Status Ingester::prepared() const {
   for (const sql::Stmt* s :
        {&run_exists_, &source_get_, &source_new_, &source_put_, &step_new_, &step_prev_, &step_last_, &key_new_, &extra_new_, &key_get_, &event_, &rank_start_, &run_running_,
-        &run_world_, &run_config_, &rank_end_, &run_failed_, &run_stopped_, &run_ok_})
+        &run_world_, &run_config_, &rank_end_, &rank_status_, &ranks_ok_, &run_failed_, &run_stopped_, &run_ok_})
     if (!s->ok()) return s->error();
   if (!buckets_.ok()) return Error{"database", "buckets", "cannot prepare the bucket upsert"}.as(ErrorKind::io);
+  if (!aggs_.ok()) return Error{"database", "rank_agg", "cannot prepare the aggregate upsert"}.as(ErrorKind::io);
+  if (Status s = open_buckets_.prepared(); !s) return s;
   if (step_series_keys().size() != kStepSeries || value_columns().size() != kStepSeries)
     return Error{"metrics keys", std::to_string(step_series_keys().size()),
                  "the store's step fast path expects " + std::to_string(kStepSeries)}.as(ErrorKind::internal);
@@ -96,6 +104,8 @@ void Ingester::forget() {
   series_key_ids_.clear();
   ranks_.clear();
   buckets_.clear();
+  open_buckets_.clear();
+  aggs_.clear();
 }
 
 Result<int64_t> Ingester::key_id(std::string_view name) {
@@ -111,6 +121,20 @@ Result<int64_t> Ingester::key_id(std::string_view name) {
   return id;
 }
 
+Status Ingester::series_keys() {
+  if (!series_key_ids_.empty()) return Status::Ok();
+  for (const std::string& k : step_series_keys()) {
+    Result<int64_t> id = key_id(k);
+    if (!id) {
+      series_key_ids_.clear();
+      return id.error();
+    }
+    series_key_ids_.push_back(*id);
+  }
+  open_buckets_.set_keys(series_key_ids_);
+  return Status::Ok();
+}
+
 Result<Ingester::RankState*> Ingester::rank_state(RunId run, int rank) {
   auto [it, inserted] = ranks_.try_emplace({run, rank});
   if (inserted) {
@@ -124,19 +148,17 @@ Result<Ingester::RankState*> Ingester::rank_state(RunId run, int rank) {
       it->second.last_step = step_last_.int64(0);
       it->second.tokens = step_last_.real(1);
       step_last_.reset();
+      // Its open bucket's earlier points are in `steps` only (a restart, a rollback).
+      it->second.open.bucket = bucket_of(it->second.last_step, 1);
+      it->second.open.partial = true;
+      it->second.open.dirty = true;  // it may never have been written (a crash)
     }
   }
   return &it->second;
 }
 
 Status Ingester::on_step(RunId run, const StepRecord& r, IngestCounts& counts) {
-  if (series_key_ids_.empty()) {
-    for (const std::string& k : step_series_keys()) {
-      Result<int64_t> id = key_id(k);
-      if (!id) return id.error();
-      series_key_ids_.push_back(*id);
-    }
-  }
+  if (Status s = series_keys(); !s) return s;
   Result<RankState*> state = rank_state(run, r.rank);
   if (!state) return state.error();
   RankState& rs = **state;
@@ -177,9 +199,22 @@ Status Ingester::on_step(RunId run, const StepRecord& r, IngestCounts& counts) {
     rs.tokens = p.tokens;
   }
   counts.points += static_cast<int64_t>(kStepSeries);
+  for (size_t i = 0; i < kStepSeries; ++i)
+    aggs_.add(run, series_key_ids_[i], r.rank, r.step, values[i], p.time, p.tokens);
+  // Chart buckets: the open one in memory, a later one closes it, an earlier one is a late point.
+  OpenBucket& open = rs.open;
+  const int64_t b = bucket_of(r.step, 1);
+  if (open.bucket == INT64_MIN) open.bucket = b;
+  if (b > open.bucket) {
+    open_buckets_.close(run, r.rank, open, b);
+    open = OpenBucket{b, false, false, {}};
+  }
+  open.dirty = true;
   for (size_t i = 0; i < kStepSeries; ++i) {
+    if (std::isnan(values[i])) continue;
     p.value = values[i];
-    buckets_.add(run, series_key_ids_[i], r.rank, p);
+    if (b == open.bucket) open.agg[i].add(p);
+    else buckets_.add(run, series_key_ids_[i], r.rank, p);
   }
   return Status::Ok();
 }
@@ -212,6 +247,7 @@ Status Ingester::on_eval(RunId run, const EvalRecord& r, IngestCounts& counts) {
   }
   ++counts.points;
   buckets_.add(run, *key, r.rank, p);
+  aggs_.add(run, *key, r.rank, r.step, r.loss, p.time, p.tokens);
   return Status::Ok();
 }
 
@@ -229,6 +265,19 @@ Status Ingester::on_start(RunId run, const StartRecord& r) {
 }
 
 Status Ingester::on_end(RunId run, const EndRecord& r) {
+  // Finished ranks are counted as their end records arrive (a repeated record changes nothing):
+  // +1 when a rank becomes ok, -1 when an ok rank is re-reported otherwise.
+  rank_status_.bind(1, run).bind(2, r.rank);
+  Result<std::optional<std::string>> before = rank_status_.first([&] { return rank_status_.text(0); });
+  if (!before) return before.error();
+  const int was_ok = before->value_or("") == kStatusOk ? 1 : 0;
+  const int is_ok = r.status == kStatusOk ? 1 : 0;
+  if (is_ok != was_ok)
+    if (Status s = ranks_ok_.bind(1, run).bind(2, is_ok - was_ok).run(); !s) return s;
+  // The rank is done: its open chart buckets are complete.
+  Result<RankState*> state = rank_state(run, r.rank);
+  if (!state) return state.error();
+  open_buckets_.flush_open(run, r.rank, (*state)->open);
   if (Status s = rank_end_.bind(1, run).bind(2, r.rank).bind(3, r.status).bind(4, r.reason)
                      .bind(5, r.time).run();
       !s)
@@ -323,6 +372,20 @@ Result<IngestCounts> Ingester::ingest(RunId run, std::string_view source, uint64
   return counts;
 }
 
-Status Ingester::finish() { return buckets_.flush(); }
+Status Ingester::finish() {
+  if (open_buckets_.has_pending())
+    if (Status s = series_keys(); !s) return s;
+  // Closed level-1 rows first, then late points merged into them, then the coarser levels
+  // computed from their children (open_buckets.h).
+  if (Status s = open_buckets_.write_level1(); !s) return s;
+  if (Status s = buckets_.flush(); !s) return s;
+  if (Status s = open_buckets_.write_parents(); !s) return s;
+  return aggs_.flush();
+}
+
+void Ingester::flush_open(std::optional<RunId> run) {
+  for (auto& [id, state] : ranks_)
+    if (!run || id.first == *run) open_buckets_.flush_open(id.first, id.second, state.open);
+}
 
 }  // namespace meshwork::store

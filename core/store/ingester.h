@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -16,6 +17,8 @@
 
 #include "core/metrics.h"
 #include "core/store/buckets.h"
+#include "core/store/open_buckets.h"
+#include "core/store/rank_agg.h"
 #include "core/store/run_store.h"
 #include "core/store/sqlite.h"
 
@@ -29,8 +32,17 @@ class Ingester {
   // Call inside an open transaction. `at_eof`: a final line without '\n' is consumed too.
   Result<IngestCounts> ingest(RunId run, std::string_view source, uint64_t start_offset,
                               std::string_view bytes, bool at_eof);
-  // Writes the chart buckets of everything ingested since the last call (same transaction).
+  // Writes the chart buckets that closed and the cross-rank aggregates of everything ingested
+  // since the last call (same transaction).
   Status finish();
+  // Queues the open chart buckets of `run`'s ranks (every run when unset) for the next finish():
+  // a rank ended, an import is complete, the writer stops (open_buckets.h).
+  void flush_open(std::optional<RunId> run);
+  bool has_open(std::optional<RunId> run) const {
+    for (const auto& [id, state] : ranks_)
+      if ((!run || id.first == *run) && state.open.dirty) return true;
+    return false;
+  }
   // After a rollback: forget everything cached.
   void forget();
 
@@ -40,17 +52,22 @@ class Ingester {
   void add_bucket_point(RunId run, int64_t key, int rank, const BucketPoint& p) {
     buckets_.add(run, key, rank, p);
   }
+  void add_agg_point(RunId run, int64_t key, int rank, const BucketPoint& p) {
+    aggs_.add(run, key, rank, p.step, p.value, p.time, p.tokens);
+  }
 
  private:
   struct RankState {
     int64_t last_step = INT64_MIN;  // highest step stored for the rank
     double tokens = 0;              // cumulative tokens at last_step
+    OpenBucket open;                // its open level-1 chart bucket (open_buckets.h)
   };
   Status on_start(RunId run, const StartRecord& r);
   Status on_step(RunId run, const StepRecord& r, IngestCounts& counts);
   Status on_eval(RunId run, const EvalRecord& r, IngestCounts& counts);
   Status on_end(RunId run, const EndRecord& r);
   Result<RankState*> rank_state(RunId run, int rank);
+  Status series_keys();  // fills series_key_ids_ (creating the keys when new)
   Status malformed_event(RunId run, std::string_view source, uint64_t offset,
                          const Error& error, int64_t seen_before);
 
@@ -59,8 +76,10 @@ class Ingester {
   sql::Stmt step_new_, step_prev_, step_last_;
   sql::Stmt key_new_, key_get_, extra_new_, event_;
   sql::Stmt rank_start_, run_running_, run_world_, run_config_;
-  sql::Stmt rank_end_, run_failed_, run_stopped_, run_ok_;
-  BucketWriter buckets_;
+  sql::Stmt rank_end_, rank_status_, ranks_ok_, run_failed_, run_stopped_, run_ok_;
+  BucketWriter buckets_;         // late points and keys outside the step series
+  OpenBucketWriter open_buckets_;
+  RankAggWriter aggs_;
   std::unordered_map<std::string, int64_t> key_ids_;
   std::vector<int64_t> series_key_ids_;  // ids of step_series_keys(), by index
   std::map<std::pair<RunId, int>, RankState> ranks_;

@@ -100,6 +100,15 @@ struct IngestCounts {
   IngestCounts& operator+=(const IngestCounts& o);
 };
 
+// Over the ranks at one step (RunStore::step_extremes).
+struct StepExtremes {
+  int64_t step = 0;
+  int64_t ranks = 0;          // ranks with a (non-NaN) value at this step
+  double mean = 0;
+  double min = 0, max = 0;
+  int min_rank = 0, max_rank = 0;  // on ties the lowest rank
+};
+
 // Chart queries ------------------------------------------------------------------------------
 enum class XAxis { step, tokens, time };        // tokens: cumulative "tokens" of the rank
 enum class Aggregate { none, mean, min, max, sum };  // over ranks, per step
@@ -113,6 +122,10 @@ struct SeriesQuery {
   std::vector<RunId> runs;
   std::string key = "loss";        // a step_series key (core/metrics.h)
   int rank = 0;                    // used when aggregate == none
+  // With an aggregate: the ranks to aggregate over; empty = every rank, read from the
+  // cross-rank aggregates kept at ingest (O(steps), whatever the rank count). A subset is
+  // aggregated from each rank's series at query time.
+  std::vector<int> ranks;
   Aggregate aggregate = Aggregate::none;
   XAxis x = XAxis::step;
   std::optional<double> x_min;     // inclusive range on the chosen x axis; unset = whole run
@@ -194,8 +207,19 @@ class RunStore {
   Status export_csv(RunId run, const std::filesystem::path& out);
   Status export_csv(RunId run, std::ostream& out);
 
-  // Recomputes the derived tables (summary, chart buckets) of a run from its points.
+  // Recomputes the derived tables (summary, chart buckets, cross-rank aggregates, totals) of a
+  // run from its points.
   Status rebuild_derived(RunId run);
+  // Writes the open chart buckets (open_buckets.h) of `run` (every run when unset) in their own
+  // transaction. Ingest does this when a rank ends and an import ends; StoreWriter when it stops.
+  // Queries never need it (they read an open bucket's points raw).
+  Status flush_open_buckets(std::optional<RunId> run = std::nullopt);
+
+  // Per step, the spread of `key` over the ranks (cross-rank aggregates kept at ingest): the
+  // fastest and slowest rank of a step time or of an axis's collectives. Steps in
+  // [first_step, last_step] that have the key, in step order.
+  Result<std::vector<StepExtremes>> step_extremes(RunId run, std::string_view key,
+                                                  int64_t first_step, int64_t last_step);
 
   // Several chunks in ONE transaction (what StoreWriter commits per batch). A chunk's own error
   // (a gap, an unknown run) fails that chunk only; a database error fails them all.

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/metrics.h"
+#include "core/store/rank_agg.h"
 #include "core/store/sqlite.h"
 
 namespace meshwork::store {
@@ -182,6 +183,15 @@ Status migrate_v2_to_v3(sqlite3* db) {
   return sql::exec(db, sql);
 }
 
+// v3 -> v4 (issue 26): the cross-rank aggregates and per-run totals (rank_agg.h). Both are
+// derived: the caller fills them (RunStore::rebuild_derived) for every run in the same
+// transaction, as it rebuilds the chart buckets.
+Status migrate_v3_to_v4(sqlite3* db) {
+  std::string sql = kRankAggTablesSql;
+  sql += "DELETE FROM schema_version; INSERT INTO schema_version VALUES (4);";
+  return sql::exec(db, sql);
+}
+
 }  // namespace
 
 const std::vector<std::string>& value_columns() {
@@ -237,8 +247,11 @@ Status ensure_schema(sqlite3* db, const std::function<Status()>& after_migration
     if (Status s = create_v2(db); !s) return s;
   if (*version == 1)
     if (Status s = migrate_v1_to_v2(db); !s) return s;
-  if (Status s = migrate_v2_to_v3(db); !s) return s;
-  if (*version == 1 && after_migration)
+  if (*version <= 2)
+    if (Status s = migrate_v2_to_v3(db); !s) return s;
+  if (Status s = migrate_v3_to_v4(db); !s) return s;
+  // Derived tables of every stored run: buckets (from v1), aggregates and totals (before v4).
+  if (*version >= 1 && after_migration)
     if (Status s = after_migration(); !s) return s;
   return tx.commit();
 }

@@ -1,7 +1,8 @@
 // Schema of the run store and its migrations. Version 1 was the first, plain layout (metrics with
 // text keys and a time per point); version 2 stored one row per point (run, key, rank, step);
 // version 3 (docs/store.md) stores one row per (run, rank, step) with the values of meshtrain's
-// 15 step series as columns, and keeps `metrics` as a view with the v2 columns.
+// 15 step series as columns, and keeps `metrics` as a view with the v2 columns; version 4 adds
+// the cross-rank aggregates (rank_agg) and per-run totals (run_stats), see rank_agg.h.
 // open() migrates older databases in one transaction, keeping every run and point.
 #pragma once
 
@@ -15,7 +16,7 @@
 
 namespace meshwork::store {
 
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 // The `steps` column holding series i of step_series_keys() ("comm_s.tp" -> "v_comm_s_tp"); bit i
 // of steps.present says the point exists (its value may be NULL: NaN). Keys without a column

@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "core/metrics.h"
+#include "core/store/agg_query.h"
 #include "core/store/buckets.h"
 #include "core/store/decimate.h"
 #include "core/store/schema.h"
@@ -117,20 +118,28 @@ std::string raw_column_sql(int col, XAxis x) {
          " FROM steps WHERE run = ?1 AND rank = ?2 AND step BETWEEN ?3 AND ?4 ORDER BY step";
 }
 
+// The first (ASC) or last (DESC) point of one rank's series: step, time, tokens.
+// ?1 run, ?2 rank, ?3 key (metrics_extra only).
+std::string edge_sql(int col, const char* order) {
+  if (col >= 0)
+    return std::string("SELECT step, time, tokens FROM steps WHERE run = ?1 AND rank = ?2"
+                       " ORDER BY step ") + order + " LIMIT 1";
+  return std::string("SELECT m.step, coalesce(s.time, 0), coalesce(s.tokens, 0) FROM metrics_extra m"
+                     " LEFT JOIN steps s ON s.run = m.run AND s.rank = m.rank AND s.step = m.step"
+                     " WHERE m.run = ?1 AND m.key = ?3 AND m.rank = ?2 ORDER BY m.step ") +
+         order + " LIMIT 1";
+}
+
 // Reads one run's series for a query. Holds the prepared statements of one query call.
 class SeriesReader {
  public:
   // `col`: the key's value column in `steps` (schema.h), or -1 for a key in metrics_extra.
   SeriesReader(sqlite3* db, const SeriesQuery& q, int64_t key, int col)
       : q_(q), key_(key), col_(col),
-        // The level-0 row of each rank: (run, key, rank) is a key prefix but level is not, so
-        // "WHERE run AND key AND level = 0" would scan every bucket of every level (~9k rows for
-        // 125k steps). Instead: seek the next rank, then look its level-0 row up by full key.
-        next_rank_(db, "SELECT rank FROM buckets WHERE run = ?1 AND key = ?2 AND rank > ?3"
-                       " ORDER BY rank LIMIT 1"),
-        extent_(db, "SELECT rank, n, f_step, f_time, f_tok, f_v, la_step, la_time, la_tok, la_v"
-                    " FROM buckets WHERE run = ?1 AND key = ?2 AND rank = ?3 AND level = 0"
-                    " AND bucket = 0"),
+        // A rank's first and last point: two seeks into its rows. (Not the level-0 bucket: that
+        // is written when a rank ends, open_buckets.h, and a live chart needs the extent now.)
+        edge_first_(db, edge_sql(col, "ASC")),
+        edge_last_(db, edge_sql(col, "DESC")),
         raw_step_(db, col >= 0 ? raw_column_sql(col, q.x)
                                : "SELECT step, value FROM metrics_extra WHERE run = ?1 AND key = ?2"
                                  " AND rank = ?3 AND step BETWEEN ?4 AND ?5 AND value IS NOT NULL"
@@ -142,37 +151,34 @@ class SeriesReader {
                      " AND step >= ?3 ORDER BY step LIMIT 1") {}
 
   Status prepared() const {
-    for (const sql::Stmt* s : {&next_rank_, &extent_, &raw_step_, &raw_x_, &buckets_, &step_at_})
+    for (const sql::Stmt* s : {&edge_first_, &edge_last_, &raw_step_, &raw_x_, &buckets_, &step_at_})
       if (!s->ok()) return s->error();
     return Status::Ok();
   }
 
-  // The ranks the query reads for `run` (one, or all for an aggregate), with their extents.
+  // The ranks the query reads for `run` (one, or the subset of an aggregate), with their
+  // extents; a rank without points has none.
   Result<std::vector<Extent>> extents(RunId run) {
     std::vector<Extent> out;
-    auto level0 = [&](int64_t rank) -> Status {
-      extent_.bind(1, run).bind(2, key_).bind(3, rank);
-      Result<bool> row = extent_.step();
-      if (!row) return row.error();
-      if (*row) {
-        out.push_back(Extent{static_cast<int>(extent_.int64(0)), extent_.int64(1), read_xpoint(extent_, 2),
-                             read_xpoint(extent_, 6)});
-        extent_.reset();
+    std::vector<int> ranks = q_.aggregate == Aggregate::none ? std::vector<int>{q_.rank} : q_.ranks;
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    for (int rank : ranks) {
+      Extent e{rank, 0, {}, {}};
+      bool found = true;
+      for (auto [stmt, point] : {std::pair{&edge_first_, &e.first}, std::pair{&edge_last_, &e.last}}) {
+        stmt->bind(1, run).bind(2, rank);
+        if (col_ < 0) stmt->bind(3, key_);
+        Result<bool> row = stmt->step();
+        if (!row) return row.error();
+        if (!*row) {
+          found = false;
+          break;
+        }
+        *point = XPoint{stmt->int64(0), stmt->real(1), stmt->real(2), 0};
+        stmt->reset();
       }
-      return Status::Ok();
-    };
-    if (q_.aggregate == Aggregate::none) {  // one rank: one lookup
-      if (Status s = level0(q_.rank); !s) return s.error();
-      return out;
-    }
-    for (int64_t after = std::numeric_limits<int64_t>::min();;) {
-      next_rank_.bind(1, run).bind(2, key_).bind(3, after);
-      Result<bool> row = next_rank_.step();
-      if (!row) return row.error();
-      if (!*row) break;
-      after = next_rank_.int64(0);
-      next_rank_.reset();
-      if (Status s = level0(after); !s) return s.error();
+      if (found) out.push_back(e);
     }
     return out;
   }
@@ -250,7 +256,7 @@ class SeriesReader {
   const SeriesQuery& q_;
   int64_t key_;
   int col_;
-  sql::Stmt next_rank_, extent_, raw_step_, raw_x_, buckets_, step_at_;
+  sql::Stmt edge_first_, edge_last_, raw_step_, raw_x_, buckets_, step_at_;
 };
 
 // Walks per-rank lists, each sorted by key(item), one key at a time in increasing order:
@@ -309,6 +315,10 @@ Result<std::vector<Series>> RunStore::query_series(const SeriesQuery& q) {
   int col = static_cast<int>(key_q.int64(1));
   if (col >= static_cast<int>(value_columns().size())) col = -1;
   key_q.reset();
+
+  // Over every rank: the cross-rank aggregates kept at ingest (agg_query.cpp), never the ranks'
+  // series. Per rank (or a subset of ranks): below.
+  if (q.aggregate != Aggregate::none && q.ranks.empty()) return query_rank_aggs(db_, q, key);
 
   SeriesReader reader(db_, q, key, col);
   if (Status s = reader.prepared(); !s) return s.error();

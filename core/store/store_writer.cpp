@@ -22,6 +22,8 @@ StoreWriter::~StoreWriter() {
   }
   wake_.notify_all();
   thread_.join();
+  // Everything queued is committed: write the open chart buckets (open_buckets.h) on the way out.
+  (void)store_->flush_open_buckets();
 }
 
 void StoreWriter::submit(RunId run, std::string source, uint64_t start_offset, std::string bytes) {

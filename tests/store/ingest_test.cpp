@@ -226,7 +226,7 @@ TEST(StoreIngest, RunsAreRenamedResolvedAndDeletedWithEverything) {
   EXPECT_EQ(*store->resolve_run("same"), a);
   ASSERT_TRUE(store->delete_run(a).ok());
   EXPECT_FALSE(store->delete_run(a).ok());
-  for (const char* t : {"metrics", "steps", "buckets", "ranks", "events", "sources"})
+  for (const char* t : {"metrics", "steps", "buckets", "rank_agg", "run_stats", "ranks", "events", "sources"})
     EXPECT_EQ(count(*store, std::string("SELECT count(*) FROM ") + t + " WHERE run = " +
                                 std::to_string(a)),
               0)

@@ -81,7 +81,7 @@ TEST(StoreMigration, Version2FileFromMeshworkKeepsEveryPoint) {
 
   auto store = open_store(path);
   ASSERT_TRUE(store);
-  EXPECT_EQ(store->schema_version(), 3);
+  EXPECT_EQ(store->schema_version(), kSchemaVersion);
   EXPECT_EQ(count(*store, "SELECT count(*) FROM sqlite_master WHERE name LIKE '%_v2'"), 0);
   EXPECT_EQ(count(*store, "SELECT count(*) FROM metrics"), v2_points);
   EXPECT_EQ(dump(store->handle(), kPoints), points);

@@ -127,7 +127,7 @@ TEST_F(StoreQuery, IntegrationSpikeSurvivesBucketPathAcrossRunsAndZoom) {
   ASSERT_TRUE(s.ok()) << s.error().message();
   ASSERT_EQ(s->size(), 2u);
   for (const Series& series : *s) {
-    EXPECT_GT(series.lod_level, 0);
+    EXPECT_EQ(series.lod_level, 0);  // over every rank: the cross-rank aggregates, one per step
     EXPECT_LE(series.points.size(), 2u * 800 + 2);
   }
   EXPECT_EQ((*s)[0].source_points, 60000);
@@ -138,6 +138,15 @@ TEST_F(StoreQuery, IntegrationSpikeSurvivesBucketPathAcrossRunsAndZoom) {
   };
   EXPECT_TRUE(spike((*s)[0], 37777));
   EXPECT_TRUE(spike((*s)[1], 13333));  // run b's spike is on rank 1: the max over ranks has it
+  // A subset of ranks is aggregated from the ranks' own series, on the bucket path.
+  SeriesQuery sub = q;
+  sub.ranks = {1, 0};
+  auto by_rank = store_->query_series(sub);
+  ASSERT_TRUE(by_rank.ok()) << by_rank.error().message();
+  for (const Series& series : *by_rank) EXPECT_GT(series.lod_level, 0);
+  EXPECT_TRUE(spike((*by_rank)[0], 37777));
+  EXPECT_TRUE(spike((*by_rank)[1], 13333));
+  EXPECT_EQ((*by_rank)[1].source_points, 2 * 30000);
   EXPECT_EQ((*s)[0].points.front().x, 0);
   EXPECT_EQ((*s)[0].points.back().x, 59999);
   EXPECT_DOUBLE_EQ((*s)[0].points.back().y, std::cos(599.99));
