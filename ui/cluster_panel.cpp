@@ -7,6 +7,7 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QRegularExpression>
+#include <QTimer>
 #include <QVBoxLayout>
 
 #include "remote/host_spec.h"
@@ -60,10 +61,16 @@ ClusterPanel::ClusterPanel(ClusterModel* model, NodeProber* prober, QWidget* par
 
   // The grid follows the model by itself (cards for the visible rows only); the panel keeps the
   // summary line and answers what the cards ask for.
+  // The summary reads every node: once per event-loop turn, not once per probe tick.
+  summary_timer_ = new QTimer(this);
+  summary_timer_->setSingleShot(true);
+  summary_timer_->setInterval(0);
+  connect(summary_timer_, &QTimer::timeout, this, &ClusterPanel::update_summary);
+  auto later = [this] { summary_timer_->start(); };
   connect(model_, &ClusterModel::modelReset, this, &ClusterPanel::update_summary);
   connect(model_, &ClusterModel::rowsInserted, this, &ClusterPanel::update_summary);
   connect(model_, &ClusterModel::rowsRemoved, this, &ClusterPanel::update_summary);
-  connect(model_, &ClusterModel::dataChanged, this, &ClusterPanel::update_summary);
+  connect(model_, &ClusterModel::dataChanged, this, later);
   connect(grid_, &NodeGrid::card_clicked, this, [this](const QString& host) { Q_EMIT node_selected(model_->find(host)); });
   connect(grid_, &NodeGrid::remove_requested, this, [this](const QString& host) { model_->remove_node(model_->find(host)); });
   connect(grid_, &NodeGrid::probe_requested, this, &ClusterPanel::probe);

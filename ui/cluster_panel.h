@@ -8,6 +8,7 @@
 class QLabel;
 class QLineEdit;
 class QScrollArea;
+class QTimer;
 
 namespace meshwork::ui {
 
@@ -54,6 +55,7 @@ class ClusterPanel : public QWidget {
   QLabel* add_error_;
   QLabel* summary_;
   NodeGrid* grid_;
+  QTimer* summary_timer_;
   bool ask_host_keys_ = true;
 };
 

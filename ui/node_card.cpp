@@ -173,7 +173,12 @@ QString NodeCard::height_key(const NodeInfo& n) {
   // the device, link and port lines. Numbers are included because they change line widths.
   QString key = QString::number(static_cast<int>(n.state));
   key += n.progress_text.isEmpty() ? QLatin1String("|-|") : QLatin1String("|p|");
-  key += n.error + QLatin1Char('|');
+  // A probe's error names the host: masked (same length), so a thousand refused nodes share a
+  // key. The grid measures cards on screen exactly, so a rare difference off screen is fixed
+  // when the card scrolls in.
+  QString error = n.error;
+  if (!n.host.isEmpty()) error.replace(n.host, QString(n.host.size(), QLatin1Char('#')));
+  key += error + QLatin1Char('|');
   if (n.state == NodeInfo::State::awaiting_key) key += n.fingerprint;
   key += QStringLiteral("|%1|%2|").arg(n.cpu_cores).arg(n.memory_bytes);
   for (const GpuInfo& g : n.gpus) key += g.name + QString::number(g.memory_bytes) + QLatin1Char(',');

@@ -82,6 +82,10 @@ void NodeGrid::rows_changed(int first, int last) {
     if (NodeCard* c = live_card(r)) {
       c->set_node(model_->node(r));
       c->set_selected(model_->node(r).host == selected_);
+      if (const int exact = exact_height(c); exact != card_h_[static_cast<size_t>(r)]) {
+        card_h_[static_cast<size_t>(r)] = exact;
+        heights_changed = true;
+      }
     }
   }
   if (heights_changed) {
@@ -140,7 +144,23 @@ void NodeGrid::release_all() {
   live_.clear();
 }
 
+int NodeGrid::exact_height(NodeCard* card) const {
+  card->ensurePolished();
+  card->layout()->invalidate();
+  return card->sizeHint().height();
+}
+
 void NodeGrid::place_cards() {
+  // Cards that come on screen are measured exactly; when one differs from its cached estimate
+  // the lines move and the placement runs once more with the true heights.
+  if (place_lines()) {
+    relayout_lines();
+    place_lines();
+  }
+}
+
+bool NodeGrid::place_lines() {
+  bool corrected = false;
   const int top = verticalScrollBar()->value(), bottom = top + viewport()->height();
   // Lines overlapping [top, bottom): the first whose bottom edge is below `top`, up to the
   // last whose top is above `bottom` (binary searches over the sorted tops).
@@ -167,6 +187,10 @@ void NodeGrid::place_cards() {
       c->set_node(model_->node(r));
       c->set_selected(model_->node(r).host == selected_);
       live_.emplace(r, c);
+      if (const int exact = exact_height(c); exact != card_h_[static_cast<size_t>(r)]) {
+        card_h_[static_cast<size_t>(r)] = exact;
+        corrected = true;
+      }
     }
     const int line = r / columns_, col = r % columns_;
     c->setGeometry(col * (NodeCard::kCardWidth + kSpacing), line_top_[static_cast<size_t>(line)] - top,
@@ -180,6 +204,7 @@ void NodeGrid::place_cards() {
     spare_.back()->setParent(nullptr);
     spare_.pop_back();
   }
+  return corrected;
 }
 
 NodeCard* NodeGrid::reveal(int row) {

@@ -8,7 +8,8 @@
 // Geometry: cards are kCardWidth wide, in as many columns as fit; a line of cards is as tall as
 // its tallest card (as the old flow layout did). A card's height depends only on what wraps or
 // hides inside it, so heights are cached by NodeCard::height_key(): 1,024 fresh nodes measure
-// one card, not 1,024.
+// one card, not 1,024. Cards on screen are measured exactly; off-screen rows keep the cached
+// height of their key until they scroll in.
 #pragma once
 
 #include <QAbstractScrollArea>
@@ -58,6 +59,8 @@ class NodeGrid : public QAbstractScrollArea {
   void rows_changed(int first, int last);  // dataChanged: those rows only
   void relayout_lines();                  // columns, line heights and tops from card_h_
   void place_cards();                     // cards for the lines in the viewport, recycled
+  bool place_lines();                     // one pass; true when a card's true height differed
+  int exact_height(NodeCard* card) const;  // of a card showing its node now
   int measure(const NodeInfo& node);      // a card's height for `node`, cached by its key
   NodeCard* acquire();
   void release_all();
