@@ -151,12 +151,18 @@ int NodeGrid::exact_height(NodeCard* card) const {
 }
 
 void NodeGrid::place_cards() {
+  if (placing_) return;  // setValue() below scrolls, which places again
+  placing_ = true;
   // Cards that come on screen are measured exactly; when one differs from its cached estimate
-  // the lines move and the placement runs once more with the true heights.
-  if (place_lines()) {
+  // the lines move and the placement runs once more with the true heights. A view scrolled to
+  // the end stays at the end.
+  QScrollBar* bar = verticalScrollBar();
+  const bool at_end = bar->maximum() > 0 && bar->value() == bar->maximum();
+  for (int pass = 0; pass < 3 && place_lines(); ++pass) {
     relayout_lines();
-    place_lines();
+    if (at_end) bar->setValue(bar->maximum());
   }
+  placing_ = false;
 }
 
 bool NodeGrid::place_lines() {

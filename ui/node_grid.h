@@ -75,6 +75,7 @@ class NodeGrid : public QAbstractScrollArea {
   std::unordered_map<int, NodeCard*> live_;  // model row -> its card
   std::vector<NodeCard*> spare_;
   QString selected_;
+  bool placing_ = false;
 };
 
 }  // namespace meshwork::ui
