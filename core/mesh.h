@@ -107,6 +107,9 @@ class DeviceMesh {
   int rank_of(const MeshCoord& coord) const;
   int node_of(int rank) const { return rank / gpus_per_node_; }
   int local_rank_of(int rank) const { return rank % gpus_per_node_; }
+  // The rank at `local` on `node` (the inverse of node_of/local_rank_of; may be >= world_size on
+  // a last node that is not full).
+  int rank_on_node(int node, int local) const { return node * gpus_per_node_ + local; }
 
   // The members of the `kind` group that contains `rank`, ordered by group-local rank.
   std::vector<int> group_members(int rank, GroupKind kind) const;

@@ -22,26 +22,51 @@ QVariant ClusterModel::data(const QModelIndex& index, int role) const {
   }
 }
 
-int ClusterModel::find(const QString& host) const {
-  for (size_t i = 0; i < nodes_.size(); ++i)
-    if (nodes_[i].host == host) return static_cast<int>(i);
-  return -1;
+int ClusterModel::find(const QString& host) const { return row_of_host_.value(host, -1); }
+
+void ClusterModel::reindex() {
+  row_of_host_.clear();
+  row_of_host_.reserve(static_cast<qsizetype>(nodes_.size()));
+  for (size_t i = 0; i < nodes_.size(); ++i)  // the first row of a host wins, as a scan would find
+    if (!row_of_host_.contains(nodes_[i].host)) row_of_host_.insert(nodes_[i].host, static_cast<int>(i));
 }
 
-int ClusterModel::add_node(const NodeInfo& node) {
-  if (int row = find(node.host); row >= 0) return row;
-  const int row = rowCount();
-  beginInsertRows({}, row, row);
-  nodes_.push_back(node);
+int ClusterModel::add_node(const NodeInfo& node) { return add_nodes({node}).front(); }
+
+std::vector<int> ClusterModel::add_nodes(const std::vector<NodeInfo>& nodes) {
+  std::vector<int> rows(nodes.size(), -1);
+  // First pass: which are new (and the rows they will get), without touching the model.
+  std::vector<size_t> fresh;
+  QHash<QString, int> batch;  // hosts new in this batch -> their future row
+  const int first = rowCount();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (int row = find(nodes[i].host); row >= 0) {
+      rows[i] = row;
+    } else if (auto it = batch.constFind(nodes[i].host); it != batch.constEnd()) {
+      rows[i] = *it;
+    } else {
+      rows[i] = first + static_cast<int>(fresh.size());
+      batch.insert(nodes[i].host, rows[i]);
+      fresh.push_back(i);
+    }
+  }
+  if (fresh.empty()) return rows;
+  beginInsertRows({}, first, first + static_cast<int>(fresh.size()) - 1);
+  nodes_.reserve(nodes_.size() + fresh.size());
+  for (size_t i : fresh) {
+    row_of_host_.insert(nodes[i].host, static_cast<int>(nodes_.size()));
+    nodes_.push_back(nodes[i]);
+  }
   endInsertRows();
   Q_EMIT cluster_changed();
-  return row;
+  return rows;
 }
 
 void ClusterModel::remove_node(int row) {
   if (row < 0 || row >= rowCount()) return;
   beginRemoveRows({}, row, row);
   nodes_.erase(nodes_.begin() + row);
+  reindex();
   endRemoveRows();
   Q_EMIT cluster_changed();
 }
@@ -53,7 +78,9 @@ void ClusterModel::update_node(int row, const NodeInfo& node) {
   const bool shape_changed = old.slots != node.slots || old.gpus.size() != node.gpus.size() ||
                              old.memory_bytes != node.memory_bytes ||
                              old.fast_links != node.fast_links || old.cpu_cores != node.cpu_cores;
+  const bool renamed = old.host != node.host;
   old = node;
+  if (renamed) reindex();
   Q_EMIT dataChanged(index(row), index(row));
   if (shape_changed) Q_EMIT cluster_changed();
 }
@@ -68,6 +95,7 @@ void ClusterModel::set_slots(int row, int slots) {
 void ClusterModel::clear() {
   beginResetModel();
   nodes_.clear();
+  row_of_host_.clear();
   endResetModel();
   Q_EMIT cluster_changed();
 }
@@ -164,6 +192,7 @@ void ClusterModel::from_node_configs(const std::vector<NodeConfig>& configs) {
                                                    : NodeInfo::State::unprobed;
     nodes_.push_back(std::move(n));
   }
+  reindex();
   endResetModel();
   Q_EMIT cluster_changed();
 }

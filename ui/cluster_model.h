@@ -4,6 +4,7 @@
 #pragma once
 
 #include <QAbstractListModel>
+#include <QHash>
 #include <QStringList>
 #include <vector>
 
@@ -59,10 +60,14 @@ class ClusterModel : public QAbstractListModel {
 
   const std::vector<NodeInfo>& nodes() const { return nodes_; }
   const NodeInfo& node(int row) const { return nodes_.at(static_cast<size_t>(row)); }
-  int find(const QString& host) const;  // -1 when absent
+  int find(const QString& host) const;  // -1 when absent; a hash lookup, not a scan
 
   // Adds a node unless a node with that host exists; returns its row.
   int add_node(const NodeInfo& node);
+  // Adds many nodes (a hostfile, a Slurm partition) as ONE insertion: one rowsInserted and one
+  // cluster_changed for the whole batch, so views and the plan update once, not once per node.
+  // Hosts already present (or repeated in the batch) are skipped. Returns each node's row.
+  std::vector<int> add_nodes(const std::vector<NodeInfo>& nodes);
   void remove_node(int row);
   void update_node(int row, const NodeInfo& node);
   void set_slots(int row, int slots);
@@ -78,7 +83,10 @@ class ClusterModel : public QAbstractListModel {
   void cluster_changed();  // nodes added/removed or slots/devices changed
 
  private:
+  void reindex();  // rebuilds row_of_host_ after rows moved (removal, reset)
+
   std::vector<NodeInfo> nodes_;
+  QHash<QString, int> row_of_host_;
 };
 
 }  // namespace meshwork::ui

@@ -7,14 +7,14 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QRegularExpression>
-#include <QScrollArea>
+#include <QTimer>
 #include <QVBoxLayout>
 
 #include "remote/host_spec.h"
 #include "ui/cluster_model.h"
-#include "ui/flow_layout.h"
 #include "ui/format.h"
 #include "ui/node_card.h"
+#include "ui/node_grid.h"
 #include "ui/node_prober.h"
 
 namespace meshwork::ui {
@@ -52,25 +52,34 @@ ClusterPanel::ClusterPanel(ClusterModel* model, NodeProber* prober, QWidget* par
   add_error_->hide();
   lay->addWidget(add_error_);
 
-  auto* scroll = new QScrollArea(this);
-  scroll->setWidgetResizable(true);
-  scroll->setFrameShape(QFrame::NoFrame);
-  cards_host_ = new QWidget(scroll);
-  flow_ = new FlowLayout(cards_host_, 14);
-  flow_->setContentsMargins(0, 8, 0, 8);
-  scroll->setWidget(cards_host_);
-  lay->addWidget(scroll, 1);
+  grid_ = new NodeGrid(model_, this);
+  lay->addWidget(grid_, 1);
 
   connect(add, &QPushButton::clicked, this, [this] { add_hosts(host_edit_->text()); });
   connect(host_edit_, &QLineEdit::returnPressed, this, [this] { add_hosts(host_edit_->text()); });
   connect(hostfile, &QPushButton::clicked, this, qOverload<>(&ClusterPanel::add_hostfile));
 
-  connect(model_, &ClusterModel::modelReset, this, &ClusterPanel::rebuild_cards);
-  connect(model_, &ClusterModel::rowsInserted, this, &ClusterPanel::rebuild_cards);
-  connect(model_, &ClusterModel::rowsRemoved, this, &ClusterPanel::rebuild_cards);
-  connect(model_, &ClusterModel::dataChanged, this, [this](const QModelIndex& a, const QModelIndex& b) {
-    for (int r = a.row(); r <= b.row(); ++r) update_card(r);
+  // The grid follows the model by itself (cards for the visible rows only); the panel keeps the
+  // summary line and answers what the cards ask for.
+  // The summary reads every node: once per event-loop turn, not once per probe tick.
+  summary_timer_ = new QTimer(this);
+  summary_timer_->setSingleShot(true);
+  summary_timer_->setInterval(0);
+  connect(summary_timer_, &QTimer::timeout, this, &ClusterPanel::update_summary);
+  auto later = [this] { summary_timer_->start(); };
+  connect(model_, &ClusterModel::modelReset, this, &ClusterPanel::update_summary);
+  connect(model_, &ClusterModel::rowsInserted, this, &ClusterPanel::update_summary);
+  connect(model_, &ClusterModel::rowsRemoved, this, &ClusterPanel::update_summary);
+  connect(model_, &ClusterModel::dataChanged, this, later);
+  connect(grid_, &NodeGrid::card_clicked, this, [this](const QString& host) { Q_EMIT node_selected(model_->find(host)); });
+  connect(grid_, &NodeGrid::remove_requested, this, [this](const QString& host) { model_->remove_node(model_->find(host)); });
+  connect(grid_, &NodeGrid::probe_requested, this, &ClusterPanel::probe);
+  connect(grid_, &NodeGrid::trust_requested, this, [this](const QString& host) {
+    const int r = model_->find(host);
+    if (r >= 0) on_host_key(host, model_->node(r).fingerprint);
   });
+  connect(grid_, &NodeGrid::slots_changed, this,
+          [this](const QString& host, int ranks) { model_->set_slots(model_->find(host), ranks); });
 
   connect(prober_, &NodeProber::progress, this,
           [this](const QString& host, int pct, const QString& text) { mark_probing(host, pct, text); });
@@ -95,12 +104,13 @@ ClusterPanel::ClusterPanel(ClusterModel* model, NodeProber* prober, QWidget* par
     Q_EMIT status_message(tr("%1: probe failed").arg(host));
   });
   connect(prober_, &NodeProber::host_key_unknown, this, &ClusterPanel::on_host_key);
-  rebuild_cards();
+  update_summary();
 }
 
 void ClusterPanel::add_hosts(const QString& text) {
   const QStringList parts = text.split(QRegularExpression("[,\\s]+"), Qt::SkipEmptyParts);
   QStringList errors;
+  std::vector<NodeInfo> nodes;
   for (const QString& part : parts) {
     auto spec = remote::parse_host_spec(part.toStdString());
     if (!spec) {
@@ -109,9 +119,10 @@ void ClusterPanel::add_hosts(const QString& text) {
     }
     NodeInfo n;
     n.host = QString::fromStdString(spec->to_string());
-    model_->add_node(n);
-    probe(n.host);
+    nodes.push_back(std::move(n));
   }
+  model_->add_nodes(nodes);  // one insertion for all of them
+  for (const NodeInfo& n : nodes) probe(n.host);
   add_error_->setText(errors.join("\n"));
   add_error_->setVisible(!errors.isEmpty());
   if (errors.isEmpty()) host_edit_->clear();
@@ -130,14 +141,21 @@ void ClusterPanel::add_hostfile(const QString& path) {
     return;
   }
   add_error_->hide();
+  // One insertion for the whole file (a thousand lines are one model change, not a thousand).
+  std::vector<NodeInfo> nodes;
+  nodes.reserve(entries->size());
   for (const remote::HostEntry& e : *entries) {
     NodeInfo n;
     n.host = QString::fromStdString(e.spec.to_string());
     if (e.slots > 0) n.slots = e.slots;
-    const int row = model_->add_node(n);
-    if (e.slots > 0) model_->set_slots(row, e.slots);
-    probe(n.host);
+    nodes.push_back(std::move(n));
   }
+  const std::vector<int> rows = model_->add_nodes(nodes);
+  // Nodes that were already there take the file's slots.
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if ((*entries)[i].slots > 0 && model_->node(rows[i]).slots != (*entries)[i].slots)
+      model_->set_slots(rows[i], (*entries)[i].slots);
+  for (const NodeInfo& n : nodes) probe(n.host);
 }
 
 void ClusterPanel::probe_all() {
@@ -196,50 +214,11 @@ void ClusterPanel::accept_host_key(const QString& host) {
   prober_->accept_host_key(host, fingerprint);
 }
 
-NodeCard* ClusterPanel::card(const QString& host) const {
-  for (NodeCard* c : cards_)
-    if (c->host() == host) return c;
-  return nullptr;
-}
+NodeCard* ClusterPanel::card(const QString& host) { return grid_->reveal(model_->find(host)); }
 
 QString ClusterPanel::add_error() const { return add_error_->isHidden() ? QString() : add_error_->text(); }
 
-void ClusterPanel::rebuild_cards() {
-  for (NodeCard* c : cards_) {
-    flow_->removeWidget(c);
-    c->hide();
-    c->deleteLater();
-  }
-  cards_.clear();
-  for (int row = 0; row < model_->rowCount(); ++row) {
-    auto* card = new NodeCard(cards_host_);
-    flow_->addWidget(card);
-    cards_.push_back(card);
-    connect(card, &NodeCard::clicked, this, [this](const QString& host) {
-      selected_ = host;
-      for (NodeCard* c : cards_) c->set_selected(c->host() == host);
-      Q_EMIT node_selected(model_->find(host));
-    });
-    connect(card, &NodeCard::remove_requested, this, [this](const QString& host) {
-      model_->remove_node(model_->find(host));
-    });
-    connect(card, &NodeCard::probe_requested, this, &ClusterPanel::probe);
-    connect(card, &NodeCard::trust_requested, this, [this](const QString& host) {
-      const int r = model_->find(host);
-      if (r >= 0) on_host_key(host, model_->node(r).fingerprint);
-    });
-    connect(card, &NodeCard::slots_changed, this, [this](const QString& host, int ranks) {
-      model_->set_slots(model_->find(host), ranks);
-    });
-    update_card(row);
-    card->show();
-  }
-}
-
-void ClusterPanel::update_card(int row) {
-  if (row < 0 || row >= static_cast<int>(cards_.size())) return;
-  cards_[static_cast<size_t>(row)]->set_node(model_->node(row));
-  cards_[static_cast<size_t>(row)]->set_selected(model_->node(row).host == selected_);
+void ClusterPanel::update_summary() {
   // Summary line over the cards.
   const ClusterSummary s = model_->summary();
   int gpu_nodes = 0, cpu_nodes = 0;

@@ -4,17 +4,17 @@
 #pragma once
 
 #include <QWidget>
-#include <vector>
 
 class QLabel;
 class QLineEdit;
 class QScrollArea;
+class QTimer;
 
 namespace meshwork::ui {
 
 class ClusterModel;
-class FlowLayout;
 class NodeCard;
+class NodeGrid;
 class NodeProber;
 
 class ClusterPanel : public QWidget {
@@ -31,7 +31,10 @@ class ClusterPanel : public QWidget {
   void probe(const QString& host);
   // Trusts the fingerprint the node's card shows (after the user's yes) and probes again.
   void accept_host_key(const QString& host);
-  NodeCard* card(const QString& host) const;
+  // The card of `host`, scrolled into view (only cards on screen exist: the grid is virtualized);
+  // nullptr when no node has that host.
+  NodeCard* card(const QString& host);
+  NodeGrid* grid() const { return grid_; }
   QString add_error() const;
   // When false, unknown host keys are asked about with a dialog; tests answer directly.
   void set_ask_host_keys(bool ask) { ask_host_keys_ = ask; }
@@ -43,8 +46,7 @@ class ClusterPanel : public QWidget {
  private:
   // Shows `host`'s card as probing at `progress` % with `text`; false when no card has that host.
   bool mark_probing(const QString& host, int progress, const QString& text);
-  void rebuild_cards();
-  void update_card(int row);
+  void update_summary();
   void on_host_key(const QString& host, const QString& fingerprint);
 
   ClusterModel* model_;
@@ -52,10 +54,8 @@ class ClusterPanel : public QWidget {
   QLineEdit* host_edit_;
   QLabel* add_error_;
   QLabel* summary_;
-  QWidget* cards_host_;
-  FlowLayout* flow_;
-  std::vector<NodeCard*> cards_;
-  QString selected_;
+  NodeGrid* grid_;
+  QTimer* summary_timer_;
   bool ask_host_keys_ = true;
 };
 

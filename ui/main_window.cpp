@@ -127,6 +127,10 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
     inspector_->show_rank(*plan_->mesh(), rank, names);
   };
   connect(plan_page_->view(), &MeshView::selection_changed, this, show_rank);
+  // A node drawn aggregated (too many ranks to point at one): the inspector shows the node.
+  connect(plan_page_->view(), &MeshView::node_clicked, this, [this](int node) {
+    if (node >= 0 && node < cluster_->rowCount()) inspector_->show_node(cluster_->node(node), node);
+  });
   connect(plan_page_->editor(), &MeshEditor::open_model_requested, this, &MainWindow::open_model_config);
   connect(plan_page_->editor(), &MeshEditor::open_model_directory_requested, this, &MainWindow::open_model_directory);
 
@@ -313,6 +317,7 @@ void MainWindow::apply_slurm_to_cluster() {
   }
   if (!showing_slurm) nodes_before_slurm_ = cluster_->to_node_configs();
   cluster_->clear();
+  std::vector<NodeInfo> nodes;  // the partition's nodes go in as one batch (one model insertion)
   for (int i = 0; i < slurm_panel_->plan_nodes(); ++i) {
     NodeInfo n;
     n.host = QStringLiteral("slurm-node%1").arg(i);
@@ -325,8 +330,9 @@ void MainWindow::apply_slurm_to_cluster() {
     // for planning; the nodes' own nvidia-smi is what meshtrain sees when the job runs.
     for (int g = 0; g < slurm_panel_->plan_gpus_per_node(); ++g)
       n.gpus.push_back(GpuInfo{QStringLiteral("GPU (Slurm GRES)"), 80.0 * (1ull << 30)});
-    cluster_->add_node(n);
+    nodes.push_back(std::move(n));
   }
+  cluster_->add_nodes(nodes);
 }
 
 void MainWindow::launch_from_plan() {

@@ -2,21 +2,33 @@
 // their rank and (dp_replicate, dp_shard, cp, tp) coordinates, the groups of one axis (or of a
 // flattened group) filled in that axis's colour, and every group of the hovered rank outlined in
 // its axis colour. tp groups that cross nodes, or that sit on a node whose GPUs only talk over
-// PCIe, are marked. Cells shrink (dropping coordinates, then numbers) so 64 nodes x 8 still fit.
+// PCIe, are marked.
+//
+// Any size: cells shrink (dropping coordinates, then numbers); when ranks would be narrower than
+// a few pixels (1,024 nodes x 8 in the workbench), nodes are drawn aggregated — a tile per node
+// whose stripes are its ranks' colours, or, smaller still, one tile per block of nodes. The wheel
+// zooms (about the pointer) down to single ranks, a drag pans. Painting visits only what is on
+// screen at the current zoom, so its cost follows the window's size, not the rank count. Which
+// rank is where comes from core's DeviceMesh; where a node's box goes from MeshGeometry.
 #pragma once
 
 #include <QStringList>
 #include <QWidget>
+#include <array>
 #include <optional>
 #include <vector>
 
 #include "core/mesh.h"
+#include "ui/mesh_geometry.h"
 
 namespace meshwork::ui {
 
 class MeshView : public QWidget {
   Q_OBJECT
  public:
+  // What one screen cell stands for at the current zoom.
+  enum class Detail { ranks, nodes, blocks };
+
   explicit MeshView(QWidget* parent = nullptr);
 
   // The mesh to draw (nullopt: the shape is invalid; a hint says so). `fast_links[n]` is false when
@@ -28,15 +40,29 @@ class MeshView : public QWidget {
   GroupKind group_kind() const { return kind_; }
   void set_selected_rank(int rank);
   int selected_rank() const { return selected_; }
+  int selected_node() const { return selected_node_; }
   int hovered_rank() const { return hovered_; }
 
-  // For tests and the inspector: what the view currently shows.
+  // Zoom (1 = the whole mesh fits) about `anchor` (widget coordinates): the point under it stays.
+  void set_zoom(double zoom, QPointF anchor);
+  double zoom() const { return zoom_; }
+  double max_zoom() const;  // where a rank's cell is full size
+  void pan_by(QPointF delta);
+  void reset_view();        // zoom 1, centred
+  Detail detail() const;
+
+  // For tests and the inspector: what the view currently shows (widget coordinates).
   int world_size() const { return mesh_ ? mesh_->world_size() : 0; }
   const std::optional<DeviceMesh>& mesh() const { return mesh_; }
-  QRectF cell_rect(int rank) const;          // widget coordinates of a rank's cell
-  QColor cell_fill(int rank) const;           // the fill the rank's cell is painted with
-  bool rank_marked_slow(int rank) const;      // its tp group crosses nodes or slow links
-  int rank_at(QPointF pos) const;             // -1 when none
+  QRectF cell_rect(int rank) const;          // a rank's cell
+  QRectF node_rect(int node) const;          // a node's box
+  QColor cell_fill(int rank) const;          // the fill the rank's cell is painted with
+  bool rank_marked_slow(int rank) const;     // its tp group crosses nodes or slow links
+  int rank_at(QPointF pos) const;            // -1 when none (or ranks too small to point at)
+  int node_at(QPointF pos) const;            // -1 when none
+  QString tooltip_at(QPointF pos) const;     // what hovering there shows ("" when nothing)
+  const MeshGeometry& geometry() const { return geo_; }
+  int painted_items() const { return painted_; }  // cells, tiles and blocks the last paint drew
 
   QSize sizeHint() const override { return {720, 420}; }
   QSize minimumSizeHint() const override { return {240, 160}; }
@@ -44,6 +70,7 @@ class MeshView : public QWidget {
  Q_SIGNALS:
   void rank_hovered(int rank);  // -1 when the pointer leaves the cells
   void rank_clicked(int rank);
+  void node_clicked(int node);  // a click on a node drawn aggregated
   void selection_changed(int rank);  // by click or set_selected_rank()
   void group_kind_changed(meshwork::GroupKind kind);
 
@@ -52,34 +79,55 @@ class MeshView : public QWidget {
   void resizeEvent(QResizeEvent*) override;
   void mouseMoveEvent(QMouseEvent*) override;
   void mousePressEvent(QMouseEvent*) override;
-  void keyPressEvent(QKeyEvent*) override;  // arrows move the selection, Esc clears it
+  void mouseReleaseEvent(QMouseEvent*) override;
+  void wheelEvent(QWheelEvent*) override;
+  void keyPressEvent(QKeyEvent*) override;  // arrows move the selection, Esc clears it, +/-/0 zoom
   void leaveEvent(QEvent*) override;
   bool event(QEvent* e) override;
 
  private:
-  struct Layout {
-    int node_cols = 1;
-    int cell_cols = 1, cell_rows = 1;
-    double node_w = 0, node_h = 0, cell_w = 0, cell_h = 0, header = 0, pad = 0;
-    QRectF grid;  // where the nodes are drawn
-  };
   void relayout();
   void recompute_groups();
-  QRectF node_rect(int node) const;
+  QRectF draw_area() const;
+  QRectF to_screen(const QRectF& world) const;
+  QPointF to_world(QPointF screen) const;
+  void clamp_pan();
+  void ensure_visible(int rank);
+  bool pieces_visible() const;  // aggregated nodes show one stripe per rank
+  int block_side() const;       // nodes per block side in Detail::blocks
+  void paint_ranks(class QPainter& p, const MeshGeometry::Span& s);
+  void paint_nodes(class QPainter& p, const MeshGeometry::Span& s);
+  void paint_blocks(class QPainter& p, const MeshGeometry::Span& s);
   void paint_legend(class QPainter& p, const QRectF& r);
-  void set_hovered(int rank);
+  void set_hovered(int rank, int node);
+  void click(QPointF pos);
+  // The hovered (else selected) rank's groups per axis, and the nodes they touch: computed once
+  // per focus change, never per paint.
+  struct Focus {
+    int rank = -1;
+    std::array<std::vector<int>, kAxisCount> members;
+    std::array<std::vector<int>, kAxisCount> nodes;
+  };
+  const Focus& focus(int rank) const;
 
   std::optional<DeviceMesh> mesh_;
   std::vector<bool> fast_links_;
   QStringList node_names_;
   QString invalid_text_;
   GroupKind kind_ = GroupKind::dp_shard;
-  int hovered_ = -1;
-  int selected_ = -1;
-  Layout layout_;
+  int hovered_ = -1, hovered_node_ = -1;
+  int selected_ = -1, selected_node_ = -1;
+  MeshGeometry geo_;
+  double zoom_ = 1;
+  QPointF pan_;                   // screen = world * zoom + pan
+  QPointF press_pos_, press_pan_;
+  bool pressed_ = false, dragging_ = false;
+  mutable Focus focus_;
+  mutable int painted_ = 0;
   std::vector<int> group_index_;  // per rank, for kind_
   int group_count_ = 0;
   std::vector<char> slow_tp_;     // per rank: its tp group crosses nodes or slow links
+  std::vector<char> slow_node_;   // per node: one of its ranks is slow
   bool any_slow_ = false;
   bool any_cross_node_ = false;
 };

@@ -20,7 +20,7 @@ namespace meshwork::ui {
 
 NodeCard::NodeCard(QWidget* parent) : QFrame(parent) {
   setObjectName("NodeCard");
-  setFixedWidth(340);
+  setFixedWidth(kCardWidth);
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(16, 12, 14, 12);
   lay->setSpacing(6);
@@ -166,6 +166,25 @@ void NodeCard::set_node(const NodeInfo& n) {
     ranks_->setValue(n.slots);
   }
   update();
+}
+
+QString NodeCard::height_key(const NodeInfo& n) {
+  // Mirrors set_node(): the state (progress bar, retry button, fingerprint line), the error text,
+  // the device, link and port lines. Numbers are included because they change line widths.
+  QString key = QString::number(static_cast<int>(n.state));
+  key += n.progress_text.isEmpty() ? QLatin1String("|-|") : QLatin1String("|p|");
+  // A probe's error names the host: masked (same length), so a thousand refused nodes share a
+  // key. The grid measures cards on screen exactly, so a rare difference off screen is fixed
+  // when the card scrolls in.
+  QString error = n.error;
+  if (!n.host.isEmpty()) error.replace(n.host, QString(n.host.size(), QLatin1Char('#')));
+  key += error + QLatin1Char('|');
+  if (n.state == NodeInfo::State::awaiting_key) key += n.fingerprint;
+  key += QStringLiteral("|%1|%2|").arg(n.cpu_cores).arg(n.memory_bytes);
+  for (const GpuInfo& g : n.gpus) key += g.name + QString::number(g.memory_bytes) + QLatin1Char(',');
+  if (n.has_gpus()) key += QLatin1Char('|') + n.links + (n.fast_links ? QLatin1String("+") : QLatin1String("-"));
+  key += QLatin1Char('|') + n.ib_ports.join(QLatin1Char(','));
+  return key;
 }
 
 QString NodeCard::devices_text() const { return devices_->text() + "\n" + links_->text() + "\n" + ib_->text(); }

@@ -41,9 +41,11 @@ NodeInfo dgx(const QString& host, const QString& name, int index) {
 
 void set_demo_cluster(MainWindow& w, int nodes) {
   w.cluster()->clear();
+  std::vector<NodeInfo> list;
   for (int i = 0; i < nodes; ++i)
-    w.cluster()->add_node(dgx(QStringLiteral("gpu%1").arg(i, 2, 10, QChar('0')),
-                              QStringLiteral("dgx-h100-%1").arg(i, 2, 10, QChar('0')), i));
+    list.push_back(dgx(QStringLiteral("gpu%1").arg(i, 2, 10, QChar('0')),
+                       QStringLiteral("dgx-h100-%1").arg(i, 2, 10, QChar('0')), i));
+  w.cluster()->add_nodes(list);
 }
 // The demo runs: `model` on `mesh` over the DGX nodes, in bf16.
 void demo_run(RunConfig& c, const char* model, const MeshShape& mesh, int64_t seq_len, int64_t global_batch,

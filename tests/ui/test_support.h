@@ -55,7 +55,9 @@ inline NodeInfo gpu_node(const QString& host, int gpus, double gib, bool nvlink 
 
 inline void set_gpu_cluster(MainWindow& w, int nodes, int gpus, double gib = 80) {
   w.cluster()->clear();
-  for (int i = 0; i < nodes; ++i) w.cluster()->add_node(gpu_node(QStringLiteral("gpu%1").arg(i), gpus, gib));
+  std::vector<NodeInfo> list;
+  for (int i = 0; i < nodes; ++i) list.push_back(gpu_node(QStringLiteral("gpu%1").arg(i), gpus, gib));
+  w.cluster()->add_nodes(list);
 }
 
 }  // namespace meshwork::ui::test
