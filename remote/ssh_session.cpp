@@ -291,9 +291,10 @@ Status SshSession::stream_file(const std::string& local_path, uint64_t offset, c
   return {};
 }
 
-// The exec channel of a follow stream. Reads take the session's mutex, as every other call does;
-// libssh's non-blocking read first processes what the socket has (ssh_channel_poll), so one
-// poll() on the socket followed by read_some() until 0 never leaves data waiting.
+// The exec channel of a follow stream. Reads take the session's mutex, as every other call does.
+// libssh's non-blocking read processes what the socket has (ssh_channel_poll) whenever the
+// channel's buffer is empty, so reading stdout until it answers 0 leaves both the socket and the
+// buffer empty: the caller's poll() on the socket then wakes for the next byte.
 class SshExecStream final : public ExecStream {
  public:
   SshExecStream(SshSession& session, ssh_channel ch) : session_(session), ch_(ch) {}
@@ -305,20 +306,23 @@ class SshExecStream final : public ExecStream {
   int poll_fd() const override { return ssh_get_fd(session_.impl_->s); }
   Result<size_t> read_some(std::string& out) override {
     std::lock_guard lock(session_.mu_);
-    size_t total = 0;
     char buf[64 * 1024];
+    // stderr first: each read that finds its buffer empty pulls whatever the socket has into
+    // libssh's buffers, so stdout must be read last or its bytes could wait there unseen by
+    // poll() (keep the first few KiB of stderr: an old meshtrain's "unknown" message).
+    while (true) {
+      const int n = ssh_channel_read_nonblocking(ch_, buf, sizeof buf, 1);
+      if (n == SSH_ERROR) return session_.link_error("read stream stderr");
+      if (n <= 0) break;
+      if (err_.size() < 4096) err_.append(buf, static_cast<size_t>(std::min<int>(n, 4096)));
+    }
+    size_t total = 0;
     while (true) {
       const int n = ssh_channel_read_nonblocking(ch_, buf, sizeof buf, 0);
       if (n == SSH_ERROR) return session_.link_error("read stream");
       if (n <= 0) break;  // 0: nothing now; SSH_EOF: the command's stdout ended
       out.append(buf, static_cast<size_t>(n));
       total += static_cast<size_t>(n);
-    }
-    while (true) {  // stderr: keep the first few KiB (an old meshtrain's "unknown" message)
-      const int n = ssh_channel_read_nonblocking(ch_, buf, sizeof buf, 1);
-      if (n == SSH_ERROR) return session_.link_error("read stream stderr");
-      if (n <= 0) break;
-      if (err_.size() < 4096) err_.append(buf, static_cast<size_t>(std::min<int>(n, 4096)));
     }
     return total;
   }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -67,6 +68,24 @@ class ClusterFollow : public ::testing::Test {
     auto id = (*s)->create_run("follow", nlohmann::json::object(), nlohmann::json{{"launch", to_json(rec_)}});
     ASSERT_TRUE(id.ok());
     run_ = *id;
+    // The nodes' supervisors, as far as liveness goes: one process group that runs until the
+    // test ends (its pid in node<i>.pgid, as the launcher records it). The ranks are this test.
+    supervisor_ = fork();
+    if (supervisor_ == 0) {
+      setpgid(0, 0);
+      execl("/bin/sleep", "sleep", "600", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    ASSERT_GT(supervisor_, 0);
+    setpgid(supervisor_, supervisor_);
+    for (int node = 0; node < 2; ++node) append(run_dir_ / node_file(node, ".pgid"), std::to_string(supervisor_) + "\n");
+  }
+
+  void TearDown() override {
+    if (supervisor_ > 0) {
+      ::kill(supervisor_, SIGKILL);
+      waitpid(supervisor_, nullptr, 0);
+    }
   }
 
   FollowOptions options(FollowTransport t) {
@@ -148,6 +167,7 @@ class ClusterFollow : public ::testing::Test {
   fs::path tmp_, run_dir_, db_;
   LaunchRecord rec_;
   store::RunId run_ = 0;
+  pid_t supervisor_ = -1;
   std::mutex events_mu_;
   std::string events_;
 };
