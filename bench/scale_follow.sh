@@ -6,13 +6,15 @@
 # smallest and largest node counts and checked against the ones between, extrapolated to
 # 1,024 nodes x 8 ranks (target: lag p95 <= 5 s with <= 1 core of workbench CPU).
 #
-# Usage: bench/scale_follow.sh [NODES=2,8,32] [SECONDS=20] [WARMUP=6]
+# Usage: bench/scale_follow.sh [NODES=2,8,16,32,64] [SECONDS=20] [WARMUP=6]
 # Needs root (the namespace cluster of tests/cluster/cluster.sh, brought up and down here).
 # Prints a table; writes bench/results/scale-follow.json.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/env.sh"
-nodes="${1:-2,8,32}"; seconds="${2:-20}"; warmup="${3:-6}"
-if [ ! -f "$MESHWORK_BUILD_DIR/build.ninja" ]; then
+nodes="${1:-2,8,16,32,64}"; seconds="${2:-20}"; warmup="${3:-6}"
+if [ -n "${MESHWORK_BENCH_NO_BUILD:-}" ]; then
+  :  # built already (e.g. while another build of the same tree runs)
+elif [ ! -f "$MESHWORK_BUILD_DIR/build.ninja" ]; then
   "$MESHWORK_ROOT/scripts/build" --target follow_bench meshtrain -j 2
 else
   cmake --build "$MESHWORK_BUILD_DIR" --target follow_bench meshtrain -j 2 > /dev/null
@@ -37,34 +39,45 @@ for r in rows:
           f"{r['lag_p95_s']:9.2f} {r['backlog_bytes'] / 1024:11.1f}")
 model = {}
 print()
-print(f"model: follower cores = a + b * nodes, fitted on the smallest and largest node counts, checked on the others;")
-print(f"extrapolated to {target_nodes} nodes x 8 ranks at 1 step/s (goal: <= {target_cores} core, lag p95 <= {target_lag} s)")
-print(f"{'path':7} {'a cores':>9} {'b ms/node/s':>11} {'check nodes':>11} {'predicted':>9} {'measured':>9} "
-      f"{'cores @1024':>11} {'goal':>6} {'lag p95 @1024':>13} {'goal':>6}")
+print("model: cores = a + b * nodes, fitted on the smallest and largest node counts, checked on the others;")
+print(f"extrapolated to {target_nodes} nodes x 8 ranks at 1 step/s (goal: <= {target_cores} core, lag p95 <= {target_lag} s).")
+print("'follower' = the follower's own threads (SSH, reading, parsing); 'process' adds the store writer's ingest.")
+print(f"{'path':7} {'cpu of':9} {'a cores':>9} {'b ms/node/s':>11} {'check nodes':>11} {'predicted':>9} {'measured':>9} "
+      f"{'error':>6} {'cores @1024':>11} {'goal':>6}")
 for mode in ("files", "stream"):
-    pts = sorted((r["nodes"], r["cpu_follower_cores"], r) for r in rows if r["mode"] == mode)
-    if len(pts) < 2:
+    for what, key in (("follower", "cpu_follower_cores"), ("process", "cpu_process_cores")):
+        pts = sorted((r["nodes"], r[key], r) for r in rows if r["mode"] == mode)
+        if len(pts) < 2:
+            continue
+        (n0, c0, _), (n1, c1, r1) = pts[0], pts[-1]
+        b = (c1 - c0) / (n1 - n0)
+        a = c0 - b * n0
+        checks = [{"nodes": n, "predicted_cores": a + b * n, "measured_cores": c} for n, c, _ in pts[1:-1]]
+        cores = a + b * target_nodes
+        model.setdefault(mode, {})[what] = {"a_cores": a, "b_ms_per_node_s": 1000 * b, "fitted_on_nodes": [n0, n1],
+                                            "checks": checks, "cores_at_1024": cores}
+        for c in checks or [{"nodes": "-", "predicted_cores": float("nan"), "measured_cores": float("nan")}]:
+            err = (c["predicted_cores"] - c["measured_cores"]) / c["measured_cores"] if c["measured_cores"] else float("nan")
+            print(f"{mode:7} {what:9} {a:9.4f} {1000 * b:11.3f} {str(c['nodes']):>11} {c['predicted_cores']:9.4f} "
+                  f"{c['measured_cores']:9.4f} {err:6.0%} {cores:11.3f} {'<= 1':>6}")
+    # Lag: the stream's lag is the tail's poll (250 ms) + the store writer's batching (200 ms) + one
+    # read, independent of the node count while the workers and the store keep up; the p95 at the
+    # largest count carries over (an upper bound: there the simulated nodes' own tails and sshd's
+    # share this machine's cores). The file path's lag grows with the node count (each node's
+    # thread makes 9 SFTP round trips a poll); where its backlog grows the lag is unbounded.
+    last = max((r for r in rows if r["mode"] == mode), key=lambda r: r["nodes"])
+    growing = last["backlog_bytes"] > 64 * 1024
+    model[mode]["lag_p95_at_largest_s"] = last["lag_p95_s"]
+    model[mode]["backlog_growing_at_largest"] = growing
+print()
+for mode in ("files", "stream"):
+    m = model.get(mode)
+    if not m:
         continue
-    (n0, c0, _), (n1, c1, r1) = pts[0], pts[-1]
-    b = (c1 - c0) / (n1 - n0)
-    a = c0 - b * n0
-    checks = [{"nodes": n, "predicted_cores": a + b * n, "measured_cores": c} for n, c, _ in pts[1:-1]]
-    cores = a + b * target_nodes
-    # Lag: the stream's lag is the tail's poll plus the store writer's batching plus one read,
-    # independent of the node count while the workers keep up (their CPU below the cores they
-    # have); the measured p95 at the largest count carries over. The file path keeps up only while
-    # its threads' CPU fits the machine: past that its backlog, and so its lag, grows without bound.
-    workers = 4
-    keeps_up = cores <= (workers if mode == "stream" else os.cpu_count())
-    lag = r1["lag_p95_s"] if keeps_up else float("inf")
-    model[mode] = {"a_cores": a, "b_ms_per_node_s": 1000 * b, "fitted_on_nodes": [n0, n1], "checks": checks,
-                   "cores_at_1024": cores, "lag_p95_at_1024_s": None if lag == float("inf") else lag,
-                   "lag_unbounded_at_1024": lag == float("inf"),
-                   "meets_goal": cores <= target_cores and lag <= target_lag}
-    for c in checks or [{"nodes": "-", "predicted_cores": float("nan"), "measured_cores": float("nan")}]:
-        print(f"{mode:7} {a:9.4f} {1000 * b:11.3f} {str(c['nodes']):>11} {c['predicted_cores']:9.4f} "
-              f"{c['measured_cores']:9.4f} {cores:11.3f} {'<= 1':>6} "
-              f"{('unbounded' if lag == float('inf') else f'{lag:.2f} s'):>13} {'<= 5 s':>6}")
+    lag = m["lag_p95_at_largest_s"]
+    print(f"{mode:7} lag p95 @1024: " + ("unbounded (behind already at the largest count: backlog grows)" if m["backlog_growing_at_largest"]
+          else f"~{lag:.2f} s (the largest count's p95; goal <= {target_lag} s)") +
+          f"; follower cores @1024: {m['follower']['cores_at_1024']:.3f}, with the store writer: {m['process']['cores_at_1024']:.3f}")
 raw["model"] = model
 raw["goal"] = {"nodes": target_nodes, "ranks_per_node": 8, "cores": target_cores, "lag_p95_s": target_lag}
 json.dump(raw, open(sys.argv[2], "w"), indent=2)
