@@ -1,5 +1,9 @@
 #include "remote/follower.h"
 
+#include "remote/node_stream.h"
+
+#include <pthread.h>
+
 #include <algorithm>
 #include <ctime>
 #include <regex>
@@ -82,7 +86,7 @@ Result<bool> RunFollower::drain(Node& node, size_t index, std::vector<uint64_t>&
       const auto nl = bytes.rfind('\n');
       if (nl == std::string::npos) break;  // only a partial line so far
       const size_t cut = nl + 1;
-      writer_->submit(run_, metrics_source(static_cast<int>(index), rank), off, bytes.substr(0, cut));
+      submit(index, rank, off, bytes.substr(0, cut));
       off += cut;
       progressed = true;
       if (bytes.size() < opt_.chunk_bytes) break;
@@ -182,7 +186,46 @@ void RunFollower::report_restarts(Node& node, size_t index, size_t& seen) {
   }
 }
 
+void RunFollower::submit(size_t index, int rank, uint64_t offset, std::string bytes) {
+  std::string source = metrics_source(static_cast<int>(index), rank);
+  if (opt_.on_committed) {
+    // The chunk's first line, its oldest: the benchmark's lag (bench/follow_bench.cpp).
+    std::lock_guard lock(committed_mu_);
+    committed_last_[source].push_back(bytes.substr(0, bytes.find('\n') + 1));
+  }
+  writer_->submit(run_, std::move(source), offset, std::move(bytes));
+}
+
+// A node ended (its node<i>.exit, or no process left): keep how, and when it failed (not stopped)
+// find out why and ask every node to stop.
+void RunFollower::record_end(Node* node, size_t index, const NodeExit& finished, bool was_stopped) {
+  const std::string host = rec_.nodes[index].host;
+  std::lock_guard lock(mu_);
+  if (exits_[index]) return;  // already known (a restarted stream reports it again)
+  exits_[index] = finished;
+  if (was_stopped) stopped_nodes_ = true;
+  if (finished.status != 0 && !user_stop_ && !was_stopped) {
+    RootCause rc;
+    if (node) {
+      rc = diagnose(*node, index, finished);
+    } else {
+      rc.node = index;
+      rc.host = host;
+      rc.exit_status = rc.exit_code = finished.status;
+      rc.signal = finished.signal();
+      rc.time = finished.time;
+    }
+    event("error", "node " + std::to_string(index) + " ended: " + rc.text());
+    failures_.push_back(std::move(rc));
+    if (opt_.stop_all_on_failure) stop_requested_ = true;
+  } else {
+    event("info", "node " + std::to_string(index) + " (" + host + ") ended with status " +
+                      std::to_string(finished.status));
+  }
+}
+
 void RunFollower::follow_node(size_t index) {
+  pthread_setname_np(pthread_self(), "mw-files");  // the benchmark sums the follower's threads by name
   const std::string host = rec_.nodes[index].host;
   std::unique_ptr<Node> node;
   std::vector<uint64_t> offsets;
@@ -254,18 +297,7 @@ void RunFollower::follow_node(size_t index) {
       // Stopped (by `meshwork stop`, or by us after another node failed) is not a failure.
       auto marker = node->read_range(rec_.nodes[index].run_dir + "/" + node_file(static_cast<int>(index), ".stop"), 0, 1);
       const bool was_stopped = marker.ok() && marker->has_value();
-      std::lock_guard lock(mu_);
-      exits_[index] = finished;
-      if (was_stopped) stopped_nodes_ = true;
-      if (finished->status != 0 && !user_stop_ && !was_stopped) {
-        RootCause rc = diagnose(*node, index, *finished);
-        event("error", "node " + std::to_string(index) + " ended: " + rc.text());
-        failures_.push_back(std::move(rc));
-        if (opt_.stop_all_on_failure) stop_requested_ = true;
-      } else {
-        event("info", "node " + std::to_string(index) + " (" + host + ") ended with status " +
-                          std::to_string(finished->status));
-      }
+      record_end(node.get(), index, *finished, was_stopped);
       continue;  // one more drain for what was written last
     }
     if (stop_requested_ && !stopped_here) {
@@ -290,7 +322,19 @@ Result<FollowOutcome> RunFollower::run() {
       [this](store::RunId, const std::string& source, const Result<store::IngestCounts>& r) {
         if (!r) {
           resync_ = true;  // e.g. a gap after a restart: re-read the offsets from the store
+          ++resync_epoch_;
           event("warning", source + ": " + r.error().message());
+        }
+        if (opt_.on_committed) {
+          std::string last;
+          {
+            std::lock_guard lock(committed_mu_);
+            auto& q = committed_last_[source];
+            if (q.empty()) return;
+            last = std::move(q.front());
+            q.pop_front();
+          }
+          opt_.on_committed(source, last);
         }
       });
   if (!writer) return writer.error();
@@ -303,8 +347,26 @@ Result<FollowOutcome> RunFollower::run() {
     (void)reader_->set_status(run_, store::kStatusRunning);
   }
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < n; ++i) threads.emplace_back([this, i] { follow_node(i); });
+  if (opt_.transport == FollowTransport::files) {
+    for (size_t i = 0; i < n; ++i) threads.emplace_back([this, i] { follow_node(i); });
+  } else {
+    // A few workers, each serving every k-th stream (node_stream.cpp).
+    auto groups = make_groups();
+    const size_t workers = std::max<size_t>(1, std::min(opt_.stream_workers, groups.size()));
+    std::vector<std::vector<StreamGroup*>> share(workers);
+    for (size_t g = 0; g < groups.size(); ++g) share[g % workers].push_back(groups[g].get());
+    for (auto& mine : share) threads.emplace_back([this, mine] { serve_streams(mine); });
+    for (auto& t : threads) t.join();
+    threads.clear();
+    groups.clear();
+  }
   for (auto& t : threads) t.join();
+  {
+    // Fallbacks and stops the workers started; none starts after the workers ended.
+    std::lock_guard lock(threads_mu_);
+    for (auto& t : extra_threads_) t.join();
+    extra_threads_.clear();
+  }
   writer_->flush();
 
   FollowOutcome out;

@@ -3,6 +3,13 @@
 // points (core/store), so after a lost link, a killed workbench or a `meshwork attach` from
 // another process, following resumes where the store says: no point lost, none duplicated.
 //
+// Transport (issue 26): one `meshtrain tail` per node (trainer/tail.h) streams the new lines of
+// all of its ranks' files, its exit and a heartbeat over ONE SSH exec channel (the follow stream,
+// core/follow_stream.h); a few worker threads serve every node's stream from non-blocking reads
+// (node_stream.cpp). Nodes that share a host and run directory (a Slurm run: every entry names
+// the login node) share one stream. A node whose meshtrain has no `tail` (an older deploy), and
+// the local node, fall back to the per-file SFTP path (follow_node below).
+//
 // The follower also watches how each node's supervisor ends (node<i>.exit). When one fails it
 // stops every node (the supervisors already tell each other through the rendezvous store; this
 // is the safety net) and records the first failure as the run's root cause.
@@ -10,6 +17,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
+#include <map>
+#include <thread>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -19,6 +29,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/follow_stream.h"
 #include "core/store/run_store.h"
 #include "core/store/store_writer.h"
 #include "remote/launch.h"
@@ -48,7 +59,16 @@ struct FollowOutcome {
 
 using NodeConnector = std::function<std::variant<std::unique_ptr<Node>, ConnectError>(size_t index)>;
 
+enum class FollowTransport {
+  automatic,  // the follow stream, per node the file path where the stream is not available
+  stream,     // the follow stream only (a node without it is retried, never read by files)
+  files,      // the per-file SFTP path only (one thread and session per node: the old path)
+};
+
 struct FollowOptions {
+  FollowTransport transport = FollowTransport::automatic;
+  size_t stream_workers = 4;  // threads serving all node streams
+  std::chrono::milliseconds heartbeat{2000};  // the tail's heartbeat; 3 missed + 2 s = link lost
   std::chrono::milliseconds poll{250};
   std::chrono::milliseconds stop_grace{5000};
   bool stop_all_on_failure = true;
@@ -60,6 +80,9 @@ struct FollowOptions {
   std::function<Status(Node& node, size_t index)> stop;
   // Progress and notable events ("info" | "warning" | "error"), from the follower's threads.
   std::function<void(const std::string& level, const std::string& text)> on_event;
+  // Benchmarks: called on the store's writer thread once a chunk is committed, with its first
+  // (oldest) line (bench/follow_bench.cpp measures the lag from the line's "time").
+  std::function<void(const std::string& source, const std::string& first_line)> on_committed;
 };
 
 class RunFollower {
@@ -74,8 +97,21 @@ class RunFollower {
   void stop_run();  // thread-safe: SIGTERM (then SIGKILL) every node; run() returns "stopped"
 
  private:
-  struct NodeState;
+  struct StreamGroup;  // node_stream.cpp
   void follow_node(size_t index);
+  // The stream path (node_stream.cpp): one worker serving `groups`.
+  void serve_streams(std::vector<StreamGroup*> groups);
+  bool start_stream(StreamGroup& g);
+  void read_stream(StreamGroup& g);
+  void handle_frame(StreamGroup& g, const follow::Frame& frame);
+  void stream_lost(StreamGroup& g, const std::string& why);
+  void stream_checks(StreamGroup& g);
+  void fall_back(StreamGroup& g, const std::string& why);
+  Node* control(StreamGroup& g);
+  std::vector<std::unique_ptr<StreamGroup>> make_groups();
+  // Shared by both paths.
+  void submit(size_t index, int rank, uint64_t offset, std::string bytes);
+  void record_end(Node* node, size_t index, const NodeExit& exit, bool was_stopped);
   Result<bool> drain(Node& node, size_t index, std::vector<uint64_t>& offsets);
   Status load_offsets(size_t index, std::vector<uint64_t>& offsets);
   RootCause diagnose(Node& node, size_t index, const NodeExit& exit);
@@ -100,6 +136,11 @@ class RunFollower {
   std::vector<RootCause> failures_;
   bool stopped_nodes_ = false;  // some node ended after a stop (guarded by mu_)
   std::vector<std::string> fatal_;  // per node: a connect error that retrying cannot fix
+  std::atomic<uint64_t> resync_epoch_{0};  // bumped by a failed chunk: streams restart from the store
+  std::mutex threads_mu_;
+  std::vector<std::thread> extra_threads_;  // file-path fallbacks and stops started by workers
+  std::mutex committed_mu_;
+  std::map<std::string, std::deque<std::string>> committed_last_;  // on_committed's first lines
 };
 
 }  // namespace meshwork::remote

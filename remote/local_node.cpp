@@ -180,6 +180,9 @@ class SshNode final : public Node {
                                                 size_t max_bytes) override {
     return s_->read_range(path, offset, max_bytes);
   }
+  Result<std::unique_ptr<ExecStream>> open_stream(const std::string& command, const std::string& stdin_data) override {
+    return s_->open_stream(command, stdin_data);
+  }
 
  private:
   std::unique_ptr<SshSession> s_;

@@ -42,6 +42,13 @@ class Node {
   // nullopt: the file does not exist (yet); "": nothing past `offset`.
   virtual Result<std::optional<std::string>> read_range(const std::string& path, uint64_t offset,
                                                         size_t max_bytes) = 0;
+  // A long-running command whose stdout is read without blocking (the follow stream of
+  // `meshtrain tail`). Over SSH only: the local node reads its files directly and answers an
+  // Error, which tells the follower to use the file path.
+  virtual Result<std::unique_ptr<ExecStream>> open_stream(const std::string& command, const std::string& stdin_data) {
+    (void)stdin_data;
+    return Error{name(), command.substr(0, 60), "streams need an SSH node"};
+  }
 };
 
 // Connects to `spec` ("local" gives the local node, no SSH).

@@ -291,6 +291,79 @@ Status SshSession::stream_file(const std::string& local_path, uint64_t offset, c
   return {};
 }
 
+// The exec channel of a follow stream. Reads take the session's mutex, as every other call does.
+// libssh's non-blocking read processes what the socket has (ssh_channel_poll) whenever the
+// channel's buffer is empty, so reading stdout until it answers 0 leaves both the socket and the
+// buffer empty: the caller's poll() on the socket then wakes for the next byte.
+class SshExecStream final : public ExecStream {
+ public:
+  SshExecStream(SshSession& session, ssh_channel ch) : session_(session), ch_(ch) {}
+  ~SshExecStream() override {
+    std::lock_guard lock(session_.mu_);
+    if (ssh_channel_is_open(ch_)) ssh_channel_close(ch_);
+    ssh_channel_free(ch_);
+  }
+  int poll_fd() const override { return ssh_get_fd(session_.impl_->s); }
+  Result<size_t> read_some(std::string& out) override {
+    std::lock_guard lock(session_.mu_);
+    char buf[64 * 1024];
+    // stderr first: each read that finds its buffer empty pulls whatever the socket has into
+    // libssh's buffers, so stdout must be read last or its bytes could wait there unseen by
+    // poll() (keep the first few KiB of stderr: an old meshtrain's "unknown" message).
+    while (true) {
+      const int n = ssh_channel_read_nonblocking(ch_, buf, sizeof buf, 1);
+      if (n == SSH_ERROR) return session_.link_error("read stream stderr");
+      if (n <= 0) break;
+      if (err_.size() < 4096) err_.append(buf, static_cast<size_t>(std::min<int>(n, 4096)));
+    }
+    size_t total = 0;
+    while (true) {
+      const int n = ssh_channel_read_nonblocking(ch_, buf, sizeof buf, 0);
+      if (n == SSH_ERROR) return session_.link_error("read stream");
+      if (n <= 0) break;  // 0: nothing now; SSH_EOF: the command's stdout ended
+      out.append(buf, static_cast<size_t>(n));
+      total += static_cast<size_t>(n);
+    }
+    return total;
+  }
+  bool at_eof() override {
+    std::lock_guard lock(session_.mu_);
+    return ssh_channel_is_eof(ch_) != 0 || ssh_channel_is_closed(ch_) != 0;
+  }
+  int exit_status() override {
+    std::lock_guard lock(session_.mu_);
+    return ssh_channel_get_exit_status(ch_);
+  }
+  std::string stderr_text() const override { return err_; }
+
+ private:
+  SshSession& session_;
+  ssh_channel ch_;
+  std::string err_;
+};
+
+Result<std::unique_ptr<ExecStream>> SshSession::open_stream(const std::string& command,
+                                                            const std::string& stdin_data) {
+  std::unique_lock lock(mu_);
+  ssh_channel ch = ssh_channel_new(impl_->s);
+  if (!ch) return link_error("channel");
+  auto fail = [&](const std::string& what) -> Error {
+    Error e = link_error(what);
+    ssh_channel_free(ch);
+    return e;
+  };
+  if (ssh_channel_open_session(ch) != SSH_OK) return fail("open channel");
+  if (ssh_channel_request_exec(ch, command.c_str()) != SSH_OK) return fail("exec");
+  for (size_t sent = 0; sent < stdin_data.size();) {
+    const int w = ssh_channel_write(ch, stdin_data.data() + sent, static_cast<uint32_t>(stdin_data.size() - sent));
+    if (w <= 0) return fail("stdin");
+    sent += static_cast<size_t>(w);
+  }
+  ssh_channel_send_eof(ch);
+  lock.unlock();
+  return std::unique_ptr<ExecStream>(std::make_unique<SshExecStream>(*this, ch));
+}
+
 Status SshSession::ensure_sftp() {
   if (impl_->sftp) return {};
   sftp_session sftp = sftp_new(impl_->s);

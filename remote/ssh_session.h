@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "remote/exec_stream.h"
 #include "remote/host_spec.h"
 
 namespace meshwork::remote {
@@ -91,7 +92,14 @@ class SshSession {
   Status stream_file(const std::string& local_path, uint64_t offset, const std::string& command,
                      const ProgressFn& progress = {});
 
+  // Starts `command` on an exec channel of its own, writes `stdin_data` to it (then EOF) and
+  // returns its stdout as a non-blocking stream (exec_stream.h). The stream uses this session:
+  // the session must outlive it, and while it is read no other call should use the session
+  // from another thread (the follower keeps one session per stream).
+  Result<std::unique_ptr<ExecStream>> open_stream(const std::string& command, const std::string& stdin_data);
+
  private:
+  friend class SshExecStream;  // reads its channel under mu_ (ssh_session.cpp)
   SshSession() = default;
   Status ensure_sftp();
   Error link_error(const std::string& what) const;

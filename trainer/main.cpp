@@ -1,4 +1,5 @@
-// meshtrain: `meshtrain export ...` converts a checkpoint (trainer/hf/export.h); otherwise
+// meshtrain: `meshtrain export ...` converts a checkpoint (trainer/hf/export.h), `meshtrain tail
+// ...` streams a run's files to the workbench (trainer/tail.h); otherwise
 // read the run config (--config and/or flags), check the layout with core before any
 // process starts, then either supervise this node's ranks (--nproc-per-node without RANK in the
 // environment) or run one rank.
@@ -11,6 +12,7 @@
 #include "trainer/hf/export.h"
 #include "trainer/options.h"
 #include "trainer/supervisor.h"
+#include "trainer/tail.h"
 #include "trainer/train.h"
 
 using namespace meshwork;
@@ -26,9 +28,11 @@ int refuse(const Error& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  // `meshtrain tail ...`: the node side of following a run (trainer/tail.h); no LibTorch.
+  if (!args.empty() && args[0] == "tail") return tail_main(std::vector<std::string>(args.begin() + 1, args.end()));
   // Before any tensor exists, so every CPU byte is counted (train.h).
   install_tracking_cpu_allocator();
-  std::vector<std::string> args(argv + 1, argv + argc);
   // `meshtrain export ...`: a checkpoint as a Hugging Face directory (trainer/hf/export.h).
   if (!args.empty() && args[0] == "export")
     return hf::export_main(std::vector<std::string>(args.begin() + 1, args.end()));

@@ -1,0 +1,308 @@
+#include "trainer/tail.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "core/follow_stream.h"
+
+namespace meshwork::trainer {
+
+namespace {
+
+struct TailOptions {
+  std::string dir = ".";
+  int poll_ms = 250;
+  int heartbeat_ms = 2000;
+  bool liveness = true;
+  bool restarts = false;
+  size_t chunk_bytes = 4u << 20;
+};
+
+struct RankFile {
+  int rank = 0;
+  size_t node = 0;  // index into Tail::nodes_
+  uint64_t offset = 0;
+  int fd = -1;
+};
+
+struct NodeState {
+  follow::TailNode spec;
+  bool ended = false;
+  int64_t restarts_sent = 0;
+};
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Whole-file read of a small file; nullopt when it does not exist.
+bool read_small(const std::string& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  out = ss.str();
+  return true;
+}
+
+int64_t pid_in(const std::string& path) {
+  std::string text;
+  if (!read_small(path, text)) return -1;
+  int64_t v = 0;
+  bool any = false;
+  for (char c : text) {
+    if (c >= '0' && c <= '9') {
+      v = v * 10 + (c - '0');
+      any = true;
+      if (v > (int64_t{1} << 31)) return -1;
+    }
+  }
+  return any ? v : -1;
+}
+
+class Tail {
+ public:
+  Tail(TailOptions o, follow::TailRequest req) : o_(std::move(o)) {
+    for (const auto& n : req.nodes) nodes_.push_back({n});
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      for (int k = 0; k < nodes_[i].spec.slots; ++k) files_.push_back({nodes_[i].spec.first_rank + k, i, 0, -1});
+    }
+    for (const auto& [rank, off] : req.offsets) {
+      for (auto& f : files_) {
+        if (f.rank == rank) f.offset = off;
+      }
+    }
+  }
+  ~Tail() {
+    for (auto& f : files_) {
+      if (f.fd >= 0) ::close(f.fd);
+    }
+  }
+
+  int run() {
+    out_ += follow::encode_hello(getpid());
+    if (!flush()) return 1;
+    auto next_check = std::chrono::steady_clock::now();  // liveness and restarts: every heartbeat
+    auto next_heartbeat = next_check;
+    while (true) {
+      bool progressed = false;
+      for (auto& f : files_) {
+        if (!nodes_[f.node].ended && drain(f)) progressed = true;
+      }
+      const auto now = std::chrono::steady_clock::now();
+      const bool check = now >= next_check;
+      if (check) next_check = now + std::chrono::milliseconds(o_.heartbeat_ms);
+      for (size_t i = 0; i < nodes_.size(); ++i) {
+        if (!nodes_[i].ended) check_exit(i, check);
+        if (check && o_.restarts) report_restarts(i);
+      }
+      if (now >= next_heartbeat) {
+        out_ += follow::encode_heartbeat(unix_ms());
+        next_heartbeat = now + std::chrono::milliseconds(o_.heartbeat_ms);
+      }
+      bool all_ended = true;
+      for (const auto& n : nodes_) all_ended = all_ended && n.ended;
+      if (all_ended) out_ += follow::encode_end();
+      if (!flush()) return 1;
+      if (all_ended) return 0;
+      if (!progressed) std::this_thread::sleep_for(std::chrono::milliseconds(o_.poll_ms));
+    }
+  }
+
+ private:
+  std::string path(const std::string& name) const { return o_.dir + "/" + name; }
+  std::string node_path(size_t i, const char* suffix) const {
+    return path("node" + std::to_string(nodes_[i].spec.node) + suffix);
+  }
+
+  // Appends an F frame with the complete lines past f.offset (at most chunk_bytes). Returns
+  // whether it read anything.
+  bool drain(RankFile& f) {
+    if (f.fd < 0) {
+      f.fd = ::open(path("metrics-rank" + std::to_string(f.rank) + ".jsonl").c_str(), O_RDONLY | O_CLOEXEC);
+      if (f.fd < 0) return false;  // the rank has not created its file yet
+    }
+    struct stat st {};
+    if (::fstat(f.fd, &st) != 0 || static_cast<uint64_t>(st.st_size) <= f.offset) return false;
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(st.st_size - f.offset, o_.chunk_bytes));
+    buf_.resize(want);
+    const ssize_t n = ::pread(f.fd, buf_.data(), want, static_cast<off_t>(f.offset));
+    if (n <= 0) return false;
+    const std::string_view got(buf_.data(), static_cast<size_t>(n));
+    const size_t nl = got.rfind('\n');
+    if (nl == std::string_view::npos) return false;  // only a partial line so far
+    out_ += follow::encode_file(f.rank, f.offset, got.substr(0, nl + 1));
+    f.offset += nl + 1;
+    return true;
+  }
+
+  // node<i>.exit, or (liveness, at a check) no live process: the node ended. Its files are
+  // read to their end first, so its X frame follows all of its lines.
+  void check_exit(size_t i, bool check) {
+    int status = 0;
+    double time = 0;
+    bool gone = false;
+    if (!read_exit(i, status, time)) {
+      if (!check || !o_.liveness || alive(i)) return;
+      if (!read_exit(i, status, time)) {  // it may have been written just now
+        status = 128 + 9;
+        time = static_cast<double>(unix_ms()) / 1000.0;
+        gone = true;
+      }
+    }
+    for (auto& f : files_) {
+      if (f.node != i) continue;
+      while (drain(f)) {
+        if (out_.size() > (8u << 20) && !flush()) return;
+      }
+    }
+    struct stat st {};
+    const bool stopped = ::stat(node_path(i, ".stop").c_str(), &st) == 0;
+    out_ += follow::encode_exit(nodes_[i].spec.node, status, time, stopped, gone);
+    nodes_[i].ended = true;
+  }
+
+  // "<status> <unix time>" (launch.h's wrapper); false while absent or half written.
+  bool read_exit(size_t i, int& status, double& time) {
+    std::string text;
+    if (!read_small(node_path(i, ".exit"), text)) return false;
+    std::istringstream in(text);
+    long long s = 0;
+    if (!(in >> s)) return false;
+    status = static_cast<int>(s);
+    if (!(in >> time)) time = 0;
+    return true;
+  }
+
+  // The node's supervisor group or any rank pid it recorded still runs (the same rule as the
+  // workbench's node_alive, remote/launch.cpp: a pid counts only while /proc says it runs
+  // meshtrain or something from this run directory, so a reused pid never keeps a node alive).
+  bool alive(size_t i) {
+    const auto& n = nodes_[i].spec;
+    const int64_t pg = pid_in(node_path(i, ".pgid"));
+    if (pg > 0 && (::kill(static_cast<pid_t>(-pg), 0) == 0 || errno == EPERM)) return true;
+    std::vector<std::string> files = {"supervisor-node" + std::to_string(n.node) + ".pid"};
+    for (int r = n.first_rank; r < n.first_rank + n.slots; ++r) files.push_back("rank" + std::to_string(r) + ".pid");
+    char cwd[4096] = {};
+    const std::string here = ::getcwd(cwd, sizeof cwd) ? std::string(cwd) : std::string();
+    for (const auto& name : files) {
+      const int64_t p = pid_in(path(name));
+      if (p <= 0 || ::kill(static_cast<pid_t>(p), 0) != 0) continue;
+      std::string cmdline;
+      if (!read_small("/proc/" + std::to_string(p) + "/cmdline", cmdline)) continue;
+      if (cmdline.find("meshtrain") != std::string::npos || (!here.empty() && cmdline.find(here) != std::string::npos))
+        return true;
+    }
+    return false;
+  }
+
+  void report_restarts(size_t i) {
+    std::string text;
+    if (!read_small(node_path(i, ".restarts"), text)) return;
+    int64_t index = 0;
+    size_t start = 0;
+    for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1, ++index) {
+      if (index >= nodes_[i].restarts_sent) {
+        out_ += follow::encode_restart(nodes_[i].spec.node, index, std::string_view(text).substr(start, nl - start));
+        nodes_[i].restarts_sent = index + 1;
+      }
+    }
+  }
+
+  // Writes what is queued. False when stdout is gone (the workbench closed the channel).
+  bool flush() {
+    size_t done = 0;
+    while (done < out_.size()) {
+      const ssize_t w = ::write(STDOUT_FILENO, out_.data() + done, out_.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      done += static_cast<size_t>(w);
+    }
+    out_.clear();
+    return true;
+  }
+
+  TailOptions o_;
+  std::vector<NodeState> nodes_;
+  std::vector<RankFile> files_;
+  std::string out_;
+  std::vector<char> buf_;
+};
+
+bool parse_int(const std::string& s, long long lo, long long hi, long long& v) {
+  try {
+    size_t used = 0;
+    v = std::stoll(s, &used);
+    return used == s.size() && v >= lo && v <= hi;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
+
+int tail_main(const std::vector<std::string>& args) {
+  TailOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](long long lo, long long hi, long long& v) {
+      if (i + 1 >= args.size() || !parse_int(args[i + 1], lo, hi, v)) {
+        std::cerr << "meshtrain: tail " << a << ": " << (i + 1 < args.size() ? args[i + 1] : "(missing)")
+                  << ": must be an integer in [" << lo << ", " << hi << "]\n";
+        return false;
+      }
+      ++i;
+      return true;
+    };
+    long long v = 0;
+    if (a == "--dir" && i + 1 < args.size()) {
+      o.dir = args[++i];
+    } else if (a == "--poll-ms") {
+      if (!value(1, 60000, v)) return 2;
+      o.poll_ms = static_cast<int>(v);
+    } else if (a == "--heartbeat-ms") {
+      if (!value(10, 600000, v)) return 2;
+      o.heartbeat_ms = static_cast<int>(v);
+    } else if (a == "--chunk-bytes") {
+      if (!value(4096, 1ll << 30, v)) return 2;
+      o.chunk_bytes = static_cast<size_t>(v);
+    } else if (a == "--no-liveness") {
+      o.liveness = false;
+    } else if (a == "--restarts") {
+      o.restarts = true;
+    } else {
+      std::cerr << "meshtrain: tail: " << a
+                << ": unknown; allowed: --dir DIR, --poll-ms N, --heartbeat-ms N, --chunk-bytes N, "
+                   "--no-liveness, --restarts\n";
+      return 2;
+    }
+  }
+  // The request: everything up to the "." line on stdin.
+  std::string request, line;
+  while (std::getline(std::cin, line)) {
+    request += line + "\n";
+    if (line == ".") break;
+  }
+  auto req = follow::parse_request(request);
+  if (!req) {
+    std::cerr << "meshtrain: " << req.error().message() << "\n";
+    return 2;
+  }
+  // A closed stdout must end the tail (the workbench went away), whatever sshd left us.
+  ::signal(SIGPIPE, SIG_DFL);
+  return Tail(o, *req).run();
+}
+
+}  // namespace meshwork::trainer
