@@ -10,8 +10,10 @@
 #include "core/model_spec.h"
 #include "core/parallel_layout.h"
 #include "remote/cuda_driver.h"
+#include "remote/data_placement.h"
 #include "remote/node_torch.h"
 #include "remote/run_layout.h"
+#include "remote/shell_quote.h"
 #include "remote/slurm_run.h"
 
 namespace meshwork::remote {
@@ -171,6 +173,28 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
     step("warning: --max-restarts without --checkpoint-every K: a restart begins again at step 0");
   }
 
+  // Training data: on every node already, or uploaded with the run, or refused here
+  // (data_placement.h).
+  std::vector<DeployFile> data_uploads;
+  if (config.data.is_string() && !config.data.get<std::string>().empty()) {
+    const std::string data = config.data.get<std::string>();
+    std::vector<DataOnNode> where(n);
+    parallel_for(n, [&](size_t i) {
+      where[i].host = hosts[i].to_string();
+      // Relative paths are relative to the run directory on a node (meshtrain starts there),
+      // which does not exist yet: such a path is on no node but can still be uploaded.
+      if (std::filesystem::path(data).is_relative()) return;
+      auto r = nodes[i]->exec(shell_join({"test", "-e", data}));
+      where[i].found = r && r->exit_code == 0;
+    });
+    auto placed = place_data(data, local_data_files(data), where);
+    if (!placed) return invalid(placed.error());
+    if (!placed->uploads.empty())
+      step("data: " + data + " is uploaded with the run (" + std::to_string(placed->uploads.size()) + " file(s))");
+    data_uploads = placed->uploads;
+    config.data = placed->node_path;
+  }
+
   // Deploy.
   step("deploying");
   const std::string run_name = new_run_dir_name();
@@ -213,9 +237,9 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
   }
   std::vector<Node*> raw;
   for (auto& node : nodes) raw.push_back(node.get());
-  auto deployed = deploy_all(raw, req.remote_root, run_name,
-                             {trainer, DeployFile{cfg_path.string(), kRunConfigFile, 0600}},
-                             trainer_name, req.on_deploy);
+  std::vector<DeployFile> files = {trainer, DeployFile{cfg_path.string(), kRunConfigFile, 0600}};
+  files.insert(files.end(), data_uploads.begin(), data_uploads.end());
+  auto deployed = deploy_all(raw, req.remote_root, run_name, files, trainer_name, req.on_deploy);
   std::filesystem::remove(cfg_path);
   std::filesystem::remove_all(retarget_dir);
   if (!deployed.ok()) {
