@@ -24,7 +24,7 @@ std::vector<std::string> local_data_files(const std::string& path) {
 }
 
 Result<DataPlacement> place_data(const std::string& data, const std::vector<std::string>& local_files,
-                                 const std::vector<DataOnNode>& nodes) {
+                                 const std::vector<DataOnNode>& nodes, const std::string& field) {
   DataPlacement plan;
   plan.node_path = data;
   std::vector<std::string> missing;
@@ -34,21 +34,22 @@ Result<DataPlacement> place_data(const std::string& data, const std::vector<std:
   if (local_files.empty()) {
     std::string hosts;
     for (const std::string& h : missing) hosts += (hosts.empty() ? "" : ", ") + h;
-    return Error{"data", data,
+    return Error{field, data,
                  "a path every node can read: not found on " + hosts +
                      " (put the prepared shards on a filesystem the nodes share, at the same path, or "
                      "launch from the machine that holds them so they are uploaded with the run)"};
   }
   // One file: data/<name>. A directory: data/<dir name>/<shard>, the directory for meshtrain.
+  const std::string top = field == "data" ? "data/" : "eval-data/";
   const fs::path given = fs::path(data).lexically_normal();
   const bool single = local_files.size() == 1 && fs::path(local_files[0]).filename() == given.filename();
   std::string dir_name = given.filename().string();
   if (dir_name.empty()) dir_name = given.parent_path().filename().string();  // "shards/"
   if (dir_name.empty() || dir_name == "." || dir_name == "..") dir_name = "data";
-  plan.node_path = "data/" + dir_name;
+  plan.node_path = top + dir_name;
   for (const std::string& f : local_files) {
     const std::string name = fs::path(f).filename().string();
-    plan.uploads.push_back(DeployFile{f, single ? "data/" + name : "data/" + dir_name + "/" + name, 0600, {}});
+    plan.uploads.push_back(DeployFile{f, single ? top + name : top + dir_name + "/" + name, 0600, {}});
   }
   return plan;
 }

@@ -7,7 +7,7 @@
 //     used as it is, nothing is copied;
 //   - otherwise, when this machine holds it: its .bin shards (or the single file) are uploaded
 //     with the run (deploy.h: content-addressed, so a relaunch uploads nothing new) into the run
-//     directory's data/, and the nodes' run config names that copy (relative to the run
+//     directory's data/ (eval-data/ for eval_data), and the nodes' run config names that copy (relative to the run
 //     directory, where meshtrain starts);
 //   - otherwise: refused before the launch, naming the path and every node that lacks it.
 #pragma once
@@ -34,8 +34,10 @@ struct DataPlacement {
 // itself) as absolute paths; empty when this machine does not hold it.
 std::vector<std::string> local_data_files(const std::string& path);
 
-// The decision above. `data` is the run config's path; `local_files` what local_data_files gave.
+// The decision above for the run config's `field` ("data", or "eval_data": held-out shards, same
+// rules, uploaded under eval-data/ instead). `data` is its path; `local_files` what
+// local_data_files gave.
 Result<DataPlacement> place_data(const std::string& data, const std::vector<std::string>& local_files,
-                                 const std::vector<DataOnNode>& nodes);
+                                 const std::vector<DataOnNode>& nodes, const std::string& field = "data");
 
 }  // namespace meshwork::remote

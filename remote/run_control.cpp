@@ -173,11 +173,12 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
     step("warning: --max-restarts without --checkpoint-every K: a restart begins again at step 0");
   }
 
-  // Training data: on every node already, or uploaded with the run, or refused here
-  // (data_placement.h).
+  // Training and held-out data: on every node already, or uploaded with the run, or refused
+  // here (data_placement.h).
   std::vector<DeployFile> data_uploads;
-  if (config.data.is_string() && !config.data.get<std::string>().empty()) {
-    const std::string data = config.data.get<std::string>();
+  for (auto [field, value] : {std::pair{"data", &config.data}, std::pair{"eval_data", &config.eval_data}}) {
+    if (!value->is_string() || value->get<std::string>().empty()) continue;
+    const std::string data = value->get<std::string>();
     std::vector<DataOnNode> where(n);
     parallel_for(n, [&](size_t i) {
       where[i].host = hosts[i].to_string();
@@ -187,12 +188,13 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
       auto r = nodes[i]->exec(shell_join({"test", "-e", data}));
       where[i].found = r && r->exit_code == 0;
     });
-    auto placed = place_data(data, local_data_files(data), where);
+    auto placed = place_data(data, local_data_files(data), where, field);
     if (!placed) return invalid(placed.error());
     if (!placed->uploads.empty())
-      step("data: " + data + " is uploaded with the run (" + std::to_string(placed->uploads.size()) + " file(s))");
-    data_uploads = placed->uploads;
-    config.data = placed->node_path;
+      step(std::string(field) + ": " + data + " is uploaded with the run (" + std::to_string(placed->uploads.size()) +
+           " file(s))");
+    data_uploads.insert(data_uploads.end(), placed->uploads.begin(), placed->uploads.end());
+    *value = placed->node_path;
   }
 
   // Deploy.

@@ -55,6 +55,11 @@ TEST(DataPlacement, MissingOnANodeButHereIsUploadedIntoTheRunDirectory) {
   auto slash = place_data(d.string() + "/", local_data_files(d.string() + "/"), {{"b", false}});
   ASSERT_TRUE(slash.ok());
   EXPECT_EQ(slash->node_path, "data/shards");
+  // Held-out shards of the same name go to their own folder.
+  auto eval = place_data(d.string(), files, {{"b", false}}, "eval_data");
+  ASSERT_TRUE(eval.ok());
+  EXPECT_EQ(eval->node_path, "eval-data/shards");
+  EXPECT_EQ(eval->uploads[2].name, "eval-data/shards/train_000001.bin");
 }
 
 TEST(DataPlacement, NowhereHereAndMissingOnNodesIsRefusedNamingThem) {
