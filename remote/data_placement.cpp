@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <thread>
+
+#include "remote/shell_quote.h"
 
 namespace meshwork::remote {
 
@@ -52,6 +55,36 @@ Result<DataPlacement> place_data(const std::string& data, const std::vector<std:
     plan.uploads.push_back(DeployFile{f, single ? top + name : top + dir_name + "/" + name, 0600, {}});
   }
   return plan;
+}
+
+Result<std::vector<DeployFile>> place_run_data(RunConfig& config, const std::vector<Node*>& nodes,
+                                               const std::function<void(const std::string&)>& step) {
+  std::vector<DeployFile> uploads;
+  for (auto [field, value] : {std::pair{"data", &config.data}, std::pair{"eval_data", &config.eval_data}}) {
+    if (!value->is_string() || value->get<std::string>().empty()) continue;
+    const std::string data = value->get<std::string>();
+    std::vector<DataOnNode> where(nodes.size());
+    std::vector<std::thread> ask;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      where[i].host = nodes[i]->name();
+      // A relative path is relative to the run directory on a node (meshtrain starts there),
+      // which does not exist yet: it is on no node, but can still be uploaded.
+      if (std::filesystem::path(data).is_relative()) continue;
+      ask.emplace_back([&, i] {
+        auto r = nodes[i]->exec(shell_join({"test", "-e", data}));
+        where[i].found = r && r->exit_code == 0;
+      });
+    }
+    for (auto& t : ask) t.join();
+    auto placed = place_data(data, local_data_files(data), where, field);
+    if (!placed) return placed.error();
+    if (!placed->uploads.empty() && step)
+      step(std::string(field) + ": " + data + " is uploaded with the run (" + std::to_string(placed->uploads.size()) +
+           " file(s))");
+    uploads.insert(uploads.end(), placed->uploads.begin(), placed->uploads.end());
+    *value = placed->node_path;
+  }
+  return uploads;
 }
 
 }  // namespace meshwork::remote

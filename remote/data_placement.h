@@ -12,11 +12,14 @@
 //   - otherwise: refused before the launch, naming the path and every node that lacks it.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/run_config.h"
 #include "remote/deploy.h"
+#include "remote/node.h"
 
 namespace meshwork::remote {
 
@@ -39,5 +42,11 @@ std::vector<std::string> local_data_files(const std::string& path);
 // local_data_files gave.
 Result<DataPlacement> place_data(const std::string& data, const std::vector<std::string>& local_files,
                                  const std::vector<DataOnNode>& nodes, const std::string& field = "data");
+
+// Both fields of `config` on `nodes` (asked with `test -e` in parallel): rewrites config.data /
+// config.eval_data to what the nodes must open and returns the files to deploy with the run.
+// `step` reports an upload ("data: PATH is uploaded with the run (N file(s))").
+Result<std::vector<DeployFile>> place_run_data(RunConfig& config, const std::vector<Node*>& nodes,
+                                               const std::function<void(const std::string&)>& step = {});
 
 }  // namespace meshwork::remote

@@ -13,7 +13,6 @@
 #include "remote/data_placement.h"
 #include "remote/node_torch.h"
 #include "remote/run_layout.h"
-#include "remote/shell_quote.h"
 #include "remote/slurm_run.h"
 
 namespace meshwork::remote {
@@ -175,27 +174,10 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
 
   // Training and held-out data: on every node already, or uploaded with the run, or refused
   // here (data_placement.h).
-  std::vector<DeployFile> data_uploads;
-  for (auto [field, value] : {std::pair{"data", &config.data}, std::pair{"eval_data", &config.eval_data}}) {
-    if (!value->is_string() || value->get<std::string>().empty()) continue;
-    const std::string data = value->get<std::string>();
-    std::vector<DataOnNode> where(n);
-    parallel_for(n, [&](size_t i) {
-      where[i].host = hosts[i].to_string();
-      // Relative paths are relative to the run directory on a node (meshtrain starts there),
-      // which does not exist yet: such a path is on no node but can still be uploaded.
-      if (std::filesystem::path(data).is_relative()) return;
-      auto r = nodes[i]->exec(shell_join({"test", "-e", data}));
-      where[i].found = r && r->exit_code == 0;
-    });
-    auto placed = place_data(data, local_data_files(data), where, field);
-    if (!placed) return invalid(placed.error());
-    if (!placed->uploads.empty())
-      step(std::string(field) + ": " + data + " is uploaded with the run (" + std::to_string(placed->uploads.size()) +
-           " file(s))");
-    data_uploads.insert(data_uploads.end(), placed->uploads.begin(), placed->uploads.end());
-    *value = placed->node_path;
-  }
+  std::vector<Node*> reached;
+  for (auto& node : nodes) reached.push_back(node.get());
+  auto data_uploads = place_run_data(config, reached, step);
+  if (!data_uploads) return invalid(data_uploads.error());
 
   // Deploy.
   step("deploying");
@@ -240,7 +222,7 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
   std::vector<Node*> raw;
   for (auto& node : nodes) raw.push_back(node.get());
   std::vector<DeployFile> files = {trainer, DeployFile{cfg_path.string(), kRunConfigFile, 0600}};
-  files.insert(files.end(), data_uploads.begin(), data_uploads.end());
+  files.insert(files.end(), data_uploads->begin(), data_uploads->end());
   auto deployed = deploy_all(raw, req.remote_root, run_name, files, trainer_name, req.on_deploy);
   std::filesystem::remove(cfg_path);
   std::filesystem::remove_all(retarget_dir);
