@@ -182,6 +182,50 @@ Result<std::string> read_dtype(const nlohmann::json& cfg) {
 
 
 
+// Sliding-window attention, the way transformers decides it per layer:
+//  - `layer_types` (v4.5x+, v5): the layers marked "sliding_attention" use `sliding_window`;
+//  - else Mistral: every layer uses `sliding_window` unless it is null (MistralAttention);
+//  - else Qwen2: `use_sliding_window` true turns it on for layers >= `max_window_layers`
+//    (Qwen2Config builds layer_types that way).
+// Llama has no sliding window. Fills spec.sliding_window* (header comment of ModelSpec).
+Status read_sliding_window(const nlohmann::json& cfg, ModelSpec& s) {
+  if (s.architecture == "llama") return {};
+  auto window = get_int(cfg, "sliding_window", false, 1);
+  if (!window.ok()) return window.error();
+  int64_t first = -1;
+  std::string field;
+  if (auto lt = cfg.find("layer_types"); lt != cfg.end() && lt->is_array()) {
+    for (size_t i = 0; i < lt->size(); ++i)
+      if ((*lt)[i] == "sliding_attention") {
+        first = static_cast<int64_t>(i);
+        field = "layer_types";
+        break;
+      }
+  } else if (s.architecture == "mistral") {
+    if (*window) {
+      first = 0;
+      field = "sliding_window";
+    }
+  } else {
+    auto use = get_bool(cfg, "use_sliding_window");
+    if (!use.ok()) return use.error();
+    auto from = get_int(cfg, "max_window_layers", false, 0);
+    if (!from.ok()) return from.error();
+    if (use->value_or(false) && from->value_or(0) < s.num_hidden_layers) {
+      first = from->value_or(0);
+      field = "use_sliding_window";
+    }
+  }
+  if (first < 0) return {};
+  if (!*window)
+    return Error{field_name(field), field == "layer_types" ? "sliding_attention" : "true",
+                 "a config with sliding_window set (the window those layers use)"};
+  s.sliding_window = **window;
+  s.sliding_window_from_layer = first;
+  s.sliding_window_field = field;
+  return {};
+}
+
 }  // namespace
 
 Result<ModelSpec> model_spec_from_json(const nlohmann::json& cfg, std::string name) {
@@ -257,6 +301,7 @@ Result<ModelSpec> model_spec_from_json(const nlohmann::json& cfg, std::string na
   MW_TRY(dtype, read_dtype(cfg));
   s.dtype = dtype;
   s.rms_norm_eps = eps.value_or(s.architecture == "qwen2" ? 1e-6 : 1e-5);
+  if (Status st = read_sliding_window(cfg, s); !st.ok()) return st.error();
   return s;
 }
 
@@ -286,6 +331,14 @@ nlohmann::json model_spec_to_json(const ModelSpec& s) {
                          {"original_max_position_embeddings", s.rope_scaling.original_max_position_embeddings}};
   if (!s.dtype.empty()) j["torch_dtype"] = s.dtype;
   j["rms_norm_eps"] = s.rms_norm_eps;
+  // Sliding window: said explicitly either way (MistralConfig's default is 4096, not null).
+  if (s.architecture == "mistral") {
+    j["sliding_window"] = s.sliding_window ? nlohmann::json(s.sliding_window) : nlohmann::json(nullptr);
+  } else if (s.architecture == "qwen2") {
+    j["use_sliding_window"] = s.sliding_window > 0;
+    j["sliding_window"] = s.sliding_window ? nlohmann::json(s.sliding_window) : nlohmann::json(nullptr);
+    j["max_window_layers"] = s.sliding_window ? s.sliding_window_from_layer : s.num_hidden_layers;
+  }
   if (s.architecture == "llama") {
     j["attention_bias"] = s.attention_bias;
     j["mlp_bias"] = s.mlp_bias;

@@ -46,6 +46,14 @@ struct ModelSpec {
   RopeScaling rope_scaling;
   double rms_norm_eps = 1e-5;
   std::string dtype;  // the checkpoint's dtype as config.json says ("bfloat16", ...); "" if unsaid
+  // Sliding-window attention as config.json turns it on: the window (tokens a query attends back
+  // to) of the layers from sliding_window_from_layer on; 0: every layer attends to the whole
+  // causal prefix. meshtrain computes full causal attention, so core's validation refuses a
+  // window shorter than the trained seq_len (the model would differ); a longer one changes
+  // nothing and is kept for the export's config.json.
+  int64_t sliding_window = 0;
+  int64_t sliding_window_from_layer = 0;
+  std::string sliding_window_field;  // the key that turned it on ("sliding_window", "use_sliding_window", "layer_types")
 
   // Exact number of parameters (embedding, per-layer attention/MLP/norm weights and biases,
   // final norm, untied output head).

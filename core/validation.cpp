@@ -121,6 +121,19 @@ void check_model(const ShapeQuery& q, const MeshShape& s, Checker& c) {
     c.error("tp", num(tp),
             "must divide vocab_size (" + num(m.vocab_size) +
                 "): embedding and output head are split over the vocabulary");
+  // Sliding-window attention (Mistral, Qwen2): a query sees only the last sliding_window tokens
+  // (itself included: transformers masks kv < q - window + 1). With seq_len <= window that is the
+  // whole causal prefix, which is what meshtrain computes; a longer sequence would be trained
+  // under a different mask than the model's, so it is refused by name, never ignored.
+  if (m.sliding_window > 0 && q.seq_len > m.sliding_window) {
+    const std::string layers = m.sliding_window_from_layer > 0
+                                   ? "layers " + num(m.sliding_window_from_layer) + ".." + num(m.num_hidden_layers - 1)
+                                   : "every layer";
+    c.error("model.sliding_window", num(m.sliding_window),
+            "at least seq_len (" + num(q.seq_len) + "): meshtrain computes full causal attention, and " +
+                m.sliding_window_field + " puts a " + num(m.sliding_window) + "-token window on " + layers +
+                " (train with seq_len <= " + num(m.sliding_window) + ", or a config without the window)");
+  }
   if (q.seq_len > 0 && m.max_position_embeddings > 0 && q.seq_len > m.max_position_embeddings)
     c.warning("seq_len", num(q.seq_len),
               "exceeds the model's max_position_embeddings (" + num(m.max_position_embeddings) +

@@ -77,7 +77,8 @@ Result<DeployResult> deploy_node(Node& node, size_t index, const std::string& ro
     }
     auto hash = sha256_file(f.local_path);
     if (!hash) return hash.error();
-    const std::string cached = root_dir + "/.deploy/" + *hash + "-" + f.name;
+    // A name may hold a directory (data/<dir>/<shard>, data_placement.h): the cache is flat.
+    const std::string cached = root_dir + "/.deploy/" + *hash + "-" + std::filesystem::path(f.name).filename().string();
     // Already there with the same content? (The hash is recomputed, not trusted from the name.)
     auto have = node.exec(shell_join({"sha256sum", "--", cached}) + " 2>/dev/null", std::chrono::seconds(120), {});
     if (!have) return have.error();
@@ -111,7 +112,9 @@ Result<DeployResult> deploy_node(Node& node, size_t index, const std::string& ro
     char mode[8];
     std::snprintf(mode, sizeof mode, "%o", f.mode);
     const std::string dest = result.run_dir + "/" + f.name;
-    auto link = run(node, "{ " + shell_join({"ln", "-f", "--", cached, dest}) + " 2>/dev/null || " +
+    const std::string dest_dir = std::filesystem::path(dest).parent_path().string();
+    auto link = run(node, shell_join({"mkdir", "-p", "--", dest_dir}) + " && { " +
+                              shell_join({"ln", "-f", "--", cached, dest}) + " 2>/dev/null || " +
                               shell_join({"cp", "-f", "--", cached, dest}) + "; } && " +
                               shell_join({"chmod", mode, "--", dest}),
                     "place " + f.name + " in the run directory");

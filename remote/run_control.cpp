@@ -10,6 +10,7 @@
 #include "core/model_spec.h"
 #include "core/parallel_layout.h"
 #include "remote/cuda_driver.h"
+#include "remote/data_placement.h"
 #include "remote/node_torch.h"
 #include "remote/run_layout.h"
 #include "remote/slurm_run.h"
@@ -171,6 +172,13 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
     step("warning: --max-restarts without --checkpoint-every K: a restart begins again at step 0");
   }
 
+  // Training and held-out data: on every node already, or uploaded with the run, or refused
+  // here (data_placement.h).
+  std::vector<Node*> reached;
+  for (auto& node : nodes) reached.push_back(node.get());
+  auto data_uploads = place_run_data(config, reached, step);
+  if (!data_uploads) return invalid(data_uploads.error());
+
   // Deploy.
   step("deploying");
   const std::string run_name = new_run_dir_name();
@@ -213,9 +221,9 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
   }
   std::vector<Node*> raw;
   for (auto& node : nodes) raw.push_back(node.get());
-  auto deployed = deploy_all(raw, req.remote_root, run_name,
-                             {trainer, DeployFile{cfg_path.string(), kRunConfigFile, 0600}},
-                             trainer_name, req.on_deploy);
+  std::vector<DeployFile> files = {trainer, DeployFile{cfg_path.string(), kRunConfigFile, 0600}};
+  files.insert(files.end(), data_uploads->begin(), data_uploads->end());
+  auto deployed = deploy_all(raw, req.remote_root, run_name, files, trainer_name, req.on_deploy);
   std::filesystem::remove(cfg_path);
   std::filesystem::remove_all(retarget_dir);
   if (!deployed.ok()) {

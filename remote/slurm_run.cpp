@@ -6,6 +6,7 @@
 
 #include "core/model_spec.h"
 #include "core/parallel_layout.h"
+#include "remote/data_placement.h"
 #include "remote/parse_util.h"
 #include "remote/run_layout.h"
 #include "remote/shell_quote.h"
@@ -134,15 +135,20 @@ std::variant<LaunchedRun, LaunchError> launch_slurm_run(const std::filesystem::p
     step("warning: --max-restarts without --checkpoint-every K: a restart begins again at step 0");
   }
 
+  // The job's nodes share the login node's run directory: the data is checked there and, when
+  // absent, uploaded with the run (data_placement.h).
+  auto data_uploads = place_run_data(config, {login.get()}, step);
+  if (!data_uploads) return launch_error(data_uploads.error(), ErrorKind::invalid_input);
+
   step("deploying to the shared run directory");
   const std::string run_name = new_run_dir_name();
   const auto cfg_path = std::filesystem::temp_directory_path() / ("meshwork-" + run_name + ".json");
   if (auto st = save_run_config(config, cfg_path); !st) return launch_error(st.error(), ErrorKind::io);
   const std::string trainer_name = "meshtrain";
-  auto deployed = deploy_all({login.get()}, req.base.remote_root, run_name,
-                             {DeployFile{req.base.trainer_path, trainer_name, 0700},
-                              DeployFile{cfg_path.string(), kRunConfigFile, 0600}},
-                             trainer_name, req.base.on_deploy);
+  std::vector<DeployFile> files = {DeployFile{req.base.trainer_path, trainer_name, 0700, {}},
+                                   DeployFile{cfg_path.string(), kRunConfigFile, 0600, {}}};
+  files.insert(files.end(), data_uploads->begin(), data_uploads->end());
+  auto deployed = deploy_all({login.get()}, req.base.remote_root, run_name, files, trainer_name, req.base.on_deploy);
   std::filesystem::remove(cfg_path);
   if (!deployed.ok()) return launch_error(deployed.nodes.front().error(), ErrorKind::remote);
   const std::string run_dir = deployed.nodes.front()->run_dir;

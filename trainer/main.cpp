@@ -9,6 +9,7 @@
 
 #include "core/model_spec.h"
 #include "core/parallel_layout.h"
+#include "trainer/hf/check.h"
 #include "trainer/hf/export.h"
 #include "trainer/options.h"
 #include "trainer/supervisor.h"
@@ -64,7 +65,11 @@ int main(int argc, char** argv) {
   }
   o.run.mesh = checked.layout->shape();  // -1 resolved
   if (o.check_only) {
+    // The weights too: every header against config.json (no tensor data is read).
+    auto weights = hf::check_hf_weights(o.run, *spec);
+    if (!weights.ok()) return refuse(weights.error());
     std::cout << "meshtrain: ok: " << o.run.mesh.to_string() << " on " << placement.world_size << " rank(s)\n";
+    if (!weights->empty()) std::cout << "meshtrain: ok: " << *weights << "\n";
     return kExitOk;
   }
 

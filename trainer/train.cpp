@@ -314,6 +314,17 @@ int Trainer::open_hf_checkpoint(ParallelizeOptions& po) {
     return fail(2, "--init: hf: --model " + (o_.run.model.is_string() ? o_.run.model.get<std::string>() : "(inline)") +
                        ": a Hugging Face directory holding model.safetensors or model.safetensors.index.json "
                        "(or --init random)", /*tell=*/true);
+  // --resume with a complete checkpoint of its own: resume() overwrites every parameter with it,
+  // so the Hugging Face weights would be read for nothing (and the directory may since have been
+  // replaced, e.g. by --save-hf of this very run). The seeded init is cheap and never read.
+  if (o_.resume) {
+    const fs::path own = o_.checkpoint_dir.empty() ? run_file("checkpoints") : fs::path(o_.checkpoint_dir);
+    if (auto latest = latest_checkpoint(own)) {
+      log_("initial weights: --resume from ", latest->string(), "; the Hugging Face checkpoint ", dir->string(),
+           " is not read");
+      return 0;
+    }
+  }
   std::vector<std::vector<hf::ParamShape>> units;
   for (int u = 0; u < model_->num_units(); ++u) {
     units.emplace_back();

@@ -325,3 +325,63 @@ TEST(ModelSpec, HfDirectoryWithWeights) {
   ASSERT_FALSE(missing.ok());
   std::filesystem::remove_all(dir);
 }
+
+namespace {
+
+// Sliding-window attention as transformers' configs say it (v5 writes layer_types; Mistral's
+// default window is 4096): the spec records the window and the first layer using it, and the
+// HF config written back reads to the same values.
+TEST(ModelSpec, SlidingWindowFromMistralAndQwen2Configs) {
+  json mistral = llama8b_config();
+  mistral.erase("rope_scaling");
+  mistral["model_type"] = "mistral";
+  mistral["sliding_window"] = 4096;
+  auto m = model_spec_from_json(mistral, "m");
+  ASSERT_TRUE(m.ok()) << m.error().message();
+  EXPECT_EQ(m->sliding_window, 4096);
+  EXPECT_EQ(m->sliding_window_from_layer, 0);
+  EXPECT_EQ(m->sliding_window_field, "sliding_window");
+  mistral["sliding_window"] = nullptr;
+  EXPECT_EQ(model_spec_from_json(mistral, "m")->sliding_window, 0);
+
+  json qwen = mistral;
+  qwen["model_type"] = "qwen2";
+  qwen["num_hidden_layers"] = 4;
+  qwen["use_sliding_window"] = true;
+  qwen["sliding_window"] = 512;
+  qwen["max_window_layers"] = 3;  // v4 style: layers 3.. slide
+  auto q = model_spec_from_json(qwen, "q");
+  ASSERT_TRUE(q.ok()) << q.error().message();
+  EXPECT_EQ(q->sliding_window, 512);
+  EXPECT_EQ(q->sliding_window_from_layer, 3);
+  EXPECT_EQ(q->sliding_window_field, "use_sliding_window");
+  // v5: layer_types decides (here layer 1 only), whatever the flag says.
+  qwen["layer_types"] = {"full_attention", "sliding_attention", "full_attention", "full_attention"};
+  q = model_spec_from_json(qwen, "q");
+  EXPECT_EQ(q->sliding_window_from_layer, 1);
+  EXPECT_EQ(q->sliding_window_field, "layer_types");
+  qwen["layer_types"] = {"full_attention", "full_attention", "full_attention", "full_attention"};
+  EXPECT_EQ(model_spec_from_json(qwen, "q")->sliding_window, 0);
+  // Sliding layers with no window to slide by: refused naming the key.
+  qwen.erase("layer_types");
+  qwen["sliding_window"] = nullptr;
+  auto bad = model_spec_from_json(qwen, "q");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(),
+            "model.use_sliding_window: true: a config with sliding_window set (the window those layers use)");
+
+  // Written back and read again: the same window (Mistral's null stays null, not 4096).
+  for (const ModelSpec& s : {*m, *model_spec_from_json(mistral, "m")}) {
+    auto again = model_spec_from_json(model_spec_to_json(s), "m");
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->sliding_window, s.sliding_window);
+  }
+  qwen["sliding_window"] = 512;
+  auto q3 = *model_spec_from_json(qwen, "q");
+  auto q3again = model_spec_from_json(model_spec_to_json(q3), "q");
+  ASSERT_TRUE(q3again.ok());
+  EXPECT_EQ(q3again->sliding_window, 512);
+  EXPECT_EQ(q3again->sliding_window_from_layer, 3);
+}
+
+}  // namespace

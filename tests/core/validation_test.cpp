@@ -279,3 +279,23 @@ TEST(Validation, AccelerateRefusalIsMarkedNotHidden) {
   ASSERT_FALSE(checked.ok());
   EXPECT_EQ(checked.report.errors()[0].field, "dp_shard");
 }
+
+namespace {
+
+// meshtrain computes full causal attention: a sliding window shorter than seq_len is an error
+// on model.sliding_window; one at least seq_len long is full attention and fine.
+TEST(Validation, SlidingWindowShorterThanSeqLenIsRefused) {
+  ModelSpec m = spec(8, 8);
+  m.sliding_window = 4096;
+  m.sliding_window_field = "sliding_window";
+  ShapeQuery q = query({1, 8, 1, 1}, 8);
+  q.model = &m;
+  q.seq_len = 4096;
+  EXPECT_TRUE(validate_shape(q).ok());
+  q.seq_len = 8192;
+  ShapeReport r = validate_shape(q);
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(has(r, Severity::error, "model.sliding_window"));
+}
+
+}  // namespace

@@ -270,3 +270,92 @@ TEST(HfLoad, InitHfWithoutWeightsAndUnknownRopeAreRefused) {
 }
 
 }  // namespace
+
+namespace {
+
+// `meshtrain --check` opens the checkpoint's headers and checks them against config.json (no
+// rank starts, no tensor data is read): a good checkpoint passes with a summary line, a shape
+// that disagrees is refused with the same message a run gives.
+TEST(HfLoad, CheckComparesCheckpointHeadersWithConfig) {
+  auto ref = make_reference("check", {"llama", "--kv-heads", "2", "--shard-kb", "30"});
+  const fs::path d = ref.dir / "run-check";
+  fs::create_directories(d);
+  auto args = meshtrain_args(ref, d);
+  for (auto a : {"--check", "--nproc-per-node", "4", "--dp-shard", "2", "--tp", "2"}) args.push_back(a);
+  ASSERT_EQ(run(args, d), 0) << slurp(d / "stderr.txt");
+  // 2 layers x 9 tensors + embed, norm, lm_head.
+  EXPECT_NE(slurp(d / "stdout.txt").find("meshtrain: ok: checkpoint " + (ref.dir / "model").string() +
+                                         ": 21 tensors match config.json ("),
+            std::string::npos)
+      << slurp(d / "stdout.txt");
+  EXPECT_FALSE(fs::exists(d / "rank0.log"));  // nothing started
+  auto index = nlohmann::json::parse(slurp(ref.dir / "model" / "model.safetensors.index.json"));
+  const fs::path shard = ref.dir / "model" / index["weight_map"]["model.layers.1.self_attn.k_proj.weight"].get<std::string>();
+  edit_header(shard, [](nlohmann::json& h) { h["model.layers.1.self_attn.k_proj.weight"]["shape"] = {48, 16}; });
+  EXPECT_EQ(run(args, d), 2);
+  expect_line(slurp(d / "stderr.txt"),
+              "meshtrain: " + shard.string() +
+                  ": model.layers.1.self_attn.k_proj.weight: shape [48, 16]: [16, 48] as config.json says "
+                  "(hidden_size 48, intermediate_size 72, heads 6/2 x head_dim 8, vocab_size 250)\n");
+}
+
+// --resume from meshtrain's own checkpoint never reads the Hugging Face weights it started from
+// (they are overwritten anyway): with model.safetensors broken after the first run, a resume
+// still works and says so in its log, while a fresh start is refused.
+TEST(HfLoad, ResumeDoesNotReadTheHfCheckpoint) {
+  auto ref = make_reference("resume", {"llama", "--kv-heads", "2"});
+  const fs::path d = ref.dir / "run-resume";
+  fs::create_directories(d);
+  auto args = meshtrain_args(ref, d);
+  for (auto a : {"--checkpoint-every", "1"}) args.push_back(a);
+  ASSERT_EQ(run(args, d), 0) << slurp(d / "stderr.txt") << slurp(d / "rank0.log");
+  // A header length past the end of the file: any read of the checkpoint is refused.
+  const fs::path file = ref.dir / "model" / "model.safetensors";
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << std::string("\xff\xff\xff\x00\x00\x00\x00\x00{}", 10);
+  auto resume = args;
+  for (auto a : {"--resume", "--steps", "2"}) resume.push_back(a);
+  ASSERT_EQ(run(resume, d), 0) << slurp(d / "stderr.txt") << slurp(d / "rank0.log");
+  const std::string log = slurp(d / "rank0.log");
+  EXPECT_NE(log.find("initial weights: --resume from " + (d / "checkpoints" / "step-00000001").string() +
+                     "; the Hugging Face checkpoint " + (ref.dir / "model").string() + " is not read"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("resumed from "), std::string::npos) << log;
+  const fs::path fresh = ref.dir / "run-fresh";
+  fs::create_directories(fresh);
+  EXPECT_EQ(run(meshtrain_args(ref, fresh), fresh), 2) << slurp(fresh / "stderr.txt");
+}
+
+// Sliding-window attention in configs written by transformers itself: a window shorter than the
+// trained seq_len is refused by name (meshtrain computes full attention); a null window, one at
+// least seq_len long, or Qwen2's flag off is full attention and fine.
+TEST(HfLoad, SlidingWindowShorterThanSeqLenIsRefusedByName) {
+  const fs::path dir = temp_dir("sliding");
+  ASSERT_EQ(run({MESHWORK_PYTHON, SLIDING_WINDOW_CONFIGS_PY, dir.string()}, dir), 0) << slurp(dir / "stderr.txt");
+  auto check = [&](const std::string& name, int seq_len) {
+    const fs::path d = dir / ("run-" + name + "-" + std::to_string(seq_len));
+    fs::create_directories(d);
+    const int rc = run({MESHTRAIN_BIN, "--check", "--model", (dir / name).string(), "--seq-len", std::to_string(seq_len),
+                        "--global-batch", "4", "--micro-batch", "1"},
+                       d);
+    return std::pair{rc, slurp(d / "stderr.txt")};
+  };
+  auto [rc, err] = check("mistral-window16", 32);
+  EXPECT_EQ(rc, 2);
+  expect_line(err,
+              "meshtrain: model.sliding_window: 16: at least seq_len (32): meshtrain computes full causal "
+              "attention, and sliding_window puts a 16-token window on every layer (train with seq_len <= 16, "
+              "or a config without the window)\n");
+  std::tie(rc, err) = check("qwen2-window16", 32);
+  EXPECT_EQ(rc, 2);
+  expect_line(err,
+              "meshtrain: model.sliding_window: 16: at least seq_len (32): meshtrain computes full causal "
+              "attention, and layer_types puts a 16-token window on layers 1..1 (train with seq_len <= 16, "
+              "or a config without the window)\n");
+  for (const char* ok : {"mistral-null", "mistral-default", "qwen2-off"})
+    EXPECT_EQ(check(ok, 32).first, 0) << ok << ": " << check(ok, 32).second;
+  EXPECT_EQ(check("mistral-window16", 16).first, 0) << check("mistral-window16", 16).second;
+  EXPECT_EQ(check("qwen2-window16", 16).first, 0) << check("qwen2-window16", 16).second;
+}
+
+}  // namespace

@@ -19,6 +19,7 @@
 #include "core/mesh_json.h"
 #include "core/model_spec.h"
 #include "trainer/checkpoint.h"
+#include "trainer/hf/mapped_rank_file.h"
 #include "trainer/hf/weight_names.h"
 #include "trainer/hf/safetensors_writer.h"
 #include "trainer/model.h"
@@ -86,7 +87,10 @@ Result<fs::path> resolve_step_dir(const fs::path& given) {
                "a checkpoint step directory (step-N with COMPLETE) or a directory holding one"};
 }
 
-// Every tp rank's local flat units, rebuilt from one replica's FSDP shards (header comment).
+// Every tp rank's local flat units, rebuilt from one replica's FSDP shards (header comment),
+// read lazily: the rank files are mapped (mapped_rank_file.h) and a full tensor is gathered
+// from the pieces of it each shard holds when it is written, so the export holds one tensor
+// (plus its converted copy), never the model.
 class Consolidator {
  public:
   static Result<Consolidator> load(const fs::path& step_dir, const CheckpointMeta& meta, const Model& model) {
@@ -94,50 +98,64 @@ class Consolidator {
     auto mesh = DeviceMesh::create(meta.mesh, static_cast<int>(meta.mesh.world_size()));
     if (!mesh.ok()) return mesh.error();
     const int t = meta.mesh.size(Axis::tp);
-    c.local_.resize(t);
+    c.shards_.resize(t);
     for (int r = 0; r < t; ++r) {
       MeshCoord coord;
       coord.set(Axis::tp, r);
       const int first = mesh->rank_of(coord);
-      const std::vector<int> shards = mesh->group_members(first, meta.fsdp_group);  // group-rank order
-      std::vector<std::vector<Tensor>> pieces(model.num_units());
-      for (int rank : shards) {
-        auto st = load_rank_state(step_dir, rank);  // moments dropped at the end of this scope
-        if (!st.ok()) return Error{"--checkpoint", st.error().message(), "every rank's file"};
-        if (static_cast<int>(st->params.size()) != model.num_units())
-          return Error{"--checkpoint", (step_dir / ("rank" + std::to_string(rank) + ".pt")).string(),
+      for (int rank : mesh->group_members(first, meta.fsdp_group)) {  // group-rank order
+        const fs::path path = step_dir / ("rank" + std::to_string(rank) + ".pt");
+        auto f = MappedRankFile::open(path);
+        if (!f.ok()) return Error{"--checkpoint", f.error().message(), "every rank's file"};
+        if (static_cast<int>((*f)->params().size()) != model.num_units())
+          return Error{"--checkpoint", path.string(),
                        std::to_string(model.num_units()) + " flat parameters (one per unit), found " +
-                           std::to_string(st->params.size())};
-        for (int u = 0; u < model.num_units(); ++u) pieces[u].push_back(st->params[u].to(at::kFloat));
+                           std::to_string((*f)->params().size())};
+        c.shards_[r].push_back(std::move(*f));
       }
       for (int u = 0; u < model.num_units(); ++u) {
-        int64_t numel = 0;
+        int64_t numel = 0, held = 0;
         for (const ParamInfo& p : model.full_layout(u).params) numel += tp_local_param(p, model.spec(), t).numel();
-        Tensor flat = pieces[u].size() == 1 ? pieces[u][0] : at::cat(pieces[u]);
-        if (flat.numel() < numel)
+        for (const auto& f : c.shards_[r]) held += f->params()[u].numel();
+        if (held < numel)
           return Error{"--checkpoint", step_dir.string() + " unit " + std::to_string(u),
-                       std::to_string(numel) + " elements per tp rank, the shards hold " +
-                           std::to_string(flat.numel())};
-        c.local_[r].push_back(flat.narrow(0, 0, numel));
+                       std::to_string(numel) + " elements per tp rank, the shards hold " + std::to_string(held)};
       }
     }
     return c;
   }
 
-  // The full fp32 tensor of parameter i of unit u.
+  // The full fp32 tensor of parameter i of unit u: each tp rank's piece is elements
+  // [offset, offset + n) of its local flat unit, the concatenation of its shard group's shards.
   Tensor full(const Model& model, int u, size_t i) const {
     const UnitLayout& fl = model.full_layout(u);
-    const int t = static_cast<int>(local_.size());
+    const int t = static_cast<int>(shards_.size());
     int64_t offset = 0;
     for (size_t j = 0; j < i; ++j) offset += tp_local_param(fl.params[j], model.spec(), t).numel();
     const int64_t n = tp_local_param(fl.params[i], model.spec(), t).numel();
     std::vector<Tensor> pieces;
-    for (int r = 0; r < t; ++r) pieces.push_back(local_[r][u].narrow(0, offset, n));
+    for (int r = 0; r < t; ++r) {
+      std::vector<Tensor> parts;  // views of the mapped shards that cover [offset, offset + n)
+      int64_t begin = 0;
+      for (const auto& f : shards_[r]) {
+        const Tensor& shard = f->params()[u];
+        const int64_t lo = std::max(offset, begin), hi = std::min(offset + n, begin + shard.numel());
+        if (lo < hi) parts.push_back(shard.narrow(0, lo - begin, hi - lo));
+        begin += shard.numel();
+      }
+      pieces.push_back((parts.size() == 1 ? parts[0] : at::cat(parts)).to(at::kFloat));
+    }
     return tp_unsplit(fl.params[i], model.spec(), pieces);
   }
 
+  // After a tensor is written: the mapped pages it read go back (the page cache keeps them).
+  void release_pages() const {
+    for (const auto& group : shards_)
+      for (const auto& f : group) f->release_pages();
+  }
+
  private:
-  std::vector<std::vector<Tensor>> local_;  // [tp rank][unit] local flat fp32
+  std::vector<std::vector<std::unique_ptr<MappedRankFile>>> shards_;  // [tp rank][group rank]
 };
 
 struct Entry {
@@ -281,6 +299,7 @@ Result<ExportSummary> export_checkpoint(const ExportOptions& options) {
       if (Status st = w->write(s.name, bytes); !st.ok()) return abandon(st.error());
       weight_map[s.name] = file;
       ++summary.tensors;
+      consolidated->release_pages();
     }
     if (Status st = w->finish(); !st.ok()) return abandon(st.error());
     done(file);
