@@ -34,6 +34,9 @@ struct PlanQuery {
   // Axes the user fixed: a size >= 1 stays as given; 0 or -1 leaves the axis free.
   MeshShape fixed{0, 0, 0, 0};
   HardwareModel hardware = HardwareModel::h100();
+  // Measured on the cluster (`meshwork calibrate`, core/calibration.h): replaces `hardware`'s
+  // constants wherever it has a number (TimeEstimate says which).
+  std::optional<Calibration> calibration;
   MemoryModel memory;
   std::optional<int64_t> reserve_bytes;      // unset: default_reserve_bytes(device)
   std::optional<AttentionKernel> attention;  // unset: default_attention_kernel(device)
