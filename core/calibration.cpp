@@ -166,12 +166,15 @@ Result<ClusterFingerprint> fingerprint_from_json(const nlohmann::json& j) {
   return f;
 }
 
-std::optional<double> Calibration::matmul_flops(Precision precision, int ranks_per_node) const {
+std::optional<double> Calibration::matmul_flops(Precision precision, int ranks_per_node, int split) const {
   const MatmulRate* best = nullptr;
+  // Nearest ranks_per_node first, then nearest split.
+  auto distance = [&](const MatmulRate& r) {
+    return std::make_pair(std::abs(r.ranks_per_node - ranks_per_node), std::abs(r.split - split));
+  };
   for (const MatmulRate& r : matmul) {
     if (r.precision != precision || !(r.flops_per_s > 0)) continue;
-    if (!best || std::abs(r.ranks_per_node - ranks_per_node) < std::abs(best->ranks_per_node - ranks_per_node))
-      best = &r;
+    if (!best || distance(r) < distance(*best)) best = &r;
   }
   if (!best) return std::nullopt;
   // Ranks of a node share its cores (CPU) or, on GPUs, have one device each (ranks_per_node
@@ -198,7 +201,7 @@ nlohmann::json to_json(const Calibration& c) {
   nlohmann::json mm = nlohmann::json::array(), co = nlohmann::json::array();
   for (const MatmulRate& r : c.matmul)
     mm.push_back({{"precision", std::string(to_string(r.precision))}, {"threads", r.threads},
-                  {"ranks_per_node", r.ranks_per_node}, {"flops_per_s", r.flops_per_s}});
+                  {"ranks_per_node", r.ranks_per_node}, {"split", r.split}, {"flops_per_s", r.flops_per_s}});
   for (const CollectiveFit& f : c.collectives)
     co.push_back({{"link", std::string(to_string(f.link))}, {"op", std::string(to_string(f.op))},
                   {"group_size", f.group_size}, {"latency_s", f.fit.latency_s},
@@ -240,6 +243,8 @@ Result<Calibration> calibration_from_json(const nlohmann::json& j) {
     if (!p) return p.error();
     r.precision = *p;
     if (!(r.flops_per_s > 0)) return Error{where + ".flops_per_s", std::to_string(r.flops_per_s), "> 0"};
+    r.split = e.value("split", 1);
+    if (r.split < 1) return Error{where + ".split", std::to_string(r.split), "a whole number >= 1"};
     c.matmul.push_back(r);
   }
   for (size_t i = 0; i < j["collectives"].size(); ++i) {
@@ -290,17 +295,17 @@ Result<Calibration> build_calibration(const ClusterFingerprint& fingerprint,
   // Matmuls: per (precision, ranks_per_node, threads) the rate of the model's matmuls taken
   // together, sum count x 2 m n k / sum count x seconds over shapes and ranks (a forward's time
   // is the sum of its matmuls' times; each shape weighs as often as the model multiplies it).
-  std::map<std::tuple<int, int, int>, std::pair<double, double>> mm;  // flops, seconds
+  std::map<std::tuple<int, int, int, int>, std::pair<double, double>> mm;  // flops, seconds
   for (const MatmulSample& s : matmuls) {
     if (!(s.seconds > 0)) continue;
-    auto& acc = mm[{static_cast<int>(s.precision), s.ranks_per_node, s.threads}];
+    auto& acc = mm[{static_cast<int>(s.precision), s.ranks_per_node, s.threads, s.split}];
     const double count = static_cast<double>(std::max<int64_t>(1, s.count));
     acc.first += count * 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
     acc.second += count * s.seconds;
   }
   for (const auto& [key, acc] : mm)
     c.matmul.push_back({static_cast<Precision>(std::get<0>(key)), std::get<2>(key), std::get<1>(key),
-                        acc.first / acc.second});
+                        acc.first / acc.second, std::get<3>(key)});
   std::map<std::tuple<int, int, int>, std::vector<CollectiveSample>> groups;
   for (const CollectiveSample& s : collectives)
     groups[{static_cast<int>(s.link), static_cast<int>(s.op), s.group_size}].push_back(s);

@@ -68,6 +68,7 @@ struct MatmulSample {
   int64_t m = 0, n = 0, k = 0;  // [m, k] x [k, n]: 2 m n k FLOPs
   double seconds = 0;           // mean time of one matmul
   int64_t count = 1;            // times the shape occurs in one forward (a layer's shapes: L)
+  int split = 1;                // the layer's matmuls split this many ways (tp x cp of a shape)
 };
 
 // Least-squares fit of t = alpha + x / beta over samples of one (link, op, group size), x the
@@ -106,6 +107,9 @@ struct MatmulRate {
   int threads = 1;
   int ranks_per_node = 1;
   double flops_per_s = 0;  // per rank, while every rank of the node multiplies
+  // The matmuls were split this many ways (tp divides their widths, cp their tokens): smaller
+  // matrices run below the rate of whole ones, which is what makes tp 4 slow on a CPU.
+  int split = 1;
 };
 
 struct Calibration {
@@ -119,7 +123,8 @@ struct Calibration {
 
   // The matmul rate for `precision` with `ranks_per_node` ranks sharing a node: that entry, else
   // the one with the nearest ranks_per_node (scaled by the ratio of ranks: they share the cores).
-  std::optional<double> matmul_flops(Precision precision, int ranks_per_node) const;
+  // Among those, the entry with the nearest split (tp x cp of the shape).
+  std::optional<double> matmul_flops(Precision precision, int ranks_per_node, int split = 1) const;
   // The fit for (link, op) at group size n: that entry, else the nearest group size with alpha
   // scaled by ring_steps(n) / ring_steps(n') (beta is per byte sent, which a ring keeps).
   std::optional<AlphaBeta> collective(LinkKind link, Collective op, int64_t n) const;

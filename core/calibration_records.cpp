@@ -56,6 +56,7 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
         continue;
       }
       field(f, "count", s.count);
+      field(f, "split", s.split);
       auto p = parse_precision(precision);
       if (!p || !(s.seconds > 0)) {
         skip(r, "precision fp32|bf16 and seconds > 0");

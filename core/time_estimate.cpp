@@ -67,7 +67,8 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   // tokens_per_step * flops_per_token, world ranks in parallel:
   //   compute_s = tokens_per_step * flops_per_token / (world * rate * efficiency)
   // rate: the calibration's measured matmul rate of a rank (at the precision, with as many ranks
-  // sharing a node as this run has) when there is one, else HardwareModel's peak; efficiency:
+  // sharing a node as this run has, for matmuls split tp x cp ways) when there is one, else
+  // HardwareModel's peak; efficiency:
   // the calibration's measured step efficiency, else HardwareModel's.
   out.model_flops_per_token = model_flops_per_token(m, s);
   // Full checkpointing recomputes the forward: + 2N + 4 L a d s (one third of 6N + 12 L a d s).
@@ -78,7 +79,9 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   double peak = hw.peak_flops(q.precision);
   double efficiency = hw.efficiency;
   if (cal) {
-    if (std::optional<double> rate = cal->matmul_flops(q.precision, ranks_per_node)) {
+    // tp narrows every matmul of a layer and cp shortens its tokens: the rate of matmuls split
+    // tp x cp ways (smaller matrices run slower on the same cores).
+    if (std::optional<double> rate = cal->matmul_flops(q.precision, ranks_per_node, static_cast<int>(t * cp))) {
       peak = *rate;
       out.compute_calibrated = true;
     }

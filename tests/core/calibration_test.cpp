@@ -272,3 +272,14 @@ TEST(CalibratedEstimate, ContextParallelSendRecv) {
   EXPECT_DOUBLE_EQ(ax.seconds, ax.collectives * 5e-5 + ax.bytes / 2e9);
   EXPECT_TRUE(t.comm_calibrated[static_cast<int>(Axis::cp)]);
 }
+
+TEST(CalibratedEstimate, TensorParallelUsesTheRateOfSplitMatmuls) {
+  ModelSpec tiny = preset("tiny");
+  TimeQuery q = calibrated_query(tiny, {1, 1, 1, 2}, 2);
+  // Matmuls split 2 ways run at 1 GFLOP/s here, whole ones at 2: tp 2 takes the split rate.
+  q.calibration->matmul.push_back({Precision::fp32, 1, 2, 1e9, 2});
+  TimeEstimate t = estimate_time(q);
+  EXPECT_DOUBLE_EQ(t.compute_s, 256 * 935'808.0 / (2 * 1e9 * 0.5));
+  EXPECT_DOUBLE_EQ(*q.calibration->matmul_flops(Precision::fp32, 2, 4), 1e9);  // nearest split
+  EXPECT_DOUBLE_EQ(*q.calibration->matmul_flops(Precision::fp32, 2, 1), 2e9);
+}
