@@ -13,6 +13,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include "core/calibration_records.h"
 #include "core/metrics.h"
