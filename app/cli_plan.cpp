@@ -3,11 +3,12 @@
 // meshwork plan --model NAME|PATH --nodes N --gpus-per-node G --gpu-memory SIZE --seq-len S
 //   --micro-batch B [--global-batch GB] [--precision fp32|bf16]
 //   [--activation-checkpointing none|full] [--dp-replicate A] [--dp-shard B] [--cp C] [--tp D]
-//   [--device cuda|cpu] [--reserve SIZE] [--json]
+//   [--device cuda|cpu] [--reserve SIZE] [--calibration FILE|ID [--db PATH]] [--json]
 //   [--from FILE] [--export accelerate|axolotl|torchtitan [--out FILE]]
 // Exit 0: something fits (or the fully given shape fits); 2: invalid input; 3: valid, nothing fits.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -17,6 +18,9 @@
 #include "app/plan_interop.h"
 #include "core/cli_args.h"
 #include "core/planner.h"
+#include "core/store/calibration_store.h"
+#include "core/store/paths.h"
+#include "core/store/run_store.h"
 #include "core/units.h"
 
 namespace meshwork::cli {
@@ -31,6 +35,7 @@ constexpr const char* kUsage =
     "                     [--device cuda|cpu] [--reserve SIZE]\n"
     "                     [--attention fused|materialized] [--json]\n"
     "                     [--from FILE] [--export accelerate|axolotl|torchtitan [--out FILE]]\n"
+    "                     [--calibration FILE|FINGERPRINT_ID [--db PATH]]\n"
     "Ranks every mesh shape (dp_replicate x dp_shard x cp x tp = nodes x gpus-per-node) by\n"
     "whether it fits GPU memory, then by predicted tokens/s. Given axes stay fixed.\n"
     "SIZE: 80GiB, 80GB, 81920MiB. --device cpu estimates CPU ranks (no framework reserve).\n"
@@ -40,6 +45,9 @@ constexpr const char* kUsage =
     "sequence length, batch, precision, ...); flags given as well override the file.\n"
     "--export FORMAT: write the best fitting shape the tool accepts as its config (stdout, or\n"
     "--out FILE) and print each node's launch line.\n"
+    "--calibration: what `meshwork calibrate` measured on the cluster (a calibration JSON file,\n"
+    "or the fingerprint id it printed: the newest stored one in the run store, --db PATH or the\n"
+    "default) replaces the hardware defaults wherever it has a number.\n"
     "Exit 0: a shape fits; 2: invalid input; 3: valid, but nothing fits.\n";
 
 // The help is kUsage.
@@ -49,7 +57,8 @@ const std::vector<FlagSpec> kFlags = {
     {"--precision", "fp32|bf16", ""}, {"--activation-checkpointing", "none|full", ""},
     {"--dp-replicate", "A", ""}, {"--dp-shard", "B", ""}, {"--cp", "C", ""}, {"--tp", "D", ""},
     {"--device", "cuda|cpu", ""}, {"--reserve", "SIZE", ""}, {"--attention", "fused|materialized", ""},
-    {"--json", "", ""}, {"--from", "FILE", ""}, {"--export", "FORMAT", ""}, {"--out", "FILE", ""}};
+    {"--calibration", "FILE|ID", ""}, {"--db", "PATH", ""}, {"--json", "", ""}, {"--from", "FILE", ""},
+    {"--export", "FORMAT", ""}, {"--out", "FILE", ""}};
 
 constexpr int64_t kMaxCount = int64_t{1} << 30;
 
@@ -126,6 +135,12 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
   }
   out << "\nstep: predicted optimizer step; comm: share of the step spent communicating; "
          "! : see warnings\n";
+  if (q.calibration)
+    out << "Calibrated: compute and collectives from the calibration of cluster "
+        << q.calibration->fingerprint.id() << " measured " << q.calibration->measured_at
+        << " (hardware defaults where it has no number)\n";
+  else
+    out << "Hardware defaults (no calibration: meshwork calibrate, then --calibration)\n";
   bool header = false;
   rank = 0;
   for (const PlanEntry& e : plan.shapes) {
@@ -146,6 +161,24 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
   if (!refused_by_accelerate.empty())
     out << "; Accelerate would refuse " << refused_by_accelerate << " (tp/cp with pure replication)";
   out << (plan.any_fits() ? "" : "; none fits in memory") << ".\n";
+}
+
+// --calibration: a file when one exists at that path, else a fingerprint id in the run store.
+Result<Calibration> load_calibration(const std::string& value, const std::optional<std::string>& db) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(value, ec)) return read_calibration_file(value);
+  const std::filesystem::path path = db ? std::filesystem::path(*db) : store::default_db_path();
+  if (!std::filesystem::exists(path, ec))
+    return Error{"--calibration", value, "a calibration file, or a fingerprint id stored in " + path.string() +
+                                            " (which does not exist)"};
+  auto st = store::RunStore::open(path);
+  if (!st.ok()) return st.error();
+  auto found = store::latest_calibration((*st)->handle(), value);
+  if (!found.ok()) return found.error();
+  if (!*found)
+    return Error{"--calibration", value,
+                 "a calibration file, or a fingerprint id stored in " + path.string() + " (meshwork calibrate)"};
+  return (*found)->calibration;
 }
 
 }  // namespace
@@ -259,6 +292,12 @@ int plan_main(const Args& args) {
     const int64_t imported = from && from->mesh && (*from->mesh)[a] >= 1 ? (*from->mesh)[a] : 0;
     TRY_ASSIGN(size, flags.integer(flag, 1, kMaxCount, axis_allowed, imported));
     q.fixed.set(a, static_cast<int>(size));
+  }
+
+  if (auto c = flags.value("--calibration")) {
+    auto cal = load_calibration(*c, flags.value("--db"));
+    if (!cal.ok()) return fail(cal.error());
+    q.calibration = *cal;
   }
 
   auto plan = make_plan(q);

@@ -540,7 +540,9 @@ int launch_slurm_main(const Parsed& p) {
 }
 }  // namespace
 
-int launch_main(const Args& args) {
+int launch_main(const Args& args) { return launch_command(args, "", {}); }
+
+int launch_command(const Args& args, const std::string& subcommand, const AfterFollow& after) {
   auto p = parse(args,
                  {{"--hostfile", "FILE", ""}, {"--hosts", "H1,H2", ""}, {"--local", "", ""},
                   {"--nproc-per-node", "N", ""}, {"--config", "FILE", ""}, {"--db", "PATH", ""},
@@ -552,6 +554,7 @@ int launch_main(const Args& args) {
                   {"--account", "A", ""}, {"--qos", "Q", ""}, {"--time", "T", ""}, {"--sbatch-arg", "ARG", ""}},
                  "meshwork launch", /*run_config=*/true);
   if (!p) return refuse(p.error());
+  if (p->switches.count("--help") && !subcommand.empty()) return kExitOk;  // the caller printed its usage
   if (p->switches.count("--help")) {
     std::string run_flags;
     for (const RunConfigFlag& f : run_config_flags()) run_flags += (run_flags.empty() ? "" : " ") + f.name;
@@ -587,11 +590,18 @@ int launch_main(const Args& args) {
     return kExitOk;
   }
   if (!p->positional.empty()) return refuse(Error{"launch", p->positional[0], "takes no positional arguments"});
-  if (p->switches.count("--slurm")) return launch_slurm_main(*p);
+  if (p->switches.count("--slurm")) {
+    if (!subcommand.empty())
+      return refuse(Error{"--slurm", "", "meshwork " + subcommand + " runs over SSH or locally (not through Slurm yet)"});
+    return launch_slurm_main(*p);
+  }
   auto config = launch_config(*p);
   if (!config) return refuse(config.error());
   LaunchRequest req;
   req.config = *config;
+  req.subcommand = subcommand;
+  // meshtrain calibrate builds its own group layouts: any valid shape of the world will do.
+  if (subcommand == "calibrate") req.config.mesh = MeshShape{1, -1, 1, 1};
   int port = 0;
   if (auto st = int_value(*p, "--master-port", 1, 65535, port); !st) return refuse(st.error());
   req.master_port = port;
@@ -629,7 +639,8 @@ int launch_main(const Args& args) {
             << run.record.nodes[0].run_dir << "\n"
             << std::flush;
   if (p->switches.count("--detach")) return kExitOk;
-  return follow(db, run.id, run.record, req.ssh);
+  const int rc = follow(db, run.id, run.record, req.ssh);
+  return after ? after(db, run.id, run.record, rc) : rc;
 }
 
 namespace {

@@ -4,10 +4,13 @@
 //   meshwork: <field>: <value>: <what is allowed>
 #pragma once
 
+#include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "remote/launch.h"
 
 namespace meshwork::cli {
 
@@ -25,6 +28,14 @@ int deploy_main(const Args& args);  // cli_remote.cpp: a runtime bundle onto nod
 int attach_main(const Args& args);  // cli_remote.cpp
 int stop_main(const Args& args);    // cli_remote.cpp
 int data_main(const Args& args);    // cli_data.cpp: data prepare|info
+int calibrate_main(const Args& args);  // cli_calibrate.cpp
+
+// `meshwork launch` with meshtrain's `subcommand` ("" trains): the one path from flags to a
+// launched, followed run (cli_remote.cpp). `after` (optional) runs once the run was followed to
+// its end, with follow's exit code, and returns the command's.
+using AfterFollow = std::function<int(const std::filesystem::path& db, int64_t run,
+                                      const remote::LaunchRecord& record, int follow_rc)>;
+int launch_command(const Args& args, const std::string& subcommand, const AfterFollow& after);
 int gui_main(int argc, char** argv);  // gui_main.cpp (the workbench)
 
 }  // namespace meshwork::cli

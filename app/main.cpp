@@ -12,6 +12,7 @@ void print_usage(std::ostream& out) {
          "       meshwork plan ...            rank every mesh shape for a model and cluster\n"
          "       meshwork probe HOST...       detect GPUs, memory and links of nodes over SSH\n"
          "       meshwork launch ...          deploy meshtrain and run it, streaming into the store\n"
+         "       meshwork calibrate ...       measure matmuls and collectives on the nodes (for plan)\n"
          "       meshwork deploy ...          put a runtime bundle on the nodes ahead of a launch\n"
          "       meshwork attach RUN          follow a running run again\n"
          "       meshwork stop RUN            stop a run on every node\n"
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
     static const std::map<std::string, int (*)(const Args&)> commands = {
         {"plan", plan_main},     {"runs", runs_main},     {"probe", probe_main},
         {"launch", launch_main}, {"attach", attach_main}, {"stop", stop_main},
-        {"data", data_main},     {"deploy", deploy_main}};
+        {"data", data_main},     {"deploy", deploy_main}, {"calibrate", calibrate_main}};
     if (auto it = commands.find(cmd); it != commands.end()) {
       Args args(argv + 2, argv + argc);
       try {
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
       }
     }
     if (cmd.rfind("-", 0) != 0)
-      return fail(Error{"command", cmd, "allowed: plan, probe, launch, deploy, attach, stop, runs, data (or none for the GUI)"});
+      return fail(Error{"command", cmd, "allowed: plan, probe, launch, calibrate, deploy, attach, stop, runs, data (or none for the GUI)"});
   }
   return gui_main(argc, argv);
 }

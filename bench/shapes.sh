@@ -5,6 +5,7 @@
 # Usage: bench/shapes.sh [--model small --seq-len 256 --global-batch 8 --steps 6 --world 4 --rounds 2]
 # Results: bench/results/shapes.json. Build first:
 #   scripts/build --target meshtrain shapes_estimate
+# It calibrates first (meshtrain calibrate on the same ranks) and predicts every shape from that.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/env.sh"
 BIN="${MESHTRAIN:-$MESHWORK_BUILD_DIR/bin/meshtrain}"

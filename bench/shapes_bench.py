@@ -1,11 +1,13 @@
 """Every valid mesh shape of one machine's ranks, measured against core's estimates.
 
-For each shape core's planner accepts (bench/shapes_estimate: validation, memory and time
-estimates, ranking) meshtrain trains a few steps; the table shows tokens/s, each axis' share of
-the step time spent communicating, the measured peak memory per rank (meshtrain's tracking CPU
-allocator: exact tensor bytes) next to core's estimate (CPU, reserve 0) with the error, and
-core's predicted tokens/s given the matmul rate and Gloo bandwidth measured in the same run.
-Finally: does the planner rank the shapes in the measured order (Spearman's rho)?
+First `meshtrain calibrate` runs on the same ranks (matmuls of the model's shapes, Gloo
+collectives at several sizes: core/calibration.h) and one rank trains alone for the step
+efficiency (the fraction of the matmul rate a whole step reaches); core's planner then predicts
+every shape from that calibration (bench/shapes_estimate --calibration). For each shape
+meshtrain trains a few steps; the tables show predicted vs measured step time, compute and
+per-axis communication with the relative error (target: within 15 %), tokens/s, the measured
+peak memory per rank next to core's estimate, Spearman's rho between predicted and measured
+tokens/s and whether the planner's first is the measured best.
 
 Usage: bench/shapes.sh [--model small --seq-len 256 --global-batch 8 --micro-batch 1
                         --steps 6 --world 4 --rounds 2]
@@ -28,42 +30,6 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-GLOO_PROBE = r"""
-import os, sys, time, torch, torch.distributed as dist
-torch.set_num_threads(1)
-dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%s" % sys.argv[1],
-                        rank=int(sys.argv[2]), world_size=int(sys.argv[3]))
-n = dist.get_world_size()
-def timed(t, iters):
-    dist.barrier(); t0 = time.perf_counter()
-    for _ in range(iters): dist.all_reduce(t)
-    return (time.perf_counter() - t0) / iters
-big = torch.ones(4 << 20)  # 16 MiB fp32
-timed(big, 2)
-t_big = timed(big, 8)
-small = torch.ones(1)
-timed(small, 20)
-t_small = timed(small, 200)
-if dist.get_rank() == 0:
-    # A ring all-reduce sends 2(n-1)/n of the buffer per rank in 2(n-1) steps.
-    sent = 2 * (n - 1) / n * big.numel() * 4
-    print("%.6g %.6g" % (sent / t_big, t_small / (2 * (n - 1))))
-dist.destroy_process_group()
-"""
-
-
-def measure_gloo(python, world):
-    """Per-rank ring bandwidth (bytes/s) and per-step latency of Gloo all-reduce on loopback."""
-    port = str(free_port())
-    procs = [subprocess.Popen([python, "-c", GLOO_PROBE, port, str(r), str(world)],
-                              stdout=subprocess.PIPE, text=True,
-                              env=dict(os.environ, OMP_NUM_THREADS="1"))
-             for r in range(world)]
-    outs = [p.communicate()[0] for p in procs]
-    bw, lat = outs[0].split()
-    return float(bw), float(lat)
 
 
 def read_jsonl(path):
@@ -106,7 +72,10 @@ def run_shape(args, shape, world=None):
     dp = shape["dp_replicate"] * shape["dp_shard"]
     comm = {a: sum(x["comm_s"][a] for x in timed) / step_s for a in AXES}
     mfu = sum(x["mfu"] for x in timed) / len(timed)
+    n = len(timed)
     return {"tokens_per_s": tokens * dp / step_s, "comm_share": comm, "peak_bytes": max(mem),
+            "step_s": step_s / n, "compute_s": sum(x["compute_s"] for x in timed) / n,
+            "comm_s": {a: sum(x["comm_s"][a] for x in timed) / n for a in AXES},
             "peak_bytes_per_rank": mem, "matmul_tflops": sum(peaks) / len(peaks), "mfu": mfu,
             "wall_s": time.time() - t0}
 
@@ -133,12 +102,31 @@ def spearman(xs, ys):
     return 1 - 6 * d2 / (n * (n * n - 1)) if n > 1 else 1.0
 
 
-def estimate(args, flops, bw, lat, efficiency=1.0):
+def estimate(args, flops=1e10, bw=1e9, lat=1e-4, efficiency=1.0, calibration=None):
     cmd = [args.estimator, "--model", args.model, "--world", str(args.world), "--seq-len",
            str(args.seq_len), "--micro-batch", str(args.micro_batch), "--global-batch",
-           str(args.global_batch), "--flops", repr(flops), "--efficiency", repr(efficiency),
-           "--bandwidth", repr(bw), "--latency", repr(lat)]
+           str(args.global_batch)]
+    if calibration:
+        cmd += ["--calibration", calibration]
+    else:
+        cmd += ["--flops", repr(flops), "--efficiency", repr(efficiency), "--bandwidth", repr(bw),
+                "--latency", repr(lat)]
     return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+
+
+def calibrate(args):
+    """`meshtrain calibrate` on the bench's ranks: the fitted calibration (calibration.json that
+    rank 0 writes when every rank's records are in its run directory) and how long it took."""
+    run_dir = tempfile.mkdtemp(prefix="calibrate-")
+    cmd = [args.meshtrain, "calibrate", "--model", args.model, "--seq-len", str(args.seq_len),
+           "--global-batch", str(args.global_batch), "--micro-batch", str(args.micro_batch),
+           "--nproc-per-node", str(args.world), "--run-dir", run_dir, "--master-port", str(free_port())]
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit("meshtrain calibrate failed: %s" % p.stderr[-2000:])
+    with open(os.path.join(run_dir, "calibration.json")) as f:
+        return json.load(f), time.time() - t0
 
 
 def main():
@@ -152,15 +140,17 @@ def main():
     args = ap.parse_args()
 
     load0 = os.getloadavg()[0]
-    bw, lat = measure_gloo(args.python, args.world)
+    cal, cal_s = calibrate(args)
+    print("calibrated in %.1f s (load average %.1f): cluster %s" % (cal_s, os.getloadavg()[0], cal["fingerprint_id"]),
+          file=sys.stderr)
     # Shapes: whatever core accepts (the estimate with placeholder hardware just lists them).
-    shapes = [s for s in estimate(args, 1e10, bw, lat)["shapes"]]
+    shapes = [s for s in estimate(args)["shapes"]]
     # Rounds alternate the shapes (a burst of load on the shared machine hits every shape alike).
     runs = {}
     single = []
     for rnd in range(args.rounds):
-        # Calibration, not one of the compared shapes: one rank alone (no communication) gives
-        # the fraction of the matmul peak meshtrain's whole step reaches (norms, softmax,
+        # Step efficiency, not one of the compared shapes: one rank alone (no communication)
+        # gives the fraction of the matmul peak meshtrain's whole step reaches (norms, softmax,
         # element-wise ops and the optimizer run below the matmul rate).
         single.append(run_shape(args, {a: 1 for a in AXES}, world=1))
         for s in shapes:
@@ -171,10 +161,15 @@ def main():
                   file=sys.stderr)
     measured = {k: best_of(v) for k, v in runs.items()}
     efficiency = max(m["mfu"] for m in single)
-    flops = 1e12 * sum(m["matmul_tflops"] for m in measured.values()) / len(measured)
-    bw2, lat2 = measure_gloo(args.python, args.world)
-    bw, lat = (bw + bw2) / 2, (lat + lat2) / 2
-    plan = estimate(args, flops, bw, lat, efficiency)
+    cal["step_efficiency"] = min(1.0, efficiency)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    cal_path = os.path.join(os.path.dirname(args.out), "shapes-calibration.json")
+    with open(cal_path, "w") as f:
+        json.dump(cal, f, indent=1)
+    plan = estimate(args, calibration=cal_path)
+
+    def rel(pred, meas):
+        return (pred - meas) / meas if meas > 0 else 0.0
 
     rows = []
     for est in plan["shapes"]:
@@ -183,7 +178,11 @@ def main():
         e = est["memory_bytes"]["total"]
         rows.append({"shape": key, "planner_rank": est["rank"], "tokens_per_s": m["tokens_per_s"],
                      "predicted_tokens_per_s": est["tokens_per_s"], "comm_share": m["comm_share"],
-                     "predicted_comm_s": est["comm_s"], "predicted_step_s": est["step_time_s"],
+                     "step_s": m["step_s"], "predicted_step_s": est["step_time_s"],
+                     "step_error": rel(est["step_time_s"], m["step_s"]),
+                     "compute_s": m["compute_s"], "predicted_compute_s": est["compute_s"],
+                     "comm_s": m["comm_s"], "predicted_comm_s": est["comm_s"],
+                     "calibrated": est["calibrated"],
                      "peak_bytes": m["peak_bytes"], "peak_bytes_per_rank": m["peak_bytes_per_rank"],
                      "estimate_bytes": e, "estimate_groups": est["memory_bytes"],
                      "memory_error": (e - m["peak_bytes"]) / m["peak_bytes"]})
@@ -191,35 +190,50 @@ def main():
     rho = spearman([r["tokens_per_s"] for r in rows], [r["predicted_tokens_per_s"] for r in rows])
     best_measured = rows[0]["shape"]
     best_planned = min(rows, key=lambda r: r["planner_rank"])["shape"]
+    load1 = os.getloadavg()[0]
 
     mib = 1 / 2**20
+    ms = 1e3
+    fp32 = [r for r in cal["matmul"] if r["precision"] == "fp32"]
     print("model %s, seq %d, global batch %d, micro batch %d, %d ranks, %d steps (first not timed)"
           % (args.model, args.seq_len, args.global_batch, args.micro_batch, args.world, args.steps))
-    print("measured: matmul %.1f GFLOP/s per rank (%d ranks at once), step efficiency %.2f of the"
-          " matmul peak (1 rank alone), Gloo all-reduce %.0f MB/s per rank, %.0f us per ring step;"
+    print("calibration %s: matmul fp32 %s GFLOP/s per rank (split 1/2/4...), step efficiency %.2f;"
           " load average %.1f at start, %.1f at end; best of %d rounds"
-          % (flops / 1e9, args.world, efficiency, bw / 1e6, lat * 1e6, load0, os.getloadavg()[0],
-             args.rounds))
-    print("| shape r×s×c×t | tok/s | measured rank | predicted tok/s | planner rank |"
-          " comm share dp_r/dp_s/cp/tp | peak MiB/rank | estimate MiB | error |")
-    print("|---|---:|---:|---:|---:|---|---:|---:|---:|")
+          % (cal["fingerprint_id"], "/".join("%.1f" % (r["flops_per_s"] / 1e9) for r in sorted(fp32, key=lambda r: r["split"])),
+             efficiency, load0, load1, args.rounds))
+    for c in cal["collectives"]:
+        print("  %s %-14s n=%d: %.0f us + bytes / %.0f MB/s" % (c["link"], c["op"], c["group_size"],
+                                                             c["latency_s"] * 1e6, c["bytes_per_s"] / 1e6))
+    print("| shape r×s×c×t | step ms meas / pred | error | compute ms meas / pred |"
+          " comm ms dp_r / dp_s / cp / tp, meas (pred) | tok/s meas / pred | rank meas / plan |")
+    print("|---|---:|---:|---:|---|---:|---:|")
     for i, r in enumerate(rows):
         r["measured_rank"] = i + 1
-        cs = "/".join("%.0f%%" % (100 * r["comm_share"][a]) for a in AXES)
-        print("| %s | %.0f | %d | %.0f | %d | %s | %.1f | %.1f | %+.1f%% |" % (
-            r["shape"], r["tokens_per_s"], i + 1, r["predicted_tokens_per_s"], r["planner_rank"], cs,
-            r["peak_bytes"] * mib, r["estimate_bytes"] * mib, 100 * r["memory_error"]))
+        comm = " / ".join("%.0f (%.0f)" % (r["comm_s"][a] * ms, r["predicted_comm_s"][a] * ms) for a in AXES)
+        print("| %s | %.0f / %.0f | %+.0f%% | %.0f / %.0f | %s | %.0f / %.0f | %d / %d |" % (
+            r["shape"], r["step_s"] * ms, r["predicted_step_s"] * ms, 100 * r["step_error"],
+            r["compute_s"] * ms, r["predicted_compute_s"] * ms, comm, r["tokens_per_s"],
+            r["predicted_tokens_per_s"], i + 1, r["planner_rank"]))
+    print("| shape | peak MiB/rank | estimate MiB | error |")
+    print("|---|---:|---:|---:|")
+    for r in rows:
+        print("| %s | %.1f | %.1f | %+.1f%% |" % (r["shape"], r["peak_bytes"] * mib, r["estimate_bytes"] * mib,
+                                                 100 * r["memory_error"]))
     worst = max(abs(r["memory_error"]) for r in rows)
-    print("memory: worst |error| %.1f%% (target 10%%); planner: Spearman rho %.2f between predicted"
-          " and measured tokens/s; best measured %s, planner's first %s"
-          % (100 * worst, rho, best_measured, best_planned))
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    worst_step = max(abs(r["step_error"]) for r in rows)
+    within = sum(1 for r in rows if abs(r["step_error"]) <= 0.15)
+    print("step time: worst |error| %.0f%%, %d of %d shapes within 15%% (target: all); Spearman rho %.2f"
+          " (target >= 0.95); best measured %s, planner's first %s (%s); memory: worst |error| %.1f%%"
+          % (100 * worst_step, within, len(rows), rho, best_measured, best_planned,
+             "same" if best_measured == best_planned else "DIFFERENT", 100 * worst))
     with open(args.out, "w") as f:
         json.dump({"model": args.model, "seq_len": args.seq_len, "global_batch": args.global_batch,
                    "micro_batch": args.micro_batch, "world": args.world, "steps": args.steps,
-                   "matmul_flops_per_rank": flops, "gloo_bytes_per_s": bw, "gloo_latency_s": lat,
-                   "load_average": load0, "load_average_end": os.getloadavg()[0],
-                   "rounds": args.rounds, "step_efficiency": efficiency, "spearman_rho": rho, "worst_memory_error": worst,
+                   "calibration": cal, "calibrate_s": cal_s,
+                   "load_average": load0, "load_average_end": load1,
+                   "rounds": args.rounds, "step_efficiency": efficiency, "spearman_rho": rho,
+                   "worst_step_error": worst_step, "shapes_within_15pct": within,
+                   "worst_memory_error": worst,
                    "best_measured": best_measured, "planner_first": best_planned, "shapes": rows},
                   f, indent=1)
 

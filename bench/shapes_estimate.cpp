@@ -4,7 +4,10 @@
 // tokens/s, given the matmul rate and Gloo bandwidth the bench measured in the same run.
 //
 // shapes_estimate --model NAME --world N --seq-len S --micro-batch B --global-batch G
-//                 --flops F --efficiency E --bandwidth BYTES_PER_S --latency SECONDS
+//                 (--flops F --efficiency E --bandwidth BYTES_PER_S --latency SECONDS
+//                  | --calibration FILE)
+// With --calibration (what `meshtrain calibrate` measured, core/calibration.h) the planner uses
+// the calibrated matmul rate, step efficiency and per-collective fits instead of the flags.
 // prints plan_to_json() (best first) with "rank" added to every shape.
 #include <iostream>
 #include <map>
@@ -43,10 +46,19 @@ int main(int argc, char** argv) {
   q.reserve_bytes = 0;
   q.attention = AttentionKernel::fused;  // LibTorch runs flash SDPA on CPU too (bench/estimator_check.py)
   q.hardware = HardwareModel::cpu();
-  q.hardware.peak_flops_fp32 = q.hardware.peak_flops_bf16 = std::stod(need("--flops"));
-  q.hardware.efficiency = std::stod(need("--efficiency"));
-  q.hardware.intra_node_bytes_per_s = q.hardware.inter_node_bytes_per_s = std::stod(need("--bandwidth"));
-  q.hardware.latency_s = std::stod(need("--latency"));
+  if (a.count("--calibration")) {
+    auto cal = read_calibration_file(a["--calibration"]);
+    if (!cal.ok()) {
+      std::cerr << "shapes_estimate: " << cal.error().message() << "\n";
+      return 2;
+    }
+    q.calibration = *cal;
+  } else {
+    q.hardware.peak_flops_fp32 = q.hardware.peak_flops_bf16 = std::stod(need("--flops"));
+    q.hardware.efficiency = std::stod(need("--efficiency"));
+    q.hardware.intra_node_bytes_per_s = q.hardware.inter_node_bytes_per_s = std::stod(need("--bandwidth"));
+    q.hardware.latency_s = std::stod(need("--latency"));
+  }
   auto plan = make_plan(q);
   if (!plan.ok()) {
     std::cerr << "shapes_estimate: " << plan.error().message() << "\n";

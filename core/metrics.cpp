@@ -92,6 +92,16 @@ std::string to_json_line(const EvalRecord& r) {
   return j.dump();
 }
 
+std::string to_json_line(const CalibrationRecord& r) {
+  nlohmann::json j = r.fields.is_object() ? r.fields : nlohmann::json::object();
+  j["v"] = kMetricsVersion;
+  j["type"] = "calibration";
+  j["rank"] = r.rank;
+  j["time"] = r.time;
+  j["kind"] = r.kind;
+  return j.dump();
+}
+
 Result<MetricsRecord> parse_metrics_line(std::string_view line) {
   nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   const std::string shown(line.substr(0, 80));
@@ -137,7 +147,17 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line) {
     for_each_field(r, kEvalScalars, read_from(j));
     return MetricsRecord{r};
   }
-  return Error{"metrics line", shown, "unknown type \"" + type + "\"; allowed: start, step, eval, end"};
+  if (type == "calibration") {
+    CalibrationRecord r;
+    if (!get_to(j, "rank", r.rank) || !get_to(j, "kind", r.kind))
+      return Error{"metrics line", shown, "a calibration record needs integer \"rank\" and a \"kind\""};
+    get_to(j, "time", r.time);
+    for (const char* k : {"v", "type", "rank", "time", "kind"}) j.erase(k);
+    r.fields = std::move(j);
+    return MetricsRecord{r};
+  }
+  return Error{"metrics line", shown,
+               "unknown type \"" + type + "\"; allowed: start, step, eval, end, calibration"};
 }
 
 std::string comm_key(Axis axis) { return "comm_s." + std::string(axis_name(axis)); }

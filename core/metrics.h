@@ -75,7 +75,19 @@ struct EvalRecord {
   double eval_s = 0;    // seconds the evaluation took
 };
 
-using MetricsRecord = std::variant<StartRecord, StepRecord, EndRecord, EvalRecord>;
+// One measurement of `meshtrain calibrate` (trainer/calibrate.cpp; docs/metrics.md): `kind` is
+// "node" (host, node, cores, device_name, ranks_per_node), "matmul" (precision, threads,
+// ranks_per_node, m, n, k, seconds, iterations) or "collective" (op, link, group_size, bytes,
+// seconds, iterations); `fields` holds the kind's fields as written. core/calibration_samples.h
+// turns records into samples.
+struct CalibrationRecord {
+  int rank = 0;
+  double time = 0;
+  std::string kind;
+  nlohmann::json fields = nlohmann::json::object();
+};
+
+using MetricsRecord = std::variant<StartRecord, StepRecord, EndRecord, EvalRecord, CalibrationRecord>;
 
 // A record's member and its name in the JSON line.
 template <class R, class T>
@@ -107,6 +119,7 @@ std::string to_json_line(const StartRecord& r);  // no trailing newline
 std::string to_json_line(const StepRecord& r);
 std::string to_json_line(const EndRecord& r);
 std::string to_json_line(const EvalRecord& r);
+std::string to_json_line(const CalibrationRecord& r);
 
 // Parses one line. A malformed line, a wrong version or an unknown type is an Error that says
 // which (callers count and report them; never fatal).

@@ -123,7 +123,9 @@ Result<Plan> make_plan(const PlanQuery& q) {
     mq.knobs = q.memory;
     e.memory = estimate_memory(mq);
     e.fits = e.memory.fits(q.device_memory_bytes);
-    e.time = estimate_time(layout.time_query(q.model, q.hardware));
+    TimeQuery tq = layout.time_query(q.model, q.hardware);
+    tq.calibration = q.calibration;
+    e.time = estimate_time(tq);
     plan.shapes.push_back(std::move(e));
   }
 
@@ -158,6 +160,9 @@ nlohmann::json plan_to_json(const Plan& plan) {
     for (const Diagnostic& d : e.warnings) warnings.push_back(d.text());
     nlohmann::json comm;
     for (Axis a : kAxes) comm[std::string(axis_name(a))] = e.time.axis(a).seconds;
+    // Which numbers the calibration gave (the others are HardwareModel's defaults).
+    nlohmann::json calibrated = {{"compute", e.time.compute_calibrated}};
+    for (Axis a : kAxes) calibrated[std::string(axis_name(a))] = e.time.comm_calibrated[static_cast<int>(a)];
     const MemoryBreakdown::Peak peak = e.memory.at_peak();  // parts sum to the total
     shapes.push_back({
         {"dp_replicate", e.shape[Axis::dp_replicate]},
@@ -174,9 +179,11 @@ nlohmann::json plan_to_json(const Plan& plan) {
           {"reserve", peak.reserve},
           {"total", peak.total}}},
         {"step_time_s", e.time.step_s},
+        {"compute_s", e.time.compute_s},
         {"tokens_per_s", e.time.tokens_per_s},
         {"mfu", e.time.mfu},
         {"comm_s", comm},
+        {"calibrated", calibrated},
         {"warnings", warnings},
         {"accelerate", e.accelerate_refusal.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.accelerate_refusal)},
     });

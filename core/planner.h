@@ -34,6 +34,9 @@ struct PlanQuery {
   // Axes the user fixed: a size >= 1 stays as given; 0 or -1 leaves the axis free.
   MeshShape fixed{0, 0, 0, 0};
   HardwareModel hardware = HardwareModel::h100();
+  // Measured on the cluster (`meshwork calibrate`, core/calibration.h): replaces `hardware`'s
+  // constants wherever it has a number (TimeEstimate says which).
+  std::optional<Calibration> calibration;
   MemoryModel memory;
   std::optional<int64_t> reserve_bytes;      // unset: default_reserve_bytes(device)
   std::optional<AttentionKernel> attention;  // unset: default_attention_kernel(device)
@@ -74,7 +77,8 @@ Result<Plan> make_plan(const PlanQuery& query);
 // The `meshwork plan --json` document:
 // {"world_size", "model":{"name","params"}, "shapes":[{"dp_replicate","dp_shard","cp","tp",
 //  "fits", "memory_bytes":{"params","grads","optimizer","activations","buffers","reserve",
-//  "total"}, "step_time_s","tokens_per_s","mfu","comm_s":{"dp_replicate","dp_shard","cp","tp"},
+//  "total"}, "step_time_s","compute_s","tokens_per_s","mfu","comm_s":{"dp_replicate","dp_shard","cp","tp"},
+//  "calibrated":{"compute","dp_replicate","dp_shard","cp","tp"} (true: from the calibration),
 //  "warnings":["field: value: message", ...]}, ...]}   best first.
 nlohmann::json plan_to_json(const Plan& plan);
 

@@ -43,15 +43,6 @@ double model_flops_per_token(const ModelSpec& m, int64_t seq_len) {
                        static_cast<double>(seq_len);
 }
 
-namespace {
-
-// Ring collectives over n ranks, M = the full (unsharded) tensor bytes. What each rank sends:
-//   all-gather / reduce-scatter: (n-1)/n * M in n-1 steps;  all-reduce: 2(n-1)/n * M in 2(n-1)
-// steps (a reduce-scatter then an all-gather; Patarasuk & Yuan 2009, NCCL's ring).
-double ring_ag_bytes(double m, int64_t n) { return n > 1 ? m * (n - 1) / n : 0; }
-double ring_ar_bytes(double m, int64_t n) { return n > 1 ? 2 * m * (n - 1) / n : 0; }
-
-}  // namespace
 
 TimeEstimate estimate_time(const TimeQuery& q) {
   TimeEstimate out;
@@ -73,20 +64,65 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   // ---- Compute ----
   // A token is processed once per data-parallel replica: its FLOPs are split over the tp x cp
   // ranks that share it, and dp ranks process different tokens, so per step the whole mesh does
-  // tokens_per_step * flops_per_token, world ranks in parallel.
+  // tokens_per_step * flops_per_token, world ranks in parallel:
+  //   compute_s = tokens_per_step * flops_per_token / (world * rate * efficiency)
+  // rate: the calibration's measured matmul rate of a rank (at the precision, with as many ranks
+  // sharing a node as this run has, for matmuls split tp x cp ways) when there is one, else
+  // HardwareModel's peak; efficiency:
+  // the calibration's measured step efficiency, else HardwareModel's.
   out.model_flops_per_token = model_flops_per_token(m, s);
   // Full checkpointing recomputes the forward: + 2N + 4 L a d s (one third of 6N + 12 L a d s).
   out.hardware_flops_per_token = out.model_flops_per_token * (full_ac ? 4.0 / 3.0 : 1.0);
   out.tokens_per_step = static_cast<double>(global) * static_cast<double>(s);
-  const double peak = hw.peak_flops(q.precision);
+  const int ranks_per_node = q.gpus_per_node > 0 ? q.gpus_per_node : static_cast<int>(world);
+  const Calibration* cal = q.calibration ? &*q.calibration : nullptr;
+  double peak = hw.peak_flops(q.precision);
+  double efficiency = hw.efficiency;
+  if (cal) {
+    // tp narrows every matmul of a layer and cp shortens its tokens: the rate of matmuls split
+    // tp x cp ways (smaller matrices run slower on the same cores).
+    if (std::optional<double> rate = cal->matmul_flops(q.precision, ranks_per_node, static_cast<int>(t * cp))) {
+      peak = *rate;
+      out.compute_calibrated = true;
+    }
+    if (cal->step_efficiency > 0) efficiency = cal->step_efficiency;
+  }
   out.compute_s = out.tokens_per_step * out.hardware_flops_per_token /
-                  (static_cast<double>(world) * peak * hw.efficiency);
+                  (static_cast<double>(world) * peak * efficiency);
 
   // ---- Communication per axis ----
-  auto mesh = DeviceMesh::create(sh, q.gpus_per_node > 0 ? q.gpus_per_node : static_cast<int>(world));
-  auto link = [&](GroupKind kind, AxisComm& ax) {
+  // Every axis is a sum of collectives, each in the alpha-beta model (Hockney 1994):
+  //   t = alpha + x / beta,  x = the bytes one rank sends (ring_bytes_sent, core/calibration.h),
+  // so `count` collectives of one kind that send `bytes` in total take
+  //   count * alpha + bytes / beta
+  // whatever the sizes of the single collectives (the model is linear in x). alpha and beta
+  // come from the calibration's fit for (link, op, group size) when it has one; otherwise from
+  // HardwareModel: alpha = ring_steps(op, n) * latency_s (one latency per ring step) and
+  // beta = the link's bandwidth.
+  auto mesh = DeviceMesh::create(sh, ranks_per_node);
+  struct Term {
+    Collective op;
+    double count;  // collectives per step
+    double bytes;  // bytes one rank sends in them, per step
+  };
+  auto charge = [&](Axis a, GroupKind kind, int64_t n, std::initializer_list<Term> terms) {
+    AxisComm& ax = out.comm[static_cast<int>(a)];
     ax.crosses_nodes = mesh.ok() && mesh->any_group_crosses_nodes(kind);
-    return ax.crosses_nodes ? hw.inter_node_bytes_per_s : hw.intra_node_bytes_per_s;
+    const LinkKind link = ax.crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node;
+    const double bw = ax.crosses_nodes ? hw.inter_node_bytes_per_s : hw.intra_node_bytes_per_s;
+    bool all_calibrated = true;
+    double collectives = 0;
+    for (const Term& term : terms) {
+      if (term.count <= 0) continue;
+      std::optional<AlphaBeta> fit = cal ? cal->collective(link, term.op, n) : std::nullopt;
+      const AlphaBeta ab = fit ? *fit : AlphaBeta{static_cast<double>(ring_steps(term.op, n)) * hw.latency_s, bw};
+      all_calibrated = all_calibrated && fit.has_value();
+      ax.seconds += term.count * ab.latency_s + term.bytes / ab.bytes_per_s;
+      ax.bytes += term.bytes;
+      collectives += term.count;
+    }
+    ax.collectives = static_cast<int>(std::lround(collectives));
+    out.comm_calibrated[static_cast<int>(a)] = all_calibrated && collectives > 0;
   };
   const ParamLayout layout = tp_param_layout(m, t, q.vocab_parallel);
   const double T = static_cast<double>(z.T);  // tokens per rank
@@ -94,65 +130,59 @@ TimeEstimate estimate_time(const TimeQuery& q) {
 
   // tp (Megatron with sequence parallelism): per layer, forward all-gathers the norm output
   // before attention and before the MLP and reduce-scatters both block outputs; backward does
-  // the mirror image. Each moves M = T * h * c bytes (the full micro-batch activation):
+  // the mirror image (the gradient of an all-gather is a reduce-scatter and back). Each moves
+  // M = T * h * c bytes (the full micro-batch activation): 4 all-gathers + 4 reduce-scatters,
   // 8 (t-1)/t M per layer per micro-batch (without SP: 4 all-reduces, the same bytes); full
-  // checkpointing adds the recomputed forward's 4. Vocab-parallel embedding and lm_head add one
-  // collective each way (4 (t-1)/t M) and the parallel cross-entropy three all-reduces of
-  // T floats (max, sum of exp, target logit).
+  // checkpointing adds the recomputed forward's 2 + 2. Vocab-parallel embedding and lm_head add
+  // one collective each way (2 all-gathers + 2 reduce-scatters, 4 (t-1)/t M) and the parallel
+  // cross-entropy three all-reduces of T floats (max, sum of exp, target logit).
   if (t > 1) {
-    AxisComm& ax = out.comm[static_cast<int>(Axis::tp)];
-    const double bw = link(GroupKind::tp, ax);
     const double M = T * h * c;
-    const double per_layer = (full_ac ? 12 : 8) * ring_ag_bytes(M, t);
-    const double root = 4 * ring_ag_bytes(M, t) + 3 * ring_ar_bytes(T * 4, t);
-    ax.bytes = ga * (L * per_layer + root);
-    const int per_mb = static_cast<int>(L) * (full_ac ? 12 : 8) + 4 + 3;
-    ax.collectives = static_cast<int>(ga) * per_mb;
-    // Ring steps: t-1 per all-gather / reduce-scatter, 2(t-1) per all-reduce.
-    const double steps = ga * ((per_mb - 3) * (t - 1) + 3 * 2 * (t - 1));
-    ax.seconds = ax.bytes / bw + steps * hw.latency_s;
+    const double per_mb_half = L * (full_ac ? 6 : 4) + 2;  // all-gathers = reduce-scatters
+    charge(Axis::tp, GroupKind::tp, t,
+           {{Collective::all_gather, ga * per_mb_half, ga * per_mb_half * ring_bytes_sent(Collective::all_gather, M, t)},
+            {Collective::reduce_scatter, ga * per_mb_half,
+             ga * per_mb_half * ring_bytes_sent(Collective::reduce_scatter, M, t)},
+            {Collective::all_reduce, ga * 3, ga * 3 * ring_bytes_sent(Collective::all_reduce, T * 4, t)}});
   }
 
   // cp (ring attention): cp-1 ring steps per layer; forward passes the local k and v block
   // (T * kv * c each) to the next rank, backward passes k, v and their gradients (4 blocks).
-  // Point-to-point: every rank sends and receives at once, so time = sent bytes / bandwidth.
+  // Point-to-point: every rank sends and receives at once, so time = sent bytes / bandwidth,
+  // one send/recv per ring step forward (two under full checkpointing) and one backward.
   if (cp > 1) {
-    AxisComm& ax = out.comm[static_cast<int>(Axis::cp)];
-    const double bw = link(GroupKind::cp, ax);
     const double kv = static_cast<double>(layout.kv_heads_per_rank * m.head_dim);
     const double block = T * kv * c;
     const double blocks_per_step = (full_ac ? 4 : 2) + 4;
-    ax.bytes = ga * L * static_cast<double>(cp - 1) * blocks_per_step * block;
-    ax.collectives = static_cast<int>(ga * L * (full_ac ? 3 : 2) * (cp - 1));
-    ax.seconds = ax.bytes / bw + ax.collectives * hw.latency_s;
+    const double bytes = ga * L * static_cast<double>(cp - 1) * blocks_per_step * block;
+    const double count = ga * L * (full_ac ? 3 : 2) * static_cast<double>(cp - 1);
+    charge(Axis::cp, GroupKind::cp, cp, {{Collective::send_recv, count, bytes}});
   }
 
   // FSDP over dp_shard x cp (charged to dp_shard): every micro-batch all-gathers the parameters
-  // in the compute dtype for forward and again for backward (reshard after forward); the fp32
-  // gradients are reduce-scattered every micro-batch, or once per step with
-  // fsdp_reduce_once_per_step (no sync on accumulation micro-batches).
+  // in the compute dtype for forward and again for backward (reshard after forward), one
+  // collective per module (the layers and the root); the fp32 gradients are reduce-scattered
+  // every micro-batch, or once per step with fsdp_reduce_once_per_step (no sync on
+  // accumulation micro-batches).
   if (n_fsdp > 1) {
-    AxisComm& ax = out.comm[static_cast<int>(Axis::dp_shard)];
-    const double bw = link(GroupKind::dp_shard_cp, ax);
     const double P = static_cast<double>(layout.total_numel());
     const double reductions = q.fsdp_reduce_once_per_step ? 1.0 : ga;
-    ax.bytes = ga * 2 * ring_ag_bytes(P * c, n_fsdp) + reductions * ring_ag_bytes(P * 4, n_fsdp);
-    const int modules = static_cast<int>(m.num_hidden_layers) + 1;
-    ax.collectives = static_cast<int>(ga) * 2 * modules + static_cast<int>(reductions) * modules;
-    ax.seconds = ax.bytes / bw + ax.collectives * (n_fsdp - 1) * hw.latency_s;
+    const double modules = static_cast<double>(m.num_hidden_layers + 1);
+    charge(Axis::dp_shard, GroupKind::dp_shard_cp, n_fsdp,
+           {{Collective::all_gather, ga * 2 * modules, ga * 2 * ring_bytes_sent(Collective::all_gather, P * c, n_fsdp)},
+            {Collective::reduce_scatter, reductions * modules,
+             reductions * ring_bytes_sent(Collective::reduce_scatter, P * 4, n_fsdp)}});
   }
 
-  // dp_replicate: one all-reduce of the fp32 gradients per step: of the FSDP shard under HSDP,
-  // of the whole tp shard under DDP (in 25 MiB buckets).
+  // dp_replicate: one all-reduce of the fp32 gradients per step: of the FSDP shard under HSDP
+  // (one per module), of the whole tp shard under DDP (in 25 MiB buckets).
   if (r > 1) {
-    AxisComm& ax = out.comm[static_cast<int>(Axis::dp_replicate)];
-    const double bw = link(GroupKind::dp_replicate, ax);
     const double G = 4.0 * static_cast<double>(n_fsdp > 1 ? layout.sharded_total_numel(n_fsdp)
                                                          : layout.total_numel());
-    ax.bytes = ring_ar_bytes(G, r);
-    ax.collectives = n_fsdp > 1 ? static_cast<int>(m.num_hidden_layers) + 1
-                                : std::max(1, static_cast<int>(std::ceil(G / (25 << 20))));
-    ax.seconds = ax.bytes / bw + ax.collectives * 2 * (r - 1) * hw.latency_s;
+    const double count = n_fsdp > 1 ? static_cast<double>(m.num_hidden_layers + 1)
+                                    : std::max(1.0, std::ceil(G / (25 << 20)));
+    charge(Axis::dp_replicate, GroupKind::dp_replicate, r,
+           {{Collective::all_reduce, count, ring_bytes_sent(Collective::all_reduce, G, r)}});
   }
 
   for (const auto& ax : out.comm) out.comm_s += ax.seconds;

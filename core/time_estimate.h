@@ -8,8 +8,10 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "core/calibration.h"
 #include "core/memory_estimate.h"
 #include "core/mesh.h"
 #include "core/model_spec.h"
@@ -57,6 +59,9 @@ struct TimeQuery {
   // FSDP with accumulation: reduce-scatter once per step (meshtrain --fsdp-grad-sync step) or
   // every micro-batch (false, the default).
   bool fsdp_reduce_once_per_step = false;
+  // Measured on the cluster (core/calibration.h): where it has a matmul rate or a collective's
+  // alpha-beta fit, that replaces HardwareModel's peak x efficiency, latency and bandwidth.
+  std::optional<Calibration> calibration;
 };
 
 struct AxisComm {
@@ -78,6 +83,9 @@ struct TimeEstimate {
   double step_s = 0;                 // compute + comm - hidden
   double tokens_per_s = 0;
   double mfu = 0;                    // model flops per second / (world * peak)
+  // Which numbers came from the calibration (the rest from HardwareModel's defaults).
+  bool compute_calibrated = false;
+  std::array<bool, 4> comm_calibrated{};  // per axis: every collective of the axis was calibrated
 
   const AxisComm& axis(Axis a) const { return comm[static_cast<int>(a)]; }
 };

@@ -28,7 +28,7 @@ nlohmann::json to_json(const LaunchRecord& r) {
                      {"command", meshtrain_command(r, i)}});
   }
   return {{"nodes", nodes}, {"master_addr", r.master_addr}, {"master_port", r.master_port},
-          {"trainer", r.trainer}, {"max_restarts", r.max_restarts}};
+          {"trainer", r.trainer}, {"max_restarts", r.max_restarts}, {"subcommand", r.subcommand}};
 }
 
 Result<LaunchRecord> launch_record_from_json(const nlohmann::json& j) {
@@ -42,6 +42,7 @@ Result<LaunchRecord> launch_record_from_json(const nlohmann::json& j) {
     r.master_port = j.value("master_port", 0);
     r.trainer = j.value("trainer", std::string("meshtrain"));
     r.max_restarts = j.value("max_restarts", 0);
+    r.subcommand = j.value("subcommand", std::string());
   } catch (const std::exception& e) {
     return Error{"run.cluster", j.dump().substr(0, 120), std::string("is not a launch record: ") + e.what()};
   }
@@ -52,13 +53,17 @@ Result<LaunchRecord> launch_record_from_json(const nlohmann::json& j) {
 std::vector<std::string> meshtrain_command(const LaunchRecord& rec, size_t index) {
   // --run-dir .: the wrapper starts meshtrain in the run directory, so the command is the same
   // on every launch of the same run config and placement (the port aside).
-  return {"./" + rec.trainer,     "--config",       kRunConfigFile,
-          "--nproc-per-node",     std::to_string(rec.nodes[index].slots),
-          "--nnodes",             std::to_string(rec.nodes.size()),
-          "--node-rank",          std::to_string(index),
-          "--master-addr",        rec.master_addr,
-          "--master-port",        std::to_string(rec.master_port),
-          "--run-dir",            "."};
+  std::vector<std::string> cmd = {"./" + rec.trainer};
+  if (!rec.subcommand.empty()) cmd.push_back(rec.subcommand);
+  for (std::string a : {std::string("--config"), std::string(kRunConfigFile),
+                        std::string("--nproc-per-node"), std::to_string(rec.nodes[index].slots),
+                        std::string("--nnodes"), std::to_string(rec.nodes.size()),
+                        std::string("--node-rank"), std::to_string(index),
+                        std::string("--master-addr"), rec.master_addr,
+                        std::string("--master-port"), std::to_string(rec.master_port),
+                        std::string("--run-dir"), std::string(".")})
+    cmd.push_back(std::move(a));
+  return cmd;
 }
 
 std::string supervisor_command(const LaunchRecord& rec, size_t index) {

@@ -31,6 +31,7 @@ struct LaunchRecord {
   std::string master_addr;
   int master_port = 0;
   std::string trainer = "meshtrain";  // file name in the run directory
+  std::string subcommand;  // "" trains; "calibrate" measures the cluster (trainer/calibrate.h)
   // --max-restarts: how often each node's wrapper starts its supervisor again (with --resume, on
   // master_port + attempt) after the ranks failed. 0: never.
   int max_restarts = 0;
@@ -42,7 +43,7 @@ Result<LaunchRecord> launch_record_from_json(const nlohmann::json& j);
 
 // meshtrain's command line on node `index`: the run config the launcher shipped (kRunConfigFile
 // in the run directory) and the per-node facts, torchrun's names, nothing else:
-//   ./meshtrain --config run_config.json --nproc-per-node N --nnodes M --node-rank I
+//   ./meshtrain [calibrate] --config run_config.json --nproc-per-node N --nnodes M --node-rank I
 //               --master-addr A --master-port P --run-dir .
 // It is the one place a run turns into a command line (the workbench, `meshwork launch` with
 // flags and with --config all launch through it).

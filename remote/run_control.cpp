@@ -260,6 +260,7 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
     }
   }
   rec.max_restarts = req.max_restarts;
+  rec.subcommand = req.subcommand;
   rec.master_port = req.master_port;
   if (rec.master_port == 0) {
     std::random_device rd;

@@ -44,6 +44,7 @@ struct LaunchRequest {
   std::string master_addr;               // empty: node 0's address as the others see it
   int master_port = 0;                   // 0: chosen
   int max_restarts = 0;                  // restarts of all ranks from the latest checkpoint (launch.h)
+  std::string subcommand;                // meshtrain's: "" trains, "calibrate" measures (LaunchRecord)
   SshOptions ssh;
   ProbeProgressFn on_probe;
   DeployProgressFn on_deploy;

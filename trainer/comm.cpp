@@ -88,14 +88,14 @@ Status Communicator::connect() {
       g.members = mesh_.group_members(options_.rank, kind);
       g.rank = mesh_.group_rank(options_.rank, kind);
       if (g.size() > 1)
-        g.backend = make_backend("meshwork/pg/" + std::string(group_name(kind)) + "/" +
+        g.backend = make_backend(options_.group_prefix + "/" + std::string(group_name(kind)) + "/" +
                                      std::to_string(mesh_.group_index(options_.rank, kind)),
                                  g.rank, g.size());
     }
     world_.world = true;
     for (int r = 0; r < options_.world_size; ++r) world_.members.push_back(r);
     world_.rank = options_.rank;
-    if (world_.size() > 1) world_.backend = make_backend("meshwork/pg/world/0", world_.rank, world_.size());
+    if (world_.size() > 1) world_.backend = make_backend(options_.group_prefix + "/world/0", world_.rank, world_.size());
   } catch (const std::exception& e) {
     return Error{"rendezvous", options_.master_addr + ":" + std::to_string(options_.master_port),
                  std::string("could not connect the process groups: ") + e.what()};

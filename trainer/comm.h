@@ -64,6 +64,9 @@ struct CommOptions {
   bool host_store = false;         // this process hosts the TCPStore (rank 0 without supervisor)
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
   ReduceScatterImpl reduce_scatter = ReduceScatterImpl::alltoall;
+  // Store key prefix of the process groups: several communicators of one run (meshtrain
+  // calibrate builds one per group layout it measures) need their own.
+  std::string group_prefix = "meshwork/pg";
 };
 
 // One process group of one mesh group (or of the world), as seen by one member.

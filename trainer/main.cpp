@@ -1,5 +1,6 @@
 // meshtrain: `meshtrain export ...` converts a checkpoint (trainer/hf/export.h), `meshtrain tail
-// ...` streams a run's files to the workbench (trainer/tail.h); otherwise
+// ...` streams a run's files to the workbench (trainer/tail.h), `meshtrain calibrate ...`
+// measures the cluster with the run's ranks (trainer/calibrate.h); otherwise
 // read the run config (--config and/or flags), check the layout with core before any
 // process starts, then either supervise this node's ranks (--nproc-per-node without RANK in the
 // environment) or run one rank.
@@ -10,6 +11,7 @@
 #include "core/model_spec.h"
 #include "core/parallel_layout.h"
 #include "trainer/hf/check.h"
+#include "trainer/calibrate.h"
 #include "trainer/hf/export.h"
 #include "trainer/options.h"
 #include "trainer/supervisor.h"
@@ -37,9 +39,13 @@ int main(int argc, char** argv) {
   // `meshtrain export ...`: a checkpoint as a Hugging Face directory (trainer/hf/export.h).
   if (!args.empty() && args[0] == "export")
     return hf::export_main(std::vector<std::string>(args.begin() + 1, args.end()));
+  // `meshtrain calibrate [same flags]`: launched, supervised and rendezvoused like a run.
+  const bool calibrate = !args.empty() && args[0] == "calibrate";
+  if (calibrate) args.erase(args.begin());
   auto parsed = parse_options(args);
   if (!parsed.ok()) return refuse(parsed.error());
   TrainerOptions o = *parsed;
+  o.calibrate = calibrate;
   o.master_port = resolve_master_port(o);
   if (o.help) {
     std::cout << usage();
@@ -58,6 +64,16 @@ int main(int argc, char** argv) {
   Placement placement;
   placement.world_size = env->from_env ? env->world_size : o.nnodes * std::max(1, o.nproc_per_node);
   placement.ranks_per_node = env->from_env ? env->local_world_size : std::max(1, o.nproc_per_node);
+  if (o.calibrate) {
+    // The mesh is not used (calibrate builds its own group layouts): any shape of the world.
+    o.run.mesh = MeshShape{1, placement.world_size, 1, 1};
+    if (o.check_only) return kExitOk;
+    if (supervise_mode) return supervise(o, o.run.mesh);
+    if (!env->from_env && placement.world_size != 1)
+      return refuse(Error{"--nproc-per-node", std::to_string(o.nproc_per_node),
+                          "launch several ranks with --nproc-per-node or torchrun's environment"});
+    return calibrate_rank(o, *env, *spec);
+  }
   const LayoutCheck checked = ParallelLayout::check(o.run, &*spec, placement);
   if (!checked.ok()) {
     for (const std::string& text : checked.error_texts()) std::cerr << "meshtrain: " << text << "\n";

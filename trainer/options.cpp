@@ -140,6 +140,8 @@ Result<TrainerOptions> parse_options(const std::vector<std::string>& args) {
 std::string usage() {
   std::ostringstream out;
   out << "usage: meshtrain [flags]\n"
+         "       meshtrain calibrate [flags]   time matmuls and collectives on the run's ranks\n"
+         "                                     (calibration records, docs/metrics.md)\n"
          "Trains a Llama-style decoder on one or more ranks (dp_replicate x dp_shard x cp x tp).\n"
          "Launch: torchrun-style environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
          "MASTER_ADDR, MASTER_PORT), or --nproc-per-node N [--nnodes --node-rank --master-addr\n"
@@ -157,6 +159,7 @@ std::string usage() {
 
 std::vector<std::string> to_args(const TrainerOptions& o) {
   std::vector<std::string> a;
+  if (o.calibrate) a.push_back("calibrate");  // the subcommand first, as main() reads it
   auto add = [&](const std::string& f, const std::string& v) {
     a.push_back(f);
     a.push_back(v);

@@ -35,6 +35,7 @@ struct TrainerOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;              // 0: not given (resolve_master_port)
   bool check_only = false;          // --check: validate the run against the placement and exit
+  bool calibrate = false;           // `meshtrain calibrate ...`: measure the cluster (trainer/calibrate.h)
   bool help = false;
 };
 

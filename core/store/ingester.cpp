@@ -3,6 +3,7 @@
 #include <cmath>
 #include <variant>
 
+#include "core/store/calibration_store.h"
 #include "core/store/schema.h"
 #include "core/store/step_line.h"
 
@@ -359,6 +360,7 @@ Result<IngestCounts> Ingester::ingest(RunId run, std::string_view source, uint64
           if constexpr (std::is_same_v<T, StepRecord>) return on_step(run, r, counts);
           else if constexpr (std::is_same_v<T, StartRecord>) return on_start(run, r);
           else if constexpr (std::is_same_v<T, EvalRecord>) return on_eval(run, r, counts);
+          else if constexpr (std::is_same_v<T, CalibrationRecord>) return store_calibration_record(db_, run, r);
           else return on_end(run, r);
         },
         *rec);

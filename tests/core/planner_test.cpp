@@ -160,7 +160,7 @@ TEST(Planner, JsonSchema) {
   ASSERT_EQ(j["shapes"].size(), 35u);
   const auto& s = j["shapes"][0];
   for (const char* key : {"dp_replicate", "dp_shard", "cp", "tp", "fits", "memory_bytes",
-                          "step_time_s", "tokens_per_s", "mfu", "comm_s", "warnings", "accelerate"})
+                          "step_time_s", "tokens_per_s", "mfu", "comm_s", "warnings", "accelerate", "compute_s", "calibrated"})
     EXPECT_TRUE(s.contains(key)) << key;
   for (const char* key :
        {"params", "grads", "optimizer", "activations", "buffers", "reserve", "total"})

@@ -1,0 +1,112 @@
+#include "core/calibration_records.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace meshwork {
+
+namespace {
+
+template <class T>
+bool field(const nlohmann::json& j, const char* key, T& out) {
+  auto it = j.find(key);
+  if (it == j.end()) return false;
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!it->is_string()) return false;
+  } else if constexpr (std::is_integral_v<T>) {
+    if (!it->is_number_integer()) return false;
+  } else {
+    if (!it->is_number()) return false;
+  }
+  out = it->get<T>();
+  return true;
+}
+
+}  // namespace
+
+CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& records,
+                                        const std::vector<std::string>& hosts) {
+  CalibrationSamples out;
+  std::map<int, ClusterFingerprint::Node> nodes;
+  std::map<std::tuple<int, int, int, double>, CollectiveSample> slowest;
+  auto skip = [&](const CalibrationRecord& r, const std::string& why) {
+    out.errors.push_back("calibration record of rank " + std::to_string(r.rank) + ": kind " + r.kind + ": " + why);
+  };
+  for (const CalibrationRecord& r : records) {
+    out.last_time = std::max(out.last_time, r.time);
+    const nlohmann::json& f = r.fields;
+    if (r.kind == "node") {
+      int node = 0;
+      ClusterFingerprint::Node n;
+      if (!field(f, "node", node) || !field(f, "host", n.host) || !field(f, "ranks_per_node", n.devices)) {
+        skip(r, "needs node, host and ranks_per_node");
+        continue;
+      }
+      field(f, "cores", n.cores);
+      field(f, "device_name", n.device_name);
+      nodes[node] = n;
+    } else if (r.kind == "matmul") {
+      MatmulSample s;
+      std::string precision;
+      if (!field(f, "precision", precision) || !field(f, "m", s.m) || !field(f, "n", s.n) ||
+          !field(f, "k", s.k) || !field(f, "seconds", s.seconds) || !field(f, "threads", s.threads) ||
+          !field(f, "ranks_per_node", s.ranks_per_node)) {
+        skip(r, "needs precision, m, n, k, seconds, threads and ranks_per_node");
+        continue;
+      }
+      field(f, "count", s.count);
+      field(f, "split", s.split);
+      auto p = parse_precision(precision);
+      if (!p || !(s.seconds > 0)) {
+        skip(r, "precision fp32|bf16 and seconds > 0");
+        continue;
+      }
+      s.precision = *p;
+      out.matmuls.push_back(s);
+    } else if (r.kind == "collective") {
+      CollectiveSample s;
+      std::string op, link;
+      if (!field(f, "op", op) || !field(f, "link", link) || !field(f, "group_size", s.group_size) ||
+          !field(f, "bytes", s.bytes) || !field(f, "seconds", s.seconds)) {
+        skip(r, "needs op, link, group_size, bytes and seconds");
+        continue;
+      }
+      auto o = parse_collective(op);
+      auto l = parse_link_kind(link);
+      if (!o || !l || !(s.seconds > 0) || s.group_size < 2) {
+        skip(r, "op, link as documented, group_size >= 2 and seconds > 0");
+        continue;
+      }
+      s.op = *o;
+      s.link = *l;
+      auto key = std::make_tuple(static_cast<int>(s.op), static_cast<int>(s.link), s.group_size, s.bytes);
+      auto [it, fresh] = slowest.emplace(key, s);
+      if (!fresh) it->second.seconds = std::max(it->second.seconds, s.seconds);
+    } else {
+      skip(r, "unknown kind (allowed: node, matmul, collective)");
+    }
+  }
+  bool all_cpu = !nodes.empty();
+  for (auto& [index, n] : nodes) {
+    if (static_cast<size_t>(index) < hosts.size() && !hosts[index].empty()) n.host = hosts[index];
+    all_cpu = all_cpu && n.device_name == "cpu";
+    out.fingerprint.nodes.push_back(n);
+  }
+  out.fingerprint.device = all_cpu ? DeviceKind::cpu : DeviceKind::cuda;
+  out.fingerprint.links = {"intra_node"};
+  if (out.fingerprint.nodes.size() > 1) out.fingerprint.links.push_back("inter_node");
+  for (const auto& [key, s] : slowest) out.collectives.push_back(s);
+  return out;
+}
+
+Result<Calibration> calibration_from_records(const std::vector<CalibrationRecord>& records,
+                                             const std::vector<std::string>& hosts) {
+  CalibrationSamples s = samples_from_records(records, hosts);
+  if (s.fingerprint.nodes.empty())
+    return Error{"calibration", std::to_string(records.size()) + " records",
+                 "at least one \"node\" record (the run did not start on any node)"};
+  return build_calibration(s.fingerprint, s.matmuls, s.collectives, iso_utc(s.last_time));
+}
+
+}  // namespace meshwork

@@ -1,0 +1,34 @@
+// From `meshtrain calibrate`'s metrics records (type "calibration", docs/metrics.md) to a
+// Calibration: the one reader the CLI, the bench and the tests share.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/calibration.h"
+#include "core/metrics.h"
+
+namespace meshwork {
+
+struct CalibrationSamples {
+  ClusterFingerprint fingerprint;  // from the "node" records, in node order
+  std::vector<MatmulSample> matmuls;
+  std::vector<CollectiveSample> collectives;
+  double last_time = 0;            // unix seconds of the latest record (the calibration's date)
+  std::vector<std::string> errors;  // records that were skipped, in core's words
+};
+
+// "node" records give the fingerprint (device: cuda unless every node's device_name is "cpu";
+// links: intra_node, plus inter_node with more than one node). `hosts`, when not empty, names
+// the nodes as the launcher reached them (LaunchRecord) instead of the hostname each node
+// reported: namespaces and containers often share one hostname. A collective sample is the
+// slowest rank's time for its (op, link, group size, bytes): a collective ends for the group
+// when its last member is done.
+CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& records,
+                                        const std::vector<std::string>& hosts = {});
+
+// samples_from_records() then build_calibration(), dated by the latest record.
+Result<Calibration> calibration_from_records(const std::vector<CalibrationRecord>& records,
+                                             const std::vector<std::string>& hosts = {});
+
+}  // namespace meshwork

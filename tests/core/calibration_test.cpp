@@ -1,0 +1,285 @@
+// Calibration (core/calibration.h): the alpha-beta fit, the fingerprint, the JSON form, records
+// to a calibration, and the step-time estimate with calibrated inputs against the closed-form
+// values of its formulas on hand-made inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/calibration.h"
+#include "core/calibration_records.h"
+#include "core/time_estimate.h"
+
+using namespace meshwork;
+
+namespace {
+
+// t = alpha + x / beta exactly, x = the ring bytes of a tensor of `bytes`.
+CollectiveSample sample(Collective op, int n, double bytes, double alpha, double beta,
+                        LinkKind link = LinkKind::intra_node) {
+  return {op, link, n, bytes, alpha + ring_bytes_sent(op, bytes, n) / beta};
+}
+
+ClusterFingerprint two_nodes() {
+  ClusterFingerprint f;
+  f.device = DeviceKind::cpu;
+  f.nodes = {{"node-a", 2, "cpu", 2}, {"node-b", 2, "cpu", 2}};
+  f.links = {"intra_node", "inter_node"};
+  return f;
+}
+
+}  // namespace
+
+TEST(Calibration, RingBytesAndSteps) {
+  EXPECT_DOUBLE_EQ(ring_bytes_sent(Collective::all_reduce, 1000, 4), 1500);  // 2 (3/4) M
+  EXPECT_DOUBLE_EQ(ring_bytes_sent(Collective::all_gather, 1000, 4), 750);
+  EXPECT_DOUBLE_EQ(ring_bytes_sent(Collective::reduce_scatter, 1000, 4), 750);
+  EXPECT_DOUBLE_EQ(ring_bytes_sent(Collective::send_recv, 1000, 4), 1000);
+  EXPECT_EQ(ring_steps(Collective::all_reduce, 4), 6);
+  EXPECT_EQ(ring_steps(Collective::all_gather, 4), 3);
+  EXPECT_EQ(ring_steps(Collective::send_recv, 4), 1);
+  EXPECT_DOUBLE_EQ(ring_bytes_sent(Collective::all_reduce, 1000, 1), 0);
+}
+
+TEST(Calibration, FitRecoversAlphaAndBeta) {
+  std::vector<CollectiveSample> s;
+  for (double bytes : {4e3, 64e3, 1e6, 16e6}) s.push_back(sample(Collective::all_reduce, 4, bytes, 2e-4, 1.5e9));
+  auto fit = fit_alpha_beta(s);
+  ASSERT_TRUE(fit.ok()) << fit.error().message();
+  EXPECT_NEAR(fit->latency_s, 2e-4, 1e-12);
+  EXPECT_NEAR(fit->bytes_per_s, 1.5e9, 1.5e9 * 1e-9);
+}
+
+TEST(Calibration, NegativeInterceptIsRefittedThroughTheOrigin) {
+  // t = x / 1e9 - 1e-5 (a latency below zero is noise): fit through the origin,
+  // b = sum x t / sum x^2.
+  std::vector<CollectiveSample> s = {sample(Collective::send_recv, 2, 1e6, -1e-5, 1e9),
+                                     sample(Collective::send_recv, 2, 2e6, -1e-5, 1e9)};
+  auto fit = fit_alpha_beta(s);
+  ASSERT_TRUE(fit.ok());
+  EXPECT_EQ(fit->latency_s, 0);
+  const double b = (1e6 * (1e-3 - 1e-5) + 2e6 * (2e-3 - 1e-5)) / (1e12 + 4e12);
+  EXPECT_NEAR(fit->bytes_per_s, 1 / b, 1e-3);
+}
+
+TEST(Calibration, FitNeedsTwoSizes) {
+  auto fit = fit_alpha_beta({sample(Collective::all_gather, 2, 1e6, 1e-4, 1e9), sample(Collective::all_gather, 2, 1e6, 1e-4, 1e9)});
+  ASSERT_FALSE(fit.ok());
+  EXPECT_EQ(fit.error().allowed, "at least two message sizes");
+  EXPECT_FALSE(fit_alpha_beta({}).ok());
+}
+
+TEST(Calibration, FingerprintChangesWhenANodeIsReplaced) {
+  const ClusterFingerprint a = two_nodes();
+  ClusterFingerprint same = two_nodes();
+  EXPECT_EQ(a.id(), same.id());
+  EXPECT_EQ(a.id().size(), 16u);
+  ClusterFingerprint replaced = two_nodes();
+  replaced.nodes[1].host = "node-c";
+  EXPECT_NE(a.id(), replaced.id());
+  ClusterFingerprint more_devices = two_nodes();
+  more_devices.nodes[0].devices = 4;
+  EXPECT_NE(a.id(), more_devices.id());
+  ClusterFingerprint one_link = two_nodes();
+  one_link.links = {"intra_node"};
+  EXPECT_NE(a.id(), one_link.id());
+}
+
+TEST(Calibration, JsonRoundTripAndErrorsNameTheField) {
+  Calibration c;
+  c.fingerprint = two_nodes();
+  c.measured_at = "2026-11-25T05:00:00Z";
+  c.step_efficiency = 0.6;
+  c.matmul = {{Precision::fp32, 1, 2, 3e10}};
+  c.collectives = {{LinkKind::inter_node, Collective::all_reduce, 2, {1e-4, 1e9}, 4, 0.01}};
+  nlohmann::json j = to_json(c);
+  EXPECT_EQ(j["fingerprint_id"], c.fingerprint.id());
+  auto back = calibration_from_json(j);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->fingerprint.id(), c.fingerprint.id());
+  EXPECT_EQ(back->measured_at, c.measured_at);
+  EXPECT_DOUBLE_EQ(back->step_efficiency, 0.6);
+  ASSERT_EQ(back->collectives.size(), 1u);
+  EXPECT_EQ(back->collectives[0].link, LinkKind::inter_node);
+  EXPECT_DOUBLE_EQ(back->collectives[0].fit.bytes_per_s, 1e9);
+
+  nlohmann::json bad = j;
+  bad["collectives"][0]["op"] = "all_to_all";
+  auto e = calibration_from_json(bad);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().field, "collectives[0].op");
+  EXPECT_EQ(e.error().value, "all_to_all");
+  bad = j;
+  bad["matmul"][0]["flops_per_s"] = -1.0;
+  e = calibration_from_json(bad);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().field, "matmul[0].flops_per_s");
+  bad = j;
+  bad["fingerprint"]["nodes"] = nlohmann::json::array();
+  EXPECT_FALSE(calibration_from_json(bad).ok());
+}
+
+TEST(Calibration, NearestGroupSizeScalesLatencyByRingSteps) {
+  Calibration c;
+  c.fingerprint = two_nodes();
+  c.collectives = {{LinkKind::intra_node, Collective::all_reduce, 2, {1e-4, 2e9}, 3, 0}};
+  auto exact = c.collective(LinkKind::intra_node, Collective::all_reduce, 2);
+  ASSERT_TRUE(exact);
+  EXPECT_DOUBLE_EQ(exact->latency_s, 1e-4);
+  // n = 4: 2 (4-1) = 6 ring steps instead of 2: three times the latency, the same bandwidth.
+  auto four = c.collective(LinkKind::intra_node, Collective::all_reduce, 4);
+  ASSERT_TRUE(four);
+  EXPECT_DOUBLE_EQ(four->latency_s, 3e-4);
+  EXPECT_DOUBLE_EQ(four->bytes_per_s, 2e9);
+  EXPECT_FALSE(c.collective(LinkKind::inter_node, Collective::all_reduce, 2));
+  EXPECT_FALSE(c.collective(LinkKind::intra_node, Collective::all_gather, 2));
+}
+
+TEST(Calibration, CpuMatmulRateScalesWithRanksSharingANode) {
+  Calibration c;
+  c.fingerprint = two_nodes();
+  c.matmul = {{Precision::fp32, 1, 2, 3e10}};
+  EXPECT_DOUBLE_EQ(*c.matmul_flops(Precision::fp32, 2), 3e10);
+  EXPECT_DOUBLE_EQ(*c.matmul_flops(Precision::fp32, 4), 1.5e10);  // 4 ranks share what 2 had
+  EXPECT_FALSE(c.matmul_flops(Precision::bf16, 2));
+}
+
+TEST(Calibration, FromRecords) {
+  std::vector<CalibrationRecord> recs;
+  for (int node = 0; node < 2; ++node)
+    recs.push_back({node * 2, 100.0 + node, "node",
+                    {{"node", node}, {"host", "same-hostname"}, {"ranks_per_node", 2}, {"cores", 2}, {"device_name", "cpu"}}});
+  // Two ranks time the same all-gathers; the slower one is the group's time.
+  for (int rank = 0; rank < 2; ++rank)
+    for (double bytes : {1e5, 1e6}) {
+      const double t = 5e-5 + ring_bytes_sent(Collective::all_gather, bytes, 2) / 1e9;
+      recs.push_back({rank, 200, "collective",
+                      {{"op", "all_gather"}, {"link", "inter_node"}, {"group_size", 2}, {"bytes", bytes},
+                       {"seconds", rank == 1 ? t : t / 2}, {"iterations", 5}}});
+    }
+  recs.push_back({0, 150, "matmul",
+                  {{"precision", "fp32"}, {"threads", 1}, {"ranks_per_node", 2}, {"m", 100}, {"n", 200},
+                   {"k", 300}, {"seconds", 1e-3}, {"iterations", 3}}});
+  recs.push_back({0, 150, "matmul", {{"precision", "fp64"}}});  // skipped, counted
+  auto cal = calibration_from_records(recs, {"ns1", "ns2"});
+  ASSERT_TRUE(cal.ok()) << cal.error().message();
+  EXPECT_EQ(cal->fingerprint.nodes.size(), 2u);
+  EXPECT_EQ(cal->fingerprint.nodes[1].host, "ns2");  // the launcher's names win
+  EXPECT_EQ(cal->fingerprint.device, DeviceKind::cpu);
+  EXPECT_EQ(cal->measured_at, iso_utc(200));
+  ASSERT_EQ(cal->matmul.size(), 1u);
+  EXPECT_DOUBLE_EQ(cal->matmul[0].flops_per_s, 2.0 * 100 * 200 * 300 / 1e-3);
+  auto ag = cal->collective(LinkKind::inter_node, Collective::all_gather, 2);
+  ASSERT_TRUE(ag);
+  EXPECT_NEAR(ag->latency_s, 5e-5, 1e-12);
+  EXPECT_NEAR(ag->bytes_per_s, 1e9, 1e-3);
+  EXPECT_EQ(samples_from_records(recs).errors.size(), 1u);
+}
+
+// ---- The estimator with calibrated inputs: each term in closed form. ----
+
+namespace {
+
+ModelSpec preset(const std::string& name) { return *load_model_spec(name); }
+
+// Defaults that must NOT show up anywhere a calibrated number exists.
+TimeQuery calibrated_query(const ModelSpec& m, MeshShape shape, int gpus_per_node) {
+  TimeQuery q;
+  q.model = &m;
+  q.shape = shape;
+  q.gpus_per_node = gpus_per_node;
+  q.seq_len = 256;
+  q.micro_batch = 1;
+  q.precision = Precision::fp32;
+  q.hardware.peak_flops_fp32 = 1;  // absurd: a test fails loudly if a default leaks in
+  q.hardware.intra_node_bytes_per_s = q.hardware.inter_node_bytes_per_s = 1;
+  q.hardware.latency_s = 1;
+  q.hardware.efficiency = 0.1;
+  Calibration c;
+  c.fingerprint = two_nodes();
+  c.step_efficiency = 0.5;
+  c.matmul = {{Precision::fp32, 1, gpus_per_node, 2e9}};
+  c.collectives = {
+      {LinkKind::intra_node, Collective::all_gather, 2, {1e-4, 1e9}, 3, 0},
+      {LinkKind::intra_node, Collective::reduce_scatter, 2, {2e-4, 0.5e9}, 3, 0},
+      {LinkKind::intra_node, Collective::all_reduce, 2, {3e-4, 0.25e9}, 3, 0},
+      {LinkKind::inter_node, Collective::all_reduce, 2, {1e-3, 0.1e9}, 3, 0},
+      {LinkKind::intra_node, Collective::send_recv, 2, {5e-5, 2e9}, 3, 0},
+  };
+  q.calibration = c;
+  return q;
+}
+
+}  // namespace
+
+TEST(CalibratedEstimate, ComputeUsesMeasuredRateAndStepEfficiency) {
+  ModelSpec tiny = preset("tiny");
+  TimeQuery q = calibrated_query(tiny, {1, 1, 1, 1}, 1);
+  q.global_batch = 4;
+  TimeEstimate t = estimate_time(q);
+  // 4 sequences x 256 tokens x 935,808 FLOPs / (1 rank x 2 GFLOP/s x 0.5).
+  EXPECT_DOUBLE_EQ(t.compute_s, 4 * 256 * 935'808.0 / (2e9 * 0.5));
+  EXPECT_TRUE(t.compute_calibrated);
+  EXPECT_DOUBLE_EQ(t.mfu, t.model_flops_per_token * t.tokens_per_s / 2e9);
+}
+
+TEST(CalibratedEstimate, DataParallelAllReduceIntraAndInterNode) {
+  ModelSpec tiny = preset("tiny");
+  // DDP over 2 ranks: one all-reduce of G = 4 N bytes (one 25 MiB bucket), 2 (1/2) G sent.
+  const double G = 4.0 * static_cast<double>(tiny.parameter_count());
+  TimeEstimate intra = estimate_time(calibrated_query(tiny, {2, 1, 1, 1}, 2));
+  EXPECT_DOUBLE_EQ(intra.axis(Axis::dp_replicate).seconds, 3e-4 + G / 0.25e9);
+  EXPECT_FALSE(intra.axis(Axis::dp_replicate).crosses_nodes);
+  EXPECT_TRUE(intra.comm_calibrated[static_cast<int>(Axis::dp_replicate)]);
+  // One rank per node: the group crosses nodes, the inter-node fit applies.
+  TimeEstimate inter = estimate_time(calibrated_query(tiny, {2, 1, 1, 1}, 1));
+  EXPECT_TRUE(inter.axis(Axis::dp_replicate).crosses_nodes);
+  EXPECT_DOUBLE_EQ(inter.axis(Axis::dp_replicate).seconds, 1e-3 + G / 0.1e9);
+  EXPECT_DOUBLE_EQ(inter.step_s, inter.compute_s + inter.comm_s);  // CPU: nothing hidden
+}
+
+TEST(CalibratedEstimate, TensorParallelEachCollectiveItsOwnFit) {
+  ModelSpec tiny = preset("tiny");
+  TimeEstimate t = estimate_time(calibrated_query(tiny, {1, 1, 1, 2}, 2));
+  // Per micro-batch: L x 4 + 2 all-gathers and as many reduce-scatters of M = T h c bytes
+  // ((t-1)/t M = M/2 sent each), and 3 all-reduces of T fp32 values (2 (1/2) 4T sent each).
+  const double L = tiny.num_hidden_layers, T = 256, M = T * tiny.hidden_size * 4;
+  const double k = L * 4 + 2;
+  const double expected = k * (1e-4 + M / 2 / 1e9) + k * (2e-4 + M / 2 / 0.5e9) + 3 * (3e-4 + 4 * T / 0.25e9);
+  EXPECT_NEAR(t.axis(Axis::tp).seconds, expected, expected * 1e-12);
+  EXPECT_DOUBLE_EQ(t.axis(Axis::tp).bytes, 2 * k * M / 2 + 3 * 4 * T);
+  EXPECT_EQ(t.axis(Axis::tp).collectives, static_cast<int>(2 * k + 3));
+  EXPECT_TRUE(t.comm_calibrated[static_cast<int>(Axis::tp)]);
+}
+
+TEST(CalibratedEstimate, MissingFitFallsBackToDefaultsAndSaysSo) {
+  ModelSpec tiny = preset("tiny");
+  TimeQuery q = calibrated_query(tiny, {1, 2, 1, 1}, 1);  // FSDP across nodes: no inter-node AG/RS fit
+  q.hardware.inter_node_bytes_per_s = 1e9;
+  q.hardware.latency_s = 1e-5;
+  TimeEstimate t = estimate_time(q);
+  EXPECT_FALSE(t.comm_calibrated[static_cast<int>(Axis::dp_shard)]);
+  // Defaults: alpha = (n-1) latency per collective, beta = the link's bandwidth.
+  const AxisComm& ax = t.axis(Axis::dp_shard);
+  EXPECT_NEAR(ax.seconds, ax.bytes / 1e9 + ax.collectives * 1e-5, 1e-12);
+}
+
+TEST(CalibratedEstimate, ContextParallelSendRecv) {
+  ModelSpec tiny = preset("tiny");
+  TimeEstimate t = estimate_time(calibrated_query(tiny, {1, 1, 2, 1}, 2));
+  const AxisComm& ax = t.axis(Axis::cp);
+  // L (cp-1) ring steps x 2 send/recvs, each alpha + its bytes / beta.
+  EXPECT_EQ(ax.collectives, static_cast<int>(tiny.num_hidden_layers * 2));
+  EXPECT_DOUBLE_EQ(ax.seconds, ax.collectives * 5e-5 + ax.bytes / 2e9);
+  EXPECT_TRUE(t.comm_calibrated[static_cast<int>(Axis::cp)]);
+}
+
+TEST(CalibratedEstimate, TensorParallelUsesTheRateOfSplitMatmuls) {
+  ModelSpec tiny = preset("tiny");
+  TimeQuery q = calibrated_query(tiny, {1, 1, 1, 2}, 2);
+  // Matmuls split 2 ways run at 1 GFLOP/s here, whole ones at 2: tp 2 takes the split rate.
+  q.calibration->matmul.push_back({Precision::fp32, 1, 2, 1e9, 2});
+  TimeEstimate t = estimate_time(q);
+  EXPECT_DOUBLE_EQ(t.compute_s, 256 * 935'808.0 / (2 * 1e9 * 0.5));
+  EXPECT_DOUBLE_EQ(*q.calibration->matmul_flops(Precision::fp32, 2, 4), 1e9);  // nearest split
+  EXPECT_DOUBLE_EQ(*q.calibration->matmul_flops(Precision::fp32, 2, 1), 2e9);
+}

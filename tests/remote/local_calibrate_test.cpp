@@ -1,0 +1,105 @@
+// `meshwork calibrate --local`: a real 2-rank `meshtrain calibrate` through the normal launch
+// path (deploy, supervisor, streaming into the store). Its records are fitted and stored by
+// fingerprint, the estimator accepts the calibration (every term it needs is calibrated), and
+// `meshwork plan --calibration ID` plans with it.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <fstream>
+
+#include "core/calibration.h"
+#include "core/store/calibration_store.h"
+#include "core/store/run_store.h"
+#include "core/time_estimate.h"
+#include "remote/shell_quote.h"
+#include "test_util.h"
+
+namespace meshwork::remote {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string meshtrain() {
+  if (const char* env = std::getenv("MESHWORK_TEST_MESHTRAIN"); env && *env) return env;
+  return std::string(MESHWORK_BIN_DIR) + "/meshtrain";
+}
+
+int meshwork(std::vector<std::string> args, const fs::path& tmp) {
+  args.insert(args.begin(), std::string(MESHWORK_BIN_DIR) + "/meshwork");
+  const std::string cmd = shell_join(args) + " > " + shell_quote((tmp / "out").string()) + " 2> " +
+                          shell_quote((tmp / "err").string());
+  const int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST(LocalCalibrate, TwoRanksGiveACalibrationTheEstimatorAccepts) {
+  ASSERT_TRUE(fs::exists(meshtrain())) << meshtrain() << " is not built";
+  const fs::path tmp = test::temp_dir("local-calibrate");
+  const fs::path db = tmp / "runs.db";
+  const fs::path out = tmp / "calibration.json";
+  ASSERT_EQ(meshwork({"calibrate", "--local", "--nproc-per-node", "2", "--model", "tiny", "--seq-len", "64",
+                      "--remote-root", (tmp / "runs").string(), "--meshtrain", meshtrain(), "--master-port",
+                      std::to_string(32000 + ::getpid() % 900), "--db", db.string(), "--out", out.string()},
+                     tmp),
+            0)
+      << test::read_text(tmp / "err") << test::read_text(tmp / "out");
+
+  auto file = read_calibration_file(out.string());
+  ASSERT_TRUE(file.ok()) << file.error().message();
+  const Calibration& cal = *file;
+  ASSERT_EQ(cal.fingerprint.nodes.size(), 1u);
+  EXPECT_EQ(cal.fingerprint.nodes[0].devices, 2);
+  EXPECT_EQ(cal.fingerprint.device, DeviceKind::cpu);
+  EXPECT_NE(test::read_text(tmp / "out").find(cal.fingerprint.id()), std::string::npos);
+  // Every collective the trainer uses, fitted at group size 2 inside the node.
+  for (Collective op : kCollectives) {
+    auto fit = cal.collective(LinkKind::intra_node, op, 2);
+    ASSERT_TRUE(fit) << to_string(op);
+    EXPECT_GT(fit->bytes_per_s, 0) << to_string(op);
+    EXPECT_GE(fit->latency_s, 0) << to_string(op);
+  }
+  EXPECT_TRUE(cal.matmul_flops(Precision::fp32, 2, 1));
+  EXPECT_TRUE(cal.matmul_flops(Precision::bf16, 2, 2));
+
+  // Stored by fingerprint, with the run that measured it; the run itself ended ok.
+  auto store = store::RunStore::open(db);
+  ASSERT_TRUE(store.ok());
+  auto stored = store::latest_calibration((*store)->handle(), cal.fingerprint.id());
+  ASSERT_TRUE(stored.ok()) << stored.error().message();
+  ASSERT_TRUE(stored->has_value());
+  ASSERT_TRUE((*stored)->run.has_value());
+  EXPECT_EQ((*store)->get_run(*(*stored)->run)->summary.status, "ok");
+  EXPECT_EQ(to_json((*stored)->calibration), to_json(cal));
+
+  // The estimator takes it: compute and every axis of these shapes from the calibration.
+  ModelSpec tiny = *load_model_spec("tiny");
+  for (MeshShape shape : {MeshShape{2, 1, 1, 1}, MeshShape{1, 2, 1, 1}, MeshShape{1, 1, 2, 1}, MeshShape{1, 1, 1, 2}}) {
+    TimeQuery q;
+    q.model = &tiny;
+    q.shape = shape;
+    q.gpus_per_node = 2;
+    q.seq_len = 64;
+    q.precision = Precision::fp32;
+    q.hardware = HardwareModel::cpu();
+    q.calibration = cal;
+    TimeEstimate t = estimate_time(q);
+    EXPECT_TRUE(t.compute_calibrated) << shape.to_string();
+    EXPECT_GT(t.step_s, 0) << shape.to_string();
+    EXPECT_TRUE(std::isfinite(t.step_s)) << shape.to_string();
+    EXPECT_GT(t.comm_s, 0) << shape.to_string();
+    for (Axis a : kAxes)
+      if (shape[a] > 1) EXPECT_TRUE(t.comm_calibrated[static_cast<int>(a)]) << shape.to_string();
+  }
+
+  // meshwork plan finds it in the store by its id.
+  ASSERT_EQ(meshwork({"plan", "--model", "tiny", "--nodes", "1", "--gpus-per-node", "2", "--gpu-memory", "1GiB",
+                      "--seq-len", "64", "--micro-batch", "1", "--device", "cpu", "--precision", "fp32",
+                      "--calibration", cal.fingerprint.id().substr(0, 8), "--db", db.string()},
+                     tmp),
+            0)
+      << test::read_text(tmp / "err");
+  EXPECT_NE(test::read_text(tmp / "out").find("Calibrated"), std::string::npos) << test::read_text(tmp / "out");
+}
+
+}  // namespace
+}  // namespace meshwork::remote

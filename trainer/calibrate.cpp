@@ -1,0 +1,309 @@
+#include "trainer/calibrate.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include "core/calibration_records.h"
+#include "core/metrics.h"
+#include "core/run_config.h"
+#include "trainer/comm.h"
+#include "trainer/metrics_sink.h"
+#include "trainer/supervisor.h"
+
+namespace meshwork::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double now_unix() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// One group layout to measure: the shape whose groups of `kind` are the groups wanted.
+struct Probe {
+  MeshShape shape;
+  GroupKind kind;
+  LinkKind link;
+};
+
+// Inside a node: n consecutive ranks (the tp groups of W/n x 1 x 1 x n; tp is the fastest axis,
+// so with n dividing the ranks per node R they never leave the node) for every n >= 2 dividing
+// R. Across nodes (nnodes > 1): one rank per node (the dp_replicate groups of nnodes x 1 x 1 x R,
+// as a dp axis over nodes with tp inside), and the whole world when R > 1 (dp_shard of
+// 1 x W x 1 x 1, as FSDP over every rank).
+std::vector<Probe> probes(int world, int ranks_per_node) {
+  std::vector<Probe> out;
+  for (int n = 2; n <= ranks_per_node; ++n)
+    if (ranks_per_node % n == 0) out.push_back({MeshShape{world / n, 1, 1, n}, GroupKind::tp, LinkKind::intra_node});
+  const int nodes = world / std::max(1, ranks_per_node);
+  if (nodes > 1) {
+    out.push_back({MeshShape{nodes, 1, 1, ranks_per_node}, GroupKind::dp_replicate, LinkKind::inter_node});
+    if (ranks_per_node > 1) out.push_back({MeshShape{1, world, 1, 1}, GroupKind::dp_shard, LinkKind::inter_node});
+  }
+  return out;
+}
+
+constexpr int64_t kMessageBytes[] = {4 << 10, 64 << 10, 1 << 20, 16 << 20};
+
+// Iterations per size: enough for a stable mean of the small ones, few of the big ones (16 MiB
+// over loopback Gloo on 2 shared cores takes tens of ms).
+int iterations(int64_t bytes) { return bytes <= (64 << 10) ? 20 : bytes <= (1 << 20) ? 8 : 3; }
+
+class Calibrator {
+ public:
+  Calibrator(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spec)
+      : o_(o),
+        env_(env),
+        spec_(spec),
+        rank_(env.rank),
+        log_(fs::path(o.run_dir) / ("rank" + std::to_string(env.rank) + ".log"),
+             std::getenv("MESHWORK_SUPERVISED") == nullptr && env.rank == 0),
+        sink_(fs::path(o.run_dir) / ("metrics-rank" + std::to_string(env.rank) + ".jsonl"), o.metrics,
+              o.metrics.empty() && env.rank == 0) {}
+
+  int run() {
+    if (!sink_.ok()) {
+      std::cerr << "meshtrain: --metrics: " << o_.metrics << ": a writable file\n";
+      return 2;
+    }
+    {
+      std::ofstream pid(fs::path(o_.run_dir) / ("rank" + std::to_string(rank_) + ".pid"));
+      pid << getpid() << "\n";
+    }
+    try {
+      if (int rc = setup()) return rc;
+      announce();
+      measure_matmuls();
+      for (size_t i = 0; i < comms_.size(); ++i) measure_collectives(i);
+      comms_.front()->barrier(comms_.front()->world());
+      if (rank_ == 0) write_calibration_file();
+      end("ok", "");
+      return 0;
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      if (auto nl = what.find('\n'); nl != std::string::npos) what = what.substr(0, nl);
+      log_("failed: ", e.what());
+      end("failed", what);
+      return 3;
+    }
+  }
+
+ private:
+  int setup() {
+    // Threads as a training rank gets them: the node's cores split between its ranks.
+    threads_ = std::max(1, usable_cores() / std::max(1, env_.local_world_size));
+    at::set_num_threads(threads_);
+    cuda_ = o_.run.training.device == DeviceKind::cuda;
+    if (cuda_) {
+      if (!torch::cuda::is_available()) {
+        end("failed", "--device cuda: no CUDA device is visible");
+        return 2;
+      }
+      c10::cuda::set_device(static_cast<c10::DeviceIndex>(env_.local_rank));
+      device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank));
+    }
+    // One communicator per group layout, in the same order on every rank (each is collective).
+    std::vector<Probe> ps = probes(env_.world_size, env_.local_world_size);
+    if (ps.empty()) ps.push_back({MeshShape{1, env_.world_size, 1, 1}, GroupKind::dp_shard, LinkKind::intra_node});
+    for (size_t i = 0; i < ps.size(); ++i) {
+      CommOptions co;
+      co.rank = rank_;
+      co.world_size = env_.world_size;
+      co.ranks_per_node = env_.local_world_size;
+      co.shape = ps[i].shape;
+      co.device = o_.run.training.device;
+      co.master_addr = env_.master_addr;
+      co.master_port = env_.master_port;
+      co.host_store = i == 0 && rank_ == 0 && !env_.store_hosted;
+      co.group_prefix = "meshwork/calibrate/" + std::to_string(i);
+      auto comm = Communicator::create(co);
+      if (!comm.ok()) {
+        log_(comm.error().message());
+        end("failed", comm.error().message());
+        return 3;
+      }
+      comms_.push_back(std::move(*comm));
+    }
+    probes_ = ps;
+    log_("calibrate: rank ", rank_, " of ", env_.world_size, " (", env_.local_world_size, " per node), ",
+         threads_, " threads, ", probes_.size(), " group layout(s)");
+    return 0;
+  }
+
+  void write(const std::string& kind, nlohmann::json fields) {
+    CalibrationRecord r;
+    r.rank = rank_;
+    r.time = now_unix();
+    r.kind = kind;
+    r.fields = std::move(fields);
+    sink_.write(to_json_line(r));
+  }
+
+  void announce() {
+    const Communicator& c = *comms_.front();
+    StartRecord sr;
+    sr.rank = rank_;
+    sr.time = now_unix();
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    sr.host = host;
+    sr.pid = getpid();
+    sr.node = c.mesh().node_of(rank_);
+    sr.world = env_.world_size;
+    sr.mesh = o_.run.mesh.world_size() == env_.world_size ? o_.run.mesh : probes_.front().shape;
+    sr.config = to_json(o_.run);
+    sr.versions = {{"meshtrain", MESHWORK_VERSION}, {"torch", TORCH_VERSION}, {"backend", cuda_ ? "nccl" : "gloo"},
+                   {"threads", threads_}, {"task", "calibrate"}};
+    sink_.write(to_json_line(sr));
+    if (env_.local_rank == 0)
+      write("node", {{"node", sr.node}, {"host", sr.host}, {"ranks_per_node", env_.local_world_size},
+                     {"cores", usable_cores()}, {"device_name", cuda_ ? "cuda" : "cpu"}});
+  }
+
+  void sync() {
+    if (cuda_) torch::cuda::synchronize();
+  }
+
+  // The run's matmuls (forward shapes; backward multiplies the same shapes transposed), whole
+  // and split d ways for every d dividing the world (tp narrows the column-parallel outputs and
+  // the row-parallel inputs, as parallelize_tp does), each timed until 0.1 s have passed (at
+  // least once after a warm-up). All ranks start together: they share the node's cores.
+  void measure_matmuls() {
+    const int64_t T = int64_t{o_.run.training.micro_batch} * o_.run.training.seq_len;
+    const int64_t h = spec_.hidden_size, L = spec_.num_hidden_layers;
+    struct Shape {
+      int64_t m, k, n, count;
+    };
+    for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+      for (int d = 1; d <= env_.world_size; ++d) {
+        if (env_.world_size % d != 0) continue;
+        auto cdiv = [d](int64_t x) { return std::max<int64_t>(1, (x + d - 1) / d); };
+        const std::vector<Shape> shapes = {{T, h, cdiv(spec_.q_dim()), L},
+                                           {T, h, cdiv(2 * spec_.kv_dim()), L},
+                                           {T, cdiv(spec_.q_dim()), h, L},
+                                           {T, h, cdiv(2 * spec_.intermediate_size), L},
+                                           {T, cdiv(spec_.intermediate_size), h, L},
+                                           {T, h, cdiv(spec_.vocab_size), 1}};
+        comms_.front()->barrier(comms_.front()->world());
+        for (const Shape& s : shapes) {
+          auto opts = at::TensorOptions().device(device_).dtype(dtype);
+          at::Tensor a = at::randn({s.m, s.k}, opts), b = at::randn({s.k, s.n}, opts);
+          (void)at::mm(a, b);  // warm-up (allocations, kernel selection)
+          sync();
+          int iters = 0;
+          const auto t0 = Clock::now();
+          do {
+            (void)at::mm(a, b);
+            sync();
+            ++iters;
+          } while (since(t0) < 0.1);
+          const double seconds = since(t0) / iters;
+          write("matmul", {{"precision", dtype == at::kFloat ? "fp32" : "bf16"}, {"threads", threads_},
+                           {"ranks_per_node", env_.local_world_size}, {"m", s.m}, {"n", s.n}, {"k", s.k},
+                           {"count", s.count}, {"split", d}, {"seconds", seconds}, {"iterations", iters}});
+        }
+      }
+    }
+  }
+
+  // Every collective of probe i at every size, on this rank's group of the probe's kind. All
+  // groups of the layout run at once, as they do in training.
+  void measure_collectives(size_t i) {
+    Communicator& c = *comms_[i];
+    const Group& g = c.group(probes_[i].kind);
+    const int n = g.size();
+    if (n < 2) return;
+    auto opts = at::TensorOptions().device(device_).dtype(at::kFloat);
+    for (Collective op : kCollectives) {
+      for (int64_t bytes : kMessageBytes) {
+        // M = the full tensor: numel a multiple of n (each member's chunk equal).
+        const int64_t numel = std::max<int64_t>(n, bytes / 4 / n * n);
+        const int iters = iterations(bytes);
+        at::Tensor full = at::ones({numel}, opts), part = at::ones({numel / n}, opts);
+        at::Tensor recv = at::empty({numel}, opts);
+        auto once = [&] {
+          switch (op) {
+            case Collective::all_reduce: c.all_reduce(full, g); break;
+            case Collective::all_gather: c.all_gather(full, part, g); break;
+            case Collective::reduce_scatter: c.reduce_scatter(part, full, g); break;
+            case Collective::send_recv: c.send_recv(full, (g.rank + 1) % n, recv, (g.rank + n - 1) % n, g); break;
+          }
+        };
+        once();  // warm-up (connections, buffers)
+        c.barrier(c.world());
+        const auto t0 = Clock::now();
+        for (int k = 0; k < iters; ++k) once();
+        sync();
+        const double seconds = since(t0) / iters;
+        write("collective", {{"op", std::string(to_string(op))}, {"link", std::string(to_string(probes_[i].link))},
+                             {"group_size", n}, {"bytes", static_cast<double>(numel * 4)},
+                             {"seconds", seconds}, {"iterations", iters}, {"backend", cuda_ ? "nccl" : "gloo"}});
+      }
+    }
+  }
+
+  // One node or a shared filesystem: every rank's records are here; fit them.
+  void write_calibration_file() {
+    std::vector<CalibrationRecord> records;
+    for (int r = 0; r < env_.world_size; ++r) {
+      std::ifstream in(fs::path(o_.run_dir) / ("metrics-rank" + std::to_string(r) + ".jsonl"));
+      if (!in) return;
+      std::string line;
+      while (std::getline(in, line)) {
+        auto rec = parse_metrics_line(line);
+        if (rec && std::holds_alternative<CalibrationRecord>(*rec)) records.push_back(std::get<CalibrationRecord>(*rec));
+      }
+    }
+    auto cal = calibration_from_records(records);
+    if (!cal) {
+      log_("calibrate: no calibration fitted: ", cal.error().message());
+      return;
+    }
+    std::ofstream(fs::path(o_.run_dir) / "calibration.json") << to_json(*cal).dump(1) << "\n";
+    log_("calibrate: wrote calibration.json (fingerprint ", cal->fingerprint.id(), ")");
+  }
+
+  void end(const std::string& status, const std::string& reason) {
+    EndRecord e;
+    e.rank = rank_;
+    e.time = now_unix();
+    e.status = status;
+    e.reason = reason;
+    sink_.write(to_json_line(e));
+  }
+
+  const TrainerOptions& o_;
+  const LaunchEnv& env_;
+  const ModelSpec& spec_;
+  const int rank_;
+  Log log_;
+  MetricsSink sink_;
+  int threads_ = 1;
+  bool cuda_ = false;
+  at::Device device_ = at::kCPU;
+  std::vector<Probe> probes_;
+  std::vector<std::unique_ptr<Communicator>> comms_;
+};
+
+}  // namespace
+
+int calibrate_rank(const TrainerOptions& options, const LaunchEnv& env, const ModelSpec& spec) {
+  Calibrator c(options, env, spec);
+  return c.run();
+}
+
+}  // namespace meshwork::trainer
