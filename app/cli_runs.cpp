@@ -185,9 +185,14 @@ int import_main(const Args& args) {
       run = *created;
     }
     store::IngestCounts total;
-    for (const auto& [path, source] : set.files) {
-      auto c = st.ingest_file(run, path, source);
-      if (!c) return fail(c.error());
+    // All files of the run together (one transaction holds the same steps of every rank).
+    std::vector<RunStore::ImportFile> files;
+    for (const auto& [path, source] : set.files) files.push_back({path, source});
+    auto counts = st.ingest_files(run, files);
+    if (!counts) return fail(counts.error());
+    for (size_t i = 0; i < files.size(); ++i) {
+      const fs::path& path = files[i].path;
+      const store::IngestCounts* c = &(*counts)[i];
       total += *c;
       if (c->malformed || c->unknown)
         std::cerr << "meshwork: warning: " << path.string() << ": " << c->malformed

@@ -16,7 +16,7 @@
 //    per-axis communication bars) on a fresh connection, no cache: "cold" for Meshwork; the OS
 //    file cache is warm (dropping it would disturb the other users of this machine).
 // 3. `runs import` of one shared file (every rank's lines) vs the same lines as per-rank files,
-//    through RunStore::ingest_file as the CLI does.
+//    through RunStore::ingest_file / ingest_files (a run directory's files together) as the CLI does.
 #include <time.h>
 
 #include <algorithm>
@@ -295,8 +295,10 @@ ImportResult import_ratio(const fs::path& dir, int ranks, int steps, int rounds)
       if (shared) {
         if (!(*s)->ingest_file(run, dir / "shared.jsonl")) std::exit(1);
       } else {
+        std::vector<RunStore::ImportFile> files;  // a run directory: `runs import` takes them together
         for (int r = 0; r < ranks; ++r)
-          if (!(*s)->ingest_file(run, dir / "per-rank" / ("metrics-rank" + std::to_string(r) + ".jsonl"))) std::exit(1);
+          files.push_back({dir / "per-rank" / ("metrics-rank" + std::to_string(r) + ".jsonl"), ""});
+        if (!(*s)->ingest_files(run, files)) std::exit(1);
       }
       const double t = now() - t0;
       (shared ? out.shared_s : out.per_rank_s) = std::min(shared ? out.shared_s : out.per_rank_s, t);

@@ -79,10 +79,11 @@ bool finished(const store::RunSummary& s) {
 
 // Mean seconds per step of each comm key and compute, over ranks, for runs of the same length
 // (`last_step`): every step while the run has at most kCommSampleSteps, else every step of
-// kCommWindows evenly spaced windows of kCommSampleSteps / kCommWindows steps. Raw points only
-// (each window's query is narrower than any bucket level and asks for more pixel columns than it
-// has steps, so nothing is decimated away): an unbiased estimate from real points, where the
-// chart's per-column min/max/last points would over-weight every spike.
+// kCommWindows evenly spaced windows of kCommSampleSteps / kCommWindows steps. Every step of a
+// window (each query asks for more pixel columns than the window has steps, so nothing is
+// decimated away): an unbiased estimate from real per-step means, where the chart's per-column
+// min/max/last points would over-weight every spike. The mean over ranks of a step comes from the
+// store's cross-rank aggregates (one row per step, whatever the rank count: docs/store.md).
 Status comm_means(store::RunStore* store, const std::vector<store::RunId>& runs, int64_t first_step,
                   int64_t last_step, std::vector<CommStats>& out) {
   out.assign(runs.size(), CommStats{});

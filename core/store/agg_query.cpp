@@ -95,6 +95,40 @@ Result<std::vector<Series>> query_rank_aggs(sqlite3* db, const SeriesQuery& q, i
   return out;
 }
 
+Result<bool> aggregates_read_less(sqlite3* db, const SeriesQuery& q, int64_t key) {
+  sql::Stmt first(db, "SELECT step, time, tokens FROM rank_agg WHERE run = ?1 AND key = ?2"
+                      " ORDER BY step ASC LIMIT 1");
+  sql::Stmt last(db, "SELECT step, time, tokens, n FROM rank_agg WHERE run = ?1 AND key = ?2"
+                     " ORDER BY step DESC LIMIT 1");
+  if (!first.ok()) return first.error();
+  if (!last.ok()) return last.error();
+  double agg_rows = 0, bucket_rows = 0;
+  for (RunId run : q.runs) {
+    first.bind(1, run).bind(2, key);
+    last.bind(1, run).bind(2, key);
+    Result<bool> a = first.step();
+    if (!a) return a.error();
+    if (!*a) continue;
+    Result<bool> b = last.step();
+    if (!b) return b.error();
+    const double x0 = x_of(q.x, first.int64(0), first.real(1), first.real(2));
+    const double x1 = x_of(q.x, last.int64(0), last.real(1), last.real(2));
+    const double steps = static_cast<double>(last.int64(0) - first.int64(0) + 1);
+    const double ranks = static_cast<double>(last.int64(3));
+    first.reset();
+    last.reset();
+    // The share of the run the x range covers (steps grow with time and tokens too).
+    double share = 1;
+    if ((q.x_min || q.x_max) && x1 > x0) {
+      const double lo = std::max(x0, q.x_min.value_or(x0)), hi = std::min(x1, q.x_max.value_or(x1));
+      share = std::clamp((hi - lo) / (x1 - x0), 0.0, 1.0);
+    }
+    agg_rows += steps * share;
+    bucket_rows += ranks * std::min(steps * share, static_cast<double>(q.pixels));
+  }
+  return agg_rows <= std::max(static_cast<double>(kAggregateRowsAlways), bucket_rows);
+}
+
 Result<std::vector<StepExtremes>> RunStore::step_extremes(RunId run, std::string_view key,
                                                           int64_t first_step, int64_t last_step) {
   sql::Stmt q(db_, "SELECT a.step, a.n, a.sum, a.lo, a.lo_rank, a.hi, a.hi_rank FROM rank_agg a"

@@ -67,7 +67,8 @@ class Ingester {
   Status on_eval(RunId run, const EvalRecord& r, IngestCounts& counts);
   Status on_end(RunId run, const EndRecord& r);
   Result<RankState*> rank_state(RunId run, int rank);
-  Status series_keys();  // fills series_key_ids_ (creating the keys when new)
+  Status series_keys();
+  Status store_pending_steps(RunId run, IngestCounts& counts);  // see ingester.cpp  // fills series_key_ids_ (creating the keys when new)
   Status malformed_event(RunId run, std::string_view source, uint64_t offset,
                          const Error& error, int64_t seen_before);
 
@@ -83,6 +84,7 @@ class Ingester {
   std::unordered_map<std::string, int64_t> key_ids_;
   std::vector<int64_t> series_key_ids_;  // ids of step_series_keys(), by index
   std::map<std::pair<RunId, int>, RankState> ranks_;
+  std::vector<StepRecord> pending_steps_;  // step lines of the chunk not stored yet
 };
 
 }  // namespace meshwork::store

@@ -377,45 +377,11 @@ Result<std::vector<Result<IngestCounts>>> RunStore::ingest_chunks(
 }
 
 Result<IngestCounts> RunStore::ingest_file(RunId run, const std::filesystem::path& path,
-                                           std::string_view source_arg, size_t chunk_bytes) {
-  const std::string source = source_arg.empty() ? path.string() : std::string(source_arg);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{"PATH", path.string(), "cannot be read (a metrics .jsonl file or a run directory)"}.as(ErrorKind::io);
-  std::error_code ec;
-  const uint64_t size = std::filesystem::file_size(path, ec);
-  Result<uint64_t> start = source_offset(run, source);
-  if (!start) return start.error();
-  if (!ec && size < *start)
-    return Error{"PATH", path.string(),
-                 "is shorter than the " + std::to_string(*start) +
-                     " bytes already imported from it; import it as a new run (--name)"};
-  IngestCounts total;
-  total.offset = *start;
-  uint64_t offset = *start;
-  std::string buf;
-  chunk_bytes = std::max<size_t>(chunk_bytes, 4096);
-  for (;;) {
-    in.seekg(static_cast<std::streamoff>(offset));
-    buf.resize(chunk_bytes);
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    buf.resize(static_cast<size_t>(in.gcount()));
-    const bool at_eof = buf.size() < chunk_bytes;
-    in.clear();
-    if (buf.empty()) break;
-    Result<IngestCounts> r = ingest_one(run, source, offset, buf, at_eof);
-    if (!r) return r.error();
-    total += *r;
-    if (r->offset == offset) {
-      if (at_eof) break;
-      chunk_bytes *= 2;  // one line longer than a chunk: read more at once
-      continue;
-    }
-    offset = r->offset;
-    if (at_eof) break;
-  }
-  // The import is complete: its ranks' open chart buckets are too.
-  if (Status s = flush_open_buckets(run); !s) return s.error();
-  return total;
+                                           std::string_view source, size_t chunk_bytes) {
+  Result<std::vector<IngestCounts>> r = ingest_files(
+      run, {ImportFile{path, source.empty() ? path.string() : std::string(source)}}, chunk_bytes);
+  if (!r) return r.error();
+  return r->front();
 }
 
 Status RunStore::flush_open_buckets(std::optional<RunId> run) {

@@ -197,6 +197,17 @@ class RunStore {
   Result<IngestCounts> ingest_file(RunId run, const std::filesystem::path& path,
                                    std::string_view source = {},
                                    size_t chunk_bytes = 8u << 20);
+  // Several files of one run (a run directory's per-rank files) imported together: chunks are
+  // read round-robin, ~chunk_bytes per transaction in all, so a transaction holds the same steps
+  // of every rank and the cross-rank aggregates merge them into one row per step (file after
+  // file, every point of a per-rank file would be its own aggregate upsert). Each file's offset
+  // advances with its lines (exactly once, resumable). Counts per file, in `files` order.
+  struct ImportFile {
+    std::filesystem::path path;
+    std::string source;  // the source name; empty: the path
+  };
+  Result<std::vector<IngestCounts>> ingest_files(RunId run, const std::vector<ImportFile>& files,
+                                                 size_t chunk_bytes = 8u << 20);
 
   // Queries ------------------------------------------------------------------------------------
   Result<std::vector<std::string>> keys(RunId run);  // metric keys stored for the run

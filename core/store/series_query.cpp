@@ -138,6 +138,9 @@ class SeriesReader {
       : q_(q), key_(key), col_(col),
         // A rank's first and last point: two seeks into its rows. (Not the level-0 bucket: that
         // is written when a rank ends, open_buckets.h, and a live chart needs the extent now.)
+        next_rank_(db, col >= 0 ? "SELECT min(rank) FROM steps WHERE run = ?1 AND rank > ?2"
+                                : "SELECT min(rank) FROM metrics_extra WHERE run = ?1 AND key = ?3"
+                                  " AND rank > ?2"),
         edge_first_(db, edge_sql(col, "ASC")),
         edge_last_(db, edge_sql(col, "DESC")),
         raw_step_(db, col >= 0 ? raw_column_sql(col, q.x)
@@ -151,7 +154,7 @@ class SeriesReader {
                      " AND step >= ?3 ORDER BY step LIMIT 1") {}
 
   Status prepared() const {
-    for (const sql::Stmt* s : {&edge_first_, &edge_last_, &raw_step_, &raw_x_, &buckets_, &step_at_})
+    for (const sql::Stmt* s : {&next_rank_, &edge_first_, &edge_last_, &raw_step_, &raw_x_, &buckets_, &step_at_})
       if (!s->ok()) return s->error();
     return Status::Ok();
   }
@@ -161,6 +164,21 @@ class SeriesReader {
   Result<std::vector<Extent>> extents(RunId run) {
     std::vector<Extent> out;
     std::vector<int> ranks = q_.aggregate == Aggregate::none ? std::vector<int>{q_.rank} : q_.ranks;
+    if (q_.aggregate != Aggregate::none && q_.ranks.empty()) {  // every rank: one seek each
+      for (int64_t after = std::numeric_limits<int64_t>::min();;) {
+        next_rank_.bind(1, run).bind(2, after);
+        if (col_ < 0) next_rank_.bind(3, key_);
+        Result<bool> row = next_rank_.step();
+        if (!row) return row.error();
+        if (!*row || next_rank_.is_null(0)) {
+          next_rank_.reset();
+          break;
+        }
+        after = next_rank_.int64(0);
+        next_rank_.reset();
+        ranks.push_back(static_cast<int>(after));
+      }
+    }
     std::sort(ranks.begin(), ranks.end());
     ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
     for (int rank : ranks) {
@@ -256,7 +274,7 @@ class SeriesReader {
   const SeriesQuery& q_;
   int64_t key_;
   int col_;
-  sql::Stmt edge_first_, edge_last_, raw_step_, raw_x_, buckets_, step_at_;
+  sql::Stmt next_rank_, edge_first_, edge_last_, raw_step_, raw_x_, buckets_, step_at_;
 };
 
 // Walks per-rank lists, each sorted by key(item), one key at a time in increasing order:
@@ -318,7 +336,11 @@ Result<std::vector<Series>> RunStore::query_series(const SeriesQuery& q) {
 
   // Over every rank: the cross-rank aggregates kept at ingest (agg_query.cpp), never the ranks'
   // series. Per rank (or a subset of ranks): below.
-  if (q.aggregate != Aggregate::none && q.ranks.empty()) return query_rank_aggs(db_, q, key);
+  if (q.aggregate != Aggregate::none && q.ranks.empty()) {
+    Result<bool> cheaper = aggregates_read_less(db_, q, key);
+    if (!cheaper) return cheaper.error();
+    if (*cheaper) return query_rank_aggs(db_, q, key);
+  }
 
   SeriesReader reader(db_, q, key, col);
   if (Status s = reader.prepared(); !s) return s.error();
