@@ -46,7 +46,11 @@ print(f"{'path':7} {'cpu of':9} {'a cores':>9} {'b ms/node/s':>11} {'check nodes
       f"{'error':>6} {'cores @1024':>11} {'goal':>6}")
 for mode in ("files", "stream"):
     for what, key in (("follower", "cpu_follower_cores"), ("process", "cpu_process_cores")):
-        pts = sorted((r["nodes"], r[key], r) for r in rows if r["mode"] == mode)
+        # Fitted on counts that kept up (backlog under 64 KiB): past that this machine itself is
+        # saturated (the simulated nodes' sshd's and tails share its 2 cores with the workbench),
+        # the follower waits rather than works and its CPU says nothing about the model.
+        kept = [r for r in rows if r["mode"] == mode and r["backlog_bytes"] <= 64 * 1024]
+        pts = sorted((r["nodes"], r[key], r) for r in kept)
         if len(pts) < 2:
             continue
         (n0, c0, _), (n1, c1, r1) = pts[0], pts[-1]
@@ -65,9 +69,14 @@ for mode in ("files", "stream"):
     # largest count carries over (an upper bound: there the simulated nodes' own tails and sshd's
     # share this machine's cores). The file path's lag grows with the node count (each node's
     # thread makes 9 SFTP round trips a poll); where its backlog grows the lag is unbounded.
-    last = max((r for r in rows if r["mode"] == mode), key=lambda r: r["nodes"])
-    growing = last["backlog_bytes"] > 64 * 1024
+    mine = [r for r in rows if r["mode"] == mode]
+    kept = [r for r in mine if r["backlog_bytes"] <= 64 * 1024]
+    last = max(kept or mine, key=lambda r: r["nodes"])
+    growing = not kept
+    model.setdefault(mode, {})
     model[mode]["lag_p95_at_largest_s"] = last["lag_p95_s"]
+    model[mode]["largest_count_kept_up"] = last["nodes"] if kept else None
+    model[mode]["behind_at_nodes"] = [r["nodes"] for r in mine if r["backlog_bytes"] > 64 * 1024]
     model[mode]["backlog_growing_at_largest"] = growing
 print()
 for mode in ("files", "stream"):
@@ -75,9 +84,11 @@ for mode in ("files", "stream"):
     if not m:
         continue
     lag = m["lag_p95_at_largest_s"]
-    print(f"{mode:7} lag p95 @1024: " + ("unbounded (behind already at the largest count: backlog grows)" if m["backlog_growing_at_largest"]
-          else f"~{lag:.2f} s (the largest count's p95; goal <= {target_lag} s)") +
-          f"; follower cores @1024: {m['follower']['cores_at_1024']:.3f}, with the store writer: {m['process']['cores_at_1024']:.3f}")
+    cores = (f"; follower cores @1024: {m['follower']['cores_at_1024']:.3f}, with the store writer: "
+             f"{m['process']['cores_at_1024']:.3f}") if "follower" in m else ""
+    series = ", ".join(f"{r['nodes']}: {r['lag_p95_s']:.2f} s" for r in sorted(
+        (r for r in rows if r["mode"] == mode), key=lambda r: r["nodes"]))
+    print(f"{mode:7} lag p95 by nodes: {series}; behind (backlog > 64 KiB) at: {m['behind_at_nodes'] or 'none'}" + cores)
 raw["model"] = model
 raw["goal"] = {"nodes": target_nodes, "ranks_per_node": 8, "cores": target_cores, "lag_p95_s": target_lag}
 json.dump(raw, open(sys.argv[2], "w"), indent=2)
