@@ -51,13 +51,14 @@ TEST(Calibration, FitRecoversAlphaAndBeta) {
 
 TEST(Calibration, NegativeInterceptIsRefittedThroughTheOrigin) {
   // t = x / 1e9 - 1e-5 (a latency below zero is noise): fit through the origin,
-  // b = sum x t / sum x^2.
+  // b = sum w x t / sum w x^2 with w = 1/t^2 (relative errors).
   std::vector<CollectiveSample> s = {sample(Collective::send_recv, 2, 1e6, -1e-5, 1e9),
                                      sample(Collective::send_recv, 2, 2e6, -1e-5, 1e9)};
   auto fit = fit_alpha_beta(s);
   ASSERT_TRUE(fit.ok());
   EXPECT_EQ(fit->latency_s, 0);
-  const double b = (1e6 * (1e-3 - 1e-5) + 2e6 * (2e-3 - 1e-5)) / (1e12 + 4e12);
+  const double t1 = 1e-3 - 1e-5, t2 = 2e-3 - 1e-5;
+  const double b = (1e6 * t1 / (t1 * t1) + 2e6 * t2 / (t2 * t2)) / (1e12 / (t1 * t1) + 4e12 / (t2 * t2));
   EXPECT_NEAR(fit->bytes_per_s, 1 / b, 1e-3);
 }
 
