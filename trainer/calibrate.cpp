@@ -19,6 +19,7 @@
 #include "core/metrics.h"
 #include "core/run_config.h"
 #include "trainer/comm.h"
+#include "trainer/fused_ops.h"
 #include "trainer/metrics_sink.h"
 #include "trainer/supervisor.h"
 
@@ -201,13 +202,18 @@ class Calibrator {
         comms_.front()->barrier(comms_.front()->world());
         for (const Shape& s : shapes) {
           auto opts = at::TensorOptions().device(device_).dtype(dtype);
-          at::Tensor a = at::randn({s.m, s.k}, opts), b = at::randn({s.k, s.n}, opts);
-          (void)at::mm(a, b);  // warm-up (allocations, kernel selection)
+          // The product as the model computes it (model.cpp): meshtrain's own GEMM where it
+          // applies (fp32 on an AVX2 CPU), else at::linear. y = x w^T, w = [n, k].
+          at::NoGradGuard no_grad;
+          at::Tensor a = at::randn({s.m, s.k}, opts), b = at::randn({s.n, s.k}, opts);
+          const bool fused = fused_linear_applies(a, b);
+          auto product = [&] { return fused ? fused_linear(a, b) : at::linear(a, b); };
+          (void)product();  // warm-up (allocations, kernel selection)
           sync();
           int iters = 0;
           const auto t0 = Clock::now();
           do {
-            (void)at::mm(a, b);
+            (void)product();
             sync();
             ++iters;
           } while (since(t0) < 0.1);
