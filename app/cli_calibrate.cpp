@@ -15,7 +15,6 @@
 #include "core/calibration_records.h"
 #include "core/store/calibration_store.h"
 #include "core/store/run_store.h"
-#include "core/units.h"
 
 namespace meshwork::cli {
 
@@ -44,9 +43,12 @@ std::string flag_value(const Args& args, const std::string& flag) {
 void print_calibration(const Calibration& c, std::ostream& out) {
   out << "calibration of cluster " << c.fingerprint.id() << " (" << c.fingerprint.nodes.size() << " node(s), "
       << to_string(c.fingerprint.device) << ") measured " << c.measured_at << "\n";
-  for (const MatmulRate& r : c.matmul)
-    out << "  matmul " << to_string(r.precision) << ": " << format_count(r.flops_per_s) << "FLOP/s per rank ("
-        << r.ranks_per_node << " rank(s) per node, " << r.threads << " thread(s) each)\n";
+  for (const MatmulRate& r : c.matmul) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "  matmul %-4s split %-2d %8.1f GFLOP/s per rank (%d rank(s) per node, %d thread(s) each)\n",
+                  std::string(to_string(r.precision)).c_str(), r.split, r.flops_per_s / 1e9, r.ranks_per_node, r.threads);
+    out << buf;
+  }
   for (const CollectiveFit& f : c.collectives) {
     char buf[160];
     std::snprintf(buf, sizeof buf, "  %-10s %-14s n=%-3d latency %8.1f us  bandwidth %8.1f MB/s  (%d sizes, worst %.0f%%)\n",

@@ -73,8 +73,9 @@ def run_shape(args, shape, world=None):
     comm = {a: sum(x["comm_s"][a] for x in timed) / step_s for a in AXES}
     mfu = sum(x["mfu"] for x in timed) / len(timed)
     n = len(timed)
+    achieved = sum(x["tflops"] for x in timed) / n  # model TFLOP/s of rank 0
     return {"tokens_per_s": tokens * dp / step_s, "comm_share": comm, "peak_bytes": max(mem),
-            "step_s": step_s / n, "compute_s": sum(x["compute_s"] for x in timed) / n,
+            "step_s": step_s / n, "achieved_tflops": achieved, "compute_s": sum(x["compute_s"] for x in timed) / n,
             "comm_s": {a: sum(x["comm_s"][a] for x in timed) / n for a in AXES},
             "peak_bytes_per_rank": mem, "matmul_tflops": sum(peaks) / len(peaks), "mfu": mfu,
             "wall_s": time.time() - t0}
@@ -114,13 +115,14 @@ def estimate(args, flops=1e10, bw=1e9, lat=1e-4, efficiency=1.0, calibration=Non
     return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
 
 
-def calibrate(args):
-    """`meshtrain calibrate` on the bench's ranks: the fitted calibration (calibration.json that
-    rank 0 writes when every rank's records are in its run directory) and how long it took."""
+def calibrate(args, world=None):
+    """`meshtrain calibrate` on `world` ranks (default: the bench's): the fitted calibration
+    (calibration.json that rank 0 writes when every rank's records are in its run directory)
+    and how long it took."""
     run_dir = tempfile.mkdtemp(prefix="calibrate-")
     cmd = [args.meshtrain, "calibrate", "--model", args.model, "--seq-len", str(args.seq_len),
            "--global-batch", str(args.global_batch), "--micro-batch", str(args.micro_batch),
-           "--nproc-per-node", str(args.world), "--run-dir", run_dir, "--master-port", str(free_port())]
+           "--nproc-per-node", str(world or args.world), "--run-dir", run_dir, "--master-port", str(free_port())]
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -141,6 +143,10 @@ def main():
 
     load0 = os.getloadavg()[0]
     cal, cal_s = calibrate(args)
+    # The step efficiency's yardstick: the matmul rate of one rank alone (all the cores), from
+    # a calibration of one rank, the conditions of the one-rank training run below.
+    cal1, _ = calibrate(args, world=1)
+    rate1 = max(r["flops_per_s"] for r in cal1["matmul"] if r["precision"] == "fp32" and r["split"] == 1)
     print("calibrated in %.1f s (load average %.1f): cluster %s" % (cal_s, os.getloadavg()[0], cal["fingerprint_id"]),
           file=sys.stderr)
     # Shapes: whatever core accepts (the estimate with placeholder hardware just lists them).
@@ -150,9 +156,10 @@ def main():
     single = []
     for rnd in range(args.rounds):
         # Step efficiency, not one of the compared shapes: one rank alone (no communication)
-        # gives the fraction of the matmul peak meshtrain's whole step reaches (norms, softmax,
-        # element-wise ops and the optimizer run below the matmul rate).
+        # gives the fraction of the calibrated matmul rate meshtrain's whole step reaches
+        # (norms, softmax, element-wise ops and the optimizer run below the matmul rate).
         single.append(run_shape(args, {a: 1 for a in AXES}, world=1))
+        single[-1]["step_efficiency"] = 1e12 * single[-1]["achieved_tflops"] / rate1
         for s in shapes:
             key = "x".join(str(s[a]) for a in AXES)
             m = run_shape(args, s)
@@ -160,7 +167,7 @@ def main():
             print("  round %d: %s %.0f tok/s in %.1f s" % (rnd + 1, key, m["tokens_per_s"], m["wall_s"]),
                   file=sys.stderr)
     measured = {k: best_of(v) for k, v in runs.items()}
-    efficiency = max(m["mfu"] for m in single)
+    efficiency = max(m["step_efficiency"] for m in single)
     cal["step_efficiency"] = min(1.0, efficiency)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     cal_path = os.path.join(os.path.dirname(args.out), "shapes-calibration.json")

@@ -159,8 +159,9 @@ TimeEstimate estimate_time(const TimeQuery& q) {
     charge(Axis::cp, GroupKind::cp, cp, {{Collective::send_recv, count, bytes}});
   }
 
-  // FSDP over dp_shard x cp (charged to dp_shard): every micro-batch all-gathers the parameters
-  // in the compute dtype for forward and again for backward (reshard after forward), one
+  // FSDP over dp_shard x cp (charged to dp_shard, split with cp at the end): every micro-batch
+  // all-gathers the parameters in the compute dtype for forward and again for backward
+  // (reshard after forward), one
   // collective per module (the layers and the root); the fp32 gradients are reduce-scattered
   // every micro-batch, or once per step with fsdp_reduce_once_per_step (no sync on
   // accumulation micro-batches).
@@ -194,6 +195,26 @@ TimeEstimate estimate_time(const TimeQuery& q) {
     const double hidden = std::min({out.comm[static_cast<int>(a)].seconds, frac * out.compute_s, budget});
     budget -= hidden;
     out.hidden_comm_s += hidden;
+  }
+  // After the overlap (which treats FSDP traffic as FSDP, whichever axes it crosses): the FSDP
+  // group is dp_shard x cp, so charge its time to both axes as meshtrain's metrics do
+  // (docs/metrics.md), in proportion to (size - 1), the peers a ring member has along each:
+  // predicted and measured comm_s then compare axis by axis.
+  const double ds = static_cast<double>(sh[Axis::dp_shard] - 1), dc = static_cast<double>(cp - 1);
+  if (n_fsdp > 1 && dc > 0) {
+    AxisComm& from = out.comm[static_cast<int>(Axis::dp_shard)];
+    AxisComm& to = out.comm[static_cast<int>(Axis::cp)];
+    const double share = dc / (ds + dc);
+    to.seconds += share * from.seconds;
+    to.bytes += share * from.bytes;
+    to.crosses_nodes = to.crosses_nodes || from.crosses_nodes;
+    from.seconds -= share * from.seconds;
+    from.bytes -= share * from.bytes;
+    if (ds == 0) {
+      to.collectives += from.collectives;
+      from.collectives = 0;
+    }
+    if (!out.comm_calibrated[static_cast<int>(Axis::dp_shard)]) out.comm_calibrated[static_cast<int>(Axis::cp)] = false;
   }
   out.step_s = out.compute_s + out.comm_s - out.hidden_comm_s;
   out.tokens_per_s = out.step_s > 0 ? out.tokens_per_step / out.step_s : 0;

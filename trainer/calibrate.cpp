@@ -19,6 +19,7 @@
 #include "core/metrics.h"
 #include "core/run_config.h"
 #include "trainer/comm.h"
+#include "trainer/fused_ops.h"
 #include "trainer/metrics_sink.h"
 #include "trainer/supervisor.h"
 
@@ -32,6 +33,15 @@ double now_unix() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The median of per-iteration times: on a shared machine a rank descheduled in the middle of a
+// product or a collective makes one iteration 10-50x slower (measured on the 2-core VM under
+// builds); the median keeps what the hardware does, the mean would report the neighbours.
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 // One group layout to measure: the shape whose groups of `kind` are the groups wanted.
 struct Probe {
@@ -180,8 +190,8 @@ class Calibrator {
 
   // The run's matmuls (forward shapes; backward multiplies the same shapes transposed), whole
   // and split d ways for every d dividing the world (tp narrows the column-parallel outputs and
-  // the row-parallel inputs, as parallelize_tp does), each timed until 0.1 s have passed (at
-  // least once after a warm-up). All ranks start together: they share the node's cores.
+  // the row-parallel inputs, as parallelize_tp does), each timed product by product for 0.1 s
+  // (at least 3) after 50 ms of warm-up; the median counts. All ranks start together: they share the node's cores.
   void measure_matmuls() {
     const int64_t T = int64_t{o_.run.training.micro_batch} * o_.run.training.seq_len;
     const int64_t h = spec_.hidden_size, L = spec_.num_hidden_layers;
@@ -201,17 +211,30 @@ class Calibrator {
         comms_.front()->barrier(comms_.front()->world());
         for (const Shape& s : shapes) {
           auto opts = at::TensorOptions().device(device_).dtype(dtype);
-          at::Tensor a = at::randn({s.m, s.k}, opts), b = at::randn({s.k, s.n}, opts);
-          (void)at::mm(a, b);  // warm-up (allocations, kernel selection)
-          sync();
-          int iters = 0;
+          // The product as the model computes it (model.cpp): meshtrain's own GEMM where it
+          // applies (fp32 on an AVX2 CPU), else at::linear. y = x w^T, w = [n, k].
+          at::NoGradGuard no_grad;
+          at::Tensor a = at::randn({s.m, s.k}, opts), b = at::randn({s.n, s.k}, opts);
+          const bool fused = fused_linear_applies(a, b);
+          auto product = [&] { return fused ? fused_linear(a, b) : at::linear(a, b); };
+          // Warm-up for 50 ms, not once: the first products of a rank pay for the thread pool
+          // waking up, page faults and packing (measured: 2 GFLOP/s on the first shape, 27 on
+          // the same shape right after).
+          const auto w0 = Clock::now();
+          do {
+            (void)product();
+            sync();
+          } while (since(w0) < 0.05);
+          std::vector<double> times;
           const auto t0 = Clock::now();
           do {
-            (void)at::mm(a, b);
+            const auto t1 = Clock::now();
+            (void)product();
             sync();
-            ++iters;
-          } while (since(t0) < 0.1);
-          const double seconds = since(t0) / iters;
+            times.push_back(since(t1));
+          } while (since(t0) < 0.1 || times.size() < 3);
+          const int iters = static_cast<int>(times.size());
+          const double seconds = median(times);
           write("matmul", {{"precision", dtype == at::kFloat ? "fp32" : "bf16"}, {"threads", threads_},
                            {"ranks_per_node", env_.local_world_size}, {"m", s.m}, {"n", s.n}, {"k", s.k},
                            {"count", s.count}, {"split", d}, {"seconds", seconds}, {"iterations", iters}});
@@ -244,11 +267,15 @@ class Calibrator {
           }
         };
         once();  // warm-up (connections, buffers)
-        c.barrier(c.world());
-        const auto t0 = Clock::now();
-        for (int k = 0; k < iters; ++k) once();
-        sync();
-        const double seconds = since(t0) / iters;
+        std::vector<double> times;
+        for (int k = 0; k < iters; ++k) {
+          c.barrier(c.world());  // every member starts together, as in a training step
+          const auto t1 = Clock::now();
+          once();
+          sync();
+          times.push_back(since(t1));
+        }
+        const double seconds = median(times);
         write("collective", {{"op", std::string(to_string(op))}, {"link", std::string(to_string(probes_[i].link))},
                              {"group_size", n}, {"bytes", static_cast<double>(numel * 4)},
                              {"seconds", seconds}, {"iterations", iters}, {"backend", cuda_ ? "nccl" : "gloo"}});

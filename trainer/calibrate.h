@@ -7,7 +7,8 @@
 // What is measured (docs/estimator.md, "Calibration"):
 //   - matmuls of the shapes the run config's model multiplies (q, kv, o, gate+up, down for
 //     micro_batch x seq_len tokens; the lm_head), whole and split d ways for every d dividing
-//     the world (as tp splits them), in fp32 and bf16, every rank of a node at once with the
+//     the world (as tp splits them), in fp32 and bf16, through the same call the model makes
+//     (meshtrain's own GEMM where it applies, else at::linear), every rank of a node at once with the
 //     intra-op threads a training rank gets (cores / local ranks);
 //   - per kind of group, through trainer/comm.h exactly as training calls it (Gloo on CPU,
 //     NCCL on CUDA; reduce-scatter as all-to-all + local sum on Gloo): all-reduce, all-gather,

@@ -51,13 +51,14 @@ TEST(Calibration, FitRecoversAlphaAndBeta) {
 
 TEST(Calibration, NegativeInterceptIsRefittedThroughTheOrigin) {
   // t = x / 1e9 - 1e-5 (a latency below zero is noise): fit through the origin,
-  // b = sum x t / sum x^2.
+  // b = sum w x t / sum w x^2 with w = 1/t^2 (relative errors).
   std::vector<CollectiveSample> s = {sample(Collective::send_recv, 2, 1e6, -1e-5, 1e9),
                                      sample(Collective::send_recv, 2, 2e6, -1e-5, 1e9)};
   auto fit = fit_alpha_beta(s);
   ASSERT_TRUE(fit.ok());
   EXPECT_EQ(fit->latency_s, 0);
-  const double b = (1e6 * (1e-3 - 1e-5) + 2e6 * (2e-3 - 1e-5)) / (1e12 + 4e12);
+  const double t1 = 1e-3 - 1e-5, t2 = 2e-3 - 1e-5;
+  const double b = (1e6 * t1 / (t1 * t1) + 2e6 * t2 / (t2 * t2)) / (1e12 / (t1 * t1) + 4e12 / (t2 * t2));
   EXPECT_NEAR(fit->bytes_per_s, 1 / b, 1e-3);
 }
 
@@ -267,9 +268,13 @@ TEST(CalibratedEstimate, ContextParallelSendRecv) {
   ModelSpec tiny = preset("tiny");
   TimeEstimate t = estimate_time(calibrated_query(tiny, {1, 1, 2, 1}, 2));
   const AxisComm& ax = t.axis(Axis::cp);
-  // L (cp-1) ring steps x 2 send/recvs, each alpha + its bytes / beta.
-  EXPECT_EQ(ax.collectives, static_cast<int>(tiny.num_hidden_layers * 2));
-  EXPECT_DOUBLE_EQ(ax.seconds, ax.collectives * 5e-5 + ax.bytes / 2e9);
+  // L (cp-1) ring steps x 2 send/recvs, each alpha + its bytes / beta; plus the FSDP traffic
+  // over dp_shard x cp = 2, all charged to cp (dp_shard is 1): what FSDP over dp_shard 2 costs.
+  const AxisComm fsdp = estimate_time(calibrated_query(tiny, {1, 2, 1, 1}, 2)).axis(Axis::dp_shard);
+  const double ring_count = tiny.num_hidden_layers * 2;
+  EXPECT_EQ(ax.collectives, static_cast<int>(ring_count) + fsdp.collectives);
+  EXPECT_NEAR(ax.seconds, ring_count * 5e-5 + (ax.bytes - fsdp.bytes) / 2e9 + fsdp.seconds, 1e-12);
+  EXPECT_EQ(t.axis(Axis::dp_shard).seconds, 0);
   EXPECT_TRUE(t.comm_calibrated[static_cast<int>(Axis::cp)]);
 }
 
