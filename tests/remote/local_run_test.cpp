@@ -123,6 +123,43 @@ TEST(LocalRun, LaunchLocalTwoRanksEveryMetricInTheStore) {
   fs::remove_all(tmp);
 }
 
+// Training data the nodes cannot see at the run config's path (here: a path relative to where
+// the workbench runs, which no node's run directory has) is uploaded with the run into the run
+// directory's data/ (remote/data_placement.h), and meshtrain trains on that copy.
+TEST(LocalRun, DataNotOnTheNodeIsUploadedWithTheRun) {
+  ASSERT_TRUE(fs::exists(meshtrain())) << meshtrain() << " is not built";
+  const fs::path tmp = test::temp_dir("local-data");
+  fs::create_directories(tmp / "shards");
+  fs::copy_file(fs::path(MESHWORK_SOURCE_DIR) / "resources" / "data" / "kjv.bin", tmp / "shards" / "train_000000.bin");
+  const fs::path db = tmp / "runs.db";
+  const std::vector<std::string> argv = {
+      std::string(MESHWORK_BIN_DIR) + "/meshwork", "launch", "--local", "--nproc-per-node", "1", "--model", "tiny",
+      "--steps", "2", "--seq-len", "64", "--global-batch", "2", "--data", "shards", "--remote-root",
+      (tmp / "runs").string(), "--meshtrain", meshtrain(), "--master-port", std::to_string(32000 + ::getpid() % 900),
+      "--db", db.string()};
+  const std::string cmd = "cd " + shell_quote(tmp.string()) + " && " + shell_join(argv) + " > " +
+                          shell_quote((tmp / "out").string()) + " 2> " + shell_quote((tmp / "err").string());
+  const int st = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  ASSERT_EQ(WEXITSTATUS(st), 0) << test::read_text(tmp / "err") << test::read_text(tmp / "out");
+  auto store = store::RunStore::open(db);
+  ASSERT_TRUE(store.ok());
+  auto runs = (*store)->list_runs();
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ(runs->front().status, "ok") << runs->front().exit_reason;
+  auto info = (*store)->get_run(runs->front().id);
+  ASSERT_TRUE(info.ok());
+  auto rec = launch_record_from_json(info->cluster.at("launch"));
+  ASSERT_TRUE(rec.ok());
+  const fs::path run_dir = rec->nodes.at(0).run_dir;
+  EXPECT_EQ(test::read_text(run_dir / "data" / "shards" / "train_000000.bin"),
+            test::read_text(tmp / "shards" / "train_000000.bin"));
+  EXPECT_NE(test::read_text(run_dir / kRunConfigFile).find("\"data\": \"data/shards\""), std::string::npos)
+      << test::read_text(run_dir / kRunConfigFile);
+  fs::remove_all(tmp);
+}
+
 // `meshwork stop` on the local node: the node's shell is /bin/sh (dash here), whose `kill` differs
 // from bash's; every process of the run must be gone and the run marked stopped.
 TEST(LocalRun, StopEndsEveryLocalProcess) {
