@@ -43,10 +43,10 @@ void MeshThumb::paintEvent(QPaintEvent*) {
   const QRectF area(all.left() + 8, all.top() + fm.height() + 12, all.width() - 16, all.height() - 2 * fm.height() - 22);
   const int reps = std::max(1, shape_[Axis::dp_replicate]), rows = std::max(1, shape_[Axis::dp_shard]);
   const int cols = std::max(1, shape_[Axis::cp] * shape_[Axis::tp]);
-  // Any size: at most as many replica boxes, rows and columns as have 3 px each; the rest are
+  // Any size: at most as many replica boxes as fit (14 px, or 3 px per cell of a row of up to 8), rows and columns as have 3 px; the rest are
   // summarised ("+N") rather than drawn a fraction of a pixel wide. The cost follows the thumb.
   const double gap = 4;
-  const int shown_reps = std::clamp(static_cast<int>((area.width() + gap) / (12 + gap)), 1, reps);
+  const int shown_reps = std::clamp(static_cast<int>((area.width() + gap) / (std::max(14, std::min(cols, 8) * 3 + 6) + gap)), 1, reps);
   const double box_w = (area.width() - gap * (shown_reps - 1)) / shown_reps;
   const int shown_rows = std::clamp(static_cast<int>((area.height() - 6) / 3), 1, rows);
   const int shown_cols = std::clamp(static_cast<int>((box_w - 6) / 3), 1, cols);
@@ -82,7 +82,7 @@ void MeshThumb::paintEvent(QPaintEvent*) {
   }
   if (shown_reps < reps || shown_rows < rows || shown_cols < cols) {
     p.setPen(muted_text_color());
-    p.drawText(QRectF(area.left(), area.top(), area.width() - 2, fm.height()), Qt::AlignRight | Qt::AlignTop,
+    p.drawText(QRectF(area.left(), area.top() + cell * shown_rows + 8, area.width() - 2, fm.height()), Qt::AlignRight | Qt::AlignTop,
                tr("part of %1 × %2 × %3").arg(reps).arg(rows).arg(cols));
   }
 }
