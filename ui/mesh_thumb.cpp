@@ -43,26 +43,47 @@ void MeshThumb::paintEvent(QPaintEvent*) {
   const QRectF area(all.left() + 8, all.top() + fm.height() + 12, all.width() - 16, all.height() - 2 * fm.height() - 22);
   const int reps = std::max(1, shape_[Axis::dp_replicate]), rows = std::max(1, shape_[Axis::dp_shard]);
   const int cols = std::max(1, shape_[Axis::cp] * shape_[Axis::tp]);
+  // Any size: at most as many replica boxes as fit (14 px, or 3 px per cell of a row of up to 8), rows and columns as have 3 px; the rest are
+  // summarised ("+N") rather than drawn a fraction of a pixel wide. The cost follows the thumb.
   const double gap = 4;
-  const double box_w = (area.width() - gap * (reps - 1)) / reps;
-  const double cell = std::max(2.0, std::min((box_w - 6) / cols, (area.height() - 6) / rows));
+  const int shown_reps = std::clamp(static_cast<int>((area.width() + gap) / (std::max(14, std::min(cols, 8) * 3 + 6) + gap)), 1, reps);
+  const double box_w = (area.width() - gap * (shown_reps - 1)) / shown_reps;
+  const int shown_rows = std::clamp(static_cast<int>((area.height() - 6) / 3), 1, rows);
+  const int shown_cols = std::clamp(static_cast<int>((box_w - 6) / 3), 1, cols);
+  const double cell = std::max(2.0, std::min((box_w - 6) / shown_cols, (area.height() - 6) / shown_rows));
   const Axis inner = shape_[Axis::tp] > 1 ? Axis::tp : shape_[Axis::cp] > 1 ? Axis::cp : Axis::dp_shard;
-  for (int r = 0; r < reps; ++r) {
-    const QRectF box(area.left() + r * (box_w + gap), area.top(), box_w, cell * rows + 6);
+  // Which group a cell is in comes from core's mesh math (one rank per node: placement plays no
+  // part in a thumb).
+  const auto mesh = DeviceMesh::create(shape_, 1);
+  for (int r = 0; r < shown_reps; ++r) {
+    const QRectF box(area.left() + r * (box_w + gap), area.top(), box_w, cell * shown_rows + 6);
     p.setPen(QPen(shape_[Axis::dp_replicate] > 1 ? axis_color(Axis::dp_replicate, dark) : border_color(), 1.5));
     p.setBrush(Qt::NoBrush);
     p.drawRoundedRect(box, 3, 3);
-    const double x0 = box.left() + (box.width() - cell * cols) / 2;
-    for (int row = 0; row < rows; ++row) {
-      for (int c = 0; c < cols; ++c) {
+    const double x0 = box.left() + (box.width() - cell * shown_cols) / 2;
+    for (int row = 0; row < shown_rows; ++row) {
+      for (int c = 0; c < shown_cols; ++c) {
         const QRectF cr(x0 + c * cell + 0.75, box.top() + 3 + row * cell + 0.75, cell - 1.5, cell - 1.5);
+        int group = row;
+        if (mesh) {
+          MeshCoord coord;
+          coord.set(Axis::dp_replicate, r);
+          coord.set(Axis::dp_shard, row);
+          coord.set(Axis::cp, c / std::max(1, shape_[Axis::tp]));
+          coord.set(Axis::tp, c % std::max(1, shape_[Axis::tp]));
+          group = mesh->group_index(mesh->rank_of(coord), group_of_axis(inner));
+        }
         // Neighbouring groups of the inner axis in alternating shades, as the mesh view does.
-        const int group = inner == Axis::dp_shard ? row : (inner == Axis::tp ? row * shape_[Axis::cp] + c / shape_[Axis::tp] : row);
         p.setPen(Qt::NoPen);
         p.setBrush(group_shade(group_of_axis(inner), group % 2, 2, dark));
         p.drawRect(cr);
       }
     }
+  }
+  if (shown_reps < reps || shown_rows < rows || shown_cols < cols) {
+    p.setPen(muted_text_color());
+    p.drawText(QRectF(area.left(), area.top() + cell * shown_rows + 8, area.width() - 2, fm.height()), Qt::AlignRight | Qt::AlignTop,
+               tr("part of %1 × %2 × %3").arg(reps).arg(rows).arg(cols));
   }
 }
 

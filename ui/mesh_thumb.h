@@ -1,6 +1,7 @@
 // A run's mesh shape drawn small (Compare mode): one box per dp_replicate replica, framed in that
 // axis's colour; inside, dp_shard rows of cp x tp cells, cells tinted by the innermost axis that is
-// larger than 1. Enough to see at a glance how two shapes differ.
+// larger than 1 (its group from core). Enough to see at a glance how two shapes differ; a shape
+// too large to draw cell by cell (1024 replicas) shows the part that fits and says so.
 #pragma once
 
 #include <QColor>

@@ -80,15 +80,18 @@ void MeshView::paint_ranks(QPainter& p, const MeshGeometry::Span& span) {
     p.setBrush(card_color());
     p.drawRoundedRect(r, 5, 5);
     ++painted_;
-    if (header >= 12) {
+    // The node's name: in its header, or (dense layout, zoomed in) in the gap above its box.
+    const double gap = geo_.gap * zoom_;
+    if (header >= 12 || (geo_.dense && gap >= 12)) {
       p.setFont(small);
       p.setPen(muted_text_color());
       QString label = tr("node %1").arg(node);
       if (node < node_names_.size() && !node_names_[node].isEmpty())
         label += QStringLiteral(" · ") + node_names_[node];
       const double pad = geo_.pad * zoom_;
-      const QRectF hr(r.left() + pad + 1, r.top() + 2, r.width() - 2 * pad, header);
-      p.drawText(hr, Qt::AlignLeft | Qt::AlignVCenter,
+      const QRectF hr = header >= 12 ? QRectF(r.left() + pad + 1, r.top() + 2, r.width() - 2 * pad, header)
+                                     : QRectF(r.left() + 2, r.top() - std::min(gap, 22.0), r.width() - 4, std::min(gap, 22.0));
+      p.drawText(hr, Qt::AlignLeft | (header >= 12 ? Qt::AlignVCenter : Qt::AlignBottom),
                  p.fontMetrics().elidedText(label, Qt::ElideRight, static_cast<int>(hr.width())));
     }
     for (int local = 0; local < per_node; ++local) {

@@ -153,6 +153,19 @@ int render_screenshots(const QString& dir) {
     }, GroupKind::dp_replicate, 77, 2500);
     ok &= save_grab(w.get(), dir + "/mesh-64x8.png", kSettleMs);
   }
+  {  // Scale: 1,024 nodes x 8 GPUs (8,192 ranks). At the workbench's size a rank would be a few
+     // pixels: a tile per node, a stripe per rank; then zoomed in on rank 4100 to single ranks.
+    auto w = open_window(*app, Theme::light);
+    set_demo_cluster(*w, 1024);
+    show_plan(*w, [](RunConfig& c) {
+      demo_run(c, "llama-3.1-405b", MeshShape{8, -1, 1, 8}, 8192, 1024, ActivationCheckpointing::full);
+    }, GroupKind::dp_shard, 4100, 2500);
+    ok &= save_grab(w.get(), dir + "/mesh-1024x8.png", kSettleMs);
+    MeshView* view = w->plan_page()->view();
+    view->set_zoom(view->max_zoom() * 0.6, view->cell_rect(4100).center());
+    view->pan_by(QPointF(view->width() / 2.0, view->height() / 2.0 - 30) - view->cell_rect(4100).center());
+    ok &= save_grab(w.get(), dir + "/mesh-1024x8-zoom.png", kSettleMs);
+  }
   ok &= render_run_screenshots(dir, QString::fromLocal8Bit(qgetenv("MESHWORK_SCREENSHOT_RUNS"))) == 0;
   if (!ok) std::cerr << "meshwork: screenshots: some images could not be written to " << dir.toStdString() << "\n";
   return ok ? 0 : 1;

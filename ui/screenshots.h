@@ -8,7 +8,8 @@
 namespace meshwork::ui {
 
 // Writes plan.png, cluster.png, plan-dark.png, plan-invalid.png, plan-accelerate.png (a shape
-// Accelerate refuses, marked) and mesh-64x8.png into `dir`, then
+// Accelerate refuses, marked), mesh-64x8.png, mesh-1024x8.png (nodes drawn aggregated) and
+// mesh-1024x8-zoom.png (zoomed in to single ranks) into `dir`, then
 // the part-2 pictures (render_run_screenshots) into a throw-away run store, never the user's.
 // $MESHWORK_SCREENSHOT_RUNS: a directory of recorded metrics files to import for runs/compare.
 // Returns 0 on success, 1 (with a message on stderr) on failure.

@@ -83,6 +83,8 @@ TEST(Mesh, TwoNodesPlacement) {
     EXPECT_TRUE(m.group_crosses_nodes(r, GroupKind::dp_replicate)) << r;
   }
   EXPECT_EQ(m.group_members(9, GroupKind::dp_replicate), (std::vector<int>{1, 9}));
+  // rank_on_node inverts node_of / local_rank_of (the mesh view finds ranks from node boxes).
+  for (int r = 0; r < 16; ++r) EXPECT_EQ(m.rank_on_node(m.node_of(r), m.local_rank_of(r)), r) << r;
 }
 
 TEST(Mesh, TensorGroupCrossingNodes) {

@@ -14,6 +14,7 @@
 #include "ui/cluster_panel.h"
 #include "ui/format.h"
 #include "ui/inspector.h"
+#include "ui/mesh_thumb.h"
 #include "ui/mesh_view.h"
 #include "ui/node_card.h"
 #include "ui/node_grid.h"
@@ -227,6 +228,28 @@ class ScaleViewsTest : public QObject {
     QTest::keyClick(view, Qt::Key_0);
     QCOMPARE(view->zoom(), 1.0);
     QCOMPARE(view->detail(), MeshView::Detail::nodes);
+  }
+
+  void meshThumbDrawsAnySize() {
+    // Compare's thumbnail of a 1024 x 1 x 1 x 8 shape: the replicas that fit are drawn (tp groups
+    // in alternating shades, from core), not 1,024 boxes of negative width.
+    MeshThumb thumb(MeshShape{1024, 1, 1, 8}, "big", QColor("#3366cc"));
+    thumb.resize(170, 130);
+    const QImage img = thumb.grab().toImage();
+    if (!qEnvironmentVariableIsEmpty("MESHWORK_THUMB_PNG")) img.save(qEnvironmentVariable("MESHWORK_THUMB_PNG"));
+    const QColor even = group_shade(GroupKind::tp, 0, 2, is_dark()), odd = group_shade(GroupKind::tp, 1, 2, is_dark());
+    int even_px = 0, odd_px = 0;
+    for (int y = 0; y < img.height(); ++y)
+      for (int x = 0; x < img.width(); ++x) {
+        // Cells are a few pixels wide and antialiased at their edges: count pixels near a shade.
+        const QColor c = img.pixelColor(x, y);
+        auto near = [&](const QColor& a) {
+          return std::abs(c.red() - a.red()) + std::abs(c.green() - a.green()) + std::abs(c.blue() - a.blue()) < 24;
+        };
+        even_px += near(even);
+        odd_px += near(odd);
+      }
+    QVERIFY2(even_px > 8 && odd_px > 8, qPrintable(QStringLiteral("%1 / %2").arg(even_px).arg(odd_px)));
   }
 
   void smallMeshStillDrawsRanksAtFit() {
