@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "app/commands.h"
+#include "app/foreign_import.h"
 #include "core/cli_args.h"
 #include "core/mesh_json.h"
 #include "core/store/paths.h"
@@ -35,8 +36,9 @@ const char* const kUsage =
     "       meshwork runs export RUN --csv OUT [--db PATH]\n"
     "       meshwork runs delete RUN [--db PATH]\n"
     "RUN is a run id or an exact run name. PATH is a metrics .jsonl file or a run directory\n"
-    "(every .jsonl file below it). The database defaults to $XDG_DATA_HOME/meshwork/runs.db\n"
-    "(~/.local/share/meshwork/runs.db).\n";
+    "(every .jsonl file below it), or another tool's run: TensorBoard event files\n"
+    "(events.out.tfevents.*) or Hugging Face Trainer's trainer_state.json. The database\n"
+    "defaults to $XDG_DATA_HOME/meshwork/runs.db (~/.local/share/meshwork/runs.db).\n";
 
 const FlagSpec kDb{"--db", "PATH", ""};
 
@@ -136,11 +138,13 @@ Result<std::vector<ImportSet>> collect(const std::vector<std::string>& paths) {
       set.origin = abs.string();
       set.default_name = abs.filename().string();
       for (const auto& e : fs::recursive_directory_iterator(abs, ec))
-        if (e.is_regular_file() && e.path().extension() == ".jsonl")
+        if (e.is_regular_file() && (e.path().extension() == ".jsonl" || foreign_format(e.path()) != ForeignFormat::none))
           set.files.emplace_back(e.path(), fs::relative(e.path(), abs).string());
       std::sort(set.files.begin(), set.files.end());
       if (set.files.empty())
-        return Error{"PATH", p, "a run directory must contain metrics .jsonl files"};
+        return Error{"PATH", p,
+                     "a run directory must contain metrics .jsonl files, TensorBoard event files "
+                     "(events.out.tfevents.*) or a trainer_state.json"};
       sets.push_back(std::move(set));
     } else if (fs::is_regular_file(abs, ec)) {
       if (loose.files.empty()) {
@@ -179,16 +183,30 @@ int import_main(const Args& args) {
       if (named)
         if (Status r = st.rename_run(run, name); !r) return fail(r.error());
     } else {
-      auto created = st.create_run(named ? name : set.default_name,
-                                   nlohmann::json::object(), nlohmann::json::object(), set.origin);
+      // Runs of other tools say where they came from (their config holds the source format).
+      nlohmann::json config = nlohmann::json::object();
+      for (const auto& [path, source] : set.files)
+        if (ForeignFormat ff = foreign_format(path); ff != ForeignFormat::none) config["source_format"] = to_string(ff);
+      auto created = st.create_run(named ? name : set.default_name, config, nlohmann::json::object(), set.origin);
       if (!created) return fail(created.error());
       run = *created;
     }
     store::IngestCounts total;
     // All files of the run together (one transaction holds the same steps of every rank).
     std::vector<RunStore::ImportFile> files;
-    for (const auto& [path, source] : set.files) files.push_back({path, source});
-    auto counts = st.ingest_files(run, files);
+    for (const auto& [path, source] : set.files) {
+      if (foreign_format(path) == ForeignFormat::none) {
+        files.push_back({path, source});
+        continue;
+      }
+      std::string warning;
+      auto c = import_foreign_file(st, run, path, source, warning);
+      if (!c) return fail(c.error());
+      total += *c;
+      if (!warning.empty()) std::cerr << "meshwork: warning: " << warning << "\n";
+    }
+    auto counts = files.empty() ? Result<std::vector<store::IngestCounts>>(std::vector<store::IngestCounts>{})
+                                : st.ingest_files(run, files);
     if (!counts) return fail(counts.error());
     for (size_t i = 0; i < files.size(); ++i) {
       const fs::path& path = files[i].path;
@@ -203,6 +221,11 @@ int import_main(const Args& args) {
     // Without --name, a new run takes the name from its run config when the trainer wrote one.
     auto info = st.get_run(run);
     if (!info) return fail(info.error());
+    // Another tool's run has no start or end records: once imported, it is a finished run.
+    if (info->config.contains("source_format") && info->summary.status == store::kStatusCreated) {
+      if (Status r = st.set_status(run, store::kStatusOk); !r) return fail(r.error());
+      info->summary.status = store::kStatusOk;
+    }
     if (!named && !*existing)
       if (auto n = info->config.find("name"); n != info->config.end() && n->is_string() &&
                                               !n->get<std::string>().empty()) {

@@ -23,7 +23,6 @@ MetricName meshwork_metric_name(std::string_view tool_name) {
   static const std::map<std::string, MetricName> known = {
       {"loss", {"loss", 1, true}},
       {"train/loss", {"loss", 1, true}},
-      {"train_loss", {"loss", 1, true}},
       {"loss/train", {"loss", 1, true}},
       {"loss_metrics/global_avg_loss", {"loss", 1, true}},
       {"lr", {"lr", 1, true}},

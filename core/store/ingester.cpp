@@ -1,5 +1,8 @@
 #include "core/store/ingester.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <cmath>
 #include <variant>
 
@@ -160,15 +163,28 @@ Result<Ingester::RankState*> Ingester::rank_state(RunId run, int rank) {
 }
 
 Status Ingester::on_step(RunId run, const StepRecord& r, IngestCounts& counts) {
+  return store_step(run, r.rank, r.step, r.time, static_cast<double>(r.tokens), step_values(r),
+                    (int64_t{1} << kStepSeries) - 1, counts);
+}
+
+// One row of `steps` and its points: `values` in step_series_keys() order; `present` a bit per
+// series (a NaN value is stored NULL and left out of aggregates and buckets either way).
+Status Ingester::store_step(RunId run, int rank, int64_t step, double time, double step_tokens,
+                            const std::array<double, kStepSeries>& values, int64_t present,
+                            IngestCounts& counts) {
   if (Status s = series_keys(); !s) return s;
-  Result<RankState*> state = rank_state(run, r.rank);
+  Result<RankState*> state = rank_state(run, rank);
   if (!state) return state.error();
   RankState& rs = **state;
+  StepRecord r;  // the fields the row code below reads
+  r.rank = rank;
+  r.step = step;
+  r.time = time;
   BucketPoint p{r.step, r.time, 0, 0};
   const bool in_order = r.step > rs.last_step;
   if (in_order) {
     // Steps normally arrive in order: tokens so far = tokens at the previous step + this step's.
-    p.tokens = rs.tokens + static_cast<double>(r.tokens);
+    p.tokens = rs.tokens + step_tokens;
   } else {
     // A re-ingest (the row exists: the insert below is ignored, the first stored values win) or
     // a late step filling a hole (tokens = stored tokens before it + its own; later steps are not
@@ -181,28 +197,36 @@ Status Ingester::on_step(RunId run, const StepRecord& r, IngestCounts& counts) {
       before = step_prev_.real(0);
       step_prev_.reset();
     }
-    p.tokens = before + static_cast<double>(r.tokens);
+    p.tokens = before + step_tokens;
   }
-  const std::array<double, kStepSeries> values = step_values(r);
   step_new_.bind(1, run).bind(2, r.rank).bind(3, r.step).bind(4, r.time).bind(5, p.tokens)
-      .bind(6, int64_t{(1 << kStepSeries) - 1});
+      .bind(6, present);
   for (size_t i = 0; i < kStepSeries; ++i) {
     const int col = 7 + static_cast<int>(i);
-    if (std::isnan(values[i])) step_new_.bind_null(col);
+    if (std::isnan(values[i]) || !((present >> i) & 1)) step_new_.bind_null(col);
     else step_new_.bind(col, values[i]);
   }
   if (Status s = step_new_.run(); !s) return s;
-  if (sqlite3_changes(db_) != 1) {  // the step is stored already, with all its points
-    counts.duplicates += static_cast<int64_t>(kStepSeries);
-    return Status::Ok();
-  }
-  if (in_order) {
+  if (sqlite3_changes(db_) != 1) {  // the step is stored already
+    const int64_t full = (int64_t{1} << kStepSeries) - 1;
+    if (present == full) {  // a meshtrain step record: stored whole the first time
+      counts.duplicates += static_cast<int64_t>(kStepSeries);
+      return Status::Ok();
+    }
+    // Another tool logs a step's series one record at a time, and an import can end between
+    // them: the series the stored row lacks are filled in, the ones it has stay (exactly once).
+    Result<int64_t> added = fill_missing_series(run, r.rank, r.step, values, present, p, counts);
+    if (!added) return added.error();
+    if (*added == 0) return Status::Ok();
+    present = *added;
+  } else if (in_order) {
     rs.last_step = r.step;
     rs.tokens = p.tokens;
   }
-  counts.points += static_cast<int64_t>(kStepSeries);
+  counts.points += static_cast<int64_t>(__builtin_popcountll(static_cast<uint64_t>(present)));
   for (size_t i = 0; i < kStepSeries; ++i)
-    aggs_.add(run, series_key_ids_[i], r.rank, r.step, values[i], p.time, p.tokens);
+    if (!std::isnan(values[i]) && ((present >> i) & 1))
+      aggs_.add(run, series_key_ids_[i], r.rank, r.step, values[i], p.time, p.tokens);
   // Chart buckets: the open one in memory, a later one closes it, an earlier one is a late point.
   OpenBucket& open = rs.open;
   const int64_t b = bucket_of(r.step, 1);
@@ -213,12 +237,98 @@ Status Ingester::on_step(RunId run, const StepRecord& r, IngestCounts& counts) {
   }
   open.dirty = true;
   for (size_t i = 0; i < kStepSeries; ++i) {
-    if (std::isnan(values[i])) continue;
+    if (std::isnan(values[i]) || !((present >> i) & 1)) continue;
     p.value = values[i];
     if (b == open.bucket) open.agg[i].add(p);
     else buckets_.add(run, series_key_ids_[i], r.rank, p);
   }
   return Status::Ok();
+}
+
+// The row at (run, rank, step) exists: sets the series of `present` it does not hold yet.
+// Returns those series' bits (their points are then aggregated like new ones); `p` gets the
+// row's time and cumulative tokens.
+Result<int64_t> Ingester::fill_missing_series(RunId run, int rank, int64_t step,
+                                              const std::array<double, kStepSeries>& values, int64_t present,
+                                              BucketPoint& p, IngestCounts& counts) {
+  sql::Stmt row(db_, "SELECT present, time, tokens FROM steps WHERE run = ?1 AND rank = ?2 AND step = ?3");
+  row.bind(1, run).bind(2, rank).bind(3, step);
+  Result<bool> found = row.step();
+  if (!found) return found.error();
+  if (!*found) return int64_t{0};
+  const int64_t stored = row.int64(0);
+  p.time = row.real(1);
+  p.tokens = row.real(2);
+  row.reset();
+  const int64_t added = present & ~stored;
+  counts.duplicates += __builtin_popcountll(static_cast<uint64_t>(present & stored));
+  for (size_t i = 0; i < kStepSeries; ++i) {
+    if (!((added >> i) & 1)) continue;
+    sql::Stmt set(db_, "UPDATE steps SET " + value_columns()[i] + " = ?4, present = present | ?5"
+                       " WHERE run = ?1 AND rank = ?2 AND step = ?3");
+    set.bind(1, run).bind(2, rank).bind(3, step).bind(5, int64_t{1} << i);
+    if (std::isnan(values[i])) set.bind_null(4);
+    else set.bind(4, values[i]);
+    if (Status s = set.run(); !s) return s.error();
+  }
+  return added;
+}
+
+// Another tool's step (app/foreign_import.h): Meshwork's series where the tool logged
+// them, absent elsewhere; its own series as metrics_extra points at the same step.
+Status Ingester::foreign_step(RunId run, const ForeignStep& f, IngestCounts& counts) {
+  std::array<double, kStepSeries> values;
+  values.fill(std::nan(""));
+  int64_t present = 0;
+  const std::vector<std::string>& keys = step_series_keys();
+  std::vector<std::pair<std::string, double>> extras;
+  double tokens = 0;
+  for (const auto& [key, value] : f.values) {
+    auto it = std::find(keys.begin(), keys.end(), key);
+    if (key == "tokens") tokens = value;  // this step's, as meshtrain's records count them
+    if (it == keys.end()) {
+      extras.emplace_back(key, value);
+      continue;
+    }
+    const size_t i = static_cast<size_t>(it - keys.begin());
+    values[i] = value;
+    present |= int64_t{1} << i;
+  }
+  if (present != 0)
+    if (Status s = store_step(run, 0, f.step, f.time, tokens, values, present, counts); !s) return s;
+  for (const auto& [key, value] : extras) {
+    Result<int64_t> id = key_id(key);
+    if (!id) return id.error();
+    if (Status s = extra_new_.bind(1, run).bind(2, *id).bind(3, 0).bind(4, f.step).bind(5, value).run(); !s) return s;
+    if (sqlite3_changes(db_) != 1) {
+      ++counts.duplicates;
+      continue;
+    }
+    ++counts.points;
+    buckets_.add(run, *id, 0, BucketPoint{f.step, f.time, 0, value});
+  }
+  return Status::Ok();
+}
+
+Result<IngestCounts> Ingester::ingest_foreign(RunId run, std::string_view source, uint64_t offset,
+                                              const std::vector<ForeignStep>& steps) {
+  run_exists_.bind(1, run);
+  Result<bool> exists = run_exists_.step();
+  if (!exists) return exists.error();
+  if (!*exists) return Error{"run", std::to_string(run), "no such run in the store"};
+  run_exists_.reset();
+  if (Status s = source_new_.bind(1, run).bind(2, source).run(); !s) return s.error();
+  IngestCounts counts;
+  for (const ForeignStep& f : steps) {
+    ++counts.lines;
+    if (Status s = foreign_step(run, f, counts); !s) return s.error();
+  }
+  if (Status s = source_put_.bind(1, run).bind(2, source).bind(3, static_cast<int64_t>(offset))
+                     .bind(4, counts.lines).bind(5, int64_t{0}).bind(6, int64_t{0}).run();
+      !s)
+    return s.error();
+  counts.offset = offset;
+  return counts;
 }
 
 // An eval record: one point of the "eval_loss" series (a metrics_extra row, like every key that

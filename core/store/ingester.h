@@ -21,6 +21,7 @@
 #include "core/store/rank_agg.h"
 #include "core/store/run_store.h"
 #include "core/store/sqlite.h"
+#include "core/store/step_line.h"
 
 namespace meshwork::store {
 
@@ -48,6 +49,11 @@ class Ingester {
 
   Result<int64_t> key_id(std::string_view name);  // creates the key when new
 
+  // Another tool's steps (an event file, trainer_state.json: app/foreign_import.h) as
+  // rank 0's, and the source's offset set to `offset` (inside the caller's transaction).
+  Result<IngestCounts> ingest_foreign(RunId run, std::string_view source, uint64_t offset,
+                                      const std::vector<ForeignStep>& steps);
+
   // For rebuild_derived(): feeds a stored point into the buckets.
   void add_bucket_point(RunId run, int64_t key, int rank, const BucketPoint& p) {
     buckets_.add(run, key, rank, p);
@@ -64,6 +70,11 @@ class Ingester {
   };
   Status on_start(RunId run, const StartRecord& r);
   Status on_step(RunId run, const StepRecord& r, IngestCounts& counts);
+  Status store_step(RunId run, int rank, int64_t step, double time, double step_tokens,
+                    const std::array<double, kStepSeries>& values, int64_t present, IngestCounts& counts);
+  Status foreign_step(RunId run, const ForeignStep& f, IngestCounts& counts);
+  Result<int64_t> fill_missing_series(RunId run, int rank, int64_t step, const std::array<double, kStepSeries>& values,
+                                      int64_t present, BucketPoint& p, IngestCounts& counts);
   Status on_eval(RunId run, const EvalRecord& r, IngestCounts& counts);
   Status on_end(RunId run, const EndRecord& r);
   Result<RankState*> rank_state(RunId run, int rank);

@@ -376,6 +376,26 @@ Result<std::vector<Result<IngestCounts>>> RunStore::ingest_chunks(
   return out;
 }
 
+Result<IngestCounts> RunStore::ingest_foreign(RunId run, std::string_view source, uint64_t offset,
+                                             const std::vector<ForeignStep>& steps) {
+  if (!ingester_) return Error{"--db", path_.string(), "is open read-only"}.as(ErrorKind::io);
+  sql::Transaction tx(db_);
+  if (!tx.begun()) return tx.begun().error();
+  Result<IngestCounts> r = ingester_->ingest_foreign(run, source, offset, steps);
+  if (!r) {
+    ingester_->forget();
+    return r.error();
+  }
+  ingester_->flush_open(run);  // an import is complete: its open buckets are written with it
+  Status s = ingester_->finish();
+  if (s) s = tx.commit();
+  if (!s) {
+    ingester_->forget();
+    return s.error();
+  }
+  return r;
+}
+
 Result<IngestCounts> RunStore::ingest_file(RunId run, const std::filesystem::path& path,
                                            std::string_view source, size_t chunk_bytes) {
   Result<std::vector<IngestCounts>> r = ingest_files(

@@ -145,6 +145,16 @@ struct Series {
   int lod_level = 0;          // 0: decimated from raw points; k >= 1: from 8^k-step buckets
 };
 
+// A step of a run another tool trained (TensorBoard event files, Hugging Face Trainer's
+// trainer_state.json: app/foreign_import.h): the values it logged at that step under
+// Meshwork's keys where they mean the same (stored in the step series, the rest absent) or
+// under the tool's own names (stored as extra series).
+struct ForeignStep {
+  int64_t step = 0;
+  double time = 0;  // Unix seconds; 0 when the tool did not say
+  std::vector<std::pair<std::string, double>> values;
+};
+
 class RunStore {
  public:
   struct Options {
@@ -191,6 +201,11 @@ class RunStore {
   Result<IngestCounts> ingest_chunk(RunId run, std::string_view source, uint64_t start_offset,
                                     std::string_view bytes);
   Result<uint64_t> source_offset(RunId run, std::string_view source);
+  // Stores another tool's steps as rank 0's and sets `source`'s offset to `offset` (the byte
+  // after the last record they came from), in one transaction: a re-import resumes there and
+  // stores nothing twice.
+  Result<IngestCounts> ingest_foreign(RunId run, std::string_view source, uint64_t offset,
+                                      const std::vector<ForeignStep>& steps);
   Result<std::vector<SourceInfo>> sources(RunId run);
   // Reads `path` from its stored offset to its end (source name = `source`, default the path),
   // committing every ~chunk_bytes; a final line without '\n' is ingested too (an import).

@@ -1,0 +1,85 @@
+#include "app/foreign_import.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/interop/foreign_metrics.h"
+#include "core/interop/tfevents.h"
+
+namespace meshwork::cli {
+
+namespace fs = std::filesystem;
+
+ForeignFormat foreign_format(const fs::path& path) {
+  const std::string name = path.filename().string();
+  if (name.rfind("events.out.tfevents.", 0) == 0) return ForeignFormat::tfevents;
+  if (name == "trainer_state.json") return ForeignFormat::trainer_state;
+  return ForeignFormat::none;
+}
+
+std::string_view to_string(ForeignFormat f) {
+  switch (f) {
+    case ForeignFormat::tfevents: return "tensorboard";
+    case ForeignFormat::trainer_state: return "trainer_state";
+    case ForeignFormat::none: break;
+  }
+  return "meshtrain";
+}
+
+namespace {
+
+Result<std::string> read_from(const fs::path& path, uint64_t offset) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{path.string(), "", "cannot be read"}.as(ErrorKind::io);
+  in.seekg(static_cast<std::streamoff>(offset));
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// Points of one step under Meshwork's names (scaled), the step's time the latest of its points'.
+std::vector<store::ForeignStep> by_step(const std::vector<interop::ScalarPoint>& points) {
+  std::map<int64_t, store::ForeignStep> steps;
+  for (const interop::ScalarPoint& p : points) {
+    store::ForeignStep& s = steps[p.step];
+    s.step = p.step;
+    s.time = std::max(s.time, p.wall_time);
+    const interop::MetricName name = interop::meshwork_metric_name(p.tag);
+    bool replaced = false;  // a tag logged twice at one step: the last value, as TensorBoard shows
+    for (auto& [key, value] : s.values)
+      if (key == name.key) {
+        value = p.value * name.scale;
+        replaced = true;
+      }
+    if (!replaced) s.values.emplace_back(name.key, p.value * name.scale);
+  }
+  std::vector<store::ForeignStep> out;
+  out.reserve(steps.size());
+  for (auto& [step, s] : steps) out.push_back(std::move(s));
+  return out;
+}
+
+}  // namespace
+
+Result<store::IngestCounts> import_foreign_file(store::RunStore& st, store::RunId run, const fs::path& path,
+                                                const std::string& source, std::string& warning) {
+  const ForeignFormat format = foreign_format(path);
+  if (format == ForeignFormat::trainer_state) {
+    auto text = read_from(path, 0);
+    if (!text) return text.error();
+    auto points = interop::read_trainer_state(*text, path.string());
+    if (!points) return points.error();
+    return st.ingest_foreign(run, source, text->size(), by_step(*points));
+  }
+  auto offset = st.source_offset(run, source);
+  if (!offset) return offset.error();
+  auto bytes = read_from(path, *offset);
+  if (!bytes) return bytes.error();
+  const interop::EventRead r = interop::read_event_records(*bytes, *offset, path.string());
+  if (r.corrupt) warning = r.corrupt->message();
+  else if (r.cut) warning = r.cut_error(path.string()).message() + "; the next import reads on from there";
+  return st.ingest_foreign(run, source, r.intact_end, by_step(r.scalars));
+}
+
+}  // namespace meshwork::cli
