@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "app/commands.h"
-#include "app/foreign_import.h"
+#include "core/interop/foreign_import.h"
 #include "core/cli_args.h"
 #include "core/mesh_json.h"
 #include "core/store/paths.h"
@@ -138,7 +138,8 @@ Result<std::vector<ImportSet>> collect(const std::vector<std::string>& paths) {
       set.origin = abs.string();
       set.default_name = abs.filename().string();
       for (const auto& e : fs::recursive_directory_iterator(abs, ec))
-        if (e.is_regular_file() && (e.path().extension() == ".jsonl" || foreign_format(e.path()) != ForeignFormat::none))
+        if (e.is_regular_file() &&
+            (e.path().extension() == ".jsonl" || interop::foreign_format(e.path()) != interop::ForeignFormat::none))
           set.files.emplace_back(e.path(), fs::relative(e.path(), abs).string());
       std::sort(set.files.begin(), set.files.end());
       if (set.files.empty())
@@ -186,7 +187,8 @@ int import_main(const Args& args) {
       // Runs of other tools say where they came from (their config holds the source format).
       nlohmann::json config = nlohmann::json::object();
       for (const auto& [path, source] : set.files)
-        if (ForeignFormat ff = foreign_format(path); ff != ForeignFormat::none) config["source_format"] = to_string(ff);
+        if (interop::ForeignFormat ff = interop::foreign_format(path); ff != interop::ForeignFormat::none)
+          config["source_format"] = interop::to_string(ff);
       auto created = st.create_run(named ? name : set.default_name, config, nlohmann::json::object(), set.origin);
       if (!created) return fail(created.error());
       run = *created;
@@ -195,12 +197,12 @@ int import_main(const Args& args) {
     // All files of the run together (one transaction holds the same steps of every rank).
     std::vector<RunStore::ImportFile> files;
     for (const auto& [path, source] : set.files) {
-      if (foreign_format(path) == ForeignFormat::none) {
+      if (interop::foreign_format(path) == interop::ForeignFormat::none) {
         files.push_back({path, source});
         continue;
       }
       std::string warning;
-      auto c = import_foreign_file(st, run, path, source, warning);
+      auto c = interop::import_foreign_file(st, run, path, source, warning);
       if (!c) return fail(c.error());
       total += *c;
       if (!warning.empty()) std::cerr << "meshwork: warning: " << warning << "\n";

@@ -1,5 +1,7 @@
 #include "ui/runs_model.h"
 
+#include "core/interop/foreign_import.h"
+
 #include <QBrush>
 #include <QDateTime>
 #include <QElapsedTimer>
@@ -236,10 +238,20 @@ void RunsModel::import_file(const QString& path, const QString& name, bool follo
       [p = path.toStdString(), n = name.toStdString(), follow](store::RunStore* s) -> R {
         if (!s) return {0, error_text(store_unavailable())};
         const std::string origin = std::filesystem::absolute(p).string();
-        auto id = s->create_run(n, nlohmann::json::object(), nlohmann::json::object(), origin);
+        const interop::ForeignFormat foreign = interop::foreign_format(p);
+        nlohmann::json config = nlohmann::json::object();
+        if (foreign != interop::ForeignFormat::none) config["source_format"] = interop::to_string(foreign);
+        auto id = s->create_run(n, config, nlohmann::json::object(), origin);
         if (!id) return {0, error_text(id.error())};
         Result<store::IngestCounts> r = store::IngestCounts{};
-        if (follow) {  // complete lines only: the rest arrives with the next tail
+        if (foreign != interop::ForeignFormat::none) {
+          // Another tool's run (TensorBoard events, trainer_state.json): read whole; a cut or
+          // corrupt record keeps what came before it, as `meshwork runs import` does.
+          std::string warning;
+          r = interop::import_foreign_file(*s, *id, p, origin, warning);
+          if (r) (void)s->set_status(*id, store::kStatusOk);
+          if (r && !warning.empty()) (void)s->add_event(*id, "warning", warning);
+        } else if (follow) {  // complete lines only: the rest arrives with the next tail
           std::ifstream in(p, std::ios::binary);
           if (!in) r = Error{"metrics file", p, "cannot be read"}.as(ErrorKind::io);
           std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -1,5 +1,13 @@
 #include "ui/runs_page.h"
 
+#include <QDir>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QMimeData>
+#include <QUrl>
+
+#include "core/interop/foreign_import.h"
+
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -95,6 +103,7 @@ RunsPage::RunsPage(StoreWorker* worker, QWidget* parent)
   connect(delete_, &QPushButton::clicked, this, [this] { delete_selected(true); });
   connect(export_, &QPushButton::clicked, this, [this] { export_selected(); });
   connect(import, &QPushButton::clicked, this, [this] { import_metrics(); });
+  setAcceptDrops(true);
   connect(monitor_, &MonitorPage::back_requested, this, &RunsPage::show_list);
   update_buttons();
   model_->refresh();
@@ -187,15 +196,35 @@ void RunsPage::export_selected(const QString& given) {
 void RunsPage::import_metrics(const QString& given, bool follow) {
   QString path = given;
   if (path.isEmpty()) {
-    path = QFileDialog::getOpenFileName(this, tr("Import a metrics file"), {}, tr("Metrics (*.jsonl *.json *.log);;All files (*)"));
+    path = QFileDialog::getOpenFileName(this, tr("Import a metrics file"), {}, 
+                                        tr("Runs (*.jsonl *.json *.log events.out.tfevents.*);;All files (*)"));
     if (path.isEmpty()) return;
-    follow = QMessageBox::question(this, tr("Follow the file?"),
-                                   tr("Keep reading lines appended to this file (a run still writing it)?"),
-                                   QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes;
+    if (interop::foreign_format(path.toStdString()) == interop::ForeignFormat::none)
+      follow = QMessageBox::question(this, tr("Follow the file?"),
+                                     tr("Keep reading lines appended to this file (a run still writing it)?"),
+                                     QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes;
   }
-  model_->import_file(path, QFileInfo(path).completeBaseName(), follow, [this, path](qint64 id, QString e) {
+  // Another tool's file is named by the tool, not the run: the run takes its directory's name.
+  const bool foreign = interop::foreign_format(path.toStdString()) != interop::ForeignFormat::none;
+  const QString name = foreign ? QFileInfo(path).dir().dirName() : QFileInfo(path).completeBaseName();
+  model_->import_file(path, name, follow, [this, path](qint64 id, QString e) {
     Q_EMIT status_message(e.isEmpty() ? tr("Imported %1 as run %2").arg(path).arg(id) : e);
   });
+}
+
+void RunsPage::import_dropped(const QList<QUrl>& urls) {
+  for (const QUrl& url : urls)
+    if (url.isLocalFile() && QFileInfo(url.toLocalFile()).isFile()) import_metrics(url.toLocalFile(), false);
+}
+
+void RunsPage::dragEnterEvent(QDragEnterEvent* event) {
+  if (event->mimeData()->hasUrls()) event->acceptProposedAction();
+}
+
+void RunsPage::dropEvent(QDropEvent* event) {
+  if (!event->mimeData()->hasUrls()) return;
+  import_dropped(event->mimeData()->urls());
+  event->acceptProposedAction();
 }
 
 }  // namespace meshwork::ui

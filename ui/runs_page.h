@@ -3,6 +3,8 @@
 // a run's own page (monitor_page.h) when one is opened or launched.
 #pragma once
 
+#include <QList>
+#include <QUrl>
 #include <QWidget>
 #include <vector>
 
@@ -43,6 +45,9 @@ class RunsPage : public QWidget {
   void rename_selected();
   void export_selected(const QString& path = {});
   void import_metrics(const QString& path = {}, bool follow = false);
+  // Files dropped on the page: meshtrain metrics files, TensorBoard event files and
+  // trainer_state.json, each imported as a run (local files only).
+  void import_dropped(const QList<QUrl>& urls);
 
  Q_SIGNALS:
   void compare_requested(const std::vector<meshwork::store::RunId>& runs);
@@ -50,6 +55,8 @@ class RunsPage : public QWidget {
 
  private:
   void update_buttons();
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
 
   StoreWorker* worker_;
   RunsModel* model_;

@@ -274,7 +274,7 @@ Result<int64_t> Ingester::fill_missing_series(RunId run, int rank, int64_t step,
   return added;
 }
 
-// Another tool's step (app/foreign_import.h): Meshwork's series where the tool logged
+// Another tool's step (core/interop/foreign_import.h): Meshwork's series where the tool logged
 // them, absent elsewhere; its own series as metrics_extra points at the same step.
 Status Ingester::foreign_step(RunId run, const ForeignStep& f, IngestCounts& counts) {
   std::array<double, kStepSeries> values;

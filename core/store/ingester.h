@@ -49,7 +49,7 @@ class Ingester {
 
   Result<int64_t> key_id(std::string_view name);  // creates the key when new
 
-  // Another tool's steps (an event file, trainer_state.json: app/foreign_import.h) as
+  // Another tool's steps (an event file, trainer_state.json: core/interop/foreign_import.h) as
   // rank 0's, and the source's offset set to `offset` (inside the caller's transaction).
   Result<IngestCounts> ingest_foreign(RunId run, std::string_view source, uint64_t offset,
                                       const std::vector<ForeignStep>& steps);

@@ -146,7 +146,7 @@ struct Series {
 };
 
 // A step of a run another tool trained (TensorBoard event files, Hugging Face Trainer's
-// trainer_state.json: app/foreign_import.h): the values it logged at that step under
+// trainer_state.json: core/interop/foreign_import.h): the values it logged at that step under
 // Meshwork's keys where they mean the same (stored in the step series, the rest absent) or
 // under the tool's own names (stored as extra series).
 struct ForeignStep {

@@ -4,6 +4,11 @@
 // lines appended to a followed file; Compare overlays N runs and its config diff lists exactly
 // the fields that differ.
 #include <QApplication>
+#include <QDir>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QMimeData>
+#include <QUrl>
 #include <QFile>
 #include <QLabel>
 #include <QLineEdit>
@@ -15,6 +20,7 @@
 #include <QTest>
 #include <QValueAxis>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 
@@ -80,6 +86,57 @@ class RunsTest : public QObject {
   void initTestCase() {
     test::isolate_settings(settings_);
     QVERIFY2(QFile::exists(kData + "/fsdp-1x2.jsonl"), qPrintable(kData));
+  }
+
+  // An event file written by torch.utils.tensorboard's SummaryWriter, dropped on the Runs view,
+  // becomes a run beside a meshtrain run: its loss under Meshwork's name, and what TensorBoard
+  // lacks (per-axis communication) absent, never zero.
+  void droppedTensorBoardRunIsStoredBesideMeshtrainRuns() {
+    fresh_db();
+    QTemporaryDir tb;
+    const QString writer = QStringLiteral(MESHWORK_SOURCE_DIR "/tests/interop/write_foreign_runs.py");
+    QCOMPARE(std::system((std::string(MESHWORK_PYTHON) + " " + writer.toStdString() + " events " +
+                          tb.path().toStdString()).c_str()), 0);
+    const QStringList files = QDir(tb.path()).entryList({"events.out.tfevents.*"}, QDir::Files);
+    QCOMPARE(files.size(), 1);
+    MainWindow w(false);
+    w.resize(1300, 850);
+    w.show();
+    w.set_mode(Mode::runs);
+    RunsPage* page = w.runs_page();
+    QVERIFY(import(page, kData + "/fsdp-1x2.jsonl", false) > 0);
+    const int before = page->model()->rowCount();
+    auto* mime = new QMimeData;
+    mime->setUrls({QUrl::fromLocalFile(tb.filePath(files[0]))});
+    QDragEnterEvent enter(QPoint(50, 50), Qt::CopyAction, mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(page, &enter);
+    QVERIFY(enter.isAccepted());
+    QDropEvent drop(QPointF(50, 50), Qt::CopyAction, mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(page, &drop);
+    QVERIFY(QTest::qWaitFor([&] { return page->model()->rowCount() > before; }, 20000));
+    qint64 id = 0;
+    for (const auto& r : page->model()->runs()) id = std::max<qint64>(id, r.id);
+    auto st = store::RunStore::open(db_.toStdString());
+    QVERIFY(st.ok());
+    auto info = (*st)->get_run(id);
+    QVERIFY(info.ok());
+    QCOMPARE(QString::fromStdString(info->summary.name), QFileInfo(tb.path()).fileName());
+    QCOMPARE(QString::fromStdString(info->config.value("source_format", "")), QStringLiteral("tensorboard"));
+    QCOMPARE(QString::fromStdString(info->summary.status), QStringLiteral("ok"));
+    store::SeriesQuery q;
+    q.runs = {id};
+    q.key = "loss";
+    auto loss = (*st)->query_series(q);
+    QVERIFY2(loss.ok(), loss.ok() ? "" : loss.error().message().c_str());
+    size_t points = 0;
+    for (const auto& series : *loss) points += static_cast<size_t>(series.source_points);
+    QCOMPARE(points, size_t(40));  // the 40 steps of train/loss
+    q.key = "comm_s.dp_shard";
+    auto comm = (*st)->query_series(q);
+    size_t comm_points = 0;
+    if (comm.ok())
+      for (const auto& series : *comm) comm_points += static_cast<size_t>(series.source_points);
+    QCOMPARE(comm_points, size_t(0));
   }
 
   void importedRunAppearsInRunsTable() {

@@ -1,4 +1,4 @@
-#include "app/foreign_import.h"
+#include "core/interop/foreign_import.h"
 
 #include <fstream>
 #include <map>
@@ -7,7 +7,7 @@
 #include "core/interop/foreign_metrics.h"
 #include "core/interop/tfevents.h"
 
-namespace meshwork::cli {
+namespace meshwork::interop {
 
 namespace fs = std::filesystem;
 
@@ -39,13 +39,13 @@ Result<std::string> read_from(const fs::path& path, uint64_t offset) {
 }
 
 // Points of one step under Meshwork's names (scaled), the step's time the latest of its points'.
-std::vector<store::ForeignStep> by_step(const std::vector<interop::ScalarPoint>& points) {
+std::vector<store::ForeignStep> by_step(const std::vector<ScalarPoint>& points) {
   std::map<int64_t, store::ForeignStep> steps;
-  for (const interop::ScalarPoint& p : points) {
+  for (const ScalarPoint& p : points) {
     store::ForeignStep& s = steps[p.step];
     s.step = p.step;
     s.time = std::max(s.time, p.wall_time);
-    const interop::MetricName name = interop::meshwork_metric_name(p.tag);
+    const MetricName name = meshwork_metric_name(p.tag);
     bool replaced = false;  // a tag logged twice at one step: the last value, as TensorBoard shows
     for (auto& [key, value] : s.values)
       if (key == name.key) {
@@ -68,7 +68,7 @@ Result<store::IngestCounts> import_foreign_file(store::RunStore& st, store::RunI
   if (format == ForeignFormat::trainer_state) {
     auto text = read_from(path, 0);
     if (!text) return text.error();
-    auto points = interop::read_trainer_state(*text, path.string());
+    auto points = read_trainer_state(*text, path.string());
     if (!points) return points.error();
     return st.ingest_foreign(run, source, text->size(), by_step(*points));
   }
@@ -76,10 +76,10 @@ Result<store::IngestCounts> import_foreign_file(store::RunStore& st, store::RunI
   if (!offset) return offset.error();
   auto bytes = read_from(path, *offset);
   if (!bytes) return bytes.error();
-  const interop::EventRead r = interop::read_event_records(*bytes, *offset, path.string());
+  const EventRead r = read_event_records(*bytes, *offset, path.string());
   if (r.corrupt) warning = r.corrupt->message();
   else if (r.cut) warning = r.cut_error(path.string()).message() + "; the next import reads on from there";
   return st.ingest_foreign(run, source, r.intact_end, by_step(r.scalars));
 }
 
-}  // namespace meshwork::cli
+}  // namespace meshwork::interop

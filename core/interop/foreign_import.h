@@ -1,4 +1,4 @@
-// `meshwork runs import` of runs other tools trained: TensorBoard event files
+// Importing runs other tools trained (`meshwork runs import`, the Runs view): TensorBoard event files
 // (events.out.tfevents.*, Accelerate's and torchtitan's TensorBoard trackers) and Hugging Face
 // Trainer's trainer_state.json. Their scalars are grouped by step, named as Meshwork names them
 // where they mean the same (core/interop/foreign_metrics.h), and stored as rank 0's steps;
@@ -10,7 +10,7 @@
 
 #include "core/store/run_store.h"
 
-namespace meshwork::cli {
+namespace meshwork::interop {
 
 enum class ForeignFormat { none, tfevents, trainer_state };
 ForeignFormat foreign_format(const std::filesystem::path& path);
@@ -25,4 +25,4 @@ Result<store::IngestCounts> import_foreign_file(store::RunStore& st, store::RunI
                                                 const std::filesystem::path& path,
                                                 const std::string& source, std::string& warning);
 
-}  // namespace meshwork::cli
+}  // namespace meshwork::interop
