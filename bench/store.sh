@@ -22,3 +22,8 @@ ranks="${1:-8}"; steps="${2:-8400}"; qsteps="${3:-125000}"; rounds="${4:-3}"
 mkdir -p "$MESHWORK_ROOT/bench/results"
 cp "$work/store.json" "$MESHWORK_ROOT/bench/results/store.json"
 echo "wrote bench/results/store.json"
+# Other tools' runs: a TensorBoard event file of 1M scalars imported, against TensorBoard's own
+# loader on the same file (issue 20: >= 3x). Skip with TFEVENTS_SCALARS=0.
+if [ "${TFEVENTS_SCALARS:-1000000}" != 0 ]; then
+  "$MESHWORK_ROOT/bench/tfevents_import.sh" "${TFEVENTS_SCALARS:-1000000}"
+fi
