@@ -26,6 +26,7 @@ class BarChart : public QChartView {
   // are built again only when the categories, the sets or the axis range change.
   void set_data(const QStringList& categories, const std::vector<Set>& sets, const QString& unit);
   int bar_count() const { return bars_; }  // sets x categories shown (tests)
+  const QStringList& categories() const { return categories_; }
   bool save_png(const QString& path);
   void apply_theme();
 

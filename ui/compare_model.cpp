@@ -116,7 +116,10 @@ Status comm_means(store::RunStore* store, const std::vector<store::RunId>& runs,
     }
   }
   for (size_t i = 0; i < runs.size(); ++i) {
-    for (size_t k = 0; k < kBreakdownColumns; ++k) out[i].mean[k] = n[i][k] ? sum[i][k] / static_cast<double>(n[i][k]) : 0.0;
+    // A run that never recorded a column (another tool's run has no per-axis communication)
+    // holds NaN there: absent, which the page shows as such, never as 0 ms.
+    for (size_t k = 0; k < kBreakdownColumns; ++k)
+      out[i].mean[k] = n[i][k] ? sum[i][k] / static_cast<double>(n[i][k]) : std::nan("");
     out[i].sampled_steps = std::min(steps, windows * width);
     out[i].steps = steps;
   }

@@ -6,6 +6,7 @@
 #include <QObject>
 #include <QStringList>
 #include <array>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <memory>
@@ -35,10 +36,15 @@ std::vector<DiffRow> config_diff(const std::vector<nlohmann::json>& configs);
 inline constexpr int64_t kCommSampleSteps = 2048;
 inline constexpr int kCommWindows = 8;
 struct CommStats {
-  std::array<double, kBreakdownColumns> mean{};
+  std::array<double, kBreakdownColumns> mean{};  // NaN: the run recorded none (absent, not 0)
   int64_t sampled_steps = 0;  // steps read
   int64_t steps = 0;          // steps of the run (sampled_steps == steps: exact)
   bool exact() const { return sampled_steps >= steps; }
+  bool recorded() const {  // any communication column at all
+    for (double m : mean)
+      if (!std::isnan(m)) return true;
+    return false;
+  }
 };
 
 struct CompareFrame {

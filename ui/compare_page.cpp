@@ -264,7 +264,13 @@ void ComparePage::draw(const std::shared_ptr<const CompareFrame>& fp) {
   chart_->set_zoom(model_->query().range);
 
   QStringList cats;
-  for (const auto& s : f.runs) cats << QStringLiteral("%1 #%2").arg(QString::fromStdString(s.name)).arg(s.id);
+  for (size_t i = 0; i < f.runs.size(); ++i) {
+    const auto& s = f.runs[i];
+    QString cat = QStringLiteral("%1 #%2").arg(QString::fromStdString(s.name)).arg(s.id);
+    // Another tool's run carries no per-axis times: say so, rather than draw zero-height bars.
+    if (i < f.comm.size() && !f.comm[i].recorded()) cat += tr("\n(not recorded)");
+    cats << cat;
+  }
   std::vector<BarChart::Set> sets;
   for (Axis a : kAxes) {
     BarChart::Set s{axis_label(a), axis_color(a, is_dark()), {}};

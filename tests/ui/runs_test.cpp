@@ -137,6 +137,15 @@ class RunsTest : public QObject {
     if (comm.ok())
       for (const auto& series : *comm) comm_points += static_cast<size_t>(series.source_points);
     QCOMPARE(comm_points, size_t(0));
+    // Compare: both runs' losses drawn; the TensorBoard run's communication is "not recorded".
+    const qint64 meshtrain_id = id - 1;
+    page->select_runs({meshtrain_id, id});
+    Q_EMIT page->compare_requested(page->selected_runs());
+    ComparePage* c = w.compare_page();
+    QTRY_COMPARE(c->series_count(), 2);
+    QTRY_COMPARE(c->comm_chart()->categories().size(), qsizetype(2));
+    QVERIFY2(!c->comm_chart()->categories()[0].contains("not recorded"), qPrintable(c->comm_chart()->categories()[0]));
+    QVERIFY2(c->comm_chart()->categories()[1].contains("not recorded"), qPrintable(c->comm_chart()->categories()[1]));
   }
 
   void importedRunAppearsInRunsTable() {
