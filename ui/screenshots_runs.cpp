@@ -6,6 +6,7 @@
 #include <QFileInfo>
 #include <QSysInfo>
 #include <QThread>
+#include <algorithm>
 #include <iostream>
 
 #include "ui/cluster_model.h"
@@ -100,6 +101,24 @@ int render_run_screenshots(const QString& dir, const QString& runs_data) {
     ComparePage* c = w.compare_page();
     wait_for([&] { return c->series_count() == static_cast<int>(ids.size()); }, 30000);
     ok &= save_grab(&w, dir + "/compare.png", 500);
+  }
+  // 3. Another tool's run (a TensorBoard event file: MESHWORK_SCREENSHOT_FOREIGN, written by
+  // scripts/screenshots with SummaryWriter) imported and compared with a meshtrain run.
+  const QString foreign = qEnvironmentVariable("MESHWORK_SCREENSHOT_FOREIGN");
+  if (!foreign.isEmpty() && !ids.empty()) {
+    const QFileInfoList events = QDir(foreign).entryInfoList({"events.out.tfevents.*"}, QDir::Files);
+    if (!events.isEmpty()) {
+      const int before = page->model()->rowCount();
+      page->import_metrics(events.front().absoluteFilePath(), false);
+      wait_for([&] { return page->model()->rowCount() > before; }, 30000);
+      store::RunId newest = 0;
+      for (const auto& s : page->model()->runs()) newest = std::max(newest, s.id);
+      page->select_runs({ids.front(), newest});
+      Q_EMIT page->compare_requested(page->selected_runs());
+      ComparePage* c = w.compare_page();
+      wait_for([&] { return c->series_count() == 2; }, 30000);
+      ok &= save_grab(&w, dir + "/compare-tensorboard.png", 500);
+    }
   }
   return ok ? 0 : 1;
 }
