@@ -40,6 +40,12 @@ RunsModel::RunsModel(StoreWorker* worker, QObject* parent) : QAbstractTableModel
           if (!s) return 0;
           int64_t points = 0;
           for (const auto& [id, path] : files) {
+            if (interop::foreign_format(path) != interop::ForeignFormat::none) {
+              // Another tool's run still writing: its event file read on from the stored offset.
+              std::string warning;
+              if (auto r = interop::import_foreign_file(*s, id, path, path, warning)) points += r->points;
+              continue;
+            }
             auto offset = s->source_offset(id, path);
             if (!offset) continue;
             std::ifstream in(path, std::ios::binary);
@@ -249,7 +255,7 @@ void RunsModel::import_file(const QString& path, const QString& name, bool follo
           // corrupt record keeps what came before it, as `meshwork runs import` does.
           std::string warning;
           r = interop::import_foreign_file(*s, *id, p, origin, warning);
-          if (r) (void)s->set_status(*id, store::kStatusOk);
+          if (r && !follow) (void)s->set_status(*id, store::kStatusOk);
           if (r && !warning.empty()) (void)s->add_event(*id, "warning", warning);
         } else if (follow) {  // complete lines only: the rest arrives with the next tail
           std::ifstream in(p, std::ios::binary);

@@ -199,10 +199,9 @@ void RunsPage::import_metrics(const QString& given, bool follow) {
     path = QFileDialog::getOpenFileName(this, tr("Import a metrics file"), {}, 
                                         tr("Runs (*.jsonl *.json *.log events.out.tfevents.*);;All files (*)"));
     if (path.isEmpty()) return;
-    if (interop::foreign_format(path.toStdString()) == interop::ForeignFormat::none)
-      follow = QMessageBox::question(this, tr("Follow the file?"),
-                                     tr("Keep reading lines appended to this file (a run still writing it)?"),
-                                     QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes;
+    follow = QMessageBox::question(this, tr("Follow the file?"),
+                                   tr("Keep reading what is appended to this file (a run still writing it)?"),
+                                   QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes;
   }
   // Another tool's file is named by the tool, not the run: the run takes its directory's name.
   const bool foreign = interop::foreign_format(path.toStdString()) != interop::ForeignFormat::none;

@@ -66,6 +66,12 @@ Result<store::IngestCounts> import_foreign_file(store::RunStore& st, store::RunI
                                                 const std::string& source, std::string& warning) {
   const ForeignFormat format = foreign_format(path);
   if (format == ForeignFormat::trainer_state) {
+    // Trainer rewrites the whole file at each save: read it again only when its size changed
+    // (a follower polls it; its points are stored once either way).
+    auto stored = st.source_offset(run, source);
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    if (stored && !ec && *stored == size && size > 0) return store::IngestCounts{};
     auto text = read_from(path, 0);
     if (!text) return text.error();
     auto points = read_trainer_state(*text, path.string());

@@ -148,6 +148,47 @@ class RunsTest : public QObject {
     QVERIFY2(c->comm_chart()->categories()[1].contains("not recorded"), qPrintable(c->comm_chart()->categories()[1]));
   }
 
+  // A TensorBoard run still writing, followed: the cut last record waits, the rest of the file
+  // arrives later and is read on from the stored offset, every scalar once.
+  void followedTensorBoardFileReadsOnAsItGrows() {
+    fresh_db();
+    QTemporaryDir tb, live;
+    const QString writer = QStringLiteral(MESHWORK_SOURCE_DIR "/tests/interop/write_foreign_runs.py");
+    QCOMPARE(std::system((std::string(MESHWORK_PYTHON) + " " + writer.toStdString() + " events " +
+                          tb.path().toStdString()).c_str()), 0);
+    const QString name = QDir(tb.path()).entryList({"events.out.tfevents.*"}, QDir::Files).value(0);
+    QFile whole(tb.filePath(name));
+    QVERIFY(whole.open(QIODevice::ReadOnly));
+    const QByteArray bytes = whole.readAll();
+    const QString path = live.filePath(name);
+    auto write = [&](qsizetype n) {
+      QFile out(path);
+      QVERIFY(out.open(QIODevice::WriteOnly | QIODevice::Truncate));
+      out.write(bytes.left(n));
+    };
+    write(bytes.size() / 2 + 3);  // half the records and a cut one
+    MainWindow w(false);
+    RunsPage* page = w.runs_page();
+    const qint64 id = import(page, path, true);
+    QVERIFY(id > 0);
+    auto loss_points = [&]() -> int64_t {
+      auto st = store::RunStore::open(db_.toStdString());
+      if (!st.ok()) return -1;
+      store::SeriesQuery q;
+      q.runs = {id};
+      q.key = "loss";
+      auto r = (*st)->query_series(q);
+      int64_t n = 0;
+      if (r.ok())
+        for (const auto& s : *r) n += s.source_points;
+      return n;
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(loss_points() > 0, 20000);
+    QVERIFY(loss_points() < 40);
+    write(bytes.size());  // the writer goes on
+    QTRY_COMPARE_WITH_TIMEOUT(loss_points(), int64_t(40), 20000);
+  }
+
   void importedRunAppearsInRunsTable() {
     fresh_db();
     MainWindow w(false);
