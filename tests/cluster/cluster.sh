@@ -78,6 +78,17 @@ down() {
     rm -f "$f" "$(dirname "$f")/sshd_bare_config"
     rm -rf "$(dirname "$f")/bundles"
   done
+  # Namespaces of this tag that no state file names any more (the state directory went with a
+  # removed checkout while its cluster still ran): found by name, ended the same way.
+  local left
+  for left in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^mw$tag-n" || true); do
+    local pids; pids="$(ip netns pids "$left" 2>/dev/null || true)"
+    [ -n "$pids" ] && kill -9 $pids 2>/dev/null || true
+    ip netns del "$left" 2>/dev/null || true
+  done
+  for left in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep "^v$tag[0-9]" || true); do
+    ip link del "$left" 2>/dev/null || true
+  done
   rmdir /run/meshwork-cluster-"$tag"-keep* 2>/dev/null || true
   ip link del "$bridge" 2>/dev/null || true
 }
