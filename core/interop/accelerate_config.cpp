@@ -75,10 +75,7 @@ Result<ExportedConfig> export_accelerate(const ExportRequest& r) {
   y += "tpu_use_sudo: false\n";
   y += std::string("use_cpu: ") + (cpu ? "true" : "false") + "\n";
   for (int i = 0; i < r.num_machines; ++i) out.launch_commands.push_back(accelerate_launch_line(r, i));
-  out.text = comment_block("Written by Meshwork: " + mesh.to_string() + " on " + std::to_string(r.num_machines) +
-                               " node(s) x " + std::to_string(r.processes_per_machine) + " process(es)",
-                           out.notes) +
-             y;
+  out.text = export_header(r, out.notes) + y;
   return out;
 }
 

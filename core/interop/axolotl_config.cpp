@@ -45,10 +45,7 @@ Result<ExportedConfig> export_axolotl(const ExportRequest& r) {
     y += "  reshard_after_forward: true\n";
   }
   for (int i = 0; i < r.num_machines; ++i) out.launch_commands.push_back(torchrun_line(r, i, "-m axolotl.cli.train axolotl.yaml"));
-  out.text = comment_block("Written by Meshwork: " + mesh.to_string() + " on " + std::to_string(r.num_machines) +
-                               " node(s) x " + std::to_string(r.processes_per_machine) + " process(es)",
-                           out.notes) +
-             y;
+  out.text = export_header(r, out.notes) + y;
   return out;
 }
 

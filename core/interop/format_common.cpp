@@ -73,6 +73,12 @@ std::string decoder_layer_class(const nlohmann::json& model) {
   return "LlamaDecoderLayer";
 }
 
+std::string export_header(const ExportRequest& r, const std::vector<std::string>& notes) {
+  return comment_block("Written by Meshwork: " + r.config.mesh.to_string() + " on " + std::to_string(r.num_machines) +
+                           " node(s) x " + std::to_string(r.processes_per_machine) + " process(es)",
+                       notes);
+}
+
 std::string comment_block(const std::string& title, const std::vector<std::string>& lines) {
   if (lines.empty()) return {};
   std::string out = "# " + title + "\n";

@@ -47,6 +47,8 @@ std::string preset_for_model(const std::string& id);
 // architecture when Meshwork can read it; LlamaDecoderLayer otherwise.
 std::string decoder_layer_class(const nlohmann::json& model);
 
+// The file's opening comment: what was planned, on what, and the notes.
+std::string export_header(const ExportRequest& r, const std::vector<std::string>& notes);
 // "# line" for each line, then a blank line; "" when there are none.
 std::string comment_block(const std::string& title, const std::vector<std::string>& lines);
 // A YAML double-quoted scalar (paths and ids the user typed).

@@ -310,14 +310,19 @@ Status Ingester::foreign_step(RunId run, const ForeignStep& f, IngestCounts& cou
   return Status::Ok();
 }
 
-Result<IngestCounts> Ingester::ingest_foreign(RunId run, std::string_view source, uint64_t offset,
-                                              const std::vector<ForeignStep>& steps) {
+// The run must exist; the source gets its row (offset 0) the first time it is seen.
+Status Ingester::open_source(RunId run, std::string_view source) {
   run_exists_.bind(1, run);
   Result<bool> exists = run_exists_.step();
   if (!exists) return exists.error();
   if (!*exists) return Error{"run", std::to_string(run), "no such run in the store"};
   run_exists_.reset();
-  if (Status s = source_new_.bind(1, run).bind(2, source).run(); !s) return s.error();
+  return source_new_.bind(1, run).bind(2, source).run();
+}
+
+Result<IngestCounts> Ingester::ingest_foreign(RunId run, std::string_view source, uint64_t offset,
+                                              const std::vector<ForeignStep>& steps) {
+  if (Status s = open_source(run, source); !s) return s.error();
   IngestCounts counts;
   for (const ForeignStep& f : steps) {
     ++counts.lines;
@@ -434,13 +439,7 @@ Status Ingester::malformed_event(RunId run, std::string_view source, uint64_t of
 Result<IngestCounts> Ingester::ingest(RunId run, std::string_view source, uint64_t start_offset,
                                       std::string_view bytes, bool at_eof) {
   pending_steps_.clear();
-  run_exists_.bind(1, run);
-  Result<bool> exists = run_exists_.step();
-  if (!exists) return exists.error();
-  if (!*exists) return Error{"run", std::to_string(run), "no such run in the store"};
-  run_exists_.reset();
-
-  if (Status s = source_new_.bind(1, run).bind(2, source).run(); !s) return s.error();
+  if (Status s = open_source(run, source); !s) return s.error();
   source_get_.bind(1, run).bind(2, source);
   Result<bool> row = source_get_.step();
   if (!row) return row.error();

@@ -73,6 +73,7 @@ class Ingester {
   Status store_step(RunId run, int rank, int64_t step, double time, double step_tokens,
                     const std::array<double, kStepSeries>& values, int64_t present, IngestCounts& counts);
   Status foreign_step(RunId run, const ForeignStep& f, IngestCounts& counts);
+  Status open_source(RunId run, std::string_view source);
   Result<int64_t> fill_missing_series(RunId run, int rank, int64_t step, const std::array<double, kStepSeries>& values,
                                       int64_t present, BucketPoint& p, IngestCounts& counts);
   Status on_eval(RunId run, const EvalRecord& r, IngestCounts& counts);
