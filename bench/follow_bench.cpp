@@ -13,7 +13,12 @@
 //   lag: now - "time" of the oldest line of each committed chunk (line written -> in the store)
 //   backlog: bytes written but not yet stored at the window's end (falling behind shows here)
 //
-// Usage: follow_bench CLUSTER_DIR MESHTRAIN WORK_DIR OUT_JSON NODES(2,8,32) SECONDS WARMUP
+// A third mode, "shared", is the Slurm path at full size: every node's ranks write into ONE run
+// directory on one host (a shared filesystem seen from the login node), so one `meshtrain tail`
+// serves all N x 8 files over one stream -- 1,024 nodes x 8 = 8,192 ranks are simulated for real.
+//
+// Usage: follow_bench CLUSTER_DIR MESHTRAIN WORK_DIR OUT_JSON NODES(2,8,32) SECONDS WARMUP [MODES]
+//   MODES: comma-separated of files, stream, shared (default files,stream)
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -84,11 +89,17 @@ double follower_threads_cpu() {
 
 // The generator: one step line per rank per second for every node, until killed.
 [[noreturn]] void generate(const std::vector<fs::path>& dirs) {
+  rlimit lim{};  // 8,192 files open at once in the shared mode
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
   std::vector<int> fds;
   for (size_t n = 0; n < dirs.size(); ++n) {
     for (int k = 0; k < kRanksPerNode; ++k) {
       const int rank = static_cast<int>(n) * kRanksPerNode + k;
       fds.push_back(::open((dirs[n] / metrics_file(rank)).c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644));
+      if (fds.back() < 0) _exit(3);
     }
   }
   auto next = std::chrono::steady_clock::now();
@@ -126,9 +137,11 @@ double percentile(std::vector<double> v, double p) {
 }
 
 Measure measure(const fs::path& cluster, const std::string& meshtrain, const fs::path& work, int nodes,
-                FollowTransport mode, double seconds, double warmup) {
+                const std::string& mode_name, double seconds, double warmup) {
   Measure m;
-  m.mode = mode == FollowTransport::files ? "files" : "stream";
+  const bool shared = mode_name == "shared";
+  const FollowTransport mode = mode_name == "files" ? FollowTransport::files : FollowTransport::stream;
+  m.mode = mode_name;
   m.nodes = nodes;
   m.seconds = seconds;
   const fs::path dir = work / (m.mode + "-" + std::to_string(nodes));
@@ -136,10 +149,13 @@ Measure measure(const fs::path& cluster, const std::string& meshtrain, const fs:
   LaunchRecord rec;
   std::vector<fs::path> dirs;
   for (int i = 0; i < nodes; ++i) {
-    dirs.push_back(dir / ("n" + std::to_string(i)));
-    fs::create_directories(dirs.back());
-    fs::create_symlink(meshtrain, dirs.back() / "meshtrain");
-    rec.nodes.push_back({"node" + std::to_string(i % 2), kRanksPerNode, dirs.back().string(), ""});
+    dirs.push_back(shared ? dir / "shared" : dir / ("n" + std::to_string(i)));
+    if (!fs::exists(dirs.back() / "meshtrain")) {
+      fs::create_directories(dirs.back());
+      fs::create_symlink(meshtrain, dirs.back() / "meshtrain");
+    }
+    rec.nodes.push_back({shared ? std::string("node0") : "node" + std::to_string(i % 2), kRanksPerNode,
+                         dirs.back().string(), ""});
   }
   const fs::path db = dir / "runs.db";
   store::RunId run = 0;
@@ -224,8 +240,8 @@ Measure measure(const fs::path& cluster, const std::string& meshtrain, const fs:
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 8) {
-    std::cerr << "usage: follow_bench CLUSTER_DIR MESHTRAIN WORK_DIR OUT_JSON NODES(2,8,32) SECONDS WARMUP\n";
+  if (argc != 8 && argc != 9) {
+    std::cerr << "usage: follow_bench CLUSTER_DIR MESHTRAIN WORK_DIR OUT_JSON NODES(2,8,32) SECONDS WARMUP [MODES]\n";
     return 2;
   }
   const fs::path cluster = argv[1], work = argv[3], out = argv[4];
@@ -234,9 +250,18 @@ int main(int argc, char** argv) {
   std::stringstream list(argv[5]);
   for (std::string c; std::getline(list, c, ',');) counts.push_back(std::stoi(c));
   const double seconds = std::stod(argv[6]), warmup = std::stod(argv[7]);
+  std::vector<std::string> modes;
+  std::stringstream mode_list(argc > 8 ? argv[8] : "files,stream");
+  for (std::string m; std::getline(mode_list, m, ',');) {
+    if (m != "files" && m != "stream" && m != "shared") {
+      std::cerr << "follow_bench: MODES: " << m << ": one of files, stream, shared\n";
+      return 2;
+    }
+    modes.push_back(m);
+  }
   std::vector<Measure> all;
   for (int n : counts) {
-    for (FollowTransport mode : {FollowTransport::files, FollowTransport::stream}) {
+    for (const std::string& mode : modes) {
       all.push_back(measure(cluster, meshtrain, work, n, mode, seconds, warmup));
       const Measure& m = all.back();
       std::fprintf(stderr, "  measured %s x %d nodes: %.3f cores, lag p95 %.2f s\n", m.mode.c_str(), n,

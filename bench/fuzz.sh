@@ -33,7 +33,11 @@ if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$root/tests/fuzz" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
-cmake --build "$build" >/dev/null
+if ! cmake --build "$build" >"$build/build.log" 2>&1; then
+  tail -40 "$build/build.log" >&2
+  echo "bench/fuzz.sh: the clang-14 fuzz build failed (log: $build/build.log)" >&2
+  exit 1
+fi
 [ -n "$targets" ] || targets="$(sed -n 's/^set(MESHWORK_FUZZ_TARGETS \(.*\))$/\1/p' "$root/tests/fuzz/CMakeLists.txt")"
 
 rows=()
@@ -64,9 +68,10 @@ for t in $targets; do
     -rss_limit_mb=2048 -seed="$seed" -print_final_stats=1 -artifact_prefix="$artifacts" "${parallel[@]}" \
     "${inputs[@]}") >"$log" 2>&1
   set -e
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{s += $2} END {print s + 0}')
-  rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | awk '{s += $2} END {print s + 0}')
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2 + 0}')
+  # A target that died before libFuzzer's first report has none of these lines: 0, not an exit.
+  execs=$( (grep -o 'stat::number_of_executed_units: [0-9]*' "$log" || true) | awk '{s += $2} END {print s + 0}')
+  rate=$( (grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" || true) | awk '{s += $2} END {print s + 0}')
+  cov=$( (grep -o 'cov: [0-9]*' "$log" || true) | tail -1 | awk '{print $2 + 0}')
   crashes=$(find "$artifacts" -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'oom-*' \) | wc -l)
   hangs=$(find "$artifacts" -type f \( -name 'timeout-*' -o -name 'slow-unit-*' \) | wc -l)
   size=$(find "$corpus" -type f | wc -l)

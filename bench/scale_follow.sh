@@ -6,12 +6,17 @@
 # smallest and largest node counts and checked against the ones between, extrapolated to
 # 1,024 nodes x 8 ranks (target: lag p95 <= 5 s with <= 1 core of workbench CPU).
 #
-# Usage: bench/scale_follow.sh [NODES=2,8,16,32,64] [SECONDS=20] [WARMUP=6]
+# Usage: bench/scale_follow.sh [NODES=2,8,16,32,64] [SECONDS=20] [WARMUP=6] [MODES=files,stream]
+# MODES=shared measures the Slurm path at full size instead: NODES x 8 rank files in one shared
+# run directory served by ONE tail (bench/scale_follow.sh 1024 30 10 shared: 8,192 ranks);
+# written to bench/results/scale-follow-shared.json.
 # Needs root (the namespace cluster of tests/cluster/cluster.sh, brought up and down here).
 # Prints a table; writes bench/results/scale-follow.json.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/env.sh"
-nodes="${1:-2,8,16,32,64}"; seconds="${2:-20}"; warmup="${3:-6}"
+nodes="${1:-2,8,16,32,64}"; seconds="${2:-20}"; warmup="${3:-6}"; modes="${4:-files,stream}"
+out_name=scale-follow
+[ "$modes" = shared ] && out_name=scale-follow-shared
 if [ -n "${MESHWORK_BENCH_NO_BUILD:-}" ]; then
   :  # built already (e.g. while another build of the same tree runs)
 elif [ ! -f "$MESHWORK_BUILD_DIR/build.ninja" ]; then
@@ -24,9 +29,9 @@ cleanup() { "$MESHWORK_ROOT/tests/cluster/cluster.sh" down "$work/cluster" > /de
 trap cleanup EXIT
 "$MESHWORK_ROOT/tests/cluster/cluster.sh" up "$work/cluster" 2 > /dev/null
 "$MESHWORK_BUILD_DIR/bin/follow_bench" "$work/cluster" "$MESHWORK_BUILD_DIR/bin/meshtrain" "$work" \
-  "$work/raw.json" "$nodes" "$seconds" "$warmup"
+  "$work/raw.json" "$nodes" "$seconds" "$warmup" "$modes"
 mkdir -p "$MESHWORK_ROOT/bench/results"
-python3 - "$work/raw.json" "$MESHWORK_ROOT/bench/results/scale-follow.json" <<'EOF'
+python3 - "$work/raw.json" "$MESHWORK_ROOT/bench/results/$out_name.json" <<'EOF'
 import json, os, sys
 raw = json.load(open(sys.argv[1]))
 rows = raw["measured"]
@@ -70,6 +75,8 @@ for mode in ("files", "stream"):
     # share this machine's cores). The file path's lag grows with the node count (each node's
     # thread makes 9 SFTP round trips a poll); where its backlog grows the lag is unbounded.
     mine = [r for r in rows if r["mode"] == mode]
+    if not mine:
+        continue
     kept = [r for r in mine if r["backlog_bytes"] <= 64 * 1024]
     last = max(kept or mine, key=lambda r: r["nodes"])
     growing = not kept
@@ -93,4 +100,4 @@ raw["model"] = model
 raw["goal"] = {"nodes": target_nodes, "ranks_per_node": 8, "cores": target_cores, "lag_p95_s": target_lag}
 json.dump(raw, open(sys.argv[2], "w"), indent=2)
 EOF
-echo "wrote bench/results/scale-follow.json"
+echo "wrote bench/results/$out_name.json"

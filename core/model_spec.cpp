@@ -195,6 +195,11 @@ Status read_sliding_window(const nlohmann::json& cfg, ModelSpec& s) {
   int64_t first = -1;
   std::string field;
   if (auto lt = cfg.find("layer_types"); lt != cfg.end() && lt->is_array()) {
+    // One entry per layer, as transformers checks (layer_type_validation): an entry past the
+    // last layer would name a layer that does not exist.
+    if (static_cast<int64_t>(lt->size()) != s.num_hidden_layers)
+      return Error{field_name("layer_types"), std::to_string(lt->size()) + " entries",
+                   "one entry per layer (num_hidden_layers = " + std::to_string(s.num_hidden_layers) + ")"};
     for (size_t i = 0; i < lt->size(); ++i)
       if ((*lt)[i] == "sliding_attention") {
         first = static_cast<int64_t>(i);
@@ -302,6 +307,25 @@ Result<ModelSpec> model_spec_from_json(const nlohmann::json& cfg, std::string na
   s.dtype = dtype;
   s.rms_norm_eps = eps.value_or(s.architecture == "qwen2" ? 1e-6 : 1e-5);
   if (Status st = read_sliding_window(cfg, s); !st.ok()) return st.error();
+  // Every size estimate multiplies these numbers in int64: a model past 10^15 parameters (1,000x
+  // the largest trained) is a typo or a hostile file, refused before anything overflows. The
+  // count is taken in 128 bits once each factor is below 2^40 (products of two below 2^80).
+  using Wide = __int128;
+  constexpr Wide kFactor = Wide{1} << 40;
+  const Wide h = s.hidden_size, qw = Wide{s.num_attention_heads} * s.head_dim,
+             kvw = Wide{s.num_key_value_heads} * s.head_dim;
+  bool too_big = h > kFactor || qw > kFactor || kvw > kFactor || s.intermediate_size > kFactor ||
+                 s.vocab_size > kFactor || s.num_hidden_layers > kFactor;
+  if (!too_big) {
+    const Wide layer = 2 * h * qw + 2 * h * kvw + 3 * h * s.intermediate_size + 2 * qw + 3 * kvw +
+                       2 * s.intermediate_size + 4 * h;
+    too_big = 2 * Wide{s.vocab_size} * h + Wide{s.num_hidden_layers} * layer + h > Wide{1000000000000000};
+  }
+  if (too_big)
+    return Error{"model", "hidden_size " + std::to_string(s.hidden_size) + ", intermediate_size " +
+                              std::to_string(s.intermediate_size) + ", " + std::to_string(s.num_hidden_layers) +
+                              " layers, vocab " + std::to_string(s.vocab_size),
+                 "a model of at most 10^15 parameters"};
   return s;
 }
 

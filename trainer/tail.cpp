@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <iostream>
 #include <sstream>
 #include <thread>
+#include <unordered_map>
 
 #include "core/follow_stream.h"
 
@@ -76,13 +78,28 @@ class Tail {
  public:
   Tail(TailOptions o, follow::TailRequest req) : o_(std::move(o)) {
     for (const auto& n : req.nodes) nodes_.push_back({n});
+    std::unordered_map<int, size_t> by_rank;
     for (size_t i = 0; i < nodes_.size(); ++i) {
-      for (int k = 0; k < nodes_[i].spec.slots; ++k) files_.push_back({nodes_[i].spec.first_rank + k, i, 0, -1});
+      for (int k = 0; k < nodes_[i].spec.slots; ++k) {
+        by_rank[nodes_[i].spec.first_rank + k] = files_.size();
+        files_.push_back({nodes_[i].spec.first_rank + k, i, 0, -1});
+      }
     }
     for (const auto& [rank, off] : req.offsets) {
-      for (auto& f : files_) {
-        if (f.rank == rank) f.offset = off;
+      if (auto it = by_rank.find(rank); it != by_rank.end()) files_[it->second].offset = off;
+    }
+    // One tail on a Slurm login node serves every rank of the job (8,192 files at 1,024 x 8),
+    // past the usual soft limit of 1,024 descriptors: raise it to the hard limit, keep that many
+    // files open (less a reserve for the rest of the process) and read the others by path.
+    rlimit lim{};
+    if (::getrlimit(RLIMIT_NOFILE, &lim) == 0) {
+      if (lim.rlim_cur < lim.rlim_max) {
+        lim.rlim_cur = lim.rlim_max;
+        ::setrlimit(RLIMIT_NOFILE, &lim);
+        ::getrlimit(RLIMIT_NOFILE, &lim);
       }
+      const rlim_t reserve = 64;
+      held_max_ = static_cast<size_t>(lim.rlim_cur > 2 * reserve ? lim.rlim_cur - reserve : lim.rlim_cur / 2);
     }
   }
   ~Tail() {
@@ -130,15 +147,29 @@ class Tail {
   // Appends an F frame with the complete lines past f.offset (at most chunk_bytes). Returns
   // whether it read anything.
   bool drain(RankFile& f) {
-    if (f.fd < 0) {
-      f.fd = ::open(path("metrics-rank" + std::to_string(f.rank) + ".jsonl").c_str(), O_RDONLY | O_CLOEXEC);
-      if (f.fd < 0) return false;  // the rank has not created its file yet
-    }
+    const std::string file = path("metrics-rank" + std::to_string(f.rank) + ".jsonl");
     struct stat st {};
-    if (::fstat(f.fd, &st) != 0 || static_cast<uint64_t>(st.st_size) <= f.offset) return false;
+    int fd = f.fd;
+    if (fd < 0 && held_ < held_max_) {
+      fd = f.fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE) held_max_ = held_;  // read the rest by path
+        return false;  // else the rank has not created its file yet
+      }
+      ++held_;
+    }
+    if (fd >= 0) {
+      if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) <= f.offset) return false;
+    } else {
+      // Past the descriptor limit: look at the size by path, open only to read.
+      if (::stat(file.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) <= f.offset) return false;
+      fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return false;
+    }
     const size_t want = static_cast<size_t>(std::min<uint64_t>(st.st_size - f.offset, o_.chunk_bytes));
     buf_.resize(want);
-    const ssize_t n = ::pread(f.fd, buf_.data(), want, static_cast<off_t>(f.offset));
+    const ssize_t n = ::pread(fd, buf_.data(), want, static_cast<off_t>(f.offset));
+    if (fd != f.fd) ::close(fd);
     if (n <= 0) return false;
     const std::string_view got(buf_.data(), static_cast<size_t>(n));
     const size_t nl = got.rfind('\n');
@@ -237,6 +268,8 @@ class Tail {
   TailOptions o_;
   std::vector<NodeState> nodes_;
   std::vector<RankFile> files_;
+  size_t held_ = 0;             // files kept open
+  size_t held_max_ = 960;       // at most this many (from RLIMIT_NOFILE)
   std::string out_;
   std::vector<char> buf_;
 };

@@ -145,6 +145,33 @@ TEST(Mesh, AnyGroupCrossesMatchesEnumeration) {
   }
 }
 
+// The planner's cluster of issue 26, 1,024 nodes x 8: for every one of the 560 shapes of 8,192
+// ranks the stride rule gives what listing every group of every rank gave before it, so a plan at
+// that size has the same shapes and the same numbers as when the time estimate enumerated groups.
+TEST(Mesh, AnyGroupCrossesMatchesEnumerationAt1024x8) {
+  constexpr int kNodes = 1024, kGpn = 8, kWorld = kNodes * kGpn;
+  int shapes = 0, crossing = 0, contained = 0;
+  for (int r = 1; r <= kWorld; r *= 2)
+    for (int s = 1; r * s <= kWorld; s *= 2)
+      for (int c = 1; r * s * c <= kWorld; c *= 2) {
+        DeviceMesh m = make(r, s, c, kWorld / (r * s * c), kGpn);
+        ++shapes;
+        for (GroupKind kind : kGroupKinds) {
+          bool any = false;
+          for (const auto& g : m.groups(kind)) {
+            for (int member : g) any = any || m.node_of(member) != m.node_of(g.front());
+            if (any) break;
+          }
+          ASSERT_EQ(m.any_group_crosses_nodes(kind), any)
+              << m.shape().to_string() << " " << group_name(kind);
+          (any ? crossing : contained)++;
+        }
+      }
+  EXPECT_EQ(shapes, 560);  // ordered factorizations of 2^13 into 4 factors: C(16, 3)
+  EXPECT_GT(crossing, 0);
+  EXPECT_GT(contained, 0);
+}
+
 TEST(Mesh, EveryRankRoundTripsAndGroupsPartition) {
   for (MeshShape s : {MeshShape{2, 3, 2, 2}, MeshShape{3, 1, 4, 1}, MeshShape{1, 5, 1, 3}}) {
     auto m = *DeviceMesh::create(s, 4);

@@ -362,6 +362,12 @@ TEST(ModelSpec, SlidingWindowFromMistralAndQwen2Configs) {
   EXPECT_EQ(q->sliding_window_field, "layer_types");
   qwen["layer_types"] = {"full_attention", "full_attention", "full_attention", "full_attention"};
   EXPECT_EQ(model_spec_from_json(qwen, "q")->sliding_window, 0);
+  // One entry per layer: a list longer than the model names layers that do not exist (a sliding
+  // layer past the last one was written back as a window that never applies) and is refused.
+  qwen["layer_types"] = {"full_attention", "full_attention", "full_attention", "full_attention", "sliding_attention"};
+  auto extra = model_spec_from_json(qwen, "q");
+  ASSERT_FALSE(extra.ok());
+  EXPECT_EQ(extra.error().message(), "model.layer_types: 5 entries: one entry per layer (num_hidden_layers = 4)");
   // Sliding layers with no window to slide by: refused naming the key.
   qwen.erase("layer_types");
   qwen["sliding_window"] = nullptr;
@@ -385,3 +391,25 @@ TEST(ModelSpec, SlidingWindowFromMistralAndQwen2Configs) {
 }
 
 }  // namespace
+
+// Sizes whose products overflow int64 (every estimate multiplies them) are refused by the one
+// rule that bounds them all: at most 10^15 parameters. Llama-3.1-405B itself passes.
+TEST(ModelSpec, AModelPastAQuadrillionParametersIsRefused) {
+  json big = llama8b_config();
+  big["hidden_size"] = 4000000000LL;
+  big["vocab_size"] = 4000000000LL;
+  big["head_dim"] = 128;
+  auto r = model_spec_from_json(big, "big");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(),
+            "model: hidden_size 4000000000, intermediate_size 14336, 32 layers, vocab 4000000000: "
+            "a model of at most 10^15 parameters");
+  json huge_heads = llama8b_config();
+  huge_heads["num_attention_heads"] = int64_t{1} << 40;
+  huge_heads["num_key_value_heads"] = 8;
+  huge_heads["head_dim"] = int64_t{1} << 40;  // heads x head_dim past 2^63 in int64
+  EXPECT_FALSE(model_spec_from_json(huge_heads, "h").ok());
+  auto ok = model_spec_from_json(llama8b_config(), "8b");
+  ASSERT_TRUE(ok.ok()) << ok.error().message();
+  EXPECT_GT(ok->parameter_count(), 7'000'000'000);
+}

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/follow_stream.h"
 #include "core/metrics.h"
 #include "trainer/free_port.h"
 
@@ -373,3 +376,49 @@ TEST(MeshtrainCli, RefusesBadValuesNamingTheFlag) {
 }
 
 }  // namespace
+
+// One tail serves every rank of a Slurm job from the login node: 8,192 files at 1,024 x 8, past
+// the usual limit of 1,024 open files. With a limit of 64 descriptors (soft = hard, so it cannot
+// be raised) the tail still streams all 300 files' lines, each exactly once, then the node's exit.
+TEST(MeshtrainTail, ServesMoreFilesThanItsDescriptorLimit) {
+  const fs::path dir = temp_dir("tail-many-files");
+  constexpr int kRanks = 300;
+  for (int r = 0; r < kRanks; ++r)
+    std::ofstream(dir / ("metrics-rank" + std::to_string(r) + ".jsonl")) << "{\"rank\":" << r << "}\n";
+  std::ofstream(dir / "node0.exit") << "0 1700000000\n";
+  std::ofstream(dir / "request.txt") << follow::encode_request({{{0, 0, kRanks}}, {}});
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const rlimit lim{64, 64};
+    if (setrlimit(RLIMIT_NOFILE, &lim) != 0) _exit(126);
+    const int in = open((dir / "request.txt").c_str(), O_RDONLY);
+    const int out = open((dir / "stream.bin").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (in < 0 || out < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0) _exit(126);
+    close(in);
+    close(out);
+    execl(MESHTRAIN_BIN, MESHTRAIN_BIN, "tail", "--dir", dir.c_str(), "--no-liveness", "--poll-ms", "10",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_EQ(wait_exit(Proc{pid}), 0);
+  follow::StreamParser parser;
+  parser.feed(slurp(dir / "stream.bin"));
+  std::map<int64_t, std::string> lines;
+  int exits = 0, ends = 0;
+  while (true) {
+    auto f = parser.next();
+    ASSERT_TRUE(f.ok()) << f.error().message();
+    if (!*f) break;
+    const follow::Frame& fr = **f;
+    if (fr.kind == follow::Frame::Kind::file) {
+      EXPECT_EQ(fr.b, 0) << "rank " << fr.a;
+      EXPECT_TRUE(lines.emplace(fr.a, fr.body).second) << "rank " << fr.a << " sent twice";
+    }
+    exits += fr.kind == follow::Frame::Kind::exit;
+    ends += fr.kind == follow::Frame::Kind::end;
+  }
+  ASSERT_EQ(static_cast<int>(lines.size()), kRanks);
+  for (const auto& [rank, body] : lines) EXPECT_EQ(body, "{\"rank\":" + std::to_string(rank) + "}\n");
+  EXPECT_EQ(exits, 1);
+  EXPECT_EQ(ends, 1);
+}

@@ -339,6 +339,13 @@ TEST(SafetensorsErrors, OffsetsAndSizes) {
   ASSERT_TRUE(file.ok()) << file.error().message();
   EXPECT_EQ(file->find("s")->numel(), 1);
   EXPECT_EQ(file->find("e")->numel(), 0);
+  // Empty with huge other dimensions: 0 elements, not their product wrapped around int64.
+  const fs::path q = test_dir("empty-huge") / "x.safetensors";
+  write_file(q, R"({"z":{"dtype":"F32","shape":[4294967296,4294967296,0],"data_offsets":[0,0]}})", "");
+  auto huge = SafetensorsFile::open(q);
+  ASSERT_TRUE(huge.ok()) << huge.error().message();
+  EXPECT_EQ(huge->find("z")->numel(), 0);
+  EXPECT_TRUE(huge->bytes(*huge->find("z")).empty());
 }
 
 TEST(SafetensorsErrors, OverlapsAndDuplicates) {

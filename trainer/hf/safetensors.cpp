@@ -202,6 +202,11 @@ std::string_view dtype_name(Dtype dtype) { return entry_of(dtype).name; }
 int64_t dtype_size(Dtype dtype) { return entry_of(dtype).size; }
 
 int64_t TensorInfo::numel() const {
+  // A zero anywhere makes the tensor empty, however large the other dimensions: [2^32, 2^32, 0]
+  // passes the byte-size check with 0 bytes, and its leading product must not overflow. Without
+  // a zero the product is at most the checked byte count.
+  for (int64_t d : shape)
+    if (d == 0) return 0;
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
