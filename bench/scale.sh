@@ -17,6 +17,7 @@ if [ "$merge_only" = 0 ]; then
   "$MESHWORK_ROOT/bench/scale_store.sh"
   "$MESHWORK_ROOT/bench/scale_views.sh"
   "$MESHWORK_ROOT/bench/scale_follow.sh"
+  "$MESHWORK_ROOT/bench/scale_follow.sh" 1024 30 10 shared
 fi
 # The planner: 5 runs of the command, the median wall time.
 plan=()
@@ -35,6 +36,7 @@ def load(name):
     p = os.path.join(results, name + ".json")
     return json.load(open(p)) if os.path.exists(p) else None
 st, vw, fl = load("scale-store"), load("scale-views"), load("scale-follow")
+sh = load("scale-follow-shared")
 rows = [("plan 405B on 1024 x 8 (s, median of 5)", "<= 0.5", statistics.median(plan), "1.77", f"{shapes} shapes")]
 if st:
     rows += [
@@ -57,6 +59,18 @@ if fl:
     rows += [
         ("follower CPU at 1,024 x 8, 1 step/s (cores, model)", "<= 1", m["follower"]["cores_at_1024"], fl["model"]["files"]["follower"]["cores_at_1024"], "model fitted on namespace nodes"),
         ("follow lag p95 at the largest count that kept up (s)", "<= 5", m["lag_p95_at_largest_s"], fl["model"]["files"]["lag_p95_at_largest_s"], f'{m["largest_count_kept_up"]} nodes x 8'),
+    ]
+if fl and "process" in fl["model"]["stream"]:
+    rows += [("workbench process CPU at 1,024 x 8, per-node streams (cores, model)", "<= 1",
+              fl["model"]["stream"]["process"]["cores_at_1024"], "-", "follower + store writer")]
+if sh:
+    r = sh["measured"][0]
+    ranks = r["nodes"] * sh["ranks_per_node"]
+    rows += [
+        (f"follow {ranks:,} ranks through one tail (Slurm path): lag p95 (s)", "<= 5", r["lag_p95_s"], "-",
+         f"measured, {r['chunks']} chunks in {sh['window_s']:.0f} s"),
+        (f"follow {ranks:,} ranks through one tail: workbench CPU (cores)", "<= 1", r["cpu_process_cores"], "-",
+         "measured, follower + store writer"),
     ]
 print(f'{"measure":58} {"goal":>9} {"measured":>12} {"before":>14}  note')
 out = []

@@ -1,5 +1,7 @@
 #include "core/follow_stream.h"
 
+#include <limits>
+
 #include <charconv>
 #include <cstdio>
 
@@ -166,10 +168,14 @@ Result<TailRequest> parse_request(std::string_view text) {
     if (line == ".") return r;
     const auto f = fields(line);
     int64_t a = 0, b = 0, c = 0;
+    // Node and rank numbers are ints everywhere else: a larger one is refused, not truncated
+    // (the tail would otherwise follow another rank's file than the one asked for).
+    constexpr int64_t kMaxIndex = std::numeric_limits<int>::max();
     if (!f.empty() && f[0] == "N" && f.size() == 4 && to_i64(f[1], a) && to_i64(f[2], b) && to_i64(f[3], c) &&
-        a >= 0 && b >= 0 && c >= 1 && c <= 4096) {
+        a >= 0 && a <= kMaxIndex && b >= 0 && b <= kMaxIndex - 4096 && c >= 1 && c <= 4096) {
       r.nodes.push_back({static_cast<int>(a), static_cast<int>(b), static_cast<int>(c)});
-    } else if (!f.empty() && f[0] == "O" && f.size() == 3 && to_i64(f[1], a) && to_i64(f[2], b) && a >= 0 && b >= 0) {
+    } else if (!f.empty() && f[0] == "O" && f.size() == 3 && to_i64(f[1], a) && to_i64(f[2], b) && a >= 0 &&
+               a <= kMaxIndex && b >= 0) {
       r.offsets.emplace_back(static_cast<int>(a), static_cast<uint64_t>(b));
     } else {
       return Error{"tail request", std::string(line.substr(0, 80)),

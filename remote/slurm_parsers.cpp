@@ -1,6 +1,7 @@
 #include "remote/slurm_parsers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +10,23 @@
 #include "remote/probe_parsers.h"
 
 namespace meshwork::remote {
+
+namespace {
+
+// Counts read from Slurm's output (nodes, CPUs, GPUs, restarts) as ints: clamped to [0, 2^24],
+// far above any cluster's, so a garbled field can neither wrap an int nor overflow a sum.
+constexpr long long kMaxCount = 1 << 24;
+int count_of(std::optional<long long> v, int fallback) {
+  if (!v) return fallback;
+  return static_cast<int>(std::clamp<long long>(*v, 0, kMaxCount));
+}
+int count_of(std::optional<double> v) {
+  if (!v || !(*v >= 0)) return 0;  // NaN and negatives: unknown
+  return static_cast<int>(std::min<double>(*v, kMaxCount));
+}
+void add_count(int& sum, int v) { sum = static_cast<int>(std::min<long long>(kMaxCount, static_cast<long long>(sum) + v)); }
+
+}  // namespace
 
 using namespace detail;
 
@@ -41,15 +59,15 @@ SlurmGpus parse_gres_gpus(const std::string& gres) {
     std::string type;
     if (f.size() == 2) {
       if (auto n = to_int(f[1])) {
-        count = static_cast<int>(*n);
+        count = count_of(n, 1);
       } else {
         type = f[1];
       }
     } else if (f.size() >= 3) {
       type = f[1];
-      count = static_cast<int>(to_int(f[2]).value_or(1));
+      count = count_of(to_int(f[2]), 1);
     }
-    out.count += count;
+    add_count(out.count, count);
     if (!type.empty()) out.type += (out.type.empty() ? "" : "+") + type;
   }
   return out;
@@ -58,7 +76,7 @@ SlurmGpus parse_gres_gpus(const std::string& gres) {
 int SlurmPartition::idle_nodes() const {
   int n = 0;
   for (const auto& [state, count] : node_states) {
-    if (starts_with(state, "idle")) n += count;
+    if (starts_with(state, "idle")) add_count(n, count);
   }
   return n;
 }
@@ -91,13 +109,15 @@ Result<std::vector<SlurmPartition>> parse_sinfo(const std::string& text) {
       it->up = trim(f[1]) == "up";
     }
     it->is_default = it->is_default || is_default;
-    const int nodes = static_cast<int>(to_int(f[3]).value_or(0));
-    it->nodes += nodes;
-    it->node_states[std::string(trim(f[4]))] += nodes;
+    const int nodes = count_of(to_int(f[3]), 0);
+    add_count(it->nodes, nodes);
+    add_count(it->node_states[std::string(trim(f[4]))], nodes);
     if (!fresh) it->node_list += "," + std::string(trim(f[8]));
     // %c may read "2+" when nodes differ; the leading number is the smallest.
-    const int cpus = static_cast<int>(leading_number(f[5]).value_or(0));
-    const long long mem = static_cast<long long>(leading_number(f[6]).value_or(0));
+    const int cpus = count_of(leading_number(f[5]));
+    // Memory in MB: clamped below 2^53 (the double's exact range) before the conversion.
+    const double mem_mb = leading_number(f[6]).value_or(0);
+    const long long mem = mem_mb >= 0 ? static_cast<long long>(std::min(mem_mb, 9.0e15)) : 0;
     const SlurmGpus gpus = parse_gres_gpus(std::string(trim(f[7])));
     if (fresh || cpus < it->cpus_per_node) it->cpus_per_node = cpus;
     if (fresh || mem < it->memory_mb_per_node) it->memory_mb_per_node = mem;
@@ -142,6 +162,8 @@ std::map<std::string, std::string> parse_scontrol_record(const std::string& reco
 
 namespace {
 
+
+
 std::string none_to_empty(std::string s) {
   if (s == "None" || s == "(null)" || s == "N/A") return {};
   return s;
@@ -175,7 +197,7 @@ Result<std::vector<SlurmJob>> parse_scontrol_jobs(const std::string& text) {
     j.node_list = none_to_empty(get("NodeList"));
     j.time_limit = get("TimeLimit");
     j.std_out = get("StdOut");
-    j.restarts = static_cast<int>(to_int(get("Restarts")).value_or(0));
+    j.restarts = count_of(to_int(get("Restarts")), 0);
     if (!j.id.empty()) out.push_back(std::move(j));
   }
   if (out.empty() && !std::string(trim(text)).empty()) {
@@ -190,9 +212,13 @@ namespace {
 // 23.11+ writes numbers as {"set": bool, "infinite": bool, "number": N}.
 std::optional<long long> json_number(const nlohmann::json& v) {
   if (v.is_number_integer()) return v.get<long long>();
-  if (v.is_number()) return static_cast<long long>(v.get<double>());
+  if (v.is_number()) {  // a float: only one an integer can hold (1e300 is not a count)
+    const double d = v.get<double>();
+    if (!(std::abs(d) < 9.0e15)) return std::nullopt;
+    return static_cast<long long>(d);
+  }
   if (v.is_object()) {
-    if (v.value("infinite", false)) return std::nullopt;
+    if (v.contains("infinite") && v["infinite"].is_boolean() && v["infinite"].get<bool>()) return std::nullopt;
     if (v.contains("set") && v["set"].is_boolean() && !v["set"].get<bool>()) return std::nullopt;
     if (v.contains("number")) return json_number(v["number"]);
   }
@@ -237,10 +263,10 @@ Result<std::vector<SlurmJob>> parse_squeue_json(const std::string& text) {
     j.partition = json_text(jj, "partition");
     j.node_list = json_text(jj, "nodes");
     j.std_out = json_text(jj, "standard_output");
-    j.restarts = static_cast<int>(to_int(json_text(jj, "restart_cnt")).value_or(0));
+    j.restarts = count_of(to_int(json_text(jj, "restart_cnt")), 0);
     if (jj.contains("time_limit")) {
       const auto& t = jj["time_limit"];
-      j.time_limit = minutes_text(json_number(t), t.is_object() && t.value("infinite", false));
+      j.time_limit = minutes_text(json_number(t), t.is_object() && t.contains("infinite") && t["infinite"].is_boolean() && t["infinite"].get<bool>());
     }
     if (jj.contains("exit_code")) {
       const auto& e = jj["exit_code"];

@@ -7,7 +7,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 source "$root/scripts/env.sh"
 out="$root/tests/fuzz/seeds"
-rm -rf "$out"; mkdir -p "$out"/{metrics_line,model_config,run_config,host,probe,safetensors}
+rm -rf "$out"
+mkdir -p "$out"/{metrics_line,model_config,run_config,host,probe,safetensors,tfevents,trainer_state,follow_stream,calibration,slurm,ecosystem_config}
 
 # metrics lines: one seed per distinct record type and shape of line
 for f in "$root"/tests/ui/data/*.jsonl "$root"/tests/store/data/*.jsonl; do
@@ -64,4 +65,62 @@ save_file({"w": torch.randn(2, 5, generator=g).to(torch.bfloat16),
           metadata={"format": "pt"})
 save_file({"e": torch.zeros(0, 4)}, f"{out}/empty.safetensors")
 PY
+
+# TensorBoard event files from tensorboard's own writer. The first byte picks the reading (see
+# tfevents_fuzz.cpp): 0 = the file's bytes, 1 = record payloads joined by 0xFF, framed there.
+"$MESHWORK_VENV/bin/python" - "$out/tfevents" <<'PY'
+import glob, os, struct, sys, tempfile
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+from tensorboard.compat.proto import event_pb2, summary_pb2
+out = sys.argv[1]
+d = tempfile.mkdtemp()
+w = EventFileWriter(d)
+for step in range(3):
+    v = [summary_pb2.Summary.Value(tag="train/loss", simple_value=4.0 - step),
+         summary_pb2.Summary.Value(tag="lr", simple_value=1e-4)]
+    w.add_event(event_pb2.Event(wall_time=1700000000.0 + step, step=step, summary=summary_pb2.Summary(value=v)))
+w.close()
+data = open(glob.glob(os.path.join(d, "events.out.tfevents.*"))[0], "rb").read()
+open(f"{out}/writer", "wb").write(b"\x00" + data)
+payloads, pos = [], 0
+while pos + 12 <= len(data):
+    (n,) = struct.unpack_from("<Q", data, pos)
+    payloads.append(data[pos + 12: pos + 12 + n])
+    pos += 12 + n + 4
+open(f"{out}/payloads", "wb").write(b"\x01" + b"\xff".join(payloads))
+PY
+
+# trainer_state.json as Hugging Face's Trainer writes it (log_history of train and eval records)
+cat > "$out/trainer_state/trainer_state.json" <<'J'
+{"best_metric": null, "epoch": 0.5, "global_step": 20, "is_world_process_zero": true,
+ "log_history": [{"epoch": 0.25, "grad_norm": 1.5, "learning_rate": 4e-05, "loss": 2.31, "step": 10},
+                 {"epoch": 0.5, "grad_norm": 1.2, "learning_rate": 3e-05, "loss": 2.05, "step": 20},
+                 {"epoch": 0.5, "eval_loss": 2.1, "eval_runtime": 1.5, "step": 20}],
+ "max_steps": 40, "num_train_epochs": 1, "total_flos": 1.0e12, "trial_name": null}
+J
+
+# the follow stream as `meshtrain tail` writes it, and the request it reads
+printf 'V 1 4242\nF 0 0 33\n{"v":1,"type":"step","step":0}\n\nH 1700000000000\nR 0 0 10\nrestart 1\nX 0 0 1700000001.5 0 exit\nE\n' \
+  > "$out/follow_stream/stream"
+printf 'N 0 0 2\nN 1 2 2\nO 0 120\nO 3 7\n.\n' > "$out/follow_stream/request"
+
+# a calibration as `meshtrain calibrate` stores it
+cp "$root/bench/results/shapes-calibration.json" "$out/calibration/shapes.json"
+
+# Slurm's output: the first byte picks the parser (see slurm_fuzz.cpp's switch)
+for f in "$root"/tests/data/slurm/*; do
+  b="$(basename "$f")"
+  case "$b" in
+    sinfo-*.txt) k=0 ;; scontrol-show-job*) k=1 ;; squeue-*.json) k=2 ;; scontrol-show-node*) k=3 ;; *) continue ;;
+  esac
+  { prefix $k; cat "$f"; } > "$out/slurm/$b"
+done
+{ prefix 4; printf '4242;cluster\n'; } > "$out/slurm/sbatch-parsable"
+{ prefix 5; printf 'gpu:h100:8(S:0-1),shard:4'; } > "$out/slurm/gres"
+
+# Accelerate / Axolotl / torchtitan configs: the first byte picks the format (3: from the text)
+{ prefix 0; cat "$root/tests/interop/data/accelerate_tp_hsdp.yaml"; } > "$out/ecosystem_config/accelerate"
+{ prefix 1; cat "$root/tests/interop/data/axolotl_nd_parallel.yaml"; } > "$out/ecosystem_config/axolotl"
+{ prefix 2; cat "$root/tests/interop/data/torchtitan_llama3_8b.toml"; } > "$out/ecosystem_config/torchtitan"
+{ prefix 3; cat "$root/tests/interop/data/accelerate_tp_hsdp.yaml"; } > "$out/ecosystem_config/detected"
 echo "seeds: $(find "$out" -type f | wc -l) files in $out"

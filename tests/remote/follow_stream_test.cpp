@@ -158,6 +158,12 @@ TEST(FollowStream, RequestRoundTrip) {
   auto bad = parse_request("N 0 0 0\n.\n");  // zero slots
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find("N 0 0 0"), std::string::npos);
+  // A rank or node past an int is refused, not truncated to another rank (a fuzzer find: the
+  // request read back named rank 1,800,955,132 for 144,444,444,404).
+  auto wide = parse_request("N 0 666660 2\nO 144444444404 20\n.\n");
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.error().message().find("O 144444444404 20"), std::string::npos);
+  EXPECT_FALSE(parse_request("N 4294967296 0 8\n.\n").ok());
 }
 
 }  // namespace

@@ -77,6 +77,22 @@ TEST(SlurmSinfo, NotSinfoIsAnError) {
   EXPECT_NE(parts.error().message().find("9 '|' separated fields"), std::string::npos);
 }
 
+// Garbled numbers (a fuzzer find: a CPU count of 5e11 was undefined to convert to int) are
+// clamped to 2^24, and sums of many lines saturate there instead of wrapping.
+TEST(SlurmSinfo, HugeNumbersAreClampedNeverWrapped) {
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "big|up|infinite|9999999999|idle|500002000000|1e400|gpu:h100:99999999999|n[1-2]\n";
+  auto parts = parse_sinfo(text);
+  ASSERT_TRUE(parts.ok()) << parts.error().message();
+  ASSERT_EQ(parts->size(), 1u);
+  const SlurmPartition& p = (*parts)[0];
+  EXPECT_EQ(p.nodes, 1 << 24);
+  EXPECT_EQ(p.idle_nodes(), 1 << 24);
+  EXPECT_EQ(p.cpus_per_node, 1 << 24);
+  EXPECT_EQ(p.gpus_per_node.count, 1 << 24);
+  EXPECT_GE(p.memory_mb_per_node, 0);
+}
+
 TEST(SlurmScontrol, RecordedJobsOfEveryState) {
   auto jobs = parse_scontrol_jobs(slurm_data("scontrol-show-job-22.05.txt"));
   ASSERT_TRUE(jobs.ok()) << jobs.error().message();
