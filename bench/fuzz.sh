@@ -39,6 +39,8 @@ if ! cmake --build "$build" >"$build/build.log" 2>&1; then
   exit 1
 fi
 [ -n "$targets" ] || targets="$(sed -n 's/^set(MESHWORK_FUZZ_TARGETS \(.*\))$/\1/p' "$root/tests/fuzz/CMakeLists.txt")"
+# No target found would print an empty table and pass: a test that cannot fail.
+[ -n "${targets// /}" ] || { echo "bench/fuzz.sh: no fuzz targets (set(MESHWORK_FUZZ_TARGETS ...) on one line in tests/fuzz/CMakeLists.txt)" >&2; exit 1; }
 
 rows=()
 failed=0
