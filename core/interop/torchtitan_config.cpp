@@ -83,7 +83,7 @@ Result<ExportedConfig> export_torchtitan(const ExportRequest& r) {
   y += std::string("[activation_checkpoint]\nmode = ") +
        (t.activation_checkpointing == ActivationCheckpointing::full ? "\"full\"" : "\"none\"") + "\n";
   for (int i = 0; i < r.num_machines; ++i)
-    out.launch_commands.push_back(torchrun_line(r, i, "-m torchtitan.train --job.config_file torchtitan.toml"));
+    out.launch_commands.push_back(torchrun_line(r, i, "-m torchtitan.train --job.config_file " + launch_config_file(r, ConfigFormat::torchtitan)));
   out.text = export_header(r, out.notes) + y;
   return out;
 }

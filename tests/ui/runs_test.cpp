@@ -19,6 +19,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QValueAxis>
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -29,6 +30,7 @@
 #include "ui/bar_chart.h"
 #include "ui/compare_model.h"
 #include "ui/compare_page.h"
+#include "ui/mesh_thumb.h"
 #include "ui/metric_chart.h"
 #include "ui/monitor_model.h"
 #include "ui/monitor_page.h"
@@ -144,8 +146,31 @@ class RunsTest : public QObject {
     ComparePage* c = w.compare_page();
     QTRY_COMPARE(c->series_count(), 2);
     QTRY_COMPARE(c->comm_chart()->categories().size(), qsizetype(2));
-    QVERIFY2(!c->comm_chart()->categories()[0].contains("not recorded"), qPrintable(c->comm_chart()->categories()[0]));
-    QVERIFY2(c->comm_chart()->categories()[1].contains("not recorded"), qPrintable(c->comm_chart()->categories()[1]));
+    QCOMPARE(c->comm_chart()->categories()[1], QStringLiteral("%1 #%2").arg(QFileInfo(tb.path()).fileName()).arg(id));
+    // "not recorded" sits in the TensorBoard run's own column, whole: inside the plot area and
+    // inside that run's half of it (not an axis label elided or cut to one line).
+    const auto notes = c->comm_chart()->absent_notes();
+    QCOMPARE(notes.size(), size_t(1));
+    QCOMPARE(notes[0].category, 1);
+    QCOMPARE(notes[0].text, QStringLiteral("not recorded"));
+    const QRectF plot = c->comm_chart()->chart()->plotArea();
+    QVERIFY2(plot.contains(notes[0].rect), qPrintable(QStringLiteral("%1,%2 %3x%4 outside the plot")
+                                                          .arg(notes[0].rect.x()).arg(notes[0].rect.y())
+                                                          .arg(notes[0].rect.width()).arg(notes[0].rect.height())));
+    QVERIFY(notes[0].rect.left() >= plot.center().x());
+    QFont small = c->comm_chart()->font();
+    small.setPointSizeF(small.pointSizeF() * 0.85);
+    QVERIFY(notes[0].rect.width() >= QFontMetricsF(small).horizontalAdvance("not recorded"));
+    // The thumbnails: the meshtrain run's shape drawn, the TensorBoard run's "not recorded",
+    // never an invented 1×1×1×1 of 1 rank.
+    QList<MeshThumb*> thumbs;
+    QTRY_COMPARE((thumbs = c->findChildren<MeshThumb*>()).size(), qsizetype(2));
+    std::sort(thumbs.begin(), thumbs.end(), [](MeshThumb* a, MeshThumb* b) { return a->x() < b->x(); });
+    QVERIFY(thumbs[0]->shape().has_value());
+    QCOMPARE(thumbs[0]->caption(), QStringLiteral("1×2×1×1  ·  2 ranks"));
+    QVERIFY(!thumbs[1]->shape().has_value());
+    QCOMPARE(thumbs[1]->caption(), QStringLiteral("shape not recorded"));
+    QVERIFY(!thumbs[1]->toolTip().contains("1×1×1×1"));
   }
 
   // A TensorBoard run still writing, followed: the cut last record waits, the rest of the file
