@@ -34,7 +34,7 @@ const QString kData = QStringLiteral(MESHWORK_UI_TEST_DATA);
 const QString kWriter = QStringLiteral(MESHWORK_SOURCE_DIR "/tests/interop/write_foreign_runs.py");
 
 // Runs the real writer: write_foreign_runs.py MODE ARGS...
-bool write(const QStringList& args) {
+bool run_writer(const QStringList& args) {
   QString cmd = QStringLiteral(MESHWORK_PYTHON) + " " + kWriter;
   for (const QString& a : args) cmd += " '" + a + "'";
   return std::system(cmd.toLocal8Bit().constData()) == 0;
@@ -102,7 +102,7 @@ class ForeignRunsTest : public QObject {
   void droppedTensorBoardRunIsStoredBesideMeshtrainRuns() {
     fresh_db();
     QTemporaryDir tb;
-    QVERIFY(write({"events", tb.path()}));
+    QVERIFY(run_writer({"events", tb.path()}));
     const QStringList files = QDir(tb.path()).entryList({"events.out.tfevents.*"}, QDir::Files);
     QCOMPARE(files.size(), 1);
     MainWindow w(false);
@@ -182,7 +182,7 @@ class ForeignRunsTest : public QObject {
   void followedTensorBoardFileReadsOnAsItGrows() {
     fresh_db();
     QTemporaryDir tb, live;
-    QVERIFY(write({"events", tb.path()}));
+    QVERIFY(run_writer({"events", tb.path()}));
     const QString name = QDir(tb.path()).entryList({"events.out.tfevents.*"}, QDir::Files).value(0);
     QFile whole(tb.filePath(name));
     QVERIFY(whole.open(QIODevice::ReadOnly));
@@ -224,7 +224,7 @@ class ForeignRunsTest : public QObject {
     QTemporaryDir root;
     const QString logdir = root.filePath("accelerate-logs");
     QVERIFY(QDir().mkpath(logdir + "/llama"));  // trackers write a subdirectory per project
-    QVERIFY(write({"events-steps", logdir + "/llama", "0", "20"}));
+    QVERIFY(run_writer({"events-steps", logdir + "/llama", "0", "20"}));
     MainWindow w(false);
     RunsPage* page = w.runs_page();
     page->follow_drops()->setChecked(true);
@@ -236,7 +236,7 @@ class ForeignRunsTest : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(points(id, "loss"), int64_t(20), 20000);
     QVERIFY(page->model()->following_files());
     // The restart: a second event file beside the first, steps 20..39.
-    QVERIFY(write({"events-steps", logdir + "/llama", "20", "40"}));
+    QVERIFY(run_writer({"events-steps", logdir + "/llama", "20", "40"}));
     QCOMPARE(QDir(logdir + "/llama").entryList({"events.out.tfevents.*"}, QDir::Files).size(), qsizetype(2));
     QTRY_COMPARE_WITH_TIMEOUT(points(id, "loss"), int64_t(40), 20000);
     QTRY_COMPARE_WITH_TIMEOUT(points(id, "lr"), int64_t(40), 20000);
@@ -259,7 +259,7 @@ class ForeignRunsTest : public QObject {
     QTemporaryDir root;
     const QString out = root.filePath("hf-output");
     QVERIFY(QDir().mkpath(out));
-    QVERIFY(write({"trainer-state-upto", out + "/trainer_state.json", "50"}));
+    QVERIFY(run_writer({"trainer-state-upto", out + "/trainer_state.json", "50"}));
     MainWindow w(false);
     RunsPage* page = w.runs_page();
     const int before = page->model()->rowCount();
@@ -275,12 +275,12 @@ class ForeignRunsTest : public QObject {
     QVERIFY(drop(page, out));
     QTRY_VERIFY_WITH_TIMEOUT(page->model()->following_files(), 20000);
     QCOMPARE(page->model()->rowCount(), before + 1);
-    QVERIFY(write({"trainer-state-upto", out + "/trainer_state.json", "100"}));
+    QVERIFY(run_writer({"trainer-state-upto", out + "/trainer_state.json", "100"}));
     QTRY_COMPARE_WITH_TIMEOUT(points(id, "loss"), int64_t(10), 20000);
     QTRY_COMPARE_WITH_TIMEOUT(points(id, "eval_loss"), int64_t(2), 20000);
     QCOMPARE(points(id, "lr"), int64_t(10));
     // A checkpoint's copy of the same history appears: read, and nothing is stored twice.
-    QVERIFY(write({"trainer-state-upto", out + "/checkpoint-100/trainer_state.json", "100"}));
+    QVERIFY(run_writer({"trainer-state-upto", out + "/checkpoint-100/trainer_state.json", "100"}));
     QTest::qWait(1000);
     QCOMPARE(points(id, "loss"), int64_t(10));
     QCOMPARE(page->model()->rowCount(), before + 1);
