@@ -38,13 +38,13 @@ check "without --out the line names the default file" "$work/out" "accelerate la
 # 2. --lr, --warmup-steps, --steps: meshtrain's flags, into the exported file; a flag wins over --from.
 expect_exit 0 "axolotl export with training flags" -- \
   "$meshwork" plan "${cluster[@]}" --export axolotl --out "$work/ax-lr.yaml" --lr 0.0005 --warmup-steps 7 --steps 321
-check "axolotl learning_rate from --lr" "$work/ax-lr.yaml" "learning_rate: 0.0005"
+check "axolotl learning_rate from --lr" "$work/ax-lr.yaml" "learning_rate: 5.0e-04"
 check "axolotl warmup_steps from --warmup-steps" "$work/ax-lr.yaml" "warmup_steps: 7"
 check "axolotl max_steps from --steps" "$work/ax-lr.yaml" "max_steps: 321"
 expect_exit 0 "torchtitan export from the axolotl file, --lr overriding it" -- \
   "$meshwork" plan --from "$work/ax-lr.yaml" --nodes 2 --gpus-per-node 8 --gpu-memory 80GiB --lr 0.0001 \
   --export torchtitan --out "$work/tt-lr.toml"
-check "torchtitan lr: the flag's, not the file's" "$work/tt-lr.toml" "lr = 0.0001"
+check "torchtitan lr: the flag's, not the file's" "$work/tt-lr.toml" "lr = 1.0e-04"
 check "torchtitan steps from the --from file" "$work/tt-lr.toml" "steps = 321"
 check "torchtitan warmup_steps from the --from file" "$work/tt-lr.toml" "warmup_steps = 7"
 expect_exit 2 "--lr -1 refused" -- "$meshwork" plan "${cluster[@]}" --export axolotl --lr -1
