@@ -6,6 +6,7 @@
 #include <QDateTime>
 #include <QElapsedTimer>
 #include <QFileInfo>
+#include <algorithm>
 #include <fstream>
 
 #include "ui/error_text.h"
@@ -119,7 +120,9 @@ void RunsModel::follow_file(store::RunId id, const QString& path) {
   std::filesystem::path p = std::filesystem::absolute(path.toStdString());
   // A directory's source names are relative to its canonical path, as import_directory read it.
   if (std::filesystem::is_directory(p, ec)) p = std::filesystem::weakly_canonical(p, ec);
-  followed_.emplace_back(id, p.string());
+  // The same directory dropped again while followed: one follower, not two reading it.
+  const std::pair<store::RunId, std::string> entry{id, p.string()};
+  if (std::find(followed_.begin(), followed_.end(), entry) == followed_.end()) followed_.push_back(entry);
   tail_.start();
 }
 
