@@ -161,6 +161,11 @@ TEST(LaunchLines, NameTheFileWrittenQuotedForTheShell) {
   EXPECT_EQ(export_config(r, ConfigFormat::axolotl)->launch_commands[1],
             "torchrun --nnodes 2 --nproc-per-node 8 --node-rank 1 --master-addr 10.0.0.1 --master-port 29500 "
             "-m axolotl.cli.train /runs/exp-7/acc.yaml");
+  // torchtitan's TOML is for the releases that read one; the file says which.
+  const auto titan = export_config(r, ConfigFormat::torchtitan);
+  ASSERT_TRUE(titan.ok());
+  EXPECT_NE(titan->text.find("# Written by Meshwork"), std::string::npos);
+  EXPECT_NE(titan->text.find("torchtitan <= 0.2.x"), std::string::npos) << titan->text;
   // A name the shell would split or expand is quoted; a quote inside it survives.
   r.config_file = "my run's config.toml";
   const std::string line = export_config(r, ConfigFormat::torchtitan)->launch_commands[0];
