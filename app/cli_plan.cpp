@@ -4,7 +4,8 @@
 //   --micro-batch B [--global-batch GB] [--precision fp32|bf16]
 //   [--activation-checkpointing none|full] [--dp-replicate A] [--dp-shard B] [--cp C] [--tp D]
 //   [--device cuda|cpu] [--reserve SIZE] [--calibration FILE|ID [--db PATH]] [--json]
-//   [--from FILE] [--export accelerate|axolotl|torchtitan [--out FILE]]
+//   [--from FILE] [--export accelerate|axolotl|torchtitan [--out FILE] [--lr X]
+//   [--warmup-steps N] [--steps N]]
 // Exit 0: something fits (or the fully given shape fits); 2: invalid input; 3: valid, nothing fits.
 #include <algorithm>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include "app/plan_interop.h"
 #include "core/cli_args.h"
 #include "core/planner.h"
+#include "core/run_config_flags.h"
 #include "core/store/calibration_store.h"
 #include "core/store/paths.h"
 #include "core/store/run_store.h"
@@ -34,7 +36,8 @@ constexpr const char* kUsage =
     "                     [--dp-replicate A] [--dp-shard B] [--cp C] [--tp D]\n"
     "                     [--device cuda|cpu] [--reserve SIZE]\n"
     "                     [--attention fused|materialized] [--json]\n"
-    "                     [--from FILE] [--export accelerate|axolotl|torchtitan [--out FILE]]\n"
+    "                     [--from FILE] [--export accelerate|axolotl|torchtitan [--out FILE]\n"
+    "                      [--lr X] [--warmup-steps N] [--steps N]]\n"
     "                     [--calibration FILE|FINGERPRINT_ID [--db PATH]]\n"
     "Ranks every mesh shape (dp_replicate x dp_shard x cp x tp = nodes x gpus-per-node) by\n"
     "whether it fits GPU memory, then by predicted tokens/s. Given axes stay fixed.\n"
@@ -44,14 +47,20 @@ constexpr const char* kUsage =
     "--from FILE: start from an Accelerate or Axolotl YAML or a torchtitan TOML (model, mesh,\n"
     "sequence length, batch, precision, ...); flags given as well override the file.\n"
     "--export FORMAT: write the best fitting shape the tool accepts as its config (stdout, or\n"
-    "--out FILE) and print each node's launch line.\n"
+    "--out FILE) and print each node's launch line, which names that file. --lr, --warmup-steps\n"
+    "and --steps (meshtrain's flags, same values) go into the exported file; they win over --from.\n"
     "--calibration: what `meshwork calibrate` measured on the cluster (a calibration JSON file,\n"
     "or the fingerprint id it printed: the newest stored one in the run store, --db PATH or the\n"
     "default) replaces the hardware defaults wherever it has a number.\n"
     "Exit 0: a shape fits; 2: invalid input; 3: valid, but nothing fits.\n";
 
+// The training settings an export carries that the plan itself does not depend on: taken from
+// the run config flag table (core/run_config_flags.h), so `plan --export` reads them with
+// meshtrain's words, bounds and errors.
+const std::vector<std::string> kExportTrainingFlags = {"--lr", "--warmup-steps", "--steps"};
+
 // The help is kUsage.
-const std::vector<FlagSpec> kFlags = {
+const std::vector<FlagSpec> kPlanFlags = {
     {"--model", "NAME|PATH", ""}, {"--nodes", "N", ""}, {"--gpus-per-node", "G", ""}, {"--gpu-memory", "SIZE", ""},
     {"--seq-len", "S", ""}, {"--micro-batch", "B", ""}, {"--global-batch", "GB", ""},
     {"--precision", "fp32|bf16", ""}, {"--activation-checkpointing", "none|full", ""},
@@ -59,6 +68,13 @@ const std::vector<FlagSpec> kFlags = {
     {"--device", "cuda|cpu", ""}, {"--reserve", "SIZE", ""}, {"--attention", "fused|materialized", ""},
     {"--calibration", "FILE|ID", ""}, {"--db", "PATH", ""}, {"--json", "", ""}, {"--from", "FILE", ""},
     {"--export", "FORMAT", ""}, {"--out", "FILE", ""}};
+
+std::vector<FlagSpec> plan_flags() {
+  std::vector<FlagSpec> flags = kPlanFlags;
+  for (const std::string& name : kExportTrainingFlags)
+    flags.push_back({name, find_run_config_flag(name)->arg, ""});
+  return flags;
+}
 
 constexpr int64_t kMaxCount = int64_t{1} << 30;
 
@@ -184,6 +200,7 @@ Result<Calibration> load_calibration(const std::string& value, const std::option
 }  // namespace
 
 int plan_main(const Args& args) {
+  static const std::vector<FlagSpec> kFlags = plan_flags();
   auto parsed = parse_args(args, kFlags, "meshwork plan");
   if (!parsed.ok()) return fail(parsed.error());
   const ParsedArgs& flags = *parsed;
@@ -207,8 +224,13 @@ int plan_main(const Args& args) {
     if (!format.ok()) return fail(format.error());
     export_format = *format;
     if (flags.has("--json")) return fail(Error{"--json", "", "cannot be combined with --export (the export is the output)"});
-  } else if (flags.has("--out")) {
-    return fail(Error{"--out", flags.value("--out").value_or(""), "only with --export FORMAT"});
+  } else {
+    // Without an export nothing would carry them: refused rather than silently dropped.
+    if (flags.has("--out")) return fail(Error{"--out", flags.value("--out").value_or(""), "only with --export FORMAT"});
+    for (const std::string& name : kExportTrainingFlags)
+      if (flags.has(name))
+        return fail(Error{name, flags.value(name).value_or(""),
+                          "only with --export FORMAT (the plan does not depend on it; the exported file carries it)"});
   }
   std::optional<std::string> model_flag = flags.value("--model");
   if (!model_flag && from && from->model) model_flag = from->model;
@@ -307,11 +329,12 @@ int plan_main(const Args& args) {
     options.format = *export_format;
     options.out = flags.value("--out");
     options.model = *model_flag;
-    if (from) {
-      RunConfig config;
-      from->apply_to(config);
-      options.training = config.training;
-    }
+    RunConfig config;
+    if (from) from->apply_to(config);
+    for (const auto& [name, value] : flags.given)  // a flag wins over the file
+      if (std::find(kExportTrainingFlags.begin(), kExportTrainingFlags.end(), name) != kExportTrainingFlags.end())
+        if (Status s = find_run_config_flag(name)->apply(config, value); !s.ok()) return fail(s.error());
+    options.training = config.training;
     return export_plan(q, *plan, options);
   }
   if (flags.has("--json")) {

@@ -137,11 +137,7 @@ Result<std::vector<ImportSet>> collect(const std::vector<std::string>& paths) {
       ImportSet set;
       set.origin = abs.string();
       set.default_name = abs.filename().string();
-      for (const auto& e : fs::recursive_directory_iterator(abs, ec))
-        if (e.is_regular_file() &&
-            (e.path().extension() == ".jsonl" || interop::foreign_format(e.path()) != interop::ForeignFormat::none))
-          set.files.emplace_back(e.path(), fs::relative(e.path(), abs).string());
-      std::sort(set.files.begin(), set.files.end());
+      set.files = interop::run_files_below(abs);  // the same files the workbench follows
       if (set.files.empty())
         return Error{"PATH", p,
                      "a run directory must contain metrics .jsonl files, TensorBoard event files "

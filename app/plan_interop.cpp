@@ -32,6 +32,7 @@ int export_plan(const PlanQuery& q, const Plan& plan, const PlanExportOptions& o
   t.device = q.device;
   request.num_machines = q.nodes;
   request.processes_per_machine = q.gpus_per_node;
+  if (options.out) request.config_file = *options.out;  // the launch lines name the file written
   std::optional<Error> first_refusal;
   int skipped = 0;
   for (size_t i = 0; i < plan.shapes.size(); ++i) {

@@ -40,11 +40,28 @@ BarChart::BarChart(const QString& title, Kind kind, QWidget* parent) : QChartVie
       if (item->type() == QGraphicsLineItem::Type && item->cacheMode() == QGraphicsItem::NoCache)
         item->setCacheMode(QGraphicsItem::DeviceCoordinateCache);
   });
+  // The plot area moves when the widget resizes or the axes' labels change width.
+  connect(c, &QChart::plotAreaChanged, this, [this] { place_absent_notes(); });
   apply_theme();
 }
 
-void BarChart::set_data(const QStringList& categories, const std::vector<Set>& sets, const QString& unit) {
+void BarChart::set_data(const QStringList& categories, const std::vector<Set>& sets, const QString& unit,
+                        const std::vector<bool>& absent) {
   QChart* c = chart();
+  std::vector<bool> absent_now(static_cast<size_t>(categories.size()), false);
+  for (size_t i = 0; i < absent.size() && i < absent_now.size(); ++i) absent_now[i] = absent[i];
+  if (absent_now != absent_) {
+    absent_ = absent_now;
+    for (auto& [i, item] : absent_items_) delete item;
+    absent_items_.clear();
+    for (size_t i = 0; i < absent_.size(); ++i) {
+      if (!absent_[i]) continue;
+      auto* item = new QGraphicsTextItem(c);
+      item->setZValue(10);  // above the grid
+      absent_items_.emplace_back(static_cast<int>(i), item);
+    }
+    apply_theme();
+  }
   double top = 0;
   {
     std::vector<double> stack(static_cast<size_t>(categories.size()), 0.0);
@@ -117,6 +134,35 @@ void BarChart::set_data(const QStringList& categories, const std::vector<Set>& s
   apply_theme();
 }
 
+void BarChart::place_absent_notes() {
+  if (absent_items_.empty()) return;
+  // A bar category axis spans -0.5 .. n - 0.5: category i owns the i-th equal slice of the plot
+  // (bottom to top for horizontal bars). Each note is wrapped to its slice and centred in it.
+  const QRectF plot = chart()->plotArea();
+  const int n = std::max<int>(1, static_cast<int>(absent_.size()));
+  for (auto& [i, item] : absent_items_) {
+    QRectF slot;
+    if (kind_ == Kind::grouped) {
+      const double w = plot.width() / n;
+      slot = QRectF(plot.left() + i * w, plot.top(), w, plot.height());
+    } else {
+      const double h = plot.height() / n;
+      slot = QRectF(plot.left(), plot.bottom() - (i + 1) * h, plot.width(), h);
+    }
+    item->setTextWidth(std::max(10.0, slot.width() - 8));
+    const QRectF r = item->boundingRect();
+    item->setPos(slot.center().x() - r.width() / 2,
+                 kind_ == Kind::grouped ? slot.bottom() - r.height() - 6 : slot.center().y() - r.height() / 2);
+  }
+}
+
+std::vector<BarChart::AbsentNote> BarChart::absent_notes() const {
+  std::vector<AbsentNote> out;
+  for (const auto& [i, item] : absent_items_)
+    out.push_back({i, item->toPlainText(), item->mapRectToParent(item->boundingRect())});
+  return out;
+}
+
 bool BarChart::save_png(const QString& path) {
   return save_widget_png(this, path);
 }
@@ -141,6 +187,12 @@ void BarChart::apply_theme() {
     a->setLabelsFont(small);
     a->setTitleFont(small);
   }
+  for (auto& [i, item] : absent_items_) {
+    item->setFont(small);
+    item->setDefaultTextColor(muted_text_color());
+    item->setHtml(QStringLiteral("<div align=\"center\"><i>%1</i></div>").arg(tr("not recorded")));
+  }
+  place_absent_notes();
   setBackgroundBrush(palette().window());
 }
 

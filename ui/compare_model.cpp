@@ -151,7 +151,7 @@ std::shared_ptr<CompareFrame> load_compare_frame(store::RunStore* store, const C
     }
     f->runs.push_back(hit->info.summary);
     f->configs.push_back(hit->info.config);
-    f->shapes.push_back(hit->info.summary.shape.value_or(MeshShape{}));
+    f->shapes.push_back(hit->info.summary.shape);  // absent stays absent: never a made-up 1x1x1x1
     comm[i] = hit->comm;
     if (cache && finished(hit->info.summary)) cache->put(id, *hit);  // a finished run no longer changes
   }

@@ -51,7 +51,7 @@ struct CompareFrame {
   QString error;
   std::vector<store::RunSummary> runs;  // in the order asked
   std::vector<nlohmann::json> configs;
-  std::vector<MeshShape> shapes;
+  std::vector<std::optional<MeshShape>> shapes;  // unset: not recorded (another tool's run)
   std::vector<store::Series> series;    // the metric, one per run
   std::vector<CommStats> comm;          // one per run
   double load_ms = 0;                   // the whole job, of which:

@@ -264,12 +264,13 @@ void ComparePage::draw(const std::shared_ptr<const CompareFrame>& fp) {
   chart_->set_zoom(model_->query().range);
 
   QStringList cats;
+  std::vector<bool> absent;
   for (size_t i = 0; i < f.runs.size(); ++i) {
     const auto& s = f.runs[i];
-    QString cat = QStringLiteral("%1 #%2").arg(QString::fromStdString(s.name)).arg(s.id);
-    // Another tool's run carries no per-axis times: say so, rather than draw zero-height bars.
-    if (i < f.comm.size() && !f.comm[i].recorded()) cat += tr("\n(not recorded)");
-    cats << cat;
+    cats << QStringLiteral("%1 #%2").arg(QString::fromStdString(s.name)).arg(s.id);
+    // Another tool's run carries no per-axis times: its column says so, rather than read as zero
+    // (in the plot, where the words have room; an axis label is elided to the column's width).
+    absent.push_back(i < f.comm.size() && !f.comm[i].recorded());
   }
   std::vector<BarChart::Set> sets;
   for (Axis a : kAxes) {
@@ -277,7 +278,7 @@ void ComparePage::draw(const std::shared_ptr<const CompareFrame>& fp) {
     bool any = false;
     for (size_t i = 0; i < f.comm.size(); ++i) {
       s.values.push_back(f.comm[i].mean[static_cast<size_t>(a)] * 1000.0);
-      any |= f.shapes[i].size(a) > 1;
+      any |= f.shapes[i] && f.shapes[i]->size(a) > 1;
     }
     if (any) sets.push_back(s);  // an axis no run uses has nothing to compare
   }
@@ -288,7 +289,8 @@ void ComparePage::draw(const std::shared_ptr<const CompareFrame>& fp) {
   comm_->set_data(cats, sets,
                   steps == 0 ? tr("ms per step (mean over ranks, every step)")
                              : tr("ms per step (mean over ranks; long runs: %1 sampled steps in %2 windows, of up to %3)")
-                                   .arg(sampled).arg(kCommWindows).arg(steps));
+                                   .arg(sampled).arg(kCommWindows).arg(steps),
+                  absent);
 
   while (QLayoutItem* item = thumbs_->takeAt(0)) {
     delete item->widget();

@@ -37,7 +37,8 @@ EcosystemExportDialog::EcosystemExportDialog(interop::ExportRequest request, QWi
   connect(save_, &QPushButton::clicked, this, [this] {
     const QString name = QString::fromStdString(std::string(interop::default_file_name(format())));
     const QString path = QFileDialog::getSaveFileName(this, tr("Save the config"), name);
-    if (!path.isEmpty() && save_to(path)) accept();
+    // The dialog stays open: the launch lines now name the saved file, ready to copy.
+    if (!path.isEmpty()) save_to(path);
   });
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel(tr("Format:"), this));
@@ -65,6 +66,8 @@ QString EcosystemExportDialog::message_text() const { return message_->text(); }
 bool EcosystemExportDialog::can_save() const { return save_->isEnabled(); }
 
 void EcosystemExportDialog::refresh() {
+  // The launch lines name the file saved in this format; another format has not been saved yet.
+  request_.config_file = saved_format_ == format() ? saved_path_.toStdString() : std::string();
   auto exported = interop::export_config(request_, format());
   if (!exported.ok()) {
     preview_->clear();
@@ -75,6 +78,7 @@ void EcosystemExportDialog::refresh() {
   }
   preview_->setPlainText(QString::fromStdString(exported->text));
   QString text;
+  if (saved_format_ == format()) text += tr("Saved %1.\n").arg(saved_path_);
   for (const std::string& n : exported->notes) text += tr("Note: %1\n").arg(QString::fromStdString(n));
   text += tr("Launch, one line per node:");
   for (const std::string& l : exported->launch_commands) text += "\n  " + QString::fromStdString(l);
@@ -91,6 +95,9 @@ bool EcosystemExportDialog::save_to(const QString& path) {
     message_->setText(tr("%1: cannot be written: %2").arg(path, file.errorString()));
     return false;
   }
+  saved_format_ = format();
+  saved_path_ = path;
+  refresh();
   return true;
 }
 

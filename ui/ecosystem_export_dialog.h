@@ -5,6 +5,8 @@
 
 #include <QDialog>
 
+#include <optional>
+
 #include "core/interop/ecosystem_config.h"
 
 class QComboBox;
@@ -25,7 +27,8 @@ class EcosystemExportDialog : public QDialog {
   QString preview_text() const;      // the file, or empty when the tool refuses the shape
   QString message_text() const;      // notes and launch lines, or the refusal
   bool can_save() const;
-  bool save_to(const QString& path);  // writes preview_text(); errors in the message line
+  // Writes preview_text(); the launch lines then name `path`. Errors go to the message line.
+  bool save_to(const QString& path);
 
  private:
   void refresh();
@@ -35,6 +38,8 @@ class EcosystemExportDialog : public QDialog {
   QPlainTextEdit* preview_;
   QLabel* message_;
   QPushButton* save_;
+  std::optional<interop::ConfigFormat> saved_format_;  // the format last saved, and where
+  QString saved_path_;
 };
 
 }  // namespace meshwork::ui

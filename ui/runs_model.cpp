@@ -6,6 +6,7 @@
 #include <QDateTime>
 #include <QElapsedTimer>
 #include <QFileInfo>
+#include <algorithm>
 #include <fstream>
 
 #include "ui/error_text.h"
@@ -20,6 +21,46 @@ namespace {
 QString q(const std::string& s) { return QString::fromStdString(s); }
 bool live(const store::RunSummary& s) { return s.status == store::kStatusRunning || s.status == store::kStatusCreated; }
 }  // namespace
+
+// A run directory (a TensorBoard log folder, a Trainer output_dir, meshtrain's metrics folder),
+// as `meshwork runs import DIR` reads it: the same origin and source names, so either one
+// resumes the other's import; a directory imported before is read on, not stored twice.
+static std::pair<qint64, QString> import_directory(store::RunStore& s, const std::string& dir, const std::string& name,
+                                            bool follow) {
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::weakly_canonical(std::filesystem::absolute(dir), ec);
+  const auto files = interop::run_files_below(abs);
+  if (files.empty())
+    return {0, error_text(Error{"directory", abs.string(),
+                                "a run directory with metrics .jsonl files, TensorBoard event files "
+                                "(events.out.tfevents.*) or a trainer_state.json"})};
+  auto existing = s.find_run_by_origin(abs.string());
+  if (!existing) return {0, error_text(existing.error())};
+  store::RunId id = 0;
+  if (*existing) {
+    id = **existing;
+  } else {
+    nlohmann::json config = nlohmann::json::object();
+    for (const auto& [path, source] : files)
+      if (auto f = interop::foreign_format(path); f != interop::ForeignFormat::none)
+        config["source_format"] = interop::to_string(f);
+    auto created = s.create_run(name, config, nlohmann::json::object(), abs.string());
+    if (!created) return {0, error_text(created.error())};
+    id = *created;
+  }
+  std::vector<std::string> warnings;
+  auto r = interop::import_run_directory(s, id, abs, warnings);
+  if (!r) {
+    if (!*existing) (void)s.delete_run(id);
+    return {0, error_text(r.error())};
+  }
+  for (const std::string& w : warnings) (void)s.add_event(id, "warning", w);
+  // Another tool's run has no end record: unless followed, once read it is finished.
+  auto info = s.get_run(id);
+  if (info && !follow && info->config.contains("source_format") && info->summary.status == store::kStatusCreated)
+    (void)s.set_status(id, store::kStatusOk);
+  return {id, {}};
+}
 
 std::optional<double> run_tokens_per_s(const store::RunSummary& s) {
   if (!s.tokens_per_s) return std::nullopt;
@@ -40,6 +81,14 @@ RunsModel::RunsModel(StoreWorker* worker, QObject* parent) : QAbstractTableModel
           if (!s) return 0;
           int64_t points = 0;
           for (const auto& [id, path] : files) {
+            std::error_code ec;
+            if (std::filesystem::is_directory(path, ec)) {
+              // A run directory still being written: every file in it read on, new ones (a
+              // restarted tracker's event file, a new trainer_state.json) from their start.
+              std::vector<std::string> warnings;
+              if (auto r = interop::import_run_directory(*s, id, path, warnings)) points += r->points;
+              continue;
+            }
             if (interop::foreign_format(path) != interop::ForeignFormat::none) {
               // Another tool's run still writing: its event file read on from the stored offset.
               std::string warning;
@@ -67,7 +116,13 @@ RunsModel::RunsModel(StoreWorker* worker, QObject* parent) : QAbstractTableModel
 }
 
 void RunsModel::follow_file(store::RunId id, const QString& path) {
-  followed_.emplace_back(id, std::filesystem::absolute(path.toStdString()).string());
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path.toStdString());
+  // A directory's source names are relative to its canonical path, as import_directory read it.
+  if (std::filesystem::is_directory(p, ec)) p = std::filesystem::weakly_canonical(p, ec);
+  // The same directory dropped again while followed: one follower, not two reading it.
+  const std::pair<store::RunId, std::string> entry{id, p.string()};
+  if (std::find(followed_.begin(), followed_.end(), entry) == followed_.end()) followed_.push_back(entry);
   tail_.start();
 }
 
@@ -243,6 +298,8 @@ void RunsModel::import_file(const QString& path, const QString& name, bool follo
       this,
       [p = path.toStdString(), n = name.toStdString(), follow](store::RunStore* s) -> R {
         if (!s) return {0, error_text(store_unavailable())};
+        std::error_code ec;
+        if (std::filesystem::is_directory(p, ec)) return import_directory(*s, p, n, follow);
         const std::string origin = std::filesystem::absolute(p).string();
         const interop::ForeignFormat foreign = interop::foreign_format(p);
         nlohmann::json config = nlohmann::json::object();

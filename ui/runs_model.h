@@ -41,12 +41,14 @@ class RunsModel : public QAbstractTableModel {
   void remove(const std::vector<store::RunId>& ids, Done done = {});
   void export_csv(store::RunId id, const QString& path, Done done = {});
   // `runs import`: a recorded metrics file becomes a run (source = the file), then the list
-  // refreshes; `done` gets the new run's id (0 on error) and the error.
+  // refreshes; `done` gets the new run's id (0 on error) and the error. `path` may be a run
+  // directory (every metrics, event and trainer_state file below it, as `runs import DIR`);
+  // followed, files that appear in it later are read too.
   void import_file(const QString& path, const QString& name, bool follow,
                    std::function<void(qint64, QString)> done);
-  // Keeps ingesting what is appended to `path` into run `id` (every 250 ms, complete lines only,
-  // from the byte offset the store kept): watching a run started by hand with
-  // `meshtrain --metrics PATH`.
+  // Keeps ingesting what is appended to `path` into run `id` (every 250 ms, complete lines or
+  // records only, from the byte offset the store kept): watching a run started by hand with
+  // `meshtrain --metrics PATH`, or another tool's event file or run directory.
   void follow_file(store::RunId id, const QString& path);
   void unfollow_files();
   bool following_files() const { return !followed_.empty(); }

@@ -8,6 +8,7 @@
 
 #include "core/interop/foreign_import.h"
 
+#include <QCheckBox>
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -52,11 +53,19 @@ RunsPage::RunsPage(StoreWorker* worker, QWidget* parent)
   delete_ = new QPushButton(tr("Delete…"), list);
   export_ = new QPushButton(tr("Export CSV…"), list);
   auto* import = new QPushButton(tr("Import metrics file…"), list);
+  auto* import_dir = new QPushButton(tr("Import run folder…"), list);
+  follow_drops_ = new QCheckBox(tr("Follow dropped runs"), list);
+  follow_drops_->setToolTip(tr("Keep reading files and folders dropped here while their tool writes them "
+                               "(new event files and trainer_state.json included)"));
   compare_->setToolTip(tr("Compare 2–10 selected runs side by side"));
-  import->setToolTip(tr("A metrics JSON-lines file written by meshtrain (--metrics PATH or metrics-rank<r>.jsonl)"));
+  import->setToolTip(tr("A metrics JSON-lines file written by meshtrain (--metrics PATH or metrics-rank<r>.jsonl), "
+                        "a TensorBoard event file or a trainer_state.json"));
+  import_dir->setToolTip(tr("A run directory: a TensorBoard log folder, a Trainer output_dir or meshtrain's metrics "
+                            "folder (every file below it)"));
   bar->addWidget(filter_);
   bar->addWidget(count_);
-  for (QPushButton* b : {open_, compare_, rename_, delete_, export_, import}) bar->addWidget(b);
+  for (QPushButton* b : {open_, compare_, rename_, delete_, export_, import, import_dir}) bar->addWidget(b);
+  bar->addWidget(follow_drops_);
   l->addWidget(bar->parentWidget());
 
   proxy_->setSourceModel(model_);
@@ -103,6 +112,7 @@ RunsPage::RunsPage(StoreWorker* worker, QWidget* parent)
   connect(delete_, &QPushButton::clicked, this, [this] { delete_selected(true); });
   connect(export_, &QPushButton::clicked, this, [this] { export_selected(); });
   connect(import, &QPushButton::clicked, this, [this] { import_metrics(); });
+  connect(import_dir, &QPushButton::clicked, this, &RunsPage::import_folder);
   setAcceptDrops(true);
   connect(monitor_, &MonitorPage::back_requested, this, &RunsPage::show_list);
   update_buttons();
@@ -203,17 +213,34 @@ void RunsPage::import_metrics(const QString& given, bool follow) {
                                    tr("Keep reading what is appended to this file (a run still writing it)?"),
                                    QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes;
   }
-  // Another tool's file is named by the tool, not the run: the run takes its directory's name.
+  // Another tool's file is named by the tool, not the run: the run takes its directory's name;
+  // a run directory is named after itself.
+  const QFileInfo info(path);
   const bool foreign = interop::foreign_format(path.toStdString()) != interop::ForeignFormat::none;
-  const QString name = foreign ? QFileInfo(path).dir().dirName() : QFileInfo(path).completeBaseName();
+  const QString name = info.isDir() ? QDir(info.absoluteFilePath()).dirName()
+                       : foreign    ? info.dir().dirName()
+                                    : info.completeBaseName();
   model_->import_file(path, name, follow, [this, path](qint64 id, QString e) {
     Q_EMIT status_message(e.isEmpty() ? tr("Imported %1 as run %2").arg(path).arg(id) : e);
   });
 }
 
+void RunsPage::import_folder() {
+  const QString dir = QFileDialog::getExistingDirectory(this, tr("Import a run folder"));
+  if (dir.isEmpty()) return;
+  const bool follow = QMessageBox::question(this, tr("Follow the folder?"),
+                                            tr("Keep reading this folder while its tool writes it (new event "
+                                               "files and trainer_state.json included)?"),
+                                            QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes;
+  import_metrics(dir, follow);
+}
+
 void RunsPage::import_dropped(const QList<QUrl>& urls) {
-  for (const QUrl& url : urls)
-    if (url.isLocalFile() && QFileInfo(url.toLocalFile()).isFile()) import_metrics(url.toLocalFile(), false);
+  for (const QUrl& url : urls) {
+    if (!url.isLocalFile()) continue;
+    const QFileInfo info(url.toLocalFile());
+    if (info.isFile() || info.isDir()) import_metrics(info.absoluteFilePath(), follow_drops_->isChecked());
+  }
 }
 
 void RunsPage::dragEnterEvent(QDragEnterEvent* event) {

@@ -10,6 +10,7 @@
 
 #include "core/store/run_store.h"
 
+class QCheckBox;
 class QLineEdit;
 class QPushButton;
 class QSortFilterProxyModel;
@@ -44,10 +45,14 @@ class RunsPage : public QWidget {
   void delete_selected(bool confirm = true);
   void rename_selected();
   void export_selected(const QString& path = {});
+  // `path`: a metrics, event or trainer_state file, or a run directory (a TensorBoard log
+  // folder: every file below it, as `meshwork runs import DIR`). Empty: asks for a file.
   void import_metrics(const QString& path = {}, bool follow = false);
-  // Files dropped on the page: meshtrain metrics files, TensorBoard event files and
-  // trainer_state.json, each imported as a run (local files only).
+  void import_folder();  // asks for a run directory (and whether to follow it)
+  // Files and directories dropped on the page, each imported as a run (local ones only);
+  // followed while written when "Follow dropped runs" is checked.
   void import_dropped(const QList<QUrl>& urls);
+  QCheckBox* follow_drops() const { return follow_drops_; }
 
  Q_SIGNALS:
   void compare_requested(const std::vector<meshwork::store::RunId>& runs);
@@ -70,6 +75,7 @@ class RunsPage : public QWidget {
   QPushButton* rename_;
   QPushButton* delete_;
   QPushButton* export_;
+  QCheckBox* follow_drops_;
   MonitorPage* monitor_;
 };
 

@@ -9,6 +9,7 @@
 
 #include "ui/cluster_model.h"
 #include "ui/cluster_panel.h"
+#include "ui/ecosystem_export_dialog.h"
 #include "ui/main_window.h"
 #include "ui/mesh_view.h"
 #include "ui/node_card.h"
@@ -144,6 +145,26 @@ int render_screenshots(const QString& dir) {
       demo_run(c, "llama-3.1-8b", MeshShape{4, 1, 1, 8}, 8192, 64, ActivationCheckpointing::full);
     }, GroupKind::dp_replicate, 9, 1500);
     ok &= save_grab(w.get(), dir + "/plan-accelerate.png", kSettleMs);
+  }
+  {  // File -> Export for Accelerate: 2 nodes x 8 H100, Llama 3.1 8B as HSDP x TP (2 x 4 x 1 x 2):
+     // the config as it will be written and each node's `accelerate launch` line.
+    auto w = open_window(*app, Theme::light);
+    set_demo_cluster(*w, 2);
+    show_plan(*w, [](RunConfig& c) {
+      demo_run(c, "llama-3.1-8b", MeshShape{2, 4, 1, 2}, 8192, 64, ActivationCheckpointing::full);
+      c.training.micro_batch = 1;
+    }, std::nullopt, -1, 1200);
+    auto request = w->ecosystem_export_request();
+    if (request.ok()) {
+      EcosystemExportDialog dialog(*request, w.get());
+      dialog.set_format(interop::ConfigFormat::accelerate);
+      dialog.resize(760, 640);
+      dialog.show();
+      ok &= save_grab(&dialog, dir + "/export-accelerate.png", kSettleMs);
+    } else {
+      std::cerr << "meshwork: screenshots: export: " << request.error().message() << "\n";
+      ok = false;
+    }
   }
   {  // Scale: 64 nodes x 8 GPUs, dp_replicate groups coloured.
     auto w = open_window(*app, Theme::light);

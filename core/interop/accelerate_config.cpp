@@ -12,7 +12,8 @@ namespace meshwork::interop::detail {
 namespace {
 
 std::string accelerate_launch_line(const ExportRequest& r, int machine_rank) {
-  return "accelerate launch --config_file accelerate_config.yaml --machine_rank " + std::to_string(machine_rank) +
+  return "accelerate launch --config_file " + launch_config_file(r, ConfigFormat::accelerate) +
+         " --machine_rank " + std::to_string(machine_rank) +
          " --main_process_ip " + r.main_address + " --main_process_port " + std::to_string(r.main_port) + " " +
          r.script;
 }

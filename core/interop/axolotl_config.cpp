@@ -44,7 +44,7 @@ Result<ExportedConfig> export_axolotl(const ExportRequest& r) {
     y += "  transformer_layer_cls_to_wrap: " + decoder_layer_class(r.config.model) + "\n";
     y += "  reshard_after_forward: true\n";
   }
-  for (int i = 0; i < r.num_machines; ++i) out.launch_commands.push_back(torchrun_line(r, i, "-m axolotl.cli.train axolotl.yaml"));
+  for (int i = 0; i < r.num_machines; ++i) out.launch_commands.push_back(torchrun_line(r, i, "-m axolotl.cli.train " + launch_config_file(r, ConfigFormat::axolotl)));
   out.text = export_header(r, out.notes) + y;
   return out;
 }

@@ -31,6 +31,9 @@ struct ExportRequest {
   std::string main_address = "NODE0_ADDRESS";  // the first node's address, for the launch lines
   int main_port = 29500;
   std::string script = "train.py";  // the user's training script (Accelerate, torchrun)
+  // The config file the launch lines name: the file actually written (`--out`, the dialog's
+  // Save), so the printed lines run as they are; empty: default_file_name(format).
+  std::string config_file;
 };
 
 struct ExportedConfig {

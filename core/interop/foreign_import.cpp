@@ -1,5 +1,6 @@
 #include "core/interop/foreign_import.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -86,6 +87,47 @@ Result<store::IngestCounts> import_foreign_file(store::RunStore& st, store::RunI
   if (r.corrupt) warning = r.corrupt->message();
   else if (r.cut) warning = r.cut_error(path.string()).message() + "; the next import reads on from there";
   return st.ingest_foreign(run, source, r.intact_end, by_step(r.scalars));
+}
+
+std::vector<std::pair<fs::path, std::string>> run_files_below(const fs::path& dir) {
+  std::vector<std::pair<fs::path, std::string>> files;
+  std::error_code ec;
+  // A file may vanish between listing and reading (a tracker rotating it): skip, never throw.
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code fe;
+    if (!it->is_regular_file(fe)) continue;
+    const fs::path& p = it->path();
+    if (p.extension() == ".jsonl" || foreign_format(p) != ForeignFormat::none)
+      files.emplace_back(p, fs::relative(p, dir, fe).string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+Result<store::IngestCounts> import_run_directory(store::RunStore& st, store::RunId run, const fs::path& dir,
+                                                 std::vector<std::string>& warnings) {
+  store::IngestCounts total;
+  for (const auto& [path, source] : run_files_below(dir)) {
+    if (foreign_format(path) != ForeignFormat::none) {
+      std::string warning;
+      auto c = import_foreign_file(st, run, path, source, warning);
+      if (!c) return c.error();
+      total += *c;
+      if (!warning.empty()) warnings.push_back(std::move(warning));
+      continue;
+    }
+    auto offset = st.source_offset(run, source);
+    if (!offset) return offset.error();
+    auto bytes = read_from(path, *offset);
+    if (!bytes) return bytes.error();
+    if (bytes->empty()) continue;
+    // ingest_chunk keeps a trailing partial line for the next pass: the writer may be in it.
+    auto c = st.ingest_chunk(run, source, *offset, *bytes);
+    if (!c) return c.error();
+    total += *c;
+  }
+  return total;
 }
 
 }  // namespace meshwork::interop

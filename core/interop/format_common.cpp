@@ -116,6 +116,16 @@ std::string torchrun_line(const ExportRequest& r, int node_rank, const std::stri
          r.main_address + " --master-port " + std::to_string(r.main_port) + " " + tail;
 }
 
+std::string launch_config_file(const ExportRequest& r, ConfigFormat format) {
+  const std::string name = r.config_file.empty() ? std::string(default_file_name(format)) : r.config_file;
+  const bool plain = !name.empty() && name.find_first_not_of(
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/+=:,@%-") == std::string::npos;
+  if (plain) return name;
+  std::string quoted = "'";
+  for (char c : name) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
 std::string number_text(double v) {
   char buf[64];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);

@@ -55,6 +55,9 @@ Result<ExportedConfig> export_torchtitan(const ExportRequest& r) {
   auto spec = model_spec_from_run_model(r.config.model);
   if (spec && spec->architecture != "llama")
     out.notes.push_back("model: torchtitan's llama3 model stands in for " + spec->architecture + "; check [model]");
+  // torchtitan 0.3 dropped TOML job configs for Python config functions; say so in the file.
+  out.notes.push_back("for torchtitan <= 0.2.x (--job.config_file); 0.3 reads no TOML: give these values as "
+                      "--section.key overrides after --module llama3 --config <a llama3 config>");
   std::string flavor = "8B";
   if (auto f = flavor_of_preset().find(preset); f != flavor_of_preset().end()) {
     flavor = f->second;
@@ -83,7 +86,7 @@ Result<ExportedConfig> export_torchtitan(const ExportRequest& r) {
   y += std::string("[activation_checkpoint]\nmode = ") +
        (t.activation_checkpointing == ActivationCheckpointing::full ? "\"full\"" : "\"none\"") + "\n";
   for (int i = 0; i < r.num_machines; ++i)
-    out.launch_commands.push_back(torchrun_line(r, i, "-m torchtitan.train --job.config_file torchtitan.toml"));
+    out.launch_commands.push_back(torchrun_line(r, i, "-m torchtitan.train --job.config_file " + launch_config_file(r, ConfigFormat::torchtitan)));
   out.text = export_header(r, out.notes) + y;
   return out;
 }

@@ -146,6 +146,32 @@ TEST(RoundTrip, EveryFormatReadsBackTheShapeAndTheSettingsItCarries) {
   }
 }
 
+TEST(LaunchLines, NameTheFileWrittenQuotedForTheShell) {
+  ExportRequest r = request(shape(2, 4, 1, 2), 2, 8);
+  auto by_default = export_config(r, ConfigFormat::accelerate);
+  ASSERT_TRUE(by_default.ok());
+  EXPECT_EQ(by_default->launch_commands[1],
+            "accelerate launch --config_file accelerate_config.yaml --machine_rank 1 --main_process_ip 10.0.0.1 "
+            "--main_process_port 29500 train.py");
+  r.config_file = "/runs/exp-7/acc.yaml";
+  EXPECT_EQ(export_config(r, ConfigFormat::accelerate)
+                ->launch_commands[0]
+                .rfind("accelerate launch --config_file /runs/exp-7/acc.yaml --machine_rank 0 ", 0),
+            0u);
+  EXPECT_EQ(export_config(r, ConfigFormat::axolotl)->launch_commands[1],
+            "torchrun --nnodes 2 --nproc-per-node 8 --node-rank 1 --master-addr 10.0.0.1 --master-port 29500 "
+            "-m axolotl.cli.train /runs/exp-7/acc.yaml");
+  // torchtitan's TOML is for the releases that read one; the file says which.
+  const auto titan = export_config(r, ConfigFormat::torchtitan);
+  ASSERT_TRUE(titan.ok());
+  EXPECT_NE(titan->text.find("# Written by Meshwork"), std::string::npos);
+  EXPECT_NE(titan->text.find("torchtitan <= 0.2.x"), std::string::npos) << titan->text;
+  // A name the shell would split or expand is quoted; a quote inside it survives.
+  r.config_file = "my run's config.toml";
+  const std::string line = export_config(r, ConfigFormat::torchtitan)->launch_commands[0];
+  EXPECT_NE(line.find("--job.config_file 'my run'\\''s config.toml'"), std::string::npos) << line;
+}
+
 TEST(Refusals, PureReplicationWithTpIsNeverWrittenForTheToolsThatCannotRunIt) {
   const ExportRequest tp = request(shape(4, 1, 1, 2), 1, 8);
   for (ConfigFormat f : {ConfigFormat::accelerate, ConfigFormat::axolotl, ConfigFormat::torchtitan}) {

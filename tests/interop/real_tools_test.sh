@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # `meshwork plan --export` read by the tools themselves: Accelerate's own config loader and its
-# ParallelismConfig (which refuses bad shapes), tomllib plus torchtitan's key names for the TOML,
-# Axolotl's key names for its fragment; then every export read back with `plan --from`.
+# ParallelismConfig (which refuses bad shapes), torchtitan's ConfigManager for the TOML, Axolotl's
+# pydantic schema for its fragment (plus their key names); then every export read back with
+# `plan --from`.
 # Usage: real_tools_test.sh path/to/meshwork
 set -euo pipefail
 meshwork="$1"
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../../scripts/env.sh"
 py="$MESHWORK_VENV/bin/python"
-"$py" -c "import accelerate" || { echo "accelerate is not installed in $MESHWORK_VENV: run scripts/bootstrap" >&2; exit 1; }
+"$py" -c "import accelerate, torchtitan, axolotl" || { echo "accelerate, torchtitan or axolotl is not installed in $MESHWORK_VENV: run scripts/bootstrap" >&2; exit 1; }
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cluster=(--model llama-3.2-1b --nodes 2 --gpus-per-node 8 --gpu-memory 80GiB --seq-len 4096 --micro-batch 1 --global-batch 64)
@@ -91,6 +92,48 @@ assert doc["micro_batch_size"] * doc["gradient_accumulation_steps"] * doc["dp_sh
 print("axolotl ok:", sys.argv[1])
 PY
 done
+# torchtitan's own loader: ConfigManager of torchtitan 0.2.2 (the last release that reads a TOML
+# job config; scripts/bootstrap installs it without dependencies) builds its JobConfig from each
+# file and refuses any key its dataclasses lack; the values must be the ones planned.
+"$py" - "$work"/torchtitan-*.toml <<'PY'
+import sys, tomllib
+from torchtitan.config import ConfigManager
+for path in sys.argv[1:]:
+    job = ConfigManager().parse_args(["--job.config_file", path])
+    doc = tomllib.load(open(path, "rb"))
+    p = job.parallelism
+    for key, want in doc["parallelism"].items():
+        assert getattr(p, key) == want, (path, key, getattr(p, key), want)
+    size = p.data_parallel_replicate_degree * p.data_parallel_shard_degree * p.context_parallel_degree * p.tensor_parallel_degree
+    assert size == 16, (path, size)
+    t = job.training
+    assert (t.seq_len, t.local_batch_size, t.global_batch_size) == (4096, 1, 64), (path, t)
+    assert job.model.name == "llama3", job.model.name
+    print("torchtitan ConfigManager ok:", path, size, "ranks")
+PY
+# Axolotl's own schema: its pydantic AxolotlInputConfig (axolotl 0.19.0, installed without
+# dependencies) validates each fragment once the one thing a fragment leaves to the user, the
+# datasets, is added. cp > 1 is left to the key check above: the schema then demands the
+# ring-flash-attn CUDA package, which a CPU machine cannot install.
+"$py" - "$work"/axolotl-*.yaml <<'PY'
+import sys, yaml
+from axolotl.utils.schemas.config import AxolotlInputConfig
+from axolotl.utils.schemas.fsdp import FSDPConfig
+checked = 0
+for path in sys.argv[1:]:
+    doc = yaml.safe_load(open(path))
+    assert set(doc) <= set(AxolotlInputConfig.model_fields), set(doc) - set(AxolotlInputConfig.model_fields)
+    assert set(doc.get("fsdp_config", {})) <= set(FSDPConfig.model_fields), doc.get("fsdp_config")
+    if doc.get("context_parallel_size", 1) > 1:
+        continue
+    cfg = AxolotlInputConfig(**doc, datasets=[{"path": "tatsu-lab/alpaca", "type": "alpaca"}])
+    for key in ("dp_shard_size", "dp_replicate_size", "tensor_parallel_size", "micro_batch_size",
+                "gradient_accumulation_steps", "sequence_len", "learning_rate", "max_steps"):
+        assert getattr(cfg, key) == doc[key], (path, key, getattr(cfg, key), doc[key])
+    checked += 1
+    print("axolotl schema ok:", path)
+assert checked >= 3, checked
+PY
 # What the tools refuse is refused here too, with the reason: pure replication with tp.
 if "$meshwork" plan "${cluster[@]}" --dp-replicate 8 --tp 2 --export accelerate > "$work/log" 2>&1; then
   echo "accelerate export of dp_replicate 8 x tp 2 should be refused"; exit 1

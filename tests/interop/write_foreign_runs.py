@@ -3,6 +3,8 @@
   write_foreign_runs.py events DIR      # torch.utils.tensorboard.SummaryWriter event file + expect.json
   write_foreign_runs.py trainer-state DIR  # transformers.TrainerState.save_to_json + expect.json
   write_foreign_runs.py load DIR        # tensorboard's EventAccumulator over DIR: JSON of tag -> [[step, value]]
+  write_foreign_runs.py events-steps DIR FIRST END   # a (re)started tracker: a new event file, steps FIRST..END-1
+  write_foreign_runs.py trainer-state-upto FILE LAST # trainer_state.json with log_history up to step LAST
 """
 import json
 import math
@@ -46,6 +48,31 @@ def trainer_state(out):
     json.dump({"history": history}, open(os.path.join(out, "expect.json"), "w"))
 
 
+def events_steps(out, first, end):
+    # Each call is a new process, so a new SummaryWriter file (its name holds the pid): what a
+    # tracker restarted from a checkpoint writes into the same log directory.
+    from torch.utils.tensorboard import SummaryWriter
+    w = SummaryWriter(log_dir=out)
+    for step in range(int(first), int(end)):
+        w.add_scalar("train/loss", 5.0 * math.exp(-step / 15.0) + 0.01 * step, step)
+        w.add_scalar("lr", 3e-4 * min(1.0, (step + 1) / 10), step)
+    w.close()
+
+
+def trainer_state_upto(path, last):
+    # What Trainer writes at each save: the whole log_history so far, every 10 steps a loss and
+    # every 50 an eval_loss.
+    from transformers import TrainerState
+    history = []
+    for step in range(10, int(last) + 1, 10):
+        history.append({"epoch": step / 100, "learning_rate": 2e-5 * (1 - step / 200), "loss": 3.0 - step / 100,
+                        "step": step})
+        if step % 50 == 0:
+            history.append({"epoch": step / 100, "eval_loss": 3.1 - step / 100, "step": step})
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    TrainerState(global_step=int(last), max_steps=100, log_history=history).save_to_json(path)
+
+
 def load(out):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     acc = EventAccumulator(out, size_guidance={"scalars": 0, "tensors": 0})
@@ -57,4 +84,5 @@ def load(out):
 
 
 if __name__ == "__main__":
-    {"events": events, "trainer-state": trainer_state, "load": load}[sys.argv[1]](sys.argv[2])
+    {"events": events, "trainer-state": trainer_state, "load": load, "events-steps": events_steps,
+     "trainer-state-upto": trainer_state_upto}[sys.argv[1]](*sys.argv[2:])

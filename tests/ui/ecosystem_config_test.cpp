@@ -103,10 +103,16 @@ class EcosystemConfigTest : public QObject {
     QVERIFY(dialog.preview_text().contains("tensor_parallel_degree = 2"));
     QTemporaryDir dir;
     const QString path = dir.filePath("torchtitan.toml");
+    QVERIFY(dialog.message_text().contains("--job.config_file torchtitan.toml"));
     QVERIFY(dialog.save_to(path));
     auto back = interop::import_config(path.toStdString());
     QVERIFY(back.ok());
     QCOMPARE(*back->mesh, (MeshShape{2, 4, 1, 2}));
+    // Saved: the launch lines now name the file written, ready to copy; another format does not.
+    QVERIFY2(dialog.message_text().contains("--job.config_file " + path), qPrintable(dialog.message_text()));
+    QVERIFY(dialog.message_text().startsWith("Saved " + path));
+    dialog.set_format(interop::ConfigFormat::accelerate);
+    QVERIFY2(dialog.message_text().contains("--config_file accelerate_config.yaml"), qPrintable(dialog.message_text()));
 
     // Pure replication with tp: meshtrain runs it, Accelerate and torchtitan do not: no file.
     c.mesh = MeshShape{8, 1, 1, 2};

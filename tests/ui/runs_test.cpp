@@ -19,6 +19,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QValueAxis>
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -86,107 +87,6 @@ class RunsTest : public QObject {
   void initTestCase() {
     test::isolate_settings(settings_);
     QVERIFY2(QFile::exists(kData + "/fsdp-1x2.jsonl"), qPrintable(kData));
-  }
-
-  // An event file written by torch.utils.tensorboard's SummaryWriter, dropped on the Runs view,
-  // becomes a run beside a meshtrain run: its loss under Meshwork's name, and what TensorBoard
-  // lacks (per-axis communication) absent, never zero.
-  void droppedTensorBoardRunIsStoredBesideMeshtrainRuns() {
-    fresh_db();
-    QTemporaryDir tb;
-    const QString writer = QStringLiteral(MESHWORK_SOURCE_DIR "/tests/interop/write_foreign_runs.py");
-    QCOMPARE(std::system((std::string(MESHWORK_PYTHON) + " " + writer.toStdString() + " events " +
-                          tb.path().toStdString()).c_str()), 0);
-    const QStringList files = QDir(tb.path()).entryList({"events.out.tfevents.*"}, QDir::Files);
-    QCOMPARE(files.size(), 1);
-    MainWindow w(false);
-    w.resize(1300, 850);
-    w.show();
-    w.set_mode(Mode::runs);
-    RunsPage* page = w.runs_page();
-    QVERIFY(import(page, kData + "/fsdp-1x2.jsonl", false) > 0);
-    const int before = page->model()->rowCount();
-    auto* mime = new QMimeData;
-    mime->setUrls({QUrl::fromLocalFile(tb.filePath(files[0]))});
-    QDragEnterEvent enter(QPoint(50, 50), Qt::CopyAction, mime, Qt::LeftButton, Qt::NoModifier);
-    QApplication::sendEvent(page, &enter);
-    QVERIFY(enter.isAccepted());
-    QDropEvent drop(QPointF(50, 50), Qt::CopyAction, mime, Qt::LeftButton, Qt::NoModifier);
-    QApplication::sendEvent(page, &drop);
-    QVERIFY(QTest::qWaitFor([&] { return page->model()->rowCount() > before; }, 20000));
-    qint64 id = 0;
-    for (const auto& r : page->model()->runs()) id = std::max<qint64>(id, r.id);
-    auto st = store::RunStore::open(db_.toStdString());
-    QVERIFY(st.ok());
-    auto info = (*st)->get_run(id);
-    QVERIFY(info.ok());
-    QCOMPARE(QString::fromStdString(info->summary.name), QFileInfo(tb.path()).fileName());
-    QCOMPARE(QString::fromStdString(info->config.value("source_format", "")), QStringLiteral("tensorboard"));
-    QCOMPARE(QString::fromStdString(info->summary.status), QStringLiteral("ok"));
-    store::SeriesQuery q;
-    q.runs = {id};
-    q.key = "loss";
-    auto loss = (*st)->query_series(q);
-    QVERIFY2(loss.ok(), loss.ok() ? "" : loss.error().message().c_str());
-    size_t points = 0;
-    for (const auto& series : *loss) points += static_cast<size_t>(series.source_points);
-    QCOMPARE(points, size_t(40));  // the 40 steps of train/loss
-    q.key = "comm_s.dp_shard";
-    auto comm = (*st)->query_series(q);
-    size_t comm_points = 0;
-    if (comm.ok())
-      for (const auto& series : *comm) comm_points += static_cast<size_t>(series.source_points);
-    QCOMPARE(comm_points, size_t(0));
-    // Compare: both runs' losses drawn; the TensorBoard run's communication is "not recorded".
-    const qint64 meshtrain_id = id - 1;
-    page->select_runs({meshtrain_id, id});
-    Q_EMIT page->compare_requested(page->selected_runs());
-    ComparePage* c = w.compare_page();
-    QTRY_COMPARE(c->series_count(), 2);
-    QTRY_COMPARE(c->comm_chart()->categories().size(), qsizetype(2));
-    QVERIFY2(!c->comm_chart()->categories()[0].contains("not recorded"), qPrintable(c->comm_chart()->categories()[0]));
-    QVERIFY2(c->comm_chart()->categories()[1].contains("not recorded"), qPrintable(c->comm_chart()->categories()[1]));
-  }
-
-  // A TensorBoard run still writing, followed: the cut last record waits, the rest of the file
-  // arrives later and is read on from the stored offset, every scalar once.
-  void followedTensorBoardFileReadsOnAsItGrows() {
-    fresh_db();
-    QTemporaryDir tb, live;
-    const QString writer = QStringLiteral(MESHWORK_SOURCE_DIR "/tests/interop/write_foreign_runs.py");
-    QCOMPARE(std::system((std::string(MESHWORK_PYTHON) + " " + writer.toStdString() + " events " +
-                          tb.path().toStdString()).c_str()), 0);
-    const QString name = QDir(tb.path()).entryList({"events.out.tfevents.*"}, QDir::Files).value(0);
-    QFile whole(tb.filePath(name));
-    QVERIFY(whole.open(QIODevice::ReadOnly));
-    const QByteArray bytes = whole.readAll();
-    const QString path = live.filePath(name);
-    auto write = [&](qsizetype n) {
-      QFile out(path);
-      QVERIFY(out.open(QIODevice::WriteOnly | QIODevice::Truncate));
-      out.write(bytes.left(n));
-    };
-    write(bytes.size() / 2 + 3);  // half the records and a cut one
-    MainWindow w(false);
-    RunsPage* page = w.runs_page();
-    const qint64 id = import(page, path, true);
-    QVERIFY(id > 0);
-    auto loss_points = [&]() -> int64_t {
-      auto st = store::RunStore::open(db_.toStdString());
-      if (!st.ok()) return -1;
-      store::SeriesQuery q;
-      q.runs = {id};
-      q.key = "loss";
-      auto r = (*st)->query_series(q);
-      int64_t n = 0;
-      if (r.ok())
-        for (const auto& s : *r) n += s.source_points;
-      return n;
-    };
-    QTRY_VERIFY_WITH_TIMEOUT(loss_points() > 0, 20000);
-    QVERIFY(loss_points() < 40);
-    write(bytes.size());  // the writer goes on
-    QTRY_COMPARE_WITH_TIMEOUT(loss_points(), int64_t(40), 20000);
   }
 
   void importedRunAppearsInRunsTable() {
