@@ -86,13 +86,6 @@ void install_tracking_cpu_allocator() {
 }
 int64_t cpu_bytes_in_use() { return g_tracker ? g_tracker->current_.load() : 0; }
 int64_t cpu_peak_bytes() { return g_tracker ? g_tracker->peak_.load() : 0; }
-void count_external_cpu_bytes(int64_t delta) {
-  if (!g_tracker) return;
-  const int64_t now = g_tracker->current_.fetch_add(delta) + delta;
-  int64_t peak = g_tracker->peak_.load();
-  while (now > peak && !g_tracker->peak_.compare_exchange_weak(peak, now)) {
-  }
-}
 void reset_cpu_peak() {
   if (g_tracker) g_tracker->peak_.store(g_tracker->current_.load());
 }

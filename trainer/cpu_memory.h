@@ -12,8 +12,5 @@ void install_tracking_cpu_allocator();
 int64_t cpu_bytes_in_use();
 int64_t cpu_peak_bytes();
 void reset_cpu_peak();  // peak := current
-// Tensor memory that did not come through the allocator (the loaded parameters' huge-page arena,
-// hf/param_arena.h): +bytes when it is mapped, -bytes when it is unmapped, counted like the rest.
-void count_external_cpu_bytes(int64_t delta);
 
 }  // namespace meshwork::trainer

@@ -2,53 +2,9 @@
 
 #include <ATen/Parallel.h>
 
-#include "trainer/cpu_memory.h"
-#include "trainer/hf/param_arena.h"
-
 namespace meshwork::trainer {
 
 using at::Tensor;
-
-namespace {
-
-// The arena's memory, counted with the allocator's (cpu_memory.h) while it is mapped, and the
-// element offset of each unit's piece in it.
-class ArenaPieces : public std::enable_shared_from_this<ArenaPieces> {
- public:
-  static std::shared_ptr<ArenaPieces> create(const Model& model, int shard_group_size) {
-    auto a = std::make_shared<ArenaPieces>();
-    int64_t total = 0;
-    for (int i = 0; i < model.num_units(); ++i) {
-      const int64_t numel = model.layout(i).numel();
-      const int64_t count = shard_group_size > 1 ? (numel + shard_group_size - 1) / shard_group_size : numel;
-      a->offset_.push_back(total);
-      a->count_.push_back(count);
-      total += (count + 15) / 16 * 16;  // 64-byte aligned pieces, as LibTorch's allocator gives
-    }
-    a->arena_ = hf::ParamArena::create(static_cast<size_t>(total) * sizeof(float));
-    if (!a->arena_) return nullptr;
-    count_external_cpu_bytes(static_cast<int64_t>(a->arena_->size()));
-    return a;
-  }
-  ~ArenaPieces() {
-    if (arena_) count_external_cpu_bytes(-static_cast<int64_t>(arena_->size()));
-  }
-
-  // Unit `unit`'s piece as a tensor that keeps the arena mapped; undefined when the size asked
-  // for is not the one planned (then the caller allocates it on its own).
-  Tensor piece(int unit, int64_t count) {
-    if (unit < 0 || unit >= static_cast<int>(count_.size()) || count_[unit] != count) return Tensor();
-    float* p = reinterpret_cast<float*>(arena_->data()) + offset_[unit];
-    std::shared_ptr<ArenaPieces> self = shared_from_this();
-    return at::from_blob(p, {count}, [self](void*) {}, at::TensorOptions().dtype(at::kFloat));
-  }
-
- private:
-  std::shared_ptr<hf::ParamArena> arena_;
-  std::vector<int64_t> offset_, count_;
-};
-
-}  // namespace
 
 std::unique_ptr<ParallelModel> parallelize(Model& model, Communicator& comm,
                                            const ParallelizeOptions& options) {
@@ -67,16 +23,10 @@ std::unique_ptr<ParallelModel> parallelize(Model& model, Communicator& comm,
   dpo.fsdp_grad_sync_per_step = options.fsdp_grad_sync_per_step;
   if (options.read_full) {
     auto read_full = options.read_full;
-    // On CPU every unit's piece of this rank lives in one huge-page arena (hf/param_arena.h). The
-    // pieces' sizes are DataParallel's: the unit's local (tp) numel, cut into equal FSDP shards.
-    // Each piece keeps the arena alive; the last one freed unmaps it.
-    std::shared_ptr<ArenaPieces> arena;
-    if (options.device.is_cpu()) arena = ArenaPieces::create(model, comm.group(options.fsdp_group).size());
-    dpo.read_local = [tp, read_full, arena](int unit, int64_t offset, int64_t count) {
+    dpo.read_local = [tp, read_full](int unit, int64_t offset, int64_t count) {
       // Every element is written once: by a run, or zero for FSDP padding past the unit's end
       // (no zeros() pass first: a second write over the whole shard).
-      Tensor out = arena ? arena->piece(unit, count) : Tensor();
-      if (!out.defined()) out = at::empty({count}, at::kFloat);
+      Tensor out = at::empty({count}, at::kFloat);
       float* base = out.data_ptr<float>();
       int64_t covered = 0;
       // Runs are disjoint pieces of `out`: convert them on the intra-op threads, long runs (a
