@@ -4,6 +4,7 @@
 # largest single tensor piece, and the load speed against `cat > /dev/null` of the same files
 # (both with the files in the page cache).
 # Usage: bench/hf_load.sh [--hidden 1024 --layers 8 --dtype bfloat16 --shape "--dp-shard 2 --tp 2" --rounds 3]
+#        [--before OLDER_MESHTRAIN]   (its loads interleaved with this build's: before/after, same machine state)
 # Results: bench/results/hf_load.json. Build meshtrain first (scripts/build --target meshtrain).
 set -euo pipefail
 source "$(dirname "$0")/../scripts/env.sh"

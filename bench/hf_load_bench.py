@@ -7,10 +7,15 @@ the largest single tensor piece it holds and its peak resident memory growth dur
 The load speed is the checkpoint's bytes over the slowest rank's load time; the reference is
 `cat FILES > /dev/null`, timed the same number of rounds. Both read warm files: a first cat puts
 them in the page cache before anything is timed.
+
+--before BIN: another meshtrain (e.g. one built from an older commit) loads the same checkpoint
+too, its rounds interleaved with this one's (before, after, before, ...), so both see the same
+machine state; the JSON gets a "before" entry with the same fields.
 """
 import argparse
 import glob
 import json
+import mmap
 import os
 import socket
 import subprocess
@@ -55,6 +60,7 @@ def main():
     ap.add_argument("--shape", default="--dp-shard 2 --tp 2")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--dir", default="")
+    ap.add_argument("--before", default="", help="another meshtrain binary, timed interleaved")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "hf_load.json"))
     a = ap.parse_args()
     work = a.dir or tempfile.mkdtemp(prefix="hf-load-bench-")
@@ -76,57 +82,79 @@ def main():
         cat_s.append(time.perf_counter() - t0)
 
     # The floor of any loader that gives each rank fresh fp32 storage: touching that memory for
-    # the first time (page faults + one write), for the whole model's fp32 bytes, one process.
+    # the first time (page faults + one write), for the whole model's fp32 bytes, one process;
+    # with 4 KiB pages (LibTorch's allocator) and in 2 MiB-aligned memory advised MADV_HUGEPAGE.
     import torch
     torch.set_num_threads(1)
-    touch_s = []
+    fp32_bytes = int(total * 2 if a.dtype != "float32" else total)
+    touch_s, touch_huge_s = [], []
     for _ in range(a.rounds):
         t0 = time.perf_counter()
-        buf = torch.empty(int(total // 2 if a.dtype != "float32" else total // 4) , dtype=torch.float32)
+        buf = torch.empty(fp32_bytes // 4, dtype=torch.float32)
         buf.fill_(0.0)
         touch_s.append(time.perf_counter() - t0)
         del buf
+        t0 = time.perf_counter()
+        huge = 2 << 20
+        m = mmap.mmap(-1, fp32_bytes + huge)
+        start = (-np.frombuffer(m, dtype=np.uint8, count=1).ctypes.data) % huge
+        m.madvise(mmap.MADV_HUGEPAGE, start, fp32_bytes // huge * huge)
+        np.frombuffer(m, dtype=np.float32, count=fp32_bytes // 4, offset=start).fill(0.0)
+        touch_huge_s.append(time.perf_counter() - t0)
+        m.close()
 
-    rounds = []
+    main_name = "after" if a.before else "meshtrain"
+    binaries = [(main_name, a.meshtrain)] + ([("before", a.before)] if a.before else [])
+    rounds = {name: [] for name, _ in binaries}
     for r in range(a.rounds):
-        run_dir = os.path.join(work, f"run{r}")
-        cmd = [a.meshtrain, "--model", model_dir, "--data", os.path.join(model_dir, "tokens.bin"),
-               "--steps", "1", "--seq-len", "16", "--global-batch", str(nproc), "--micro-batch", "1",
-               "--peak-tflops", "1", "--run-dir", run_dir, "--master-port", str(free_port()),
-               "--nproc-per-node", str(nproc)] + shape
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            sys.exit(f"meshtrain failed ({p.returncode}):\n{p.stderr}")
-        ranks = [json.load(open(os.path.join(run_dir, f"hf-load-rank{k}.json"))) for k in range(nproc)]
-        rounds.append(ranks)
+        for name, binary in (binaries if r % 2 == 0 else binaries[::-1]):
+            run_dir = os.path.join(work, f"run-{name}{r}")
+            cmd = [binary, "--model", model_dir, "--data", os.path.join(model_dir, "tokens.bin"),
+                   "--steps", "1", "--seq-len", "16", "--global-batch", str(nproc), "--micro-batch", "1",
+                   "--peak-tflops", "1", "--run-dir", run_dir, "--master-port", str(free_port()),
+                   "--nproc-per-node", str(nproc)] + shape
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            if p.returncode != 0:
+                sys.exit(f"{binary} failed ({p.returncode}):\n{p.stderr}")
+            rounds[name].append([json.load(open(os.path.join(run_dir, f"hf-load-rank{k}.json")))
+                                 for k in range(nproc)])
 
-    best = min(rounds, key=lambda rs: max(x["seconds"] for x in rs))
-    load_s = max(x["seconds"] for x in best)
     cat_best = min(cat_s)
     mb = total / 1e6
     print(f"checkpoint: {len(files)} files, {mb:.1f} MB ({a.dtype}), mesh {a.shape}, {nproc} ranks, best of {a.rounds}")
-    print(f"{'rank':>4} {'shard MB':>9} {'largest MB':>10} {'peak RSS MB':>11} {'target MB':>9} {'ratio':>6} {'load s':>7}")
-    per_rank = []
-    for x in best:
-        target = (x["param_bytes"] + x["largest_piece_bytes"]) * 1.10
-        ratio = x["peak_rss_growth_bytes"] / (x["param_bytes"] + x["largest_piece_bytes"])
-        per_rank.append(dict(x, target_bytes=target, ratio_to_shard_plus_piece=ratio))
-        print(f"{x['rank']:>4} {x['param_bytes']/1e6:>9.1f} {x['largest_piece_bytes']/1e6:>10.1f} "
-              f"{x['peak_rss_growth_bytes']/1e6:>11.1f} {target/1e6:>9.1f} {ratio:>6.2f} {x['seconds']:>7.3f}")
-    load_mbs, cat_mbs = mb / load_s, mb / cat_best
-    print(f"load {load_mbs:.0f} MB/s (slowest rank {load_s:.3f} s) vs cat > /dev/null {cat_mbs:.0f} MB/s "
-          f"({cat_best:.3f} s): {load_mbs / cat_mbs:.2f}x (target >= 0.5x)")
-    print(f"first touch of the model's fp32 bytes ({2 * mb if a.dtype != 'float32' else mb:.0f} MB, one process): "
-          f"{min(touch_s):.3f} s, a floor under any loader into fresh fp32 storage")
+    results = {}
+    for name, binary in binaries:
+        best = min(rounds[name], key=lambda rs: max(x["seconds"] for x in rs))
+        load_s = max(x["seconds"] for x in best)
+        print(f"{name}: {binary}")
+        print(f"{'rank':>4} {'shard MB':>9} {'largest MB':>10} {'peak RSS MB':>11} {'target MB':>9} {'ratio':>6} {'load s':>7}")
+        per_rank = []
+        for x in best:
+            target = (x["param_bytes"] + x["largest_piece_bytes"]) * 1.10
+            ratio = x["peak_rss_growth_bytes"] / (x["param_bytes"] + x["largest_piece_bytes"])
+            per_rank.append(dict(x, target_bytes=target, ratio_to_shard_plus_piece=ratio))
+            print(f"{x['rank']:>4} {x['param_bytes']/1e6:>9.1f} {x['largest_piece_bytes']/1e6:>10.1f} "
+                  f"{x['peak_rss_growth_bytes']/1e6:>11.1f} {target/1e6:>9.1f} {ratio:>6.2f} {x['seconds']:>7.3f}")
+        load_mbs, cat_mbs = mb / load_s, mb / cat_best
+        print(f"{name}: load {load_mbs:.0f} MB/s (slowest rank {load_s:.3f} s) vs cat > /dev/null {cat_mbs:.0f} MB/s "
+              f"({cat_best:.3f} s): {load_mbs / cat_mbs:.2f}x (target >= 0.5x)")
+        results[name] = {"binary": binary, "load_seconds": load_s, "load_mb_s": load_mbs,
+                         "speed_ratio": load_mbs / cat_mbs, "per_rank": per_rank,
+                         "all_rounds_load_seconds": [max(x["seconds"] for x in rs) for rs in rounds[name]]}
+    print(f"first touch of the model's fp32 bytes ({fp32_bytes / 1e6:.0f} MB, one process): "
+          f"{min(touch_s):.3f} s with 4 KiB pages, {min(touch_huge_s):.3f} s with huge pages (MADV_HUGEPAGE)")
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
-        json.dump({"checkpoint_bytes": total, "files": len(files), "dtype": a.dtype, "shape": a.shape,
-                   "ranks": nproc, "rounds": a.rounds, "cpu_count": os.cpu_count(),
-                   "load_seconds": load_s, "cat_seconds": cat_best, "load_mb_s": load_mbs, "cat_mb_s": cat_mbs,
-                   "speed_ratio": load_mbs / cat_mbs, "per_rank": per_rank,
-                   "fp32_first_touch_seconds": min(touch_s),
-                   "all_rounds_load_seconds": [max(x["seconds"] for x in rs) for rs in rounds],
-                   "all_cat_seconds": cat_s}, f, indent=1)
+        out = {"checkpoint_bytes": total, "files": len(files), "dtype": a.dtype, "shape": a.shape,
+               "ranks": nproc, "rounds": a.rounds, "cpu_count": os.cpu_count(),
+               "load_avg_at_end": os.getloadavg()[0],
+               "cat_seconds": cat_best, "cat_mb_s": mb / cat_best,
+               "fp32_first_touch_seconds": min(touch_s), "fp32_first_touch_huge_pages_seconds": min(touch_huge_s),
+               "all_cat_seconds": cat_s}
+        out.update(results[main_name])
+        if "before" in results:
+            out["before"] = results["before"]
+        json.dump(out, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -157,10 +157,12 @@ TEST(HfLoad, Qwen2WithBiasEveryShape) {
   expect_loss(ref, "rep2shard2", 4, kHsdp);
 }
 
-TEST(HfLoad, MistralTp) {
+TEST(HfLoad, MistralEveryShape) {
   auto ref = make_reference("mistral", {"mistral", "--kv-heads", "2"});
   expect_loss(ref, "1", 1, {});
   expect_loss(ref, "shard2tp2", 4, kShardTp);
+  expect_loss(ref, "cp2", 2, kCp);
+  expect_loss(ref, "rep2shard2", 4, kHsdp);
 }
 
 TEST(HfLoad, OddSizesShardedOverRanks) {

@@ -1,6 +1,8 @@
 // The workbench with real widgets on the offscreen platform: editing the mesh re-validates through
 // core at once, the view and the memory bar follow, the planner applies shapes, and the
 // configuration round-trips through the run config JSON.
+#include <algorithm>
+
 #include <QAction>
 #include <QComboBox>
 #include <QSignalSpy>
@@ -8,6 +10,7 @@
 #include <QApplication>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QFileDialog>
 #include <QMessageBox>
 #include <QSortFilterProxyModel>
 #include <QTest>
@@ -39,6 +42,34 @@ void choose_axis(MeshEditor* editor, Axis axis, int size) {
   QVERIFY2(i >= 0, qPrintable(QStringLiteral("size %1 not offered").arg(size)));
   box->setCurrentIndex(i);
   Q_EMIT box->activated(i);
+}
+
+// The bytes of one term ("params", "optimizer", ...) of the estimate the memory panel shows; -1
+// when the panel shows none.
+double panel_term(const MemoryPanel* panel, const std::string& name) {
+  if (!panel->breakdown()) return -1;
+  for (const MemoryTerm& t : panel->breakdown()->terms)
+    if (t.name == name) return t.bytes;
+  return -1;
+}
+
+// Answers the next modal file dialog as a user would: goes to `dir` and presses Choose. It polls,
+// because the dialog opens inside the slot (QFileDialog's own exec()), after this returns. The
+// dialog's title is recorded so the test knows the dialog was really asked.
+void choose_directory_in_next_dialog(const QString& dir, QString* title) {
+  auto* timer = new QTimer;
+  timer->setInterval(10);
+  QObject::connect(timer, &QTimer::timeout, [timer, dir, title] {
+    auto* dialog = qobject_cast<QFileDialog*>(QApplication::activeModalWidget());
+    if (!dialog) return;
+    timer->stop();
+    timer->deleteLater();
+    *title = dialog->windowTitle();
+    QCOMPARE(dialog->fileMode(), QFileDialog::Directory);
+    dialog->setDirectory(dir);
+    QMetaObject::invokeMethod(dialog, "accept");  // what its Choose button does (a protected slot)
+  });
+  timer->start();
 }
 
 RunConfig base_config(const MainWindow& w, const char* model) {
@@ -331,23 +362,58 @@ class WorkbenchTest : public QObject {
   void modelFromHuggingFaceDirectory() {
     MainWindow w(false);
     test::set_gpu_cluster(w, 1, 8);
-    QTemporaryDir dir;
+    MemoryPanel* panel = w.plan_page()->memory();
+    PlannerModel* table = w.plan_page()->planner()->model();
+    // The default model's estimate and planner table, as shown, before anything is picked.
+    QVERIFY(w.plan()->config().model == nlohmann::json("tiny"));
+    QTRY_VERIFY(!w.plan()->busy() && panel_term(panel, "params") > 0 && table->rowCount() > 0);
+    const double tiny_params = panel_term(panel, "params");
+    const double tiny_first_row_memory = table->row_at(0).memory_bytes;
+
     // A model directory as save_pretrained leaves it: config.json beside the weights.
+    QTemporaryDir dir;
     QVERIFY(QFile::copy(QStringLiteral(MESHWORK_RESOURCE_DIR "/models/small.json"), dir.filePath("config.json")));
     QFile weights(dir.filePath("model.safetensors"));
     QVERIFY(weights.open(QIODevice::WriteOnly));
     weights.close();
-    w.plan()->set_model(dir.path().toStdString());
-    QVERIFY(w.plan_page()->editor()->message_for("model").isEmpty());
+    // What core says about that model on this cluster: what the panel and the table must show.
+    RunConfig picked = w.plan()->config();
+    picked.model = dir.path().toStdString();
+    auto want_memory = estimate_memory(picked, w.plan()->cluster());
+    auto want_plan = plan_shapes(picked, w.plan()->cluster());
+    QVERIFY(want_memory.ok() && want_plan.ok() && !want_plan->empty());
+    const auto want_params = std::find_if(want_memory->terms.begin(), want_memory->terms.end(),
+                                          [](const MemoryTerm& t) { return t.name == "params"; });
+    QVERIFY(want_params != want_memory->terms.end());
+    QVERIFY(want_params->bytes != tiny_params);  // else the test could not tell a change
+
+    // The model picker's "Open model directory…" entry, chosen as a user would; the directory
+    // chooser it opens is answered with the directory.
     auto* combo = qobject_cast<QComboBox*>(w.plan_page()->editor()->control("model"));
+    const int entry = combo->findData(QStringLiteral("__open_dir__"));
+    QVERIFY(entry >= 0);
+    QString dialog_title;
+    choose_directory_in_next_dialog(dir.path(), &dialog_title);
+    combo->setCurrentIndex(entry);
+    Q_EMIT combo->activated(entry);
+    QCOMPARE(dialog_title, QStringLiteral("Open a Hugging Face model directory"));
+    QVERIFY(w.plan()->config().model == nlohmann::json(dir.path().toStdString()));
     QCOMPARE(combo->currentData().toString(), dir.path());
-    QVERIFY(combo->findData(QStringLiteral("__open_dir__")) >= 0);
-    // The memory panel follows the directory's config.json (core's estimate of that model).
-    QTRY_VERIFY(w.plan()->memory().has_value());
-    QCOMPARE(w.plan()->config().model.get<std::string>(), dir.path().toStdString());
-    auto spec = model_spec_from_run_model(dir.path().toStdString());
-    QVERIFY(spec.ok());
-    QCOMPARE(spec->hidden_size, load_model_spec("small")->hidden_size);
+    QVERIFY(w.plan_page()->editor()->message_for("model").isEmpty());
+
+    // The memory panel now shows the directory's model, not the default's.
+    QTRY_COMPARE(panel_term(panel, "params"), want_params->bytes);
+    QVERIFY(panel_term(panel, "params") != tiny_params);
+    QCOMPARE(panel->breakdown()->total_bytes, want_memory->total_bytes);
+    // The planner's table was recomputed for it: core's rows for the new model, row by row.
+    QTRY_VERIFY(!w.plan()->busy() && table->rowCount() == int(want_plan->size()) &&
+                table->row_at(0).memory_bytes == (*want_plan)[0].memory_bytes);
+    for (int r = 0; r < table->rowCount(); ++r) {
+      QCOMPARE(table->row_at(r).shape, (*want_plan)[size_t(r)].shape);
+      QCOMPARE(table->row_at(r).memory_bytes, (*want_plan)[size_t(r)].memory_bytes);
+      QCOMPARE(table->row_at(r).tokens_per_s, (*want_plan)[size_t(r)].tokens_per_s);
+    }
+    QVERIFY(table->row_at(0).memory_bytes != tiny_first_row_memory);
   }
 
   void badHostShowsErrorUnderField() {
