@@ -46,7 +46,27 @@ Result<SlurmClusterInfo> probe_slurm(Node& login) {
   return info;
 }
 
-Result<SlurmJob> query_slurm_job(Node& login, const std::string& job_id) {
+Result<SlurmJob> query_slurm_job(Node& login, const std::string& job_id, bool* try_sacct) {
+  // sacct first where the cluster keeps accounting: it still knows a job after scontrol forgot
+  // it (MinJobAge, 300 s by default), so an old job keeps its final state. Many clusters have
+  // none ("accounting storage is disabled"): then it is not asked again, and scontrol answers.
+  if (!try_sacct || *try_sacct) {
+    auto a = login.exec(std::string("sacct -P -n -X -j ") + shell_quote(job_id) + " -o " + kSacctFields,
+                        std::chrono::seconds(30), {});
+    if (a && a->exit_code == 0) {
+      auto jobs = parse_sacct(a->out);
+      if (jobs) {
+        // Several lines for one id: a requeued job's earlier runs (with --duplicates); the
+        // newest is last.
+        for (auto it = jobs->rbegin(); it != jobs->rend(); ++it) {
+          if (it->id == job_id) return *it;
+        }
+      }
+      // Not (yet) in the accounting database: slurmdbd records a job a moment after sbatch.
+    } else if (a && try_sacct && (sacct_disabled(a->err + a->out) || a->exit_code == 127)) {
+      *try_sacct = false;
+    }
+  }
   auto r = login.exec("scontrol show job " + shell_quote(job_id), std::chrono::seconds(30), {});
   if (!r) return r.error();
   if (r->exit_code == 0) {
@@ -66,7 +86,7 @@ Result<SlurmJob> query_slurm_job(Node& login, const std::string& job_id) {
   if (r->err.find("Invalid job id") != std::string::npos) {
     SlurmJob gone;
     gone.id = job_id;
-    gone.state = "GONE";  // ended long enough ago that Slurm forgot it
+    gone.state = "GONE";  // ended long enough ago that Slurm forgot it (and no accounting)
     return gone;
   }
   return Error{"scontrol show job", job_id, std::string(trim(r->err)).substr(0, 300)}.as(ErrorKind::remote);
@@ -184,7 +204,17 @@ std::variant<LaunchedRun, LaunchError> launch_slurm_run(const std::filesystem::p
     std::string words(trim(sub->err));
     if (words.empty()) words = std::string(trim(sub->out));
     (void)login->exec("rm -rf -- " + dir, std::chrono::seconds(30), {});  // nothing of a refused run stays
-    return launch_error(Error{"sbatch", "refused the job", words}, ErrorKind::invalid_input);
+    // sbatch's words do not always name the option ("Requested partition configuration not
+    // available now" for a denied account): say what was submitted, and the partitions there are.
+    std::string asked = "partition " + (job.partition.empty() ? std::string("(the default)") : job.partition);
+    if (!job.account.empty()) asked += ", account " + job.account;
+    if (!job.qos.empty()) asked += ", QOS " + job.qos;
+    if (!job.time.empty()) asked += ", time " + job.time;
+    std::string partitions;
+    for (const auto& part : cluster->partitions) partitions += (partitions.empty() ? "" : ", ") + part.name;
+    return launch_error(Error{"sbatch", "refused the job (" + asked + ")",
+                              words + (partitions.empty() ? "" : " [partitions on this cluster: " + partitions + "]")},
+                        ErrorKind::invalid_input);
   }
   auto job_id = parse_sbatch_job_id(sub->out);
   if (!job_id) return launch_error(job_id.error(), ErrorKind::remote);
@@ -286,6 +316,7 @@ class SlurmJobWatch {
   void loop() {
     std::unique_ptr<Node> node;
     std::string seen;
+    bool try_sacct = true;  // until sacct says this cluster keeps no accounting
     std::unique_lock lock(mu_);
     while (!quit_) {
       lock.unlock();
@@ -295,7 +326,12 @@ class SlurmJobWatch {
       }
       std::optional<SlurmJob> job;
       if (node) {
-        auto j = query_slurm_job(*node, job_id_);
+        const bool asked_sacct = try_sacct;
+        auto j = query_slurm_job(*node, job_id_, &try_sacct);
+        if (asked_sacct && !try_sacct) {
+          report_("Slurm job " + job_id_ + ": no accounting on this cluster (sacct: accounting storage is "
+                  "disabled); its state comes from scontrol");
+        }
         if (j) {
           job = *j;
         } else if (j.error().kind == ErrorKind::remote && j.error().field != "scontrol show job") {

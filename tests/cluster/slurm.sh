@@ -13,6 +13,13 @@
 # MaxTime 10 min) and "tiny" (n1 only). Timing is set for tests: a finished job stays visible to
 # `scontrol` for MinJobAge=600 s, a job over its time limit gets SIGTERM at once (OverTimeLimit=0)
 # and SIGKILL KillWait=2 s later.
+#
+# Accounts: "bogus" may not use partition debug, and sbatch refuses it at submission. Without
+# accounting (slurmdbd) Slurm cannot refuse an *unknown* account: it knows none, and
+# AllowAccounts= would then hold every job pending forever ("Job's account not known"), even an
+# allowed one. DenyAccounts= needs no account database, and EnforcePartLimits=ALL makes slurmctld
+# check the partition's account rules (and size and time limits) when the job is submitted
+# instead of leaving it pending: the refusal a user meets at sbatch on an accounted cluster.
 set -euo pipefail
 
 cmd="${1:-}"; cstate="${2:-}"
@@ -78,6 +85,7 @@ MpiDefault=none
 ReturnToService=2
 MinJobAge=600
 OverTimeLimit=0
+EnforcePartLimits=ALL
 KillWait=2
 InactiveLimit=0
 SlurmctldTimeout=30
@@ -85,7 +93,7 @@ SlurmdTimeout=60
 SchedulerType=sched/backfill
 NodeName=n1 NodeAddr=$a0 CPUs=2 RealMemory=1000 State=UNKNOWN
 NodeName=n2 NodeAddr=$a1 CPUs=2 RealMemory=1000 State=UNKNOWN
-PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=10:00 State=UP OverSubscribe=FORCE:4
+PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=10:00 State=UP OverSubscribe=FORCE:4 DenyAccounts=bogus
 PartitionName=tiny Nodes=n1 MaxTime=5:00 State=UP OverSubscribe=FORCE:4
 CFG
   export SLURM_CONF="$s/slurm.conf"

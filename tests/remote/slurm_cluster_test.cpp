@@ -2,7 +2,8 @@
 // slurmd n2 in node1's), through the login node node0 over SSH, with the real meshtrain, driven
 // by the `meshwork` CLI: launch dp_shard 2 x tp 2 on 2 nodes x 2 ranks (every metric in the store
 // equals the files), stop (scancel), a killed rank (Slurm's FAILED and the rank named), a time
-// limit (TIMEOUT), a bad partition (sbatch's refusal, nothing recorded).
+// limit (TIMEOUT), a bad partition or account (sbatch's refusal, nothing recorded), a queued job
+// (its pending reason shown), one meshtrain tail for the whole job.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -121,15 +122,32 @@ class SlurmRun : public ::testing::Test {
     return pids;
   }
 
-  // squeue's view of the job on the login node: "" when Slurm lists it no more.
-  std::string squeue_state(const std::string& job) {
+  // A command on the login node (its stdout and stderr, trailing newlines dropped).
+  std::string on_login(const std::string& command) {
     const std::string cmd = "ssh -F " + shell_quote(cluster_.ssh_config()) +
-                            " -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no -o LogLevel=ERROR node0 "
-                            "squeue -h -j " + job + " -o %T > " + shell_quote((tmp_ / "sq").string()) + " 2>&1";
+                            " -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no -o LogLevel=ERROR node0 " +
+                            shell_quote(command) + " > " + shell_quote((tmp_ / "sq").string()) + " 2>&1";
     std::system(cmd.c_str());
     std::string s = test::read_text(tmp_ / "sq");
     while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
     return s;
+  }
+
+  // squeue's view of the job on the login node: "" when Slurm lists it no more.
+  std::string squeue_state(const std::string& job) { return on_login("squeue -h -j " + job + " -o %T"); }
+
+  // A refused launch leaves nothing: no run directory (the content-addressed .deploy may stay)
+  // and no run in the store, so nothing shows as running.
+  void expect_nothing_recorded() {
+    if (fs::exists(root_)) {
+      for (const auto& e : fs::directory_iterator(root_))
+        EXPECT_NE(e.path().filename().string().rfind("run-", 0), 0u) << e.path();
+    }
+    if (fs::exists(db_)) {
+      auto s = store::RunStore::open(db_);
+      ASSERT_TRUE(s.ok());
+      EXPECT_TRUE((*s)->list_runs()->empty());
+    }
   }
 
   // Every rank's file equals the store: per source the offset is the size of the complete lines,
@@ -237,7 +255,17 @@ TEST_F(SlurmRun, DpShard2Tp2OnTwoNodesThroughTheLoginNodeEveryMetricInTheStore) 
     EXPECT_EQ(start->mesh[Axis::tp], 2);
   }
   expect_store_equals_files(id, rec);
-  EXPECT_NE(events(id).find("Slurm job " + job + ": COMPLETED"), std::string::npos) << events(id);
+  const std::string ev = events(id);
+  EXPECT_NE(ev.find("Slurm job " + job + ": COMPLETED"), std::string::npos) << ev;
+  // The test Slurm keeps no accounting: sacct said so once, and scontrol gave the states.
+  EXPECT_NE(ev.find("no accounting on this cluster (sacct: accounting storage is disabled)"), std::string::npos) << ev;
+  // Both nodes' ranks came through ONE meshtrain tail on the login node (the shared run
+  // directory: one follow stream for the whole job, issue 26), never one per node, never files.
+  size_t tails = 0;
+  for (size_t p = 0; (p = ev.find("one meshtrain tail streams", p)) != std::string::npos; ++p) ++tails;
+  EXPECT_EQ(tails, 1u) << ev;
+  EXPECT_NE(ev.find("nodes 0-1 (node0): one meshtrain tail streams 4 rank(s)"), std::string::npos) << ev;
+  EXPECT_EQ(ev.find("following its files one by one"), std::string::npos) << ev;
 }
 
 TEST_F(SlurmRun, StopIsScancelAndMarksTheRunStopped) {
@@ -309,15 +337,53 @@ TEST_F(SlurmRun, BadPartitionIsSbatchsRefusalAndNothingIsRecorded) {
   Cli r = run_cli(args, tmp_);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("invalid partition specified: nope"), std::string::npos) << r.err;
-  // Nothing of the refused run stays: no run directory (the content-addressed .deploy may).
-  if (fs::exists(root_)) {
-    for (const auto& e : fs::directory_iterator(root_)) EXPECT_NE(e.path().filename().string().rfind("run-", 0), 0u) << e.path();
-  }
-  if (fs::exists(db_)) {
-    auto s = store::RunStore::open(db_);
-    ASSERT_TRUE(s.ok());
-    EXPECT_TRUE((*s)->list_runs()->empty());
-  }
+  // What was asked, and what the cluster has.
+  EXPECT_NE(r.err.find("sbatch: refused the job (partition nope)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[partitions on this cluster: debug, tiny]"), std::string::npos) << r.err;
+  expect_nothing_recorded();
+}
+
+// slurm.sh: partition debug denies account "bogus" and slurmctld checks it at submission
+// (EnforcePartLimits=ALL; without slurmdbd an unknown account cannot be refused, see there).
+TEST_F(SlurmRun, BadAccountIsSbatchsRefusalAndNothingIsRecorded) {
+  Cli r = run_cli(launch_args(4, "slurm bad account", {"--account", "bogus"}), tmp_);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("sbatch: refused the job (partition debug, account bogus)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sbatch: error: Batch job submission failed: Requested partition configuration not available now"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("submitted as Slurm job"), std::string::npos) << r.out;
+  expect_nothing_recorded();
+  // The account is what was refused: the same partition takes another account.
+  const std::string held = on_login("cd /tmp && sbatch --parsable --hold -p debug -A meshwork --wrap true");
+  ASSERT_FALSE(held.empty());
+  EXPECT_TRUE(std::all_of(held.begin(), held.end(), ::isdigit)) << held;
+  on_login("scancel " + held);
+}
+
+// A job that cannot start at once (--begin: not before 10 minutes from now) waits PENDING with
+// Slurm's reason, which the CLI prints and the store keeps while it waits; stop cancels it.
+TEST_F(SlurmRun, QueuedJobShowsItsPendingReasonWhileItWaits) {
+  const pid_t launch = spawn_cli(launch_args(4, "slurm queued", {"--sbatch-arg=--begin=now+600"}), tmp_);
+  const store::RunId id = wait_run();
+  ASSERT_NE(id, 0) << test::read_text(tmp_ / "bg.err");
+  const std::string job = run_info(id).cluster["slurm"]["job_id"].get<std::string>();
+  const std::string pending = "Slurm job " + job + ": PENDING (BeginTime)";
+  EXPECT_TRUE(wait_for([&] {
+    return events(id).find(pending) != std::string::npos &&
+           test::read_text(tmp_ / "bg.err").find("meshwork: info: " + pending) != std::string::npos;
+  }, 120s)) << events(id) << test::read_text(tmp_ / "bg.err");
+  EXPECT_EQ(squeue_state(job), "PENDING");
+  EXPECT_EQ(on_login("squeue -h -j " + job + " -o %r"), "BeginTime");
+  Cli s = run_cli({"stop", std::to_string(id), "--ssh-config", cluster_.ssh_config(), "--known-hosts",
+                   (tmp_ / "known_hosts").string(), "--identity", cluster_.identity(), "--db", db_.string()},
+                  tmp_);
+  EXPECT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(wait_exit(launch), 3) << test::read_text(tmp_ / "bg.err");
+  EXPECT_TRUE(wait_for([&] { const auto st = squeue_state(job); return st.empty() || st == "CANCELLED"; }, 30s));
+  EXPECT_EQ(run_info(id).summary.status, "stopped");
+  // It never ran: no rank wrote a line.
+  const LaunchRecord rec = record(id);
+  EXPECT_FALSE(fs::exists(fs::path(rec.nodes[0].run_dir) / metrics_file(0)));
 }
 
 }  // namespace
