@@ -6,7 +6,9 @@
 
 #include "core/model_spec.h"
 #include "core/parallel_layout.h"
+#include "remote/bundle.h"
 #include "remote/data_placement.h"
+#include "remote/node_torch.h"
 #include "remote/parse_util.h"
 #include "remote/run_layout.h"
 #include "remote/shell_quote.h"
@@ -115,7 +117,18 @@ std::variant<LaunchedRun, LaunchError> launch_slurm_run(const std::filesystem::p
   if (Status st = check_slurm_options(req.job); !st) return launch_error(st.error(), ErrorKind::invalid_input);
   auto spec = parse_host_spec(req.login.empty() ? "local" : req.login);
   if (!spec) return launch_error(spec.error(), ErrorKind::invalid_input);
-  if (req.base.trainer_path.empty() || !std::filesystem::exists(req.base.trainer_path)) {
+  // What runs: a runtime bundle (deployed once to the shared filesystem through the login node),
+  // a meshtrain moved to the nodes' torch wheel (--node-torch), or this machine's meshtrain.
+  std::optional<BundleManifest> bundle;
+  if (!req.base.bundle_path.empty() && !req.base.node_torch.empty()) {
+    return launch_error(Error{"--node-torch", req.base.node_torch, "not with --bundle (a bundle carries its own LibTorch)"},
+                        ErrorKind::invalid_input);
+  }
+  if (!req.base.bundle_path.empty()) {
+    auto b = load_bundle(req.base.bundle_path);
+    if (!b) return launch_error(b.error(), ErrorKind::invalid_input);
+    bundle = *b;
+  } else if (req.base.trainer_path.empty() || !std::filesystem::exists(req.base.trainer_path)) {
     return launch_error(Error{"--meshtrain", req.base.trainer_path, "must be the meshtrain binary to deploy"},
                         ErrorKind::invalid_input);
   }
@@ -151,6 +164,18 @@ std::variant<LaunchedRun, LaunchError> launch_slurm_run(const std::filesystem::p
                               "at least the ranks per node (" + std::to_string(nproc) + ") for a CUDA run"},
                         ErrorKind::invalid_input);
   }
+  if (bundle && config.training.device == DeviceKind::cuda) {
+    if (bundle->flavour != "cuda") {
+      return launch_error(Error{"--bundle", bundle->archive_path,
+                                "is the " + bundle->flavour + " flavour: a --device cuda run needs the cuda flavour "
+                                "(scripts/bundle cuda)"},
+                          ErrorKind::invalid_input);
+    }
+    // The login node's driver says nothing about the compute nodes', which Slurm has not picked
+    // yet: the SSH launch's driver check (cuda_driver.h) cannot be made before submission here.
+    step("warning: the CUDA driver of the job's nodes is not checked against the bundle's CUDA " +
+         bundle->cuda_requirement + " before submission (Slurm picks the nodes)");
+  }
   if (req.base.max_restarts > 0 && config.training.checkpoint_every <= 0) {
     step("warning: --max-restarts without --checkpoint-every K: a restart begins again at step 0");
   }
@@ -165,11 +190,39 @@ std::variant<LaunchedRun, LaunchError> launch_slurm_run(const std::filesystem::p
   const auto cfg_path = std::filesystem::temp_directory_path() / ("meshwork-" + run_name + ".json");
   if (auto st = save_run_config(config, cfg_path); !st) return launch_error(st.error(), ErrorKind::io);
   const std::string trainer_name = "meshtrain";
-  std::vector<DeployFile> files = {DeployFile{req.base.trainer_path, trainer_name, 0700, {}},
-                                   DeployFile{cfg_path.string(), kRunConfigFile, 0600, {}}};
+  DeployFile trainer{req.base.trainer_path, trainer_name, 0700, {}};
+  const auto retarget_dir = std::filesystem::temp_directory_path() / ("meshwork-" + run_name + "-trainer");
+  if (!req.base.node_torch.empty()) {
+    auto moved = retarget_trainer(req.base.trainer_path, req.base.node_torch, retarget_dir);
+    if (!moved) {
+      std::filesystem::remove(cfg_path);
+      return launch_error(moved.error(), ErrorKind::invalid_input);
+    }
+    trainer.local_path = *moved;
+  }
+  if (bundle) {
+    // Once for the whole cluster: the compute nodes read it from the shared filesystem (the
+    // bundle root, like the run root, must be on it), so it goes to the login node only; skipped
+    // when there, resumed after a cut link (bundle.h).
+    step("deploying the runtime bundle to the shared filesystem (" + req.base.bundle_root + ")");
+    BundleDeployOptions opts;
+    opts.root = req.base.bundle_root;
+    opts.reconnect = [&](size_t) { return connect_node(*spec, req.base.ssh); };
+    std::vector<std::unique_ptr<Node>> one;
+    one.push_back(std::move(login));
+    auto results = deploy_bundle_all(one, *bundle, opts, req.base.on_deploy);
+    login = std::move(one.front());
+    if (!results.front()) {
+      std::filesystem::remove(cfg_path);
+      return launch_error(results.front().error(), ErrorKind::remote);
+    }
+    trainer = DeployFile{"", trainer_name, 0700, req.base.bundle_root + "/" + bundle->sha256 + "/" + bundle->trainer};
+  }
+  std::vector<DeployFile> files = {trainer, DeployFile{cfg_path.string(), kRunConfigFile, 0600, {}}};
   files.insert(files.end(), data_uploads->begin(), data_uploads->end());
   auto deployed = deploy_all({login.get()}, req.base.remote_root, run_name, files, trainer_name, req.base.on_deploy);
   std::filesystem::remove(cfg_path);
+  std::filesystem::remove_all(retarget_dir);
   if (!deployed.ok()) return launch_error(deployed.nodes.front().error(), ErrorKind::remote);
   const std::string run_dir = deployed.nodes.front()->run_dir;
 
@@ -235,7 +288,8 @@ std::variant<LaunchedRun, LaunchError> launch_slurm_run(const std::filesystem::p
       {"launch", to_json(rec)},
       {"probes", nlohmann::json::array({to_json(*info)})},
       {"slurm", {{"job_id", *job_id}, {"login", spec->to_string()}, {"script", script},
-                 {"options", options_json(job)}, {"partitions", parts}}}};
+                 {"options", options_json(job)}, {"partitions", parts},
+                 {"bundle", bundle ? bundle->sha256 : std::string()}}}};
   auto id = (*store)->create_run(config.name, to_json(config), cluster_json);
   if (!id) {
     cancel();

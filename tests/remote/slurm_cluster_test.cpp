@@ -18,6 +18,7 @@
 
 #include "core/metrics.h"
 #include "core/store/run_store.h"
+#include "remote/bundle.h"
 #include "remote/launch.h"
 #include "remote/run_layout.h"
 #include "remote/shell_quote.h"
@@ -56,6 +57,18 @@ class SlurmRun : public ::testing::Test {
   std::vector<std::string> common() const {
     return {"--ssh-config", cluster_.ssh_config(), "--known-hosts", (tmp_ / "known_hosts").string(),
             "--identity", cluster_.identity(), "--accept-new-host-keys", "--db", db_.string()};
+  }
+
+  void TearDown() override {
+    std::error_code ec;  // an unpacked bundle is ~0.5 GB: not left behind
+    if (!tmp_.empty()) fs::remove_all(tmp_ / "shared bundles", ec);
+  }
+
+  // Sets `flag`'s value in `args` (the flag must be there).
+  static void set_flag(std::vector<std::string>& args, const std::string& flag, const std::string& value) {
+    auto it = std::find(args.begin(), args.end(), flag);
+    ASSERT_NE(it, args.end()) << flag;
+    *(it + 1) = value;
   }
 
   std::vector<std::string> launch_args(int steps, const std::string& name, std::vector<std::string> more = {}) const {
@@ -210,7 +223,7 @@ TEST_F(SlurmRun, ProbeListsThePartitionsOfTheLoginNode) {
   Cli r = run_cli(args, tmp_);
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  ASSERT_EQ(j.size(), 2u) << r.out;
+  ASSERT_EQ(j.size(), 3u) << r.out;
   EXPECT_EQ(j[0]["name"], "debug");
   EXPECT_EQ(j[0]["default"], true);
   EXPECT_EQ(j[0]["nodes"], 2);
@@ -218,6 +231,8 @@ TEST_F(SlurmRun, ProbeListsThePartitionsOfTheLoginNode) {
   EXPECT_EQ(j[0]["gpus_per_node"], 0);
   EXPECT_EQ(j[1]["name"], "tiny");
   EXPECT_EQ(j[1]["nodes"], 1);
+  EXPECT_EQ(j[2]["name"], "bare");  // n3, without the torch environment
+  EXPECT_EQ(j[2]["nodes"], 1);
 }
 
 TEST_F(SlurmRun, DpShard2Tp2OnTwoNodesThroughTheLoginNodeEveryMetricInTheStore) {
@@ -384,6 +399,66 @@ TEST_F(SlurmRun, QueuedJobShowsItsPendingReasonWhileItWaits) {
   // It never ran: no rank wrote a line.
   const LaunchRecord rec = record(id);
   EXPECT_FALSE(fs::exists(fs::path(rec.nodes[0].run_dir) / metrics_file(0)));
+}
+
+// n3 (partition "bare", tests/cluster/slurm.sh) is a compute node without the workbench's torch
+// environment, checkout or build tree: only a runtime bundle runs meshtrain there. With --bundle
+// the bundle goes once through the login node into a bundle root on the shared filesystem, the
+// run directory's meshtrain links into it, and the job runs it; a second launch uploads nothing.
+TEST_F(SlurmRun, BareNodeRunsTheBundleDeployedOnceThroughTheLoginNode) {
+  const std::string bundle_path = std::string(MESHWORK_BUNDLE_DIR) + "/meshtrain-cpu.tar.zst";
+  auto bundle = load_bundle(bundle_path);
+  if (!bundle) GTEST_SKIP() << "no CPU bundle (scripts/build --target bundle-cpu): " << bundle.error().message();
+  // n3 really is bare: its slurmd (and every job it starts) sees no build tree and no torch.
+  const std::string n3 = test::read_text(cluster_.dir / "slurm" / "slurmd-n3.pid");
+  ASSERT_FALSE(n3.empty());
+  const fs::path n3_root = "/proc/" + std::to_string(std::stol(n3)) + "/root";
+  EXPECT_FALSE(fs::exists(n3_root / (std::string(MESHWORK_BIN_DIR).substr(1) + "/meshtrain")));
+  const std::string venv = std::string(std::getenv("HOME") ? std::getenv("HOME") : "/root") + "/.cache/meshwork/torch-2.15.0";
+  EXPECT_TRUE(fs::is_empty(n3_root / venv.substr(1)));
+
+  const fs::path bundles = tmp_ / "shared bundles";  // on the filesystem n3 shares
+  auto args = [&](const std::string& name) {
+    auto a = launch_args(4, name, {"--bundle", bundle_path, "--bundle-root", bundles.string()});
+    set_flag(a, "--partition", "bare");
+    set_flag(a, "--nodes", "1");
+    set_flag(a, "--tp", "1");  // 1 node x 2 ranks: dp_shard 2
+    return a;
+  };
+  Cli first = run_cli(args("slurm bundle first"), tmp_);
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_NE(first.err.find("meshwork: bundle node0: done, " + std::to_string(bundle->archive_size) + " bytes"),
+            std::string::npos) << first.err;
+  const auto progress = bundle_progress_lines(first.err, "node0");
+  ASSERT_FALSE(progress.empty()) << first.err;
+  EXPECT_EQ(progress.back().percent, 100);
+  EXPECT_GT(progress.back().rate_mib_s, 0);
+  EXPECT_EQ(progress.back().eta_s, 0);
+
+  Cli second = run_cli(args("slurm bundle second"), tmp_);
+  ASSERT_EQ(second.code, 0) << second.err;
+  EXPECT_NE(second.err.find("meshwork: bundle node0: skipped, 0 bytes uploaded"), std::string::npos) << second.err;
+  EXPECT_EQ(second.err.find("meshwork: bundle node0: uploading"), std::string::npos) << second.err;
+
+  auto s = store::RunStore::open(db_);
+  ASSERT_TRUE(s.ok());
+  auto runs = (*s)->list_runs();
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 2u);
+  for (const auto& r : *runs) {
+    EXPECT_EQ(r.status, "ok") << r.name;
+    const store::RunInfo info = run_info(r.id);
+    const std::string job = info.cluster["slurm"]["job_id"].get<std::string>();
+    EXPECT_EQ(info.cluster["slurm"]["bundle"], bundle->sha256);
+    const LaunchRecord rec = record(r.id);
+    // The run directory's meshtrain is the bundle's, and the job ran on n3.
+    const fs::path dir = rec.nodes[0].run_dir;
+    ASSERT_TRUE(fs::is_symlink(dir / "meshtrain"));
+    EXPECT_EQ(fs::read_symlink(dir / "meshtrain"), bundles / bundle->sha256 / bundle->trainer);
+    EXPECT_NE(test::read_text(dir / "node0.host").find("n3"), std::string::npos) << test::read_text(dir / ("slurm-" + job + ".out"));
+    for (int rank = 0; rank < 2; ++rank) EXPECT_EQ(steps_in_file(rec, rank), 4) << "rank " << rank;
+    expect_store_equals_files(r.id, rec);
+  }
 }
 
 }  // namespace

@@ -56,11 +56,12 @@ class LaunchSlurmTest : public QObject {
     w.slurm_panel()->set_login("node0");
     w.slurm_panel()->request_probe();
     QTableWidget* t = w.slurm_panel()->partitions_table();
-    QTRY_VERIFY2_WITH_TIMEOUT(t->rowCount() == 2, qPrintable(w.slurm_panel()->error_text()), 30000);
+    QTRY_VERIFY2_WITH_TIMEOUT(t->rowCount() == 3, qPrintable(w.slurm_panel()->error_text()), 30000);
     QCOMPARE(t->item(0, 0)->text(), QStringLiteral("debug *"));
     QCOMPARE(t->item(0, 1)->text(), QStringLiteral("2"));
     QCOMPARE(t->item(0, 3)->text(), QStringLiteral("none"));  // CPU nodes
     QCOMPARE(t->item(1, 0)->text(), QStringLiteral("tiny"));
+    QCOMPARE(t->item(2, 0)->text(), QStringLiteral("bare"));
   }
 
   void plan(MainWindow& w, const QString& name, int steps) {
