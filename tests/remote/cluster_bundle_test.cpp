@@ -149,7 +149,7 @@ TEST_F(ClusterBundle, BareNodesRunOnlyFromTheBundleAndASecondLaunchUploadsNothin
   // the last report of each node's upload is the whole bundle, at a rate, 0 s left.
   const double size_mib = std::round(static_cast<double>(bundle_.archive_size) / (1024.0 * 1024.0) * 10) / 10;
   for (const char* host : {"bare0", "bare1"}) {
-    const auto lines = bundle_progress_lines(first.err, host);
+    const auto lines = test::bundle_progress_lines(first.err, host);
     ASSERT_FALSE(lines.empty()) << "no progress line with bytes, rate and ETA for " << host << ": " << first.err;
     for (const auto& l : lines) {
       EXPECT_NEAR(l.total_mib, size_mib, 0.051) << host;

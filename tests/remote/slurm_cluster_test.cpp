@@ -429,7 +429,7 @@ TEST_F(SlurmRun, BareNodeRunsTheBundleDeployedOnceThroughTheLoginNode) {
   ASSERT_EQ(first.code, 0) << first.err;
   EXPECT_NE(first.err.find("meshwork: bundle node0: done, " + std::to_string(bundle->archive_size) + " bytes"),
             std::string::npos) << first.err;
-  const auto progress = bundle_progress_lines(first.err, "node0");
+  const auto progress = test::bundle_progress_lines(first.err, "node0");
   ASSERT_FALSE(progress.empty()) << first.err;
   EXPECT_EQ(progress.back().percent, 100);
   EXPECT_GT(progress.back().rate_mib_s, 0);

@@ -9,6 +9,7 @@
 #include <QDialog>
 #include <QFile>
 #include <QPlainTextEdit>
+#include <QPushButton>
 #include <QDir>
 #include <QLabel>
 #include <QSignalSpy>
