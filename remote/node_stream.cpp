@@ -201,8 +201,11 @@ void RunFollower::handle_frame(StreamGroup& g, const follow::Frame& f) {
         // the login node's run directory: one group, one tail): what the record of a run says
         // about how it was followed.
         g.announced = true;
-        event("info", who(rec_, g.nodes) + ": one meshtrain tail streams " + std::to_string(g.rank_node.size()) +
-                          " rank(s)");
+        const std::string msg =
+            who(rec_, g.nodes) + ": one meshtrain tail streams " + std::to_string(g.rank_node.size()) + " rank(s)";
+        event("info", msg);
+        std::lock_guard lock(store_mu_);
+        (void)reader_->add_event(run_, "info", msg);
       }
       break;
     case K::file: {

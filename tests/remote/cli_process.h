@@ -80,8 +80,8 @@ bool wait_for(Pred pred, std::chrono::seconds limit) {
   return pred();
 }
 
-// The CLI's per-node bundle progress lines for `host` ("meshwork: bundle HOST: uploading 45.2 of
-// 103.5 MiB (43%), 120.3 MiB/s, ETA 0 s"), parsed. The last report of an upload is always printed
+// The CLI's per-node bundle progress lines for `host` ("meshwork: bundle HOST: uploading 45.2 MiB
+// of 103.5 MiB (43%), 120.3 MiB/s, ETA 0 s"), parsed. The last report of an upload is always printed
 // (the CLI drops at most the lines in between), so a whole upload gives at least that one, at 100%.
 struct BundleProgressLine {
   double done_mib = 0, total_mib = 0, rate_mib_s = 0;
@@ -91,7 +91,7 @@ struct BundleProgressLine {
 inline std::vector<BundleProgressLine> bundle_progress_lines(const std::string& err, const std::string& host) {
   std::vector<BundleProgressLine> out;
   const std::regex line("meshwork: bundle " + host +
-                        R"(: uploading ([0-9]+\.[0-9]) of ([0-9]+\.[0-9]) MiB \(([0-9]+)%\), ([0-9]+\.[0-9]) MiB/s, ETA ([0-9]+) s)");
+                        R"(: uploading ([0-9]+\.[0-9]) MiB of ([0-9]+\.[0-9]) MiB \(([0-9]+)%\), ([0-9]+\.[0-9]) MiB/s, ETA ([0-9]+) s)");
   for (std::sregex_iterator it(err.begin(), err.end(), line), end; it != end; ++it) {
     const std::smatch& m = *it;
     out.push_back({std::stod(m[1]), std::stod(m[2]), std::stod(m[4]), std::stoi(m[3]), std::stol(m[5])});

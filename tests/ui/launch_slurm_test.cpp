@@ -200,7 +200,7 @@ class LaunchSlurmTest : public QObject {
     combo->setEditText("nope");
     expect_refused(w, "gui-slurm-refused",
                    {"invalid partition specified: nope", "sbatch: refused the job (partition nope)",
-                    "[partitions on this cluster: debug, tiny]"});
+                    "[partitions on this cluster: debug, tiny, bare]"});
   }
 
   // tests/cluster/slurm.sh: partition debug denies account "bogus" at submission.
