@@ -175,6 +175,19 @@ void print_bundle_progress(const DeployProgress& d) {
   std::cerr << "meshwork: bundle " << d.host << ": " << bundle_progress_text(d) << "\n";
 }
 
+// A launch's deploy: the bundle's progress lines, and one line per run file.
+void print_deploy_progress(const DeployProgress& d) {
+  if (d.file.find(".tar.zst") != std::string::npos) {
+    print_bundle_progress(d);
+    return;
+  }
+  if (d.stage == "uploading" && d.bytes_done != d.bytes_total) return;  // one line per file
+  std::lock_guard lock(g_out_mu);
+  std::cerr << "meshwork: deploy " << d.host << ": " << d.stage << (d.file.empty() ? "" : " " + d.file);
+  if (d.stage == "uploading") std::cerr << " (" << d.bytes_total << " bytes)";
+  std::cerr << "\n";
+}
+
 std::string gib(int64_t bytes) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(1) << static_cast<double>(bytes) / (1024.0 * 1024 * 1024) << " GiB";
@@ -519,6 +532,12 @@ int launch_slurm_main(const Parsed& p) {
   if (p.every_value.count("--sbatch-arg")) req.job.sbatch_args = p.every_value.at("--sbatch-arg");
   req.base.trainer_path = p.values.count("--meshtrain") ? p.values.at("--meshtrain") : self_dir() + "/meshtrain";
   if (p.values.count("--remote-root")) req.base.remote_root = p.values.at("--remote-root");
+  // A bundle (or the nodes' own torch wheel) for compute nodes without this machine's LibTorch:
+  // the bundle goes once to the shared filesystem through the login node.
+  if (p.values.count("--bundle")) req.base.bundle_path = p.values.at("--bundle");
+  if (p.values.count("--bundle-root")) req.base.bundle_root = p.values.at("--bundle-root");
+  if (p.values.count("--node-torch")) req.base.node_torch = p.values.at("--node-torch");
+  req.base.on_deploy = print_deploy_progress;
   req.base.ssh = ssh_options(p);
   req.base.on_step = [](const std::string& s) {
     std::lock_guard lock(g_out_mu);
@@ -584,7 +603,9 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
                  "meshtrain is deployed with its library path moved there (no bundle needed).\n"
                  "--slurm: through a Slurm login node (--login, default this machine): an sbatch script\n"
                  "(job.sbatch in the run directory, which must be on a filesystem the nodes share) runs\n"
-                 "one supervisor per node with srun; the job id is recorded; stop is scancel.\n"
+                 "one supervisor per node with srun; the job id is recorded; stop is scancel. With\n"
+                 "--bundle, the bundle is deployed once through the login node into --bundle-root, which\n"
+                 "(like --remote-root) must be on the filesystem the compute nodes share.\n"
                  "Exit 0: the run succeeded (or started, with --detach); 3: it failed; 2: invalid input.\n"
               << kSshHelp;
     return kExitOk;
@@ -617,17 +638,7 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
   if (p->values.count("--bundle")) req.bundle_path = p->values.at("--bundle");
   if (p->values.count("--bundle-root")) req.bundle_root = p->values.at("--bundle-root");
   if (p->values.count("--node-torch")) req.node_torch = p->values.at("--node-torch");
-  req.on_deploy = [](const DeployProgress& d) {
-    if (d.file.find(".tar.zst") != std::string::npos) {
-      print_bundle_progress(d);
-      return;
-    }
-    if (d.stage == "uploading" && d.bytes_done != d.bytes_total) return;  // one line per file
-    std::lock_guard lock(g_out_mu);
-    std::cerr << "meshwork: deploy " << d.host << ": " << d.stage << (d.file.empty() ? "" : " " + d.file);
-    if (d.stage == "uploading") std::cerr << " (" << d.bytes_total << " bytes)";
-    std::cerr << "\n";
-  };
+  req.on_deploy = print_deploy_progress;
   const auto db = db_path(*p);
   auto launched = launch_run(db, req);
   if (auto* e = std::get_if<LaunchError>(&launched)) {

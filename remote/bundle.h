@@ -70,7 +70,7 @@ std::vector<Result<BundleNodeResult>> deploy_bundle_all(std::vector<std::unique_
                                                         const DeployProgressFn& progress = {});
 
 // One line for a bundle progress report, for the CLI and the workbench alike:
-// "uploading 45.2 of 130.0 MiB (35%), 120.3 MiB/s, ETA 1 s", "skipped: already there", ...
+// "uploading 45.2 MiB of 130.0 MiB (35%), 120.3 MiB/s, ETA 1 s", "skipped: already there", ...
 std::string bundle_progress_text(const DeployProgress& d);
 
 }  // namespace meshwork::remote

@@ -196,6 +196,17 @@ void RunFollower::handle_frame(StreamGroup& g, const follow::Frame& f) {
     case K::hello:
       g.hello = true;
       g.backoff = 200ms;
+      if (!g.announced) {
+        // One event per group, i.e. per tail the follower keeps (a Slurm run's nodes all share
+        // the login node's run directory: one group, one tail): what the record of a run says
+        // about how it was followed.
+        g.announced = true;
+        const std::string msg =
+            who(rec_, g.nodes) + ": one meshtrain tail streams " + std::to_string(g.rank_node.size()) + " rank(s)";
+        event("info", msg);
+        std::lock_guard lock(store_mu_);
+        (void)reader_->add_event(run_, "info", msg);
+      }
       break;
     case K::file: {
       auto it = g.rank_node.find(static_cast<int>(f.a));

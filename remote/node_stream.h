@@ -26,6 +26,7 @@ struct RunFollower::StreamGroup {
   follow::StreamParser parser;
   std::unique_ptr<Node> ctl;  // a second session, on demand: stop, diagnose, Slurm liveness
   bool hello = false;         // the tail said V: it is a meshtrain with `tail`
+  bool announced = false;     // the "one meshtrain tail" event was sent (once per group, not per reconnect)
   bool done = false;          // E seen (or handed to the file path, or a fatal connect error)
   bool stop_sent = false;
   uint64_t epoch = 0;  // resync_epoch_ when the stream started

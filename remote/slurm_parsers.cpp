@@ -198,6 +198,7 @@ Result<std::vector<SlurmJob>> parse_scontrol_jobs(const std::string& text) {
     j.time_limit = get("TimeLimit");
     j.std_out = get("StdOut");
     j.restarts = count_of(to_int(get("Restarts")), 0);
+    j.source = "scontrol";
     if (!j.id.empty()) out.push_back(std::move(j));
   }
   if (out.empty() && !std::string(trim(text)).empty()) {
@@ -281,9 +282,39 @@ Result<std::vector<SlurmJob>> parse_squeue_json(const std::string& text) {
         j.exit_code = std::to_string((*n >> 8) & 0xff) + ":" + std::to_string(*n & 0x7f);
       }
     }
+    j.source = "squeue";
     if (!j.id.empty()) out.push_back(std::move(j));
   }
   return out;
+}
+
+Result<std::vector<SlurmJob>> parse_sacct(const std::string& text) {
+  std::vector<SlurmJob> out;
+  for (const std::string& raw : split(text, '\n')) {
+    const std::string line(trim(raw));
+    if (line.empty()) continue;
+    const auto f = split(line, '|');
+    if (f.size() < 2) {
+      return Error{"sacct", line.substr(0, 200), "is not a '|'-separated " + std::string(kSacctFields) + " line"}.as(
+          ErrorKind::remote);
+    }
+    if (f[0] == "JobID") continue;  // a header (-n not honoured)
+    SlurmJob j;
+    j.id = std::string(trim(f[0]));
+    const auto state = words(f[1]);  // "CANCELLED by 1000"
+    j.state = state.empty() ? std::string() : state[0];
+    if (f.size() > 2) j.exit_code = std::string(trim(f[2]));
+    if (f.size() > 3) j.reason = none_to_empty(std::string(trim(f[3])));
+    j.source = "sacct";
+    if (!j.id.empty()) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+bool sacct_disabled(const std::string& err) {
+  std::string lower = err;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  return lower.find("accounting storage is disabled") != std::string::npos;
 }
 
 Result<std::string> parse_node_addr(const std::string& text) {

@@ -55,6 +55,7 @@ struct SlurmJob {
   std::string time_limit;  // "00:01:00"
   std::string std_out;     // expanded path (scontrol) or pattern (squeue --json)
   int restarts = 0;
+  std::string source;      // who said so: "sacct", "scontrol", "squeue"
   bool active() const;     // not yet ended: pending, running, configuring, completing, ...
 };
 // `scontrol show job ID` (one or several records; `-o` one-line form too).
@@ -62,6 +63,16 @@ Result<std::vector<SlurmJob>> parse_scontrol_jobs(const std::string& text);
 // `squeue --json` of 22.05 (job_state a string) or 23.11+/24.11 (job_state a list; numbers as
 // {"set","number"} objects).
 Result<std::vector<SlurmJob>> parse_squeue_json(const std::string& text);
+
+// `sacct -P -n -X -j ID -o JobID,State,ExitCode,Reason` (kSacctFields): one line per job
+// allocation, fields separated by '|'. "CANCELLED by 1000" is state CANCELLED; more fields than
+// asked are ignored, a header line is skipped. Where accounting exists, sacct still knows a job
+// after scontrol forgot it (MinJobAge), so it gives the final state of an old job.
+inline constexpr const char* kSacctFields = "JobID,State,ExitCode,Reason";
+Result<std::vector<SlurmJob>> parse_sacct(const std::string& text);
+// True when sacct's output says this cluster keeps no accounting ("Slurm accounting storage is
+// disabled"), so asking again is pointless.
+bool sacct_disabled(const std::string& err);
 
 // `scontrol show node NAME`: the node's NodeAddr (what the other nodes reach it at).
 Result<std::string> parse_node_addr(const std::string& text);

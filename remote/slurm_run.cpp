@@ -6,7 +6,9 @@
 
 #include "core/model_spec.h"
 #include "core/parallel_layout.h"
+#include "remote/bundle.h"
 #include "remote/data_placement.h"
+#include "remote/node_torch.h"
 #include "remote/parse_util.h"
 #include "remote/run_layout.h"
 #include "remote/shell_quote.h"
@@ -46,7 +48,27 @@ Result<SlurmClusterInfo> probe_slurm(Node& login) {
   return info;
 }
 
-Result<SlurmJob> query_slurm_job(Node& login, const std::string& job_id) {
+Result<SlurmJob> query_slurm_job(Node& login, const std::string& job_id, bool* try_sacct) {
+  // sacct first where the cluster keeps accounting: it still knows a job after scontrol forgot
+  // it (MinJobAge, 300 s by default), so an old job keeps its final state. Many clusters have
+  // none ("accounting storage is disabled"): then it is not asked again, and scontrol answers.
+  if (!try_sacct || *try_sacct) {
+    auto a = login.exec(std::string("sacct -P -n -X -j ") + shell_quote(job_id) + " -o " + kSacctFields,
+                        std::chrono::seconds(30), {});
+    if (a && a->exit_code == 0) {
+      auto jobs = parse_sacct(a->out);
+      if (jobs) {
+        // Several lines for one id: a requeued job's earlier runs (with --duplicates); the
+        // newest is last.
+        for (auto it = jobs->rbegin(); it != jobs->rend(); ++it) {
+          if (it->id == job_id) return *it;
+        }
+      }
+      // Not (yet) in the accounting database: slurmdbd records a job a moment after sbatch.
+    } else if (a && try_sacct && (sacct_disabled(a->err + a->out) || a->exit_code == 127)) {
+      *try_sacct = false;
+    }
+  }
   auto r = login.exec("scontrol show job " + shell_quote(job_id), std::chrono::seconds(30), {});
   if (!r) return r.error();
   if (r->exit_code == 0) {
@@ -66,7 +88,7 @@ Result<SlurmJob> query_slurm_job(Node& login, const std::string& job_id) {
   if (r->err.find("Invalid job id") != std::string::npos) {
     SlurmJob gone;
     gone.id = job_id;
-    gone.state = "GONE";  // ended long enough ago that Slurm forgot it
+    gone.state = "GONE";  // ended long enough ago that Slurm forgot it (and no accounting)
     return gone;
   }
   return Error{"scontrol show job", job_id, std::string(trim(r->err)).substr(0, 300)}.as(ErrorKind::remote);
@@ -95,7 +117,18 @@ std::variant<LaunchedRun, LaunchError> launch_slurm_run(const std::filesystem::p
   if (Status st = check_slurm_options(req.job); !st) return launch_error(st.error(), ErrorKind::invalid_input);
   auto spec = parse_host_spec(req.login.empty() ? "local" : req.login);
   if (!spec) return launch_error(spec.error(), ErrorKind::invalid_input);
-  if (req.base.trainer_path.empty() || !std::filesystem::exists(req.base.trainer_path)) {
+  // What runs: a runtime bundle (deployed once to the shared filesystem through the login node),
+  // a meshtrain moved to the nodes' torch wheel (--node-torch), or this machine's meshtrain.
+  std::optional<BundleManifest> bundle;
+  if (!req.base.bundle_path.empty() && !req.base.node_torch.empty()) {
+    return launch_error(Error{"--node-torch", req.base.node_torch, "not with --bundle (a bundle carries its own LibTorch)"},
+                        ErrorKind::invalid_input);
+  }
+  if (!req.base.bundle_path.empty()) {
+    auto b = load_bundle(req.base.bundle_path);
+    if (!b) return launch_error(b.error(), ErrorKind::invalid_input);
+    bundle = *b;
+  } else if (req.base.trainer_path.empty() || !std::filesystem::exists(req.base.trainer_path)) {
     return launch_error(Error{"--meshtrain", req.base.trainer_path, "must be the meshtrain binary to deploy"},
                         ErrorKind::invalid_input);
   }
@@ -131,6 +164,18 @@ std::variant<LaunchedRun, LaunchError> launch_slurm_run(const std::filesystem::p
                               "at least the ranks per node (" + std::to_string(nproc) + ") for a CUDA run"},
                         ErrorKind::invalid_input);
   }
+  if (bundle && config.training.device == DeviceKind::cuda) {
+    if (bundle->flavour != "cuda") {
+      return launch_error(Error{"--bundle", bundle->archive_path,
+                                "is the " + bundle->flavour + " flavour: a --device cuda run needs the cuda flavour "
+                                "(scripts/bundle cuda)"},
+                          ErrorKind::invalid_input);
+    }
+    // The login node's driver says nothing about the compute nodes', which Slurm has not picked
+    // yet: the SSH launch's driver check (cuda_driver.h) cannot be made before submission here.
+    step("warning: the CUDA driver of the job's nodes is not checked against the bundle's CUDA " +
+         bundle->cuda_requirement + " before submission (Slurm picks the nodes)");
+  }
   if (req.base.max_restarts > 0 && config.training.checkpoint_every <= 0) {
     step("warning: --max-restarts without --checkpoint-every K: a restart begins again at step 0");
   }
@@ -145,11 +190,39 @@ std::variant<LaunchedRun, LaunchError> launch_slurm_run(const std::filesystem::p
   const auto cfg_path = std::filesystem::temp_directory_path() / ("meshwork-" + run_name + ".json");
   if (auto st = save_run_config(config, cfg_path); !st) return launch_error(st.error(), ErrorKind::io);
   const std::string trainer_name = "meshtrain";
-  std::vector<DeployFile> files = {DeployFile{req.base.trainer_path, trainer_name, 0700, {}},
-                                   DeployFile{cfg_path.string(), kRunConfigFile, 0600, {}}};
+  DeployFile trainer{req.base.trainer_path, trainer_name, 0700, {}};
+  const auto retarget_dir = std::filesystem::temp_directory_path() / ("meshwork-" + run_name + "-trainer");
+  if (!req.base.node_torch.empty()) {
+    auto moved = retarget_trainer(req.base.trainer_path, req.base.node_torch, retarget_dir);
+    if (!moved) {
+      std::filesystem::remove(cfg_path);
+      return launch_error(moved.error(), ErrorKind::invalid_input);
+    }
+    trainer.local_path = *moved;
+  }
+  if (bundle) {
+    // Once for the whole cluster: the compute nodes read it from the shared filesystem (the
+    // bundle root, like the run root, must be on it), so it goes to the login node only; skipped
+    // when there, resumed after a cut link (bundle.h).
+    step("deploying the runtime bundle to the shared filesystem (" + req.base.bundle_root + ")");
+    BundleDeployOptions opts;
+    opts.root = req.base.bundle_root;
+    opts.reconnect = [&](size_t) { return connect_node(*spec, req.base.ssh); };
+    std::vector<std::unique_ptr<Node>> one;
+    one.push_back(std::move(login));
+    auto results = deploy_bundle_all(one, *bundle, opts, req.base.on_deploy);
+    login = std::move(one.front());
+    if (!results.front()) {
+      std::filesystem::remove(cfg_path);
+      return launch_error(results.front().error(), ErrorKind::remote);
+    }
+    trainer = DeployFile{"", trainer_name, 0700, req.base.bundle_root + "/" + bundle->sha256 + "/" + bundle->trainer};
+  }
+  std::vector<DeployFile> files = {trainer, DeployFile{cfg_path.string(), kRunConfigFile, 0600, {}}};
   files.insert(files.end(), data_uploads->begin(), data_uploads->end());
   auto deployed = deploy_all({login.get()}, req.base.remote_root, run_name, files, trainer_name, req.base.on_deploy);
   std::filesystem::remove(cfg_path);
+  std::filesystem::remove_all(retarget_dir);
   if (!deployed.ok()) return launch_error(deployed.nodes.front().error(), ErrorKind::remote);
   const std::string run_dir = deployed.nodes.front()->run_dir;
 
@@ -184,7 +257,17 @@ std::variant<LaunchedRun, LaunchError> launch_slurm_run(const std::filesystem::p
     std::string words(trim(sub->err));
     if (words.empty()) words = std::string(trim(sub->out));
     (void)login->exec("rm -rf -- " + dir, std::chrono::seconds(30), {});  // nothing of a refused run stays
-    return launch_error(Error{"sbatch", "refused the job", words}, ErrorKind::invalid_input);
+    // sbatch's words do not always name the option ("Requested partition configuration not
+    // available now" for a denied account): say what was submitted, and the partitions there are.
+    std::string asked = "partition " + (job.partition.empty() ? std::string("(the default)") : job.partition);
+    if (!job.account.empty()) asked += ", account " + job.account;
+    if (!job.qos.empty()) asked += ", QOS " + job.qos;
+    if (!job.time.empty()) asked += ", time " + job.time;
+    std::string partitions;
+    for (const auto& part : cluster->partitions) partitions += (partitions.empty() ? "" : ", ") + part.name;
+    return launch_error(Error{"sbatch", "refused the job (" + asked + ")",
+                              words + (partitions.empty() ? "" : " [partitions on this cluster: " + partitions + "]")},
+                        ErrorKind::invalid_input);
   }
   auto job_id = parse_sbatch_job_id(sub->out);
   if (!job_id) return launch_error(job_id.error(), ErrorKind::remote);
@@ -205,7 +288,8 @@ std::variant<LaunchedRun, LaunchError> launch_slurm_run(const std::filesystem::p
       {"launch", to_json(rec)},
       {"probes", nlohmann::json::array({to_json(*info)})},
       {"slurm", {{"job_id", *job_id}, {"login", spec->to_string()}, {"script", script},
-                 {"options", options_json(job)}, {"partitions", parts}}}};
+                 {"options", options_json(job)}, {"partitions", parts},
+                 {"bundle", bundle ? bundle->sha256 : std::string()}}}};
   auto id = (*store)->create_run(config.name, to_json(config), cluster_json);
   if (!id) {
     cancel();
@@ -286,6 +370,7 @@ class SlurmJobWatch {
   void loop() {
     std::unique_ptr<Node> node;
     std::string seen;
+    bool try_sacct = true;  // until sacct says this cluster keeps no accounting
     std::unique_lock lock(mu_);
     while (!quit_) {
       lock.unlock();
@@ -295,7 +380,12 @@ class SlurmJobWatch {
       }
       std::optional<SlurmJob> job;
       if (node) {
-        auto j = query_slurm_job(*node, job_id_);
+        const bool asked_sacct = try_sacct;
+        auto j = query_slurm_job(*node, job_id_, &try_sacct);
+        if (asked_sacct && !try_sacct) {
+          report_("Slurm job " + job_id_ + ": no accounting on this cluster (sacct: accounting storage is "
+                  "disabled); its state comes from scontrol");
+        }
         if (j) {
           job = *j;
         } else if (j.error().kind == ErrorKind::remote && j.error().field != "scontrol show job") {

@@ -70,7 +70,10 @@ Result<FollowOutcome> follow_slurm_run(const std::filesystem::path& db, store::R
 Status slurm_stop_and_record(const std::filesystem::path& db, store::RunId run, const SshOptions& ssh,
                              const std::string& who);
 
-// The job's current record from `scontrol show job` (falls back to `squeue --json`).
-Result<SlurmJob> query_slurm_job(Node& login, const std::string& job_id);
+// The job's current record: from `sacct` where the cluster keeps accounting (it remembers a job
+// after scontrol forgot it), else `scontrol show job`, else `squeue --json`; SlurmJob::source
+// says which. `try_sacct` (optional, kept by the caller across polls) is cleared once sacct says
+// accounting is disabled, so it is not asked again.
+Result<SlurmJob> query_slurm_job(Node& login, const std::string& job_id, bool* try_sacct = nullptr);
 
 }  // namespace meshwork::remote

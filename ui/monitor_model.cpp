@@ -90,6 +90,8 @@ std::shared_ptr<MonitorFrame> load_monitor_frame(store::RunStore* store, store::
   f->shape = info->summary.shape.value_or(MeshShape{});
   f->world = std::max(1, info->summary.world);
   f->capacity_bytes = capacity_of(info->cluster, info->config, f->world);
+  if (info->cluster.is_object() && info->cluster.contains("slurm") && info->cluster["slurm"].is_object())
+    f->slurm_script = QString::fromStdString(info->cluster["slurm"].value("script", std::string()));
 
   store::SeriesQuery q;
   q.runs = {run};

@@ -53,6 +53,7 @@ struct MonitorFrame {
   int64_t straggler_step = -1;
   std::vector<Straggler> stragglers;
   std::vector<store::Event> problems;  // warning and error events, newest last
+  QString slurm_script;            // a Slurm run's sbatch script as submitted (cluster.slurm.script)
   int64_t version = 0;
   int64_t source_points = 0;       // raw points the loss series stands for
   double query_ms = 0;             // time the worker spent on the queries

@@ -1,6 +1,10 @@
 #include "ui/monitor_page.h"
 
 #include <QDateTime>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QFontDatabase>
+#include <QPlainTextEdit>
 #include <QElapsedTimer>
 #include <QFileDialog>
 #include <QGridLayout>
@@ -86,6 +90,11 @@ MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
   head->addWidget(status_);
   head->addSpacing(10);
   head->addWidget(facts_, 1);
+  script_ = new QPushButton(tr("Show sbatch script"), this);
+  script_->setObjectName("ShowSbatchScript");
+  script_->setToolTip(tr("The job script this run was submitted with (job.sbatch in its run directory)"));
+  script_->setVisible(false);
+  head->addWidget(script_);
   head->addWidget(stop_);
   outer->addLayout(head);
 
@@ -161,6 +170,7 @@ MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
     stop_->setEnabled(false);
     stop_->setText(tr("Stopping…"));
   });
+  connect(script_, &QPushButton::clicked, this, &MonitorPage::show_slurm_script);
   connect(ranks_, &QSpinBox::valueChanged, this, [this](int rank) { model_->set_rank(rank); });
   connect(smoothing_, &QSlider::valueChanged, this, [this](int v) { set_smoothing(v / 100.0); });
   connect(save, &QPushButton::clicked, this, [this] {
@@ -210,6 +220,8 @@ void MonitorPage::show_run(store::RunId run) {
     for (MetricChart* c : {loss_, lr_, grad_, tput_, mem_, comm_}) c->reset_zoom();
     series_world_ = -1;
     failure_->setVisible(false);
+    slurm_script_.clear();
+    script_->setVisible(false);
   }
   model_->set_pixels(loss_->width());
   model_->set_run(run);
@@ -300,6 +312,28 @@ void MonitorPage::on_launch_failed(const QString& message, const QStringList& de
 
 void MonitorPage::set_following(bool following) { following_ = following; }
 
+void MonitorPage::show_slurm_script() {
+  if (slurm_script_.isEmpty()) return;
+  // Non-modal and read-only: the script as the store keeps it, byte for byte, selectable to copy.
+  auto* dialog = new QDialog(this);
+  dialog->setObjectName("SbatchScriptViewer");
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  dialog->setWindowTitle(tr("sbatch script of run %1").arg(run()));
+  auto* lay = new QVBoxLayout(dialog);
+  auto* text = new QPlainTextEdit(dialog);
+  text->setObjectName("SbatchScriptText");
+  text->setReadOnly(true);
+  text->setLineWrapMode(QPlainTextEdit::NoWrap);
+  text->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  text->setPlainText(slurm_script_);
+  lay->addWidget(text);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, dialog);
+  connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::close);
+  lay->addWidget(buttons);
+  dialog->resize(820, 560);
+  dialog->show();
+}
+
 void MonitorPage::resizeEvent(QResizeEvent* e) {
   QWidget::resizeEvent(e);
   model_->set_pixels(loss_->width());
@@ -357,6 +391,8 @@ void MonitorPage::draw_header(const MonitorFrame& f) {
   if (s.final_loss) facts << tr("loss %1").arg(*s.final_loss, 0, 'f', 4);
   if (const auto tps = run_tokens_per_s(s)) facts << format_tokens_per_s(*tps);
   facts_->setText(facts.join(QStringLiteral("  ·  ")));
+  slurm_script_ = f.slurm_script;
+  script_->setVisible(!slurm_script_.isEmpty());
   const bool live = s.status == store::kStatusRunning || s.status == store::kStatusCreated;
   if (stop_->text() != tr("Stopping…") || !live) {
     stop_->setEnabled(live);

@@ -57,6 +57,10 @@ class MonitorPage : public QWidget {
   QSpinBox* rank_picker() const { return ranks_; }
   StragglerTable* straggler_table() const { return stragglers_; }
   QPushButton* stop_button() const { return stop_; }
+  // "Show sbatch script": shown for a Slurm run; opens a read-only viewer (object name
+  // "SbatchScriptViewer", its text edit "SbatchScriptText") with the script as submitted.
+  QPushButton* script_button() const { return script_; }
+  void show_slurm_script();
   QLabel* failure_label() const { return failure_; }
   QLabel* status_label() const { return status_; }
   // Time the last frame took to draw (set_points for every chart + a repaint), for the bench.
@@ -84,6 +88,8 @@ class MonitorPage : public QWidget {
   QLabel* status_;
   QLabel* facts_;
   QPushButton* stop_;
+  QPushButton* script_;
+  QString slurm_script_;  // of the run shown, from its last frame
   QPushButton* back_;
   QLabel* failure_;
   QWidget* deploy_box_;

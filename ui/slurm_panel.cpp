@@ -158,6 +158,7 @@ void SlurmPanel::set_partition(const QString& name) { partition_->setCurrentText
 void SlurmPanel::set_nodes(int nodes) { nodes_->setValue(nodes); }
 void SlurmPanel::set_ranks_per_node(int ranks) { ranks_->setValue(ranks); }
 void SlurmPanel::set_time(const QString& time) { time_->setText(time); }
+void SlurmPanel::set_account(const QString& account) { account_->setText(account); }
 
 int SlurmPanel::plan_nodes() const { return enabled_for_launch() ? nodes_->value() : 0; }
 int SlurmPanel::plan_ranks_per_node() const { return enabled_for_launch() ? ranks_->value() : 0; }

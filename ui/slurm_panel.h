@@ -43,6 +43,7 @@ class SlurmPanel : public QWidget {
   void set_nodes(int nodes);
   void set_ranks_per_node(int ranks);
   void set_time(const QString& time);
+  void set_account(const QString& account);
   // What the plan should assume: nodes x ranks per node of the chosen partition (GPUs per node 0
   // for CPU partitions), or nothing when Slurm is off.
   int plan_nodes() const;

@@ -111,7 +111,8 @@ cp "$root/bench/results/shapes-calibration.json" "$out/calibration/shapes.json"
 for f in "$root"/tests/data/slurm/*; do
   b="$(basename "$f")"
   case "$b" in
-    sinfo-*.txt) k=0 ;; scontrol-show-job*) k=1 ;; squeue-*.json) k=2 ;; scontrol-show-node*) k=3 ;; *) continue ;;
+    sinfo-*.txt) k=0 ;; scontrol-show-job*) k=1 ;; squeue-*.json) k=2 ;; scontrol-show-node*) k=3 ;;
+    sacct-*) k=6 ;; *) continue ;;
   esac
   { prefix $k; cat "$f"; } > "$out/slurm/$b"
 done

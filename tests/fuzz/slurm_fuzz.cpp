@@ -1,4 +1,4 @@
-// Slurm's output (sinfo, scontrol show job/node, squeue --json, sbatch --parsable, GRES strings)
+// Slurm's output (sinfo, scontrol show job/node, squeue --json, sacct, sbatch --parsable, GRES)
 // is read from a login node, across Slurm versions whose formats changed. The first byte picks
 // the parser. Invariants: never a crash; a refusal names what; accepted records have the fields
 // their readers rely on.
@@ -14,7 +14,7 @@ using namespace meshwork::remote;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string text(fuzz::as_text(data + 1, size - 1));
-  switch (data[0] % 6) {
+  switch (data[0] % 7) {
     case 0: {
       auto p = parse_sinfo(text);
       if (!p) fuzz::check_refusal(p.error(), "parse_sinfo");
@@ -42,6 +42,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       } else {
         FUZZ_CHECK(!id->empty(), "an empty job id accepted");
       }
+      break;
+    }
+    case 6: {
+      auto j = parse_sacct(text);
+      if (!j) fuzz::check_refusal(j.error(), "parse_sacct");
       break;
     }
     default: {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -77,6 +78,25 @@ bool wait_for(Pred pred, std::chrono::seconds limit) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return pred();
+}
+
+// The CLI's per-node bundle progress lines for `host` ("meshwork: bundle HOST: uploading 45.2 MiB
+// of 103.5 MiB (43%), 120.3 MiB/s, ETA 0 s"), parsed. The last report of an upload is always printed
+// (the CLI drops at most the lines in between), so a whole upload gives at least that one, at 100%.
+struct BundleProgressLine {
+  double done_mib = 0, total_mib = 0, rate_mib_s = 0;
+  int percent = 0;
+  long eta_s = -1;
+};
+inline std::vector<BundleProgressLine> bundle_progress_lines(const std::string& err, const std::string& host) {
+  std::vector<BundleProgressLine> out;
+  const std::regex line("meshwork: bundle " + host +
+                        R"(: uploading ([0-9]+\.[0-9]) MiB of ([0-9]+\.[0-9]) MiB \(([0-9]+)%\), ([0-9]+\.[0-9]) MiB/s, ETA ([0-9]+) s)");
+  for (std::sregex_iterator it(err.begin(), err.end(), line), end; it != end; ++it) {
+    const std::smatch& m = *it;
+    out.push_back({std::stod(m[1]), std::stod(m[2]), std::stod(m[4]), std::stoi(m[3]), std::stol(m[5])});
+  }
+  return out;
 }
 
 }  // namespace meshwork::remote::test

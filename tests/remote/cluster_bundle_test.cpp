@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -144,7 +145,23 @@ TEST_F(ClusterBundle, BareNodesRunOnlyFromTheBundleAndASecondLaunchUploadsNothin
   const std::string full = "done, " + std::to_string(bundle_.archive_size) + " bytes";
   EXPECT_NE(first.err.find("bundle bare0: " + full), std::string::npos) << first.err;
   EXPECT_NE(first.err.find("bundle bare1: " + full), std::string::npos) << first.err;
-  EXPECT_NE(first.err.find("MiB/s"), std::string::npos) << "no progress line with a rate: " << first.err;
+  // Per-node progress: bytes done of the bundle's size, the percentage, the rate and the ETA;
+  // the last report of each node's upload is the whole bundle, at a rate, 0 s left.
+  const double size_mib = std::round(static_cast<double>(bundle_.archive_size) / (1024.0 * 1024.0) * 10) / 10;
+  for (const char* host : {"bare0", "bare1"}) {
+    const auto lines = test::bundle_progress_lines(first.err, host);
+    ASSERT_FALSE(lines.empty()) << "no progress line with bytes, rate and ETA for " << host << ": " << first.err;
+    for (const auto& l : lines) {
+      EXPECT_NEAR(l.total_mib, size_mib, 0.051) << host;
+      EXPECT_LE(l.done_mib, l.total_mib) << host;
+      EXPECT_NEAR(l.percent, l.done_mib / l.total_mib * 100, 1.0) << host;  // of the bytes, MiB rounded
+      EXPECT_GT(l.rate_mib_s, 0) << host;
+      EXPECT_GE(l.eta_s, 0) << host;
+    }
+    EXPECT_NEAR(lines.back().done_mib, size_mib, 0.051) << host;
+    EXPECT_EQ(lines.back().percent, 100) << host;
+    EXPECT_EQ(lines.back().eta_s, 0) << host;
+  }
 
   const Cli second = run_cli(launch_args("second", "--bundle", bundle_path_), tmp_);
   ASSERT_EQ(second.code, 0) << second.err;

@@ -2,7 +2,8 @@
 // slurmd n2 in node1's), through the login node node0 over SSH, with the real meshtrain, driven
 // by the `meshwork` CLI: launch dp_shard 2 x tp 2 on 2 nodes x 2 ranks (every metric in the store
 // equals the files), stop (scancel), a killed rank (Slurm's FAILED and the rank named), a time
-// limit (TIMEOUT), a bad partition (sbatch's refusal, nothing recorded).
+// limit (TIMEOUT), a bad partition or account (sbatch's refusal, nothing recorded), a queued job
+// (its pending reason shown), one meshtrain tail for the whole job.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -17,6 +18,7 @@
 
 #include "core/metrics.h"
 #include "core/store/run_store.h"
+#include "remote/bundle.h"
 #include "remote/launch.h"
 #include "remote/run_layout.h"
 #include "remote/shell_quote.h"
@@ -55,6 +57,18 @@ class SlurmRun : public ::testing::Test {
   std::vector<std::string> common() const {
     return {"--ssh-config", cluster_.ssh_config(), "--known-hosts", (tmp_ / "known_hosts").string(),
             "--identity", cluster_.identity(), "--accept-new-host-keys", "--db", db_.string()};
+  }
+
+  void TearDown() override {
+    std::error_code ec;  // an unpacked bundle is ~0.5 GB: not left behind
+    if (!tmp_.empty()) fs::remove_all(tmp_ / "shared bundles", ec);
+  }
+
+  // Sets `flag`'s value in `args` (the flag must be there).
+  static void set_flag(std::vector<std::string>& args, const std::string& flag, const std::string& value) {
+    auto it = std::find(args.begin(), args.end(), flag);
+    ASSERT_NE(it, args.end()) << flag;
+    *(it + 1) = value;
   }
 
   std::vector<std::string> launch_args(int steps, const std::string& name, std::vector<std::string> more = {}) const {
@@ -121,15 +135,32 @@ class SlurmRun : public ::testing::Test {
     return pids;
   }
 
-  // squeue's view of the job on the login node: "" when Slurm lists it no more.
-  std::string squeue_state(const std::string& job) {
+  // A command on the login node (its stdout and stderr, trailing newlines dropped).
+  std::string on_login(const std::string& command) {
     const std::string cmd = "ssh -F " + shell_quote(cluster_.ssh_config()) +
-                            " -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no -o LogLevel=ERROR node0 "
-                            "squeue -h -j " + job + " -o %T > " + shell_quote((tmp_ / "sq").string()) + " 2>&1";
+                            " -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no -o LogLevel=ERROR node0 " +
+                            shell_quote(command) + " > " + shell_quote((tmp_ / "sq").string()) + " 2>&1";
     std::system(cmd.c_str());
     std::string s = test::read_text(tmp_ / "sq");
     while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
     return s;
+  }
+
+  // squeue's view of the job on the login node: "" when Slurm lists it no more.
+  std::string squeue_state(const std::string& job) { return on_login("squeue -h -j " + job + " -o %T"); }
+
+  // A refused launch leaves nothing: no run directory (the content-addressed .deploy may stay)
+  // and no run in the store, so nothing shows as running.
+  void expect_nothing_recorded() {
+    if (fs::exists(root_)) {
+      for (const auto& e : fs::directory_iterator(root_))
+        EXPECT_NE(e.path().filename().string().rfind("run-", 0), 0u) << e.path();
+    }
+    if (fs::exists(db_)) {
+      auto s = store::RunStore::open(db_);
+      ASSERT_TRUE(s.ok());
+      EXPECT_TRUE((*s)->list_runs()->empty());
+    }
   }
 
   // Every rank's file equals the store: per source the offset is the size of the complete lines,
@@ -192,7 +223,7 @@ TEST_F(SlurmRun, ProbeListsThePartitionsOfTheLoginNode) {
   Cli r = run_cli(args, tmp_);
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  ASSERT_EQ(j.size(), 2u) << r.out;
+  ASSERT_EQ(j.size(), 3u) << r.out;
   EXPECT_EQ(j[0]["name"], "debug");
   EXPECT_EQ(j[0]["default"], true);
   EXPECT_EQ(j[0]["nodes"], 2);
@@ -200,6 +231,8 @@ TEST_F(SlurmRun, ProbeListsThePartitionsOfTheLoginNode) {
   EXPECT_EQ(j[0]["gpus_per_node"], 0);
   EXPECT_EQ(j[1]["name"], "tiny");
   EXPECT_EQ(j[1]["nodes"], 1);
+  EXPECT_EQ(j[2]["name"], "bare");  // n3, without the torch environment
+  EXPECT_EQ(j[2]["nodes"], 1);
 }
 
 TEST_F(SlurmRun, DpShard2Tp2OnTwoNodesThroughTheLoginNodeEveryMetricInTheStore) {
@@ -237,7 +270,19 @@ TEST_F(SlurmRun, DpShard2Tp2OnTwoNodesThroughTheLoginNodeEveryMetricInTheStore) 
     EXPECT_EQ(start->mesh[Axis::tp], 2);
   }
   expect_store_equals_files(id, rec);
-  EXPECT_NE(events(id).find("Slurm job " + job + ": COMPLETED"), std::string::npos) << events(id);
+  const std::string ev = events(id);
+  EXPECT_NE(ev.find("Slurm job " + job + ": COMPLETED"), std::string::npos) << ev;
+  // The test Slurm keeps no accounting: sacct said so once, and scontrol gave the states.
+  EXPECT_NE(ev.find("no accounting on this cluster (sacct: accounting storage is disabled)"), std::string::npos) << ev;
+  // Both nodes' ranks came through ONE meshtrain tail on the login node (the shared run
+  // directory: one follow stream for the whole job, issue 26), never one per node, never files.
+  size_t tails = 0;
+  for (size_t p = 0; (p = ev.find("one meshtrain tail streams", p)) != std::string::npos; ++p) ++tails;
+  EXPECT_EQ(tails, 1u) << ev;
+  EXPECT_NE(ev.find("nodes 0-1 (node0): one meshtrain tail streams 4 rank(s)"), std::string::npos) << ev;
+  EXPECT_NE(r.err.find("meshwork: info: nodes 0-1 (node0): one meshtrain tail streams 4 rank(s)"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("following its files one by one"), std::string::npos) << r.err;
 }
 
 TEST_F(SlurmRun, StopIsScancelAndMarksTheRunStopped) {
@@ -309,14 +354,112 @@ TEST_F(SlurmRun, BadPartitionIsSbatchsRefusalAndNothingIsRecorded) {
   Cli r = run_cli(args, tmp_);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("invalid partition specified: nope"), std::string::npos) << r.err;
-  // Nothing of the refused run stays: no run directory (the content-addressed .deploy may).
-  if (fs::exists(root_)) {
-    for (const auto& e : fs::directory_iterator(root_)) EXPECT_NE(e.path().filename().string().rfind("run-", 0), 0u) << e.path();
-  }
-  if (fs::exists(db_)) {
-    auto s = store::RunStore::open(db_);
-    ASSERT_TRUE(s.ok());
-    EXPECT_TRUE((*s)->list_runs()->empty());
+  // What was asked, and what the cluster has.
+  EXPECT_NE(r.err.find("sbatch: refused the job (partition nope)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[partitions on this cluster: debug, tiny, bare]"), std::string::npos) << r.err;
+  expect_nothing_recorded();
+}
+
+// slurm.sh: partition debug denies account "bogus" and slurmctld checks it at submission
+// (EnforcePartLimits=ALL; without slurmdbd an unknown account cannot be refused, see there).
+TEST_F(SlurmRun, BadAccountIsSbatchsRefusalAndNothingIsRecorded) {
+  Cli r = run_cli(launch_args(4, "slurm bad account", {"--account", "bogus"}), tmp_);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("sbatch: refused the job (partition debug, account bogus)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sbatch: error: Batch job submission failed: Requested partition configuration not available now"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("submitted as Slurm job"), std::string::npos) << r.out;
+  expect_nothing_recorded();
+  // The account is what was refused: the same partition takes another account.
+  const std::string held = on_login("cd /tmp && sbatch --parsable --hold -p debug -A meshwork --wrap true");
+  ASSERT_FALSE(held.empty());
+  EXPECT_TRUE(std::all_of(held.begin(), held.end(), ::isdigit)) << held;
+  on_login("scancel " + held);
+}
+
+// A job that cannot start at once (--begin: not before 10 minutes from now) waits PENDING with
+// Slurm's reason, which the CLI prints and the store keeps while it waits; stop cancels it.
+TEST_F(SlurmRun, QueuedJobShowsItsPendingReasonWhileItWaits) {
+  const pid_t launch = spawn_cli(launch_args(4, "slurm queued", {"--sbatch-arg=--begin=now+600"}), tmp_);
+  const store::RunId id = wait_run();
+  ASSERT_NE(id, 0) << test::read_text(tmp_ / "bg.err");
+  const std::string job = run_info(id).cluster["slurm"]["job_id"].get<std::string>();
+  const std::string pending = "Slurm job " + job + ": PENDING (BeginTime)";
+  EXPECT_TRUE(wait_for([&] {
+    return events(id).find(pending) != std::string::npos &&
+           test::read_text(tmp_ / "bg.err").find("meshwork: info: " + pending) != std::string::npos;
+  }, 120s)) << events(id) << test::read_text(tmp_ / "bg.err");
+  EXPECT_EQ(squeue_state(job), "PENDING");
+  EXPECT_EQ(on_login("squeue -h -j " + job + " -o %r"), "BeginTime");
+  Cli s = run_cli({"stop", std::to_string(id), "--ssh-config", cluster_.ssh_config(), "--known-hosts",
+                   (tmp_ / "known_hosts").string(), "--identity", cluster_.identity(), "--db", db_.string()},
+                  tmp_);
+  EXPECT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(wait_exit(launch), 3) << test::read_text(tmp_ / "bg.err");
+  EXPECT_TRUE(wait_for([&] { const auto st = squeue_state(job); return st.empty() || st == "CANCELLED"; }, 30s));
+  EXPECT_EQ(run_info(id).summary.status, "stopped");
+  // It never ran: no rank wrote a line.
+  const LaunchRecord rec = record(id);
+  EXPECT_FALSE(fs::exists(fs::path(rec.nodes[0].run_dir) / metrics_file(0)));
+}
+
+// n3 (partition "bare", tests/cluster/slurm.sh) is a compute node without the workbench's torch
+// environment, checkout or build tree: only a runtime bundle runs meshtrain there. With --bundle
+// the bundle goes once through the login node into a bundle root on the shared filesystem, the
+// run directory's meshtrain links into it, and the job runs it; a second launch uploads nothing.
+TEST_F(SlurmRun, BareNodeRunsTheBundleDeployedOnceThroughTheLoginNode) {
+  const std::string bundle_path = std::string(MESHWORK_BUNDLE_DIR) + "/meshtrain-cpu.tar.zst";
+  auto bundle = load_bundle(bundle_path);
+  if (!bundle) GTEST_SKIP() << "no CPU bundle (scripts/build --target bundle-cpu): " << bundle.error().message();
+  // n3 really is bare: its slurmd (and every job it starts) sees no build tree and no torch.
+  const std::string n3 = test::read_text(cluster_.dir / "slurm" / "slurmd-n3.pid");
+  ASSERT_FALSE(n3.empty());
+  const fs::path n3_root = "/proc/" + std::to_string(std::stol(n3)) + "/root";
+  EXPECT_FALSE(fs::exists(n3_root / (std::string(MESHWORK_BIN_DIR).substr(1) + "/meshtrain")));
+  const std::string venv = std::string(std::getenv("HOME") ? std::getenv("HOME") : "/root") + "/.cache/meshwork/torch-2.15.0";
+  EXPECT_TRUE(fs::is_empty(n3_root / venv.substr(1)));
+
+  const fs::path bundles = tmp_ / "shared bundles";  // on the filesystem n3 shares
+  auto args = [&](const std::string& name) {
+    auto a = launch_args(4, name, {"--bundle", bundle_path, "--bundle-root", bundles.string()});
+    set_flag(a, "--partition", "bare");
+    set_flag(a, "--nodes", "1");
+    set_flag(a, "--tp", "1");  // 1 node x 2 ranks: dp_shard 2
+    return a;
+  };
+  Cli first = run_cli(args("slurm bundle first"), tmp_);
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_NE(first.err.find("meshwork: bundle node0: done, " + std::to_string(bundle->archive_size) + " bytes"),
+            std::string::npos) << first.err;
+  const auto progress = test::bundle_progress_lines(first.err, "node0");
+  ASSERT_FALSE(progress.empty()) << first.err;
+  EXPECT_EQ(progress.back().percent, 100);
+  EXPECT_GT(progress.back().rate_mib_s, 0);
+  EXPECT_EQ(progress.back().eta_s, 0);
+
+  Cli second = run_cli(args("slurm bundle second"), tmp_);
+  ASSERT_EQ(second.code, 0) << second.err;
+  EXPECT_NE(second.err.find("meshwork: bundle node0: skipped, 0 bytes uploaded"), std::string::npos) << second.err;
+  EXPECT_EQ(second.err.find("meshwork: bundle node0: uploading"), std::string::npos) << second.err;
+
+  auto s = store::RunStore::open(db_);
+  ASSERT_TRUE(s.ok());
+  auto runs = (*s)->list_runs();
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 2u);
+  for (const auto& r : *runs) {
+    EXPECT_EQ(r.status, "ok") << r.name;
+    const store::RunInfo info = run_info(r.id);
+    const std::string job = info.cluster["slurm"]["job_id"].get<std::string>();
+    EXPECT_EQ(info.cluster["slurm"]["bundle"], bundle->sha256);
+    const LaunchRecord rec = record(r.id);
+    // The run directory's meshtrain is the bundle's, and the job ran on n3.
+    const fs::path dir = rec.nodes[0].run_dir;
+    ASSERT_TRUE(fs::is_symlink(dir / "meshtrain"));
+    EXPECT_EQ(fs::canonical(dir / "meshtrain"), fs::canonical(bundles / bundle->sha256 / bundle->trainer));
+    EXPECT_NE(test::read_text(dir / "node0.host").find("n3"), std::string::npos) << test::read_text(dir / ("slurm-" + job + ".out"));
+    for (int rank = 0; rank < 2; ++rank) EXPECT_EQ(steps_in_file(rec, rank), 4) << "rank " << rank;
+    expect_store_equals_files(r.id, rec);
   }
 }
 

@@ -3,6 +3,8 @@
 // documented formats (see tests/data/slurm/SOURCES.md).
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "remote/slurm_parsers.h"
 #include "test_util.h"
 
@@ -183,6 +185,50 @@ TEST(SlurmSqueueJson, NotJsonOrNoJobsIsAnErrorUnknownShapesAreSkipped) {
   EXPECT_EQ(jobs->front().id, "5");
   EXPECT_EQ(jobs->front().state, "");
   EXPECT_TRUE(jobs->front().active());  // unknown: it may still run
+}
+
+TEST(SlurmSacct, EveryStateInTheDocumentedParsableForm) {
+  auto jobs = parse_sacct(slurm_data("sacct-documented.txt"));
+  ASSERT_TRUE(jobs.ok()) << jobs.error().message();
+  ASSERT_EQ(jobs->size(), 12u);
+  std::map<std::string, SlurmJob> last;  // the newest record of each id (a requeued job's last)
+  for (const SlurmJob& j : *jobs) last[j.id] = j;
+  EXPECT_EQ(last["101"].state, "COMPLETED");
+  EXPECT_EQ(last["101"].exit_code, "0:0");
+  EXPECT_EQ(last["101"].reason, "");  // "None"
+  EXPECT_EQ(last["102"].state, "FAILED");
+  EXPECT_EQ(last["102"].exit_code, "1:0");
+  EXPECT_EQ(last["102"].reason, "NonZeroExitCode");
+  EXPECT_EQ(last["103"].state, "CANCELLED");  // "CANCELLED by 1000"
+  EXPECT_FALSE(last["103"].active());
+  EXPECT_EQ(last["104"].state, "TIMEOUT");
+  EXPECT_EQ(last["105"].state, "OUT_OF_MEMORY");
+  EXPECT_EQ(last["105"].exit_code, "0:125");
+  EXPECT_EQ(last["106"].state, "NODE_FAIL");
+  EXPECT_EQ(last["107"].state, "PREEMPTED");
+  EXPECT_EQ(last["108"].state, "PENDING");
+  EXPECT_EQ(last["108"].reason, "BeginTime");
+  EXPECT_TRUE(last["108"].active());
+  EXPECT_EQ(last["110"].state, "RUNNING");  // after its REQUEUED record
+  EXPECT_EQ(last["111"].state, "COMPLETED");  // a field more than asked is ignored
+  for (const SlurmJob& j : *jobs) EXPECT_EQ(j.source, "sacct");
+}
+
+TEST(SlurmSacct, HeaderAndEmptyOutputAreFineGarbageIsAnError) {
+  auto jobs = parse_sacct("JobID|State|ExitCode|Reason\n7|RUNNING|0:0|None\n");
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ(jobs->front().id, "7");
+  auto none = parse_sacct("\n");  // not in the accounting database (yet)
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  auto bad = parse_sacct("sacct: error: Problem talking to the database: Connection refused");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("Problem talking to the database"), std::string::npos);
+  // A cluster without accounting (the test Slurm, many small clusters) says so; the caller then
+  // asks scontrol.
+  EXPECT_TRUE(sacct_disabled("Slurm accounting storage is disabled\n"));
+  EXPECT_FALSE(sacct_disabled("sacct: error: Problem talking to the database"));
 }
 
 TEST(SlurmSbatch, JobIdFromParsable) {

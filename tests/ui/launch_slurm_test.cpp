@@ -1,10 +1,15 @@
 // The workbench on a real Slurm (tests/cluster/slurm.sh on the namespace cluster): add the Slurm
 // cluster by its login node (node0, over SSH), see its partitions, plan for the partition's nodes,
-// launch (sbatch), watch the metrics arrive, stop (scancel). A bad partition shows sbatch's
-// refusal and records nothing. With MESHWORK_SCREENSHOT_DIR set, the Cluster page is saved as
+// launch (sbatch), watch the metrics arrive, read the job's sbatch script from the run's page,
+// stop (scancel). A bad partition or a denied account shows sbatch's refusal in the run page's
+// banner and records nothing. With MESHWORK_SCREENSHOT_DIR set, the Cluster page is saved as
 // slurm-cluster.png there (docs/screenshots/ in the README).
 #include <QAction>
 #include <QComboBox>
+#include <QDialog>
+#include <QFile>
+#include <QPlainTextEdit>
+#include <QPushButton>
 #include <QDir>
 #include <QLabel>
 #include <QSignalSpy>
@@ -12,6 +17,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include "core/store/run_store.h"
+#include "remote/launch.h"
 #include "test_support.h"
 #include "ui/cluster_model.h"
 #include "ui/cluster_panel.h"
@@ -50,11 +57,12 @@ class LaunchSlurmTest : public QObject {
     w.slurm_panel()->set_login("node0");
     w.slurm_panel()->request_probe();
     QTableWidget* t = w.slurm_panel()->partitions_table();
-    QTRY_VERIFY2_WITH_TIMEOUT(t->rowCount() == 2, qPrintable(w.slurm_panel()->error_text()), 30000);
+    QTRY_VERIFY2_WITH_TIMEOUT(t->rowCount() == 3, qPrintable(w.slurm_panel()->error_text()), 30000);
     QCOMPARE(t->item(0, 0)->text(), QStringLiteral("debug *"));
     QCOMPARE(t->item(0, 1)->text(), QStringLiteral("2"));
     QCOMPARE(t->item(0, 3)->text(), QStringLiteral("none"));  // CPU nodes
     QCOMPARE(t->item(1, 0)->text(), QStringLiteral("tiny"));
+    QCOMPARE(t->item(2, 0)->text(), QStringLiteral("bare"));
   }
 
   void plan(MainWindow& w, const QString& name, int steps) {
@@ -78,6 +86,37 @@ class LaunchSlurmTest : public QObject {
     QCOMPARE(w.cluster()->summary().world_size, 4);
     w.set_mode(Mode::plan);
     QTRY_VERIFY2(w.launch_action()->isEnabled(), qPrintable(w.launch_action()->toolTip()));
+  }
+
+  std::unique_ptr<store::RunStore> open_store() {
+    auto s = store::RunStore::open(dir_.filePath("runs.db").toStdString());
+    if (!s) qFatal("store: %s", s.error().message().c_str());
+    return std::move(*s);
+  }
+
+  // Launch, expect sbatch's refusal: its words in the run page's banner and in launch_failed,
+  // and no run in the store (so none shows as running).
+  void expect_refused(MainWindow& w, const QString& run_name, const QStringList& words) {
+    QSignalSpy launched(w.launcher(), &LaunchController::launched);
+    QSignalSpy failed(w.launcher(), &LaunchController::launch_failed);
+    w.launch_action()->trigger();
+    QTRY_VERIFY_WITH_TIMEOUT(!launched.isEmpty() || !failed.isEmpty(), 180000);
+    QVERIFY(launched.isEmpty());
+    const QString message = failed.first().at(0).toString();
+    QLabel* banner = w.runs_page()->monitor()->failure_label();
+    QVERIFY(!banner->isHidden());
+    for (const QString& word : words) {
+      QVERIFY2(message.contains(word), qPrintable(message));
+      QVERIFY2(banner->text().contains(word.toHtmlEscaped()), qPrintable(banner->text()));
+    }
+    QCOMPARE(w.runs_page()->monitor()->status_label()->text(), QStringLiteral("not started"));
+    auto s = open_store();
+    auto runs = s->list_runs();
+    QVERIFY(runs.ok());
+    for (const auto& r : *runs) {
+      QVERIFY2(r.name != run_name.toStdString(), "a refused launch was recorded");
+      QVERIFY2(r.status != store::kStatusRunning, r.name.c_str());
+    }
   }
 
  private Q_SLOTS:
@@ -116,6 +155,29 @@ class LaunchSlurmTest : public QObject {
     bool saw_slurm = false;
     for (const auto& e : events) saw_slurm = saw_slurm || e.at(2).toString().contains("Slurm job");
     QVERIFY(saw_slurm);
+    // The job's sbatch script, from the run's page: a read-only viewer with exactly the script
+    // the store keeps and the job ran (job.sbatch in the shared run directory).
+    QTRY_VERIFY(!m->script_button()->isHidden());
+    m->script_button()->click();
+    auto* viewer = m->findChild<QDialog*>("SbatchScriptViewer");
+    QVERIFY(viewer);
+    auto* text = viewer->findChild<QPlainTextEdit*>("SbatchScriptText");
+    QVERIFY(text);
+    QVERIFY(text->isReadOnly());
+    {
+      auto s = open_store();
+      auto info = s->get_run(run);
+      QVERIFY(info.ok());
+      const std::string script = info->cluster["slurm"]["script"].get<std::string>();
+      QVERIFY(script.find("#SBATCH --partition=debug") != std::string::npos);
+      QCOMPARE(text->toPlainText(), QString::fromStdString(script));
+      auto rec = remote::launch_record_from_json(info->cluster["launch"]);
+      QVERIFY(rec.ok());
+      QFile file(QString::fromStdString(rec->nodes[0].run_dir + "/job.sbatch"));
+      QVERIFY(file.open(QIODevice::ReadOnly));
+      QCOMPARE(QString::fromUtf8(file.readAll()), text->toPlainText());
+    }
+    viewer->close();
     // Stop: scancel; the run is marked stopped.
     QTRY_VERIFY(w.stop_action()->isEnabled());
     w.stop_action()->trigger();
@@ -136,13 +198,22 @@ class LaunchSlurmTest : public QObject {
     QVERIFY(combo);
     combo->setEditable(true);
     combo->setEditText("nope");
-    QSignalSpy launched(w.launcher(), &LaunchController::launched);
-    QSignalSpy failed(w.launcher(), &LaunchController::launch_failed);
-    w.launch_action()->trigger();
-    QTRY_VERIFY_WITH_TIMEOUT(!launched.isEmpty() || !failed.isEmpty(), 180000);
-    QVERIFY(launched.isEmpty());
-    QVERIFY2(failed.first().at(0).toString().contains("invalid partition specified: nope"),
-             qPrintable(failed.first().at(0).toString()));
+    expect_refused(w, "gui-slurm-refused",
+                   {"invalid partition specified: nope", "sbatch: refused the job (partition nope)",
+                    "[partitions on this cluster: debug, tiny, bare]"});
+  }
+
+  // tests/cluster/slurm.sh: partition debug denies account "bogus" at submission.
+  void badAccountShowsSbatchsRefusal() {
+    MainWindow w(false);
+    w.resize(1400, 1000);
+    w.show();
+    setup(w);
+    plan(w, "gui-slurm-bad-account", 4);
+    w.slurm_panel()->set_account("bogus");
+    expect_refused(w, "gui-slurm-bad-account",
+                   {"sbatch: refused the job (partition debug, account bogus)",
+                    "Batch job submission failed: Requested partition configuration not available now"});
   }
 };
 
