@@ -1,0 +1,60 @@
+// What the remote subcommands share (cli_remote.cpp defines it): the parsed flags, the output
+// lock and error printing, SSH options, the store path, deploy progress, the run config a launch
+// runs, and the follower Ctrl-C detaches. cli_slurm.cpp holds the Slurm forms of probe, launch
+// and attach on top of it.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "core/run_config.h"
+#include "core/run_config_flags.h"
+#include "core/store/run_store.h"
+#include "remote/deploy.h"
+#include "remote/follower.h"
+#include "remote/ssh_session.h"
+
+namespace meshwork::cli::remote_cli {
+
+struct Parsed {
+  std::map<std::string, std::string> values;
+  std::set<std::string> switches;  // includes "--help" when --help or -h was given
+  std::vector<std::string> positional;
+  // Run config flags (core/run_config_flags.h, meshtrain's own), in the order given.
+  std::vector<std::pair<const RunConfigFlag*, std::string>> run_flags;
+  std::map<std::string, std::vector<std::string>> every_value;  // flags that may repeat (--sbatch-arg)
+};
+
+// Progress lines come from several threads: every write to the terminal takes this lock.
+extern std::mutex g_out_mu;
+// The follower a Ctrl-C detaches (on_sigint).
+extern std::atomic<remote::RunFollower*> g_follower;
+void on_sigint(int);
+
+// Prints an error; refuse() also returns its exit code (from its kind).
+void say_error(const Error& e);
+int refuse(const Error& e);
+
+remote::SshOptions ssh_options(const Parsed& p);
+std::filesystem::path db_path(const Parsed& p);
+// The directory of this executable (meshtrain is installed beside it).
+std::string self_dir();
+void print_deploy_progress(const remote::DeployProgress& d);
+// A whole-number flag within [min, max]; absent: `out` unchanged.
+Status int_value(const Parsed& p, const std::string& flag, int min, int max, int& out);
+// The run config `meshwork launch` runs (--config, the run config flags, the nodes, --name).
+Result<RunConfig> launch_config(const Parsed& p);
+
+// cli_slurm.cpp: `probe --slurm`, `launch --slurm`, and following a Slurm run to its end.
+int probe_slurm_main(const Parsed& p);
+int launch_slurm_main(const Parsed& p);
+int follow_slurm(const std::filesystem::path& db, store::RunId id, const remote::SshOptions& ssh);
+
+}  // namespace meshwork::cli::remote_cli
