@@ -3,7 +3,6 @@
 #include <QComboBox>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QFormLayout>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
@@ -19,16 +18,19 @@ namespace meshwork::ui {
 
 RuntimePanel::RuntimePanel(QWidget* parent) : QWidget(parent) {
   setObjectName("RuntimePanel");
+  // One line (the Cluster page is already tall with the node cards and Slurm): the choice, then
+  // the field that choice needs; the manifest's summary or the error on the line below.
   auto* v = new QVBoxLayout(this);
-  v->addWidget(new QLabel(tr("<b>Runtime</b> (what the nodes run meshtrain with)"), this));
-  auto* form = new QFormLayout;
+  v->setContentsMargins(9, 0, 9, 4);
+  v->setSpacing(2);
+  auto* row = new QHBoxLayout;
+  row->addWidget(new QLabel(tr("<b>Runtime</b>"), this));
   mode_ = new QComboBox(this);
   mode_->setObjectName("RuntimeMode");
   mode_->addItem(tr("This machine's LibTorch (meshtrain as built here)"));
   mode_->addItem(tr("Runtime bundle (.tar.zst) for bare nodes"));
   mode_->addItem(tr("The node's own torch (same wheel, another path)"));
-  form->addRow(tr("Runtime"), mode_);
-  auto* row = new QHBoxLayout;
+  row->addWidget(mode_);
   bundle_ = new QLineEdit(this);
   bundle_->setObjectName("RuntimeBundle");
   bundle_->setPlaceholderText(tr("meshtrain-cpu-….tar.zst (scripts/build --target bundle-cpu)"));
@@ -36,12 +38,12 @@ RuntimePanel::RuntimePanel(QWidget* parent) : QWidget(parent) {
   browse_->setObjectName("RuntimeBrowse");
   row->addWidget(bundle_, 1);
   row->addWidget(browse_);
-  form->addRow(tr("Bundle"), row);
   node_torch_ = new QLineEdit(this);
   node_torch_->setObjectName("RuntimeNodeTorch");
   node_torch_->setPlaceholderText(tr("the nodes' site-packages, e.g. /opt/venv/lib/python3.11/site-packages"));
-  form->addRow(tr("Node's torch"), node_torch_);
-  v->addLayout(form);
+  row->addWidget(node_torch_, 1);
+  row->addStretch(0);
+  v->addLayout(row);
   status_ = new QLabel(this);
   status_->setObjectName("RuntimeStatus");
   status_->setWordWrap(true);
@@ -108,15 +110,18 @@ void RuntimePanel::browse() {
 }
 
 void RuntimePanel::update_fields() {
-  bundle_->setEnabled(mode() == Mode::bundle);
-  browse_->setEnabled(mode() == Mode::bundle);
-  node_torch_->setEnabled(mode() == Mode::node_torch);
+  bundle_->setVisible(mode() == Mode::bundle);
+  browse_->setVisible(mode() == Mode::bundle);
+  node_torch_->setVisible(mode() == Mode::node_torch);
 }
 
 void RuntimePanel::show_status(const QString& text, bool error) {
   error_ = error ? text : QString();
   status_->setText(text);
   status_->setStyleSheet(error ? QStringLiteral("color: %1").arg(error_color().name()) : QString());
+  // The default needs no line of its own (the Cluster page keeps its height for the node cards).
+  status_->setVisible(mode() != Mode::local_torch || error);
+  mode_->setToolTip(mode() == Mode::local_torch ? text : QString());
 }
 
 QString RuntimePanel::validate() {

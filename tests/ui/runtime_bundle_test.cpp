@@ -150,6 +150,7 @@ class RuntimeBundleTest : public QObject {
              qPrintable(p->error_text()));
     auto* status = p->findChild<QLabel*>("RuntimeStatus");
     QCOMPARE(status->text(), p->error_text());
+    QVERIFY(status->isVisibleTo(p));
     QVERIFY(!w.launch_action()->isEnabled());
     QVERIFY2(w.launch_action()->toolTip().contains("Not a runtime bundle"), qPrintable(w.launch_action()->toolTip()));
 
