@@ -82,7 +82,19 @@ QString LaunchController::trainer_path() {
   return QDir(QCoreApplication::applicationDirPath()).filePath("meshtrain");
 }
 
-QString LaunchController::bundle_path() { return QString::fromLocal8Bit(qgetenv("MESHWORK_BUNDLE")); }
+QString LaunchController::env_bundle_path() { return QString::fromLocal8Bit(qgetenv("MESHWORK_BUNDLE")); }
+
+void LaunchController::set_runtime(const QString& bundle, const QString& node_torch) {
+  bundle_ = bundle;
+  node_torch_ = node_torch;
+}
+
+QString LaunchController::bundle_path() const {
+  const QString env = env_bundle_path();
+  return env.isEmpty() ? bundle_ : env;
+}
+
+QString LaunchController::node_torch() const { return bundle_path().isEmpty() ? node_torch_ : QString(); }
 
 bool LaunchController::launch(const RunConfig& config) {
   // The run config as it is (its nodes, or this machine when it has none): remote builds the
@@ -106,6 +118,7 @@ remote::LaunchRequest LaunchController::request(const RunConfig& config) {
   req.config = config;
   req.trainer_path = trainer_path().toStdString();
   req.bundle_path = bundle_path().toStdString();
+  req.node_torch = node_torch().toStdString();
   req.ssh = ssh_;
   // Callbacks run on launch threads: hop to this object's thread through queued calls.
   QPointer<LaunchController> self(this);

@@ -78,9 +78,17 @@ class LaunchController : public QObject {
 
   // The meshtrain binary to deploy: $MESHWORK_MESHTRAIN, else next to this executable.
   static QString trainer_path();
-  // A runtime bundle to launch instead (docs/remote.md "Runtime bundle"): $MESHWORK_BUNDLE, or
-  // empty (the plain meshtrain).
-  static QString bundle_path();
+  // The runtime the nodes use (the Cluster mode's Runtime choice, RuntimePanel): a runtime
+  // bundle to launch instead of the plain meshtrain (docs/remote.md "Runtime bundle"), or the
+  // nodes' own torch site-packages (--node-torch); both empty = this machine's LibTorch.
+  void set_runtime(const QString& bundle, const QString& node_torch);
+  // $MESHWORK_BUNDLE (tests use it): when set it wins over set_runtime (and no node torch).
+  static QString env_bundle_path();
+  // What launches use: $MESHWORK_BUNDLE, else the bundle of set_runtime, else empty.
+  QString bundle_path() const;
+  QString node_torch() const;  // empty with a bundle
+  // The request launch() hands to remote::launch_run for `config` (progress callbacks included).
+  remote::LaunchRequest request(const RunConfig& config);
 
  Q_SIGNALS:
   void launch_step(const QString& text);             // "probing 1 node(s)", "deploying", ...
@@ -99,12 +107,13 @@ class LaunchController : public QObject {
   struct Active;
   void follow(store::RunId run, const nlohmann::json& launch_record);
   void follow_slurm(store::RunId run);
-  remote::LaunchRequest request(const RunConfig& config);
   bool start_launch(std::function<std::variant<remote::LaunchedRun, remote::LaunchError>()> fn, bool slurm);
   void reap();
 
   QString db_;
   remote::SshOptions ssh_;
+  QString bundle_;
+  QString node_torch_;
   bool launching_ = false;
   std::thread launch_thread_;
   std::map<store::RunId, std::unique_ptr<Active>> active_;

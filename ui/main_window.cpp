@@ -28,6 +28,7 @@
 #include "ui/runs_page.h"
 #include "ui/store_worker.h"
 #include "ui/cluster_panel.h"
+#include "ui/runtime_panel.h"
 #include "ui/slurm_panel.h"
 #include "ui/inspector.h"
 #include "ui/mesh_editor.h"
@@ -67,6 +68,9 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
   cluster_panel_->setParent(cluster_page);
   cluster_layout->addWidget(cluster_panel_, 1);
   cluster_layout->addWidget(slurm_panel_);
+  // What the nodes run meshtrain with: this machine's LibTorch, a runtime bundle, the node's torch.
+  runtime_panel_ = new RuntimePanel(cluster_page);
+  cluster_layout->addWidget(runtime_panel_);
   pages_->addWidget(cluster_page);
   pages_->addWidget(plan_page_);
   runs_page_ = new RunsPage(store_, pages_);
@@ -112,6 +116,10 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
   connect(launcher_, &LaunchController::slurm_probe_failed, slurm_panel_,
           [this](const QString&, const QString& message) { slurm_panel_->set_error(message); });
   connect(slurm_panel_, &SlurmPanel::job_changed, this, &MainWindow::apply_slurm_to_cluster);
+  connect(runtime_panel_, &RuntimePanel::changed, this, [this] {
+    launcher_->set_runtime(runtime_panel_->launch_bundle(), runtime_panel_->launch_node_torch());
+    update_launch_state();
+  });
   connect(cluster_panel_, &ClusterPanel::status_message, this,
           [this](const QString& t) { statusBar()->showMessage(t, 5000); });
   connect(cluster_panel_, &ClusterPanel::node_selected, this, [this](int row) {
@@ -337,6 +345,14 @@ void MainWindow::apply_slurm_to_cluster() {
 
 void MainWindow::launch_from_plan() {
   if (!launch_action()->isEnabled() || launcher_->launching()) return;
+  // The bundle file may have changed since it was chosen: read its manifest again. A choice that
+  // cannot launch is shown next to the control, and nothing is launched.
+  if (runtime_error()) {
+    set_mode(Mode::cluster);
+    statusBar()->showMessage(runtime_panel_->error_text(), 10000);
+    update_launch_state();
+    return;
+  }
   RunConfig c = plan_->config();
   if (plan_->mesh()) c.mesh = plan_->mesh()->shape();  // "auto" resolved, as validated
   c.nodes = cluster_->to_node_configs();
@@ -348,7 +364,8 @@ void MainWindow::launch_from_plan() {
   runs_page_->open_run(0);
   runs_page_->monitor()->begin_launch(QString::fromStdString(c.name), static_cast<int>(std::max<size_t>(1, c.nodes.size())));
   launch_action()->setEnabled(false);
-  launcher_->set_ssh_options(prober_->ssh_options());  // the keys reviewed on the node cards
+  launcher_->set_ssh_options(prober_->ssh_options());
+  launcher_->set_runtime(runtime_panel_->launch_bundle(), runtime_panel_->launch_node_torch());  // the keys reviewed on the node cards
   if (slurm_panel_->enabled_for_launch()) {
     launcher_->launch_slurm(c, slurm_panel_->login(), slurm_panel_->job());
     return;
@@ -407,9 +424,12 @@ void MainWindow::update_launch_state() {
   }
   const bool errors = plan_->has_errors();
   const bool fits = !plan_->memory() || plan_->memory()->fits;
-  launch_action()->setEnabled(!errors && fits && plan_->mesh().has_value());
+  const bool runtime_ok = !LaunchController::env_bundle_path().isEmpty() || runtime_panel_->error_text().isEmpty();
+  launch_action()->setEnabled(!errors && fits && runtime_ok && plan_->mesh().has_value());
   launch_action()->setToolTip(errors ? tr("Fix the errors shown in the editor first")
-                             : (!fits ? tr("This shape does not fit in memory") : tr("Launch this configuration (Ctrl+Return)")));
+                             : (!fits ? tr("This shape does not fit in memory")
+                                : (!runtime_ok ? tr("Runtime: %1").arg(runtime_panel_->error_text())
+                                               : tr("Launch this configuration (Ctrl+Return)"))));
 }
 
 void MainWindow::set_dark(bool dark) {
@@ -536,7 +556,19 @@ void MainWindow::restore_settings() {
         plan_->set_config(*c);
       }
   }
+  // The runtime choice (Cluster mode): the fields first, then the mode (which validates).
+  runtime_panel_->set_bundle_file(s.value("runtime/bundle").toString());
+  runtime_panel_->set_node_torch_dir(s.value("runtime/node_torch").toString());
+  runtime_panel_->set_mode(static_cast<RuntimePanel::Mode>(std::clamp(s.value("runtime/mode", 0).toInt(), 0, 2)));
+  runtime_panel_->validate();
+  launcher_->set_runtime(runtime_panel_->launch_bundle(), runtime_panel_->launch_node_torch());
   mode_bar_->set_mode(static_cast<Mode>(std::clamp(s.value("window/mode", 1).toInt(), 0, 3)));
+}
+
+// True (and the panel shows why) when the runtime choice cannot launch; $MESHWORK_BUNDLE wins.
+bool MainWindow::runtime_error() {
+  if (!LaunchController::env_bundle_path().isEmpty()) return false;
+  return !runtime_panel_->validate().isEmpty();
 }
 
 void MainWindow::save_settings() {
@@ -547,6 +579,9 @@ void MainWindow::save_settings() {
   s.setValue("plan/outer", plan_page_->outer_splitter()->saveState());
   s.setValue("plan/right", plan_page_->right_splitter()->saveState());
   s.setValue("theme/dark", dark_->isChecked());
+  s.setValue("runtime/mode", static_cast<int>(runtime_panel_->mode()));
+  s.setValue("runtime/bundle", runtime_panel_->bundle_file());
+  s.setValue("runtime/node_torch", runtime_panel_->node_torch_dir());
   RunConfig c = plan_->config();
   c.nodes = cluster_->to_node_configs();
   s.setValue("plan/last_config", QByteArray::fromStdString(to_json(c).dump()));

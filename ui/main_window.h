@@ -22,6 +22,7 @@ namespace meshwork::ui {
 
 class ClusterModel;
 class ClusterPanel;
+class RuntimePanel;
 class SlurmPanel;
 class Inspector;
 class NodeProber;
@@ -44,6 +45,7 @@ class MainWindow : public QMainWindow {
   NodeProber* prober() const { return prober_; }
   ClusterPanel* cluster_panel() const { return cluster_panel_; }
   SlurmPanel* slurm_panel() const { return slurm_panel_; }
+  RuntimePanel* runtime_panel() const { return runtime_panel_; }
   PlanPage* plan_page() const { return plan_page_; }
   Inspector* inspector() const { return inspector_; }
   QAction* launch_action() const { return primary_action(Mode::plan); }
@@ -81,6 +83,7 @@ class MainWindow : public QMainWindow {
   void on_mode(Mode mode);
   void sync_cluster_to_plan();
   void update_launch_state();
+  bool runtime_error();
   void restore_settings();
   void save_settings();
   void open_model_config();
@@ -96,6 +99,7 @@ class MainWindow : public QMainWindow {
   QStackedWidget* pages_;
   ClusterPanel* cluster_panel_;
   SlurmPanel* slurm_panel_;
+  RuntimePanel* runtime_panel_;
   std::vector<NodeConfig> nodes_before_slurm_;  // the SSH nodes, restored when Slurm is turned off
   void apply_slurm_to_cluster();
   PlanPage* plan_page_;

@@ -296,6 +296,11 @@ void MonitorPage::on_deploy(const DeployUpdate& u) {
   if (u.stage == "failed") r.text->setStyleSheet(QStringLiteral("color: %1").arg(error_color().name()));
 }
 
+QString MonitorPage::deploy_text(int node) const {
+  auto it = deploy_.find(node);
+  return it == deploy_.end() ? QString() : it->second.text->text();
+}
+
 void MonitorPage::on_launch_failed(const QString& message, const QStringList& details) {
   deploy_step_->setText(tr("<b>Launch failed</b>"));
   status_->setText(tr("not started"));

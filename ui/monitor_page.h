@@ -43,6 +43,8 @@ class MonitorPage : public QWidget {
   void begin_launch(const QString& name, int nodes);
   void on_launch_step(const QString& text);
   void on_deploy(const DeployUpdate& u);
+  // The deploy line of node `node` as shown ("uploading · 45 MiB / 130 MiB · 120 MiB/s · ETA 1 s").
+  QString deploy_text(int node) const;
   void on_launch_failed(const QString& message, const QStringList& details);
   void set_following(bool following);
 

@@ -6,9 +6,12 @@
 #include <QAction>
 #include <QFile>
 #include <QLabel>
+#include <QProcess>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QRegularExpression>
+#include <map>
 #include <set>
 
 #include "test_support.h"
@@ -21,6 +24,7 @@
 #include "ui/plan_state.h"
 #include "ui/runs_model.h"
 #include "ui/runs_page.h"
+#include "ui/runtime_panel.h"
 
 using namespace meshwork;
 using namespace meshwork::ui;
@@ -115,6 +119,89 @@ class LaunchSshTest : public QObject {
     RunsModel* runs = w.runs_page()->model();
     QTRY_VERIFY(runs->find(run) && runs->find(run)->final_loss.has_value());
     QCOMPARE(runs->find(run)->world, 2);
+  }
+  // Issue 17: the runtime bundle chosen in the Cluster mode's Runtime section, launched on the
+  // fixture's bare nodes (no torch there: only the bundle runs). The run's page shows each node's
+  // bundle upload with its bytes, rate and ETA while it goes, and the run completes.
+  void bundleLaunchOnBareNodesShowsPerNodeProgress() {
+    const QString bundle = QStringLiteral(MESHWORK_BUNDLE_DIR "/meshtrain-cpu.tar.zst");
+    if (!QFile::exists(bundle)) QFAIL("no CPU runtime bundle (build the bundle-cpu target)");
+    qunsetenv("MESHWORK_BUNDLE");
+    // Each bare node's own bundle directory emptied, so the bundle is uploaded (not skipped).
+    for (const char* host : {"bare0", "bare1"}) {
+      QProcess ssh;
+      ssh.start("ssh", {"-F", MESHWORK_TEST_CLUSTER_DIR "/ssh_config", "-i", MESHWORK_TEST_CLUSTER_DIR "/id_ed25519",
+                        "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
+                        host, "cd .cache/meshwork/bundles 2>/dev/null && rm -rf -- ./*; echo cleared"});
+      QVERIFY(ssh.waitForFinished(30000));
+      QVERIFY2(ssh.readAllStandardOutput().contains("cleared"), qPrintable(ssh.readAllStandardError()));
+    }
+    MainWindow w(false);
+    w.resize(1400, 900);
+    w.show();
+    remote::SshOptions o;
+    o.ssh_config = MESHWORK_TEST_CLUSTER_DIR "/ssh_config";
+    o.identity = MESHWORK_TEST_CLUSTER_DIR "/id_ed25519";
+    o.known_hosts = dir_.filePath("known_hosts_bare").toStdString();
+    w.prober()->set_ssh_options(o);
+    w.cluster_panel()->set_ask_host_keys(false);
+    w.cluster()->clear();
+    w.cluster_panel()->add_hosts("bare0,bare1");
+    for (const char* host : {"bare0", "bare1"}) {
+      const int row = w.cluster()->find(host);
+      QVERIFY(row >= 0);
+      QTRY_COMPARE_WITH_TIMEOUT(w.cluster()->node(row).state, NodeInfo::State::awaiting_key, 30000);
+      w.cluster_panel()->accept_host_key(host);
+      QTRY_COMPARE_WITH_TIMEOUT(w.cluster()->node(row).state, NodeInfo::State::online, 30000);
+      NodeInfo n = w.cluster()->node(row);
+      n.slots = 1;
+      w.cluster()->update_node(row, n);
+    }
+    // The Runtime section: a bundle, as the file dialog would set it.
+    w.set_mode(Mode::cluster);
+    w.runtime_panel()->set_mode(RuntimePanel::Mode::bundle);
+    w.runtime_panel()->set_bundle_file(bundle);
+    QVERIFY2(w.runtime_panel()->error_text().isEmpty(), qPrintable(w.runtime_panel()->error_text()));
+
+    RunConfig c = w.plan()->config();
+    c.name = "gui-bundle-e2e";
+    c.model = "tiny";
+    c.mesh = MeshShape{1, 2, 1, 1};
+    const int steps = 3;
+    c.training.steps = steps;
+    c.training.seq_len = 64;
+    c.training.global_batch = 4;
+    c.training.micro_batch = 1;
+    c.training.warmup_steps = 1;
+    c.training.precision = Precision::fp32;
+    c.training.device = DeviceKind::cpu;
+    w.plan()->set_config(c);
+    w.set_mode(Mode::plan);
+    QTRY_VERIFY2(w.launch_action()->isEnabled(), qPrintable(w.launch_action()->toolTip()));
+
+    // The page's line for a node while its bundle uploads (read after the page took the update).
+    MonitorPage* m = w.runs_page()->monitor();
+    std::map<int, QStringList> lines;
+    connect(w.launcher(), &LaunchController::deploy_progress, this, [&](const DeployUpdate& u) {
+      if (u.stage == "uploading" && u.file.endsWith(".tar.zst") && u.rate > 0) lines[u.node] << m->deploy_text(u.node);
+    });
+    QSignalSpy launched(w.launcher(), &LaunchController::launched);
+    QSignalSpy failed(w.launcher(), &LaunchController::launch_failed);
+    QSignalSpy finished(w.launcher(), &LaunchController::finished);
+    w.launch_action()->trigger();
+    QTRY_VERIFY_WITH_TIMEOUT(!launched.isEmpty() || !failed.isEmpty(), 240000);
+    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().at(0).toString() + "\n" +
+                                                                   failed.first().at(1).toStringList().join("\n")));
+    QCOMPARE(lines.size(), size_t{2});
+    const QRegularExpression line(QStringLiteral(
+        R"(^uploading meshtrain-cpu-[0-9a-f]{12}\.tar\.zst · [0-9.]+ [KMG]?i?B / [0-9.]+ MiB · [0-9.]+ [KMG]?i?B/s · ETA \d+ s$)"));
+    for (const auto& [node, texts] : lines) {
+      QVERIFY(!texts.isEmpty());
+      for (const QString& t : texts) QVERIFY2(line.match(t).hasMatch(), qPrintable(t));
+    }
+    QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty(), 300000);
+    QCOMPARE(finished.first().at(1).toString(), QStringLiteral("ok"));
+    QTRY_COMPARE(m->loss_chart()->point_count(0), steps);
   }
 };
 
