@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -199,35 +200,54 @@ void on_sigint(int) {
   if (auto* f = g_follower.load()) f->detach();
 }
 
-// Follows a run to its end; the exit code says how it ended.
-int follow(const std::filesystem::path& db, store::RunId id, const LaunchRecord& rec, const SshOptions& ssh) {
+FollowOptions terminal_follow_options() {
   FollowOptions fo;
   fo.on_event = [](const std::string& level, const std::string& text) {
     std::lock_guard lock(g_out_mu);
     std::cerr << "meshwork: " << level << ": " << text << "\n";
   };
-  RunFollower follower(db, id, rec, make_connector(rec, ssh), fo);
-  g_follower = &follower;
+  return fo;
+}
+
+void detach_on_sigint(bool on) {
+  if (!on) {
+    signal(SIGINT, SIG_DFL);
+    return;
+  }
   struct sigaction sa {};
   sa.sa_handler = on_sigint;
   sigaction(SIGINT, &sa, nullptr);
-  auto outcome = follower.run();
-  g_follower = nullptr;
-  signal(SIGINT, SIG_DFL);
+}
+
+int exit_after_follow(const Result<FollowOutcome>& outcome, store::RunId id, const std::string& what,
+                      const std::function<std::string()>& failure) {
   if (!outcome) return refuse(outcome.error().as(ErrorKind::remote));
   std::cout << "run " << id << ": " << outcome->state_name() << "\n";
   switch (outcome->state) {
     case FollowOutcome::State::succeeded: return kExitOk;
     case FollowOutcome::State::detached:
-      std::cerr << "meshwork: detached; the run goes on. Follow it again with `meshwork attach " << id
+      std::cerr << "meshwork: detached; the " << what << " goes on. Follow it again with `meshwork attach " << id
                 << "`, stop it with `meshwork stop " << id << "`\n";
       return kExitOk;
     case FollowOutcome::State::failed:
-      if (outcome->root_cause) std::cerr << "meshwork: run failed: " << outcome->root_cause->text() << "\n";
+      if (const std::string text = failure(); !text.empty()) std::cerr << "meshwork: run failed: " << text << "\n";
       return kExitNoFit;
     case FollowOutcome::State::stopped: return kExitNoFit;
   }
   return kExitError;
+}
+
+// Follows a run to its end; the exit code says how it ended.
+int follow(const std::filesystem::path& db, store::RunId id, const LaunchRecord& rec, const SshOptions& ssh) {
+  RunFollower follower(db, id, rec, make_connector(rec, ssh), terminal_follow_options());
+  g_follower = &follower;
+  detach_on_sigint(true);
+  auto outcome = follower.run();
+  g_follower = nullptr;
+  detach_on_sigint(false);
+  return exit_after_follow(outcome, id, "run", [&] {
+    return outcome && outcome->root_cause ? outcome->root_cause->text() : std::string();
+  });
 }
 
 Result<store::RunId> resolve(const std::filesystem::path& db, const std::string& run) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -51,6 +52,14 @@ void print_deploy_progress(const remote::DeployProgress& d);
 Status int_value(const Parsed& p, const std::string& flag, int min, int max, int& out);
 // The run config `meshwork launch` runs (--config, the run config flags, the nodes, --name).
 Result<RunConfig> launch_config(const Parsed& p);
+
+// Following in the terminal: events printed under the lock; Ctrl-C detaches (on) or ends (off);
+// the exit code and lines for how the follow ended (`what`: "run" or "job"; `failure` gives the
+// root cause's words when it failed).
+remote::FollowOptions terminal_follow_options();
+void detach_on_sigint(bool on);
+int exit_after_follow(const Result<remote::FollowOutcome>& outcome, store::RunId id, const std::string& what,
+                      const std::function<std::string()>& failure);
 
 // cli_slurm.cpp: `probe --slurm`, `launch --slurm`, and following a Slurm run to its end.
 int probe_slurm_main(const Parsed& p);

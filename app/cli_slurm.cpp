@@ -1,7 +1,5 @@
 // `meshwork probe --slurm`, `meshwork launch --slurm` and following a Slurm run: the Slurm forms
 // of the remote subcommands (cli_remote.cpp), on the helpers they share (cli_remote_shared.h).
-#include <signal.h>
-
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -16,37 +14,18 @@ namespace meshwork::cli::remote_cli {
 
 using namespace meshwork::remote;
 
-// The same for a Slurm run: the follower with Slurm's liveness and stop; the final state is Slurm's.
+// The same for a Slurm run: the follower with Slurm's liveness and stop; the final state is
+// Slurm's, and so is the failure's wording (stored with the run).
 int follow_slurm(const std::filesystem::path& db, store::RunId id, const SshOptions& ssh) {
-  FollowOptions fo;
-  fo.on_event = [](const std::string& level, const std::string& text) {
-    std::lock_guard lock(g_out_mu);
-    std::cerr << "meshwork: " << level << ": " << text << "\n";
-  };
-  struct sigaction sa {};
-  sa.sa_handler = on_sigint;
-  sigaction(SIGINT, &sa, nullptr);
-  auto outcome = follow_slurm_run(db, id, ssh, fo, [](RunFollower* f) { g_follower = f; });
-  signal(SIGINT, SIG_DFL);
-  if (!outcome) return refuse(outcome.error().as(ErrorKind::remote));
-  std::cout << "run " << id << ": " << outcome->state_name() << "\n";
-  switch (outcome->state) {
-    case FollowOutcome::State::succeeded: return kExitOk;
-    case FollowOutcome::State::detached:
-      std::cerr << "meshwork: detached; the job goes on. Follow it again with `meshwork attach " << id
-                << "`, stop it with `meshwork stop " << id << "`\n";
-      return kExitOk;
-    case FollowOutcome::State::failed: {
-      auto s = store::RunStore::open(db);
-      if (s) {
-        auto info = (*s)->get_run(id);
-        if (info) std::cerr << "meshwork: run failed: " << info->summary.exit_reason << "\n";
-      }
-      return kExitNoFit;
-    }
-    case FollowOutcome::State::stopped: return kExitNoFit;
-  }
-  return kExitError;
+  detach_on_sigint(true);
+  auto outcome = follow_slurm_run(db, id, ssh, terminal_follow_options(), [](RunFollower* f) { g_follower = f; });
+  detach_on_sigint(false);
+  return exit_after_follow(outcome, id, "job", [&] {
+    auto s = store::RunStore::open(db);
+    if (!s) return std::string();
+    auto info = (*s)->get_run(id);
+    return info ? info->summary.exit_reason : std::string();
+  });
 }
 
 // `meshwork probe --slurm LOGIN`: the partitions of a Slurm cluster, from its login node.

@@ -34,28 +34,20 @@ class LaunchSshTest : public QObject {
   QTemporaryDir settings_;
   QTemporaryDir dir_;
 
- private Q_SLOTS:
-  void initTestCase() {
-    test::isolate_settings(settings_);
-    if (test::cluster_nodes().size() < 2) QSKIP("no test cluster (run under ctest: fixture cluster_up)");
-    qputenv("MESHWORK_DB", dir_.filePath("runs.db").toLocal8Bit());
-    qputenv("MESHWORK_MESHTRAIN", QByteArray(MESHWORK_MESHTRAIN_BIN));
-  }
-
-  void launchOnTwoSshNodesFromTheGui() {
-    MainWindow w(false);
+  // A shown workbench that probes `a` and `b` of the namespace cluster (host keys accepted from
+  // the card, into the known-hosts file `known_hosts`), one rank each.
+  void add_two_nodes(MainWindow& w, const char* a, const char* b, const char* known_hosts) {
     w.resize(1400, 900);
     w.show();
     remote::SshOptions o;
     o.ssh_config = MESHWORK_TEST_CLUSTER_DIR "/ssh_config";
     o.identity = MESHWORK_TEST_CLUSTER_DIR "/id_ed25519";
-    o.known_hosts = dir_.filePath("known_hosts").toStdString();  // empty: every key is unknown
+    o.known_hosts = dir_.filePath(known_hosts).toStdString();
     w.prober()->set_ssh_options(o);
     w.cluster_panel()->set_ask_host_keys(false);
-    // The two namespace nodes only (not this machine): one rank each.
     w.cluster()->clear();
-    w.cluster_panel()->add_hosts("node0,node1");
-    for (const char* host : {"node0", "node1"}) {
+    w.cluster_panel()->add_hosts(QString("%1,%2").arg(a, b));
+    for (const char* host : {a, b}) {
       const int row = w.cluster()->find(host);
       QVERIFY(row >= 0);
       QTRY_COMPARE_WITH_TIMEOUT(w.cluster()->node(row).state, NodeInfo::State::awaiting_key, 30000);
@@ -66,21 +58,40 @@ class LaunchSshTest : public QObject {
       w.cluster()->update_node(row, n);
     }
     QCOMPARE(w.cluster()->rowCount(), 2);
+  }
 
+  // The tiny model on dp_shard 2, fp32 on CPU, set in the Plan view.
+  void set_tiny_run(MainWindow& w, const char* name, int steps, int warmup) {
     RunConfig c = w.plan()->config();
-    c.name = "gui-ssh-e2e";
+    c.name = name;
     c.model = "tiny";
     c.mesh = MeshShape{1, 2, 1, 1};
-    const int steps = 5;
     c.training.steps = steps;
     c.training.seq_len = 64;
     c.training.global_batch = 4;
     c.training.micro_batch = 1;
-    c.training.warmup_steps = 2;
+    c.training.warmup_steps = warmup;
     c.training.precision = Precision::fp32;
     c.training.device = DeviceKind::cpu;
     w.plan()->set_config(c);
     w.set_mode(Mode::plan);
+  }
+
+ private Q_SLOTS:
+  void initTestCase() {
+    test::isolate_settings(settings_);
+    if (test::cluster_nodes().size() < 2) QSKIP("no test cluster (run under ctest: fixture cluster_up)");
+    qputenv("MESHWORK_DB", dir_.filePath("runs.db").toLocal8Bit());
+    qputenv("MESHWORK_MESHTRAIN", QByteArray(MESHWORK_MESHTRAIN_BIN));
+  }
+
+  void launchOnTwoSshNodesFromTheGui() {
+    MainWindow w(false);
+    // The two namespace nodes only (not this machine): one rank each.
+    add_two_nodes(w, "node0", "node1", "known_hosts");  // empty: every key is unknown
+    if (QTest::currentTestFailed()) return;
+    const int steps = 5;
+    set_tiny_run(w, "gui-ssh-e2e", steps, 2);
     QTRY_VERIFY2(w.launch_action()->isEnabled(), qPrintable(w.launch_action()->toolTip()));
 
     QSignalSpy launched(w.launcher(), &LaunchController::launched);
@@ -137,46 +148,16 @@ class LaunchSshTest : public QObject {
       QVERIFY2(ssh.readAllStandardOutput().contains("cleared"), qPrintable(ssh.readAllStandardError()));
     }
     MainWindow w(false);
-    w.resize(1400, 900);
-    w.show();
-    remote::SshOptions o;
-    o.ssh_config = MESHWORK_TEST_CLUSTER_DIR "/ssh_config";
-    o.identity = MESHWORK_TEST_CLUSTER_DIR "/id_ed25519";
-    o.known_hosts = dir_.filePath("known_hosts_bare").toStdString();
-    w.prober()->set_ssh_options(o);
-    w.cluster_panel()->set_ask_host_keys(false);
-    w.cluster()->clear();
-    w.cluster_panel()->add_hosts("bare0,bare1");
-    for (const char* host : {"bare0", "bare1"}) {
-      const int row = w.cluster()->find(host);
-      QVERIFY(row >= 0);
-      QTRY_COMPARE_WITH_TIMEOUT(w.cluster()->node(row).state, NodeInfo::State::awaiting_key, 30000);
-      w.cluster_panel()->accept_host_key(host);
-      QTRY_COMPARE_WITH_TIMEOUT(w.cluster()->node(row).state, NodeInfo::State::online, 30000);
-      NodeInfo n = w.cluster()->node(row);
-      n.slots = 1;
-      w.cluster()->update_node(row, n);
-    }
+    add_two_nodes(w, "bare0", "bare1", "known_hosts_bare");
+    if (QTest::currentTestFailed()) return;
     // The Runtime section: a bundle, as the file dialog would set it.
     w.set_mode(Mode::cluster);
     w.runtime_panel()->set_mode(RuntimePanel::Mode::bundle);
     w.runtime_panel()->set_bundle_file(bundle);
     QVERIFY2(w.runtime_panel()->error_text().isEmpty(), qPrintable(w.runtime_panel()->error_text()));
 
-    RunConfig c = w.plan()->config();
-    c.name = "gui-bundle-e2e";
-    c.model = "tiny";
-    c.mesh = MeshShape{1, 2, 1, 1};
     const int steps = 3;
-    c.training.steps = steps;
-    c.training.seq_len = 64;
-    c.training.global_batch = 4;
-    c.training.micro_batch = 1;
-    c.training.warmup_steps = 1;
-    c.training.precision = Precision::fp32;
-    c.training.device = DeviceKind::cpu;
-    w.plan()->set_config(c);
-    w.set_mode(Mode::plan);
+    set_tiny_run(w, "gui-bundle-e2e", steps, 1);
     QTRY_VERIFY2(w.launch_action()->isEnabled(), qPrintable(w.launch_action()->toolTip()));
 
     // The page's line for a node while its bundle uploads (read after the page took the update).
