@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "remote/shell_quote.h"
+#include "core/shell_quote.h"
 
 namespace meshwork::remote {
 

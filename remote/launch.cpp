@@ -5,7 +5,7 @@
 #include "remote/parse_util.h"
 #include "remote/probe_parsers.h"
 #include "remote/run_layout.h"
-#include "remote/shell_quote.h"
+#include "core/shell_quote.h"
 
 namespace meshwork::remote {
 

@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "remote/node.h"
-#include "remote/shell_quote.h"
+#include "core/shell_quote.h"
 
 namespace meshwork::remote {
 

@@ -20,7 +20,7 @@
 #include "remote/node_stream.h"
 #include "remote/parse_util.h"
 #include "remote/run_layout.h"
-#include "remote/shell_quote.h"
+#include "core/shell_quote.h"
 
 namespace meshwork::remote {
 

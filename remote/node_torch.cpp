@@ -2,7 +2,7 @@
 
 #include "remote/node.h"
 #include "remote/parse_util.h"
-#include "remote/shell_quote.h"
+#include "core/shell_quote.h"
 
 namespace meshwork::remote {
 

@@ -11,7 +11,7 @@
 #include "remote/node_torch.h"
 #include "remote/parse_util.h"
 #include "remote/run_layout.h"
-#include "remote/shell_quote.h"
+#include "core/shell_quote.h"
 
 namespace meshwork::remote {
 

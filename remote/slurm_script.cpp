@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "remote/run_layout.h"
-#include "remote/shell_quote.h"
+#include "core/shell_quote.h"
 
 namespace meshwork::remote {
 

@@ -1,6 +1,6 @@
 #include "remote/ssh_session.h"
 
-#include "remote/shell_quote.h"
+#include "core/shell_quote.h"
 
 #include <fcntl.h>
 #include <libssh/libssh.h>

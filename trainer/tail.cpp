@@ -147,9 +147,10 @@ class Tail {
   // Appends an F frame with the complete lines past f.offset (at most chunk_bytes). Returns
   // whether it read anything.
   bool drain(RankFile& f) {
-    const std::string file = path("metrics-rank" + std::to_string(f.rank) + ".jsonl");
     struct stat st {};
     int fd = f.fd;
+    // The path is built only for a file not held open (this runs per file per poll).
+    const std::string file = fd < 0 ? path("metrics-rank" + std::to_string(f.rank) + ".jsonl") : std::string();
     if (fd < 0 && held_ < held_max_) {
       fd = f.fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) {

@@ -364,8 +364,7 @@ void MainWindow::launch_from_plan() {
   runs_page_->open_run(0);
   runs_page_->monitor()->begin_launch(QString::fromStdString(c.name), static_cast<int>(std::max<size_t>(1, c.nodes.size())));
   launch_action()->setEnabled(false);
-  launcher_->set_ssh_options(prober_->ssh_options());
-  launcher_->set_runtime(runtime_panel_->launch_bundle(), runtime_panel_->launch_node_torch());  // the keys reviewed on the node cards
+  launcher_->set_ssh_options(prober_->ssh_options());  // the keys reviewed on the node cards
   if (slurm_panel_->enabled_for_launch()) {
     launcher_->launch_slurm(c, slurm_panel_->login(), slurm_panel_->job());
     return;
@@ -556,12 +555,11 @@ void MainWindow::restore_settings() {
         plan_->set_config(*c);
       }
   }
-  // The runtime choice (Cluster mode): the fields first, then the mode (which validates).
+  // The runtime choice (Cluster mode): the fields first, then the mode. Each emits changed(),
+  // which hands the choice to the launcher (connected above).
   runtime_panel_->set_bundle_file(s.value("runtime/bundle").toString());
   runtime_panel_->set_node_torch_dir(s.value("runtime/node_torch").toString());
   runtime_panel_->set_mode(static_cast<RuntimePanel::Mode>(std::clamp(s.value("runtime/mode", 0).toInt(), 0, 2)));
-  runtime_panel_->validate();
-  launcher_->set_runtime(runtime_panel_->launch_bundle(), runtime_panel_->launch_node_torch());
   mode_bar_->set_mode(static_cast<Mode>(std::clamp(s.value("window/mode", 1).toInt(), 0, 3)));
 }
 

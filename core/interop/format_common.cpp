@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "core/model_spec.h"
+#include "core/shell_quote.h"
 
 namespace meshwork::interop::detail {
 
@@ -117,13 +118,7 @@ std::string torchrun_line(const ExportRequest& r, int node_rank, const std::stri
 }
 
 std::string launch_config_file(const ExportRequest& r, ConfigFormat format) {
-  const std::string name = r.config_file.empty() ? std::string(default_file_name(format)) : r.config_file;
-  const bool plain = !name.empty() && name.find_first_not_of(
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/+=:,@%-") == std::string::npos;
-  if (plain) return name;
-  std::string quoted = "'";
-  for (char c : name) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
+  return shell_quote(r.config_file.empty() ? std::string(default_file_name(format)) : r.config_file);
 }
 
 std::string number_text(double v) {

@@ -59,7 +59,7 @@ Result<int> grad_accum_steps(const RunConfig& config);
 // "torchrun --nnodes ... --node-rank i ... <tail>" for node i.
 std::string torchrun_line(const ExportRequest& r, int node_rank, const std::string& tail);
 // The config file the launch lines name (request.config_file, else the format's default), quoted
-// for a POSIX shell when it holds anything but [A-Za-z0-9._/+=:,@%-].
+// for a POSIX shell as every command line Meshwork writes (core/shell_quote.h).
 std::string launch_config_file(const ExportRequest& r, ConfigFormat format);
 // A double as the shortest text that reads back to the same value (3e-4 -> "0.0003").
 std::string number_text(double v);

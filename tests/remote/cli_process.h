@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "remote/shell_quote.h"
+#include "core/shell_quote.h"
 #include "test_util.h"
 
 namespace meshwork::remote::test {

@@ -16,7 +16,7 @@
 #include "remote/bundle.h"
 #include "remote/node_torch.h"
 #include "remote/run_control.h"
-#include "remote/shell_quote.h"
+#include "core/shell_quote.h"
 #include "cli_process.h"
 #include "test_util.h"
 

@@ -20,7 +20,7 @@
 #include "remote/launch.h"
 #include "remote/run_control.h"
 #include "remote/run_layout.h"
-#include "remote/shell_quote.h"
+#include "core/shell_quote.h"
 #include "cli_process.h"
 #include "test_util.h"
 

@@ -18,7 +18,7 @@
 #include "core/store/run_store.h"
 #include "remote/launch.h"
 #include "remote/run_layout.h"
-#include "remote/shell_quote.h"
+#include "core/shell_quote.h"
 #include "cli_process.h"
 #include "test_util.h"
 

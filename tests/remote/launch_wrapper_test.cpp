@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "remote/launch.h"
-#include "remote/shell_quote.h"
+#include "core/shell_quote.h"
 #include "test_util.h"
 
 namespace meshwork::remote {

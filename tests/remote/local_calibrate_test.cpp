@@ -11,7 +11,7 @@
 #include "core/store/calibration_store.h"
 #include "core/store/run_store.h"
 #include "core/time_estimate.h"
-#include "remote/shell_quote.h"
+#include "core/shell_quote.h"
 #include "test_util.h"
 
 namespace meshwork::remote {

@@ -4,7 +4,7 @@
 
 #include "remote/host_spec.h"
 #include "remote/node.h"
-#include "remote/shell_quote.h"
+#include "core/shell_quote.h"
 
 namespace meshwork::remote {
 namespace {

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "remote/shell_quote.h"
+#include "core/shell_quote.h"
 #include "remote/slurm_script.h"
 #include "test_util.h"
 

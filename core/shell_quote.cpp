@@ -1,6 +1,6 @@
-#include "remote/shell_quote.h"
+#include "core/shell_quote.h"
 
-namespace meshwork::remote {
+namespace meshwork {
 
 namespace {
 bool is_safe(char c) {
@@ -36,4 +36,4 @@ std::string shell_join(const std::vector<std::string>& argv) {
   return out;
 }
 
-}  // namespace meshwork::remote
+}  // namespace meshwork
