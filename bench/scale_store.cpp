@@ -40,8 +40,8 @@
 #include "core/store/schema.h"
 #include "core/store/step_line.h"
 #include "core/store/store_writer.h"
-#include "ui/compare_model.h"
-#include "ui/monitor_model.h"
+#include "core/store/compare_frame.h"
+#include "core/store/run_frame.h"
 
 namespace fs = std::filesystem;
 using namespace meshwork;
@@ -151,7 +151,7 @@ IngestResult ingest(const fs::path& db, int steps) {
       const double t1 = now();
       auto series = (*s)->query_series(q);
       const double t2 = now();
-      auto page = ui::load_monitor_frame(s->get(), run, -1, std::nullopt, 800, 0);  // every chart
+      auto page = store::load_run_frame(s->get(), run, -1, std::nullopt, 800, 0);  // every chart
       const double t3 = now();
       if (!info || !series || !page) continue;
       out.get_run_ms.push_back(1e3 * (t1 - t0));
@@ -332,19 +332,19 @@ int main(int argc, char** argv) {
   // Monitor frame: the mean over 8,192 ranks of a key, 800 columns, on a fresh connection; and
   // the whole monitor job (load_monitor_frame: every chart of the page) for the record.
   std::vector<double> frame_ms, page_ms, compare_ms;
-  ui::CompareFrame last_compare;
+  store::CompareFrame last_compare;
   for (int round = 0; round < 5; ++round) {
     auto s = RunStore::open(dir / "compare.db", RunStore::Options{true, 5000});
     if (!s) return 1;
-    ui::CompareQuery cq;
+    store::CompareQuery cq;
     cq.runs = runs;
     cq.key = "loss";
     cq.pixels = 1000;
     double t0 = now();
-    auto cf = ui::load_compare_frame(s->get(), cq, nullptr);  // cold: new connection, no cache
+    auto cf = store::load_compare_frame(s->get(), cq, nullptr);  // cold: new connection, no cache
     compare_ms.push_back(1e3 * (now() - t0));
-    if (!cf->error.isEmpty()) {
-      std::cerr << cf->error.toStdString() << "\n";
+    if (cf->error) {
+      std::cerr << cf->error->message() << "\n";
       return 1;
     }
     last_compare = *cf;
@@ -358,7 +358,7 @@ int main(int argc, char** argv) {
     frame_ms.push_back(1e3 * (now() - t0));
     if (!series || (*series)[0].points.empty()) return 1;
     t0 = now();
-    auto page = ui::load_monitor_frame(s->get(), runs[0], -1, std::nullopt, 800, 0);
+    auto page = store::load_run_frame(s->get(), runs[0], -1, std::nullopt, 800, 0);
     page_ms.push_back(1e3 * (now() - t0));
   }
 

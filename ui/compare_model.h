@@ -15,79 +15,21 @@
 
 #include "core/mesh.h"
 #include "core/store/run_store.h"
+#include "core/store/compare_frame.h"
 #include "ui/monitor_model.h"
 #include "ui/store_worker.h"
 
 namespace meshwork::ui {
 
-struct DiffRow {
-  QString key;                 // dotted path: "mesh.dp_shard", "training.lr"
-  std::vector<QString> values;  // one per run ("—" where a run has no such key)
-  bool differs = false;
-};
-// Flattens every config to dotted keys (objects recurse; arrays and scalars are leaves, arrays as
-// compact JSON) and lines them up. "name" is left out: runs are told apart by their names anyway.
-std::vector<DiffRow> config_diff(const std::vector<nlohmann::json>& configs);
-
-// Mean seconds per step in each axis's collectives, then compute (mean over ranks per step).
-// Exact (every step) for a run of at most kCommSampleSteps steps; a longer run is estimated from
-// every step of kCommWindows evenly spaced windows (kCommSampleSteps steps in all): the store
-// keeps no per-series sums, and reading every step of 8 runs x 1M steps takes seconds.
-inline constexpr int64_t kCommSampleSteps = 2048;
-inline constexpr int kCommWindows = 8;
-struct CommStats {
-  std::array<double, kBreakdownColumns> mean{};  // NaN: the run recorded none (absent, not 0)
-  int64_t sampled_steps = 0;  // steps read
-  int64_t steps = 0;          // steps of the run (sampled_steps == steps: exact)
-  bool exact() const { return sampled_steps >= steps; }
-  bool recorded() const {  // any communication column at all
-    for (double m : mean)
-      if (!std::isnan(m)) return true;
-    return false;
-  }
-};
-
-struct CompareFrame {
-  QString error;
-  std::vector<store::RunSummary> runs;  // in the order asked
-  std::vector<nlohmann::json> configs;
-  std::vector<std::optional<MeshShape>> shapes;  // unset: not recorded (another tool's run)
-  std::vector<store::Series> series;    // the metric, one per run
-  std::vector<CommStats> comm;          // one per run
-  double load_ms = 0;                   // the whole job, of which:
-  double runs_ms = 0, series_ms = 0, comm_ms = 0;  // run infos, the metric, the comm bars
-};
-
-// What a finished run shows in Compare does not change: its info and comm means are kept
-// (worker thread and GUI thread: locked), cleared when the store's runs change.
-class CompareCache {
- public:
-  struct Entry {
-    store::RunInfo info;
-    std::optional<CommStats> comm;
-  };
-  std::optional<Entry> get(store::RunId id);
-  void put(store::RunId id, const Entry& e);
-  void set_comm(store::RunId id, const CommStats& c);
-  void clear();
-
- private:
-  std::mutex mutex_;
-  std::map<store::RunId, Entry> entries_;
-};
-
-struct CompareQuery {
-  std::vector<store::RunId> runs;
-  std::string key = "loss";
-  store::XAxis x = store::XAxis::step;
-  store::Aggregate aggregate = store::Aggregate::mean;  // none: rank 0
-  std::optional<std::pair<double, double>> range;
-  int pixels = 1000;
-};
-
-// `cache` may be null (every run read afresh).
-std::shared_ptr<CompareFrame> load_compare_frame(store::RunStore* store, const CompareQuery& q,
-                                                 CompareCache* cache = nullptr);
+using store::CommStats;
+using store::CompareCache;
+using store::CompareFrame;
+using store::CompareQuery;
+using store::DiffRow;
+using store::config_diff;
+using store::kCommSampleSteps;
+using store::kCommWindows;
+using store::load_compare_frame;
 
 class CompareModel : public QObject {
   Q_OBJECT

@@ -1,5 +1,6 @@
 #include "ui/compare_page.h"
 
+#include "ui/error_text.h"
 #include "ui/format.h"
 
 #include <QCheckBox>
@@ -241,8 +242,8 @@ int ComparePage::series_count() const {
 void ComparePage::draw(const std::shared_ptr<const CompareFrame>& fp) {
   if (!fp) return;
   const CompareFrame& f = *fp;
-  if (!f.error.isEmpty()) {
-    Q_EMIT status_message(f.error);
+  if (f.error) {
+    Q_EMIT status_message(error_text(*f.error));
     return;
   }
   const bool smoothing = smoothing_weight_ > 0;
@@ -320,16 +321,17 @@ void ComparePage::fill_diff() {
   int row = 0;
   for (const DiffRow& r : rows) {
     if (!r.differs && only_diff_->isChecked()) continue;
-    auto* k = new QTableWidgetItem(r.key);
+    const QString key = QString::fromStdString(r.key);
+    auto* k = new QTableWidgetItem(key);
     // Mesh fields in their axis colour, as everywhere else.
     for (Axis a : kAxes)
-      if (r.key == QStringLiteral("mesh.") + axis_label(a)) k->setForeground(axis_color(a, is_dark()));
+      if (key == QStringLiteral("mesh.") + axis_label(a)) k->setForeground(axis_color(a, is_dark()));
     QFont bold = k->font();
     bold.setBold(r.differs);
     k->setFont(bold);
     diff_->setItem(row, 0, k);
     for (size_t i = 0; i < r.values.size(); ++i) {
-      auto* v = new QTableWidgetItem(r.values[i]);
+      auto* v = new QTableWidgetItem(QString::fromStdString(r.values[i]));
       v->setFont(bold);
       diff_->setItem(row, static_cast<int>(i) + 1, v);
     }

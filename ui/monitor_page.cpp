@@ -19,6 +19,7 @@
 #include <cmath>
 
 #include "ui/axis_colors.h"
+#include "ui/error_text.h"
 #include "ui/bar_chart.h"
 #include "ui/flow_layout.h"
 #include "ui/format.h"
@@ -396,7 +397,7 @@ void MonitorPage::draw_header(const MonitorFrame& f) {
   if (s.final_loss) facts << tr("loss %1").arg(*s.final_loss, 0, 'f', 4);
   if (const auto tps = run_tokens_per_s(s)) facts << format_tokens_per_s(*tps);
   facts_->setText(facts.join(QStringLiteral("  ·  ")));
-  slurm_script_ = f.slurm_script;
+  slurm_script_ = QString::fromStdString(f.slurm_script);
   script_->setVisible(!slurm_script_.isEmpty());
   const bool live = s.status == store::kStatusRunning || s.status == store::kStatusCreated;
   if (stop_->text() != tr("Stopping…") || !live) {
@@ -406,16 +407,11 @@ void MonitorPage::draw_header(const MonitorFrame& f) {
   stop_->setVisible(live || following_);
   if (live) deploy_box_->setVisible(false);
   // The root cause where the eye is: which node, which rank, how it exited, its stderr tail.
-  if (s.status == store::kStatusFailed || (s.status == store::kStatusStopped && !s.exit_reason.empty())) {
-    QString html = QStringLiteral("<b>%1</b>").arg(
-        s.status == store::kStatusFailed ? tr("The run failed") : tr("The run was stopped"));
-    QString reason = QString::fromStdString(s.exit_reason);
-    QString first = reason.section('\n', 0, 0), tail = reason.section('\n', 1);
-    html += QStringLiteral(": %1").arg(first.toHtmlEscaped());
-    for (auto it = f.problems.rbegin(); tail.isEmpty() && it != f.problems.rend(); ++it)
-      if (it->level == "error") tail = QString::fromStdString(it->text).section('\n', 1);
-    if (!tail.trimmed().isEmpty())
-      html += QStringLiteral("<pre style='margin:6px 0 0 0'>%1</pre>").arg(tail.trimmed().right(1500).toHtmlEscaped());
+  if (const auto cause = store::root_cause(s, f.problems)) {
+    QString html = QStringLiteral("<b>%1</b>").arg(cause->failed ? tr("The run failed") : tr("The run was stopped"));
+    html += QStringLiteral(": %1").arg(QString::fromStdString(cause->reason).toHtmlEscaped());
+    if (!cause->detail.empty())
+      html += QStringLiteral("<pre style='margin:6px 0 0 0'>%1</pre>").arg(QString::fromStdString(cause->detail).toHtmlEscaped());
     const QColor c = s.status == store::kStatusFailed ? error_color() : warning_color();
     failure_->setText(html);
     failure_->setStyleSheet(QStringLiteral("QLabel#FailureBanner { border: 2px solid %1; border-radius: 6px;"
@@ -431,8 +427,8 @@ void MonitorPage::draw(const std::shared_ptr<const MonitorFrame>& fp) {
   const MonitorFrame& f = *fp;
   QElapsedTimer timer;
   timer.start();
-  if (!f.error.isEmpty()) {
-    facts_->setText(f.error);
+  if (f.error) {
+    facts_->setText(error_text(*f.error));
     return;
   }
   draw_header(f);

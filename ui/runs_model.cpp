@@ -62,11 +62,6 @@ static std::pair<qint64, QString> import_directory(store::RunStore& s, const std
   return {id, {}};
 }
 
-std::optional<double> run_tokens_per_s(const store::RunSummary& s) {
-  if (!s.tokens_per_s) return std::nullopt;
-  return *s.tokens_per_s * s.shape.value_or(MeshShape{}).group_size(GroupKind::dp);
-}
-
 RunsModel::RunsModel(StoreWorker* worker, QObject* parent) : QAbstractTableModel(parent), worker_(worker) {
   poll_.setSingleShot(true);  // restarted after each load (see refresh())
   connect(&poll_, &QTimer::timeout, this, &RunsModel::refresh);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/store/run_frame.h"
 #include "core/store/run_store.h"
 #include "ui/store_worker.h"
 
@@ -71,6 +72,6 @@ class RunsModel : public QAbstractTableModel {
 
 // Run throughput from a summary: its tokens/s is rank 0's per data-parallel replica
 // (docs/metrics.md), so the run's is that times the replicas (the shape's dp group size).
-std::optional<double> run_tokens_per_s(const store::RunSummary& s);
+using store::run_tokens_per_s;
 
 }  // namespace meshwork::ui

@@ -361,7 +361,7 @@ class RunsTest : public QObject {
     const nlohmann::json b = {{"name", "b"}, {"mesh", {{"dp_shard", 2}, {"tp", 2}}}, {"training", {{"lr", 0.001}}}, {"data", "x.bin"}};
     const auto rows = config_diff({a, b});
     std::set<QString> differ, same;
-    for (const auto& r : rows) (r.differs ? differ : same).insert(r.key);
+    for (const auto& r : rows) (r.differs ? differ : same).insert(QString::fromStdString(r.key));
     QCOMPARE(differ, (std::set<QString>{"mesh.tp", "data"}));
     QCOMPARE(same, (std::set<QString>{"mesh.dp_shard", "training.lr"}));
     // Debiased EMA: a constant stays constant from the first point; weight 0 is the identity.
