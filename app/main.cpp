@@ -18,6 +18,7 @@ void print_usage(std::ostream& out) {
          "       meshwork stop RUN            stop a run on every node\n"
          "       meshwork runs list|import|export|delete ...   the run store\n"
          "       meshwork data prepare|info ...   tokenize text into shards for training\n"
+         "       meshwork serve ...           the run store live in a browser (runs, a run, compare)\n"
          "Run `meshwork COMMAND --help` for the options of one command.\n";
 }
 
@@ -48,7 +49,8 @@ int main(int argc, char** argv) {
     static const std::map<std::string, int (*)(const Args&)> commands = {
         {"plan", plan_main},     {"runs", runs_main},     {"probe", probe_main},
         {"launch", launch_main}, {"attach", attach_main}, {"stop", stop_main},
-        {"data", data_main},     {"deploy", deploy_main}, {"calibrate", calibrate_main}};
+        {"data", data_main},     {"deploy", deploy_main}, {"calibrate", calibrate_main},
+        {"serve", serve_main}};
     if (auto it = commands.find(cmd); it != commands.end()) {
       Args args(argv + 2, argv + argc);
       try {
@@ -58,7 +60,7 @@ int main(int argc, char** argv) {
       }
     }
     if (cmd.rfind("-", 0) != 0)
-      return fail(Error{"command", cmd, "allowed: plan, probe, launch, calibrate, deploy, attach, stop, runs, data (or none for the GUI)"});
+      return fail(Error{"command", cmd, "allowed: plan, probe, launch, calibrate, deploy, attach, stop, runs, data, serve (or none for the GUI)"});
   }
   return gui_main(argc, argv);
 }

@@ -1,0 +1,209 @@
+// The web view in a real headless Chromium (Debian `chromium`) against a served store: the runs
+// list, a run's charts (drawn, and with the points the API returned), a live run's new points,
+// compare with three runs and their config diff, and the token on a non-local listener.
+// The server runs in this process (its event loop turns while the test waits on the browser).
+#include <QCoreApplication>
+#include <QDir>
+#include <QJsonArray>
+#include <QJsonObject>
+
+#include <gtest/gtest.h>
+
+#include "tests/web/chromium.h"
+#include "tests/web/web_fixture.h"
+#include "web/api.h"
+#include "web/server.h"
+
+namespace meshwork::web {
+namespace {
+
+using meshwork::testing::HeadlessChromium;
+using testing::RunSpec;
+using testing::TempDir;
+
+MeshShape shape(int r, int s, int t) {
+  MeshShape m;
+  m.set(Axis::dp_replicate, r);
+  m.set(Axis::dp_shard, s);
+  m.set(Axis::tp, t);
+  return m;
+}
+
+// Non-transparent pixels of every canvas inside the element: a chart that drew nothing has 0.
+QString painted_pixels(const QString& element_id) {
+  return QStringLiteral(
+             "(() => { let n = 0; for (const c of document.querySelectorAll('#%1 canvas')) {"
+             " if (!c.width || !c.height) continue; const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+             " for (let i = 3; i < d.length; i += 4) if (d[i]) ++n; } return n; })()")
+      .arg(element_id);
+}
+
+class BrowserTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = dir_ / "runs.db";
+    auto w = store::RunStore::open(db_);
+    ASSERT_TRUE(w.ok());
+    writer_ = std::move(*w);
+    a_ = testing::finished_run(*writer_, RunSpec{"alpha", shape(1, 2, 2), 2, 1e-3, 1.0}, 400);
+    b_ = testing::finished_run(*writer_, RunSpec{"beta", shape(2, 2, 1), 2, 3e-4, 1.1}, 400);
+    c_ = testing::finished_run(*writer_, RunSpec{"gamma", shape(1, 4, 1), 2, 1e-3, 0.9}, 300, "failed",
+                               "exited 137\nout of memory");
+    ASSERT_TRUE(a_ && b_ && c_);
+    QString error;
+    browser_ = HeadlessChromium::start(&error);
+    ASSERT_TRUE(browser_) << error.toStdString();
+  }
+  std::unique_ptr<WebServer> serve(const std::string& listen) {
+    WebServer::Options o;
+    o.db = db_;
+    o.listen = *parse_listen(listen);
+    o.token_file = dir_ / "web-token";
+    auto s = WebServer::start(o);
+    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message());
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  QString url(const WebServer& s, const QString& path) {
+    return QStringLiteral("http://127.0.0.1:%1%2").arg(s.port()).arg(path);
+  }
+  // Opens the page and waits until it says it drew everything (window.meshwork.ready).
+  void open(const WebServer& s, const QString& path) {
+    QString error;
+    ASSERT_TRUE(browser_->navigate(url(s, path), &error)) << error.toStdString();
+    ASSERT_TRUE(browser_->wait_for(QStringLiteral("window.meshwork && (window.meshwork.ready || window.meshwork.error)"),
+                                   30000, &error))
+        << error.toStdString();
+    EXPECT_TRUE(js("window.meshwork.error").isNull()) << js("window.meshwork.error").toString().toStdString();
+  }
+  QJsonValue js(const QString& expression) {
+    QString error;
+    auto v = browser_->evaluate(expression, &error);
+    EXPECT_TRUE(v.has_value()) << error.toStdString() << " in " << expression.toStdString();
+    return v.value_or(QJsonValue());
+  }
+  // What the API answers for the query the page made (same store, same parameters).
+  nlohmann::json api(const std::string& path, const Params& params) {
+    store::RunStore::Options ro;
+    ro.read_only = true;
+    auto r = store::RunStore::open(db_, ro);
+    EXPECT_TRUE(r.ok());
+    Api a(std::move(*r));
+    const ApiReply reply = a.get(path, params);
+    EXPECT_EQ(reply.status, 200) << reply.body.dump();
+    return reply.body;
+  }
+
+  TempDir dir_;
+  std::filesystem::path db_;
+  std::unique_ptr<store::RunStore> writer_;
+  std::unique_ptr<HeadlessChromium> browser_;
+  store::RunId a_ = 0, b_ = 0, c_ = 0;
+};
+
+TEST_F(BrowserTest, RunsListShowsTheRuns) {
+  auto s = serve("127.0.0.1:0");
+  ASSERT_TRUE(s);
+  open(*s, "/");
+  EXPECT_EQ(js("window.meshwork.points").toInt(), 3);
+  EXPECT_EQ(js("document.querySelectorAll('#runs-body tr').length").toInt(), 3);
+  const QString text = js("document.querySelector('#runs-body').textContent").toString();
+  for (const char* name : {"alpha", "beta", "gamma", "1x2x1x2", "failed"})
+    EXPECT_TRUE(text.contains(name)) << name << " in " << text.toStdString();
+  EXPECT_TRUE(browser_->console_errors().isEmpty()) << browser_->console_errors().join("\n").toStdString();
+}
+
+TEST_F(BrowserTest, RunPageDrawsEveryChartWithTheQueriedPoints) {
+  auto s = serve("127.0.0.1:0");
+  ASSERT_TRUE(s);
+  open(*s, QStringLiteral("/run?id=%1").arg(a_));
+  for (const char* chart : {"chart-loss", "chart-lr", "chart-grad-norm", "chart-tokens", "chart-mem", "chart-comm"})
+    EXPECT_GT(js(painted_pixels(chart)).toInt(), 100) << chart << " is blank";
+  // The page reports the points it drew; the API, asked the same, answers as many.
+  const int pixels = js("window.meshwork.pixels").toInt();
+  ASSERT_GE(pixels, kMinPixels);
+  const auto frame = api("/runs/" + std::to_string(a_) + "/frame", {{"pixels", std::to_string(pixels)}});
+  EXPECT_EQ(js("window.meshwork.lossPoints").toInt(), static_cast<int>(frame["loss"].size()));
+  size_t total = 0;
+  for (const char* k : {"loss", "eval_loss", "lr", "grad_norm", "tokens_per_s", "mfu", "step_s", "compute"})
+    total += frame[k].size();
+  for (const auto& [axis, pts] : frame["comm"].items()) total += pts.size();
+  for (const auto& m : frame["mem"]) total += m.size();
+  for (const auto& m : frame["mem_peak"]) total += m.size();
+  EXPECT_EQ(js("window.meshwork.points").toInt(), static_cast<int>(total));
+  // The mesh over its nodes: 2 nodes, 4 ranks.
+  EXPECT_EQ(js("document.querySelectorAll('#mesh svg rect, #mesh .rank').length > 0").toBool(), true);
+  EXPECT_TRUE(js("document.body.textContent.includes('node1')").toBool());
+  EXPECT_TRUE(js("document.getElementById('root-cause').hidden").toBool());
+
+  // A failed run shows its root cause where the eye is.
+  open(*s, QStringLiteral("/run?id=%1").arg(c_));
+  EXPECT_FALSE(js("document.getElementById('root-cause').hidden").toBool());
+  EXPECT_TRUE(js("document.getElementById('root-cause').textContent").toString().contains("rank 3: exited 137"));
+}
+
+TEST_F(BrowserTest, ALiveRunsNewPointsAppear) {
+  auto s = serve("127.0.0.1:0");
+  ASSERT_TRUE(s);
+  RunSpec live{"live", shape(1, 2, 1)};
+  const store::RunId id = testing::create_run(*writer_, live);
+  std::vector<uint64_t> offsets;
+  ASSERT_TRUE(testing::add_steps(*writer_, id, live, 0, 9, offsets));
+  open(*s, QStringLiteral("/run?id=%1").arg(id));
+  ASSERT_EQ(js("window.meshwork.lossPoints").toInt(), 10);
+  QString error;
+  ASSERT_TRUE(browser_->wait_for(QStringLiteral("document.getElementById('live').className.includes('live-on')"),
+                                 20000, &error))
+      << error.toStdString() << ": " << js("document.getElementById('live').textContent").toString().toStdString()
+      << "; console: " << browser_->console_errors().join("\n").toStdString();
+  ASSERT_TRUE(testing::add_steps(*writer_, id, live, 10, 24, offsets));
+  // Pushed by the server, re-read by the page: no reload.
+  EXPECT_TRUE(browser_->wait_for(QStringLiteral("window.meshwork.lossPoints === 25"), 20000, &error))
+      << error.toStdString() << " (lossPoints " << js("window.meshwork.lossPoints").toInt() << ")";
+}
+
+TEST_F(BrowserTest, CompareOverlaysThreeRunsWithTheConfigDiff) {
+  auto s = serve("127.0.0.1:0");
+  ASSERT_TRUE(s);
+  open(*s, QStringLiteral("/compare?runs=%1,%2,%3").arg(a_).arg(b_).arg(c_));
+  EXPECT_EQ(js("window.meshwork.runs").toInt(), 3);
+  EXPECT_GT(js(painted_pixels("chart-compare")).toInt(), 100);
+  const int pixels = js("window.meshwork.pixels").toInt();
+  const auto cmp = api("/compare", {{"runs", std::to_string(a_) + "," + std::to_string(b_) + "," + std::to_string(c_)},
+                                    {"key", "loss"}, {"x", "step"}, {"pixels", std::to_string(pixels)}});
+  size_t total = 0;
+  for (const auto& series : cmp["series"]) total += series["points"].size();
+  EXPECT_EQ(js("window.meshwork.points").toInt(), static_cast<int>(total));
+  int differing = 0;
+  for (const auto& d : cmp["diff"]) differing += d["differs"].get<bool>() ? 1 : 0;
+  EXPECT_GE(differing, 3);  // mesh.dp_replicate, mesh.dp_shard, mesh.tp, training.lr
+  EXPECT_EQ(js("window.meshwork.diffRows").toInt(), differing);
+  const QString diff = js("document.getElementById('diff').textContent").toString();
+  EXPECT_TRUE(diff.contains("training.lr"));
+  EXPECT_TRUE(diff.contains("mesh.tp"));
+  const QString bars = js("document.getElementById('comm-bars').textContent").toString();
+  for (const char* name : {"alpha", "beta", "gamma"}) EXPECT_TRUE(bars.contains(name)) << name;
+}
+
+TEST_F(BrowserTest, ANonLocalListenerAnswers401WithoutTheToken) {
+  auto s = serve("0.0.0.0:0");
+  ASSERT_TRUE(s);
+  QString error;
+  ASSERT_TRUE(browser_->navigate(url(*s, "/"), &error)) << error.toStdString();
+  EXPECT_TRUE(js("document.body.textContent").toString().contains("this server needs its token"));
+  EXPECT_EQ(js("fetch('/api/runs').then(r => r.status)").toInt(), 401);
+  // The one-time link signs the browser in; the list then loads.
+  auto link = s->new_login_link();
+  ASSERT_TRUE(link.ok());
+  open(*s, link->mid(link->indexOf("/login")));
+  EXPECT_EQ(js("window.meshwork.points").toInt(), 3);
+  EXPECT_EQ(js("fetch('/api/runs').then(r => r.status)").toInt(), 200);
+}
+
+}  // namespace
+}  // namespace meshwork::web
+
+int main(int argc, char** argv) {
+  QCoreApplication app(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

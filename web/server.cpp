@@ -1,0 +1,314 @@
+#include "web/server.h"
+
+#include <QDirIterator>
+#include <QFile>
+#include <QFileInfo>
+#include <QHttpServerRequest>
+#include <QHttpServerResponder>
+#include <QNetworkRequest>
+#include <QTcpSocket>
+#include <QUrlQuery>
+#include <QWebSocket>
+
+#include <charconv>
+
+#include "core/store/run_store.h"
+
+namespace meshwork::web {
+
+namespace {
+
+using Status = QHttpServerResponder::StatusCode;
+
+QByteArray content_type(const QString& name) {
+  if (name.endsWith(".html")) return "text/html; charset=utf-8";
+  if (name.endsWith(".js")) return "text/javascript; charset=utf-8";
+  if (name.endsWith(".css")) return "text/css; charset=utf-8";
+  if (name.endsWith(".json")) return "application/json";
+  if (name.endsWith(".png")) return "image/png";
+  return "text/plain; charset=utf-8";
+}
+
+// Every answer: what it is, how long it may be kept, and what the page may load (only this
+// server's own files and its WebSocket: no inline script, no other origin, no framing).
+void reply(QHttpServerResponder& r, Status status, const QByteArray& type, const QByteArray& body,
+           const std::vector<std::pair<QByteArray, QByteArray>>& extra = {}) {
+  r.writeStatusLine(status);
+  r.writeHeader("Content-Type", type);
+  r.writeHeader("Content-Length", QByteArray::number(body.size()));
+  r.writeHeader("Cache-Control", "no-store");
+  r.writeHeader("X-Content-Type-Options", "nosniff");
+  r.writeHeader("X-Frame-Options", "DENY");
+  r.writeHeader("Referrer-Policy", "no-referrer");
+  r.writeHeader("Content-Security-Policy",
+                "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; style-src 'self' "
+                "'unsafe-inline'; frame-ancestors 'none'");
+  for (const auto& [k, v] : extra) r.writeHeader(k, v);
+  r.writeBody(body);
+}
+
+void reply_json(QHttpServerResponder& r, int status, const nlohmann::json& body,
+                const std::vector<std::pair<QByteArray, QByteArray>>& extra = {}) {
+  reply(r, static_cast<Status>(status), "application/json",
+        QByteArray::fromStdString(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)), extra);
+}
+
+void reply_error(QHttpServerResponder& r, int status, const Error& e,
+                 const std::vector<std::pair<QByteArray, QByteArray>>& extra = {}) {
+  reply_json(r, status, {{"error", e.message()}}, extra);
+}
+
+QByteArray header(const QHttpServerRequest& request, const QByteArray& name) {
+  for (const auto& [k, v] : request.headers())
+    if (k.compare(name, Qt::CaseInsensitive) == 0) return v;
+  return {};
+}
+
+}  // namespace
+
+Result<Listen> parse_listen(std::string_view text) {
+  const Error bad{"--listen", std::string(text), "ADDR:PORT (127.0.0.1:8765, 0.0.0.0:8080, [::1]:8765) or PORT"};
+  Listen l;
+  std::string_view host, port = text;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find("]:");
+    if (close == std::string_view::npos) return bad;
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else if (const size_t colon = text.rfind(':'); colon != std::string_view::npos) {
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  int p = -1;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || p < 0 || p > 65535) return bad;
+  l.port = static_cast<quint16>(p);
+  if (!host.empty()) {
+    QHostAddress a;
+    if (host == "localhost") a = QHostAddress::LocalHost;
+    else if (!a.setAddress(QString::fromUtf8(host.data(), static_cast<qsizetype>(host.size())))) return bad;
+    l.address = a;
+  }
+  return l;
+}
+
+WebServer::WebServer(std::unique_ptr<Api> api, Access access, QObject* parent)
+    : QAbstractHttpServer(parent), api_(std::move(api)), access_(std::move(access)) {
+  // The pages are compiled in: a request names one of these, never a path on disk.
+  QDirIterator it(QStringLiteral(":/web"), QDir::Files, QDirIterator::Subdirectories);
+  while (it.hasNext()) {
+    const QString path = it.next();
+    static_files_.insert(QFileInfo(path).fileName(), path);
+  }
+  connect(this, &QAbstractHttpServer::newWebSocketConnection, this, &WebServer::accept_websockets);
+  connect(&poll_timer_, &QTimer::timeout, this, &WebServer::poll);
+}
+
+WebServer::~WebServer() {
+  // A socket closing as it is deleted signals `disconnected`, whose handler edits live_: cut
+  // those connections first, then close and free every live page's socket once.
+  poll_timer_.stop();
+  for (auto& [key, watch] : live_) QObject::disconnect(key, nullptr, this, nullptr);
+  live_.clear();
+}
+
+Result<std::unique_ptr<WebServer>> WebServer::start(const Options& o, QObject* parent) {
+  store::RunStore::Options so;
+  so.read_only = true;
+  if (!std::filesystem::exists(o.db))
+    return Error{"--db", o.db.string(), "no run store there (runs are stored by launches and `meshwork runs import`)"}
+        .as(ErrorKind::io);
+  auto store = store::RunStore::open(o.db, so);
+  if (!store) return store.error();
+  Access access = Access::open();
+  bool created = false;
+  if (!o.listen.address.isLoopback()) {
+    auto a = Access::with_token(o.token_file.empty() ? default_token_path() : o.token_file, &created);
+    if (!a) return a.error();
+    access = std::move(*a);
+  }
+  std::unique_ptr<WebServer> s(new WebServer(std::make_unique<Api>(std::move(*store)), std::move(access), parent));
+  s->token_created_ = created;
+  const quint16 port = s->listen(o.listen.address, o.listen.port);
+  if (port == 0)
+    return Error{"--listen", o.listen.address.toString().toStdString() + ":" + std::to_string(o.listen.port),
+                 "cannot listen there (in use, or not an address of this machine)"}
+        .as(ErrorKind::io);
+  s->address_ = o.listen.address;
+  s->port_ = port;
+  s->poll_timer_.setInterval(std::max(20, o.poll_ms));
+  return s;
+}
+
+QString WebServer::base_url() const {
+  const QString host = address_.protocol() == QAbstractSocket::IPv6Protocol
+                           ? QStringLiteral("[%1]").arg(address_.toString())
+                           : address_.toString();
+  return QStringLiteral("http://%1:%2").arg(host).arg(port_);
+}
+
+Result<QString> WebServer::new_login_link() {
+  auto code = access_.new_login_code();
+  if (!code) return code.error();
+  return base_url() + QStringLiteral("/login?code=") + QString::fromStdString(*code);
+}
+
+void WebServer::missingHandler(const QHttpServerRequest&, QTcpSocket* socket) {
+  // handleRequest answers every request; this is Qt's fallback should it ever not.
+  socket->disconnectFromHost();
+}
+
+bool WebServer::handleRequest(const QHttpServerRequest& request, QTcpSocket* socket) {
+  // Qt HTTP Server 6.4 upgrades a WebSocket request once a handler says it took it (true) and
+  // has written nothing: the upgraded socket comes back through accept_websockets(), which
+  // checks who asks and for what as strictly as below.
+  if (header(request, "Upgrade").compare("websocket", Qt::CaseInsensitive) == 0) return true;
+  QHttpServerResponder r = makeResponder(request, socket);
+  const QUrl url = request.url();
+  if (url.toEncoded().size() > kMaxUrlBytes) {
+    reply_error(r, 414, Error{"url", std::to_string(url.toEncoded().size()) + " bytes", "at most 8192 bytes"});
+    return true;
+  }
+  if (request.method() != QHttpServerRequest::Method::Get) {
+    reply_error(r, 405, Error{"method", "", "read-only: GET only"}, {{"Allow", "GET"}});
+    return true;
+  }
+  const QString path = url.path();
+  const QUrlQuery query(url);
+
+  if (path == QLatin1String("/login")) {
+    const std::string code = query.queryItemValue(QStringLiteral("code")).toStdString();
+    if (!access_.required()) {
+      reply(r, Status::SeeOther, "text/plain", "", {{"Location", "/"}});
+    } else if (access_.redeem(code)) {
+      const QByteArray cookie = QByteArray(kTokenCookie.data(), static_cast<qsizetype>(kTokenCookie.size())) + "=" +
+                                QByteArray::fromStdString(access_.token()) + "; HttpOnly; SameSite=Strict; Path=/";
+      reply(r, Status::SeeOther, "text/plain", "", {{"Location", "/"}, {"Set-Cookie", cookie}});
+    } else {
+      reply_error(r, 401, Error{"code", "", "not a login code, used already, or older than 10 minutes: restart `meshwork serve` for a new link"});
+    }
+    return true;
+  }
+  if (!access_.allows(header(request, "Authorization").toStdString(), header(request, "Cookie").toStdString())) {
+    reply_error(r, 401,
+                Error{"token", "", "this server needs its token: open the one-time link `meshwork serve` printed, "
+                                   "or send Authorization: Bearer TOKEN"},
+                {{"WWW-Authenticate", "Bearer"}});
+    return true;
+  }
+
+  if (path.startsWith(QLatin1String("/api/"))) {
+    Params params;
+    for (const auto& [k, v] : query.queryItems(QUrl::FullyDecoded)) {
+      if (!params.emplace(k.toStdString(), v.toStdString()).second) {
+        reply_error(r, 400, Error{k.toStdString(), "", "each parameter once"});
+        return true;
+      }
+    }
+    const ApiReply a = api_->get(path.mid(4).toStdString(), params);
+    reply_json(r, a.status, a.body);
+    return true;
+  }
+  QString name;
+  if (path == QLatin1String("/")) name = QStringLiteral("index.html");
+  else if (path == QLatin1String("/run")) name = QStringLiteral("run.html");
+  else if (path == QLatin1String("/compare")) name = QStringLiteral("compare.html");
+  else if (path.startsWith(QLatin1String("/static/"))) name = path.mid(8);
+  auto it = static_files_.find(name);
+  if (name.isEmpty() || it == static_files_.end()) {
+    reply_error(r, 404, Error{"path", path.left(64).toStdString(), "one of /, /run?id=ID, /compare?runs=ID,ID, /api/... (docs/web.md)"});
+    return true;
+  }
+  QFile f(it.value());
+  if (!f.open(QIODevice::ReadOnly)) {
+    reply_error(r, 500, Error{"page", name.toStdString(), "missing from this build"});
+    return true;
+  }
+  reply(r, Status::Ok, content_type(name), f.readAll());
+  return true;
+}
+
+void WebServer::accept_websockets() {
+  while (hasPendingWebSocketConnections()) {
+    std::unique_ptr<QWebSocket> ws = nextPendingWebSocketConnection();
+    if (!ws) continue;
+    const QNetworkRequest& req = ws->request();
+    const QUrl url = ws->requestUrl();
+    const auto refuse = [&](QWebSocketProtocol::CloseCode code, const QString& why) {
+      ws->close(code, why);
+    };
+    // A page of another site may open a WebSocket to this server with the browser's cookie:
+    // only pages this server served (same Origin as Host) are answered.
+    const QByteArray origin = req.rawHeader("Origin");
+    const QByteArray host = req.rawHeader("Host");
+    if (!origin.isEmpty() && QUrl(QString::fromUtf8(origin)).authority() != QString::fromUtf8(host)) {
+      refuse(QWebSocketProtocol::CloseCodePolicyViolated, QStringLiteral("origin: not this server's page"));
+      continue;
+    }
+    if (!access_.allows(req.rawHeader("Authorization").toStdString(), req.rawHeader("Cookie").toStdString())) {
+      refuse(QWebSocketProtocol::CloseCodePolicyViolated, QStringLiteral("token: missing or wrong"));
+      continue;
+    }
+    if (url.path() != QLatin1String("/api/live")) {
+      refuse(QWebSocketProtocol::CloseCodePolicyViolated, QStringLiteral("path: only /api/live"));
+      continue;
+    }
+    if (live_.size() >= static_cast<size_t>(kMaxLiveClients)) {
+      refuse(QWebSocketProtocol::CloseCodeAbnormalDisconnection, QStringLiteral("too many live pages (256)"));
+      continue;
+    }
+    Watch w;
+    const QString run = QUrlQuery(url).queryItemValue(QStringLiteral("run"));
+    if (!run.isEmpty()) {
+      bool ok = false;
+      const qlonglong id = run.toLongLong(&ok);
+      if (!ok || id < 1) {
+        refuse(QWebSocketProtocol::CloseCodePolicyViolated, QStringLiteral("run: a run id >= 1"));
+        continue;
+      }
+      w.run = id;
+    }
+    QWebSocket* key = ws.get();
+    connect(key, &QWebSocket::disconnected, this, [this, key] {
+      auto it = live_.find(key);
+      if (it == live_.end()) return;
+      it->second.socket.release()->deleteLater();  // not inside its own signal
+      live_.erase(it);
+      if (live_.empty()) poll_timer_.stop();
+    });
+    // A page says nothing after the upgrade; whatever it sends is dropped unread.
+    w.socket = std::move(ws);
+    live_.emplace(key, std::move(w));
+    data_version_ = -1;  // the newcomer gets the current version at the next poll
+    if (!poll_timer_.isActive()) poll_timer_.start();
+  }
+}
+
+void WebServer::poll() {
+  if (live_.empty()) return;
+  // Nothing committed since the last look: nothing to read (one PRAGMA, no query of the runs).
+  const int64_t dv = api_->data_version();
+  if (dv == data_version_) return;
+  data_version_ = dv;
+  auto v = api_->versions();
+  if (!v) return;
+  for (auto& [key, w] : live_) {
+    nlohmann::json msg;
+    if (w.run == 0) {
+      if (w.version == v->list) continue;
+      w.version = v->list;
+      msg = {{"type", "runs"}, {"version", v->list}};
+    } else {
+      auto it = v->runs.find(w.run);
+      const int64_t version = it == v->runs.end() ? 0 : it->second;
+      if (w.version == version) continue;
+      w.version = version;
+      msg = {{"type", "run"}, {"run", w.run}, {"version", version},
+             {"status", it == v->runs.end() ? std::string("deleted") : v->status[w.run]},
+             {"steps", it == v->runs.end() ? 0 : v->steps[w.run]}};
+    }
+    key->sendTextMessage(QString::fromStdString(msg.dump()));
+  }
+}
+
+}  // namespace meshwork::web

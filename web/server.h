@@ -1,0 +1,81 @@
+// `meshwork serve`: the run store over HTTP for browsers (docs/web.md). Qt HTTP Server parses
+// requests; this class only checks who asks (web/access.h), hands /api/ paths to Api
+// (web/api.h), serves the pages compiled in as Qt resources, and pushes "this changed" to live
+// pages over WebSockets. Read-only: the store is opened read-only and only GET is answered.
+#pragma once
+
+#include <QAbstractHttpServer>
+#include <QHostAddress>
+#include <QMap>
+#include <QTimer>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "core/error.h"
+#include "web/access.h"
+#include "web/api.h"
+
+class QWebSocket;
+
+namespace meshwork::web {
+
+inline constexpr int kMaxUrlBytes = 8192;
+inline constexpr int kMaxLiveClients = 256;
+
+struct Listen {
+  QHostAddress address = QHostAddress::LocalHost;
+  quint16 port = 8765;
+};
+// "ADDR:PORT", "[IPv6]:PORT" or "PORT" (on 127.0.0.1); port 0 picks a free one.
+Result<Listen> parse_listen(std::string_view text);
+
+class WebServer : public QAbstractHttpServer {
+  Q_OBJECT
+ public:
+  struct Options {
+    std::filesystem::path db;
+    Listen listen;
+    std::filesystem::path token_file;  // used only when the address is not loopback
+    int poll_ms = 200;                 // how often live pages' runs are looked at
+  };
+  // Opens the store read-only, sets up access and listens. Errors name the flag at fault.
+  static Result<std::unique_ptr<WebServer>> start(const Options& options, QObject* parent = nullptr);
+  ~WebServer() override;
+
+  QString base_url() const;  // http://ADDR:PORT
+  quint16 port() const { return port_; }
+  bool token_required() const { return access_.required(); }
+  bool token_created() const { return token_created_; }
+  const std::string& token() const { return access_.token(); }
+  Result<QString> new_login_link();  // base_url()/login?code=...
+  int live_clients() const { return static_cast<int>(live_.size()); }
+
+ protected:
+  bool handleRequest(const QHttpServerRequest& request, QTcpSocket* socket) override;
+  void missingHandler(const QHttpServerRequest& request, QTcpSocket* socket) override;
+
+ private:
+  WebServer(std::unique_ptr<Api> api, Access access, QObject* parent);
+  void accept_websockets();
+  void poll();
+
+  struct Watch {
+    std::unique_ptr<QWebSocket> socket;
+    store::RunId run = 0;  // 0: the runs list
+    int64_t version = -1;  // last sent
+  };
+
+  std::unique_ptr<Api> api_;
+  Access access_;
+  bool token_created_ = false;
+  QHostAddress address_;
+  quint16 port_ = 0;
+  QMap<QString, QString> static_files_;  // served name -> resource path
+  std::map<QWebSocket*, Watch> live_;
+  QTimer poll_timer_;
+  int64_t data_version_ = -1;
+};
+
+}  // namespace meshwork::web
