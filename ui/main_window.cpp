@@ -1,5 +1,7 @@
 #include "ui/main_window.h"
 
+#include <QDesktopServices>
+
 #include "ui/ecosystem_export_dialog.h"
 
 #include <QAction>
@@ -27,6 +29,7 @@
 #include "ui/runs_model.h"
 #include "ui/runs_page.h"
 #include "ui/store_worker.h"
+#include "ui/browser_server.h"
 #include "ui/cluster_panel.h"
 #include "ui/runtime_panel.h"
 #include "ui/slurm_panel.h"
@@ -215,6 +218,7 @@ void MainWindow::build_actions() {
   view->addSeparator();
   view->addAction(inspector_dock_->toggleViewAction());
   inspector_dock_->toggleViewAction()->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_I));
+  view->addAction(tr("Serve in the &browser…"), this, &MainWindow::serve_in_browser);
   dark_ = view->addAction(tr("&Dark theme"));
   dark_->setCheckable(true);
   dark_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_D));
@@ -523,6 +527,23 @@ void MainWindow::open_model_config() {
 void MainWindow::open_model_directory() {
   const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a Hugging Face model directory"));
   if (!dir.isEmpty()) plan_->set_model(dir.toStdString());
+}
+
+void MainWindow::serve_in_browser() {
+  if (!browser_server_) {
+    browser_server_ = new BrowserServer(this);
+    connect(browser_server_, &BrowserServer::ready, this, [this](const QUrl& url) {
+      statusBar()->showMessage(
+          tr("Serving the run store at %1 (read-only, this machine only; stops with the workbench)").arg(url.toString()));
+      if (open_browser_) QDesktopServices::openUrl(url);
+    });
+    connect(browser_server_, &BrowserServer::failed, this, [this](const QString& message) {
+      statusBar()->showMessage(tr("Serving in the browser stopped: %1").arg(message), 8000);
+      if (open_browser_) QMessageBox::warning(this, tr("Serve in the browser"), message);
+    });
+  }
+  statusBar()->showMessage(tr("Starting meshwork serve…"));
+  browser_server_->start(store_->db_path());
 }
 
 void MainWindow::show_shortcuts() {

@@ -32,6 +32,7 @@ class ComparePage;
 class LaunchController;
 class RunsPage;
 class StoreWorker;
+class BrowserServer;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -74,6 +75,11 @@ class MainWindow : public QMainWindow {
   // shape is not valid.
   Result<interop::ExportRequest> ecosystem_export_request() const;
   void set_dark(bool dark);
+  // View -> Serve in the browser: `meshwork serve` on this store (127.0.0.1, a free port), then
+  // the default browser opens it (unless set_open_browser(false): tests).
+  void serve_in_browser();
+  BrowserServer* browser_server() const { return browser_server_; }
+  void set_open_browser(bool open) { open_browser_ = open; }
 
  protected:
   void closeEvent(QCloseEvent* e) override;
@@ -106,6 +112,8 @@ class MainWindow : public QMainWindow {
   Inspector* inspector_;
   QDockWidget* inspector_dock_;
   StoreWorker* store_;
+  BrowserServer* browser_server_ = nullptr;
+  bool open_browser_ = true;
   LaunchController* launcher_;
   RunsPage* runs_page_;
   ComparePage* compare_page_;

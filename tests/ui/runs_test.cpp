@@ -17,6 +17,9 @@
 #include <QTableView>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QNetworkAccessManager>
+#include <QNetworkReply>
+#include <QStatusBar>
 #include <QTest>
 #include <QValueAxis>
 #include <algorithm>
@@ -29,6 +32,7 @@
 #include "test_support.h"
 #include "ui/bar_chart.h"
 #include "ui/compare_model.h"
+#include "ui/browser_server.h"
 #include "ui/compare_page.h"
 #include "ui/metric_chart.h"
 #include "ui/monitor_model.h"
@@ -354,6 +358,52 @@ class RunsTest : public QObject {
                qPrintable(QString::number(x->tickInterval())));
     }
     QVERIFY(!c.grab().isNull());
+  }
+
+  // View -> Serve in the browser: `meshwork serve` on the workbench's store, its URL in the
+  // status bar, the runs it shows those of the Runs page; closing the workbench stops it.
+  void servedInTheBrowserFromTheViewMenu() {
+    fresh_db();
+    QUrl url;
+    {
+      MainWindow w(false);
+      w.set_open_browser(false);
+      w.show();
+      const qint64 id = import(w.runs_page(), kData + "/fsdp-1x2.jsonl", false);
+      QVERIFY(id > 0);
+      QAction* serve = nullptr;
+      for (QAction* a : w.findChildren<QAction*>())
+        if (a->text() == QStringLiteral("Serve in the &browser…")) serve = a;
+      QVERIFY(serve);
+      serve->trigger();
+      QVERIFY(QTest::qWaitFor([&] { return w.browser_server() && w.browser_server()->serving(); }, 30000));
+      url = w.browser_server()->url();
+      QCOMPARE(url.host(), QStringLiteral("127.0.0.1"));
+      QVERIFY(w.statusBar()->currentMessage().contains(url.toString()));
+      const auto get = [](const QUrl& u, int* status) {
+        QNetworkAccessManager nam;
+        QNetworkReply* r = nam.get(QNetworkRequest(u));
+        QTest::qWaitFor([&] { return r->isFinished(); }, 20000);
+        *status = r->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
+        const QByteArray body = r->readAll();
+        delete r;
+        return body;
+      };
+      int status = 0;
+      const auto runs = nlohmann::json::parse(get(url.resolved(QUrl("api/runs")), &status).toStdString());
+      QCOMPARE(status, 200);
+      QCOMPARE(runs["runs"].size(), size_t{1});
+      QCOMPARE(runs["runs"][0]["name"].get<std::string>(), std::string("fsdp-1x2"));
+      QCOMPARE(runs["runs"][0]["id"].get<qint64>(), id);
+      get(url, &status);
+      QCOMPARE(status, 200);
+    }
+    // The workbench closed: so did its server.
+    QNetworkAccessManager nam;
+    QNetworkReply* r = nam.get(QNetworkRequest(url.resolved(QUrl("api/runs"))));
+    QVERIFY(QTest::qWaitFor([&] { return r->isFinished(); }, 20000));
+    QCOMPARE(r->error(), QNetworkReply::ConnectionRefusedError);
+    delete r;
   }
 
   void configDiffAndSmoothingRules() {
