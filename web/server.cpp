@@ -6,6 +6,8 @@
 #include <QHttpServerRequest>
 #include <QHttpServerResponder>
 #include <QNetworkRequest>
+#include <QPointer>
+#include <QThread>
 #include <QTcpSocket>
 #include <QUrlQuery>
 #include <QWebSocket>
@@ -105,6 +107,7 @@ WebServer::WebServer(std::unique_ptr<Api> api, Access access, QObject* parent)
 }
 
 WebServer::~WebServer() {
+  pool_.waitForDone();  // no query still running on an Api of ours
   // A socket closing as it is deleted signals `disconnected`, whose handler edits live_: cut
   // those connections first, then close and free every live page's socket once.
   poll_timer_.stop();
@@ -134,6 +137,8 @@ Result<std::unique_ptr<WebServer>> WebServer::start(const Options& o, QObject* p
     return Error{"--listen", o.listen.address.toString().toStdString() + ":" + std::to_string(o.listen.port),
                  "cannot listen there (in use, or not an address of this machine)"}
         .as(ErrorKind::io);
+  s->db_ = o.db;
+  s->pool_.setMaxThreadCount(std::max(2, QThread::idealThreadCount()));
   s->address_ = o.listen.address;
   s->port_ = port;
   s->poll_timer_.setInterval(std::max(20, o.poll_ms));
@@ -205,8 +210,7 @@ bool WebServer::handleRequest(const QHttpServerRequest& request, QTcpSocket* soc
         return true;
       }
     }
-    const ApiReply a = api_->get(path.mid(4).toStdString(), params);
-    reply_json(r, a.status, a.body);
+    answer_api(std::move(r), socket, path.mid(4).toStdString(), std::move(params));
     return true;
   }
   QString name;
@@ -226,6 +230,50 @@ bool WebServer::handleRequest(const QHttpServerRequest& request, QTcpSocket* soc
   }
   reply(r, Status::Ok, content_type(name), f.readAll());
   return true;
+}
+
+std::unique_ptr<Api> WebServer::take_api() {
+  {
+    std::lock_guard<std::mutex> lock(apis_mutex_);
+    if (!idle_apis_.empty()) {
+      auto api = std::move(idle_apis_.back());
+      idle_apis_.pop_back();
+      return api;
+    }
+  }
+  store::RunStore::Options so;
+  so.read_only = true;
+  auto store = store::RunStore::open(db_, so);
+  if (!store) return nullptr;
+  return std::make_unique<Api>(std::move(*store));
+}
+
+void WebServer::give_api(std::unique_ptr<Api> api) {
+  std::lock_guard<std::mutex> lock(apis_mutex_);
+  idle_apis_.push_back(std::move(api));
+}
+
+void WebServer::answer_api(QHttpServerResponder&& responder, QTcpSocket* socket, std::string path, Params params) {
+  auto r = std::make_shared<QHttpServerResponder>(std::move(responder));
+  const QPointer<QTcpSocket> alive(socket);
+  pool_.start([this, r, alive, path = std::move(path), params = std::move(params)] {
+    ApiReply a;
+    if (auto api = take_api()) {
+      a = api->get(path, params);
+      give_api(std::move(api));
+    } else {
+      a.status = 500;
+      a.body = {{"error", Error{"run store", db_.string(), "could not be opened"}.message()}};
+    }
+    QByteArray body = QByteArray::fromStdString(a.body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    QMetaObject::invokeMethod(
+        this,
+        [r, alive, status = a.status, body = std::move(body)] {
+          if (!alive || !alive->isOpen()) return;  // the client left while its query ran
+          reply(*r, static_cast<Status>(status), "application/json", body);
+        },
+        Qt::QueuedConnection);
+  });
 }
 
 void WebServer::accept_websockets() {

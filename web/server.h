@@ -7,11 +7,14 @@
 #include <QAbstractHttpServer>
 #include <QHostAddress>
 #include <QMap>
+#include <QThreadPool>
 #include <QTimer>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <vector>
 
 #include "core/error.h"
 #include "web/access.h"
@@ -60,6 +63,12 @@ class WebServer : public QAbstractHttpServer {
   WebServer(std::unique_ptr<Api> api, Access access, QObject* parent);
   void accept_websockets();
   void poll();
+  // API requests run on pool_, each on an Api of its own (a read-only connection: SQLite WAL
+  // readers never wait for each other or for the writer), and the answer is written back on this
+  // thread. A query of 8 runs then never holds up pages, other queries or live pushes.
+  void answer_api(QHttpServerResponder&& responder, QTcpSocket* socket, std::string path, Params params);
+  std::unique_ptr<Api> take_api();
+  void give_api(std::unique_ptr<Api> api);
 
   struct Watch {
     std::unique_ptr<QWebSocket> socket;
@@ -67,7 +76,11 @@ class WebServer : public QAbstractHttpServer {
     int64_t version = -1;  // last sent
   };
 
-  std::unique_ptr<Api> api_;
+  std::unique_ptr<Api> api_;  // this thread's: the live poll
+  std::filesystem::path db_;
+  std::mutex apis_mutex_;
+  std::vector<std::unique_ptr<Api>> idle_apis_;
+  QThreadPool pool_;
   Access access_;
   bool token_created_ = false;
   QHostAddress address_;

@@ -65,7 +65,8 @@ Result<std::vector<ScalarPoint>> read_trainer_state(std::string_view text, std::
       return Error{std::string(name) + ": log_history[" + std::to_string(i) + "].step", step->dump(),
                    "a whole number >= 0"};
     for (const auto& [key, value] : entry.items()) {
-      if (key == "step" || !value.is_number()) continue;
+      // A value logged under no name ("": 0.5) belongs to no series: it is skipped, as text is.
+      if (key == "step" || key.empty() || !value.is_number()) continue;
       points.push_back({step->get<int64_t>(), 0.0, key, value.get<double>()});
     }
   }

@@ -145,6 +145,12 @@ TEST_F(ForeignRuns, TrainerStateLogHistoryEveryNumberAtItsStep) {
   ASSERT_FALSE(step.ok());
   EXPECT_EQ(step.error().field, "ts.json: log_history[0].step");
   EXPECT_FALSE(read_trainer_state("not json", "ts.json").ok());
+  // A value under an empty name belongs to no series (found by the trainer_state fuzzer).
+  auto unnamed = read_trainer_state("{\"log_history\": [{\"\": 0.5, \"loss\": 2, \"step\": 20}]}", "ts.json");
+  ASSERT_TRUE(unnamed.ok()) << unnamed.error().message();
+  ASSERT_EQ(unnamed->size(), 1u);
+  EXPECT_EQ((*unnamed)[0].tag, "loss");
+  EXPECT_EQ((*unnamed)[0].step, 20);
 }
 
 TEST(MetricNames, ToolsNamesMapOntoMeshworksWhereTheyMeanTheSame) {

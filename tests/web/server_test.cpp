@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/web/web_fixture.h"
 #include "web/server.h"
 
@@ -124,6 +126,50 @@ TEST_F(ServerTest, LoopbackServesPagesAndApiWithoutAToken) {
     EXPECT_EQ(request(local(*s, name)).status, 200) << name;
   EXPECT_EQ(request(local(*s, "/static/app.js")).header("Content-Type"), "text/javascript; charset=utf-8");
   EXPECT_FALSE(std::filesystem::exists(dir_ / "config" / "web-token"));  // no token on loopback
+}
+
+TEST_F(ServerTest, ConcurrentQueriesEachGetTheirOwnAnswer) {
+  auto s = serve("127.0.0.1:0");
+  ASSERT_TRUE(s);
+  // The same answers the API gives on its own (web/api.h), for several kinds of query at once:
+  // they run on the server's worker threads and must come back to the request that asked.
+  store::RunStore::Options ro;
+  ro.read_only = true;
+  auto reader = store::RunStore::open(db_, ro);
+  ASSERT_TRUE(reader.ok());
+  Api api(std::move(*reader));
+  const std::string id = std::to_string(run_);
+  const std::vector<std::pair<QString, nlohmann::json>> asks = {
+      {"/api/runs", api.get("/runs", {}).body},
+      {QString::fromStdString("/api/runs/" + id + "/frame?pixels=64"), api.get("/runs/" + id + "/frame", {{"pixels", "64"}}).body},
+      {QString::fromStdString("/api/runs/" + id + "/series?key=lr&pixels=32"),
+       api.get("/runs/" + id + "/series", {{"key", "lr"}, {"pixels", "32"}}).body},
+      {QString::fromStdString("/api/compare?runs=" + id), api.get("/compare", {{"runs", id}}).body},
+      {"/api/runs/77", api.get("/runs/77", {}).body}};
+  QNetworkAccessManager nam;
+  std::vector<std::pair<QNetworkReply*, size_t>> replies;
+  for (int round = 0; round < 8; ++round)
+    for (size_t i = 0; i < asks.size(); ++i)
+      replies.emplace_back(nam.get(QNetworkRequest(QUrl(local(*s, asks[i].first)))), i);
+  QEventLoop loop;
+  QTimer tick;
+  QObject::connect(&tick, &QTimer::timeout, [&] {
+    if (std::all_of(replies.begin(), replies.end(), [](const auto& r) { return r.first->isFinished(); })) loop.quit();
+  });
+  tick.start(10);
+  QTimer::singleShot(30000, &loop, &QEventLoop::quit);
+  loop.exec();
+  for (auto& [reply, i] : replies) {
+    ASSERT_TRUE(reply->isFinished());
+    auto body = nlohmann::json::parse(reply->readAll().toStdString(), nullptr, false);
+    body.erase("load_ms");  // timings differ from call to call
+    body.erase("query_ms");
+    nlohmann::json want = asks[i].second;
+    want.erase("load_ms");
+    want.erase("query_ms");
+    EXPECT_EQ(body, want) << asks[i].first.toStdString();
+    reply->deleteLater();
+  }
 }
 
 TEST_F(ServerTest, MalformedOrHostileRequestsGet4xxNeverACrash) {
