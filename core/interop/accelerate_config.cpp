@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/interop/format_common.h"
+#include "core/shell_quote.h"
 
 namespace meshwork::interop::detail {
 
@@ -14,7 +15,7 @@ namespace {
 std::string accelerate_launch_line(const ExportRequest& r, int machine_rank) {
   return "accelerate launch --config_file " + launch_config_file(r, ConfigFormat::accelerate) +
          " --machine_rank " + std::to_string(machine_rank) +
-         " --main_process_ip " + r.main_address + " --main_process_port " + std::to_string(r.main_port) + " " +
+         " --main_process_ip " + shell_quote(r.main_address) + " --main_process_port " + std::to_string(r.main_port) + " " +
          r.script;
 }
 
@@ -58,7 +59,7 @@ Result<ExportedConfig> export_accelerate(const ExportRequest& r) {
                         "without FSDP Accelerate's config has no key for it");
   }
   y += "machine_rank: 0\n";
-  y += "main_process_ip: " + r.main_address + "\n";
+  y += "main_process_ip: " + yaml_scalar(r.main_address) + "\n";
   y += "main_process_port: " + std::to_string(r.main_port) + "\n";
   y += "main_training_function: main\n";
   y += std::string("mixed_precision: ") + (t.precision == Precision::bf16 ? "bf16" : "'no'") + "\n";

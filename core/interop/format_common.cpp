@@ -1,5 +1,7 @@
 #include "core/interop/format_common.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -102,6 +104,13 @@ std::string yaml_quote(std::string_view text) {
   return out + "\"";
 }
 
+std::string yaml_scalar(std::string_view text) {
+  const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+  return plain ? std::string(text) : yaml_quote(text);
+}
+
 Result<int> grad_accum_steps(const RunConfig& config) {
   const TrainingConfig& t = config.training;
   const int64_t per_step = int64_t{t.micro_batch} * config.mesh[Axis::dp_replicate] * config.mesh[Axis::dp_shard];
@@ -114,7 +123,7 @@ Result<int> grad_accum_steps(const RunConfig& config) {
 std::string torchrun_line(const ExportRequest& r, int node_rank, const std::string& tail) {
   return "torchrun --nnodes " + std::to_string(r.num_machines) + " --nproc-per-node " +
          std::to_string(r.processes_per_machine) + " --node-rank " + std::to_string(node_rank) + " --master-addr " +
-         r.main_address + " --master-port " + std::to_string(r.main_port) + " " + tail;
+         shell_quote(r.main_address) + " --master-port " + std::to_string(r.main_port) + " " + tail;
 }
 
 std::string launch_config_file(const ExportRequest& r, ConfigFormat format) {

@@ -53,6 +53,9 @@ std::string export_header(const ExportRequest& r, const std::vector<std::string>
 std::string comment_block(const std::string& title, const std::vector<std::string>& lines);
 // A YAML double-quoted scalar (paths and ids the user typed).
 std::string yaml_quote(std::string_view text);
+// `text` as a YAML scalar: plain when it is only letters, digits and . _ - (an address, a name),
+// else yaml_quote()d, so a host name never adds keys or comments to the file.
+std::string yaml_scalar(std::string_view text);
 // Global batch = micro x accumulation x data-parallel ranks: the accumulation steps, or an Error
 // naming training.global_batch when it does not divide.
 Result<int> grad_accum_steps(const RunConfig& config);

@@ -1,9 +1,13 @@
 // core/interop: the ecosystem's configs read with the values their authors meant, written so
 // that they read back to the same plan, and refused (never written) where the tool would fail.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "core/interop/ecosystem_config.h"
 
@@ -170,6 +174,54 @@ TEST(LaunchLines, NameTheFileWrittenQuotedForTheShell) {
   r.config_file = "my run's config.toml";
   const std::string line = export_config(r, ConfigFormat::torchtitan)->launch_commands[0];
   EXPECT_NE(line.find("--job.config_file 'my run'\\''s config.toml'"), std::string::npos) << line;
+}
+
+// A host name or a model path is data, wherever it lands: one argument to a real shell (nothing
+// runs), one value of the written file (no key or comment added).
+TEST(LaunchLines, AHostileHostNameOrModelPathStaysData) {
+  const std::string host = "node0; touch pwned $(touch pwned2) `touch pwned3` #: x";
+  ExportRequest r = request(shape(2, 4, 1, 2), 2, 8);
+  r.main_address = host;
+  r.config.model = "/data/my \"model\": x\n#: evil";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("meshwork-hostile-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (ConfigFormat f : {ConfigFormat::accelerate, ConfigFormat::axolotl, ConfigFormat::torchtitan}) {
+    SCOPED_TRACE(std::string(to_string(f)));
+    auto out = export_config(r, f);
+    ASSERT_TRUE(out.ok()) << out.error().message();
+    for (const std::string& line : out->launch_commands) {
+      // The line's own words, printed one per line by a real shell instead of run.
+      const std::string words = line.substr(line.find(' ') + 1);
+      const std::filesystem::path script = dir / "words.sh";
+      std::ofstream(script) << "cd '" << dir.string() << "' && printf '%s\\n' " << words << "\n";
+      FILE* p = ::popen(("/bin/sh " + script.string()).c_str(), "r");
+      ASSERT_NE(p, nullptr);
+      std::vector<std::string> args;
+      char buf[4096];
+      while (std::fgets(buf, sizeof buf, p)) {
+        std::string a(buf);
+        if (!a.empty() && a.back() == '\n') a.pop_back();
+        args.push_back(a);
+      }
+      ASSERT_EQ(::pclose(p), 0) << line;
+      auto at = std::find_if(args.begin(), args.end(),
+                             [](const std::string& a) { return a == "--main_process_ip" || a == "--master-addr"; });
+      ASSERT_NE(at, args.end()) << line;
+      ASSERT_NE(at + 1, args.end());
+      EXPECT_EQ(*(at + 1), host) << line;
+    }
+    if (f != ConfigFormat::torchtitan) {
+      auto in = import_config_text(out->text, "exported.yaml");
+      ASSERT_TRUE(in.ok()) << in.error().message() << "\n" << out->text;
+      EXPECT_TRUE(in->unknown_keys.empty()) << in->unknown_keys.front() << "\n" << out->text;
+      if (f == ConfigFormat::axolotl) {
+        ASSERT_TRUE(in->model.has_value());
+        EXPECT_EQ(*in->model, "/data/my \"model\": x\n#: evil");
+      }
+    }
+  }
+  for (const char* f : {"pwned", "pwned2", "pwned3"}) EXPECT_FALSE(std::filesystem::exists(dir / f)) << f;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Refusals, PureReplicationWithTpIsNeverWrittenForTheToolsThatCannotRunIt) {
