@@ -245,6 +245,25 @@ TEST_F(ClusterRun, LaunchTwoNodesTwoRanksEveryMetricInTheStore) {
   auto info = (*s)->get_run(id);
   EXPECT_EQ(info->summary.status, "ok");
   EXPECT_EQ(info->summary.name, "e2e \"two nodes\"; it's $(fine)");
+  // Nothing secret leaves the key file: no line of the private key is in the store, the CLI's
+  // output, the launch record, the exported CSV or any file of either node's run directory.
+  {
+    std::vector<std::string> secret;
+    std::istringstream key(test::read_text(cluster_.identity()));
+    for (std::string line; std::getline(key, line);)
+      if (line.size() >= 20 && line.find("PRIVATE KEY") == std::string::npos) secret.push_back(line);
+    ASSERT_FALSE(secret.empty());
+    const fs::path csv = tmp_ / "run.csv";
+    ASSERT_TRUE((*s)->export_csv(id, csv).ok());
+    std::vector<std::pair<std::string, std::string>> places = {{"cli stdout", r.out}, {"cli stderr", r.err}};
+    for (const fs::path& f : {fs::path(db_), fs::path(db_.string() + "-wal"), csv})
+      if (fs::exists(f)) places.emplace_back(f.string(), test::read_text(f));
+    for (const auto& node : rec.nodes)
+      for (const auto& e : fs::recursive_directory_iterator(node.run_dir))
+        if (e.is_regular_file() && e.file_size() < (64u << 20)) places.emplace_back(e.path().string(), test::read_text(e.path()));
+    for (const auto& [where, text] : places)
+      for (const std::string& line : secret) EXPECT_EQ(text.find(line), std::string::npos) << "a key line in " << where;
+  }
   // A second launch re-uses what is deployed (content-addressed): nothing is uploaded again.
   Cli again = run_cli(launch_args(2, "second", true), tmp_);
   ASSERT_EQ(again.code, 0) << again.err;
