@@ -24,7 +24,11 @@ BarChart::BarChart(const QString& title, Kind kind, QWidget* parent) : QChartVie
   c->setMargins(QMargins(6, 4, 8, 4));
   c->setBackgroundRoundness(4);
   c->legend()->setAlignment(Qt::AlignTop);
+  // QChartView(parent) made a default chart of its own; setChart() only releases it (Qt's
+  // documentation: "users need to make sure the previous chart is deleted").
+  QChart* made_by_the_view = chart();
   setChart(c);
+  delete made_by_the_view;
   setRenderHint(QPainter::Antialiasing, true);
   setMinimumSize(180, 140);
   // A chart changes as a whole (axes, labels, data): repaint the viewport as one rectangle. The

@@ -70,7 +70,11 @@ MetricChart::MetricChart(const QString& title, QWidget* parent) : QChartView(par
   y_->setTickCount(5);
   c->addAxis(x_, Qt::AlignBottom);
   c->addAxis(y_, Qt::AlignLeft);
+  // QChartView(parent) made a default chart of its own; setChart() only releases it (Qt's
+  // documentation: "users need to make sure the previous chart is deleted").
+  QChart* made_by_the_view = chart();
   setChart(c);
+  delete made_by_the_view;
   nice_ = new QValueAxis(this);
   // Whatever changes in the scene (Qt Charts' items only: the data is not in it) redraws the frame.
   connect(scene(), &QGraphicsScene::changed, this, [this] { frame_dirty_ = true; });

@@ -112,7 +112,8 @@ class ForeignRunsTest : public QObject {
     RunsPage* page = w.runs_page();
     QVERIFY(import(page, kData + "/fsdp-1x2.jsonl", false) > 0);
     const int before = page->model()->rowCount();
-    auto* mime = new QMimeData;
+    QMimeData mime_data;  // the events only point at it
+    QMimeData* mime = &mime_data;
     mime->setUrls({QUrl::fromLocalFile(tb.filePath(files[0]))});
     QDragEnterEvent enter(QPoint(50, 50), Qt::CopyAction, mime, Qt::LeftButton, Qt::NoModifier);
     QApplication::sendEvent(page, &enter);
