@@ -107,8 +107,13 @@ class ScaleViewsTest : public QObject {
     QCOMPARE(w.cluster()->rowCount(), 1025);
     QCOMPARE(w.plan()->cluster().world_size, w.cluster()->node(0).slots + 1024 * 8);
     QCoreApplication::processEvents();
-    QCOMPARE(grid->card_widget_count(), widgets_at_64);
-    QCOMPARE(grid->live_card_count(), live_at_64);
+    // No more card widgets for 16x the nodes. The probes of the first nodes may have failed
+    // meanwhile, and a failed card grows by its error line, so fewer cards may fit now than
+    // at 64: never more (a count compared for equality here failed 1 run in 3 of the gui label).
+    QVERIFY2(grid->card_widget_count() <= widgets_at_64,
+             qPrintable(QStringLiteral("%1 > %2").arg(grid->card_widget_count()).arg(widgets_at_64)));
+    QVERIFY2(grid->live_card_count() >= 1 && grid->live_card_count() <= live_at_64,
+             qPrintable(QStringLiteral("%1 live, %2 at 64").arg(grid->live_card_count()).arg(live_at_64)));
     QVERIFY(grid->card_widget_count() <= 2 * live_at_64 + grid->columns() + 1);
     // Every live card sits in the viewport and shows its own row's node.
     const auto [lo, hi] = grid->live_rows();

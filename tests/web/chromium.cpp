@@ -41,7 +41,10 @@ bool HeadlessChromium::launch(QString* error) {
   const QString profile = dir_.filePath("profile");
   process_ = std::make_unique<QProcess>();
   process_->setProgram(program);
-  process_->setArguments({"--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-port=0",
+  // --disable-dev-shm-usage: a container's /dev/shm is often 64 MB, where Chromium's renderer
+  // would crash on a big page; its shared memory then lives in /tmp.
+  process_->setArguments({"--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                          "--remote-debugging-port=0",
                           "--user-data-dir=" + profile, "--no-first-run", "--no-default-browser-check",
                           "--disable-extensions", "--window-size=1280,900", "about:blank"});
   process_->setStandardOutputFile(QProcess::nullDevice());
