@@ -86,6 +86,14 @@ Result<std::string> key_param(const Params& p, const std::string& field, const s
   return k;
 }
 
+Result<store::XAxis> x_param(const Params& p) {
+  auto it = p.find("x");
+  if (it == p.end()) return store::XAxis::step;
+  auto x = store::parse_x_axis(it->second);
+  if (!x) return Error{"x", shown(it->second), "one of step, tokens, time"};
+  return *x;
+}
+
 // The x range of a query: both ends optional, in order when both are given.
 Result<std::optional<std::pair<double, double>>> range_params(const Params& p) {
   auto lo = finite_param(p, "x_min");
@@ -331,11 +339,9 @@ ApiReply Api::series(RunId id, const Params& params) {
   auto key = key_param(params, "key", "loss");
   if (!key) return error_reply(400, key.error());
   q.key = *key;
-  if (auto it = params.find("x"); it != params.end()) {
-    auto x = store::parse_x_axis(it->second);
-    if (!x) return bad_request("x", it->second, "one of step, tokens, time");
-    q.x = *x;
-  }
+  auto x = x_param(params);
+  if (!x) return error_reply(400, x.error());
+  q.x = *x;
   if (auto it = params.find("agg"); it != params.end()) {
     auto a = store::parse_aggregate(it->second);
     if (!a) return bad_request("agg", it->second, "one of none, mean, min, max, sum");
@@ -387,11 +393,9 @@ ApiReply Api::compare(const Params& params) {
   auto key = key_param(params, "key", "loss");
   if (!key) return error_reply(400, key.error());
   q.key = *key;
-  if (auto x = params.find("x"); x != params.end()) {
-    auto parsed = store::parse_x_axis(x->second);
-    if (!parsed) return bad_request("x", x->second, "one of step, tokens, time");
-    q.x = *parsed;
-  }
+  auto x = x_param(params);
+  if (!x) return error_reply(400, x.error());
+  q.x = *x;
   auto pixels = int_param(params, "pixels", kDefaultPixels, kMinPixels, kMaxPixels);
   if (!pixels) return error_reply(400, pixels.error());
   q.pixels = *pixels;

@@ -11,15 +11,7 @@ namespace {
 
 using testing::RunSpec;
 using testing::TempDir;
-
-MeshShape shape(int r, int s, int c, int t) {
-  MeshShape m;
-  m.set(Axis::dp_replicate, r);
-  m.set(Axis::dp_shard, s);
-  m.set(Axis::cp, c);
-  m.set(Axis::tp, t);
-  return m;
-}
+using testing::shape;
 
 class ApiTest : public ::testing::Test {
  protected:

@@ -21,14 +21,6 @@ using meshwork::testing::HeadlessChromium;
 using testing::RunSpec;
 using testing::TempDir;
 
-MeshShape shape(int r, int s, int t) {
-  MeshShape m;
-  m.set(Axis::dp_replicate, r);
-  m.set(Axis::dp_shard, s);
-  m.set(Axis::tp, t);
-  return m;
-}
-
 // Non-transparent pixels of every canvas inside the element: a chart that drew nothing has 0.
 QString painted_pixels(const QString& element_id) {
   return QStringLiteral(
@@ -45,9 +37,9 @@ class BrowserTest : public ::testing::Test {
     auto w = store::RunStore::open(db_);
     ASSERT_TRUE(w.ok());
     writer_ = std::move(*w);
-    a_ = testing::finished_run(*writer_, RunSpec{"alpha", shape(1, 2, 2), 2, 1e-3, 1.0}, 400);
-    b_ = testing::finished_run(*writer_, RunSpec{"beta", shape(2, 2, 1), 2, 3e-4, 1.1}, 400);
-    c_ = testing::finished_run(*writer_, RunSpec{"gamma", shape(1, 4, 1), 2, 1e-3, 0.9}, 300, "failed",
+    a_ = testing::finished_run(*writer_, RunSpec{"alpha", testing::shape(1, 2, 1, 2), 2, 1e-3, 1.0}, 400);
+    b_ = testing::finished_run(*writer_, RunSpec{"beta", testing::shape(2, 2, 1, 1), 2, 3e-4, 1.1}, 400);
+    c_ = testing::finished_run(*writer_, RunSpec{"gamma", testing::shape(1, 4, 1, 1), 2, 1e-3, 0.9}, 300, "failed",
                                "exited 137\nout of memory");
     ASSERT_TRUE(a_ && b_ && c_);
     QString error;
@@ -144,7 +136,7 @@ TEST_F(BrowserTest, RunPageDrawsEveryChartWithTheQueriedPoints) {
 TEST_F(BrowserTest, ALiveRunsNewPointsAppear) {
   auto s = serve("127.0.0.1:0");
   ASSERT_TRUE(s);
-  RunSpec live{"live", shape(1, 2, 1)};
+  RunSpec live{"live", testing::shape(1, 2, 1, 1)};
   const store::RunId id = testing::create_run(*writer_, live);
   std::vector<uint64_t> offsets;
   ASSERT_TRUE(testing::add_steps(*writer_, id, live, 0, 9, offsets));

@@ -53,13 +53,6 @@ Http request(const QString& url, const QByteArray& method = "GET",
   return h;
 }
 
-MeshShape shape(int s, int t) {
-  MeshShape m;
-  m.set(Axis::dp_shard, s);
-  m.set(Axis::tp, t);
-  return m;
-}
-
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -67,7 +60,7 @@ class ServerTest : public ::testing::Test {
     auto w = store::RunStore::open(db_);
     ASSERT_TRUE(w.ok());
     writer_ = std::move(*w);
-    run_ = testing::finished_run(*writer_, RunSpec{"alpha", shape(2, 1)}, 50);
+    run_ = testing::finished_run(*writer_, RunSpec{"alpha", testing::shape(1, 2, 1, 1)}, 50);
     ASSERT_NE(run_, 0);
   }
   std::unique_ptr<WebServer> serve(const std::string& listen) {
@@ -248,7 +241,7 @@ TEST_F(ServerTest, AnotherAddressNeedsTheTokenAsHeaderOrOneTimeLinkCookie) {
 TEST_F(ServerTest, LivePagesHearOfNewPointsOverAWebSocket) {
   auto s = serve("127.0.0.1:0");
   ASSERT_TRUE(s);
-  RunSpec live{"live", shape(2, 1)};
+  RunSpec live{"live", testing::shape(1, 2, 1, 1)};
   const store::RunId id = testing::create_run(*writer_, live);
   std::vector<uint64_t> offsets;
   ASSERT_TRUE(testing::add_steps(*writer_, id, live, 0, 4, offsets));

@@ -3,9 +3,6 @@
 // loss that falls and wobbles so charts have something to draw.
 #pragma once
 
-#include <unistd.h>
-
-#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -16,25 +13,21 @@
 #include "core/mesh_json.h"
 #include "core/metrics.h"
 #include "core/store/run_store.h"
+#include "tests/store/test_util.h"
 
 namespace meshwork::web::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("meshwork-web-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+using store::testing::TempDir;  // one temporary directory per test (tests/store/test_util.h)
 
- private:
-  std::filesystem::path path_;
-};
+// A shape by its sizes, dp_replicate x dp_shard x cp x tp.
+inline MeshShape shape(int dp_replicate, int dp_shard, int cp, int tp) {
+  MeshShape m;
+  m.set(Axis::dp_replicate, dp_replicate);
+  m.set(Axis::dp_shard, dp_shard);
+  m.set(Axis::cp, cp);
+  m.set(Axis::tp, tp);
+  return m;
+}
 
 struct RunSpec {
   std::string name = "run";
