@@ -3,9 +3,12 @@
 // meshwork plan --model NAME|PATH --nodes N --gpus-per-node G --gpu-memory SIZE --seq-len S
 //   --micro-batch B [--global-batch GB] [--precision fp32|bf16]
 //   [--activation-checkpointing none|full] [--dp-replicate A] [--dp-shard B] [--cp C] [--tp D]
-//   [--device cuda|cpu] [--reserve SIZE] [--calibration FILE|ID [--db PATH]] [--json]
+//   [--device cuda|cpu] [--reserve SIZE] [--calibration FILE|ID [--db PATH]]
+//   [--fit-runs auto|CLUSTER [--db PATH]] [--json]
 //   [--from FILE] [--export accelerate|axolotl|torchtitan [--out FILE] [--lr X]
 //   [--warmup-steps N] [--steps N]]
+//   [--try K [--steps N] --local | --hosts H1,H2 | --hostfile F [--nproc-per-node G] [launch flags]]
+//   (--try: cli_trials.cpp)
 // Exit 0: something fits (or the fully given shape fits); 2: invalid input; 3: valid, nothing fits.
 #include <algorithm>
 #include <cstdio>
@@ -22,6 +25,7 @@
 #include "core/run_config_flags.h"
 #include "core/store/calibration_store.h"
 #include "core/store/paths.h"
+#include "core/store/run_observations.h"
 #include "core/store/run_store.h"
 #include "core/units.h"
 
@@ -39,6 +43,7 @@ constexpr const char* kUsage =
     "                     [--from FILE] [--export accelerate|axolotl|torchtitan [--out FILE]\n"
     "                      [--lr X] [--warmup-steps N] [--steps N]]\n"
     "                     [--calibration FILE|FINGERPRINT_ID [--db PATH]]\n"
+    "                     [--fit-runs auto|CLUSTER_ID [--db PATH]]\n"
     "Ranks every mesh shape (dp_replicate x dp_shard x cp x tp = nodes x gpus-per-node) by\n"
     "whether it fits GPU memory, then by predicted tokens/s. Given axes stay fixed.\n"
     "SIZE: 80GiB, 80GB, 81920MiB. --device cpu estimates CPU ranks (no framework reserve).\n"
@@ -52,6 +57,17 @@ constexpr const char* kUsage =
     "--calibration: what `meshwork calibrate` measured on the cluster (a calibration JSON file,\n"
     "or the fingerprint id it printed: the newest stored one in the run store, --db PATH or the\n"
     "default) replaces the hardware defaults wherever it has a number.\n"
+    "--fit-runs: learn from the cluster's finished runs in the run store: each term of the step\n"
+    "(compute, tp, cp ring, FSDP, dp_replicate all-reduce) is scaled by the factor that fits what\n"
+    "those runs measured (docs/estimator.md). auto: the nodes --calibration was measured on, else\n"
+    "the cluster with the most stored runs; or a cluster id as printed.\n"
+    "--try K: then launch the K best predicted shapes that fit on those nodes (the plan's --nodes\n"
+    "and --gpus-per-node), one after another, --steps N optimizer steps each (default 10), through\n"
+    "`meshwork launch` (its SSH, runtime and --lr/--warmup-steps/--seed/--data flags pass through).\n"
+    "They are stored as a trial group (runs named \"trial T #i SHAPE\") and shown ranked by measured\n"
+    "tokens/s beside the prediction, with each shape's measured peak memory per rank (the highest\n"
+    "of any rank) against the estimate, and the winner; --json prints the group. A trial that\n"
+    "fails is reported with its reason and the next one goes on (exit 0: one ran to its end).\n"
     "Exit 0: a shape fits; 2: invalid input; 3: valid, but nothing fits.\n";
 
 // The training settings an export carries that the plan itself does not depend on: taken from
@@ -67,7 +83,7 @@ const std::vector<FlagSpec> kPlanFlags = {
     {"--dp-replicate", "A", ""}, {"--dp-shard", "B", ""}, {"--cp", "C", ""}, {"--tp", "D", ""},
     {"--device", "cuda|cpu", ""}, {"--reserve", "SIZE", ""}, {"--attention", "fused|materialized", ""},
     {"--calibration", "FILE|ID", ""}, {"--db", "PATH", ""}, {"--json", "", ""}, {"--from", "FILE", ""},
-    {"--export", "FORMAT", ""}, {"--out", "FILE", ""}};
+    {"--export", "FORMAT", ""}, {"--out", "FILE", ""}, {"--fit-runs", "auto|CLUSTER", ""}};
 
 std::vector<FlagSpec> plan_flags() {
   std::vector<FlagSpec> flags = kPlanFlags;
@@ -157,6 +173,13 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
         << " (hardware defaults where it has no number)\n";
   else
     out << "Hardware defaults (no calibration: meshwork calibrate, then --calibration)\n";
+  if (q.fit) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "Fitted to %d stored run(s) of cluster %s on %s (median residual %.1f%%, worst %.1f%%)\n",
+                  q.fit->runs, q.fit->cluster.c_str(), q.fit->base.c_str(), 100 * q.fit->median_residual,
+                  100 * q.fit->worst_residual);
+    out << buf;
+  }
   bool header = false;
   rank = 0;
   for (const PlanEntry& e : plan.shapes) {
@@ -197,10 +220,40 @@ Result<Calibration> load_calibration(const std::string& value, const std::option
   return (*found)->calibration;
 }
 
+// --fit-runs: the fit of the cluster's finished runs in the store, on the same base as the plan
+// (its calibration, or the defaults). `notes` hears which runs were left out and why.
+Result<RunFit> fit_stored_runs(const std::string& value, const std::optional<Calibration>& calibration,
+                               const std::optional<std::string>& db, std::ostream& notes) {
+  const std::filesystem::path path = db ? std::filesystem::path(*db) : store::default_db_path();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return Error{"--fit-runs", value, "runs stored in " + path.string() + " (which does not exist)"};
+  auto st = store::RunStore::open(path);
+  if (!st.ok()) return st.error();
+  std::string cluster = value == "auto" ? "" : value;
+  if (value == "auto" && calibration) cluster = calibration->fingerprint.node_set_id();
+  auto set = store::load_observations(st->get(), cluster);
+  if (!set.ok()) return set.error();
+  for (const std::string& why : set->skipped) notes << "  note: left out of the fit: " << why << "\n";
+  if (set->runs.empty())
+    return Error{"--fit-runs", value,
+                 "a cluster with finished runs in " + path.string() +
+                     (cluster.empty() ? std::string() : " (none of cluster " + cluster + ")")};
+  auto fit = fit_runs(set->runs, calibration);
+  if (!fit.ok()) return fit.error();
+  fit->cluster = set->cluster;
+  return fit;
+}
+
 }  // namespace
 
-int plan_main(const Args& args) {
+int plan_main(const Args& all_args) {
   static const std::vector<FlagSpec> kFlags = plan_flags();
+  // --try K: its own flags and the launch's are taken out first (cli_trials.cpp).
+  auto split = split_trial_flags(all_args);
+  if (!split.ok()) return fail(split.error());
+  const Args& args = split->first;
+  const TrialFlags& trials = split->second;
   auto parsed = parse_args(args, kFlags, "meshwork plan");
   if (!parsed.ok()) return fail(parsed.error());
   const ParsedArgs& flags = *parsed;
@@ -223,6 +276,7 @@ int plan_main(const Args& args) {
     auto format = interop::parse_config_format(*f, "--export");
     if (!format.ok()) return fail(format.error());
     export_format = *format;
+    if (trials.k > 0) return fail(Error{"--try", std::to_string(trials.k), "cannot be combined with --export"});
     if (flags.has("--json")) return fail(Error{"--json", "", "cannot be combined with --export (the export is the output)"});
   } else {
     // Without an export nothing would carry them: refused rather than silently dropped.
@@ -322,8 +376,15 @@ int plan_main(const Args& args) {
     q.calibration = *cal;
   }
 
+  if (auto f = flags.value("--fit-runs")) {
+    auto fit = fit_stored_runs(*f, q.calibration, flags.value("--db"), std::cerr);
+    if (!fit.ok()) return fail(fit.error());
+    q.fit = std::make_shared<const RunFit>(std::move(*fit));
+  }
+
   auto plan = make_plan(q);
   if (!plan.ok()) return fail(plan.error());
+  if (trials.k > 0) return run_trials(q, *plan, *model_flag, trials);
   if (export_format) {
     PlanExportOptions options;
     options.format = *export_format;

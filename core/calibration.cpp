@@ -97,9 +97,9 @@ Result<AlphaBeta> fit_alpha_beta(const std::vector<CollectiveSample>& samples) {
   return AlphaBeta{a, 1.0 / b};
 }
 
-std::string ClusterFingerprint::id() const {
-  // FNV-1a, 64 bit (Fowler, Noll, Vo): h = (h xor byte) * 1099511628211 from 14695981039346656037.
-  const std::string text = to_json(*this).dump();
+namespace {
+// FNV-1a, 64 bit (Fowler, Noll, Vo): h = (h xor byte) * 1099511628211 from 14695981039346656037.
+std::string fnv1a_hex(const std::string& text) {
   uint64_t h = 14695981039346656037ull;
   for (unsigned char ch : text) {
     h ^= ch;
@@ -108,6 +108,15 @@ std::string ClusterFingerprint::id() const {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;
+}
+}  // namespace
+
+std::string ClusterFingerprint::id() const { return fnv1a_hex(to_json(*this).dump()); }
+
+std::string ClusterFingerprint::node_set_id() const {
+  nlohmann::json nodes_json = nlohmann::json::array();
+  for (const auto& n : nodes) nodes_json.push_back({{"host", n.host}, {"devices", n.devices}});
+  return fnv1a_hex(nlohmann::json{{"device", std::string(to_string(device))}, {"nodes", nodes_json}}.dump());
 }
 
 nlohmann::json to_json(const ClusterFingerprint& f) {

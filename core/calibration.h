@@ -90,6 +90,9 @@ struct ClusterFingerprint {
   std::vector<std::string> links;  // link kinds present: "intra_node", "inter_node"
   // FNV-1a 64 of the canonical JSON, 16 hex digits: the store's key.
   std::string id() const;
+  // The same over the device kind and the nodes' hosts and device counts only: what a run
+  // records of where it ran (core/store/run_observations.h), so runs and calibrations match.
+  std::string node_set_id() const;
 };
 nlohmann::json to_json(const ClusterFingerprint& f);
 Result<ClusterFingerprint> fingerprint_from_json(const nlohmann::json& j);

@@ -125,6 +125,7 @@ Result<Plan> make_plan(const PlanQuery& q) {
     e.fits = e.memory.fits(q.device_memory_bytes);
     TimeQuery tq = layout.time_query(q.model, q.hardware);
     tq.calibration = q.calibration;
+    tq.fit = q.fit;
     e.time = estimate_time(tq);
     plan.shapes.push_back(std::move(e));
   }
@@ -163,6 +164,8 @@ nlohmann::json plan_to_json(const Plan& plan) {
     // Which numbers the calibration gave (the others are HardwareModel's defaults).
     nlohmann::json calibrated = {{"compute", e.time.compute_calibrated}};
     for (Axis a : kAxes) calibrated[std::string(axis_name(a))] = e.time.comm_calibrated[static_cast<int>(a)];
+    nlohmann::json fitted = {{"compute", e.time.compute_fitted}};
+    for (Axis a : kAxes) fitted[std::string(axis_name(a))] = e.time.comm_fitted[static_cast<int>(a)];
     const MemoryBreakdown::Peak peak = e.memory.at_peak();  // parts sum to the total
     shapes.push_back({
         {"dp_replicate", e.shape[Axis::dp_replicate]},
@@ -184,6 +187,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
         {"mfu", e.time.mfu},
         {"comm_s", comm},
         {"calibrated", calibrated},
+        {"fitted", fitted},
         {"warnings", warnings},
         {"accelerate", e.accelerate_refusal.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.accelerate_refusal)},
     });

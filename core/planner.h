@@ -4,6 +4,7 @@
 // Plan mode both call make_plan().
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -37,6 +38,9 @@ struct PlanQuery {
   // Measured on the cluster (`meshwork calibrate`, core/calibration.h): replaces `hardware`'s
   // constants wherever it has a number (TimeEstimate says which).
   std::optional<Calibration> calibration;
+  // Learnt from the cluster's stored runs (core/run_fit.h), fitted on the same base as
+  // `calibration` (that calibration, or none): each term of the step times its factor.
+  std::shared_ptr<const RunFit> fit;
   MemoryModel memory;
   std::optional<int64_t> reserve_bytes;      // unset: default_reserve_bytes(device)
   std::optional<AttentionKernel> attention;  // unset: default_attention_kernel(device)
@@ -79,6 +83,7 @@ Result<Plan> make_plan(const PlanQuery& query);
 //  "fits", "memory_bytes":{"params","grads","optimizer","activations","buffers","reserve",
 //  "total"}, "step_time_s","compute_s","tokens_per_s","mfu","comm_s":{"dp_replicate","dp_shard","cp","tp"},
 //  "calibrated":{"compute","dp_replicate","dp_shard","cp","tp"} (true: from the calibration),
+//  "fitted":{"compute","dp_replicate","dp_shard","cp","tp"} (true: corrected by the fit of past runs),
 //  "warnings":["field: value: message", ...]}, ...]}   best first.
 nlohmann::json plan_to_json(const Plan& plan);
 

@@ -89,6 +89,18 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   }
   out.compute_s = out.tokens_per_step * out.hardware_flops_per_token /
                   (static_cast<double>(world) * peak * efficiency);
+  // Learnt from past runs (core/run_fit.h): the term as the formula gives it is what the fit
+  // compares with measurements; the prediction is the formula times the fitted factor.
+  const RunFit* fit = q.fit.get();
+  const int ci = static_cast<int>(FitTerm::compute);
+  out.term_key[ci] = FitKey{FitTerm::compute, LinkKind::intra_node, static_cast<int>(t), static_cast<int>(cp), q.precision};
+  out.term_s[ci] = out.compute_s;
+  if (fit) {
+    if (std::optional<double> f = fit->factor(out.term_key[ci])) {
+      out.compute_s *= *f;
+      out.compute_fitted = true;
+    }
+  }
 
   // ---- Communication per axis ----
   // Every axis is a sum of collectives, each in the alpha-beta model (Hockney 1994):
@@ -105,7 +117,7 @@ TimeEstimate estimate_time(const TimeQuery& q) {
     double count;  // collectives per step
     double bytes;  // bytes one rank sends in them, per step
   };
-  auto charge = [&](Axis a, GroupKind kind, int64_t n, std::initializer_list<Term> terms) {
+  auto charge = [&](Axis a, FitTerm term_kind, GroupKind kind, int64_t n, std::initializer_list<Term> terms) {
     AxisComm& ax = out.comm[static_cast<int>(a)];
     ax.crosses_nodes = mesh.ok() && mesh->any_group_crosses_nodes(kind);
     const LinkKind link = ax.crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node;
@@ -123,6 +135,15 @@ TimeEstimate estimate_time(const TimeQuery& q) {
     }
     ax.collectives = static_cast<int>(std::lround(collectives));
     out.comm_calibrated[static_cast<int>(a)] = all_calibrated && collectives > 0;
+    const int ti = static_cast<int>(term_kind);
+    out.term_key[ti] = FitKey{term_kind, link, static_cast<int>(n), 1, Precision::fp32};
+    out.term_s[ti] = ax.seconds;
+    if (fit) {
+      if (std::optional<double> f = fit->factor(out.term_key[ti])) {
+        ax.seconds *= *f;
+        out.comm_fitted[static_cast<int>(a)] = true;
+      }
+    }
   };
   const ParamLayout layout = tp_param_layout(m, t, q.vocab_parallel);
   const double T = static_cast<double>(z.T);  // tokens per rank
@@ -139,7 +160,7 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   if (t > 1) {
     const double M = T * h * c;
     const double per_mb_half = L * (full_ac ? 6 : 4) + 2;  // all-gathers = reduce-scatters
-    charge(Axis::tp, GroupKind::tp, t,
+    charge(Axis::tp, FitTerm::tp, GroupKind::tp, t,
            {{Collective::all_gather, ga * per_mb_half, ga * per_mb_half * ring_bytes_sent(Collective::all_gather, M, t)},
             {Collective::reduce_scatter, ga * per_mb_half,
              ga * per_mb_half * ring_bytes_sent(Collective::reduce_scatter, M, t)},
@@ -156,7 +177,7 @@ TimeEstimate estimate_time(const TimeQuery& q) {
     const double blocks_per_step = (full_ac ? 4 : 2) + 4;
     const double bytes = ga * L * static_cast<double>(cp - 1) * blocks_per_step * block;
     const double count = ga * L * (full_ac ? 3 : 2) * static_cast<double>(cp - 1);
-    charge(Axis::cp, GroupKind::cp, cp, {{Collective::send_recv, count, bytes}});
+    charge(Axis::cp, FitTerm::cp_ring, GroupKind::cp, cp, {{Collective::send_recv, count, bytes}});
   }
 
   // FSDP over dp_shard x cp (charged to dp_shard, split with cp at the end): every micro-batch
@@ -169,7 +190,7 @@ TimeEstimate estimate_time(const TimeQuery& q) {
     const double P = static_cast<double>(layout.total_numel());
     const double reductions = q.fsdp_reduce_once_per_step ? 1.0 : ga;
     const double modules = static_cast<double>(m.num_hidden_layers + 1);
-    charge(Axis::dp_shard, GroupKind::dp_shard_cp, n_fsdp,
+    charge(Axis::dp_shard, FitTerm::fsdp, GroupKind::dp_shard_cp, n_fsdp,
            {{Collective::all_gather, ga * 2 * modules, ga * 2 * ring_bytes_sent(Collective::all_gather, P * c, n_fsdp)},
             {Collective::reduce_scatter, reductions * modules,
              reductions * ring_bytes_sent(Collective::reduce_scatter, P * 4, n_fsdp)}});
@@ -182,7 +203,7 @@ TimeEstimate estimate_time(const TimeQuery& q) {
                                                          : layout.total_numel());
     const double count = n_fsdp > 1 ? static_cast<double>(m.num_hidden_layers + 1)
                                     : std::max(1.0, std::ceil(G / (25 << 20)));
-    charge(Axis::dp_replicate, GroupKind::dp_replicate, r,
+    charge(Axis::dp_replicate, FitTerm::dp_replicate, GroupKind::dp_replicate, r,
            {{Collective::all_reduce, count, ring_bytes_sent(Collective::all_reduce, G, r)}});
   }
 
@@ -215,6 +236,7 @@ TimeEstimate estimate_time(const TimeQuery& q) {
       from.collectives = 0;
     }
     if (!out.comm_calibrated[static_cast<int>(Axis::dp_shard)]) out.comm_calibrated[static_cast<int>(Axis::cp)] = false;
+    if (!out.comm_fitted[static_cast<int>(Axis::dp_shard)]) out.comm_fitted[static_cast<int>(Axis::cp)] = false;
   }
   out.step_s = out.compute_s + out.comm_s - out.hidden_comm_s;
   out.tokens_per_s = out.step_s > 0 ? out.tokens_per_step / out.step_s : 0;

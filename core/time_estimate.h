@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -16,6 +17,7 @@
 #include "core/mesh.h"
 #include "core/model_spec.h"
 #include "core/run_config.h"
+#include "core/run_fit.h"
 
 namespace meshwork {
 
@@ -62,6 +64,9 @@ struct TimeQuery {
   // Measured on the cluster (core/calibration.h): where it has a matmul rate or a collective's
   // alpha-beta fit, that replaces HardwareModel's peak x efficiency, latency and bandwidth.
   std::optional<Calibration> calibration;
+  // Learnt from the cluster's past runs (core/run_fit.h): each term of the step is multiplied by
+  // its fitted factor. The fit must have been made on the same base (this calibration, or none).
+  std::shared_ptr<const RunFit> fit;
 };
 
 struct AxisComm {
@@ -86,6 +91,13 @@ struct TimeEstimate {
   // Which numbers came from the calibration (the rest from HardwareModel's defaults).
   bool compute_calibrated = false;
   std::array<bool, 4> comm_calibrated{};  // per axis: every collective of the axis was calibrated
+  // Which terms a fit from past runs corrected (TimeQuery::fit).
+  bool compute_fitted = false;
+  std::array<bool, 4> comm_fitted{};  // per axis
+  // The step's terms (core/run_fit.h) before the overlap and before FSDP is split over dp_shard
+  // and cp, with the conditions each ran under: what fit_runs() fits. 0: the term is absent.
+  std::array<double, kFitTermCount> term_s{};
+  std::array<FitKey, kFitTermCount> term_key{};
 
   const AxisComm& axis(Axis a) const { return comm[static_cast<int>(a)]; }
 };

@@ -65,6 +65,7 @@ namespace {
 bool finished(const RunSummary& s) {
   return s.status == kStatusOk || s.status == kStatusFailed || s.status == kStatusStopped;
 }
+}  // namespace
 
 // Mean seconds per step of each comm key and compute, over ranks, for runs of the same length
 // (`last_step`): every step while the run has at most kCommSampleSteps, else every step of
@@ -114,7 +115,6 @@ Status comm_means(RunStore* store, const std::vector<RunId>& runs, int64_t first
   }
   return Status::Ok();
 }
-}  // namespace
 
 std::shared_ptr<CompareFrame> load_compare_frame(RunStore* store, const CompareQuery& cq,
                                                  CompareCache* cache) {

@@ -50,6 +50,11 @@ struct CommStats {
   }
 };
 
+// CommStats of `runs` (all stored up to `last_step`) over steps first_step..last_step, sampled as
+// above: one query per key and window covers every run.
+Status comm_means(RunStore* store, const std::vector<RunId>& runs, int64_t first_step, int64_t last_step,
+                  std::vector<CommStats>& out);
+
 struct CompareFrame {
   std::optional<Error> error;
   std::vector<RunSummary> runs;  // in the order asked

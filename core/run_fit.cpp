@@ -1,0 +1,237 @@
+#include "core/run_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "core/time_estimate.h"
+
+namespace meshwork {
+
+std::string_view to_string(FitTerm t) {
+  switch (t) {
+    case FitTerm::compute: return "compute";
+    case FitTerm::tp: return "tp";
+    case FitTerm::cp_ring: return "cp_ring";
+    case FitTerm::fsdp: return "fsdp";
+    case FitTerm::dp_replicate: return "dp_replicate";
+  }
+  return "compute";
+}
+
+bool FitKey::operator<(const FitKey& o) const {
+  return std::tuple(static_cast<int>(term), static_cast<int>(link), a, b, static_cast<int>(precision)) <
+         std::tuple(static_cast<int>(o.term), static_cast<int>(o.link), o.a, o.b, static_cast<int>(o.precision));
+}
+
+std::string FitKey::to_string() const {
+  if (term == FitTerm::compute)
+    return "compute " + std::string(meshwork::to_string(precision)) + " tp " + std::to_string(a) + " cp " +
+           std::to_string(b);
+  return std::string(meshwork::to_string(term)) + " " + std::string(meshwork::to_string(link)) + " n=" +
+         std::to_string(a);
+}
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// One measured quantity: sum_u coef[u] * theta_u = measured.
+struct Equation {
+  std::vector<std::pair<size_t, double>> coef;  // (unknown, formula seconds)
+  double measured = 0;
+  double weight = 0;  // 1 / measured (relative errors)
+};
+
+// Solves the normal equations (A^T W^2 A) theta = A^T W^2 m by Gaussian elimination with partial
+// pivoting. A small ridge pulling each theta towards 1 (the formula as it is) keeps the system
+// solvable when two terms always appear together in the same proportion; it is 1e-12 of the
+// diagonal, far below any residual that matters.
+std::vector<double> least_squares(size_t unknowns, const std::vector<Equation>& eqs) {
+  std::vector<std::vector<double>> m(unknowns, std::vector<double>(unknowns + 1, 0.0));
+  for (const Equation& e : eqs) {
+    const double w2 = e.weight * e.weight;
+    for (const auto& [i, bi] : e.coef) {
+      for (const auto& [j, bj] : e.coef) m[i][j] += w2 * bi * bj;
+      m[i][unknowns] += w2 * bi * e.measured;
+    }
+  }
+  for (size_t i = 0; i < unknowns; ++i) {
+    const double ridge = 1e-12 * std::max(m[i][i], 1e-300);
+    m[i][i] += ridge;
+    m[i][unknowns] += ridge * 1.0;
+  }
+  for (size_t col = 0; col < unknowns; ++col) {
+    size_t pivot = col;
+    for (size_t r = col + 1; r < unknowns; ++r)
+      if (std::abs(m[r][col]) > std::abs(m[pivot][col])) pivot = r;
+    std::swap(m[col], m[pivot]);
+    if (m[col][col] == 0) continue;
+    for (size_t r = 0; r < unknowns; ++r) {
+      if (r == col) continue;
+      const double f = m[r][col] / m[col][col];
+      if (f == 0) continue;
+      for (size_t c = col; c <= unknowns; ++c) m[r][c] -= f * m[col][c];
+    }
+  }
+  std::vector<double> theta(unknowns, 1.0);
+  for (size_t i = 0; i < unknowns; ++i)
+    if (m[i][i] != 0) theta[i] = m[i][unknowns] / m[i][i];
+  return theta;
+}
+
+}  // namespace
+
+std::optional<double> RunFit::factor(const FitKey& key) const {
+  std::vector<double> same_link_split, same_link, any_link;
+  for (const FitFactor& f : factors) {
+    if (f.key.term != key.term) continue;
+    if (f.key == key) return f.factor;
+    const bool compute = key.term == FitTerm::compute;
+    if (compute && f.key.precision != key.precision) continue;
+    any_link.push_back(f.factor);
+    if (f.key.link != key.link) continue;
+    same_link.push_back(f.factor);
+    if (compute && f.key.a * f.key.b == key.a * key.b) same_link_split.push_back(f.factor);
+  }
+  for (const auto* v : {&same_link_split, &same_link, &any_link})
+    if (!v->empty()) return median(*v);
+  return std::nullopt;
+}
+
+nlohmann::json to_json(const RunFit& fit) {
+  nlohmann::json factors = nlohmann::json::array();
+  for (const FitFactor& f : fit.factors) {
+    nlohmann::json j = {{"term", std::string(to_string(f.key.term))}, {"factor", f.factor}, {"runs", f.runs}};
+    if (f.key.term == FitTerm::compute) {
+      j["precision"] = std::string(to_string(f.key.precision));
+      j["tp"] = f.key.a;
+      j["cp"] = f.key.b;
+    } else {
+      j["link"] = std::string(to_string(f.key.link));
+      j["group_size"] = f.key.a;
+    }
+    factors.push_back(j);
+  }
+  return {{"cluster", fit.cluster},     {"base", fit.base},
+          {"runs", fit.runs},           {"factors", factors},
+          {"worst_residual", fit.worst_residual}, {"median_residual", fit.median_residual}};
+}
+
+Result<RunFit> fit_runs(const std::vector<RunObservation>& runs, const std::optional<Calibration>& base) {
+  std::map<FitKey, size_t> index;
+  std::vector<FitKey> keys;
+  std::vector<int> key_runs;
+  auto unknown = [&](const FitKey& k) {
+    auto [it, added] = index.emplace(k, keys.size());
+    if (added) {
+      keys.push_back(k);
+      key_runs.push_back(0);
+    }
+    return it->second;
+  };
+  std::vector<Equation> eqs;
+  int used = 0;
+  for (const RunObservation& r : runs) {
+    if (!r.query || !r.model) continue;
+    const RunMeasurement& m = r.measured;
+    const double step = m.step_s();
+    if (!(step > 0) || !std::isfinite(step)) continue;
+    TimeQuery q = *r.query;
+    q.model = r.model.get();
+    q.calibration = base;
+    q.fit = nullptr;
+    const TimeEstimate e = estimate_time(q);
+    // A term under 0.1 % of the step is noise on either side: its equation would weigh a
+    // microsecond's error like a whole step's.
+    const double floor = 1e-3 * step;
+    std::vector<size_t> touched;
+    auto add = [&](std::initializer_list<FitTerm> terms, double measured) {
+      if (!(measured > floor) || !std::isfinite(measured)) return;
+      Equation eq;
+      for (FitTerm t : terms) {
+        const int ti = static_cast<int>(t);
+        if (!(e.term_s[ti] > 0)) continue;
+        const size_t u = unknown(e.term_key[ti]);
+        eq.coef.push_back({u, e.term_s[ti]});
+        touched.push_back(u);
+      }
+      if (eq.coef.empty()) return;
+      eq.measured = measured;
+      eq.weight = 1.0 / measured;
+      eqs.push_back(std::move(eq));
+    };
+    const size_t before = eqs.size();
+    add({FitTerm::compute}, m.compute_s);
+    add({FitTerm::tp}, m.comm_s[static_cast<int>(Axis::tp)]);
+    add({FitTerm::dp_replicate}, m.comm_s[static_cast<int>(Axis::dp_replicate)]);
+    // meshtrain charges FSDP's collectives over dp_shard x cp to both axes (docs/metrics.md), so
+    // only their sum separates FSDP from the ring: one equation with both terms.
+    add({FitTerm::fsdp, FitTerm::cp_ring},
+        m.comm_s[static_cast<int>(Axis::dp_shard)] + m.comm_s[static_cast<int>(Axis::cp)]);
+    if (eqs.size() == before) continue;
+    ++used;
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (size_t u : touched) ++key_runs[u];
+  }
+  if (eqs.empty())
+    return Error{"runs", std::to_string(runs.size()) + " run(s)",
+                 "finished runs that recorded compute_s and comm_s for at least 2 steps"};
+
+  std::vector<double> theta = least_squares(keys.size(), eqs);
+  // A term the equations cannot separate from another may come out negative: it then gets the
+  // ratio its own equations give when the other terms are taken at their fitted values.
+  for (size_t u = 0; u < theta.size(); ++u) {
+    if (theta[u] > 0) continue;
+    double num = 0, den = 0;
+    for (const Equation& e : eqs) {
+      double b = 0, rest = 0;
+      for (const auto& [i, bi] : e.coef) {
+        if (i == u)
+          b += bi;
+        else
+          rest += std::max(theta[i], 0.0) * bi;
+      }
+      if (b <= 0) continue;
+      const double w2 = e.weight * e.weight;
+      num += w2 * b * std::max(e.measured - rest, 0.0);
+      den += w2 * b * b;
+    }
+    theta[u] = den > 0 && num > 0 ? num / den : 1.0;
+  }
+
+  RunFit fit;
+  fit.base = base ? "calibration " + base->fingerprint.id() : "defaults";
+  fit.runs = used;
+  for (const auto& [key, u] : index) fit.factors.push_back({key, theta[u], key_runs[u]});
+  std::vector<double> residuals;
+  for (const Equation& e : eqs) {
+    double fitted = 0;
+    for (const auto& [i, bi] : e.coef) fitted += theta[i] * bi;
+    residuals.push_back(std::abs(fitted - e.measured) / e.measured);
+  }
+  fit.worst_residual = *std::max_element(residuals.begin(), residuals.end());
+  fit.median_residual = median(residuals);
+  return fit;
+}
+
+PredictionCheck check_prediction(const TimeEstimate& p, const RunMeasurement& m) {
+  PredictionCheck c;
+  c.predicted_step_s = p.step_s;
+  c.measured_step_s = m.step_s();
+  c.predicted_compute_s = p.compute_s;
+  c.measured_compute_s = m.compute_s;
+  for (Axis a : kAxes) {
+    c.predicted_comm_s[static_cast<int>(a)] = p.axis(a).seconds;
+    c.measured_comm_s[static_cast<int>(a)] = m.comm_s[static_cast<int>(a)];
+  }
+  return c;
+}
+
+}  // namespace meshwork

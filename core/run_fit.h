@@ -1,0 +1,127 @@
+// Learning the time model from past runs (issue 18, "learn from runs").
+//
+// The estimator (core/time_estimate.h) predicts a step as five terms, each from a formula:
+//   compute                 FLOPs / (matmul rate x step efficiency)
+//   tp                      sequence-parallel all-gathers / reduce-scatters (tp axis)
+//   cp ring                 ring attention's send/recv of k, v blocks (cp axis)
+//   fsdp                    FSDP's all-gathers / reduce-scatters over dp_shard x cp
+//   dp_replicate            the gradient all-reduce over replicas
+// A stored run measured its compute_s and its comm_s per axis (docs/metrics.md). fit_runs()
+// finds, for every term and the conditions it ran under (FitKey: the link, the group size, the
+// way matmuls were split), the factor theta that makes the formula agree with what the runs
+// measured, in the least-squares sense of relative errors:
+//
+//   minimise  sum over runs, sum over equations  ((sum_u theta_u b_u - m) / m)^2
+//
+// where b_u is the formula's value of term u for that run (the "base": the calibration when the
+// cluster has one, else HardwareModel's defaults) and m the measured seconds. One equation per
+// measured quantity: compute_s = theta_c b_c; comm_s.tp = theta_tp b_tp; comm_s.dp_replicate =
+// theta_r b_r; and, because meshtrain charges FSDP traffic over dp_shard x cp to both axes,
+// comm_s.dp_shard + comm_s.cp = theta_fsdp b_fsdp + theta_ring b_ring. Dividing by m weighs every
+// run alike whatever its length (a 10 ms term counts as much as a 1 s one). Derivation of the
+// normal equations: docs/estimator.md, "Fitted from runs".
+//
+// estimate_time() multiplies each term by its factor (TimeQuery::fit), so the fit keeps the
+// formulas' scaling in model size, sequence length, batch and group size, and corrects what they
+// miss on this cluster (Gloo's real cost of many small collectives between compute, ring
+// attention's per-block work, the step's non-matmul work at each split).
+#pragma once
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/calibration.h"
+#include "core/error.h"
+#include "core/mesh.h"
+#include "core/model_spec.h"
+#include "core/run_config.h"
+
+namespace meshwork {
+
+struct TimeQuery;
+struct TimeEstimate;
+
+enum class FitTerm { compute = 0, tp = 1, cp_ring = 2, fsdp = 3, dp_replicate = 4 };
+inline constexpr int kFitTermCount = 5;
+std::string_view to_string(FitTerm t);  // "compute" | "tp" | "cp_ring" | "fsdp" | "dp_replicate"
+
+// The conditions a factor holds for. compute: the matmuls split tp x cp ways (a = tp, b = cp) at
+// a precision; communication: the link the group crosses and its size (a = n, b = 1).
+struct FitKey {
+  FitTerm term = FitTerm::compute;
+  LinkKind link = LinkKind::intra_node;
+  int a = 1, b = 1;
+  Precision precision = Precision::fp32;  // compute only (communication: always fp32)
+  bool operator==(const FitKey& o) const {
+    return term == o.term && link == o.link && a == o.a && b == o.b && precision == o.precision;
+  }
+  bool operator<(const FitKey& o) const;
+  std::string to_string() const;  // "compute fp32 tp 2 cp 1", "fsdp intra_node n=4"
+};
+
+struct FitFactor {
+  FitKey key;
+  double factor = 1;          // measured / formula
+  int runs = 0;               // runs whose equations held this term
+};
+
+// Mean seconds per optimizer step that a run measured (its warm-up step left out).
+struct RunMeasurement {
+  double compute_s = 0;
+  std::array<double, kAxisCount> comm_s{};  // indexed by Axis
+  int64_t steps = 0;                        // steps averaged
+  double step_s() const {
+    double s = compute_s;
+    for (double c : comm_s) s += c;
+    return s;
+  }
+};
+
+// One stored run as the fit sees it: what it ran (a TimeQuery; its calibration and fit unset,
+// the fit sets the base) and what it measured.
+struct RunObservation {
+  int64_t run = 0;
+  std::string name;                          // for messages
+  std::shared_ptr<const ModelSpec> model;    // query.model points here
+  std::shared_ptr<const TimeQuery> query;
+  RunMeasurement measured;
+};
+
+struct RunFit {
+  std::string cluster;         // the node set the runs ran on (ClusterFingerprint::node_set_id)
+  std::string base;            // "defaults", or "calibration <fingerprint id>"
+  int runs = 0;                // observations used
+  std::vector<FitFactor> factors;  // sorted by key
+  double worst_residual = 0;   // max |fitted - measured| / measured over the equations
+  double median_residual = 0;
+
+  // The factor for `key`: that key's; else the median factor of the same term over keys with
+  // the same link (and for compute the same precision and split tp x cp); else the same term on
+  // any link; unset when no run had the term at all.
+  std::optional<double> factor(const FitKey& key) const;
+};
+nlohmann::json to_json(const RunFit& fit);
+
+// Fits the observations: the base prediction of each (estimate_time with `base` as the
+// calibration, no fit) against what it measured. Observations with no positive measurement are
+// skipped. An Error when nothing is left to fit.
+Result<RunFit> fit_runs(const std::vector<RunObservation>& runs, const std::optional<Calibration>& base);
+
+// Predicted against measured for one run, term by term (the run page and Compare show this).
+struct PredictionCheck {
+  double predicted_step_s = 0, measured_step_s = 0;
+  double predicted_compute_s = 0, measured_compute_s = 0;
+  std::array<double, kAxisCount> predicted_comm_s{}, measured_comm_s{};
+  static double error(double predicted, double measured) {  // relative; 0 when nothing measured
+    return measured > 0 ? (predicted - measured) / measured : 0.0;
+  }
+};
+PredictionCheck check_prediction(const TimeEstimate& predicted, const RunMeasurement& measured);
+
+}  // namespace meshwork

@@ -1,0 +1,209 @@
+// The fit of the time model to runs (core/run_fit.h): hand-made observations whose measurements
+// are known multiples of the formulas' terms, so the factors and predictions have closed forms.
+#include "core/run_fit.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "core/time_estimate.h"
+
+using namespace meshwork;
+
+namespace {
+
+std::shared_ptr<const ModelSpec> tiny() {
+  static auto spec = std::make_shared<const ModelSpec>(*load_model_spec("tiny"));
+  return spec;
+}
+
+TimeQuery query(MeshShape shape, int gpus_per_node = 4) {
+  TimeQuery q;
+  q.model = tiny().get();
+  q.shape = shape;
+  q.gpus_per_node = gpus_per_node;
+  q.seq_len = 256;
+  q.micro_batch = 1;
+  q.global_batch = 8;
+  q.precision = Precision::fp32;
+  q.hardware = HardwareModel::cpu();
+  return q;
+}
+
+// A run whose measurement is the formula's terms times the given factors (fsdp split over
+// dp_shard and cp as the estimator splits it, so the sum is what meshtrain would report).
+RunObservation observed(MeshShape shape, double k_compute, double k_tp, double k_ring, double k_fsdp,
+                        double k_rep, int gpus_per_node = 4) {
+  RunObservation o;
+  o.model = tiny();
+  o.query = std::make_shared<TimeQuery>(query(shape, gpus_per_node));
+  const TimeEstimate e = estimate_time(*o.query);
+  auto term = [&](FitTerm t) { return e.term_s[static_cast<int>(t)]; };
+  o.measured.compute_s = k_compute * term(FitTerm::compute);
+  o.measured.comm_s[static_cast<int>(Axis::tp)] = k_tp * term(FitTerm::tp);
+  o.measured.comm_s[static_cast<int>(Axis::dp_replicate)] = k_rep * term(FitTerm::dp_replicate);
+  // All of fsdp + ring on cp: only the sum of the two axes enters the fit.
+  o.measured.comm_s[static_cast<int>(Axis::cp)] = k_ring * term(FitTerm::cp_ring) + k_fsdp * term(FitTerm::fsdp);
+  o.measured.steps = 5;
+  o.name = shape.compact();
+  return o;
+}
+
+double factor_of(const RunFit& fit, FitTerm term, int a, int b = 1, LinkKind link = LinkKind::intra_node) {
+  auto f = fit.factor(FitKey{term, link, a, b, Precision::fp32});
+  EXPECT_TRUE(f.has_value()) << "no factor for " << FitKey{term, link, a, b, Precision::fp32}.to_string();
+  return f.value_or(-1);
+}
+
+}  // namespace
+
+TEST(RunFit, TermsOfTheEstimateAddUpToIt) {
+  const TimeEstimate e = estimate_time(query({1, 2, 2, 1}));
+  const double fsdp = e.term_s[static_cast<int>(FitTerm::fsdp)];
+  const double ring = e.term_s[static_cast<int>(FitTerm::cp_ring)];
+  EXPECT_GT(fsdp, 0);
+  EXPECT_GT(ring, 0);
+  EXPECT_DOUBLE_EQ(e.term_s[static_cast<int>(FitTerm::compute)], e.compute_s);
+  // FSDP is split over dp_shard and cp after the fact; the two axes hold fsdp + ring.
+  EXPECT_NEAR(e.axis(Axis::dp_shard).seconds + e.axis(Axis::cp).seconds, fsdp + ring, 1e-12 * (fsdp + ring));
+  EXPECT_EQ(e.term_key[static_cast<int>(FitTerm::fsdp)].a, 4);     // FSDP over dp_shard x cp
+  EXPECT_EQ(e.term_key[static_cast<int>(FitTerm::cp_ring)].a, 2);  // the ring over cp
+  EXPECT_EQ(e.term_key[static_cast<int>(FitTerm::compute)].a, 1);
+  EXPECT_EQ(e.term_key[static_cast<int>(FitTerm::compute)].b, 2);
+}
+
+TEST(RunFit, RecoversEachTermsFactorAndPredictsTheRunsExactly) {
+  // Every shape of 4 ranks that has the terms, one factor per term and condition.
+  const double kc = 1.7, ktp = 2.1, kring = 1.9, kfsdp = 0.8, krep = 1.3;
+  std::vector<RunObservation> runs = {
+      observed({4, 1, 1, 1}, kc, ktp, kring, kfsdp, krep), observed({1, 4, 1, 1}, kc, ktp, kring, kfsdp, krep),
+      observed({1, 1, 4, 1}, kc, ktp, kring, kfsdp, krep), observed({1, 1, 1, 4}, kc, ktp, kring, kfsdp, krep),
+      observed({1, 2, 2, 1}, kc, ktp, kring, kfsdp, krep), observed({2, 1, 2, 1}, kc, ktp, kring, kfsdp, krep),
+      observed({2, 2, 1, 1}, kc, ktp, kring, kfsdp, krep), observed({1, 1, 2, 2}, kc, ktp, kring, kfsdp, krep),
+      observed({2, 1, 1, 2}, kc, ktp, kring, kfsdp, krep), observed({1, 2, 1, 2}, kc, ktp, kring, kfsdp, krep)};
+  auto fit = fit_runs(runs, std::nullopt);
+  ASSERT_TRUE(fit.ok()) << fit.error().message();
+  EXPECT_EQ(fit->runs, 10);
+  EXPECT_EQ(fit->base, "defaults");
+  EXPECT_LT(fit->worst_residual, 1e-6);
+  EXPECT_NEAR(factor_of(*fit, FitTerm::compute, 1, 1), kc, 1e-6);
+  EXPECT_NEAR(factor_of(*fit, FitTerm::compute, 2, 2), kc, 1e-6);
+  EXPECT_NEAR(factor_of(*fit, FitTerm::tp, 4), ktp, 1e-6);
+  EXPECT_NEAR(factor_of(*fit, FitTerm::tp, 2), ktp, 1e-6);
+  EXPECT_NEAR(factor_of(*fit, FitTerm::cp_ring, 2), kring, 1e-6);
+  EXPECT_NEAR(factor_of(*fit, FitTerm::cp_ring, 4), kring, 1e-6);
+  EXPECT_NEAR(factor_of(*fit, FitTerm::fsdp, 4), kfsdp, 1e-6);
+  EXPECT_NEAR(factor_of(*fit, FitTerm::fsdp, 2), kfsdp, 1e-6);
+  EXPECT_NEAR(factor_of(*fit, FitTerm::dp_replicate, 2), krep, 1e-6);
+
+  // With the fit, each run's predicted step is its measured step: compute + every axis.
+  auto shared = std::make_shared<const RunFit>(*fit);
+  for (const RunObservation& r : runs) {
+    TimeQuery q = *r.query;
+    q.fit = shared;
+    const TimeEstimate e = estimate_time(q);
+    EXPECT_NEAR(e.step_s, r.measured.step_s(), 1e-6 * r.measured.step_s()) << r.name;
+    EXPECT_NEAR(e.compute_s, r.measured.compute_s, 1e-6 * r.measured.compute_s) << r.name;
+    EXPECT_TRUE(e.compute_fitted);
+    EXPECT_NEAR(e.axis(Axis::tp).seconds, r.measured.comm_s[static_cast<int>(Axis::tp)], 1e-9) << r.name;
+  }
+}
+
+TEST(RunFit, SeparatesFsdpFromTheRingThroughTheirSum) {
+  // dp_shard x cp shapes report FSDP and the ring together; runs with one of them alone pin the
+  // other down: the closed form is the two factors that made the data.
+  std::vector<RunObservation> runs = {observed({1, 4, 1, 1}, 1, 1, 3.0, 0.5, 1),
+                                      observed({1, 1, 4, 1}, 1, 1, 3.0, 0.5, 1),
+                                      observed({1, 2, 2, 1}, 1, 1, 3.0, 0.5, 1)};
+  auto fit = fit_runs(runs, std::nullopt);
+  ASSERT_TRUE(fit.ok()) << fit.error().message();
+  EXPECT_NEAR(factor_of(*fit, FitTerm::fsdp, 4), 0.5, 1e-6);
+  EXPECT_NEAR(factor_of(*fit, FitTerm::cp_ring, 4), 3.0, 1e-6);
+  EXPECT_NEAR(factor_of(*fit, FitTerm::cp_ring, 2), 3.0, 1e-6);
+}
+
+TEST(RunFit, RelativeLeastSquaresOfOneTermIsTheClosedForm) {
+  // Two runs of one shape measured 2x and 4x the formula: minimising
+  // ((t b - 2b)/2b)^2 + ((t b - 4b)/4b)^2 gives t = (1/2 + 1/4) / (1/4 + 1/16) = 2.4.
+  std::vector<RunObservation> runs = {observed({4, 1, 1, 1}, 2, 1, 1, 1, 1), observed({4, 1, 1, 1}, 4, 1, 1, 1, 1)};
+  auto fit = fit_runs(runs, std::nullopt);
+  ASSERT_TRUE(fit.ok());
+  EXPECT_NEAR(factor_of(*fit, FitTerm::compute, 1, 1), 2.4, 1e-9);
+  // Residuals: |2.4 - 2| / 2 = 0.2 and |2.4 - 4| / 4 = 0.4 (the all-reduce fits exactly: 0).
+  EXPECT_NEAR(fit->worst_residual, 0.4, 1e-9);
+}
+
+TEST(RunFit, UnseenConditionsTakeTheMedianOfTheTermsFactors) {
+  std::vector<RunObservation> runs = {observed({1, 1, 1, 4}, 1.0, 2.0, 1, 1, 1),
+                                      observed({2, 1, 1, 2}, 3.0, 5.0, 1, 1, 1),
+                                      observed({4, 1, 1, 1}, 4.0, 1, 1, 1, 1)};
+  auto fit = fit_runs(runs, std::nullopt);
+  ASSERT_TRUE(fit.ok());
+  // tp 8 was never run: the tp factors on the same link are 2 and 5, median 3.5.
+  EXPECT_NEAR(*fit->factor({FitTerm::tp, LinkKind::intra_node, 8, 1, Precision::fp32}), 3.5, 1e-6);
+  // Compute split 4 ways as tp 2 x cp 2: the same split as tp 4 (factor 1.0) wins over the rest.
+  EXPECT_NEAR(*fit->factor({FitTerm::compute, LinkKind::intra_node, 2, 2, Precision::fp32}), 1.0, 1e-6);
+  // Across nodes, no tp was ever measured: the term's factors on any link.
+  EXPECT_NEAR(*fit->factor({FitTerm::tp, LinkKind::inter_node, 2, 1, Precision::fp32}), 3.5, 1e-6);
+  // bf16 compute has no run at all: no factor (the formula stands and says it was not fitted).
+  EXPECT_FALSE(fit->factor({FitTerm::compute, LinkKind::intra_node, 1, 1, Precision::bf16}).has_value());
+  EXPECT_FALSE(fit->factor({FitTerm::cp_ring, LinkKind::intra_node, 2, 1, Precision::fp32}).has_value());
+}
+
+TEST(RunFit, InterNodeGroupsAreTheirOwnCondition) {
+  // 2 nodes x 2 ranks: dp_replicate 2 crosses nodes, tp 2 stays inside.
+  std::vector<RunObservation> runs = {observed({2, 1, 1, 2}, 1, 1, 1, 1, 6.0, 2), observed({4, 1, 1, 1}, 1, 1, 1, 1, 2.0, 4)};
+  auto fit = fit_runs(runs, std::nullopt);
+  ASSERT_TRUE(fit.ok());
+  EXPECT_NEAR(factor_of(*fit, FitTerm::dp_replicate, 2, 1, LinkKind::inter_node), 6.0, 1e-6);
+  EXPECT_NEAR(factor_of(*fit, FitTerm::dp_replicate, 4, 1, LinkKind::intra_node), 2.0, 1e-6);
+}
+
+TEST(RunFit, NothingToFitIsAnErrorThatSaysWhatIsNeeded) {
+  auto none = fit_runs({}, std::nullopt);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().message(),
+            "runs: 0 run(s): finished runs that recorded compute_s and comm_s for at least 2 steps");
+  RunObservation empty = observed({4, 1, 1, 1}, 1, 1, 1, 1, 1);
+  empty.measured = RunMeasurement{};
+  EXPECT_FALSE(fit_runs({empty}, std::nullopt).ok());
+}
+
+TEST(RunFit, AFitOnACalibrationScalesTheCalibratedTerms) {
+  Calibration c;
+  c.fingerprint.nodes = {{"a", 4, "cpu", 2}};
+  c.matmul = {{Precision::fp32, 1, 4, 4e9}};
+  c.step_efficiency = 0.5;
+  std::vector<RunObservation> runs;
+  RunObservation o = observed({4, 1, 1, 1}, 1, 1, 1, 1, 1);
+  TimeQuery cq = *o.query;
+  cq.calibration = c;
+  const TimeEstimate base = estimate_time(cq);
+  o.measured.compute_s = 3.0 * base.compute_s;  // three times the calibrated compute
+  runs.push_back(o);
+  auto fit = fit_runs(runs, c);
+  ASSERT_TRUE(fit.ok());
+  EXPECT_EQ(fit->base, "calibration " + c.fingerprint.id());
+  EXPECT_NEAR(factor_of(*fit, FitTerm::compute, 1, 1), 3.0, 1e-6);
+  cq.fit = std::make_shared<const RunFit>(*fit);
+  const TimeEstimate fitted = estimate_time(cq);
+  EXPECT_NEAR(fitted.compute_s, 3.0 * base.compute_s, 1e-9);
+  EXPECT_TRUE(fitted.compute_calibrated);
+  EXPECT_TRUE(fitted.compute_fitted);
+}
+
+TEST(RunFit, JsonNamesEveryFactor) {
+  auto fit = fit_runs({observed({2, 1, 1, 2}, 2, 3, 1, 1, 4)}, std::nullopt);
+  ASSERT_TRUE(fit.ok());
+  const nlohmann::json j = to_json(*fit);
+  ASSERT_EQ(j["factors"].size(), 3u);  // compute tp 2, tp n=2, dp_replicate n=2
+  EXPECT_EQ(j["factors"][0]["term"], "compute");
+  EXPECT_EQ(j["factors"][0]["tp"], 2);
+  EXPECT_NEAR(j["factors"][0]["factor"].get<double>(), 2.0, 1e-6);
+  EXPECT_EQ(j["factors"][1]["term"], "tp");
+  EXPECT_NEAR(j["factors"][1]["factor"].get<double>(), 3.0, 1e-6);
+  EXPECT_EQ(j["factors"][2]["term"], "dp_replicate");
+  EXPECT_EQ(j["factors"][2]["link"], "intra_node");
+  EXPECT_NEAR(j["factors"][2]["factor"].get<double>(), 4.0, 1e-6);
+}
