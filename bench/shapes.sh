@@ -3,12 +3,15 @@
 # measured peak memory per rank next to core's estimate, core's predicted tokens/s from the
 # matmul rate and Gloo bandwidth measured in the same run, and the planner's ranking.
 # Usage: bench/shapes.sh [--model small --seq-len 256 --global-batch 8 --steps 6 --world 4 --rounds 2]
+#                        [--db PATH]   (run store of the measured runs; default build/bench-shapes.db)
 # Results: bench/results/shapes.json. Build first:
-#   scripts/build --target meshtrain shapes_estimate
+#   scripts/build --target meshtrain shapes_estimate meshwork
+# Run it twice: the second run also judges the prediction fitted to the first run's stored runs.
 # It calibrates first (meshtrain calibrate on the same ranks) and predicts every shape from that.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/env.sh"
 BIN="${MESHTRAIN:-$MESHWORK_BUILD_DIR/bin/meshtrain}"
 EST="${SHAPES_ESTIMATE:-$MESHWORK_BUILD_DIR/bin/shapes_estimate}"
 exec "$MESHWORK_VENV/bin/python" "$(dirname "$0")/shapes_bench.py" --meshtrain "$BIN" \
-  --estimator "$EST" --python "$MESHWORK_VENV/bin/python" "$@"
+  --estimator "$EST" --python "$MESHWORK_VENV/bin/python" \
+  --meshwork "${MESHWORK:-$MESHWORK_BUILD_DIR/bin/meshwork}" --db "$MESHWORK_BUILD_DIR/bench-shapes.db" "$@"

@@ -9,8 +9,15 @@ per-axis communication with the relative error (target: within 15 %), tokens/s, 
 peak memory per rank next to core's estimate, Spearman's rho between predicted and measured
 tokens/s and whether the planner's first is the measured best.
 
+Learning from runs: every measured run is imported into a run store (--db, default
+build/bench-shapes.db). When that store already holds runs of this machine (an earlier run of
+the bench), the prediction "from the fit alone" is made first, before anything is measured:
+core's fit of the stored runs (core/run_fit.h) on the hardware defaults, no calibration
+(bench/shapes_estimate --fit-db). Run the bench twice: the second run judges the fit of the
+first's runs against fresh measurements.
+
 Usage: bench/shapes.sh [--model small --seq-len 256 --global-batch 8 --micro-batch 1
-                        --steps 6 --world 4 --rounds 2]
+                        --steps 6 --world 4 --rounds 2 --db PATH]
 """
 import argparse
 import json
@@ -56,6 +63,7 @@ def run_shape(args, shape, world=None):
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit("meshtrain failed for %s: %s" % (shape, p.stderr[-2000:]))
+    wall = time.time() - t0
     steps, peaks, mem = [], [], []
     for r in range(world):
         recs = read_jsonl(os.path.join(run_dir, "metrics-rank%d.jsonl" % r))
@@ -78,7 +86,7 @@ def run_shape(args, shape, world=None):
             "step_s": step_s / n, "achieved_tflops": achieved, "compute_s": sum(x["compute_s"] for x in timed) / n,
             "comm_s": {a: sum(x["comm_s"][a] for x in timed) / n for a in AXES},
             "peak_bytes_per_rank": mem, "matmul_tflops": sum(peaks) / len(peaks), "mfu": mfu,
-            "wall_s": time.time() - t0}
+            "wall_s": wall, "run_dir": run_dir}
 
 
 def best_of(runs):
@@ -103,13 +111,19 @@ def spearman(xs, ys):
     return 1 - 6 * d2 / (n * (n * n - 1)) if n > 1 else 1.0
 
 
-def estimate(args, flops=1e10, bw=1e9, lat=1e-4, efficiency=1.0, calibration=None):
+def estimate(args, flops=1e10, bw=1e9, lat=1e-4, efficiency=1.0, calibration=None, fit_db=None):
     cmd = [args.estimator, "--model", args.model, "--world", str(args.world), "--seq-len",
            str(args.seq_len), "--micro-batch", str(args.micro_batch), "--global-batch",
            str(args.global_batch)]
     if calibration:
         cmd += ["--calibration", calibration]
-    else:
+    if fit_db:
+        cmd += ["--fit-db", fit_db]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            return None, p.stderr.strip()
+        return json.loads(p.stdout), json.loads(p.stderr.strip().splitlines()[-1])
+    if not calibration:
         cmd += ["--flops", repr(flops), "--efficiency", repr(efficiency), "--bandwidth", repr(bw),
                 "--latency", repr(lat)]
     return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
@@ -139,7 +153,16 @@ def main():
     bench_common.add_run_args(ap, micro_batch=1, steps=6)
     ap.add_argument("--world", type=int, default=4)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "shapes.json"))
+    ap.add_argument("--meshwork", required=True)
+    ap.add_argument("--db", required=True, help="run store the measured runs are imported into")
     args = ap.parse_args()
+    # Before anything is measured: the fit of the runs an earlier bench stored (none: first run).
+    fitted_plan, fit = estimate(args, fit_db=args.db) if os.path.exists(args.db) else (None, "no store yet")
+    if fitted_plan is None:
+        print("no fit from stored runs (%s): run the bench again to judge one" % fit, file=sys.stderr)
+    else:
+        print("fitted to %d stored runs of cluster %s (median residual %.1f%%)"
+              % (fit["runs"], fit["cluster"], 100 * fit["median_residual"]), file=sys.stderr)
 
     load0 = os.getloadavg()[0]
     cal, cal_s = calibrate(args)
@@ -164,6 +187,10 @@ def main():
             key = "x".join(str(s[a]) for a in AXES)
             m = run_shape(args, s)
             runs.setdefault(key, []).append(m)
+            imp = subprocess.run([args.meshwork, "runs", "import", m["run_dir"], "--db", args.db, "--name",
+                                  "shapes %s round %d" % (key, rnd + 1)], capture_output=True, text=True)
+            if imp.returncode != 0:
+                raise SystemExit("meshwork runs import failed: %s" % imp.stderr[-2000:])
             print("  round %d: %s %.0f tok/s in %.1f s" % (rnd + 1, key, m["tokens_per_s"], m["wall_s"]),
                   file=sys.stderr)
     measured = {k: best_of(v) for k, v in runs.items()}
@@ -178,12 +205,23 @@ def main():
     def rel(pred, meas):
         return (pred - meas) / meas if meas > 0 else 0.0
 
+    fitted = {}
+    if fitted_plan is not None:
+        for i, est in enumerate(fitted_plan["shapes"]):
+            fitted["x".join(str(est[a]) for a in AXES)] = dict(est, rank=i + 1)
     rows = []
     for est in plan["shapes"]:
         key = "x".join(str(est[a]) for a in AXES)
         m = measured[key]
         e = est["memory_bytes"]["total"]
-        rows.append({"shape": key, "planner_rank": est["rank"], "tokens_per_s": m["tokens_per_s"],
+        f = fitted.get(key)
+        if f is not None:
+            fit_row = {"fitted_step_s": f["step_time_s"], "fitted_step_error": rel(f["step_time_s"], m["step_s"]),
+                       "fitted_compute_s": f["compute_s"], "fitted_comm_s": f["comm_s"],
+                       "fitted_tokens_per_s": f["tokens_per_s"], "fitted_rank": f["rank"]}
+        else:
+            fit_row = {}
+        rows.append(dict(fit_row, **{"shape": key, "planner_rank": est["rank"], "tokens_per_s": m["tokens_per_s"],
                      "predicted_tokens_per_s": est["tokens_per_s"], "comm_share": m["comm_share"],
                      "step_s": m["step_s"], "predicted_step_s": est["step_time_s"],
                      "step_error": rel(est["step_time_s"], m["step_s"]),
@@ -192,7 +230,7 @@ def main():
                      "calibrated": est["calibrated"],
                      "peak_bytes": m["peak_bytes"], "peak_bytes_per_rank": m["peak_bytes_per_rank"],
                      "estimate_bytes": e, "estimate_groups": est["memory_bytes"],
-                     "memory_error": (e - m["peak_bytes"]) / m["peak_bytes"]})
+                     "memory_error": (e - m["peak_bytes"]) / m["peak_bytes"]}))
     rows.sort(key=lambda r: -r["tokens_per_s"])
     rho = spearman([r["tokens_per_s"] for r in rows], [r["predicted_tokens_per_s"] for r in rows])
     best_measured = rows[0]["shape"]
@@ -233,6 +271,26 @@ def main():
           " (target >= 0.95); best measured %s, planner's first %s (%s); memory: worst |error| %.1f%%"
           % (100 * worst_step, within, len(rows), rho, best_measured, best_planned,
              "same" if best_measured == best_planned else "DIFFERENT", 100 * worst))
+    fit_summary = None
+    if fitted:
+        print("Fitted from the stored runs alone (no calibration): predicted vs measured this run")
+        print("| shape r×s×c×t | step ms meas / fit | error | compute ms meas / fit |"
+              " comm ms dp_r / dp_s / cp / tp, meas (fit) | rank meas / fit |")
+        print("|---|---:|---:|---:|---|---:|")
+        for r in rows:
+            comm = " / ".join("%.0f (%.0f)" % (r["comm_s"][a] * ms, r["fitted_comm_s"][a] * ms) for a in AXES)
+            print("| %s | %.0f / %.0f | %+.0f%% | %.0f / %.0f | %s | %d / %d |" % (
+                r["shape"], r["step_s"] * ms, r["fitted_step_s"] * ms, 100 * r["fitted_step_error"],
+                r["compute_s"] * ms, r["fitted_compute_s"] * ms, comm, r["measured_rank"], r["fitted_rank"]))
+        f_rho = spearman([r["tokens_per_s"] for r in rows], [r["fitted_tokens_per_s"] for r in rows])
+        f_worst = max(abs(r["fitted_step_error"]) for r in rows)
+        f_within = sum(1 for r in rows if abs(r["fitted_step_error"]) <= 0.15)
+        f_first = min(rows, key=lambda r: r["fitted_rank"])["shape"]
+        print("fit alone: worst |error| %.0f%%, %d of %d shapes within 15%% (target: all); Spearman rho %.2f;"
+              " best measured %s, fit's first %s (%s)" % (100 * f_worst, f_within, len(rows), f_rho, best_measured,
+                                                          f_first, "same" if f_first == best_measured else "DIFFERENT"))
+        fit_summary = {"fit": fit, "worst_step_error": f_worst, "shapes_within_15pct": f_within,
+                       "spearman_rho": f_rho, "first": f_first}
     with open(args.out, "w") as f:
         json.dump({"model": args.model, "seq_len": args.seq_len, "global_batch": args.global_batch,
                    "micro_batch": args.micro_batch, "world": args.world, "steps": args.steps,
@@ -241,7 +299,8 @@ def main():
                    "rounds": args.rounds, "step_efficiency": efficiency, "spearman_rho": rho,
                    "worst_step_error": worst_step, "shapes_within_15pct": within,
                    "worst_memory_error": worst,
-                   "best_measured": best_measured, "planner_first": best_planned, "shapes": rows},
+                   "best_measured": best_measured, "planner_first": best_planned,
+                   "fitted_from_runs": fit_summary, "db": args.db, "shapes": rows},
                   f, indent=1)
 
 

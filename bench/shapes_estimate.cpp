@@ -5,9 +5,12 @@
 //
 // shapes_estimate --model NAME --world N --seq-len S --micro-batch B --global-batch G
 //                 (--flops F --efficiency E --bandwidth BYTES_PER_S --latency SECONDS
-//                  | --calibration FILE)
+//                  | --calibration FILE | --fit-db STORE [--calibration FILE])
 // With --calibration (what `meshtrain calibrate` measured, core/calibration.h) the planner uses
 // the calibrated matmul rate, step efficiency and per-collective fits instead of the flags.
+// With --fit-db the runs stored there (the cluster with the most runs) are fitted
+// (core/run_fit.h) on the calibration, or on HardwareModel::cpu()'s defaults without one, and
+// every term of the prediction is scaled by its factor; the fit is printed to stderr.
 // prints plan_to_json() (best first) with "rank" added to every shape.
 #include <iostream>
 #include <map>
@@ -15,6 +18,7 @@
 
 #include "core/model_spec.h"
 #include "core/planner.h"
+#include "core/store/run_observations.h"
 
 using namespace meshwork;
 
@@ -53,11 +57,31 @@ int main(int argc, char** argv) {
       return 2;
     }
     q.calibration = *cal;
-  } else {
+  } else if (!a.count("--fit-db")) {
     q.hardware.peak_flops_fp32 = q.hardware.peak_flops_bf16 = std::stod(need("--flops"));
     q.hardware.efficiency = std::stod(need("--efficiency"));
     q.hardware.intra_node_bytes_per_s = q.hardware.inter_node_bytes_per_s = std::stod(need("--bandwidth"));
     q.hardware.latency_s = std::stod(need("--latency"));
+  }
+  if (a.count("--fit-db")) {
+    auto st = store::RunStore::open(a["--fit-db"]);
+    if (!st.ok()) {
+      std::cerr << "shapes_estimate: " << st.error().message() << "\n";
+      return 2;
+    }
+    auto set = store::load_observations(st->get(), a.count("--fit-cluster") ? a["--fit-cluster"] : "");
+    if (!set.ok() || set->runs.empty()) {
+      std::cerr << "shapes_estimate: --fit-db: " << (set.ok() ? "no finished run stored" : set.error().message()) << "\n";
+      return 2;
+    }
+    auto fit = fit_runs(set->runs, q.calibration);
+    if (!fit.ok()) {
+      std::cerr << "shapes_estimate: " << fit.error().message() << "\n";
+      return 2;
+    }
+    fit->cluster = set->cluster;
+    std::cerr << to_json(*fit).dump() << "\n";
+    q.fit = std::make_shared<const RunFit>(std::move(*fit));
   }
   auto plan = make_plan(q);
   if (!plan.ok()) {
