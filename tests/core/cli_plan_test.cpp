@@ -149,3 +149,93 @@ TEST_F(CliPlanIntegration, HuggingFaceModelDirectory) {
   EXPECT_EQ(j["model"]["params"], 8'030'261'248);
   fs::remove_all(dir.parent_path());
 }
+
+namespace {
+
+// Runs the built CLI with any subcommand (the fit test imports runs first).
+int meshwork(const std::string& args) {
+  const int status = std::system((meshwork_binary().string() + " " + args + " >/dev/null 2>&1").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+nlohmann::json shape_of(const nlohmann::json& plan, const std::string& compact) {
+  for (const auto& s : plan["shapes"]) {
+    const std::string c = std::to_string(s["dp_replicate"].get<int>()) + "x" + std::to_string(s["dp_shard"].get<int>()) +
+                          "x" + std::to_string(s["cp"].get<int>()) + "x" + std::to_string(s["tp"].get<int>());
+    if (c == compact) return s;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_F(CliPlanIntegration, FitRunsLearnsEachTermFromStoredRuns) {
+  // 4 CPU ranks on one node. Runs written in meshtrain's own line format measured 3x the
+  // plan's compute and 2x its communication (step 0, warm-up, 50x: the fit must leave it out);
+  // imported with `meshwork runs import`, then planned again with --fit-runs.
+  const std::string cluster =
+      "--model tiny --nodes 1 --gpus-per-node 4 --gpu-memory 8GiB --seq-len 256 --micro-batch 1 "
+      "--global-batch 8 --precision fp32 --device cpu";
+  CliRun base = plan(cluster + " --json");
+  ASSERT_EQ(base.rc, 0) << base.err;
+  const nlohmann::json plan0 = nlohmann::json::parse(base.out);
+  const fs::path dir = fs::temp_directory_path() / ("meshwork_cli_plan_fit_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const fs::path db = dir / "runs.db";
+  const std::vector<std::string> stored = {"4x1x1x1", "1x4x1x1", "1x1x1x4", "2x1x1x2"};
+  for (const std::string& compact : stored) {
+    const nlohmann::json s = shape_of(plan0, compact);
+    ASSERT_FALSE(s.is_null()) << compact;
+    const nlohmann::json mesh = {{"dp_replicate", s["dp_replicate"]}, {"dp_shard", s["dp_shard"]}, {"cp", s["cp"]}, {"tp", s["tp"]}};
+    const nlohmann::json config = {{"model", "tiny"}, {"mesh", mesh},
+                                   {"training", {{"steps", 4}, {"seq_len", 256}, {"global_batch", 8}, {"micro_batch", 1},
+                                                 {"precision", "fp32"}, {"device", "cpu"}}}};
+    const fs::path run = dir / compact;
+    fs::create_directories(run);
+    for (int r = 0; r < 4; ++r) {
+      std::ofstream f(run / ("metrics-rank" + std::to_string(r) + ".jsonl"));
+      f << nlohmann::json{{"v", 1}, {"type", "start"}, {"rank", r}, {"time", 1000}, {"host", "fit-host"}, {"pid", 10 + r},
+                          {"node", 0}, {"world", 4}, {"mesh", mesh}, {"config", config}}.dump() << "\n";
+      for (int step = 0; step < 4; ++step) {
+        const double warm = step == 0 ? 50 : 1;
+        nlohmann::json comm = s["comm_s"];
+        double step_s = 3 * warm * s["compute_s"].get<double>();
+        for (auto& [axis, v] : comm.items()) {
+          v = 2 * warm * v.get<double>();
+          step_s += v.get<double>();
+        }
+        f << nlohmann::json{{"v", 1}, {"type", "step"}, {"step", step}, {"rank", r}, {"time", 1001 + step}, {"loss", 5.0},
+                            {"lr", 1e-3}, {"grad_norm", 1.0}, {"tokens", 512}, {"tokens_per_s", 100.0}, {"tflops", 0.1},
+                            {"mfu", 0.1}, {"mem_bytes", 1000}, {"mem_peak_bytes", 2000}, {"comm_s", comm},
+                            {"compute_s", 3 * warm * s["compute_s"].get<double>()}, {"step_s", step_s}}.dump() << "\n";
+      }
+      f << nlohmann::json{{"v", 1}, {"type", "end"}, {"rank", r}, {"time", 1010}, {"status", "ok"}}.dump() << "\n";
+    }
+    ASSERT_EQ(meshwork("runs import " + run.string() + " --db " + db.string()), 0) << compact;
+  }
+
+  CliRun fitted = plan(cluster + " --fit-runs auto --db " + db.string() + " --json");
+  ASSERT_EQ(fitted.rc, 0) << fitted.err;
+  const nlohmann::json plan1 = nlohmann::json::parse(fitted.out);
+  // Every shape, stored or not: compute 3x, each communicating axis 2x (unseen group sizes and
+  // splits take the median of their term's factors, which are all 3 or 2 here).
+  for (const auto& s1 : plan1["shapes"]) {
+    const std::string compact = std::to_string(s1["dp_replicate"].get<int>()) + "x" + std::to_string(s1["dp_shard"].get<int>()) +
+                                "x" + std::to_string(s1["cp"].get<int>()) + "x" + std::to_string(s1["tp"].get<int>());
+    const nlohmann::json s0 = shape_of(plan0, compact);
+    EXPECT_NEAR(s1["compute_s"].get<double>(), 3 * s0["compute_s"].get<double>(), 1e-6 * s0["compute_s"].get<double>())
+        << compact;
+    EXPECT_TRUE(s1["fitted"]["compute"].get<bool>()) << compact;
+    for (const char* axis : {"dp_replicate", "dp_shard", "tp"})
+      EXPECT_NEAR(s1["comm_s"][axis].get<double>(), 2 * s0["comm_s"][axis].get<double>(),
+                  1e-6 * std::max(1e-9, s0["comm_s"][axis].get<double>())) << compact << " " << axis;
+  }
+  CliRun table = plan(cluster + " --fit-runs auto --db " + db.string());
+  ASSERT_EQ(table.rc, 0) << table.err;
+  EXPECT_NE(table.out.find("Fitted to 4 stored run(s) of cluster "), std::string::npos) << table.out;
+
+  CliRun empty = plan(cluster + " --fit-runs auto --db " + (dir / "none.db").string());
+  EXPECT_EQ(empty.rc, 2);
+  EXPECT_EQ(empty.err.rfind("meshwork: --fit-runs: auto: runs stored in ", 0), 0u) << empty.err;
+  fs::remove_all(dir);
+}
