@@ -6,6 +6,7 @@
 // meshwork calibrate --hostfile F | --hosts H1,H2 | --local  --nproc-per-node N
 //                    [--config FILE] [run config flags: --model, --seq-len, --micro-batch, --device]
 //                    [--db PATH] [--name NAME] [--out FILE] [launch's other flags]
+// meshwork calibrate --slurm [--login HOST] --nodes N [--partition P] ... (one sbatch job)
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -15,6 +16,7 @@
 #include "core/calibration_records.h"
 #include "core/store/calibration_store.h"
 #include "core/store/run_store.h"
+#include "remote/slurm_run.h"
 
 namespace meshwork::cli {
 
@@ -24,6 +26,8 @@ constexpr const char* kUsage =
     "usage: meshwork calibrate --hostfile F | --hosts H1,H2 | --local  --nproc-per-node N\n"
     "         [--config FILE] [run config flags: --model M --seq-len S --micro-batch B --device D]\n"
     "         [--db PATH] [--name NAME] [--out FILE] [meshwork launch's SSH and deploy flags]\n"
+    "       meshwork calibrate --slurm [--login HOST] --nodes N [--partition P] [--gpus-per-node G]\n"
+    "         [--nproc-per-node N] [meshwork launch --slurm's other flags] [--out FILE]\n"
     "Runs `meshtrain calibrate` on the nodes as a normal run (deploy, one supervisor per node,\n"
     "metrics streamed into the store): matmuls of the model's shapes in fp32 and bf16 with the\n"
     "threads a rank gets, and all-reduce, all-gather, reduce-scatter and send/recv at 4 KiB to\n"
@@ -88,9 +92,13 @@ int calibrate_main(const Args& args) {
                           if (!st.ok()) return fail(st.error());
                           auto records = store::calibration_records((*st)->handle(), run);
                           if (!records.ok()) return fail(records.error());
-                          // The launcher's names for remote nodes; a local node keeps its hostname.
+                          // The launcher's names for remote nodes; a local node keeps its hostname,
+                          // and so do a Slurm job's nodes (the launcher reached only the login node).
                           std::vector<std::string> hosts;
-                          for (const auto& n : rec.nodes) hosts.push_back(n.host == "local" ? "" : n.host);
+                          auto slurm = remote::load_slurm_info(db, run);
+                          const bool through_slurm = slurm.ok() && slurm->has_value();
+                          for (const auto& n : rec.nodes)
+                            hosts.push_back(n.host == "local" || through_slurm ? "" : n.host);
                           auto cal = calibration_from_records(*records, hosts);
                           if (!cal.ok()) return fail(cal.error().as(ErrorKind::does_not_fit));
                           auto id = store::save_calibration((*st)->handle(), *cal, run);

@@ -503,11 +503,7 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
     return kExitOk;
   }
   if (!p->positional.empty()) return refuse(Error{"launch", p->positional[0], "takes no positional arguments"});
-  if (p->switches.count("--slurm")) {
-    if (!subcommand.empty())
-      return refuse(Error{"--slurm", "", "meshwork " + subcommand + " runs over SSH or locally (not through Slurm yet)"});
-    return launch_slurm_main(*p);
-  }
+  if (p->switches.count("--slurm")) return launch_slurm_main(*p, subcommand, after);
   auto config = launch_config(*p);
   if (!config) return refuse(config.error());
   LaunchRequest req;

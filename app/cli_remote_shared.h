@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "app/commands.h"
 #include "core/error.h"
 #include "core/run_config.h"
 #include "core/run_config_flags.h"
@@ -63,7 +64,9 @@ int exit_after_follow(const Result<remote::FollowOutcome>& outcome, store::RunId
 
 // cli_slurm.cpp: `probe --slurm`, `launch --slurm`, and following a Slurm run to its end.
 int probe_slurm_main(const Parsed& p);
-int launch_slurm_main(const Parsed& p);
+// `subcommand`: meshtrain's ("" trains, "calibrate" measures); `after` runs when the job was
+// followed to its end (not with --detach), as launch_command's does.
+int launch_slurm_main(const Parsed& p, const std::string& subcommand = "", const AfterFollow& after = nullptr);
 int follow_slurm(const std::filesystem::path& db, store::RunId id, const remote::SshOptions& ssh);
 
 }  // namespace meshwork::cli::remote_cli

@@ -63,7 +63,7 @@ int probe_slurm_main(const Parsed& p) {
 }
 
 // `meshwork launch --slurm ...`: the same run config as any launch, Slurm's fields, one sbatch.
-int launch_slurm_main(const Parsed& p) {
+int launch_slurm_main(const Parsed& p, const std::string& subcommand, const AfterFollow& after) {
   for (const char* f : {"--hostfile", "--hosts", "--local", "--master-addr"}) {
     if (p.values.count(f) || p.switches.count(f))
       return refuse(Error{f, "", "not with --slurm: Slurm picks the nodes (--nodes, --partition) and the master"});
@@ -75,6 +75,9 @@ int launch_slurm_main(const Parsed& p) {
   if (!config) return refuse(config.error());
   SlurmLaunchRequest req;
   req.base.config = *config;
+  req.base.subcommand = subcommand;
+  // meshtrain calibrate builds its own group layouts: any valid shape of the world will do.
+  if (subcommand == "calibrate") req.base.config.mesh = MeshShape{1, -1, 1, 1};
   req.login = p.values.count("--login") ? p.values.at("--login") : "local";
   if (auto st = int_value(p, "--nodes", 1, 100000, req.job.nodes); !st) return refuse(st.error());
   if (auto st = int_value(p, "--gpus-per-node", 0, 1024, req.job.gpus_per_node); !st) return refuse(st.error());
@@ -112,7 +115,8 @@ int launch_slurm_main(const Parsed& p) {
             << ", " << run.record.nodes.size() << " node(s), run directory " << run.record.nodes[0].run_dir << "\n"
             << std::flush;
   if (p.switches.count("--detach")) return kExitOk;
-  return follow_slurm(db, run.id, req.base.ssh);
+  const int rc = follow_slurm(db, run.id, req.base.ssh);
+  return after ? after(db, run.id, run.record, rc) : rc;
 }
 
 }  // namespace meshwork::cli::remote_cli

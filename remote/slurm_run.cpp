@@ -230,6 +230,7 @@ std::variant<LaunchedRun, LaunchError> launch_slurm_run(const std::filesystem::p
   rec.trainer = trainer_name;
   for (int i = 0; i < req.job.nodes; ++i) rec.nodes.push_back({spec->to_string(), nproc, run_dir, ""});
   rec.max_restarts = req.base.max_restarts;
+  rec.subcommand = req.base.subcommand;
   rec.master_port = req.base.master_port;
   if (rec.master_port == 0) {
     std::random_device rd;

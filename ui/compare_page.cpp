@@ -17,6 +17,9 @@
 #include <QSplitter>
 #include <QTableWidget>
 #include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
+#include <map>
 
 #include "core/metrics.h"
 #include "ui/axis_colors.h"
@@ -100,8 +103,26 @@ ComparePage::ComparePage(StoreWorker* worker, RunsModel* runs, QWidget* parent)
   auto* lower = new QWidget(vsplit);
   auto* lowl = new QHBoxLayout(lower);
   lowl->setContentsMargins(0, 0, 0, 0);
-  comm_ = new BarChart(tr("Communication per step, by axis"), BarChart::Kind::grouped, lower);
-  lowl->addWidget(comm_, 2);
+  auto* comm_box = new QWidget(lower);
+  auto* cl = new QVBoxLayout(comm_box);
+  cl->setContentsMargins(0, 0, 0, 0);
+  cl->setSpacing(4);
+  comm_ = new BarChart(tr("Communication per step, by axis"), BarChart::Kind::grouped, comm_box);
+  cl->addWidget(comm_, 1);
+  // Beneath the bars: what the time model predicted for each run against what it measured.
+  prediction_ = new QTableWidget(comm_box);
+  prediction_->setObjectName("ComparePrediction");
+  prediction_->verticalHeader()->hide();
+  prediction_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  prediction_->setSelectionMode(QAbstractItemView::NoSelection);
+  prediction_->setShowGrid(false);
+  prediction_->setAlternatingRowColors(true);
+  prediction_->setMaximumHeight(5 * 26 + 28);
+  prediction_->setToolTip(tr("Predicted vs measured mean per step, in ms: what the planner's time model predicts for "
+                             "each run's shape (its nodes' calibration and a fit of the cluster's other runs), "
+                             "against what the run measured; error = (predicted - measured) / measured"));
+  cl->addWidget(prediction_);
+  lowl->addWidget(comm_box, 2);
   auto* diff_box = new QWidget(lower);
   auto* dl = new QVBoxLayout(diff_box);
   dl->setContentsMargins(0, 0, 0, 0);
@@ -179,6 +200,7 @@ ComparePage::ComparePage(StoreWorker* worker, RunsModel* runs, QWidget* parent)
     model_->set_query(q);
   });
   connect(model_, &CompareModel::frame_ready, this, &ComparePage::draw);
+  connect(model_, &CompareModel::predictions_ready, this, &ComparePage::fill_prediction);
   fill_picker();
 }
 
@@ -302,6 +324,7 @@ void ComparePage::draw(const std::shared_ptr<const CompareFrame>& fp) {
                                      run_color(static_cast<int>(i)), thumbs_->parentWidget()));
   thumbs_->addStretch();
   fill_diff();
+  fill_prediction();
   last_open_ms_ = static_cast<double>(now_ns() - open_started_ns_) / 1e6;
 }
 
@@ -340,12 +363,90 @@ void ComparePage::fill_diff() {
   diff_->resizeColumnsToContents();
 }
 
+int ComparePage::prediction_column(const QString& header) const {
+  for (int c = 0; c < prediction_->columnCount(); ++c)
+    if (const QTableWidgetItem* h = prediction_->horizontalHeaderItem(c); h && h->text() == header) return c;
+  return -1;
+}
+
+void ComparePage::fill_prediction() {
+  const auto& f = model_->frame();
+  prediction_->clear();
+  prediction_->setRowCount(0);
+  if (!f || f->error) {
+    prediction_->setColumnCount(0);
+    return;
+  }
+  std::map<store::RunId, PredictionPtr> by_run;
+  for (const PredictionPtr& p : model_->predictions())
+    if (p) by_run[p->run] = p;
+  // Axes any run communicates on, in kAxes order.
+  std::vector<Axis> axes;
+  for (Axis a : kAxes)
+    for (const auto& [id, p] : by_run)
+      if (p->prediction) {
+        const auto used = communicating_axes(*p->prediction);
+        if (std::find(used.begin(), used.end(), a) != used.end()) {
+          axes.push_back(a);
+          break;
+        }
+      }
+  QStringList head{tr("run"), tr("step pred ms"), tr("step meas ms"), tr("step error"), tr("compute pred ms"),
+                   tr("compute meas ms")};
+  for (Axis a : axes) head << tr("%1 pred ms").arg(axis_label(a)) << tr("%1 meas ms").arg(axis_label(a));
+  head << tr("basis");
+  const int columns = static_cast<int>(head.size());
+  prediction_->setColumnCount(columns);
+  prediction_->setHorizontalHeaderLabels(head);
+  for (int i = 0; i < static_cast<int>(axes.size()); ++i)
+    for (int k = 0; k < 2; ++k)
+      prediction_->horizontalHeaderItem(6 + 2 * i + k)->setForeground(axis_color(axes[static_cast<size_t>(i)], is_dark()));
+  prediction_->setRowCount(static_cast<int>(f->runs.size()));
+  auto cell = [&](int row, int col, const QString& text) {
+    auto* item = new QTableWidgetItem(text);
+    if (col > 0 && col < columns - 1) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+    prediction_->setItem(row, col, item);
+    return item;
+  };
+  for (int r = 0; r < static_cast<int>(f->runs.size()); ++r) {
+    const store::RunSummary& s = f->runs[static_cast<size_t>(r)];
+    cell(r, 0, QStringLiteral("%1 #%2").arg(QString::fromStdString(s.name)).arg(s.id))
+        ->setForeground(run_color(r));
+    auto it = by_run.find(s.id);
+    if (it == by_run.end() || !it->second->prediction) {
+      // Not in yet, or predict_run's reason for not judging this run, in grey across the row.
+      const QString text = it == by_run.end() ? tr("loading…")
+                           : it->second->refusal ? QString::fromStdString(it->second->refusal->message())
+                                                 : QString();
+      cell(r, 1, text)->setForeground(muted_text_color());
+      prediction_->item(r, 1)->setTextAlignment(Qt::AlignLeft | Qt::AlignVCenter);
+      if (columns > 2) prediction_->setSpan(r, 1, 1, columns - 1);
+      continue;
+    }
+    const store::RunPrediction& p = *it->second->prediction;
+    const PredictionCheck& c = p.check;
+    cell(r, 1, format_ms(c.predicted_step_s));
+    cell(r, 2, format_ms(c.measured_step_s));
+    cell(r, 3, format_error_percent(c.measured_step_s > 0 ? PredictionCheck::error(c.predicted_step_s, c.measured_step_s)
+                                                          : std::nan("")));
+    cell(r, 4, format_ms(c.predicted_compute_s));
+    cell(r, 5, format_ms(c.measured_compute_s));
+    for (int i = 0; i < static_cast<int>(axes.size()); ++i) {
+      const auto k = static_cast<size_t>(axes[static_cast<size_t>(i)]);
+      cell(r, 6 + 2 * i, format_ms(c.predicted_comm_s[k]));
+      cell(r, 7 + 2 * i, format_ms(c.measured_comm_s[k]));
+    }
+    cell(r, columns - 1, QString::fromStdString(p.basis()))->setForeground(muted_text_color());
+  }
+  prediction_->resizeColumnsToContents();
+}
+
 bool ComparePage::export_chart_png(const QString& path) { return chart_->save_png(path); }
 
 void ComparePage::refresh_colors() {
   chart_->apply_theme();
   comm_->apply_theme();
-  if (model_->frame()) draw(model_->frame());
+  if (model_->frame()) draw(model_->frame());  // the prediction table too
 }
 
 }  // namespace meshwork::ui

@@ -1,6 +1,8 @@
 // Compare mode: pick 2-10 runs; one metric overlaid (x = step, tokens or wall time; smoothing,
 // the raw curves faint behind), each run's mesh shape drawn small, per-axis communication time as
-// grouped bars, and the config diff ("only differences" on by default). Every chart exports as PNG.
+// grouped bars with, beneath them, each run's predicted vs measured step time, compute and
+// per-axis communication (store::predict_run, via the model), and the config diff ("only
+// differences" on by default). Every chart exports as PNG.
 #pragma once
 
 #include <QWidget>
@@ -41,6 +43,12 @@ class ComparePage : public QWidget {
   MetricChart* chart() const { return chart_; }
   BarChart* comm_chart() const { return comm_; }
   QTableWidget* diff_table() const { return diff_; }
+  // Predicted vs measured, one row per compared run: run, step predicted / measured / error,
+  // compute predicted / measured, each communicating axis predicted / measured (headers "<axis>
+  // pred ms", "<axis> meas ms"), the basis. A run predict_run refuses shows its words instead.
+  QTableWidget* prediction_table() const { return prediction_; }
+  // The column whose header is `header` ("step pred ms", "tp meas ms", ...); -1 when none.
+  int prediction_column(const QString& header) const;
   int series_count() const;  // runs drawn in the overlay
   // Time from set_runs() (or a query change) to the drawn frame, for the bench.
   double last_open_ms() const { return last_open_ms_; }
@@ -55,6 +63,7 @@ class ComparePage : public QWidget {
   void draw(const std::shared_ptr<const CompareFrame>& f);
   void fill_picker();
   void fill_diff();
+  void fill_prediction();
 
   StoreWorker* worker_;
   RunsModel* runs_model_;
@@ -70,6 +79,7 @@ class ComparePage : public QWidget {
   BarChart* comm_;
   QHBoxLayout* thumbs_;
   QTableWidget* diff_;
+  QTableWidget* prediction_;
   std::vector<store::RunId> checked_;
   double smoothing_weight_ = 0.6;
   qint64 open_started_ns_ = 0;

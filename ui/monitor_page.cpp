@@ -9,6 +9,8 @@
 #include <QFileDialog>
 #include <QGridLayout>
 #include <QHBoxLayout>
+#include <QHeaderView>
+#include <QTableWidget>
 #include <QLabel>
 #include <QProgressBar>
 #include <QPushButton>
@@ -163,7 +165,42 @@ MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
   for (int c = 0; c < 4; ++c) grid->setColumnStretch(c, 1);
   outer->addLayout(grid, 1);
   stragglers_ = new StragglerTable(this);
-  outer->addWidget(stragglers_);
+  auto* bottom = new QHBoxLayout;
+  bottom->setSpacing(8);
+  bottom->addWidget(stragglers_, 3);
+  // Predicted vs measured: a glance, as compact as the straggler table beside it.
+  auto* pred_box = new QWidget(this);
+  pred_box->setObjectName("PredictionBox");
+  auto* pl = new QVBoxLayout(pred_box);
+  pl->setContentsMargins(0, 0, 0, 0);
+  pl->setSpacing(2);
+  prediction_caption_ = new QLabel(pred_box);
+  prediction_caption_->setObjectName("PredictionCaption");
+  prediction_caption_->setProperty("role", "muted");
+  prediction_caption_->setWordWrap(true);
+  prediction_table_ = new QTableWidget(0, kPredColumns, pred_box);
+  prediction_table_->setObjectName("PredictionTable");
+  prediction_table_->setHorizontalHeaderLabels({tr("Predicted vs measured"), tr("predicted ms"), tr("measured ms"), tr("error")});
+  prediction_table_->verticalHeader()->setVisible(false);
+  prediction_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  prediction_table_->horizontalHeader()->setStretchLastSection(true);
+  prediction_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  prediction_table_->setSelectionMode(QAbstractItemView::NoSelection);
+  prediction_table_->setFocusPolicy(Qt::NoFocus);
+  prediction_table_->setMaximumHeight(7 * 26 + 28);  // step, compute and four axes
+  prediction_table_->setToolTip(tr("The step time the planner's time model predicts for this run's shape (from the "
+                                   "calibration of its nodes and a fit of the cluster's other runs, where there are "
+                                   "any), against the mean the run measured; error = (predicted - measured) / measured"));
+  prediction_message_ = new QLabel(pred_box);
+  prediction_message_->setObjectName("PredictionMessage");
+  prediction_message_->setWordWrap(true);
+  prediction_message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  pl->addWidget(prediction_caption_);
+  pl->addWidget(prediction_table_);
+  pl->addWidget(prediction_message_);
+  pl->addStretch();
+  bottom->addWidget(pred_box, 2);
+  outer->addLayout(bottom);
 
   connect(back_, &QPushButton::clicked, this, &MonitorPage::back_requested);
   connect(stop_, &QPushButton::clicked, this, [this] {
@@ -191,6 +228,7 @@ MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
     connect(c, &MetricChart::zoom_reset, this, [this] { zoom_all(std::nullopt); });
   }
   connect(model_, &MonitorModel::frame_ready, this, &MonitorPage::draw);
+  connect(model_, &MonitorModel::prediction_ready, this, &MonitorPage::draw_prediction);
   loss_->installEventFilter(this);
 
   // Lines that do not depend on the run's shape.
@@ -206,6 +244,7 @@ MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
   lr_->set_axis_titles(tr("step"), {});
   grad_->set_axis_titles(tr("step"), {});
   tput_->set_axis_titles(tr("step"), tr("tokens/s"), tr("MFU %"));
+  draw_prediction(nullptr);
   show_run(0);
 }
 
@@ -223,6 +262,7 @@ void MonitorPage::show_run(store::RunId run) {
     failure_->setVisible(false);
     slurm_script_.clear();
     script_->setVisible(false);
+    draw_prediction(nullptr);
   }
   model_->set_pixels(loss_->width());
   model_->set_run(run);
@@ -422,6 +462,50 @@ void MonitorPage::draw_header(const MonitorFrame& f) {
   }
 }
 
+void MonitorPage::draw_prediction(const PredictionPtr& p) {
+  prediction_table_->setRowCount(0);
+  if (!p) {  // not asked yet
+    prediction_caption_->setText(tr("Predicted vs measured: waiting for the run's steps"));
+    prediction_table_->setVisible(false);
+    prediction_message_->clear();
+    prediction_message_->setVisible(false);
+    return;
+  }
+  if (!p->prediction) {
+    // predict_run's own words (grey: not a failure of the run, only nothing to judge yet).
+    prediction_caption_->setText(tr("Predicted vs measured"));
+    prediction_table_->setVisible(false);
+    prediction_message_->setText(p->refusal ? QString::fromStdString(p->refusal->message()) : QString());
+    prediction_message_->setStyleSheet(QStringLiteral("color: %1").arg(muted_text_color().name()));
+    prediction_message_->setVisible(true);
+    return;
+  }
+  prediction_message_->setVisible(false);
+  prediction_caption_->setText(ui::prediction_caption(*p->prediction));
+  const std::vector<PredictionRow> rows = prediction_rows(*p->prediction);
+  prediction_table_->setRowCount(static_cast<int>(rows.size()));
+  auto cell = [&](int row, int col, const QString& text) {
+    auto* item = new QTableWidgetItem(text);
+    if (col != kPredWhat) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+    prediction_table_->setItem(row, col, item);
+    return item;
+  };
+  for (int r = 0; r < static_cast<int>(rows.size()); ++r) {
+    const PredictionRow& row = rows[static_cast<size_t>(r)];
+    QTableWidgetItem* what = cell(r, kPredWhat, row.what);
+    if (row.axis) what->setForeground(axis_color(*row.axis, is_dark()));
+    if (r == 0) {
+      QFont bold = what->font();
+      bold.setBold(true);
+      what->setFont(bold);
+    }
+    cell(r, kPredPredicted, format_ms(row.predicted_s));
+    cell(r, kPredMeasured, format_ms(row.measured_s));
+    cell(r, kPredError, format_error_percent(row.error));
+  }
+  prediction_table_->setVisible(true);
+}
+
 void MonitorPage::draw(const std::shared_ptr<const MonitorFrame>& fp) {
   if (!fp) return;
   const MonitorFrame& f = *fp;
@@ -512,6 +596,7 @@ void MonitorPage::refresh_colors() {
   breakdown_->apply_theme();
   series_world_ = -1;  // rebuild the per-rank series in the new theme's colours
   if (model_->frame()) draw(model_->frame());
+  draw_prediction(model_->prediction());
 }
 
 }  // namespace meshwork::ui

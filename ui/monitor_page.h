@@ -2,7 +2,9 @@
 // launched, its failure's root cause when it failed, a Stop button while it runs, and the live
 // charts: loss (smoothed, the raw curve faint behind it), learning rate, grad norm, throughput
 // (tokens/s and MFU), memory per rank against capacity, and time per step split into each axis's
-// collectives and compute (stacked over steps; per rank at the latest step).
+// collectives and compute (stacked over steps; per rank at the latest step), and, once the run
+// can be judged, the time model's prediction of its step against what it measured ("Predicted
+// vs measured": step, compute and each communicating axis; store::predict_run via the model).
 //
 // The page draws MonitorFrames (monitor_model.h); it never reads the store itself.
 #pragma once
@@ -17,6 +19,7 @@
 
 class QSpinBox;
 class QLabel;
+class QTableWidget;
 class QProgressBar;
 class QPushButton;
 class QSlider;
@@ -58,6 +61,13 @@ class MonitorPage : public QWidget {
   // The rank of the per-rank charts: -1 (shown as "mean over ranks") or any rank of the run.
   QSpinBox* rank_picker() const { return ranks_; }
   StragglerTable* straggler_table() const { return stragglers_; }
+  // Predicted vs measured: rows step, compute, then each communicating axis; columns below. The
+  // caption says what the prediction was made from; the message (grey) replaces the table when
+  // predict_run could not judge the run.
+  enum PredictionColumn { kPredWhat, kPredPredicted, kPredMeasured, kPredError, kPredColumns };
+  QTableWidget* prediction_table() const { return prediction_table_; }
+  QLabel* prediction_caption() const { return prediction_caption_; }
+  QLabel* prediction_message() const { return prediction_message_; }
   QPushButton* stop_button() const { return stop_; }
   // "Show sbatch script": shown for a Slurm run; opens a read-only viewer (object name
   // "SbatchScriptViewer", its text edit "SbatchScriptText") with the script as submitted.
@@ -81,6 +91,7 @@ class MonitorPage : public QWidget {
  private:
   void draw(const std::shared_ptr<const MonitorFrame>& f);
   void draw_header(const MonitorFrame& f);
+  void draw_prediction(const PredictionPtr& p);
   void rebuild_series(const MonitorFrame& f);
   void zoom_all(std::optional<std::pair<double, double>> range);
 
@@ -117,6 +128,9 @@ class MonitorPage : public QWidget {
   MetricChart* comm_;
   BarChart* breakdown_;
   StragglerTable* stragglers_;
+  QTableWidget* prediction_table_;
+  QLabel* prediction_caption_;
+  QLabel* prediction_message_;
   double smoothing_weight_ = 0.6;
   int series_world_ = -1;  // the world / shape the per-rank series were built for
   MeshShape series_shape_{0, 0, 0, 0};

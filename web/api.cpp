@@ -163,6 +163,34 @@ nlohmann::json layout_json(const store::RunSummary& s, const std::vector<store::
 
 }  // namespace
 
+nlohmann::json prediction_json(const store::RunPrediction& p) {
+  const PredictionCheck& c = p.check;
+  auto relative = [](double predicted, double measured) {
+    return measured > 0 ? nlohmann::json(PredictionCheck::error(predicted, measured)) : nlohmann::json();
+  };
+  nlohmann::json predicted = {{"step_s", c.predicted_step_s}, {"compute_s", c.predicted_compute_s},
+                              {"comm_s", nlohmann::json::object()}};
+  nlohmann::json measured = {{"step_s", c.measured_step_s}, {"compute_s", c.measured_compute_s},
+                             {"comm_s", nlohmann::json::object()}, {"steps", p.measured.steps}};
+  nlohmann::json error = {{"step_s", relative(c.predicted_step_s, c.measured_step_s)},
+                          {"compute_s", relative(c.predicted_compute_s, c.measured_compute_s)},
+                          {"comm_s", nlohmann::json::object()}};
+  for (Axis a : kAxes) {
+    const std::string name(axis_name(a));
+    const auto k = static_cast<size_t>(a);
+    predicted["comm_s"][name] = c.predicted_comm_s[k];
+    measured["comm_s"][name] = c.measured_comm_s[k];
+    error["comm_s"][name] = relative(c.predicted_comm_s[k], c.measured_comm_s[k]);
+  }
+  return {{"available", true},
+          {"basis", p.basis()},
+          {"calibrated", p.calibrated},
+          {"fitted_runs", p.fitted_runs},
+          {"predicted", std::move(predicted)},
+          {"measured", std::move(measured)},
+          {"error", std::move(error)}};
+}
+
 nlohmann::json run_json(const store::RunSummary& s) {
   return {{"id", s.id},
           {"name", s.name},
@@ -230,10 +258,11 @@ ApiReply Api::get(std::string_view path, const Params& params) {
     if (parts.size() == 2) return run(*id);
     if (parts[2] == "frame") return frame(*id, params);
     if (parts[2] == "series") return series(*id, params);
+    if (parts[2] == "prediction") return prediction(*id);
   }
   return error_reply(404, Error{"path", shown("/api" + std::string(path)),
                                 "one of /api/runs, /api/runs/ID, /api/runs/ID/frame, /api/runs/ID/series, "
-                                "/api/compare (docs/web.md)"});
+                                "/api/runs/ID/prediction, /api/compare (docs/web.md)"});
 }
 
 ApiReply Api::runs() {
@@ -369,6 +398,23 @@ ApiReply Api::series(RunId id, const Params& params) {
   r.body["points"] = points_json(one.points);
   r.body["source_points"] = one.source_points;
   r.body["lod"] = one.lod_level;
+  return r;
+}
+
+ApiReply Api::prediction(RunId id) {
+  // An unknown run is the request's fault (404); a run predict_run cannot judge (still running,
+  // too few steps, another tool's run without comm_s, ...) is an answer: 200, available false.
+  if (auto info = store_->get_run(id); !info) return store_error(info.error());
+  auto p = store::predict_run(store_.get(), id);
+  ApiReply r;
+  if (!p) {
+    const ErrorKind k = p.error().kind;
+    if (k == ErrorKind::io || k == ErrorKind::internal) return error_reply(500, p.error());
+    r.body = {{"available", false}, {"reason", p.error().message()}};
+    return r;
+  }
+  r.body = prediction_json(*p);
+  r.body["run"] = id;
   return r;
 }
 

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/store/compare_frame.h"
+#include "core/store/run_observations.h"
 #include "core/store/run_store.h"
 
 namespace meshwork::web {
@@ -62,6 +63,7 @@ class Api {
   ApiReply frame(store::RunId id, const Params& params);
   ApiReply series(store::RunId id, const Params& params);
   ApiReply compare(const Params& params);
+  ApiReply prediction(store::RunId id);
 
   std::unique_ptr<store::RunStore> store_;
   store::CompareCache cache_;
@@ -69,5 +71,11 @@ class Api {
 
 // The JSON of a run's summary as every page shows it (docs/web.md "RUN").
 nlohmann::json run_json(const store::RunSummary& s);
+
+// The body of GET /api/runs/ID/prediction for a prediction store::predict_run made (docs/web.md
+// "Prediction"): basis, calibrated, fitted_runs, predicted / measured {step_s, compute_s,
+// comm_s: {axis: s}} (every axis) and error {step_s, compute_s, comm_s} ((predicted - measured)
+// / measured; null where nothing was measured).
+nlohmann::json prediction_json(const store::RunPrediction& p);
 
 }  // namespace meshwork::web

@@ -48,7 +48,17 @@ Result<int64_t> save_calibration(sqlite3* db, const Calibration& c, std::optiona
 
 namespace {
 
+bool has_calibrations_table(sqlite3* db) {
+  sql::Stmt t(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'calibrations'");
+  bool found = false;
+  if (t.ok()) (void)t.each_row([&] { found = true; });
+  return found;
+}
+
 Result<std::vector<StoredCalibration>> query(sqlite3* db, const std::string& where, const std::string& arg) {
+  // A read-only connection (meshwork serve) cannot create the tables; a store that never had a
+  // calibration then simply holds none.
+  if (sqlite3_db_readonly(db, "main") == 1 && !has_calibrations_table(db)) return std::vector<StoredCalibration>();
   if (Status s = ensure_calibration_tables(db); !s) return s.error();
   sql::Stmt get(db, "SELECT id, run, json FROM calibrations " + where + " ORDER BY id DESC");
   if (!get.ok()) return get.error();

@@ -35,9 +35,13 @@ Result<ClusterFingerprint> run_node_set(RunStore* store, RunId run, const RunInf
     if (n.host.empty()) n.host = r.host;
     ++per_node[r.node];
   }
-  // A launched run names its nodes as the launcher reached them (the SSH host), which is what a
-  // calibration through the same launcher records; "local" is this machine, known by its own name.
-  const nlohmann::json launched = info.cluster.is_object() ? info.cluster.value("nodes", nlohmann::json()) : nlohmann::json();
+  // A run launched over SSH names its nodes as the launcher reached them (the SSH host), which
+  // is what a calibration through the same launcher records; "local" is this machine, and a
+  // Slurm job's nodes (the launcher reached only the login node) are known by their own names.
+  nlohmann::json launched;
+  if (info.cluster.is_object() && !info.cluster.contains("slurm") && info.cluster.contains("launch") &&
+      info.cluster["launch"].is_object())
+    launched = info.cluster["launch"].value("nodes", nlohmann::json());
   for (auto& [node, n] : nodes) {
     n.devices = per_node[node];
     if (launched.is_array() && node >= 0 && static_cast<size_t>(node) < launched.size() &&

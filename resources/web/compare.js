@@ -1,5 +1,7 @@
 /* The compare page: GET /api/compare?runs=...&key=K&x=X&pixels=W[&x_min&x_max]: one metric
- * overlaid, per-axis communication bars, config diff. */
+ * overlaid, per-axis communication bars, config diff; beneath the bars each run's predicted vs
+ * measured step, compute and per-axis communication (GET /api/runs/ID/prediction, asked once
+ * per run status and step count). */
 'use strict';
 
 (function () {
@@ -158,6 +160,109 @@
     });
   }
 
+  // ---- predicted vs measured -------------------------------------------------------------------
+
+  // As the run page and the workbench: ms without the unit, the error as a signed percentage.
+  function fmtPredMs(s) {
+    if (!MW.isNum(s)) return '—';
+    var ms = s * 1000, a = Math.abs(ms);
+    if (a === 0) return '0';
+    return ms.toFixed(a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : 3);
+  }
+  function fmtErr(e) {
+    if (!MW.isNum(e)) return '—';
+    var d = Math.abs(e * 100).toFixed(1);
+    return d === '0.0' ? '0.0 %' : (e < 0 ? '-' : '+') + d + ' %';
+  }
+
+  var predictions = new Map();  // run id -> {key: status|steps, body}
+  var predSection = null;
+  function predictionSection() {
+    if (predSection) return predSection;
+    predSection = MW.el('section', { className: 'card', id: 'prediction' }, [
+      MW.el('h2', { text: 'Predicted vs measured (ms per step)' }),
+      MW.el('div', { className: 'table-wrap' }, [MW.el('table', { className: 'diff', id: 'prediction-table' })])
+    ]);
+    var bars = MW.$('comm-bars'), anchor = bars ? bars.closest('section') : null;
+    if (anchor && anchor.parentNode) anchor.parentNode.insertBefore(predSection, anchor.nextSibling);
+    else document.querySelector('main').appendChild(predSection);
+    return predSection;
+  }
+
+  // Plain fetch: a prediction that cannot be read shows in its row, not in the page's banner.
+  function fetchPrediction(runIdText) {
+    return fetch('/api/runs/' + encodeURIComponent(runIdText) + '/prediction',
+                 { headers: { Accept: 'application/json' }, cache: 'no-store', credentials: 'same-origin' })
+      .then(function (res) {
+        return res.json().catch(function () { return null; }).then(function (data) {
+          if (!res.ok) return { available: false, reason: data && typeof data.error === 'string' ? data.error : 'HTTP ' + res.status };
+          return data;
+        });
+      }, function (err) { return { available: false, reason: 'cannot reach the server (' + (err && err.message ? err.message : err) + ')' }; });
+  }
+
+  function loadPredictions(runs) {
+    var asks = [];
+    runs.forEach(function (r) {
+      var key = String(r.status) + '|' + String(r.steps);
+      var have = predictions.get(String(r.id));
+      if (have && have.key === key) return;
+      var entry = { key: key, body: have ? have.body : null };
+      predictions.set(String(r.id), entry);
+      asks.push(fetchPrediction(String(r.id)).then(function (body) { entry.body = body; }));
+    });
+    drawPredictions();
+    if (asks.length) Promise.all(asks).then(drawPredictions);
+  }
+
+  function drawPredictions() {
+    var d = state.data;
+    if (!d) return;
+    predictionSection();
+    var runs = arr(d.runs), table = MW.clear(MW.$('prediction-table'));
+    var axes = MW.AXES.filter(function (a) {
+      return runs.some(function (r) {
+        var e = predictions.get(String(r.id)), p = e && e.body;
+        if (!p || p.available !== true) return false;
+        var pc = (p.predicted || {}).comm_s || {}, mc = (p.measured || {}).comm_s || {};
+        return (MW.isNum(pc[a]) && pc[a] > 0) || (MW.isNum(mc[a]) && mc[a] > 0);
+      });
+    });
+    var head = ['run', 'step pred ms', 'step meas ms', 'step error', 'compute pred ms', 'compute meas ms'];
+    axes.forEach(function (a) { head.push(a + ' pred ms', a + ' meas ms'); });
+    head.push('basis');
+    table.appendChild(MW.el('thead', null, [MW.el('tr', null, head.map(function (h, i) {
+      var th = MW.el('th', { text: h });
+      var a = i >= 6 && i < head.length - 1 ? axes[Math.floor((i - 6) / 2)] : null;
+      if (a && MW.AXIS_COLORS[a]) th.style.color = MW.AXIS_COLORS[a];
+      return th;
+    }))]));
+    var body = MW.el('tbody'), shown = 0;
+    runs.forEach(function (r, i) {
+      var sw = MW.el('span', { className: 'swatch swatch-box' });
+      sw.style.background = MW.color(i);
+      var tr = MW.el('tr', { className: 'prediction-row', dataset: { run: String(r.id) } },
+                     [MW.el('td', null, [sw, MW.el('span', { text: runName(r) })])]);
+      var e = predictions.get(String(r.id)), p = e && e.body;
+      if (!p || p.available !== true) {
+        var why = MW.el('td', { className: 'hint', colSpan: head.length - 1,
+                                text: !p ? 'loading…' : (typeof p.reason === 'string' ? p.reason : 'no prediction') });
+        tr.appendChild(why);
+      } else {
+        var pr = p.predicted || {}, me = p.measured || {}, er = p.error || {};
+        var pc = pr.comm_s || {}, mc = me.comm_s || {};
+        var cells = [fmtPredMs(pr.step_s), fmtPredMs(me.step_s), fmtErr(er.step_s), fmtPredMs(pr.compute_s), fmtPredMs(me.compute_s)];
+        axes.forEach(function (a) { cells.push(fmtPredMs(pc[a]), fmtPredMs(mc[a])); });
+        cells.push(String(p.basis));
+        cells.forEach(function (c) { tr.appendChild(MW.el('td', { text: c })); });
+        shown++;
+      }
+      body.appendChild(tr);
+    });
+    table.appendChild(body);
+    window.meshwork.predictions = shown;
+  }
+
   // ---- config diff -----------------------------------------------------------------------------
 
   function drawDiff() {
@@ -219,6 +324,7 @@
     document.title = 'Meshwork · Compare ' + runs.length + ' runs';
     drawChart();
     drawComm();
+    loadPredictions(runs);
     var diffRows = drawDiff();
     var n = MW.countPoints(arr(d.series).map(function (s) { return s.points; }));
     var src = 0, haveSrc = false;

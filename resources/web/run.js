@@ -1,5 +1,7 @@
 /* A run's page: GET /api/runs/ID (info) and /api/runs/ID/frame (every chart from one read);
- * live on /api/live?run=ID ({"type":"run"} -> re-fetch the frame, coalesced). */
+ * live on /api/live?run=ID ({"type":"run"} -> re-fetch the frame, coalesced); predicted vs
+ * measured from /api/runs/ID/prediction, asked again only when the run's status changes or its
+ * steps grew noticeably (it reads the cluster's other runs). */
 'use strict';
 
 (function () {
@@ -136,9 +138,107 @@
     charts.loss.set(series);
   }
 
+  // ---- predicted vs measured ------------------------------------------------------------------
+
+  // Milliseconds without the unit, as the workbench shows them: 123 / 12.3 / 1.23 / 0.123.
+  function fmtMs(s) {
+    if (!MW.isNum(s)) return '—';
+    var ms = s * 1000, a = Math.abs(ms);
+    if (a === 0) return '0';
+    return ms.toFixed(a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : 3);
+  }
+  // A relative error as a signed percentage: 0.123 -> "+12.3 %".
+  function fmtErr(e) {
+    if (!MW.isNum(e)) return '—';
+    var d = Math.abs(e * 100).toFixed(1);
+    return d === '0.0' ? '0.0 %' : (e < 0 ? '-' : '+') + d + ' %';
+  }
+
+  // The section sits between the charts and the mesh; made here, text only.
+  var predSection = null;
+  function predictionSection() {
+    if (predSection) return predSection;
+    predSection = MW.el('section', { className: 'card', id: 'prediction' }, [
+      MW.el('h2', { text: 'Predicted vs measured (ms per step)' }),
+      MW.el('p', { className: 'hint', id: 'prediction-note', text: 'loading…' }),
+      MW.el('div', { className: 'table-wrap' }, [MW.el('table', { className: 'diff', id: 'prediction-table' })])
+    ]);
+    var mesh = MW.$('mesh'), anchor = mesh ? mesh.closest('section') : null;
+    if (anchor && anchor.parentNode) anchor.parentNode.insertBefore(predSection, anchor);
+    else document.querySelector('main').appendChild(predSection);
+    return predSection;
+  }
+
+  function renderPrediction(p) {
+    predictionSection();
+    var note = MW.$('prediction-note'), table = MW.clear(MW.$('prediction-table'));
+    if (!p || p.available !== true) {
+      // predict_run's words why this run cannot be judged (yet): a note, not a page error.
+      note.textContent = p && typeof p.reason === 'string' ? p.reason : 'no prediction';
+      table.hidden = true;
+      window.meshwork.predictionRows = 0;
+      return;
+    }
+    var pr = p.predicted || {}, me = p.measured || {}, er = p.error || {};
+    var pc = pr.comm_s || {}, mc = me.comm_s || {}, ec = er.comm_s || {};
+    note.textContent = 'predicted from ' + String(p.basis) + ' · measured: mean of ' + MW.fmtNum(me.steps) + ' steps';
+    var rows = [['step', pr.step_s, me.step_s, er.step_s, null], ['compute', pr.compute_s, me.compute_s, er.compute_s, null]];
+    MW.AXES.forEach(function (a) {
+      if ((MW.isNum(pc[a]) && pc[a] > 0) || (MW.isNum(mc[a]) && mc[a] > 0)) rows.push([a, pc[a], mc[a], ec[a], a]);
+    });
+    table.appendChild(MW.el('thead', null, [MW.el('tr', null, [
+      MW.el('th', { text: '' }), MW.el('th', { text: 'predicted ms' }), MW.el('th', { text: 'measured ms' }),
+      MW.el('th', { text: 'error' })])]));
+    var body = MW.el('tbody');
+    rows.forEach(function (r) {
+      var what = MW.el('td', { text: r[0] });
+      if (r[4] && MW.AXIS_COLORS[r[4]]) what.style.color = MW.AXIS_COLORS[r[4]];
+      body.appendChild(MW.el('tr', { className: 'prediction-row', dataset: { what: r[0] } }, [
+        what, MW.el('td', { text: fmtMs(r[1]) }), MW.el('td', { text: fmtMs(r[2]) }), MW.el('td', { text: fmtErr(r[3]) })]));
+    });
+    table.appendChild(body);
+    table.hidden = false;
+    window.meshwork.predictionRows = rows.length;
+  }
+
+  // Plain fetch, not MW.fetchJSON: a prediction that cannot be read says so in its own section
+  // and never raises the page's error banner.
+  var pred = { status: null, steps: -1, inFlight: false, again: false };
+  function refreshPrediction() {
+    if (pred.inFlight) { pred.again = true; return; }
+    pred.inFlight = true;
+    fetch('/api/runs/' + id + '/prediction', { headers: { Accept: 'application/json' }, cache: 'no-store', credentials: 'same-origin' })
+      .then(function (res) {
+        return res.json().catch(function () { return null; }).then(function (data) {
+          if (!res.ok) throw new Error(data && typeof data.error === 'string' ? data.error : 'HTTP ' + res.status);
+          return data;
+        });
+      })
+      .then(renderPrediction, function (err) {
+        predictionSection();
+        MW.$('prediction-note').textContent = 'prediction: ' + (err && err.message ? err.message : String(err));
+        MW.clear(MW.$('prediction-table')).hidden = true;
+        window.meshwork.predictionRows = 0;
+      })
+      .then(function () {
+        pred.inFlight = false;
+        if (pred.again) { pred.again = false; refreshPrediction(); }
+      });
+  }
+  function maybePredict(run) {
+    if (!run) return;
+    var steps = MW.isNum(run.steps) ? run.steps : 0;
+    var grown = steps >= pred.steps + Math.max(10, Math.ceil(0.1 * Math.max(0, pred.steps)));
+    if (pred.steps >= 0 && run.status === pred.status && !grown) return;
+    pred.status = run.status;
+    pred.steps = steps;
+    refreshPrediction();
+  }
+
   function drawFrame(f) {
     state.frame = f;
     if (f.run) renderFacts(f.run);
+    maybePredict(f.run);
     chartList.forEach(function (c) { c.dateWindow = state.zoom; });
 
     drawLoss();

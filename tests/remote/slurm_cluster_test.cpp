@@ -16,7 +16,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/calibration.h"
 #include "core/metrics.h"
+#include "core/store/calibration_store.h"
+#include "core/store/run_observations.h"
 #include "core/store/run_store.h"
 #include "remote/bundle.h"
 #include "remote/launch.h"
@@ -283,6 +286,46 @@ TEST_F(SlurmRun, DpShard2Tp2OnTwoNodesThroughTheLoginNodeEveryMetricInTheStore) 
   EXPECT_NE(r.err.find("meshwork: info: nodes 0-1 (node0): one meshtrain tail streams 4 rank(s)"), std::string::npos)
       << r.err;
   EXPECT_EQ(r.err.find("following its files one by one"), std::string::npos) << r.err;
+}
+
+TEST_F(SlurmRun, CalibrateThroughSlurmMeasuresBothNodesAndMatchesTheirRuns) {
+  // meshwork calibrate --slurm: meshtrain calibrate as one sbatch job on 2 nodes x 1 rank, the
+  // records streamed through the login node and fitted; the fingerprint names the compute nodes
+  // by their own host names (not the login node), so runs of the same nodes find it.
+  std::vector<std::string> a = {"calibrate", "--slurm", "--login", "node0", "--partition", "debug", "--nodes", "2",
+                                "--nproc-per-node", "1", "--model", "tiny", "--seq-len", "64",
+                                "--remote-root", root_.string(), "--meshtrain", meshtrain_path(),
+                                "--master-port", std::to_string(29000 + (::getpid() + 7) % 900)};
+  auto c = common();
+  a.insert(a.end(), c.begin(), c.end());
+  Cli r = run_cli(a, tmp_);
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("submitted as Slurm job"), std::string::npos) << r.out;
+  auto s = store::RunStore::open(db_);
+  ASSERT_TRUE(s.ok());
+  auto all = store::list_calibrations((*s)->handle());
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 1u);
+  const Calibration& cal = all->front().calibration;
+  ASSERT_EQ(cal.fingerprint.nodes.size(), 2u);
+  // Each node as it calls itself (the test nodes are namespaces of one machine: one host name),
+  // never the login node's SSH alias that every node of the launch record carries.
+  for (const auto& n : cal.fingerprint.nodes) {
+    EXPECT_NE(n.host, "node0");
+    EXPECT_EQ(n.devices, 1);
+  }
+  EXPECT_NE(r.out.find(cal.fingerprint.id()), std::string::npos) << r.out;
+  // Across the two nodes: every collective fitted on the inter-node link.
+  for (Collective op : kCollectives) EXPECT_TRUE(cal.collective(LinkKind::inter_node, op, 2)) << to_string(op);
+  // The run that measured it is a run of those nodes: the same node set.
+  ASSERT_TRUE(all->front().run.has_value());
+  const store::RunId run = *all->front().run;
+  auto info = (*s)->get_run(run);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->summary.status, "ok");
+  auto nodes = store::run_node_set(s->get(), run, *info);
+  ASSERT_TRUE(nodes.ok());
+  EXPECT_EQ(nodes->node_set_id(), cal.fingerprint.node_set_id());
 }
 
 TEST_F(SlurmRun, StopIsScancelAndMarksTheRunStopped) {

@@ -53,9 +53,9 @@ TimeEstimate formula(const MeshShape& m) {
 // A run on `host` (every rank on node 0) whose steps 1.. measured the formula times the factors
 // above; step 0 (warm-up) measured ten times that, which the observation must leave out.
 RunId store_run(RunStore& s, const MeshShape& m, const std::string& host, const std::string& status = "ok",
-                int64_t steps = 6) {
+                int64_t steps = 6, const nlohmann::json& cluster = nlohmann::json::object()) {
   const nlohmann::json config = config_of(m);
-  auto id = s.create_run("fit " + m.compact(), config, nlohmann::json::object());
+  auto id = s.create_run("fit " + m.compact(), config, cluster);
   EXPECT_TRUE(id.ok());
   const TimeEstimate e = formula(m);
   auto term = [&](FitTerm t) { return e.term_s[static_cast<int>(t)]; };
@@ -232,4 +232,27 @@ TEST(RunObservations, TheCalibrationOfTheRunsNodesIsTheBase) {
   // compute = tokens x flops per token / (world x rate x efficiency), the calibrated rate.
   const TimeEstimate e = formula(shape(4, 1, 1, 1));
   EXPECT_NEAR(p->predicted.compute_s, e.tokens_per_step * e.hardware_flops_per_token / (4 * 7e9 * 0.5), 1e-12);
+}
+
+TEST(RunObservations, LaunchedNodesGoByTheLaunchersNamesSlurmNodesByTheirOwn) {
+  TempDir dir;
+  auto s = RunStore::open(dir / "runs.db");
+  ASSERT_TRUE(s.ok());
+  // Over SSH: the launch record's host (what `meshwork calibrate` over SSH records too), not the
+  // name the node gives itself; "local" keeps the node's own name.
+  const nlohmann::json ssh = {{"launch", {{"nodes", {{{"host", "gpu-a"}, {"slots", 4}, {"run_dir", "/r"}}}}}}};
+  const nlohmann::json local = {{"launch", {{"nodes", {{{"host", "local"}, {"slots", 4}, {"run_dir", "/r"}}}}}}};
+  const nlohmann::json slurm = {{"launch", {{"nodes", {{{"host", "login"}, {"slots", 4}, {"run_dir", "/r"}}}}}},
+                                {"slurm", {{"job_id", "7"}}}};
+  const RunId a = store_run(**s, shape(4, 1, 1, 1), "ip-10-0-0-1", "ok", 6, ssh);
+  const RunId b = store_run(**s, shape(4, 1, 1, 1), "ip-10-0-0-1", "ok", 6, local);
+  const RunId c = store_run(**s, shape(4, 1, 1, 1), "n17", "ok", 6, slurm);
+  auto host_of = [&](RunId id) {
+    auto info = (*s)->get_run(id);
+    auto n = run_node_set(s->get(), id, *info);
+    return n.ok() && n->nodes.size() == 1 ? n->nodes[0].host : std::string("?");
+  };
+  EXPECT_EQ(host_of(a), "gpu-a");
+  EXPECT_EQ(host_of(b), "ip-10-0-0-1");
+  EXPECT_EQ(host_of(c), "n17");
 }

@@ -3,6 +3,7 @@
 
 #include "core/store/compare_frame.h"
 #include "core/store/run_frame.h"
+#include "core/store/run_observations.h"
 #include "tests/web/web_fixture.h"
 #include "web/api.h"
 
@@ -160,6 +161,80 @@ TEST_F(ApiTest, CompareOverlaysRunsWithCommBarsAndTheConfigDiff) {
   EXPECT_EQ(differs.count("name"), 0u);  // runs are told apart by their names anyway
 }
 
+TEST_F(ApiTest, PredictionIsPredictRunsAgainstWhatTheRunMeasured) {
+  // (The workbench's read-write connection asks first, as it does when it shows the run.)
+  auto p = store::predict_run(writer_.get(), id_a_);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  const ApiReply r = get("/runs/" + std::to_string(id_a_) + "/prediction");
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  const PredictionCheck& c = p->check;
+  const nlohmann::json& b = r.body;
+  EXPECT_EQ(b["run"], id_a_);
+  EXPECT_TRUE(b["available"].get<bool>());
+  EXPECT_EQ(b["basis"], p->basis());
+  EXPECT_EQ(b["calibrated"], p->calibrated);
+  EXPECT_FALSE(b["calibrated"].get<bool>());  // no calibration stored
+  // Fitted on the other finished run of the same nodes (beta; gamma failed).
+  EXPECT_EQ(b["fitted_runs"], 1);
+  EXPECT_EQ(b["basis"], "defaults + fit of 1 run");
+  EXPECT_DOUBLE_EQ(b["predicted"]["step_s"].get<double>(), c.predicted_step_s);
+  EXPECT_DOUBLE_EQ(b["predicted"]["compute_s"].get<double>(), c.predicted_compute_s);
+  EXPECT_DOUBLE_EQ(b["measured"]["step_s"].get<double>(), c.measured_step_s);
+  EXPECT_DOUBLE_EQ(b["measured"]["compute_s"].get<double>(), c.measured_compute_s);
+  EXPECT_EQ(b["measured"]["steps"], p->measured.steps);
+  // What the run wrote (web_fixture.h): compute 0.1, dp_shard 0.02, tp 0.04 every step; the
+  // measured step is their sum.
+  EXPECT_NEAR(b["measured"]["compute_s"].get<double>(), 0.1, 1e-12);
+  EXPECT_NEAR(b["measured"]["comm_s"]["dp_shard"].get<double>(), 0.02, 1e-12);
+  EXPECT_NEAR(b["measured"]["comm_s"]["tp"].get<double>(), 0.04, 1e-12);
+  EXPECT_EQ(b["measured"]["comm_s"]["dp_replicate"].get<double>(), 0.0);
+  EXPECT_NEAR(b["measured"]["step_s"].get<double>(), 0.16, 1e-12);
+  auto rel = [](double pred, double meas) { return (pred - meas) / meas; };
+  EXPECT_DOUBLE_EQ(b["error"]["step_s"].get<double>(), rel(c.predicted_step_s, c.measured_step_s));
+  EXPECT_DOUBLE_EQ(b["error"]["compute_s"].get<double>(), rel(c.predicted_compute_s, c.measured_compute_s));
+  for (Axis a : kAxes) {
+    const std::string name(axis_name(a));
+    const auto k = static_cast<size_t>(a);
+    EXPECT_DOUBLE_EQ(b["predicted"]["comm_s"][name].get<double>(), c.predicted_comm_s[k]) << name;
+    EXPECT_DOUBLE_EQ(b["measured"]["comm_s"][name].get<double>(), c.measured_comm_s[k]) << name;
+    if (c.measured_comm_s[k] > 0)
+      EXPECT_DOUBLE_EQ(b["error"]["comm_s"][name].get<double>(), rel(c.predicted_comm_s[k], c.measured_comm_s[k])) << name;
+    else
+      EXPECT_TRUE(b["error"]["comm_s"][name].is_null()) << name;  // nothing measured: no error
+  }
+  EXPECT_GT(b["predicted"]["comm_s"]["tp"].get<double>(), 0.0);
+  EXPECT_EQ(b["predicted"]["comm_s"]["cp"].get<double>(), 0.0);
+
+  // Runs predict_run cannot judge: 200, not available, and its words why.
+  const ApiReply failed = get("/runs/" + std::to_string(id_c_) + "/prediction");
+  ASSERT_EQ(failed.status, 200) << failed.body.dump();
+  auto refused = store::predict_run(writer_.get(), id_c_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(failed.body, nlohmann::json({{"available", false}, {"reason", refused.error().message()}}));
+  RunSpec live{"live", shape(1, 2, 1, 1), 2, 1e-3, 1.0};
+  const store::RunId running = testing::create_run(*writer_, live);
+  std::vector<uint64_t> offsets;
+  ASSERT_TRUE(testing::add_steps(*writer_, running, live, 0, 9, offsets));
+  const ApiReply still = get("/runs/" + std::to_string(running) + "/prediction");
+  ASSERT_EQ(still.status, 200) << still.body.dump();
+  EXPECT_FALSE(still.body["available"].get<bool>());
+  EXPECT_EQ(still.body["reason"], store::predict_run(writer_.get(), running).error().message());
+  EXPECT_NE(still.body["reason"].get<std::string>().find("running"), std::string::npos);
+}
+
+// `meshwork serve` opens the store read-only; a store no calibration was ever saved to (nor any
+// prediction asked of by a read-write connection) has no calibrations table yet, which must read
+// as "no calibration", not as a store error.
+TEST_F(ApiTest, PredictionOnAReadOnlyStoreWithoutCalibrations) {
+  const ApiReply r = get("/runs/" + std::to_string(id_a_) + "/prediction");
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  EXPECT_TRUE(r.body["available"].get<bool>());
+  EXPECT_EQ(r.body["basis"], "defaults + fit of 1 run");
+  auto p = store::predict_run(writer_.get(), id_a_);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_DOUBLE_EQ(r.body["predicted"]["step_s"].get<double>(), p->check.predicted_step_s);
+}
+
 TEST_F(ApiTest, BadRequestsGetAClearMessage) {
   struct Case {
     std::string path;
@@ -187,8 +262,10 @@ TEST_F(ApiTest, BadRequestsGetAClearMessage) {
       {"/compare", {{"runs", a + ",x"}}, 400, "runs: x: a run id: a whole number >= 1"},
       {"/runs/" + a + "/files", {}, 404,
        "path: /api/runs/" + a +
-           "/files: one of /api/runs, /api/runs/ID, /api/runs/ID/frame, /api/runs/ID/series, /api/compare "
-           "(docs/web.md)"},
+           "/files: one of /api/runs, /api/runs/ID, /api/runs/ID/frame, /api/runs/ID/series, "
+           "/api/runs/ID/prediction, /api/compare (docs/web.md)"},
+      {"/runs/99999/prediction", {}, 404, "run: 99999: no such run in the store"},
+      {"/runs/abc/prediction", {}, 400, "run: abc: a run id: a whole number >= 1"},
   };
   for (const Case& c : cases) {
     const ApiReply r = get(c.path, c.params);
