@@ -1,5 +1,6 @@
 #include "ui/cluster_panel.h"
 
+#include <QDialog>
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -11,11 +12,17 @@
 #include <QVBoxLayout>
 
 #include "remote/host_spec.h"
+#include "ui/calibrate_controller.h"
+#include "ui/calibration_model.h"
+#include "ui/calibration_view.h"
 #include "ui/cluster_model.h"
+#include "ui/core_bridge.h"
+#include "ui/launch_controller.h"
 #include "ui/format.h"
 #include "ui/node_card.h"
 #include "ui/node_grid.h"
 #include "ui/node_prober.h"
+#include "ui/store_worker.h"
 
 namespace meshwork::ui {
 
@@ -31,6 +38,43 @@ ClusterPanel::ClusterPanel(ClusterModel* model, NodeProber* prober, QWidget* par
   summary_ = new QLabel(this);
   summary_->setProperty("role", "muted");
   lay->addWidget(summary_);
+
+  // The calibration row: hidden until set_calibration() gives it a store and a launcher.
+  calibration_row_ = new QWidget(this);
+  calibration_row_->setObjectName("CalibrationRow");
+  auto* cal_lay = new QVBoxLayout(calibration_row_);
+  cal_lay->setContentsMargins(0, 0, 0, 0);
+  cal_lay->setSpacing(2);
+  auto* cal_top = new QHBoxLayout;
+  calibration_status_ = new QLabel(calibration_row_);
+  calibration_status_->setObjectName("CalibrationStatus");
+  calibration_status_->setWordWrap(true);
+  calibrate_button_ = new QPushButton(tr("Calibrate"), calibration_row_);
+  calibrate_button_->setObjectName("ClusterCalibrate");
+  stop_calibration_ = new QPushButton(tr("Stop"), calibration_row_);
+  stop_calibration_->setToolTip(tr("Stop the calibration run's ranks"));
+  stop_calibration_->hide();
+  auto* open_view = new QPushButton(tr("Calibration…"), calibration_row_);
+  open_view->setObjectName("OpenCalibration");
+  open_view->setToolTip(tr("The stored calibrations: matmul rates, collective fits, bandwidth by message size"));
+  cal_top->addWidget(calibration_status_, 1);
+  cal_top->addWidget(calibrate_button_);
+  cal_top->addWidget(stop_calibration_);
+  cal_top->addWidget(open_view);
+  cal_lay->addLayout(cal_top);
+  calibration_progress_ = new QLabel(calibration_row_);
+  calibration_progress_->setObjectName("ClusterCalibrationProgress");
+  calibration_progress_->setProperty("role", "muted");
+  calibration_progress_->setWordWrap(true);
+  calibration_progress_->hide();
+  cal_lay->addWidget(calibration_progress_);
+  calibration_row_->hide();
+  lay->addWidget(calibration_row_);
+  connect(calibrate_button_, &QPushButton::clicked, this, [this] { calibrate(); });
+  connect(open_view, &QPushButton::clicked, this, &ClusterPanel::show_calibration);
+  connect(stop_calibration_, &QPushButton::clicked, this, [this] {
+    if (calibrator_) calibrator_->stop();
+  });
 
   auto* add_row = new QHBoxLayout;
   host_edit_ = new QLineEdit(this);
@@ -71,6 +115,7 @@ ClusterPanel::ClusterPanel(ClusterModel* model, NodeProber* prober, QWidget* par
   connect(model_, &ClusterModel::rowsInserted, this, &ClusterPanel::update_summary);
   connect(model_, &ClusterModel::rowsRemoved, this, &ClusterPanel::update_summary);
   connect(model_, &ClusterModel::dataChanged, this, later);
+  connect(model_, &ClusterModel::cluster_changed, this, &ClusterPanel::update_calibration_row);
   connect(grid_, &NodeGrid::card_clicked, this, [this](const QString& host) { Q_EMIT node_selected(model_->find(host)); });
   connect(grid_, &NodeGrid::remove_requested, this, [this](const QString& host) { model_->remove_node(model_->find(host)); });
   connect(grid_, &NodeGrid::probe_requested, this, &ClusterPanel::probe);
@@ -233,6 +278,154 @@ void ClusterPanel::update_summary() {
   else if (s.device_memory_bytes > 0)
     text += tr(" · %1 per rank (%2)").arg(format_bytes(s.device_memory_bytes), s.device_name);
   summary_->setText(text);
+  update_calibration_row();  // which nodes are online changes what Calibrate would measure
+}
+
+// ---- calibration ----
+
+void ClusterPanel::set_calibration(StoreWorker* store, LaunchController* launcher,
+                                   std::function<RunConfig()> base_config) {
+  if (calibrations_) return;
+  store_ = store;
+  launcher_ = launcher;
+  base_config_ = std::move(base_config);
+  calibrations_ = new CalibrationModel(store_, this);
+  calibrator_ = new CalibrateController(store_->db_path(), launcher_, this);
+  connect(calibrations_, &CalibrationModel::loaded, this, &ClusterPanel::update_calibration_row);
+  connect(calibrator_, &CalibrateController::progress, this, &ClusterPanel::set_calibration_progress);
+  connect(calibrator_, &CalibrateController::started, this, [this](qint64 run) {
+    set_calibration_progress(tr("run %1 started").arg(run));
+    store_->notify_runs_changed();  // the calibration run is a run of the store like any other
+  });
+  connect(calibrator_, &CalibrateController::calibrated, this, [this](qint64 id, const QString& summary) {
+    set_calibration_progress(tr("Stored %1").arg(summary));
+    Q_EMIT status_message(tr("Calibrated: %1").arg(summary));
+    calibrations_->refresh(id);  // the view shows the new calibration once loaded
+    store_->notify_runs_changed();
+    show_calibration();
+  });
+  connect(calibrator_, &CalibrateController::failed, this, [this](const QString& message) {
+    set_calibration_progress(tr("Calibration failed: %1").arg(message));
+    Q_EMIT status_message(tr("Calibration failed"));
+    store_->notify_runs_changed();
+  });
+  connect(calibrator_, &CalibrateController::finished, this, &ClusterPanel::update_calibration_row);
+  calibration_row_->show();
+  calibrations_->refresh();
+  update_calibration_row();
+}
+
+std::vector<NodeConfig> ClusterPanel::calibration_nodes(QString* refusal, bool full) const {
+  std::vector<NodeConfig> out;
+  // The row is updated once per event-loop turn while probes run: host and ranks are all it
+  // needs (the probe's facts in NodeConfig::extra only when a launch is built).
+  const std::vector<NodeConfig> all = full ? model_->to_node_configs() : host_slots();
+  for (size_t i = 0; i < all.size(); ++i) {
+    const NodeInfo& n = model_->node(static_cast<int>(i));
+    if (n.host.startsWith(QLatin1String("slurm-node"))) {
+      *refusal = tr("Calibrate measures SSH nodes or this machine: for a Slurm partition run "
+                    "`meshwork calibrate --slurm`, or turn \"Launch on Slurm\" off");
+      return {};
+    }
+    // Nodes not online are left out: a calibration is of the nodes it measured.
+    if (n.state == NodeInfo::State::online) out.push_back(all[i]);
+  }
+  if (out.empty()) *refusal = tr("No node is online: probe the nodes first");
+  return out;
+}
+
+std::vector<NodeConfig> ClusterPanel::host_slots() const {
+  std::vector<NodeConfig> out;
+  out.reserve(model_->nodes().size());
+  for (const NodeInfo& n : model_->nodes()) out.push_back(NodeConfig{n.host.toStdString(), n.slots, nlohmann::json::object()});
+  return out;
+}
+
+void ClusterPanel::update_calibration_row() {
+  if (!calibrations_) return;
+  const bool running = calibrator_->running();
+  const ClusterSummary s = model_->summary();
+  const std::vector<NodeConfig> nodes = host_slots();
+  QString status;
+  if (const store::StoredCalibration* c = calibrations_->stored_for_cluster(s.device, nodes)) {
+    const bool same_ranks = c->calibration.fingerprint.node_set_id() == cluster_node_set(s.device, nodes).node_set_id();
+    status = tr("<b>Calibrated</b> %1 · measured %2%3: the time estimates use its matmul rates and collective fits")
+                 .arg(QString::fromStdString(c->calibration.fingerprint.id()).left(8),
+                      QString::fromStdString(c->calibration.measured_at),
+                      same_ranks ? QString() : tr(" with other rank counts"));
+  } else {
+    status = tr("<b>Not calibrated</b>: the time estimates use core's hardware defaults");
+  }
+  calibration_status_->setText(status);
+  QString refusal;
+  const std::vector<NodeConfig> targets = calibration_nodes(&refusal, false);
+  QStringList names;
+  for (size_t i = 0; i < targets.size() && i < 4; ++i)
+    names << tr("%1 (%n rank(s))", nullptr, targets[i].slots).arg(QString::fromStdString(targets[i].host));
+  if (targets.size() > 4) names << tr("%n more node(s)", nullptr, int(targets.size() - 4));
+  const QString target = names.join(", ");
+  calibrate_button_->setEnabled(!running && refusal.isEmpty());
+  calibrate_button_->setText(running ? tr("Calibrating…") : tr("Calibrate"));
+  calibrate_button_->setToolTip(refusal.isEmpty()
+                                    ? tr("Run meshtrain calibrate on %1: matmul rates and collective fits, stored "
+                                         "by cluster fingerprint").arg(target)
+                                    : refusal);
+  stop_calibration_->setVisible(running);
+  if (calibration_view_) {
+    calibration_view_->set_calibrate_target(target, refusal);
+    calibration_view_->set_progress(running, calibration_progress_->text());
+  }
+}
+
+void ClusterPanel::set_calibration_progress(const QString& line) {
+  calibration_progress_->setText(line);
+  calibration_progress_->setVisible(!line.isEmpty());
+  if (calibration_view_) calibration_view_->set_progress(calibrator_ && calibrator_->running(), line);
+}
+
+QString ClusterPanel::calibration_status() const {
+  return calibration_status_ ? calibration_status_->text() : QString();
+}
+
+QString ClusterPanel::calibration_progress() const {
+  return calibration_progress_ ? calibration_progress_->text() : QString();
+}
+
+bool ClusterPanel::calibrate() {
+  if (!calibrator_ || calibrator_->running()) return false;
+  QString refusal;
+  const std::vector<NodeConfig> nodes = calibration_nodes(&refusal, true);
+  if (!refusal.isEmpty()) {
+    set_calibration_progress(refusal);
+    return false;
+  }
+  RunConfig c = base_config_ ? base_config_() : RunConfig{};
+  c.nodes = nodes;
+  launcher_->set_ssh_options(prober_->ssh_options());  // the keys reviewed on the node cards
+  set_calibration_progress(tr("starting meshtrain calibrate on %n node(s)", nullptr, int(nodes.size())));
+  const bool ok = calibrator_->calibrate(c);
+  update_calibration_row();
+  return ok;
+}
+
+void ClusterPanel::show_calibration() {
+  if (!calibrations_) return;
+  if (!calibration_dialog_) {
+    calibration_dialog_ = new QDialog(this);
+    calibration_dialog_->setObjectName("CalibrationDialog");
+    calibration_dialog_->setWindowTitle(tr("Cluster calibration"));
+    auto* lay = new QVBoxLayout(calibration_dialog_);
+    lay->setContentsMargins(0, 0, 0, 0);
+    calibration_view_ = new CalibrationView(calibrations_, calibration_dialog_);
+    lay->addWidget(calibration_view_);
+    connect(calibration_view_, &CalibrationView::calibrate_requested, this, [this] { calibrate(); });
+    calibration_dialog_->resize(1100, 760);
+    update_calibration_row();
+  }
+  calibrations_->refresh();  // a `meshwork calibrate` from a terminal shows up too
+  calibration_dialog_->show();
+  calibration_dialog_->raise();
+  calibration_dialog_->activateWindow();
 }
 
 }  // namespace meshwork::ui

@@ -1,5 +1,7 @@
 #include "ui/core_bridge.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "core/memory_estimate.h"
@@ -31,7 +33,84 @@ meshwork::HardwareModel hardware_for(const ClusterFacts& cluster) {
   return h;
 }
 
+// The time query of `layout` with the cluster's calibration, when it has one.
+meshwork::TimeQuery time_query_of(const ParallelLayout& layout, const ModelSpec& model, const ClusterFacts& cluster) {
+  meshwork::TimeQuery q = layout.time_query(model, hardware_for(cluster));
+  if (cluster.calibration) q.calibration = *cluster.calibration;
+  return q;
+}
+
+std::string this_hostname() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0) return "local";
+  return host;
+}
+
 }  // namespace
+
+ClusterFingerprint cluster_node_set(DeviceKind device, const std::vector<NodeConfig>& nodes) {
+  ClusterFingerprint f;
+  f.device = device;
+  for (const NodeConfig& n : nodes) {
+    ClusterFingerprint::Node node;
+    node.host = n.host == "local" ? this_hostname() : n.host;
+    node.devices = n.slots;
+    f.nodes.push_back(std::move(node));
+  }
+  return f;
+}
+
+const store::StoredCalibration* calibration_for_cluster(const std::vector<store::StoredCalibration>& stored,
+                                                        DeviceKind device, const std::vector<NodeConfig>& nodes) {
+  if (nodes.empty()) return nullptr;
+  const ClusterFingerprint ours = cluster_node_set(device, nodes);
+  const std::string id = ours.node_set_id();
+  for (const store::StoredCalibration& s : stored)
+    if (s.calibration.fingerprint.node_set_id() == id) return &s;
+  // The same hosts with other rank counts (a CPU node planned with 4 ranks, calibrated with 2).
+  auto same_hosts = [&](const ClusterFingerprint& f) {
+    if (f.device != device || f.nodes.size() != ours.nodes.size()) return false;
+    for (size_t i = 0; i < f.nodes.size(); ++i)
+      if (f.nodes[i].host != ours.nodes[i].host) return false;
+    return true;
+  };
+  for (const store::StoredCalibration& s : stored)
+    if (same_hosts(s.calibration.fingerprint)) return &s;
+  return nullptr;
+}
+
+std::string time_basis(const MemoryBreakdown& m) {
+  if (m.calibration_id.empty()) return "defaults";
+  bool all = m.compute_calibrated, any = m.compute_calibrated;
+  for (size_t i = 0; i < 4; ++i) {
+    if (!m.comm_used[i]) continue;
+    all = all && m.comm_calibrated[i];
+    any = any || m.comm_calibrated[i];
+  }
+  return all ? "calibrated" : (any ? "partly calibrated" : "defaults");
+}
+
+std::string time_basis_detail(const MemoryBreakdown& m) {
+  if (m.calibration_id.empty())
+    return "No stored calibration of these nodes: the step time uses core's hardware defaults "
+           "(peak FLOP/s x efficiency, link latency and bandwidth). Cluster > Calibrate measures them.";
+  std::vector<std::string> measured, defaults;
+  (m.compute_calibrated ? measured : defaults).push_back("compute");
+  for (Axis a : kAxes) {
+    const size_t i = static_cast<size_t>(a);
+    if (m.comm_used[i]) (m.comm_calibrated[i] ? measured : defaults).push_back(std::string(axis_name(a)) + " communication");
+  }
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i == 0 ? "" : (i + 1 == v.size() ? " and " : ", ")) + v[i];
+    return s;
+  };
+  std::string text = "Calibration " + m.calibration_id.substr(0, 8) + " of these nodes, measured " +
+                     m.calibration_measured_at + ".";
+  if (!measured.empty()) text += " From it: " + join(measured) + ".";
+  if (!defaults.empty()) text += " From core's defaults (not measured for this shape): " + join(defaults) + ".";
+  return text;
+}
 
 // The placement core checks against. Link speeds are what the cluster cards show: NVLink-joined
 // GPUs count as fast, PCIe-only boxes as PCIe Gen4 x16 (~32 GB/s); unknown (CPU ranks, unprobed
@@ -87,10 +166,19 @@ Result<MemoryBreakdown> estimate_memory(const RunConfig& config, const ClusterFa
   }
   out.terms.push_back({"reserve", double(m.reserve)});
   out.total_bytes = double(m.total());
-  const meshwork::TimeEstimate t = meshwork::estimate_time(layout.time_query(*model, hardware_for(cluster)));
+  const meshwork::TimeEstimate t = meshwork::estimate_time(time_query_of(layout, *model, cluster));
   out.tokens_per_s = t.tokens_per_s;
   out.mfu = t.mfu;
   out.step_seconds = t.step_s;
+  out.compute_calibrated = t.compute_calibrated;
+  for (size_t i = 0; i < 4; ++i) {
+    out.comm_calibrated[i] = t.comm_calibrated[i];
+    out.comm_used[i] = t.comm[i].collectives > 0 || t.comm[i].seconds > 0;
+  }
+  if (cluster.calibration) {
+    out.calibration_id = cluster.calibration->fingerprint.id();
+    out.calibration_measured_at = cluster.calibration->measured_at;
+  }
   out.capacity_bytes = cluster.device_memory_bytes;
   out.fits = cluster.device_memory_bytes <= 0 || m.fits(int64_t(cluster.device_memory_bytes));
   // The term named when it does not fit: the largest one, i.e. the one worth shrinking first.
@@ -124,6 +212,7 @@ Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterF
   q.activation_checkpointing = config.training.activation_checkpointing;
   q.device = cluster.device;
   q.hardware = hardware_for(cluster);
+  if (cluster.calibration) q.calibration = *cluster.calibration;
   auto plan = meshwork::make_plan(q);
   if (!plan) return plan.error();
   std::vector<PlanRow> rows;
@@ -137,6 +226,8 @@ Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterF
     r.step_seconds = e.time.step_s;
     for (size_t i = 0; i < 4; ++i)
       r.comm_share[i] = e.time.step_s > 0 ? e.time.comm[i].seconds / e.time.step_s : 0;
+    r.compute_calibrated = e.time.compute_calibrated;
+    r.comm_calibrated = e.time.comm_calibrated;
     r.accelerate_refusal = e.accelerate_refusal;
     for (const Diagnostic& w : e.warnings) r.note += (r.note.empty() ? "" : "\n") + w.text();
     if (!e.accelerate_refusal.empty()) r.note += (r.note.empty() ? "" : "\n") + e.accelerate_refusal;

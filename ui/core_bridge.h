@@ -5,13 +5,16 @@
 #pragma once
 
 #include <array>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/calibration.h"
 #include "core/error.h"
 #include "core/mesh.h"
 #include "core/model_spec.h"
 #include "core/run_config.h"
+#include "core/store/calibration_store.h"
 #include "core/validation.h"
 
 namespace meshwork::ui {
@@ -31,7 +34,25 @@ struct ClusterFacts {
   std::string device_name = "CPU";
   double device_memory_bytes = 0;
   std::vector<bool> fast_links;  // per node: GPUs joined by NVLink (tp inside is cheap)
+  // A calibration measured on these nodes (`meshwork calibrate`, the Cluster view's Calibrate),
+  // read from the store on the store worker (CalibrationModel) and matched by
+  // calibration_for_cluster(); the estimates and the planner use it in place of core's hardware
+  // defaults where it has the numbers. Null: defaults only. Shared and immutable (copied into
+  // the estimate's worker).
+  std::shared_ptr<const Calibration> calibration;
 };
+
+// The cluster's nodes as a calibration's fingerprint names them (ClusterFingerprint: device
+// kind, per node the host as the launcher reaches it and the ranks it runs): "local" is this
+// machine's hostname, which is what meshtrain reports for a node launched without SSH.
+ClusterFingerprint cluster_node_set(DeviceKind device, const std::vector<NodeConfig>& nodes);
+// The stored calibration of these nodes among `stored` (newest first, as list_calibrations()
+// gives them): the newest measured on the same node set (ClusterFingerprint::node_set_id():
+// hosts, ranks per node, device), else the newest on the same hosts and device with other rank
+// counts (core scales its matmul rates by ranks per node; Calibration::matmul_flops). nullptr
+// when none was measured on these hosts.
+const store::StoredCalibration* calibration_for_cluster(const std::vector<store::StoredCalibration>& stored,
+                                                        DeviceKind device, const std::vector<NodeConfig>& nodes);
 
 struct MemoryTerm {
   std::string name;  // "params", "grads", "optimizer", "activations", "buffers", "reserve"
@@ -49,7 +70,22 @@ struct MemoryBreakdown {
   double tokens_per_s = 0;
   double mfu = 0;
   double step_seconds = 0;
+  // Where the step time's numbers came from (core's TimeEstimate flags): the compute rate and,
+  // per axis in kAxes order, every collective's alpha-beta fit from the cluster's calibration
+  // (ClusterFacts::calibration), or core's hardware defaults.
+  bool compute_calibrated = false;
+  std::array<bool, 4> comm_calibrated{};
+  std::array<bool, 4> comm_used{};  // the axis communicates at all (its collectives are counted)
+  std::string calibration_id;       // fingerprint id of the calibration used; "" = none (defaults)
+  std::string calibration_measured_at;
 };
+
+// "calibrated" (compute and every communicating axis from the calibration), "partly calibrated"
+// or "defaults": the tag shown next to the predicted step time.
+std::string time_basis(const MemoryBreakdown& m);
+// One sentence per source: what came from the calibration (named by id and date) and what from
+// core's defaults.
+std::string time_basis_detail(const MemoryBreakdown& m);
 
 struct PlanRow {
   MeshShape shape;
@@ -59,6 +95,8 @@ struct PlanRow {
   double mfu = 0;
   double step_seconds = 0;
   std::array<double, 4> comm_share{};  // per axis, fraction of step time, kAxes order
+  bool compute_calibrated = false;     // as MemoryBreakdown's: from ClusterFacts::calibration
+  std::array<bool, 4> comm_calibrated{};
   std::string note;                    // why it does not fit / a warning
   // Non-empty when Accelerate would refuse this shape (meshtrain runs it): core's reason. The
   // planner keeps such rows and marks them.

@@ -31,6 +31,7 @@
 #include "ui/store_worker.h"
 #include "ui/browser_server.h"
 #include "ui/cluster_panel.h"
+#include "ui/calibration_model.h"
 #include "ui/runtime_panel.h"
 #include "ui/slurm_panel.h"
 #include "ui/inspector.h"
@@ -146,6 +147,10 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
   connect(plan_page_->editor(), &MeshEditor::open_model_directory_requested, this, &MainWindow::open_model_directory);
 
   wire_runs();
+  // Calibrations of the cluster (read on the store worker) feed the estimates; Calibrate runs
+  // through the launcher with the plan's model.
+  cluster_panel_->set_calibration(store_, launcher_, [this] { return plan_->config(); });
+  connect(cluster_panel_->calibrations(), &CalibrationModel::changed, this, &MainWindow::sync_cluster_to_plan);
 
   // The local machine is the default cluster.
   NodeInfo local;
@@ -219,6 +224,7 @@ void MainWindow::build_actions() {
   view->addAction(inspector_dock_->toggleViewAction());
   inspector_dock_->toggleViewAction()->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_I));
   view->addAction(tr("Serve in the &browser…"), this, &MainWindow::serve_in_browser);
+  view->addAction(tr("C&alibration…"), this, [this] { cluster_panel_->show_calibration(); });
   dark_ = view->addAction(tr("&Dark theme"));
   dark_->setCheckable(true);
   dark_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_D));
@@ -415,6 +421,7 @@ void MainWindow::sync_cluster_to_plan() {
   f.device_name = s.device_name.toStdString();
   f.device_memory_bytes = s.device_memory_bytes;
   f.fast_links = s.fast_links;
+  if (CalibrationModel* c = cluster_panel_->calibrations()) f.calibration = c->for_cluster(f.device, cluster_->to_node_configs());
   plan_->set_cluster(f, cluster_->to_node_configs());
   summary_label_->setText(tr("%1 node(s) · %2 ranks").arg(s.num_nodes).arg(s.world_size));
 }

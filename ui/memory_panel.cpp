@@ -36,6 +36,16 @@ QString MemoryPanel::headline() const {
   return s;
 }
 
+QString MemoryPanel::time_basis() const {
+  if (!breakdown_ || breakdown_->tokens_per_s <= 0) return {};
+  return QString::fromStdString(ui::time_basis(*breakdown_));
+}
+
+QString MemoryPanel::time_basis_detail() const {
+  if (!breakdown_ || breakdown_->tokens_per_s <= 0) return {};
+  return QString::fromStdString(ui::time_basis_detail(*breakdown_));
+}
+
 void MemoryPanel::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.setRenderHint(QPainter::Antialiasing);
@@ -43,6 +53,7 @@ void MemoryPanel::paintEvent(QPaintEvent*) {
   const QRectF area = QRectF(rect()).adjusted(14, 8, -14, -8);
   const QFontMetricsF fm(font());
   segments_.clear();
+  basis_rect_ = QRectF();
 
   // Headline.
   QFont bold = font();
@@ -120,12 +131,29 @@ void MemoryPanel::paintEvent(QPaintEvent*) {
   const QRectF bottom(area.left(), ly + fm.height() + 4, area.width(), fm.height());
   double verdict_width = bottom.width();
   if (b.tokens_per_s > 0) {
+    // The tag at the right end: calibrated numbers in the "ok" colour, defaults muted.
+    const QString basis = time_basis();
+    const bool calibrated = basis == QLatin1String("calibrated");
+    const bool partly = basis == QLatin1String("partly calibrated");
+    QFont small = font();
+    small.setPointSizeF(small.pointSizeF() * 0.9);
+    const QFontMetricsF sm(small);
+    const double tag_w = sm.horizontalAdvance(basis) + 12;
+    basis_rect_ = QRectF(bottom.right() - tag_w, bottom.top() + 1, tag_w, bottom.height() - 2);
+    const QColor tag_color = calibrated ? ok_color() : (partly ? warning_color() : muted_text_color());
+    p.setPen(QPen(tag_color, 1));
+    p.setBrush(Qt::NoBrush);
+    p.drawRoundedRect(basis_rect_, basis_rect_.height() / 2, basis_rect_.height() / 2);
+    p.setFont(small);
+    p.drawText(basis_rect_, Qt::AlignCenter, basis);
+    p.setFont(font());
     const QString speed = tr("≈ %1 · MFU %2 · step %3")
                               .arg(format_tokens_per_s(b.tokens_per_s), format_percent(b.mfu),
                                    format_seconds(b.step_seconds));
     p.setPen(muted_text_color());
-    p.drawText(bottom, Qt::AlignRight | Qt::AlignVCenter, speed);
-    verdict_width -= fm.horizontalAdvance(speed) + 16;
+    const QRectF speed_rect(bottom.left(), bottom.top(), bottom.width() - tag_w - 8, bottom.height());
+    p.drawText(speed_rect, Qt::AlignRight | Qt::AlignVCenter, speed);
+    verdict_width -= fm.horizontalAdvance(speed) + tag_w + 24;
   }
   if (!b.verdict.empty()) {
     p.setPen(b.fits ? muted_text_color() : error_color());
@@ -137,6 +165,10 @@ void MemoryPanel::paintEvent(QPaintEvent*) {
 
 void MemoryPanel::mouseMoveEvent(QMouseEvent* e) {
   if (!breakdown_) return;
+  if (basis_rect_.contains(e->position())) {
+    QToolTip::showText(e->globalPosition().toPoint(), time_basis_detail(), this);
+    return;
+  }
   for (size_t i = 0; i < segments_.size() && i < breakdown_->terms.size(); ++i) {
     if (segments_[i].contains(e->position())) {
       const auto& t = breakdown_->terms[i];

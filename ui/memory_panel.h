@@ -1,6 +1,9 @@
 // Per-rank memory as one stacked bar of core's breakdown (params, grads, optimizer, activations,
 // buffers, reserve) against the device's capacity line. Red, with the breaking term named, when it
-// does not fit. Custom painted; it only shows what core estimated.
+// does not fit. Custom painted; it only shows what core estimated. Next to core's step time and
+// tokens/s, a tag says where those numbers came from: "calibrated" (a stored calibration of these
+// nodes gave the compute rate and every collective's fit), "partly calibrated" or "defaults"
+// (core's hardware constants); hovering it says which terms and which calibration.
 #pragma once
 
 #include <QWidget>
@@ -22,6 +25,10 @@ class MemoryPanel : public QWidget {
   // The headline as shown, e.g. "Does not fit: ..." (tests read it).
   QString headline() const;
   bool shows_red() const { return breakdown_ && !breakdown_->fits; }
+  // The tag next to the step time ("calibrated", "partly calibrated", "defaults"; empty while
+  // there is no time estimate) and its tooltip (tests read them).
+  QString time_basis() const;
+  QString time_basis_detail() const;
 
   QSize sizeHint() const override { return {640, 118}; }
   QSize minimumSizeHint() const override { return {300, 110}; }
@@ -36,6 +43,7 @@ class MemoryPanel : public QWidget {
   QString device_name_;
   bool shape_valid_ = true;
   std::vector<QRectF> segments_;  // last painted segment rects, for tooltips
+  QRectF basis_rect_;             // last painted time-basis tag, for its tooltip
 };
 
 }  // namespace meshwork::ui

@@ -188,6 +188,7 @@ int render_screenshots(const QString& dir) {
     ok &= save_grab(w.get(), dir + "/mesh-1024x8-zoom.png", kSettleMs);
   }
   ok &= render_run_screenshots(dir, QString::fromLocal8Bit(qgetenv("MESHWORK_SCREENSHOT_RUNS"))) == 0;
+  ok &= render_calibration_screenshot(dir) == 0;
   if (!ok) std::cerr << "meshwork: screenshots: some images could not be written to " << dir.toStdString() << "\n";
   return ok ? 0 : 1;
 }

@@ -20,4 +20,8 @@ int render_screenshots(const QString& dir);
 // in `runs_data` imported as runs).
 int render_run_screenshots(const QString& dir, const QString& runs_data);
 
+// calibration.png: the Cluster view's Calibrate on this machine (a real 2-rank meshtrain
+// calibrate), then the calibration view on what it stored; skipped without meshtrain.
+int render_calibration_screenshot(const QString& dir);
+
 }  // namespace meshwork::ui
