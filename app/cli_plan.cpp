@@ -62,7 +62,7 @@ constexpr const char* kUsage =
     "those runs measured (docs/estimator.md). auto: the nodes --calibration was measured on, else\n"
     "the cluster with the most stored runs; or a cluster id as printed.\n"
     "--try K: then launch the K best predicted shapes that fit on those nodes (the plan's --nodes\n"
-    "and --gpus-per-node), one after another, --steps N optimizer steps each (default 10), through\n"
+    "and --gpus-per-node), one after another, --steps N optimizer steps each (default 20), through\n"
     "`meshwork launch` (its SSH, runtime and --lr/--warmup-steps/--seed/--data flags pass through).\n"
     "They are stored as a trial group (runs named \"trial T #i SHAPE\") and shown ranked by measured\n"
     "tokens/s beside the prediction, with each shape's measured peak memory per rank (the highest\n"

@@ -12,6 +12,11 @@
 #include "core/error.h"
 #include "remote/launch.h"
 
+namespace meshwork {
+struct PlanQuery;
+struct Plan;
+}  // namespace meshwork
+
 namespace meshwork::cli {
 
 using Args = std::vector<std::string>;
@@ -38,5 +43,22 @@ using AfterFollow = std::function<int(const std::filesystem::path& db, int64_t r
                                       const remote::LaunchRecord& record, int follow_rc)>;
 int launch_command(const Args& args, const std::string& subcommand, const AfterFollow& after);
 int gui_main(int argc, char** argv);  // gui_main.cpp (the workbench)
+
+// `meshwork plan ... --try K --steps N <launch flags>` (cli_trials.cpp): the plan's K best fitting
+// shapes launched one after another through launch_command, stored as a trial group
+// (core/store/trials.h) and ranked by what they measured.
+struct TrialFlags {
+  int k = 0;        // 0: no --try, plan as usual
+  // --steps: optimizer steps of each trial run. 20: the tokens/s a run reports is the mean of
+  // its last 10 steps, which then leaves the first (warm-up) step out.
+  int steps = 20;
+  bool json = false;
+  Args launch;      // the launch's own flags as given: nodes, ranks, --db, SSH, runtime, training
+};
+// Takes --try, its --steps and the launch flags out of `args` when --try is given (else returns
+// `args` unchanged and k = 0); the rest is the plan's.
+Result<std::pair<Args, TrialFlags>> split_trial_flags(const Args& args);
+// `model`: the --model value the plan was made for (what meshtrain is given).
+int run_trials(const PlanQuery& query, const Plan& plan, const std::string& model, const TrialFlags& flags);
 
 }  // namespace meshwork::cli

@@ -31,6 +31,7 @@
 #include "ui/store_worker.h"
 #include "ui/browser_server.h"
 #include "ui/cluster_panel.h"
+#include "ui/trials_panel.h"
 #include "ui/calibration_model.h"
 #include "ui/runtime_panel.h"
 #include "ui/slurm_panel.h"
@@ -147,6 +148,9 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
   connect(plan_page_->editor(), &MeshEditor::open_model_directory_requested, this, &MainWindow::open_model_directory);
 
   wire_runs();
+  // Trials launch through the workbench's own launcher and store (each trial shows in Runs).
+  plan_page_->trials()->set_store(store_);
+  plan_page_->trials()->set_launcher(launcher_);
   // Calibrations of the cluster (read on the store worker) feed the estimates; Calibrate runs
   // through the launcher with the plan's model.
   cluster_panel_->set_calibration(store_, launcher_, [this] { return plan_->config(); });

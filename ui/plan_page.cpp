@@ -5,6 +5,7 @@
 #include <QLabel>
 #include <QScrollArea>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QToolButton>
 #include <QVBoxLayout>
 
@@ -18,6 +19,8 @@
 #include "ui/plan_state.h"
 #include "ui/planner_panel.h"
 #include "ui/theme.h"
+#include "ui/trials_controller.h"
+#include "ui/trials_panel.h"
 
 namespace meshwork::ui {
 
@@ -86,8 +89,14 @@ PlanPage::PlanPage(PlanState* state, ClusterModel* cluster, QWidget* parent)
   right_->addWidget(mesh_box);
   memory_ = new MemoryPanel(right_);
   right_->addWidget(memory_);
-  planner_ = new PlannerPanel(state_, right_);
-  right_->addWidget(planner_);
+  tabs_ = new QTabWidget(right_);
+  tabs_->setObjectName("PlanTabs");
+  tabs_->setDocumentMode(true);
+  planner_ = new PlannerPanel(state_, tabs_);
+  trials_ = new TrialsPanel(tabs_);
+  tabs_->addTab(planner_, tr("Planner"));
+  tabs_->addTab(trials_, tr("Trials"));
+  right_->addWidget(tabs_);
   right_->setStretchFactor(0, 5);
   right_->setStretchFactor(1, 0);
   right_->setStretchFactor(2, 3);
@@ -106,8 +115,24 @@ PlanPage::PlanPage(PlanState* state, ClusterModel* cluster, QWidget* parent)
           [this](int id) { view_->set_group_kind(static_cast<GroupKind>(id)); });
   connect(state_, &PlanState::changed, this, &PlanPage::refresh_view);
   connect(state_, &PlanState::memory_changed, this, &PlanPage::refresh_memory);
+  // Trials: asked for in the planner, shown in their tab; Apply sets the shape as a planner row does.
+  connect(planner_, &PlannerPanel::try_requested, this, &PlanPage::try_top);
+  connect(trials_, &TrialsPanel::apply_requested, planner_, &PlannerPanel::apply_shape);
+  connect(trials_->controller(), &TrialsController::started, this, [this] { planner_->set_trials_running(true); });
+  connect(trials_->controller(), &TrialsController::finished, this, [this] { planner_->set_trials_running(false); });
+  connect(trials_->controller(), &TrialsController::failed, this, [this] {
+    planner_->set_trials_running(trials_->controller()->running());
+  });
   refresh_view();
   refresh_memory();
+}
+
+void PlanPage::show_trials() { tabs_->setCurrentWidget(trials_); }
+
+void PlanPage::try_top(int k, int steps) {
+  // The plan's configuration as the Launch action would run it, each trial with its own shape.
+  show_trials();
+  if (trials_->try_top(state_->config(), state_->plan(), k, steps)) planner_->set_trials_running(true);
 }
 
 void PlanPage::refresh_colors() {

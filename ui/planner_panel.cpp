@@ -1,9 +1,14 @@
 #include "ui/planner_panel.h"
 
+#include <algorithm>
+
+#include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QPainter>
+#include <QPushButton>
 #include <QSortFilterProxyModel>
+#include <QSpinBox>
 #include <QStyledItemDelegate>
 #include <QTableView>
 #include <QVBoxLayout>
@@ -49,7 +54,29 @@ PlannerPanel::PlannerPanel(PlanState* state, QWidget* parent)
   status_->setProperty("role", "muted");
   status_->setContentsMargins(8, 4, 8, 0);
   status_->setWordWrap(true);
-  lay->addWidget(status_);
+  // The status beside "Try the top [K] for [N] steps".
+  auto* top = new QHBoxLayout;
+  top->setContentsMargins(0, 0, 8, 0);
+  top->setSpacing(4);
+  top->addWidget(status_, 1);
+  trial_count_ = new QSpinBox(this);
+  trial_count_->setObjectName("TrialCount");
+  trial_count_->setRange(1, 16);
+  trial_count_->setValue(3);
+  trial_count_->setPrefix(tr("K = "));
+  trial_count_->setToolTip(tr("How many of the best predicted shapes that fit to try"));
+  trial_steps_ = new QSpinBox(this);
+  trial_steps_->setObjectName("TrialSteps");
+  trial_steps_->setRange(1, 100000);
+  trial_steps_->setValue(20);
+  trial_steps_->setSuffix(tr(" steps"));
+  trial_steps_->setToolTip(tr("Optimizer steps each trial runs"));
+  try_ = new QPushButton(this);
+  try_->setObjectName("TryTopK");  // its text and tooltip: update_try()
+  top->addWidget(trial_count_);
+  top->addWidget(trial_steps_);
+  top->addWidget(try_);
+  lay->addLayout(top);
   proxy_->setSourceModel(model_);
   proxy_->setSortRole(PlannerModel::SortRole);
   table_ = new QTableView(this);
@@ -72,6 +99,10 @@ PlannerPanel::PlannerPanel(PlanState* state, QWidget* parent)
 
   connect(table_, &QTableView::clicked, this, [this](const QModelIndex& idx) { apply_row(idx.row()); });
   connect(table_, &QTableView::activated, this, [this](const QModelIndex& idx) { apply_row(idx.row()); });
+  connect(trial_count_, &QSpinBox::valueChanged, this, &PlannerPanel::update_try);
+  connect(try_, &QPushButton::clicked, this, [this] {
+    if (try_->isEnabled()) Q_EMIT try_requested(trial_count_->value(), trial_steps_->value());
+  });
   connect(state_, &PlanState::plan_changed, this, &PlannerPanel::refresh);
   connect(state_, &PlanState::changed, this, [this] {
     if (state_->mesh()) model_->set_current_shape(state_->mesh()->shape());
@@ -82,7 +113,28 @@ PlannerPanel::PlannerPanel(PlanState* state, QWidget* parent)
 void PlannerPanel::apply_row(int view_row) {
   const QModelIndex src = proxy_->mapToSource(proxy_->index(view_row, 0));
   if (!src.isValid()) return;
-  state_->set_shape(model_->row_at(src.row()).shape);
+  apply_shape(model_->row_at(src.row()).shape);
+}
+
+void PlannerPanel::apply_shape(const MeshShape& shape) { state_->set_shape(shape); }
+
+void PlannerPanel::set_trials_running(bool running) {
+  trials_running_ = running;
+  update_try();
+}
+
+void PlannerPanel::update_try() {
+  int fits = 0;
+  for (const PlanRow& r : state_->plan()) fits += r.fits;
+  try_->setText(tr("Try the top %1").arg(trial_count_->value()));
+  try_->setEnabled(fits > 0 && !trials_running_);
+  if (trials_running_) try_->setToolTip(tr("Trials are running (the Trials tab)"));
+  else if (fits == 0) try_->setToolTip(tr("No shape fits in memory: nothing to try"));
+  else
+    try_->setToolTip(tr("Launch the %1 best predicted shapes that fit (of %2), one after another, for a few steps "
+                        "each on the cluster, and rank them by the tokens/s they measured (the Trials tab)")
+                         .arg(std::min(fits, trial_count_->value()))
+                         .arg(fits));
 }
 
 void PlannerPanel::refresh() {
@@ -102,6 +154,7 @@ void PlannerPanel::refresh() {
   // Fixed widths sized for the formatted numbers, so all columns fit beside the inspector.
   static const int kWidths[] = {34, 112, 58, 88, 108, 56, 86, 78, 56, 48, 48};
   for (int c = 0; c < PlannerModel::ColumnCount; ++c) table_->setColumnWidth(c, kWidths[c]);
+  update_try();
 }
 
 }  // namespace meshwork::ui

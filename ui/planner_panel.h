@@ -1,11 +1,17 @@
 // The planner table: every valid shape ranked by core's planner, sortable, with per-axis comm
 // shares drawn as small bars in the axis colours. Clicking (or Enter on) a row applies its shape.
+// "Try the top K" asks for the K best predicted shapes that fit to be run for a few steps each
+// (trials: the Trials tab, ui/trials_panel.h).
 #pragma once
 
 #include <QWidget>
 
+#include "core/mesh.h"
+
 class QLabel;
+class QPushButton;
 class QSortFilterProxyModel;
+class QSpinBox;
 class QTableView;
 
 namespace meshwork::ui {
@@ -21,15 +27,31 @@ class PlannerPanel : public QWidget {
   PlannerModel* model() const { return model_; }
   // Applies the shape of the row shown at `view_row` (after sorting) to the plan.
   void apply_row(int view_row);
+  // Makes `shape` the plan's: what a click on a row does (the Trials tab's Apply too).
+  void apply_shape(const MeshShape& shape);
+
+  QSpinBox* trial_count() const { return trial_count_; }  // K
+  QSpinBox* trial_steps() const { return trial_steps_; }  // steps per trial
+  QPushButton* try_button() const { return try_; }
+  // While trials run, "Try the top K" waits.
+  void set_trials_running(bool running);
+
+ Q_SIGNALS:
+  void try_requested(int k, int steps);
 
  private:
   void refresh();
+  void update_try();
 
   PlanState* state_;
   PlannerModel* model_;
   QSortFilterProxyModel* proxy_;
   QTableView* table_;
   QLabel* status_;
+  QSpinBox* trial_count_;
+  QSpinBox* trial_steps_;
+  QPushButton* try_;
+  bool trials_running_ = false;
 };
 
 }  // namespace meshwork::ui
