@@ -95,9 +95,27 @@ for t in $targets; do
   rows+=("{\"target\":\"$t\",\"executions\":$execs,\"exec_per_s\":$rate,\"coverage\":${cov:-0},\"corpus\":$size,\"crashes\":$crashes,\"timeouts\":$hangs,\"seconds\":$seconds}")
 done
 if [ "$json" = 1 ]; then
+  # Rows of the targets run now replace theirs; the other targets' rows stay (a long campaign runs
+  # a few targets at a time). Each row carries its date and the commit it fuzzed.
   mkdir -p "$root/bench/results"
-  { echo "{\"clang\":\"$(clang++-14 --version | head -1)\",\"targets\":["; (IFS=,; echo "${rows[*]}"); echo "]}"; } \
-    > "$root/bench/results/fuzz.json"
-  echo "bench/results/fuzz.json written"
+  commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  (IFS=$'\n'; echo "${rows[*]}") | python3 -c '
+import datetime, json, os, sys
+path, clang, commit = sys.argv[1], sys.argv[2], sys.argv[3]
+old = json.load(open(path)) if os.path.exists(path) else {}
+rows = {r["target"]: r for r in old.get("targets", [])}
+order = [r["target"] for r in old.get("targets", [])]
+for line in sys.stdin.read().splitlines():
+    if not line.strip():
+        continue
+    r = json.loads(line)
+    r["date"] = datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%MZ")
+    r["commit"] = commit
+    if r["target"] not in rows:
+        order.append(r["target"])
+    rows[r["target"]] = r
+json.dump({"clang": clang, "targets": [rows[t] for t in order]}, open(path, "w"), indent=1)
+' "$root/bench/results/fuzz.json" "$(clang++-14 --version | head -1)" "$commit"
+  echo "bench/results/fuzz.json updated ($targets)"
 fi
 exit "$failed"
