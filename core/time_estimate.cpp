@@ -69,7 +69,8 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   // rate: the calibration's measured matmul rate of a rank (at the precision, with as many ranks
   // sharing a node as this run has, for matmuls split tp x cp ways) when there is one, else
   // HardwareModel's peak; efficiency:
-  // the calibration's measured step efficiency, else HardwareModel's.
+  // with a calibrated rate, the calibration's measured step efficiency (else
+  // kUnmeasuredStepEfficiency); without one, HardwareModel's.
   out.model_flops_per_token = model_flops_per_token(m, s);
   // Full checkpointing recomputes the forward: + 2N + 4 L a d s (one third of 6N + 12 L a d s).
   out.hardware_flops_per_token = out.model_flops_per_token * (full_ac ? 4.0 / 3.0 : 1.0);
@@ -84,8 +85,12 @@ TimeEstimate estimate_time(const TimeQuery& q) {
     if (std::optional<double> rate = cal->matmul_flops(q.precision, ranks_per_node, static_cast<int>(t * cp))) {
       peak = *rate;
       out.compute_calibrated = true;
+      // The measured rate is what the matmuls already reach, so HardwareModel::efficiency (the
+      // matmuls' fraction of the datasheet peak) must not scale it again: what is left is the
+      // rest of the step (norms, softmax, element-wise ops, optimizer), the calibration's
+      // step_efficiency, else kUnmeasuredStepEfficiency.
+      efficiency = cal->step_efficiency > 0 ? cal->step_efficiency : kUnmeasuredStepEfficiency;
     }
-    if (cal->step_efficiency > 0) efficiency = cal->step_efficiency;
   }
   out.compute_s = out.tokens_per_step * out.hardware_flops_per_token /
                   (static_cast<double>(world) * peak * efficiency);

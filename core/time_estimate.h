@@ -46,6 +46,11 @@ struct HardwareModel {
   static HardwareModel for_device(DeviceKind d) { return d == DeviceKind::cuda ? h100() : cpu(); }
 };
 
+// The fraction of a calibrated matmul rate a whole training step reaches when the calibration
+// did not measure it (Calibration::step_efficiency 0): bench/shapes.sh measured 0.67-0.79 for
+// meshtrain on CPU (one rank training alone against its own calibrated rate).
+inline constexpr double kUnmeasuredStepEfficiency = 0.7;
+
 struct TimeQuery {
   const ModelSpec* model = nullptr;  // required
   MeshShape shape;                   // resolved

@@ -288,3 +288,22 @@ TEST(CalibratedEstimate, TensorParallelUsesTheRateOfSplitMatmuls) {
   EXPECT_DOUBLE_EQ(*q.calibration->matmul_flops(Precision::fp32, 2, 4), 1e9);  // nearest split
   EXPECT_DOUBLE_EQ(*q.calibration->matmul_flops(Precision::fp32, 2, 1), 2e9);
 }
+
+TEST(CalibratedEstimate, AnUnmeasuredStepEfficiencyIsNotTheDatasheetEfficiencyAgain) {
+  // A calibrated matmul rate is already what the matmuls reach: without a measured step
+  // efficiency the compute is tokens x flops / (world x rate x kUnmeasuredStepEfficiency), and
+  // HardwareModel::efficiency (here an absurd 0.1) plays no part.
+  const ModelSpec tiny = preset("tiny");
+  TimeQuery q = calibrated_query(tiny, {1, 1, 1, 1}, 1);
+  q.calibration->step_efficiency = 0;
+  const TimeEstimate e = estimate_time(q);
+  EXPECT_TRUE(e.compute_calibrated);
+  EXPECT_NEAR(e.compute_s, e.tokens_per_step * e.hardware_flops_per_token / (1 * 2e9 * kUnmeasuredStepEfficiency),
+              1e-12);
+  // No calibrated rate (bf16 was not measured): the datasheet peak x HardwareModel::efficiency.
+  q.precision = Precision::bf16;
+  const TimeEstimate d = estimate_time(q);
+  EXPECT_FALSE(d.compute_calibrated);
+  EXPECT_NEAR(d.compute_s, d.tokens_per_step * d.hardware_flops_per_token / (1 * q.hardware.peak_flops_bf16 * 0.1),
+              1e-9 * d.compute_s);
+}
