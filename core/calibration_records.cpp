@@ -1,6 +1,7 @@
 #include "core/calibration_records.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <tuple>
 
@@ -83,8 +84,24 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
       auto key = std::make_tuple(static_cast<int>(s.op), static_cast<int>(s.link), s.group_size, s.bytes);
       auto [it, fresh] = slowest.emplace(key, s);
       if (!fresh) it->second.seconds = std::max(it->second.seconds, s.seconds);
+    } else if (r.kind == "step") {
+      StepSample s;
+      std::string precision;
+      if (!field(f, "precision", precision) || !field(f, "ranks_per_node", s.ranks_per_node) ||
+          !field(f, "flops", s.flops) || !field(f, "seconds", s.seconds)) {
+        skip(r, "needs precision, ranks_per_node, flops and seconds");
+        continue;
+      }
+      auto p = parse_precision(precision);
+      if (!p || !(s.seconds > 0) || !(s.flops > 0) || !std::isfinite(s.flops) || !std::isfinite(s.seconds) ||
+          s.ranks_per_node < 1) {
+        skip(r, "precision fp32|bf16, flops > 0, seconds > 0 and ranks_per_node >= 1");
+        continue;
+      }
+      s.precision = *p;
+      out.steps.push_back(s);
     } else {
-      skip(r, "unknown kind (allowed: node, matmul, collective)");
+      skip(r, "unknown kind (allowed: node, matmul, collective, step)");
     }
   }
   bool all_cpu = !nodes.empty();
@@ -106,7 +123,19 @@ Result<Calibration> calibration_from_records(const std::vector<CalibrationRecord
   if (s.fingerprint.nodes.empty())
     return Error{"calibration", std::to_string(records.size()) + " records",
                  "at least one \"node\" record (the run did not start on any node)"};
-  return build_calibration(s.fingerprint, s.matmuls, s.collectives, iso_utc(s.last_time));
+  auto cal = build_calibration(s.fingerprint, s.matmuls, s.collectives, iso_utc(s.last_time));
+  if (!cal) return cal;
+  std::vector<double> efficiency;
+  for (const StepSample& st : s.steps) {
+    std::optional<double> rate = cal->matmul_flops(st.precision, st.ranks_per_node, 1);
+    if (rate && *rate > 0) efficiency.push_back(std::min(1.0, st.flops / st.seconds / *rate));
+  }
+  if (!efficiency.empty()) {
+    std::sort(efficiency.begin(), efficiency.end());
+    const size_t n = efficiency.size();
+    cal->step_efficiency = n % 2 ? efficiency[n / 2] : 0.5 * (efficiency[n / 2 - 1] + efficiency[n / 2]);
+  }
+  return cal;
 }
 
 }  // namespace meshwork

@@ -10,9 +10,19 @@
 
 namespace meshwork {
 
+// One rank's timed forward + backward of the model cut to a few layers ("step" records): its
+// model FLOPs per second against the rank's matmul rate is the step efficiency.
+struct StepSample {
+  Precision precision = Precision::fp32;
+  int ranks_per_node = 1;
+  double flops = 0;    // model FLOPs of one forward + backward
+  double seconds = 0;  // median time of one
+};
+
 struct CalibrationSamples {
   ClusterFingerprint fingerprint;  // from the "node" records, in node order
   std::vector<MatmulSample> matmuls;
+  std::vector<StepSample> steps;
   std::vector<CollectiveSample> collectives;
   double last_time = 0;            // unix seconds of the latest record (the calibration's date)
   std::vector<std::string> errors;  // records that were skipped, in core's words
@@ -27,7 +37,9 @@ struct CalibrationSamples {
 CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& records,
                                         const std::vector<std::string>& hosts = {});
 
-// samples_from_records() then build_calibration(), dated by the latest record.
+// samples_from_records() then build_calibration(), dated by the latest record; the step
+// efficiency is the median over "step" records of (flops / seconds) / the calibrated matmul rate
+// at that precision and ranks per node (split 1), at most 1; 0 (not measured) without one.
 Result<Calibration> calibration_from_records(const std::vector<CalibrationRecord>& records,
                                              const std::vector<std::string>& hosts = {});
 

@@ -21,6 +21,7 @@
 #include "trainer/comm.h"
 #include "trainer/fused_ops.h"
 #include "trainer/metrics_sink.h"
+#include "trainer/model.h"
 #include "trainer/supervisor.h"
 
 namespace meshwork::trainer {
@@ -98,6 +99,7 @@ class Calibrator {
       if (int rc = setup()) return rc;
       announce();
       measure_matmuls();
+      measure_step();
       for (size_t i = 0; i < comms_.size(); ++i) measure_collectives(i);
       comms_.front()->barrier(comms_.front()->world());
       if (rank_ == 0) write_calibration_file();
@@ -241,6 +243,54 @@ class Calibrator {
         }
       }
     }
+  }
+
+  // The step efficiency: a forward + backward of the model cut to (at most) 2 decoder layers, on
+  // this rank alone at the run's micro-batch, sequence length and precision, while every rank
+  // of the node does the same (they share its cores as in training). Its model FLOPs per second
+  // against this rank's matmul rate at the same precision is the fraction of the matmul rate a
+  // whole step reaches (norms, softmax, element-wise ops, the loss): build_calibration() takes
+  // the median over ranks. The optimizer is left out: a few reads of the parameters, small next
+  // to the layers' matmuls.
+  struct LocalWeights : WeightSource {
+    std::vector<at::Tensor> flat;
+    at::Tensor acquire(int unit) override { return flat[static_cast<size_t>(unit)]; }
+  };
+  void measure_step() {
+    ModelSpec cut = spec_;
+    cut.num_hidden_layers = std::min<int64_t>(spec_.num_hidden_layers, 2);
+    Model model(cut);
+    const bool bf16 = o_.run.training.precision == Precision::bf16;
+    const at::ScalarType dtype = bf16 ? at::kBFloat16 : at::kFloat;
+    LocalWeights w;
+    for (int u = 0; u < model.num_units(); ++u)
+      w.flat.push_back(model.init_unit(u, 1234).to(device_, dtype).requires_grad_(true));
+    const int64_t B = o_.run.training.micro_batch, T = o_.run.training.seq_len;
+    auto ids = at::TensorOptions().device(device_).dtype(at::kLong);
+    const at::Tensor tokens = at::randint(cut.vocab_size, {B, T}, ids);
+    const at::Tensor targets = at::randint(cut.vocab_size, {B, T}, ids);
+    ForwardOptions fo;
+    fo.compute_dtype = dtype;
+    auto step = [&] {
+      for (at::Tensor& f : w.flat) f.mutable_grad() = at::Tensor();
+      model.loss_sum(tokens, targets, w, fo).backward();
+      sync();
+    };
+    comms_.front()->barrier(comms_.front()->world());
+    const auto w0 = Clock::now();
+    do step();  // warm-up, as for the matmuls: thread pool, page faults, allocator
+    while (since(w0) < 0.05);
+    std::vector<double> times;
+    const auto t0 = Clock::now();
+    do {
+      const auto t1 = Clock::now();
+      step();
+      times.push_back(since(t1));
+    } while (since(t0) < 0.3 || times.size() < 3);
+    write("step", {{"precision", bf16 ? "bf16" : "fp32"}, {"threads", threads_},
+                   {"ranks_per_node", env_.local_world_size}, {"layers", cut.num_hidden_layers},
+                   {"tokens", B * T}, {"flops", model.flops_per_token(T) * static_cast<double>(B * T)},
+                   {"seconds", median(times)}, {"iterations", static_cast<int>(times.size())}});
   }
 
   // Every collective of probe i at every size, on this rank's group of the probe's kind. All

@@ -174,6 +174,28 @@ TEST(Calibration, FromRecords) {
   EXPECT_NEAR(ag->latency_s, 5e-5, 1e-12);
   EXPECT_NEAR(ag->bytes_per_s, 1e9, 1e-3);
   EXPECT_EQ(samples_from_records(recs).errors.size(), 1u);
+  EXPECT_EQ(cal->step_efficiency, 0);  // no step record: not measured
+}
+
+TEST(Calibration, StepEfficiencyIsTheMedianRanksStepRateOverItsMatmulRate) {
+  std::vector<CalibrationRecord> recs;
+  recs.push_back({0, 100, "node", {{"node", 0}, {"host", "h"}, {"ranks_per_node", 2}, {"cores", 2}, {"device_name", "cpu"}}});
+  // Matmul rate: 2 * 100 * 200 * 300 FLOPs in 1 ms = 12 GFLOP/s per rank (fp32, 2 ranks per node).
+  recs.push_back({0, 150, "matmul",
+                  {{"precision", "fp32"}, {"threads", 1}, {"ranks_per_node", 2}, {"m", 100}, {"n", 200},
+                   {"k", 300}, {"seconds", 1e-3}, {"iterations", 3}}});
+  // Three ranks' steps at 6, 9 and 3 GFLOP/s: efficiencies 0.5, 0.75, 0.25; the median 0.5.
+  for (double gflops : {6.0, 9.0, 3.0})
+    recs.push_back({0, 160, "step",
+                    {{"precision", "fp32"}, {"threads", 1}, {"ranks_per_node", 2}, {"layers", 2}, {"tokens", 64},
+                     {"flops", gflops * 1e9 * 0.01}, {"seconds", 0.01}, {"iterations", 5}}});
+  recs.push_back({0, 160, "step", {{"precision", "fp32"}, {"flops", -1}}});  // skipped, counted
+  auto cal = calibration_from_records(recs);
+  ASSERT_TRUE(cal.ok()) << cal.error().message();
+  EXPECT_NEAR(cal->step_efficiency, 0.5, 1e-12);
+  EXPECT_EQ(samples_from_records(recs).errors.size(), 1u);
+  EXPECT_EQ(samples_from_records(recs).errors[0],
+            "calibration record of rank 0: kind step: needs precision, ranks_per_node, flops and seconds");
 }
 
 // ---- The estimator with calibrated inputs: each term in closed form. ----

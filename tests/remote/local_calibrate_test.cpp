@@ -58,6 +58,9 @@ TEST(LocalCalibrate, TwoRanksGiveACalibrationTheEstimatorAccepts) {
     EXPECT_GT(fit->bytes_per_s, 0) << to_string(op);
     EXPECT_GE(fit->latency_s, 0) << to_string(op);
   }
+  // Every rank timed a forward + backward of the model: the step efficiency is measured.
+  EXPECT_GT(cal.step_efficiency, 0.05);
+  EXPECT_LE(cal.step_efficiency, 1.0);
   EXPECT_TRUE(cal.matmul_flops(Precision::fp32, 2, 1));
   EXPECT_TRUE(cal.matmul_flops(Precision::bf16, 2, 2));
 
