@@ -122,7 +122,11 @@ QVariant CalibrationModel::CollectiveTable::headerData(int section, Qt::Orientat
 // ---- the model ----
 
 CalibrationModel::CalibrationModel(StoreWorker* worker, QObject* parent)
-    : QObject(parent), worker_(worker), matmul_(new MatmulTable(this)), collective_(new CollectiveTable(this)) {
+    : QObject(parent),
+      worker_(worker),
+      matmul_(new MatmulTable(this)),
+      collective_(new CollectiveTable(this)),
+      run_fits_(new RunFitModel(worker, this)) {
   // A run that ends (a calibration run among them) or a store change elsewhere in the workbench.
   connect(worker_, &StoreWorker::runs_changed, this, [this] { refresh(); });
 }

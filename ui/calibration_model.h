@@ -8,7 +8,8 @@
 //   - per fit, the effective bus bandwidth x / t(x), t(x) = latency + x / bandwidth, over the
 //     bytes x one rank sends, 4 KiB to 16 MiB (the sizes `meshtrain calibrate` measures between).
 // for_cluster() answers which stored calibration the workbench's estimates use for a cluster
-// (core_bridge's calibration_for_cluster over the loaded list: no store access).
+// (core_bridge's calibration_for_cluster over the loaded list: no store access). run_fits() is
+// the fit of the cluster's stored runs on that calibration's base (ui/run_fit_model.h).
 #pragma once
 
 #include <QAbstractTableModel>
@@ -20,6 +21,7 @@
 
 #include "core/calibration.h"
 #include "core/store/calibration_store.h"
+#include "ui/run_fit_model.h"
 #include "ui/store_worker.h"
 
 namespace meshwork::ui {
@@ -76,6 +78,9 @@ class CalibrationModel : public QObject {
   // The calibration the estimates use for these nodes (see calibration_for_cluster), or null.
   std::shared_ptr<const Calibration> for_cluster(DeviceKind device, const std::vector<NodeConfig>& nodes) const;
   const store::StoredCalibration* stored_for_cluster(DeviceKind device, const std::vector<NodeConfig>& nodes) const;
+  // The time model fitted to the stored runs of the cluster the estimates are for, on the base
+  // for_cluster() gives (the workbench tells it the cluster: RunFitModel::set_cluster).
+  RunFitModel* run_fits() const { return run_fits_; }
 
  Q_SIGNALS:
   void loaded();             // every completed load
@@ -96,6 +101,7 @@ class CalibrationModel : public QObject {
   MatmulTable* matmul_;
   CollectiveTable* collective_;
   std::vector<BandwidthCurve> curves_;
+  RunFitModel* run_fits_;
 };
 
 class CalibrationModel::MatmulTable : public QAbstractTableModel {

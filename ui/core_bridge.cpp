@@ -37,6 +37,7 @@ meshwork::HardwareModel hardware_for(const ClusterFacts& cluster) {
 meshwork::TimeQuery time_query_of(const ParallelLayout& layout, const ModelSpec& model, const ClusterFacts& cluster) {
   meshwork::TimeQuery q = layout.time_query(model, hardware_for(cluster));
   if (cluster.calibration) q.calibration = *cluster.calibration;
+  q.fit = cluster.fit;  // made on the same base (RunFitModel::fit_for)
   return q;
 }
 
@@ -79,36 +80,108 @@ const store::StoredCalibration* calibration_for_cluster(const std::vector<store:
   return nullptr;
 }
 
-std::string time_basis(const MemoryBreakdown& m) {
-  if (m.calibration_id.empty()) return "defaults";
-  bool all = m.compute_calibrated, any = m.compute_calibrated;
-  for (size_t i = 0; i < 4; ++i) {
-    if (!m.comm_used[i]) continue;
-    all = all && m.comm_calibrated[i];
-    any = any || m.comm_calibrated[i];
+namespace {
+
+// Where a step time's numbers came from, as the memory bar and the planner rows carry it.
+struct Basis {
+  bool calibration = false;  // a calibration was the base
+  bool compute_calibrated = false;
+  std::array<bool, 4> comm_calibrated{};
+  std::array<bool, 4> comm_used{};
+  bool compute_fitted = false;
+  std::array<bool, 4> comm_fitted{};
+  int fit_runs = 0;
+  bool fitted() const {
+    if (fit_runs <= 0) return false;
+    bool any = compute_fitted;
+    for (size_t i = 0; i < 4; ++i) any = any || (comm_used[i] && comm_fitted[i]);
+    return any;
   }
-  return all ? "calibrated" : (any ? "partly calibrated" : "defaults");
+};
+
+Basis basis_of(const MemoryBreakdown& m) {
+  return {!m.calibration_id.empty(), m.compute_calibrated, m.comm_calibrated, m.comm_used,
+          m.compute_fitted,          m.comm_fitted,        m.fit_runs};
+}
+Basis basis_of(const PlanRow& r) {
+  bool any = r.compute_calibrated;
+  for (bool c : r.comm_calibrated) any = any || c;
+  return {any, r.compute_calibrated, r.comm_calibrated, r.comm_used, r.compute_fitted, r.comm_fitted, r.fit_runs};
 }
 
+std::string runs_text(int n) { return std::to_string(n) + (n == 1 ? " run" : " runs"); }
+
+std::string basis_tag(const Basis& b) {
+  std::string cal = "defaults";
+  if (b.calibration) {
+    bool all = b.compute_calibrated, any = b.compute_calibrated;
+    for (size_t i = 0; i < 4; ++i) {
+      if (!b.comm_used[i]) continue;
+      all = all && b.comm_calibrated[i];
+      any = any || b.comm_calibrated[i];
+    }
+    cal = all ? "calibrated" : (any ? "partly calibrated" : "defaults");
+  }
+  if (!b.fitted()) return cal;
+  const std::string fit = "fitted to " + runs_text(b.fit_runs);
+  return cal == "defaults" ? fit : cal + " + " + fit;
+}
+
+std::string join_words(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i == 0 ? "" : (i + 1 == v.size() ? " and " : ", ")) + v[i];
+  return s;
+}
+
+}  // namespace
+
+std::string time_basis(const MemoryBreakdown& m) { return basis_tag(basis_of(m)); }
+std::string time_basis(const PlanRow& r) { return basis_tag(basis_of(r)); }
+
 std::string time_basis_detail(const MemoryBreakdown& m) {
-  if (m.calibration_id.empty())
-    return "No stored calibration of these nodes: the step time uses core's hardware defaults "
+  std::string text;
+  if (m.calibration_id.empty()) {
+    text = "No stored calibration of these nodes: the step time uses core's hardware defaults "
            "(peak FLOP/s x efficiency, link latency and bandwidth). Cluster > Calibrate measures them.";
-  std::vector<std::string> measured, defaults;
-  (m.compute_calibrated ? measured : defaults).push_back("compute");
+  } else {
+    std::vector<std::string> measured, defaults;
+    (m.compute_calibrated ? measured : defaults).push_back("compute");
+    for (Axis a : kAxes) {
+      const size_t i = static_cast<size_t>(a);
+      if (m.comm_used[i]) (m.comm_calibrated[i] ? measured : defaults).push_back(std::string(axis_name(a)) + " communication");
+    }
+    text = "Calibration " + m.calibration_id.substr(0, 8) + " of these nodes, measured " + m.calibration_measured_at + ".";
+    if (!measured.empty()) text += " From it: " + join_words(measured) + ".";
+    if (!defaults.empty()) text += " From core's defaults (not measured for this shape): " + join_words(defaults) + ".";
+  }
+  const Basis b = basis_of(m);
+  if (!b.fitted()) return text;
+  std::vector<std::string> fitted, unfitted;
+  (m.compute_fitted ? fitted : unfitted).push_back("compute");
   for (Axis a : kAxes) {
     const size_t i = static_cast<size_t>(a);
-    if (m.comm_used[i]) (m.comm_calibrated[i] ? measured : defaults).push_back(std::string(axis_name(a)) + " communication");
+    if (m.comm_used[i]) (m.comm_fitted[i] ? fitted : unfitted).push_back(std::string(axis_name(a)) + " communication");
   }
-  auto join = [](const std::vector<std::string>& v) {
-    std::string s;
-    for (size_t i = 0; i < v.size(); ++i) s += (i == 0 ? "" : (i + 1 == v.size() ? " and " : ", ")) + v[i];
-    return s;
-  };
-  std::string text = "Calibration " + m.calibration_id.substr(0, 8) + " of these nodes, measured " +
-                     m.calibration_measured_at + ".";
-  if (!measured.empty()) text += " From it: " + join(measured) + ".";
-  if (!defaults.empty()) text += " From core's defaults (not measured for this shape): " + join(defaults) + ".";
+  auto percent = [](double f) { return std::to_string(static_cast<int>(f * 100 + 0.5)) + " %"; };
+  text += " Fitted to the " + runs_text(m.fit_runs) + " of these nodes in the store (the formulas scaled to what " +
+          "they measured; median error " + percent(m.fit_median_residual) + ", worst " +
+          percent(m.fit_worst_residual) + "): corrected " + join_words(fitted) + ".";
+  if (!unfitted.empty()) text += " Not in those runs (not corrected): " + join_words(unfitted) + ".";
+  return text;
+}
+
+std::string time_basis_detail(const PlanRow& r) {
+  const Basis b = basis_of(r);
+  const bool fitted = b.fitted();
+  const std::string fit = " × fit of " + runs_text(r.fit_runs);
+  std::string text = std::string("compute: ") + (r.compute_calibrated ? "calibration" : "defaults") +
+                     (fitted && r.compute_fitted ? fit : "");
+  for (Axis a : kAxes) {
+    const size_t i = static_cast<size_t>(a);
+    if (!r.comm_used[i]) continue;
+    text += "; " + std::string(axis_name(a)) + ": " + (r.comm_calibrated[i] ? "calibration" : "defaults") +
+            (fitted && r.comm_fitted[i] ? fit : "");
+  }
   return text;
 }
 
@@ -171,13 +244,22 @@ Result<MemoryBreakdown> estimate_memory(const RunConfig& config, const ClusterFa
   out.mfu = t.mfu;
   out.step_seconds = t.step_s;
   out.compute_calibrated = t.compute_calibrated;
+  out.compute_fitted = t.compute_fitted;
+  bool fitted = t.compute_fitted;
   for (size_t i = 0; i < 4; ++i) {
     out.comm_calibrated[i] = t.comm_calibrated[i];
     out.comm_used[i] = t.comm[i].collectives > 0 || t.comm[i].seconds > 0;
+    out.comm_fitted[i] = t.comm_fitted[i];
+    fitted = fitted || t.comm_fitted[i];
   }
   if (cluster.calibration) {
     out.calibration_id = cluster.calibration->fingerprint.id();
     out.calibration_measured_at = cluster.calibration->measured_at;
+  }
+  if (cluster.fit && fitted) {
+    out.fit_runs = cluster.fit->runs;
+    out.fit_median_residual = cluster.fit->median_residual;
+    out.fit_worst_residual = cluster.fit->worst_residual;
   }
   out.capacity_bytes = cluster.device_memory_bytes;
   out.fits = cluster.device_memory_bytes <= 0 || m.fits(int64_t(cluster.device_memory_bytes));
@@ -213,6 +295,7 @@ Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterF
   q.device = cluster.device;
   q.hardware = hardware_for(cluster);
   if (cluster.calibration) q.calibration = *cluster.calibration;
+  q.fit = cluster.fit;  // made on the same base (RunFitModel::fit_for)
   auto plan = meshwork::make_plan(q);
   if (!plan) return plan.error();
   std::vector<PlanRow> rows;
@@ -228,6 +311,14 @@ Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterF
       r.comm_share[i] = e.time.step_s > 0 ? e.time.comm[i].seconds / e.time.step_s : 0;
     r.compute_calibrated = e.time.compute_calibrated;
     r.comm_calibrated = e.time.comm_calibrated;
+    r.compute_fitted = e.time.compute_fitted;
+    r.comm_fitted = e.time.comm_fitted;
+    bool fitted = e.time.compute_fitted;
+    for (size_t i = 0; i < 4; ++i) {
+      r.comm_used[i] = e.time.comm[i].collectives > 0 || e.time.comm[i].seconds > 0;
+      fitted = fitted || e.time.comm_fitted[i];
+    }
+    if (cluster.fit && fitted) r.fit_runs = cluster.fit->runs;
     r.accelerate_refusal = e.accelerate_refusal;
     for (const Diagnostic& w : e.warnings) r.note += (r.note.empty() ? "" : "\n") + w.text();
     if (!e.accelerate_refusal.empty()) r.note += (r.note.empty() ? "" : "\n") + e.accelerate_refusal;

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/mesh.h"
 #include "core/model_spec.h"
+#include "core/run_fit.h"
 #include "core/run_config.h"
 #include "core/store/calibration_store.h"
 #include "core/validation.h"
@@ -40,6 +41,10 @@ struct ClusterFacts {
   // defaults where it has the numbers. Null: defaults only. Shared and immutable (copied into
   // the estimate's worker).
   std::shared_ptr<const Calibration> calibration;
+  // The time model fitted to the stored runs of these nodes (core/run_fit.h), on the same base as
+  // `calibration` (RunFitModel, on the store worker): each term of the step is multiplied by its
+  // factor (TimeQuery::fit, PlanQuery::fit). Null: not fitted (no runs of these nodes).
+  std::shared_ptr<const RunFit> fit;
 };
 
 // The cluster's nodes as a calibration's fingerprint names them (ClusterFingerprint: device
@@ -78,13 +83,19 @@ struct MemoryBreakdown {
   std::array<bool, 4> comm_used{};  // the axis communicates at all (its collectives are counted)
   std::string calibration_id;       // fingerprint id of the calibration used; "" = none (defaults)
   std::string calibration_measured_at;
+  // Which terms the fit of the cluster's stored runs (ClusterFacts::fit) corrected, and the fit.
+  bool compute_fitted = false;
+  std::array<bool, 4> comm_fitted{};
+  int fit_runs = 0;                 // runs the fit learnt from; 0 = no fit used
+  double fit_median_residual = 0, fit_worst_residual = 0;
 };
 
 // "calibrated" (compute and every communicating axis from the calibration), "partly calibrated"
-// or "defaults": the tag shown next to the predicted step time.
+// or "defaults", with " + fitted to N runs" (or "fitted to N runs" on the defaults) when the fit
+// of the cluster's stored runs corrected a term: the tag shown next to the predicted step time.
 std::string time_basis(const MemoryBreakdown& m);
-// One sentence per source: what came from the calibration (named by id and date) and what from
-// core's defaults.
+// One sentence per source: what came from the calibration (named by id and date), what from
+// core's defaults, and what the fit of stored runs corrected.
 std::string time_basis_detail(const MemoryBreakdown& m);
 
 struct PlanRow {
@@ -97,11 +108,20 @@ struct PlanRow {
   std::array<double, 4> comm_share{};  // per axis, fraction of step time, kAxes order
   bool compute_calibrated = false;     // as MemoryBreakdown's: from ClusterFacts::calibration
   std::array<bool, 4> comm_calibrated{};
+  std::array<bool, 4> comm_used{};     // the axis communicates at all
+  bool compute_fitted = false;         // corrected by ClusterFacts::fit
+  std::array<bool, 4> comm_fitted{};
+  int fit_runs = 0;                    // runs the fit learnt from; 0 = no fit used
   std::string note;                    // why it does not fit / a warning
   // Non-empty when Accelerate would refuse this shape (meshtrain runs it): core's reason. The
   // planner keeps such rows and marks them.
   std::string accelerate_refusal;
 };
+
+// The same tag for a planner row ("calibrated + fitted to 4 runs", "defaults", ...), and per term
+// where its number came from ("compute: calibration × fit of 4 runs; dp_shard: defaults").
+std::string time_basis(const PlanRow& r);
+std::string time_basis_detail(const PlanRow& r);
 
 // The sizes an axis may take so the product can still reach the world size: the divisors of the
 // world size. (Whether the rest of the shape matches is validate()'s job.)

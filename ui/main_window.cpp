@@ -155,6 +155,8 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
   // through the launcher with the plan's model.
   cluster_panel_->set_calibration(store_, launcher_, [this] { return plan_->config(); });
   connect(cluster_panel_->calibrations(), &CalibrationModel::changed, this, &MainWindow::sync_cluster_to_plan);
+  // So do the time model's fit to the cluster's stored runs (refitted on the worker as runs end).
+  connect(cluster_panel_->calibrations()->run_fits(), &RunFitModel::changed, this, &MainWindow::sync_cluster_to_plan);
 
   // The local machine is the default cluster.
   NodeInfo local;
@@ -425,7 +427,12 @@ void MainWindow::sync_cluster_to_plan() {
   f.device_name = s.device_name.toStdString();
   f.device_memory_bytes = s.device_memory_bytes;
   f.fast_links = s.fast_links;
-  if (CalibrationModel* c = cluster_panel_->calibrations()) f.calibration = c->for_cluster(f.device, cluster_->to_node_configs());
+  if (CalibrationModel* c = cluster_panel_->calibrations()) {
+    const std::vector<NodeConfig> nodes = cluster_->to_node_configs();
+    f.calibration = c->for_cluster(f.device, nodes);
+    c->run_fits()->set_cluster(f.device, nodes, f.calibration);  // refits when these differ
+    f.fit = c->run_fits()->fit_for(f.device, nodes, f.calibration);
+  }
   plan_->set_cluster(f, cluster_->to_node_configs());
   summary_label_->setText(tr("%1 node(s) · %2 ranks").arg(s.num_nodes).arg(s.world_size));
 }

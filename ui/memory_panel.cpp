@@ -131,10 +131,11 @@ void MemoryPanel::paintEvent(QPaintEvent*) {
   const QRectF bottom(area.left(), ly + fm.height() + 4, area.width(), fm.height());
   double verdict_width = bottom.width();
   if (b.tokens_per_s > 0) {
-    // The tag at the right end: calibrated numbers in the "ok" colour, defaults muted.
+    // The tag at the right end: measured numbers (calibrated, or fitted to stored runs) in the
+    // "ok" colour, partly calibrated in the warning colour, defaults muted.
     const QString basis = time_basis();
-    const bool calibrated = basis == QLatin1String("calibrated");
-    const bool partly = basis == QLatin1String("partly calibrated");
+    const bool calibrated = basis.startsWith(QLatin1String("calibrated")) || basis.startsWith(QLatin1String("fitted"));
+    const bool partly = basis.startsWith(QLatin1String("partly calibrated"));
     QFont small = font();
     small.setPointSizeF(small.pointSizeF() * 0.9);
     const QFontMetricsF sm(small);

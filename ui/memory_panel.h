@@ -3,7 +3,9 @@
 // does not fit. Custom painted; it only shows what core estimated. Next to core's step time and
 // tokens/s, a tag says where those numbers came from: "calibrated" (a stored calibration of these
 // nodes gave the compute rate and every collective's fit), "partly calibrated" or "defaults"
-// (core's hardware constants); hovering it says which terms and which calibration.
+// (core's hardware constants), with "+ fitted to N runs" ("fitted to N runs" on the defaults) when
+// the time model fitted to the stored runs of these nodes corrected the step; hovering it says
+// which terms, which calibration and how well the fit agreed with the runs.
 #pragma once
 
 #include <QWidget>
@@ -25,8 +27,9 @@ class MemoryPanel : public QWidget {
   // The headline as shown, e.g. "Does not fit: ..." (tests read it).
   QString headline() const;
   bool shows_red() const { return breakdown_ && !breakdown_->fits; }
-  // The tag next to the step time ("calibrated", "partly calibrated", "defaults"; empty while
-  // there is no time estimate) and its tooltip (tests read them).
+  // The tag next to the step time ("calibrated", "partly calibrated", "defaults", each possibly
+  // with " + fitted to N runs", or "fitted to N runs"; empty while there is no time estimate) and
+  // its tooltip (tests read them).
   QString time_basis() const;
   QString time_basis_detail() const;
 

@@ -37,13 +37,22 @@ QVariant PlannerModel::data(const QModelIndex& index, int role) const {
     f.setBold(true);
     return f;
   }
+  if (role == Qt::ToolTipRole && (col == Basis || col == TokensPerS || col == StepTime)) {
+    QString tip = tr("%1 — %2").arg(QString::fromStdString(time_basis(r)), QString::fromStdString(time_basis_detail(r)));
+    if (!r.note.empty()) tip += QStringLiteral("\n") + QString::fromStdString(r.note);
+    return tip;
+  }
   if (role == Qt::ToolTipRole && !r.note.empty()) return QString::fromStdString(r.note);
   if (role == Qt::TextAlignmentRole)
-    return col == Shape ? int(Qt::AlignLeft | Qt::AlignVCenter) : int(Qt::AlignRight | Qt::AlignVCenter);
+    return col == Shape || col == Basis ? int(Qt::AlignLeft | Qt::AlignVCenter) : int(Qt::AlignRight | Qt::AlignVCenter);
   if (role == Qt::ForegroundRole && col == Fits) return QBrush(r.fits ? ok_color() : error_color());
   if (role == Qt::ForegroundRole && col == Shape && !r.accelerate_refusal.empty()) return QBrush(warning_color());
   if (role == Qt::ForegroundRole && !r.fits && col != Fits) return QBrush(muted_text_color());
-  if (col >= CommFirst && role == ShareRole) return r.comm_share[static_cast<size_t>(col - CommFirst)];
+  if (role == Qt::ForegroundRole && col == Basis) {
+    const std::string b = time_basis(r);
+    return QBrush(b == "defaults" ? muted_text_color() : (b.rfind("partly", 0) == 0 ? warning_color() : ok_color()));
+  }
+  if (col >= CommFirst && col < Basis && role == ShareRole) return r.comm_share[static_cast<size_t>(col - CommFirst)];
   if (role == SortRole) {
     switch (col) {
       case Rank: return index.row();
@@ -53,6 +62,7 @@ QVariant PlannerModel::data(const QModelIndex& index, int role) const {
       case TokensPerS: return r.tokens_per_s;
       case Mfu: return r.mfu;
       case StepTime: return r.step_seconds;
+      case Basis: return QString::fromStdString(time_basis(r));
       default: return r.comm_share[static_cast<size_t>(col - CommFirst)];
     }
   }
@@ -68,17 +78,21 @@ QVariant PlannerModel::data(const QModelIndex& index, int role) const {
     case TokensPerS: return format_tokens_per_s(r.tokens_per_s);
     case Mfu: return format_percent(r.mfu);
     case StepTime: return format_seconds(r.step_seconds);
+    case Basis: return QString::fromStdString(time_basis(r));
     default: return format_percent(r.comm_share[static_cast<size_t>(col - CommFirst)]);
   }
 }
 
 QVariant PlannerModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal) return {};
-  if (role == Qt::ForegroundRole && section >= CommFirst)
+  if (role == Qt::ForegroundRole && section >= CommFirst && section < Basis)
     return QBrush(axis_color(kAxes[static_cast<size_t>(section - CommFirst)], is_dark()));
   if (role == Qt::ToolTipRole) {
     if (section == Shape) return tr("dp_replicate × dp_shard × cp × tp");
-    if (section >= CommFirst)
+    if (section == Basis)
+      return tr("Where the predicted numbers came from: the cluster's calibration, the time model fitted to "
+                "the stored runs of these nodes, or core's defaults (hover a row for each term)");
+    if (section >= CommFirst && section < Basis)
       return tr("Share of the step spent in %1 collectives (core's estimate)")
           .arg(axis_label(kAxes[static_cast<size_t>(section - CommFirst)]));
     if (section == Mfu) return tr("Model FLOPs utilisation predicted by core");
@@ -92,6 +106,7 @@ QVariant PlannerModel::headerData(int section, Qt::Orientation o, int role) cons
     case TokensPerS: return tr("Throughput");
     case Mfu: return tr("MFU");
     case StepTime: return tr("Step");
+    case Basis: return tr("Basis");
     default: {
       // Narrow columns: "dp_replicate" -> "dp_r"; the first one says what the columns are.
       QString name = axis_label(kAxes[static_cast<size_t>(section - CommFirst)]);

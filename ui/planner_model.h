@@ -1,5 +1,7 @@
 // The planner's ranked shapes as a Qt table model (one row per shape, best first). Sorting and
-// display live in the view; the model holds core's rows and the formatted cells.
+// display live in the view; the model holds core's rows and the formatted cells. The last column
+// says, per shape, whether its predicted numbers are calibrated, fitted to stored runs or core's
+// defaults.
 #pragma once
 
 #include <QAbstractTableModel>
@@ -12,8 +14,11 @@ namespace meshwork::ui {
 class PlannerModel : public QAbstractTableModel {
   Q_OBJECT
  public:
+  // Basis: where the row's step time came from (core_bridge's time_basis: "calibrated",
+  // "fitted to 4 runs", "calibrated + fitted to 4 runs", "defaults", ...); its tooltip, and the
+  // throughput's and step's, say it term by term.
   enum Column { Rank, Shape, Fits, Memory, TokensPerS, Mfu, StepTime, CommFirst,
-                ColumnCount = CommFirst + 4 };
+                Basis = CommFirst + 4, ColumnCount };
   static constexpr int SortRole = Qt::UserRole + 1;  // raw numbers for sorting
   static constexpr int ShareRole = Qt::UserRole + 2; // comm share 0..1 for the bar delegate
 

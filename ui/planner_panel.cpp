@@ -152,7 +152,8 @@ void PlannerPanel::refresh() {
                          .arg(fits));
   }
   // Fixed widths sized for the formatted numbers, so all columns fit beside the inspector.
-  static const int kWidths[] = {34, 112, 58, 88, 108, 56, 86, 78, 56, 48, 48};
+  static const int kWidths[] = {34, 112, 58, 88, 108, 56, 86, 78, 56, 48, 48, 150};
+  static_assert(sizeof kWidths / sizeof kWidths[0] == PlannerModel::ColumnCount);
   for (int c = 0; c < PlannerModel::ColumnCount; ++c) table_->setColumnWidth(c, kWidths[c]);
   update_try();
 }

@@ -1,0 +1,107 @@
+#include "ui/run_fit_model.h"
+
+#include <optional>
+
+#include "core/store/run_observations.h"
+#include "ui/core_bridge.h"
+#include "ui/error_text.h"
+
+namespace meshwork::ui {
+
+namespace {
+struct Fitted {
+  std::string node_set;
+  std::string base;
+  std::shared_ptr<const RunFit> fit;
+  QStringList skipped;
+  QString error;
+};
+}  // namespace
+
+RunFitModel::RunFitModel(StoreWorker* worker, QObject* parent) : QObject(parent), worker_(worker) {
+  // A run that finished (or was deleted, renamed, imported): the cluster's runs may differ.
+  connect(worker_, &StoreWorker::runs_changed, this, [this] {
+    if (has_cluster_) refresh();
+  });
+}
+
+RunFitModel::~RunFitModel() = default;
+
+std::string RunFitModel::base_key(const Calibration* calibration) {
+  if (!calibration) return {};
+  return calibration->fingerprint.id() + "@" + calibration->measured_at;
+}
+
+void RunFitModel::set_cluster(DeviceKind device, const std::vector<NodeConfig>& nodes,
+                              std::shared_ptr<const Calibration> calibration) {
+  const std::string node_set = nodes.empty() ? std::string() : cluster_node_set(device, nodes).node_set_id();
+  const std::string base = base_key(calibration.get());
+  if (has_cluster_ && node_set == node_set_ && base == base_) return;
+  has_cluster_ = true;
+  node_set_ = node_set;
+  base_ = base;
+  calibration_ = std::move(calibration);
+  refresh();
+}
+
+void RunFitModel::refresh() {
+  if (!has_cluster_) return;
+  if (!job_.start()) return;
+  const std::string node_set = node_set_;
+  const std::string base = base_;
+  const std::shared_ptr<const Calibration> calibration = calibration_;
+  worker_->post<Fitted>(
+      this,
+      [node_set, base, calibration](store::RunStore* s) -> Fitted {
+        Fitted out;
+        out.node_set = node_set;
+        out.base = base;
+        if (node_set.empty()) return out;  // no nodes: nothing to fit
+        if (!s) {
+          out.error = error_text(store_unavailable());
+          return out;
+        }
+        auto set = store::load_observations(s, node_set);
+        if (!set) {
+          out.error = error_text(set.error());
+          return out;
+        }
+        for (const std::string& why : set->skipped) out.skipped << QString::fromStdString(why);
+        if (set->runs.empty()) return out;
+        auto fit = fit_runs(set->runs, calibration ? std::optional<Calibration>(*calibration) : std::nullopt);
+        if (!fit) {
+          out.error = error_text(fit.error());
+          return out;
+        }
+        fit->cluster = set->cluster;
+        out.fit = std::make_shared<const RunFit>(std::move(*fit));
+        return out;
+      },
+      [this](Fitted r) {
+        const bool again = job_.finish();
+        ++loads_;
+        const std::string json = r.fit ? to_json(*r.fit).dump() : std::string();
+        const bool different = r.node_set != fit_node_set_ || r.base != fit_base_ || json != fit_json_;
+        fit_node_set_ = r.node_set;
+        fit_base_ = r.base;
+        fit_ = std::move(r.fit);
+        fit_json_ = json;
+        skipped_ = std::move(r.skipped);
+        error_ = std::move(r.error);
+        // Asked for other nodes or another base meanwhile: that fit is what the estimates want.
+        const bool stale = r.node_set != node_set_ || r.base != base_;
+        if (different) Q_EMIT changed();
+        Q_EMIT loaded();
+        if (again || stale) refresh();
+      });
+}
+
+std::shared_ptr<const RunFit> RunFitModel::fit_for(DeviceKind device, const std::vector<NodeConfig>& nodes,
+                                                   const std::shared_ptr<const Calibration>& calibration) const {
+  if (!fit_ || nodes.empty()) return nullptr;
+  if (fit_base_ != base_key(calibration.get())) return nullptr;
+  if (fit_node_set_ != cluster_node_set(device, nodes).node_set_id()) return nullptr;
+  return fit_;
+}
+
+}  // namespace meshwork::ui
