@@ -1,5 +1,6 @@
 #include "core/run_config_flags.h"
 
+#include <cstdint>
 #include <limits>
 #include <sstream>
 
@@ -9,7 +10,10 @@ namespace meshwork {
 
 namespace {
 
-constexpr int64_t kMaxWhole = 1'000'000'000;
+// The file reader's bound (the fields are int, core/run_config.cpp's read_int): a flag and a
+// file accept the same values, so a config always has a flag form (a fuzz find: steps
+// 1555505550 was read from a file and its --steps refused).
+constexpr int64_t kMaxWhole = std::numeric_limits<int32_t>::max();
 
 Result<int64_t> whole(const std::string& flag, const std::string& v, int64_t min, const std::string& allowed) {
   return parse_integer(flag, v, min, kMaxWhole, allowed);

@@ -118,3 +118,25 @@ TEST(RunConfigFlags, BadValuesNameTheFlag) {
 
 }  // namespace
 }  // namespace meshwork
+
+namespace meshwork {
+TEST(RunConfigFlags, EveryCountAFileAcceptsHasAFlagForm) {
+  // A fuzz find (tests/fuzz/regressions/run_config): a file's steps of 1555505550 (the reader
+  // takes any int) had a --steps the flag table refused (it stopped at 10^9).
+  auto c = run_config_from_json({{"training", {{"steps", 1555505550}, {"checkpoint_every", 2147483647}}}});
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  RunConfig back;
+  const auto flags = run_config_to_flags(*c);
+  for (size_t i = 0; i + 1 < flags.size(); i += 2) {
+    const RunConfigFlag* flag = find_run_config_flag(flags[i]);
+    ASSERT_NE(flag, nullptr) << flags[i];
+    Status s = flag->apply(back, flags[i + 1]);
+    ASSERT_TRUE(s.ok()) << flags[i] << " " << flags[i + 1] << ": " << s.error().message();
+  }
+  EXPECT_EQ(back.training.steps, 1555505550);
+  EXPECT_EQ(back.training.checkpoint_every, 2147483647);
+  // Past int, both refuse.
+  EXPECT_FALSE(run_config_from_json({{"training", {{"steps", 2147483648LL}}}}).ok());
+  EXPECT_FALSE(find_run_config_flag("--steps")->apply(back, "2147483648").ok());
+}
+}  // namespace meshwork
