@@ -60,7 +60,8 @@ Result<RunObservation> load_observation(RunStore* store, RunId run) {
   const RunSummary& s = info->summary;
   const std::string label = run_label(run, s);
   if (s.status != kStatusOk)
-    return Error{label, s.status.empty() ? "running" : s.status, "a run that finished ok (its steps all ran)"};
+    return Error{label, s.status.empty() ? "running" : s.status,
+                 "predicted and measured are compared once a run has finished ok"};
   if (s.steps < 1)
     return Error{label, std::to_string(s.steps + 1) + " step(s)", "at least 2 steps (the first is warm-up)"};
   auto config = run_config_from_json(info->config);

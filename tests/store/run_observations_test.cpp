@@ -129,7 +129,7 @@ TEST(RunObservations, RunsThatCannotBeJudgedSayWhy) {
   auto o = load_observation(s->get(), running);
   ASSERT_FALSE(o.ok());
   EXPECT_EQ(o.error().message(), "run " + std::to_string(running) +
-                                     " 'fit 4x1x1x1': running: a run that finished ok (its steps all ran)");
+                                     " 'fit 4x1x1x1': running: predicted and measured are compared once a run has finished ok");
   const RunId short_run = store_run(**s, shape(4, 1, 1, 1), "alpha", "ok", 1);
   auto o2 = load_observation(s->get(), short_run);
   ASSERT_FALSE(o2.ok());
