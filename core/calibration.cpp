@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -145,6 +146,33 @@ Status read(const nlohmann::json& j, const char* key, T& out, const std::string&
   return Status::Ok();
 }
 
+// An optional whole number of `j` in [min, INT32_MAX] (absent: `fallback`), or an Error naming
+// where.key. A fraction or a value past int is refused, never converted (a fuzz find: a split of
+// 1.67e17 converted to int is undefined behaviour).
+Status read_optional_int(const nlohmann::json& j, const char* key, int fallback, int min, int& out,
+                         const std::string& where) {
+  out = fallback;
+  if (!j.is_object() || !j.contains(key)) return Status::Ok();
+  const std::string field = where.empty() ? key : where + "." + key;
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer() || v.get<int64_t>() < min || v.get<int64_t>() > INT32_MAX ||
+      (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT32_MAX)))
+    return Error{field, v.dump(), "a whole number >= " + std::to_string(min)};
+  out = static_cast<int>(v.get<int64_t>());
+  return Status::Ok();
+}
+
+// An optional number of `j` (absent: `fallback`), or an Error naming where.key.
+Status read_optional_number(const nlohmann::json& j, const char* key, double fallback, double& out,
+                            const std::string& where) {
+  out = fallback;
+  if (!j.is_object() || !j.contains(key)) return Status::Ok();
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number()) return Error{where.empty() ? key : where + "." + key, v.dump(), "a number"};
+  out = v.get<double>();
+  return Status::Ok();
+}
+
 Result<DeviceKind> parse_device(const std::string& s, const std::string& field) {
   if (s == "cpu") return DeviceKind::cpu;
   if (s == "cuda") return DeviceKind::cuda;
@@ -234,7 +262,8 @@ nlohmann::json to_json(const Calibration& c) {
 
 Result<Calibration> calibration_from_json(const nlohmann::json& j) {
   if (!j.is_object()) return Error{"calibration", j.dump().substr(0, 40), "a JSON object"};
-  if (j.value("v", 0) != 1) return Error{"v", j.value("v", nlohmann::json()).dump(), "1"};
+  if (!j.contains("v") || !j["v"].is_number_integer() || j["v"].get<int64_t>() != 1)
+    return Error{"v", j.value("v", nlohmann::json()).dump(), "1"};
   Calibration c;
   if (!j.contains("fingerprint")) return Error{"fingerprint", "(missing)", "required"};
   auto f = fingerprint_from_json(j["fingerprint"]);
@@ -259,8 +288,7 @@ Result<Calibration> calibration_from_json(const nlohmann::json& j) {
     if (!p) return p.error();
     r.precision = *p;
     if (!(r.flops_per_s > 0)) return Error{where + ".flops_per_s", std::to_string(r.flops_per_s), "> 0"};
-    r.split = e.value("split", 1);
-    if (r.split < 1) return Error{where + ".split", std::to_string(r.split), "a whole number >= 1"};
+    if (Status st = read_optional_int(e, "split", 1, 1, r.split, where); !st) return st.error();
     c.matmul.push_back(r);
   }
   for (size_t i = 0; i < j["collectives"].size(); ++i) {
@@ -280,8 +308,8 @@ Result<Calibration> calibration_from_json(const nlohmann::json& j) {
     if (f.group_size < 2) return Error{where + ".group_size", std::to_string(f.group_size), "at least 2"};
     if (!(f.fit.bytes_per_s > 0)) return Error{where + ".bytes_per_s", std::to_string(f.fit.bytes_per_s), "> 0"};
     if (f.fit.latency_s < 0) return Error{where + ".latency_s", std::to_string(f.fit.latency_s), ">= 0"};
-    f.samples = e.value("samples", 0);
-    f.worst_residual = e.value("worst_residual", 0.0);
+    if (Status st = read_optional_int(e, "samples", 0, 0, f.samples, where); !st) return st.error();
+    if (Status st = read_optional_number(e, "worst_residual", 0.0, f.worst_residual, where); !st) return st.error();
     c.collectives.push_back(f);
   }
   return c;

@@ -94,6 +94,9 @@ Result<std::optional<Frame>> StreamParser::next() {
     if (rest.size() > kMaxHeader) return bad(rest, "a frame header (V, F, R, X, H, E) of at most 256 bytes");
     return std::optional<Frame>();
   }
+  // The same bound whether the header's newline has arrived or not: otherwise a long header
+  // would be refused or read depending on how the stream was cut (a fuzz find).
+  if (nl > kMaxHeader) return bad(rest.substr(0, nl), "a frame header (V, F, R, X, H, E) of at most 256 bytes");
   const std::string_view line = rest.substr(0, nl);
   const auto f = fields(line);
   if (f.empty() || f[0].size() != 1) return bad(line, "a frame header starting with V, F, R, X, H or E");

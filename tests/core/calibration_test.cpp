@@ -329,3 +329,29 @@ TEST(CalibratedEstimate, AnUnmeasuredStepEfficiencyIsNotTheDatasheetEfficiencyAg
   EXPECT_NEAR(d.compute_s, d.tokens_per_step * d.hardware_flops_per_token / (1 * q.hardware.peak_flops_bf16 * 0.1),
               1e-9 * d.compute_s);
 }
+
+TEST(Calibration, CountsThatAreNotWholeNumbersAreRefusedNotConverted) {
+  // A fuzz find (tests/fuzz/regressions/calibration): a matmul split of 1.67e17 was converted to
+  // int (undefined behaviour); a worst_residual that is not a number threw.
+  Calibration c;
+  c.fingerprint.nodes = {{"h", 2, "cpu", 2}};
+  c.measured_at = "2026-11-27T10:00:00Z";
+  c.matmul = {{Precision::fp32, 1, 2, 1e9, 2}};
+  c.collectives = {{LinkKind::intra_node, Collective::all_reduce, 2, {1e-4, 1e9}, 3, 0.1}};
+  nlohmann::json j = to_json(c);
+  ASSERT_TRUE(calibration_from_json(j).ok());
+  nlohmann::json bad = j;
+  bad["matmul"][0]["split"] = 1.6666666666666666e17;
+  auto r = calibration_from_json(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "matmul[0].split: 1.6666666666666666e+17: a whole number >= 1");
+  bad = j;
+  bad["collectives"][0]["samples"] = 2.5;
+  EXPECT_EQ(calibration_from_json(bad).error().message(), "collectives[0].samples: 2.5: a whole number >= 0");
+  bad = j;
+  bad["collectives"][0]["worst_residual"] = "x";
+  EXPECT_EQ(calibration_from_json(bad).error().message(), "collectives[0].worst_residual: \"x\": a number");
+  bad = j;
+  bad["v"] = 1.5;
+  EXPECT_EQ(calibration_from_json(bad).error().message(), "v: 1.5: 1");
+}
