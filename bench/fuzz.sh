@@ -28,6 +28,8 @@ while [ $# -gt 0 ]; do
     *) echo "bench/fuzz.sh: $1: not an option (--minutes N, --seconds N, --runs N, --targets a,b, --jobs J, --seed S, --fresh, --no-json)" >&2; exit 2 ;;
   esac
 done
+# The commit the binaries are built from (the rows say what was fuzzed, not what HEAD is later).
+commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 command -v clang++-14 >/dev/null || { echo "bench/fuzz.sh: clang++-14 missing: run scripts/bootstrap" >&2; exit 1; }
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$root/tests/fuzz" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 \
@@ -98,7 +100,6 @@ if [ "$json" = 1 ]; then
   # Rows of the targets run now replace theirs; the other targets' rows stay (a long campaign runs
   # a few targets at a time). Each row carries its date and the commit it fuzzed.
   mkdir -p "$root/bench/results"
-  commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   (IFS=$'\n'; echo "${rows[*]}") | python3 -c '
 import datetime, json, os, sys
 path, clang, commit = sys.argv[1], sys.argv[2], sys.argv[3]
