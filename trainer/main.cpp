@@ -30,6 +30,34 @@ int refuse(const Error& e) {
 
 }  // namespace
 
+#if defined(__SANITIZE_THREAD__)
+// `scripts/test --sanitize thread` builds meshtrain with TSan; its ranks are started by sshd,
+// slurmd or a supervisor, which do not pass TSAN_OPTIONS on, so the suppressions travel inside
+// the binary (TSan reads this hook at start). LibTorch is not built with TSan: its Gloo work
+// objects (c10d::AsyncAllreduceWork, AsyncBarrierWork, ...) are handed between the calling
+// thread and Gloo's pt_gloo_runloop thread through synchronisation TSan cannot see, so their
+// destruction and the frees inside libtorch show as races, and a static initializer of
+// libtorch_nvshmem (and libtorch_cuda's TorchLibraryInit at exit) unlocks a mutex TSan never saw
+// locked; condition-variable waits of libtorch's own threads likewise. The autograd engine's
+// locks (its header templates are compiled into meshtrain) are taken in an order TSan calls an
+// inversion because it sees only half of them. LibTorch's own code is excluded;
+// meshtrain's and core's code stays checked. (Same list: scripts/sanitizers/tsan.supp.)
+extern "C" const char* __tsan_default_suppressions() {
+  return "called_from_lib:libtorch_cpu.so\n"
+         "called_from_lib:libtorch.so\n"
+         "called_from_lib:libtorch_nvshmem.so\n"
+         "called_from_lib:libtorch_cuda.so\n"
+         "called_from_lib:libc10.so\n"
+         "called_from_lib:libc10_cuda.so\n"
+         "called_from_lib:libgomp\n"
+         "race:c10d::\n"
+         "mutex:c10d::\n"
+         "mutex:TorchLibraryInit\n"
+         "mutex:std::condition_variable::wait\n"
+         "deadlock:torch::autograd::\n";
+}
+#endif
+
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   // `meshtrain tail ...`: the node side of following a run (trainer/tail.h); no LibTorch.
