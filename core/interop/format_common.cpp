@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <regex>
 
 #include "core/model_spec.h"
@@ -62,9 +64,22 @@ std::optional<std::string> hugging_face_model(const nlohmann::json& model) {
 }
 
 std::string preset_for_model(const std::string& id) {
-  for (const std::string& preset : preset_names())
-    if (hugging_face_model(preset) == id) return preset;
-  return id;
+  // Every preset's id is "owner/name" (the pattern above): anything else names no preset, and
+  // needs no look at the files.
+  if (id.find('/') == std::string::npos) return id;
+  // The presets are read-only files bundled with the program: their ids are read once per preset
+  // folder, not once per import (a config repeating base_model would read them all each time).
+  static std::mutex mutex;
+  static std::map<std::string, std::map<std::string, std::string>> preset_by_id_per_dir;
+  const std::string dir = preset_dir().string();
+  std::lock_guard lock(mutex);
+  auto [table, fresh] = preset_by_id_per_dir.try_emplace(dir);
+  if (fresh) {
+    for (const std::string& preset : preset_names())
+      if (auto preset_id = hugging_face_model(preset)) table->second.try_emplace(*preset_id, preset);
+  }
+  auto found = table->second.find(id);
+  return found == table->second.end() ? id : found->second;
 }
 
 std::string decoder_layer_class(const nlohmann::json& model) {
