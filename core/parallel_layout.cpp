@@ -30,6 +30,8 @@ LayoutCheck ParallelLayout::check(const RunConfig& config, const ModelSpec* mode
   q.vocab_parallel = support.vocab_parallel;
   q.links = placement.links;
   q.allow_tp_cp_with_pure_replication = support.tp_cp_with_pure_replication;
+  q.pp_schedule = config.training.pp_schedule;
+  q.pp_virtual_stages = config.training.pp_virtual_stages;
 
   LayoutCheck out;
   out.report = validate_shape(q);

@@ -22,13 +22,16 @@ std::vector<MeshShape> enumerate_shapes(int64_t world, const MeshShape& fixed) {
       if (left % d == 0) c.push_back(static_cast<int>(d));
     return c;
   };
-  for (int r : candidates(fixed[Axis::dp_replicate], world))
-    for (int s : candidates(fixed[Axis::dp_shard], world / r))
-      for (int c : candidates(fixed[Axis::cp], world / r / s)) {
-        const int64_t t = world / r / s / c;
-        if (fixed[Axis::tp] >= 1 && fixed[Axis::tp] != t) continue;
-        out.push_back(MeshShape{r, s, c, static_cast<int>(t)});
-      }
+  // pp outermost, as in the mesh (a free pp is enumerated only when the caller leaves it free:
+  // PlanQuery's default fixes it at 1).
+  for (int p : candidates(fixed[Axis::pp], world))
+    for (int r : candidates(fixed[Axis::dp_replicate], world / p))
+      for (int s : candidates(fixed[Axis::dp_shard], world / p / r))
+        for (int c : candidates(fixed[Axis::cp], world / p / r / s)) {
+          const int64_t t = world / p / r / s / c;
+          if (fixed[Axis::tp] >= 1 && fixed[Axis::tp] != t) continue;
+          out.push_back(MeshShape{r, s, c, static_cast<int>(t), p});
+        }
   return out;
 }
 
@@ -62,7 +65,7 @@ Status check_input(const PlanQuery& q) {
   }
   std::string fixed_text;
   for (Axis a : kAxes)
-    if (q.fixed.size(a) >= 1)
+    if (q.fixed.size(a) >= 1 && !(a == Axis::pp && q.fixed.size(a) == 1))
       fixed_text += (fixed_text.empty() ? "" : " ") + std::string(axis_name(a)) + "=" +
                     std::to_string(q.fixed.size(a));
   const bool fully_fixed = every_axis_given(q.fixed);
@@ -163,9 +166,9 @@ nlohmann::json plan_to_json(const Plan& plan) {
     for (Axis a : kAxes) comm[std::string(axis_name(a))] = e.time.axis(a).seconds;
     // Which numbers the calibration gave (the others are HardwareModel's defaults).
     nlohmann::json calibrated = {{"compute", e.time.compute_calibrated}};
-    for (Axis a : kAxes) calibrated[std::string(axis_name(a))] = e.time.comm_calibrated[static_cast<int>(a)];
+    for (Axis a : kAxes) calibrated[std::string(axis_name(a))] = e.time.comm_calibrated[a];
     nlohmann::json fitted = {{"compute", e.time.compute_fitted}};
-    for (Axis a : kAxes) fitted[std::string(axis_name(a))] = e.time.comm_fitted[static_cast<int>(a)];
+    for (Axis a : kAxes) fitted[std::string(axis_name(a))] = e.time.comm_fitted[a];
     const MemoryBreakdown::Peak peak = e.memory.at_peak();  // parts sum to the total
     shapes.push_back({
         {"dp_replicate", e.shape[Axis::dp_replicate]},

@@ -32,7 +32,9 @@ struct PlanQuery {
   Precision precision = Precision::bf16;
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
   DeviceKind device = DeviceKind::cuda;
-  // Axes the user fixed: a size >= 1 stays as given; 0 or -1 leaves the axis free.
+  // Axes the user fixed: a size >= 1 stays as given; 0 or -1 leaves the axis free. pp is fixed
+  // at 1 unless the caller frees it (fixed.set(Axis::pp, 0)): pipelined shapes need a schedule
+  // and micro-batches, which the caller then chooses.
   MeshShape fixed{0, 0, 0, 0};
   HardwareModel hardware = HardwareModel::h100();
   // Measured on the cluster (`meshwork calibrate`, core/calibration.h): replaces `hardware`'s
@@ -70,7 +72,7 @@ struct Plan {
   bool any_fits() const;
 };
 
-// Every ordered factorization world = dp_replicate * dp_shard * cp * tp with the fixed axes
+// Every ordered factorization world = pp * dp_replicate * dp_shard * cp * tp with the fixed axes
 // kept, in lexicographic order.
 std::vector<MeshShape> enumerate_shapes(int64_t world_size, const MeshShape& fixed);
 

@@ -10,7 +10,8 @@ namespace meshwork {
 
 HardwareModel HardwareModel::h100() {
   HardwareModel hw;
-  hw.overlap = {2.0 / 3.0, 1.0, 0.0, 0.0};
+  hw.overlap[Axis::dp_replicate] = 2.0 / 3.0;
+  hw.overlap[Axis::dp_shard] = 1.0;
   return hw;
 }
 
@@ -123,7 +124,7 @@ TimeEstimate estimate_time(const TimeQuery& q) {
     double bytes;  // bytes one rank sends in them, per step
   };
   auto charge = [&](Axis a, FitTerm term_kind, GroupKind kind, int64_t n, std::initializer_list<Term> terms) {
-    AxisComm& ax = out.comm[static_cast<int>(a)];
+    AxisComm& ax = out.comm[a];
     ax.crosses_nodes = mesh.ok() && mesh->any_group_crosses_nodes(kind);
     const LinkKind link = ax.crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node;
     const double bw = ax.crosses_nodes ? hw.inter_node_bytes_per_s : hw.intra_node_bytes_per_s;
@@ -139,14 +140,14 @@ TimeEstimate estimate_time(const TimeQuery& q) {
       collectives += term.count;
     }
     ax.collectives = static_cast<int>(std::lround(collectives));
-    out.comm_calibrated[static_cast<int>(a)] = all_calibrated && collectives > 0;
+    out.comm_calibrated[a] = all_calibrated && collectives > 0;
     const int ti = static_cast<int>(term_kind);
     out.term_key[ti] = FitKey{term_kind, link, static_cast<int>(n), 1, Precision::fp32};
     out.term_s[ti] = ax.seconds;
     if (fit) {
       if (std::optional<double> f = fit->factor(out.term_key[ti])) {
         ax.seconds *= *f;
-        out.comm_fitted[static_cast<int>(a)] = true;
+        out.comm_fitted[a] = true;
       }
     }
   };
@@ -217,8 +218,8 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   // compute budget (a rank computes once, whatever it waits on), dp_shard first.
   double budget = out.compute_s;
   for (Axis a : {Axis::dp_shard, Axis::dp_replicate, Axis::cp, Axis::tp}) {
-    const double frac = std::clamp(hw.overlap[static_cast<int>(a)], 0.0, 1.0);
-    const double hidden = std::min({out.comm[static_cast<int>(a)].seconds, frac * out.compute_s, budget});
+    const double frac = std::clamp(hw.overlap[a], 0.0, 1.0);
+    const double hidden = std::min({out.comm[a].seconds, frac * out.compute_s, budget});
     budget -= hidden;
     out.hidden_comm_s += hidden;
   }
@@ -228,8 +229,8 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   // predicted and measured comm_s then compare axis by axis.
   const double ds = static_cast<double>(sh[Axis::dp_shard] - 1), dc = static_cast<double>(cp - 1);
   if (n_fsdp > 1 && dc > 0) {
-    AxisComm& from = out.comm[static_cast<int>(Axis::dp_shard)];
-    AxisComm& to = out.comm[static_cast<int>(Axis::cp)];
+    AxisComm& from = out.comm[Axis::dp_shard];
+    AxisComm& to = out.comm[Axis::cp];
     const double share = dc / (ds + dc);
     to.seconds += share * from.seconds;
     to.bytes += share * from.bytes;
@@ -240,8 +241,8 @@ TimeEstimate estimate_time(const TimeQuery& q) {
       to.collectives += from.collectives;
       from.collectives = 0;
     }
-    if (!out.comm_calibrated[static_cast<int>(Axis::dp_shard)]) out.comm_calibrated[static_cast<int>(Axis::cp)] = false;
-    if (!out.comm_fitted[static_cast<int>(Axis::dp_shard)]) out.comm_fitted[static_cast<int>(Axis::cp)] = false;
+    if (!out.comm_calibrated[Axis::dp_shard]) out.comm_calibrated[Axis::cp] = false;
+    if (!out.comm_fitted[Axis::dp_shard]) out.comm_fitted[Axis::cp] = false;
   }
   out.step_s = out.compute_s + out.comm_s - out.hidden_comm_s;
   out.tokens_per_s = out.step_s > 0 ? out.tokens_per_step / out.step_s : 0;

@@ -344,7 +344,7 @@ ApiReply Api::frame(RunId id, const Params& params) {
   b["compute"] = points_json(f->compute);
   b["comm"] = nlohmann::json::object();
   for (Axis a : kAxes)
-    if (f->shape.size(a) > 1) b["comm"][std::string(axis_name(a))] = points_json(f->comm[static_cast<size_t>(a)]);
+    if (f->shape.size(a) > 1) b["comm"][std::string(axis_name(a))] = points_json(f->comm[a]);
   b["mem"] = nlohmann::json::array();
   b["mem_peak"] = nlohmann::json::array();
   for (const auto& m : f->mem) b["mem"].push_back(points_json(m));

@@ -159,7 +159,7 @@ void expect_parity(const std::string& name, int nproc, const std::vector<std::st
   }
   for (const auto& [step, rec] : got)
     for (Axis a : kAxes) {
-      const double c = rec.comm_s[static_cast<int>(a)];
+      const double c = rec.comm_s[a];
       if (mesh.size(a) == 1) EXPECT_EQ(c, 0.0) << name << " step " << step << " " << axis_name(a);
       else EXPECT_GT(c, 0.0) << name << " step " << step << " " << axis_name(a);
     }

@@ -56,13 +56,13 @@ Timing timing_of(const MeshShape& m, double level, int64_t step) {
   Timing t;
   if (step == 0) {
     t.compute_s = 0.9;
-    for (Axis a : kAxes) t.comm_s[static_cast<size_t>(a)] = m.size(a) > 1 ? 0.2 : 0.0;
+    for (Axis a : kAxes) t.comm_s[a] = m.size(a) > 1 ? 0.2 : 0.0;
     return t;
   }
   t.compute_s = level * (0.08 + 0.001 * static_cast<double>(step % 5));
   for (Axis a : kAxes) {
     const int k = static_cast<int>(a);
-    t.comm_s[static_cast<size_t>(k)] =
+    t.comm_s[k] =
         m.size(a) > 1 ? level * (0.004 * (1 + k) + 0.0002 * static_cast<double>(step % 3)) : 0.0;
   }
   return t;

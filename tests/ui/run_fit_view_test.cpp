@@ -152,9 +152,9 @@ store::RunId store_run(store::RunStore& s, const MeshShape& m, const std::string
       const double warm = step == 0 ? 10.0 : 1.0;
       sr.compute_s = warm * kCompute * term(FitTerm::compute);
       sr.comm_s = {};
-      sr.comm_s[static_cast<size_t>(Axis::tp)] = warm * kTp * term(FitTerm::tp);
-      sr.comm_s[static_cast<size_t>(Axis::dp_replicate)] = warm * kRep * term(FitTerm::dp_replicate);
-      sr.comm_s[static_cast<size_t>(Axis::dp_shard)] = warm * kFsdp * term(FitTerm::fsdp);
+      sr.comm_s[Axis::tp] = warm * kTp * term(FitTerm::tp);
+      sr.comm_s[Axis::dp_replicate] = warm * kRep * term(FitTerm::dp_replicate);
+      sr.comm_s[Axis::dp_shard] = warm * kFsdp * term(FitTerm::fsdp);
       sr.step_s = sr.compute_s;
       for (double c : sr.comm_s) sr.step_s += c;
       sr.tokens_per_s = 256 / sr.step_s;
@@ -311,7 +311,7 @@ class RunFitViewTest : public QObject {
     q.fit = fit;
     const TimeEstimate expected = estimate_time(q);
     QVERIFY(expected.compute_fitted);
-    QVERIFY(expected.comm_fitted[static_cast<size_t>(Axis::dp_shard)]);
+    QVERIFY(expected.comm_fitted[Axis::dp_shard]);
     const ui::MemoryBreakdown& m = *w.plan()->memory();
     QCOMPARE(m.step_seconds, expected.step_s);
     QCOMPARE(m.tokens_per_s, expected.tokens_per_s);

@@ -60,7 +60,7 @@ inline StepRecord step_of(const RunSpec& spec, int rank, int64_t step) {
   r.mem_bytes = (int64_t{1} << 30) + rank * (int64_t{1} << 24);
   r.mem_peak_bytes = (int64_t{3} << 29) + rank * (int64_t{1} << 24);
   for (Axis a : kAxes)
-    r.comm_s[static_cast<size_t>(a)] = spec.shape.size(a) > 1 ? 0.01 * (1 + static_cast<int>(a)) : 0.0;
+    r.comm_s[a] = spec.shape.size(a) > 1 ? 0.01 * (1 + static_cast<int>(a)) : 0.0;
   r.compute_s = 0.1;
   r.step_s = 0.2;
   return r;
