@@ -26,6 +26,7 @@ inline std::string data(const std::string& name) { return read_text(data_dir() /
 #include <vector>
 
 #include "remote/ssh_session.h"
+#include "tests/scratch_dirs.h"
 
 namespace meshwork::remote::test {
 
@@ -59,12 +60,11 @@ inline std::optional<Cluster> cluster() {
   return c;
 }
 
-// A fresh temporary directory for one test.
+// A fresh temporary directory for one test, removed when the program's tests all passed
+// (tests/scratch_dirs.h).
 inline std::filesystem::path temp_dir(const std::string& name) {
   auto p = std::filesystem::temp_directory_path() / ("meshwork-test-" + name + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(p);
-  std::filesystem::create_directories(p);
-  return p;
+  return ::meshwork::test::fresh_scratch_dir(p, p);
 }
 
 }  // namespace meshwork::remote::test

@@ -11,6 +11,8 @@
 //     output is refused unless --force.
 #include <gtest/gtest.h>
 
+#include "tests/scratch_dirs.h"
+
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,10 +42,8 @@ using namespace meshwork::trainer::hf;
 namespace {
 
 fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("hf-export-test-" + std::to_string(getpid())) / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  const fs::path root = fs::temp_directory_path() / ("hf-export-test-" + std::to_string(getpid()));
+  return ::meshwork::test::fresh_scratch_dir(root, root / name);  // removed when every test passed
 }
 
 std::string slurp(const fs::path& p) {

@@ -5,6 +5,8 @@
 // broken checkpoint is refused with a message naming the file and the tensor.
 #include <gtest/gtest.h>
 
+#include "tests/scratch_dirs.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,10 +32,8 @@ using namespace meshwork;
 namespace {
 
 fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("hf-load-test-" + std::to_string(getpid())) / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  const fs::path root = fs::temp_directory_path() / ("hf-load-test-" + std::to_string(getpid()));
+  return ::meshwork::test::fresh_scratch_dir(root, root / name);  // removed when every test passed
 }
 
 std::string slurp(const fs::path& p) {

@@ -3,6 +3,8 @@
 // a killed rank stopping the run, and exact resume.
 #include <gtest/gtest.h>
 
+#include "tests/scratch_dirs.h"
+
 #include <signal.h>
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -29,10 +31,8 @@ using namespace meshwork;
 namespace {
 
 fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("meshtrain-test-" + std::to_string(getpid())) / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  const fs::path root = fs::temp_directory_path() / ("meshtrain-test-" + std::to_string(getpid()));
+  return ::meshwork::test::fresh_scratch_dir(root, root / name);  // removed when every test passed
 }
 
 int next_port() { return free_tcp_port(); }
