@@ -72,6 +72,8 @@ MemoryQuery ParallelLayout::memory_query(const ModelSpec& model, DeviceKind devi
   q.knobs.sequence_parallel = training_.sequence_parallel;
   q.knobs.vocab_parallel = support_.vocab_parallel;
   q.knobs.fsdp_reduce_once_per_step = training_.fsdp_grad_sync == FsdpGradSync::step;
+  q.pp_schedule = training_.pp_schedule;
+  q.pp_virtual_stages = training_.pp_virtual_stages;
   return q;
 }
 
@@ -89,6 +91,8 @@ TimeQuery ParallelLayout::time_query(const ModelSpec& model, const HardwareModel
   q.sequence_parallel = training_.sequence_parallel;
   q.vocab_parallel = support_.vocab_parallel;
   q.fsdp_reduce_once_per_step = training_.fsdp_grad_sync == FsdpGradSync::step;
+  q.pp_schedule = training_.pp_schedule;
+  q.pp_virtual_stages = training_.pp_virtual_stages;
   return q;
 }
 

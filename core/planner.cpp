@@ -124,7 +124,7 @@ Result<Plan> make_plan(const PlanQuery& q) {
     mq.attention = q.attention;
     mq.reserve_bytes = q.reserve_bytes;
     mq.knobs = q.memory;
-    e.memory = estimate_memory(mq);
+    e.memory = worst_stage_memory(mq);
     e.fits = e.memory.fits(q.device_memory_bytes);
     TimeQuery tq = layout.time_query(q.model, q.hardware);
     tq.calibration = q.calibration;

@@ -63,6 +63,9 @@ struct TimeQuery {
   HardwareModel hardware;
   bool sequence_parallel = true;
   bool vocab_parallel = true;
+  // Pipeline (shape[Axis::pp] > 1): the schedule and chunks per rank (interleaved-1f1b).
+  PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;
+  int pp_virtual_stages = 1;
   // FSDP with accumulation: reduce-scatter once per step (meshtrain --fsdp-grad-sync step) or
   // every micro-batch (false, the default).
   bool fsdp_reduce_once_per_step = false;
@@ -93,6 +96,11 @@ struct TimeEstimate {
   double step_s = 0;                 // compute + comm - hidden
   double tokens_per_s = 0;
   double mfu = 0;                    // model flops per second / (world * peak)
+  double peak_flops_used = 0;        // the per-rank peak MFU divides by (calibrated or HardwareModel's)
+  // Pipeline (pp > 1): the numbers above are the slowest stage's; comm[Axis::pp] is what it
+  // waits for its neighbours (the bubble and the hops), and this the simulated idle share of
+  // the stages (core/pipeline_schedule.h). 0 with pp = 1.
+  double pp_bubble_fraction = 0;
   // Which numbers came from the calibration (the rest from HardwareModel's defaults).
   bool compute_calibrated = false;
   AxisArray<bool> comm_calibrated;  // per axis: every collective of the axis was calibrated

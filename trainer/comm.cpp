@@ -118,7 +118,7 @@ void Communicator::charge(const Group& g, double seconds) {
   for (Axis a : axes) total += shape.size(a) - 1;
   if (total <= 0) return;
   for (Axis a : axes)
-    times_.seconds[static_cast<size_t>(a)] += seconds * (shape.size(a) - 1) / total;
+    times_.seconds[a] += seconds * (shape.size(a) - 1) / total;
 }
 
 void Communicator::finish(const Group& g, Clock::time_point start) {

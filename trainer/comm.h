@@ -41,9 +41,13 @@ namespace meshwork::trainer {
 
 // Seconds spent in collectives per axis (indexed by Axis), since the last reset().
 struct CommTimes {
-  std::array<double, 4> seconds{};
+  AxisArray<double> seconds;
   void reset() { seconds = {}; }
-  double total() const { return seconds[0] + seconds[1] + seconds[2] + seconds[3]; }
+  double total() const {
+    double t = 0;
+    for (double s : seconds) t += s;
+    return t;
+  }
 };
 
 // How Gloo reduce-scatters (CUDA always uses NCCL's native reduce_scatter):

@@ -44,8 +44,8 @@ class MeshEditor : public QWidget {
   QLabel* add_message_label(const std::string& field);
 
   PlanState* state_;
-  std::array<QComboBox*, 4> axis_{};
-  std::array<QLabel*, 4> swatches_{};
+  std::array<QComboBox*, kAxisCount> axis_{};
+  std::array<QLabel*, kAxisCount> swatches_{};
   QComboBox* model_ = nullptr;
   QLabel* model_info_ = nullptr;
   QSpinBox* seq_len_ = nullptr;

@@ -93,7 +93,7 @@ PlannerPanel::PlannerPanel(PlanState* state, QWidget* parent)
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
   table_->setShowGrid(false);
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < kAxisCount; ++i)
     table_->setItemDelegateForColumn(PlannerModel::CommFirst + i, new ShareDelegate(kAxes[static_cast<size_t>(i)], table_));
   lay->addWidget(table_);
 

@@ -177,10 +177,9 @@ nlohmann::json prediction_json(const store::RunPrediction& p) {
                           {"comm_s", nlohmann::json::object()}};
   for (Axis a : kAxes) {
     const std::string name(axis_name(a));
-    const auto k = static_cast<size_t>(a);
-    predicted["comm_s"][name] = c.predicted_comm_s[k];
-    measured["comm_s"][name] = c.measured_comm_s[k];
-    error["comm_s"][name] = relative(c.predicted_comm_s[k], c.measured_comm_s[k]);
+    predicted["comm_s"][name] = c.predicted_comm_s[a];
+    measured["comm_s"][name] = c.measured_comm_s[a];
+    error["comm_s"][name] = relative(c.predicted_comm_s[a], c.measured_comm_s[a]);
   }
   return {{"available", true},
           {"basis", p.basis()},
