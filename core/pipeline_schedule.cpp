@@ -1,8 +1,6 @@
 #include "core/pipeline_schedule.h"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
 #include <utility>
 
 namespace meshwork {
@@ -104,11 +102,18 @@ Result<PipelineTimeline> simulate_pipeline(const std::vector<std::vector<Pipelin
   std::vector<std::vector<PipelineAction>> lists = stage_lists;
   lists.resize(static_cast<size_t>(p));
 
-  // End time of each finished action, keyed by (kind, micro-batch, chunk).
-  std::map<std::tuple<int, int64_t, int>, double> done;
+  // End time of each finished action by (kind, micro-batch, chunk); -1 = not run yet. Flat, as
+  // the planner simulates thousands of shapes with up to thousands of micro-batches each.
+  int64_t micro_batches = 0;
+  for (const auto& l : lists)
+    for (const PipelineAction& a : l) micro_batches = std::max(micro_batches, a.micro_batch + 1);
+  std::vector<double> done(static_cast<size_t>(2 * micro_batches * k), -1.0);
+  auto slot = [&](PipelineAction::Kind kind, int64_t mb, int chunk) -> double& {
+    return done[static_cast<size_t>((static_cast<int64_t>(kind) * micro_batches + mb) * k + chunk)];
+  };
   auto end_of = [&](PipelineAction::Kind kind, int64_t mb, int chunk) -> const double* {
-    auto it = done.find({kind, mb, chunk});
-    return it == done.end() ? nullptr : &it->second;
+    const double& e = slot(kind, mb, chunk);
+    return e < 0 ? nullptr : &e;
   };
   std::vector<size_t> next(static_cast<size_t>(p), 0);
   std::vector<double> free_at(static_cast<size_t>(p), 0), busy(static_cast<size_t>(p), 0);
@@ -122,7 +127,7 @@ Result<PipelineTimeline> simulate_pipeline(const std::vector<std::vector<Pipelin
       size_t& i = next[static_cast<size_t>(r)];
       while (i < l.size()) {
         const PipelineAction& a = l[i];
-        if (a.chunk < 0 || a.chunk >= k || a.chunk % p != r)
+        if (a.chunk < 0 || a.chunk >= k || a.chunk % p != r || a.micro_batch < 0)
           return Error{"pipeline schedule", to_string(a),
                        "rank " + std::to_string(r) + " runs chunks c with c % " + std::to_string(p) + " = " +
                            std::to_string(r) + ", 0 <= c < " + std::to_string(k)};
@@ -147,7 +152,7 @@ Result<PipelineTimeline> simulate_pipeline(const std::vector<std::vector<Pipelin
         const double start = std::max(ready, free_at[static_cast<size_t>(r)]);
         free_at[static_cast<size_t>(r)] = start + t;
         busy[static_cast<size_t>(r)] += t;
-        done[{a.kind, a.micro_batch, a.chunk}] = start + t;
+        slot(a.kind, a.micro_batch, a.chunk) = start + t;
         ++i;
         --remaining;
         progressed = true;

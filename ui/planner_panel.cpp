@@ -152,9 +152,13 @@ void PlannerPanel::refresh() {
                          .arg(fits));
   }
   // Fixed widths sized for the formatted numbers, so all columns fit beside the inspector.
-  static const int kWidths[] = {34, 112, 58, 88, 108, 56, 86, 78, 56, 48, 48, 150};
+  static const int kWidths[] = {34, 112, 58, 88, 108, 56, 86, 48, 78, 56, 48, 48, 150};
   static_assert(sizeof kWidths / sizeof kWidths[0] == PlannerModel::ColumnCount);
   for (int c = 0; c < PlannerModel::ColumnCount; ++c) table_->setColumnWidth(c, kWidths[c]);
+  // The pp column only when a shape has stages (the planner enumerates pp only when asked).
+  bool staged = false;
+  for (const PlanRow& r : state_->plan()) staged = staged || r.shape[Axis::pp] > 1;
+  table_->setColumnHidden(PlannerModel::CommFirst + static_cast<int>(axis_index(Axis::pp)), !staged);
   update_try();
 }
 

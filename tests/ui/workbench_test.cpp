@@ -37,7 +37,7 @@ using namespace meshwork::ui;
 namespace {
 // Picks `size` in the axis combo as a user would (the combo's activated signal).
 void choose_axis(MeshEditor* editor, Axis axis, int size) {
-  QComboBox* box = editor->axis_combo(static_cast<int>(axis));
+  QComboBox* box = editor->axis_combo(axis);
   const int i = box->findData(size);
   QVERIFY2(i >= 0, qPrintable(QStringLiteral("size %1 not offered").arg(size)));
   box->setCurrentIndex(i);
@@ -112,7 +112,7 @@ class WorkbenchTest : public QObject {
     QCOMPARE(view->mesh()->shape()[Axis::dp_shard], 4);
     QCOMPARE(view->cell_fill(0), view->cell_fill(3));
     QVERIFY(view->cell_fill(3) != view->cell_fill(4));
-    QVERIFY(w.plan_page()->editor()->axis_combo(1)->currentText().contains("auto (4)"));
+    QVERIFY(w.plan_page()->editor()->axis_combo(Axis::dp_shard)->currentText().contains("auto (4)"));
     // The memory estimate follows off the GUI thread: tp = 4 splits the parameters 4 more ways.
     QTRY_VERIFY(memory_spy.count() >= 1);
     QTRY_VERIFY(w.plan()->memory() && w.plan()->memory()->total_bytes != before);
@@ -124,7 +124,7 @@ class WorkbenchTest : public QObject {
   void axisOffersOnlyDivisors() {
     MainWindow w(false);
     test::set_gpu_cluster(w, 3, 4);  // 12 ranks
-    QComboBox* tp = w.plan_page()->editor()->axis_combo(3);
+    QComboBox* tp = w.plan_page()->editor()->axis_combo(Axis::tp);
     QList<int> offered;
     for (int i = 0; i < tp->count(); ++i) offered << tp->itemData(i).toInt();
     QCOMPARE(offered, (QList<int>{-1, 1, 2, 3, 4, 6, 12}));
@@ -236,8 +236,7 @@ class WorkbenchTest : public QObject {
     QCOMPARE(w.plan()->config().mesh, target);
     QCOMPARE(w.plan_page()->view()->mesh()->shape(), target);
     MeshEditor* ed = w.plan_page()->editor();
-    for (int i = 0; i < 4; ++i)
-      QCOMPARE(ed->axis_combo(i)->currentData().toInt(), target.size(kAxes[static_cast<size_t>(i)]));
+    for (Axis a : kAxes) QCOMPARE(ed->axis_combo(a)->currentData().toInt(), target.size(a));
   }
 
   void hoverOutlinesGroupsAndClickSelectsRank() {
@@ -319,7 +318,7 @@ class WorkbenchTest : public QObject {
     QCOMPARE(w.plan()->config().training, saved.training);
     QVERIFY(w.plan()->config().model == nlohmann::json("llama-3.2-1b"));
     QCOMPARE(w.plan()->cluster().world_size, 16);
-    QCOMPARE(w.plan_page()->editor()->axis_combo(0)->currentData().toInt(), 2);
+    QCOMPARE(w.plan_page()->editor()->axis_combo(Axis::dp_replicate)->currentData().toInt(), 2);
     // A broken file is refused with core's words, and nothing changes.
     QFile bad(dir.filePath("bad.json"));
     QVERIFY(bad.open(QIODevice::WriteOnly));
