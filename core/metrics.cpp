@@ -167,7 +167,8 @@ const std::vector<std::string>& step_series_keys() {
   static const std::vector<std::string> keys = {
       "loss",     "lr",        "grad_norm",         "tokens",           "tokens_per_s",
       "tflops",   "mfu",       "mem_bytes",         "mem_peak_bytes",   "comm_s.dp_replicate",
-      "comm_s.dp_shard", "comm_s.cp", "comm_s.tp", "compute_s",        "step_s"};
+      "comm_s.dp_shard", "comm_s.cp", "comm_s.tp", "compute_s",        "step_s",
+      "comm_s.pp"};  // last: the store's columns keep their index (core/store/schema.h, v5)
   return keys;
 }
 
@@ -187,7 +188,8 @@ std::vector<std::pair<std::string, double>> step_series(const StepRecord& r) {
           {k[11], r.comm_s[Axis::cp]},
           {k[12], r.comm_s[Axis::tp]},
           {k[13], r.compute_s},
-          {k[14], r.step_s}};
+          {k[14], r.step_s},
+          {k[15], r.comm_s[Axis::pp]}};
 }
 
 }  // namespace meshwork

@@ -11,13 +11,16 @@ namespace {
 QString q(const std::string& s) { return QString::fromStdString(s); }
 
 // One value per axis in kAxes order, joined; `named` puts each axis's name before its value.
+// pp is shown only when the shape has stages, before the rest ("pp 2: ..."), as MeshShape::compact.
 QString join_axes(const std::array<int, kAxisCount>& values, const QString& separator, bool named) {
   QStringList parts;
   for (Axis a : kAxes) {
-    const QString v = QString::number(values[static_cast<size_t>(a)]);
+    if (a == Axis::pp) continue;
+    const QString v = QString::number(values[axis_index(a)]);
     parts << (named ? axis_label(a) + QLatin1Char(' ') + v : v);
   }
-  return parts.join(separator);
+  const int pp = values[axis_index(Axis::pp)];
+  return (pp == 1 ? QString() : QStringLiteral("pp %1: ").arg(pp)) + parts.join(separator);
 }
 }  // namespace
 

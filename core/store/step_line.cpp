@@ -129,7 +129,7 @@ std::array<double, kStepSeries> step_values(const StepRecord& r) {
           r.tokens_per_s, r.tflops,      r.mfu,        static_cast<double>(r.mem_bytes),
           static_cast<double>(r.mem_peak_bytes),
           r.comm_s[Axis::dp_replicate], r.comm_s[Axis::dp_shard],
-          r.comm_s[Axis::cp], r.comm_s[Axis::tp], r.compute_s, r.step_s};
+          r.comm_s[Axis::cp], r.comm_s[Axis::tp], r.compute_s, r.step_s, r.comm_s[Axis::pp]};
 }
 
 }  // namespace meshwork::store
