@@ -11,6 +11,7 @@
 #include "core/store/run_store.h"
 #include "remote/run_control.h"
 #include "ui/launch_controller.h"
+#include "core/handover.h"
 
 namespace meshwork::ui {
 
@@ -66,7 +67,7 @@ bool CalibrateController::calibrate(const RunConfig& config) {
   req.subcommand = "calibrate";
   QPointer<CalibrateController> self(this);
   auto say = [self](const QString& text) {
-    QMetaObject::invokeMethod(self, [self, text] { if (self) Q_EMIT self->progress(text); }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(self, handed_over([self, text] { if (self) Q_EMIT self->progress(text); }), Qt::QueuedConnection);
   };
   // The launcher's callbacks would report on its own signals (the Runs page's launch): ours.
   req.on_step = [say](const std::string& s) { say(q(s)); };
@@ -85,12 +86,12 @@ bool CalibrateController::calibrate(const RunConfig& config) {
   const std::filesystem::path db = db_.toStdString();
   thread_ = std::thread([self, shared, db, req, say] {
     auto fail = [self](const QString& message) {
-      QMetaObject::invokeMethod(self, [self, message] {
+      QMetaObject::invokeMethod(self, handed_over([self, message] {
         if (!self) return;
         self->running_ = false;
         Q_EMIT self->failed(message);
         Q_EMIT self->finished();
-      }, Qt::QueuedConnection);
+      }), Qt::QueuedConnection);
     };
     auto launched = remote::launch_run(db, req);
     if (auto* e = std::get_if<remote::LaunchError>(&launched)) {
@@ -100,7 +101,7 @@ bool CalibrateController::calibrate(const RunConfig& config) {
     }
     const remote::LaunchedRun& run = std::get<remote::LaunchedRun>(launched);
     const store::RunId id = run.id;
-    QMetaObject::invokeMethod(self, [self, id] { if (self) Q_EMIT self->started(id); }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(self, handed_over([self, id] { if (self) Q_EMIT self->started(id); }), Qt::QueuedConnection);
     say(CalibrateController::tr("run %1: measuring on %n node(s)", nullptr, int(run.record.nodes.size())).arg(id));
 
     remote::FollowOptions fo;
@@ -146,12 +147,12 @@ bool CalibrateController::calibrate(const RunConfig& config) {
             .arg(q(cal->fingerprint.id()).left(8))
             .arg(cal->matmul.size())
             .arg(cal->collectives.size());
-    QMetaObject::invokeMethod(self, [self, row, summary] {
+    QMetaObject::invokeMethod(self, handed_over([self, row, summary] {
       if (!self) return;
       self->running_ = false;
       Q_EMIT self->calibrated(row, summary);
       Q_EMIT self->finished();
-    }, Qt::QueuedConnection);
+    }), Qt::QueuedConnection);
   });
   return true;
 }

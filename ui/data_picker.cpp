@@ -14,6 +14,7 @@
 #include "core/data/manifest.h"
 #include "ui/plan_state.h"
 #include "ui/prepare_data_dialog.h"
+#include "core/handover.h"
 
 namespace meshwork::ui {
 
@@ -115,18 +116,18 @@ void DataPicker::show_summary(const QString& path) {
   shown_once_ = true;
   summary_->setText(tr("Reading…"));
   QPointer<DataPicker> self(this);
-  QThreadPool::globalInstance()->start([self, path] {
+  QThreadPool::globalInstance()->start(handed_over([self, path] {
     const QString text = describe(path);
     if (!self) return;
     QMetaObject::invokeMethod(
         self.data(),
-        [self, path, text] {
+        handed_over([self, path, text] {
           if (!self || self->shown_ != path) return;  // a newer path was chosen meanwhile
           self->summary_->setText(text);
           Q_EMIT self->summary_changed();
-        },
+        }),
         Qt::QueuedConnection);
-  });
+  }));
 }
 
 }  // namespace meshwork::ui

@@ -10,6 +10,7 @@
 
 #include "remote/run_control.h"
 #include "remote/slurm_run.h"
+#include "core/handover.h"
 
 namespace meshwork::ui {
 
@@ -53,9 +54,9 @@ void report_finished(QPointer<LaunchController> self, std::atomic<bool>& done, s
     if (outcome->root_cause) cause = q(outcome->root_cause->text());
   }
   done = true;
-  QMetaObject::invokeMethod(self, [self, run, state, cause] {
+  QMetaObject::invokeMethod(self, handed_over([self, run, state, cause] {
     if (self) Q_EMIT self->finished(run, state, cause);
-  }, Qt::QueuedConnection);
+  }), Qt::QueuedConnection);
 }
 }  // namespace
 
@@ -123,17 +124,17 @@ remote::LaunchRequest LaunchController::request(const RunConfig& config) {
   // Callbacks run on launch threads: hop to this object's thread through queued calls.
   QPointer<LaunchController> self(this);
   req.on_step = [self](const std::string& s) {
-    QMetaObject::invokeMethod(self, [self, t = q(s)] { if (self) Q_EMIT self->launch_step(t); }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(self, handed_over([self, t = q(s)] { if (self) Q_EMIT self->launch_step(t); }), Qt::QueuedConnection);
   };
   req.on_deploy = [self](const remote::DeployProgress& d) {
     DeployUpdate u{static_cast<int>(d.node), q(d.host), q(d.stage), q(d.file),
                    static_cast<double>(d.bytes_done), static_cast<double>(d.bytes_total), q(d.message),
                    d.rate, d.eta_s};
-    QMetaObject::invokeMethod(self, [self, u] { if (self) Q_EMIT self->deploy_progress(u); }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(self, handed_over([self, u] { if (self) Q_EMIT self->deploy_progress(u); }), Qt::QueuedConnection);
   };
   req.on_probe = [self](const remote::ProbeProgress& p) {
     const QString t = QStringLiteral("probe %1: %2").arg(q(p.host), q(p.stage));
-    QMetaObject::invokeMethod(self, [self, t] { if (self) Q_EMIT self->launch_step(t); }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(self, handed_over([self, t] { if (self) Q_EMIT self->launch_step(t); }), Qt::QueuedConnection);
   };
   return req;
 }
@@ -152,7 +153,7 @@ bool LaunchController::start_launch(std::function<std::variant<remote::LaunchedR
     auto result = fn();
     QMetaObject::invokeMethod(
         self,
-        [self, slurm, result = std::move(result)] {
+        handed_over([self, slurm, result = std::move(result)] {
           if (!self) return;
           self->launching_ = false;
           if (const auto* e = std::get_if<remote::LaunchError>(&result)) {
@@ -168,7 +169,7 @@ bool LaunchController::start_launch(std::function<std::variant<remote::LaunchedR
             self->follow(run.id, remote::to_json(run.record));
           }
           Q_EMIT self->launched(run.id);
-        },
+        }),
         Qt::QueuedConnection);
   });
   return true;
@@ -208,14 +209,14 @@ void LaunchController::probe_slurm(const QString& login) {
         }
       }
     }
-    QMetaObject::invokeMethod(self, [self, login, rows, error] {
+    QMetaObject::invokeMethod(self, handed_over([self, login, rows, error] {
       if (!self) return;
       if (error.isEmpty()) {
         Q_EMIT self->slurm_probed(login, rows);
       } else {
         Q_EMIT self->slurm_probe_failed(login, error);
       }
-    }, Qt::QueuedConnection);
+    }), Qt::QueuedConnection);
   }).detach();
 }
 
@@ -225,9 +226,9 @@ void LaunchController::follow_slurm(store::RunId run) {
   QPointer<LaunchController> self(this);
   remote::FollowOptions fo;
   fo.on_event = [self, run](const std::string& level, const std::string& text) {
-    QMetaObject::invokeMethod(self, [self, run, l = q(level), t = q(text)] {
+    QMetaObject::invokeMethod(self, handed_over([self, run, l = q(level), t = q(text)] {
       if (self) Q_EMIT self->follow_event(run, l, t);
-    }, Qt::QueuedConnection);
+    }), Qt::QueuedConnection);
   };
   Active* raw = a.get();
   a->thread = std::thread([self, raw, run, fo, db = std::filesystem::path(db_.toStdString()), ssh = ssh_] {
@@ -257,9 +258,9 @@ void LaunchController::follow(store::RunId run, const nlohmann::json& launch_rec
   QPointer<LaunchController> self(this);
   remote::FollowOptions fo;
   fo.on_event = [self, run](const std::string& level, const std::string& text) {
-    QMetaObject::invokeMethod(self, [self, run, l = q(level), t = q(text)] {
+    QMetaObject::invokeMethod(self, handed_over([self, run, l = q(level), t = q(text)] {
       if (self) Q_EMIT self->follow_event(run, l, t);
-    }, Qt::QueuedConnection);
+    }), Qt::QueuedConnection);
   };
   const std::filesystem::path db = db_.toStdString();
   a->follower = std::make_unique<remote::RunFollower>(db, run, *rec, remote::make_connector(*rec, ssh_), fo);
@@ -288,9 +289,9 @@ void LaunchController::stop(store::RunId run) {
   const std::string db = db_.toStdString();
   std::thread([self, run, db, ssh = ssh_] {
     const Status st = remote::stop_and_record(db, run, ssh, "the workbench");
-    QMetaObject::invokeMethod(self, [self, run, ok = bool(st), msg = st ? QString() : q(st.error().message())] {
+    QMetaObject::invokeMethod(self, handed_over([self, run, ok = bool(st), msg = st ? QString() : q(st.error().message())] {
       if (self) Q_EMIT self->finished(run, ok ? QStringLiteral("stopped") : QStringLiteral("failed"), msg);
-    }, Qt::QueuedConnection);
+    }), Qt::QueuedConnection);
   }).detach();
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "remote/probe.h"
+#include "core/handover.h"
 
 namespace meshwork::ui {
 
@@ -86,17 +87,17 @@ void NodeProber::start(const QString& host, const QString& accepted_fingerprint)
   const std::string fp = accepted_fingerprint.toStdString();
   if (!fp.empty())
     options.on_unknown_host_key = [fp](const std::string&, const std::string& seen) { return seen == fp; };
-  pool_.start([this, host, spec = *spec, options] {
+  pool_.start(handed_over([this, host, spec = *spec, options] {
     auto report = [this, host](const remote::ProbeProgress& p) {
       const int pct = p.stage == "connecting" ? 20 : p.stage == "probing" ? 60 : 100;
       const QString text = q(p.stage) + (p.message.empty() ? QString() : ": " + q(p.message));
-      QMetaObject::invokeMethod(this, [this, host, pct, text] { Q_EMIT progress(host, pct, text); },
+      QMetaObject::invokeMethod(this, handed_over([this, host, pct, text] { Q_EMIT progress(host, pct, text); }),
                                 Qt::QueuedConnection);
     };
     auto results = remote::probe_hosts({spec}, options, report);
     QMetaObject::invokeMethod(
         this,
-        [this, host, results = std::move(results)] {
+        handed_over([this, host, results = std::move(results)] {
           --running_;
           if (results.empty()) {
             Q_EMIT failed(host, tr("probe returned nothing"));
@@ -111,9 +112,9 @@ void NodeProber::start(const QString& host, const QString& accepted_fingerprint)
             Q_EMIT failed(host, tr("probe failed without a reason"));
           }
           if (running_ == 0) Q_EMIT idle();
-        },
+        }),
         Qt::QueuedConnection);
-  });
+  }));
 }
 
 }  // namespace meshwork::ui

@@ -3,6 +3,7 @@
 #include <QMetaObject>
 #include <QThreadPool>
 #include <QTimer>
+#include "core/handover.h"
 
 namespace meshwork::ui {
 
@@ -118,15 +119,15 @@ void PlanState::run_job(std::atomic<quint64>& generation, Compute compute, T& va
   const quint64 gen = ++generation;
   ++pending_;
   Q_EMIT busy_changed(true);
-  pool_.start([this, gen, &generation, compute, &value, &error, done, config = config_, cluster = cluster_] {
+  pool_.start(handed_over([this, gen, &generation, compute, &value, &error, done, config = config_, cluster = cluster_] {
     if (gen != generation.load()) {  // superseded while queued
-      QMetaObject::invokeMethod(this, [this] { finish_job(); }, Qt::QueuedConnection);
+      QMetaObject::invokeMethod(this, handed_over([this] { finish_job(); }), Qt::QueuedConnection);
       return;
     }
     auto result = compute(config, cluster);
     QMetaObject::invokeMethod(
         this,
-        [this, gen, &generation, &value, &error, done, result = std::move(result)] {
+        handed_over([this, gen, &generation, &value, &error, done, result = std::move(result)] {
           finish_job();
           if (gen != generation.load()) return;
           value = {};
@@ -134,9 +135,9 @@ void PlanState::run_job(std::atomic<quint64>& generation, Compute compute, T& va
           if (result) value = result.value();
           else error = result.error().message();
           Q_EMIT(this->*done)();
-        },
+        }),
         Qt::QueuedConnection);
-  });
+  }));
 }
 
 void PlanState::run_estimate() {

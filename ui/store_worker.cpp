@@ -20,11 +20,19 @@ StoreWorker::StoreWorker(const QString& db, QObject* parent) : QObject(parent), 
 }
 
 StoreWorker::~StoreWorker() {
-  stopping_ = true;
+  stopping_ = true;  // jobs still queued return at once
+  // The connection closes on the thread that used it, after the jobs already queued.
+  QSemaphore closed;
+  QMetaObject::invokeMethod(exec_, handed_over([this, &closed] {
+    store_.reset();
+    handover_sent(&closed);  // QSemaphore is not seen by TSan
+    closed.release();
+  }), Qt::QueuedConnection);
+  closed.acquire();
+  handover_received(&closed);
   thread_.quit();
   thread_.wait();
-  delete exec_;    // its thread has finished: nothing runs on it any more
-  store_.reset();  // the connection closes on this thread once the worker thread is gone
+  delete exec_;  // its thread has finished: nothing runs on it any more
 }
 
 store::RunStore* StoreWorker::store() {
@@ -47,8 +55,12 @@ QString StoreWorker::open_error() const {
 void StoreWorker::drain() {
   if (QThread::currentThread() == &thread_) return;
   QSemaphore done;
-  QMetaObject::invokeMethod(exec_, [&done] { done.release(); }, Qt::QueuedConnection);
+  QMetaObject::invokeMethod(exec_, handed_over([&done] {
+    handover_sent(&done);  // the jobs before this one are done; QSemaphore is not seen by TSan
+    done.release();
+  }), Qt::QueuedConnection);
   done.acquire();
+  handover_received(&done);
 }
 
 }  // namespace meshwork::ui

@@ -15,6 +15,7 @@
 #include <memory>
 #include <utility>
 
+#include "core/handover.h"
 #include "core/store/run_store.h"
 
 namespace meshwork::ui {
@@ -62,12 +63,12 @@ class StoreWorker : public QObject {
       R r = job(store());
       if (!ctx) return;
       QMetaObject::invokeMethod(
-          ctx.data(), [ctx, done = std::move(done), r = std::move(r)]() mutable {
+          ctx.data(), handed_over([ctx, done = std::move(done), r = std::move(r)]() mutable {
             if (ctx) done(std::move(r));
-          },
+          }),
           Qt::QueuedConnection);
     };
-    QMetaObject::invokeMethod(exec_, std::move(task), Qt::QueuedConnection);
+    QMetaObject::invokeMethod(exec_, handed_over(std::move(task)), Qt::QueuedConnection);
   }
 
   // Blocks until every job posted before this call has run (tests, shutdown).

@@ -15,6 +15,7 @@
 #include <charconv>
 
 #include "core/store/run_store.h"
+#include "core/handover.h"
 
 namespace meshwork::web {
 
@@ -256,7 +257,7 @@ void WebServer::give_api(std::unique_ptr<Api> api) {
 void WebServer::answer_api(QHttpServerResponder&& responder, QTcpSocket* socket, std::string path, Params params) {
   auto r = std::make_shared<QHttpServerResponder>(std::move(responder));
   const QPointer<QTcpSocket> alive(socket);
-  pool_.start([this, r, alive, path = std::move(path), params = std::move(params)] {
+  pool_.start(handed_over([this, r, alive, path = std::move(path), params = std::move(params)] {
     ApiReply a;
     if (auto api = take_api()) {
       a = api->get(path, params);
@@ -268,12 +269,12 @@ void WebServer::answer_api(QHttpServerResponder&& responder, QTcpSocket* socket,
     QByteArray body = QByteArray::fromStdString(a.body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     QMetaObject::invokeMethod(
         this,
-        [r, alive, status = a.status, body = std::move(body)] {
+        handed_over([r, alive, status = a.status, body = std::move(body)] {
           if (!alive || !alive->isOpen()) return;  // the client left while its query ran
           reply(*r, static_cast<Status>(status), "application/json", body);
-        },
+        }),
         Qt::QueuedConnection);
-  });
+  }));
 }
 
 void WebServer::accept_websockets() {
