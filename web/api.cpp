@@ -154,8 +154,12 @@ nlohmann::json layout_json(const store::RunSummary& s, const std::vector<store::
       continue;
     }
     const MeshCoord c = mesh->coord_of(r);
+    // [dp_replicate, dp_shard, cp, tp], then the stage when the run has pp stages (docs/web.md):
+    // pages written for the four axes read the same positions.
     nlohmann::json row = nlohmann::json::array();
-    for (Axis a : kAxes) row.push_back(c.get(a));
+    for (Axis a : kAxes)
+      if (a != Axis::pp) row.push_back(c.get(a));
+    if (shape[Axis::pp] > 1) row.push_back(c.get(Axis::pp));
     out["coords"].push_back(row);
   }
   return out;

@@ -247,13 +247,12 @@ void check_planner(PlannerModel* planner, const RunConfig& config, const std::sh
     const QString source = calibration && expected.compute_calibrated ? QStringLiteral("calibration") : QStringLiteral("defaults");
     QVERIFY2(tip.contains(QStringLiteral("compute: %1%2").arg(source, expected.compute_fitted ? fitted : QString())), qPrintable(tip));
     for (Axis a : kAxes) {
-      const auto i = static_cast<size_t>(a);
-      if (!(expected.comm[i].collectives > 0 || expected.comm[i].seconds > 0)) continue;
+      if (!(expected.comm[a].collectives > 0 || expected.comm[a].seconds > 0)) continue;
       const QString axis = QString::fromStdString(std::string(axis_name(a)));
       QVERIFY2(tip.contains(axis + QStringLiteral(": ")), qPrintable(tip));
       QCOMPARE(tip.contains(axis + QStringLiteral(": calibration") + fitted) ||
                    tip.contains(axis + QStringLiteral(": defaults") + fitted),
-               expected.comm_fitted[i]);
+               expected.comm_fitted[a]);
     }
   }
 }
