@@ -171,6 +171,15 @@ Communicator::Pending Communicator::send_recv_start(const at::Tensor& send_t, in
   return p;
 }
 
+Communicator::Pending Communicator::send_start(const at::Tensor& t, int dst, const Group& g, int tag) {
+  TORCH_CHECK(t.is_contiguous(), "send_start: the buffer must be contiguous");
+  Pending p;
+  p.group = &g;
+  std::vector<at::Tensor> s{t};
+  p.work = g.backend->send(s, dst, tag);
+  return p;
+}
+
 Communicator::Pending Communicator::all_gather_start(at::Tensor& out, const at::Tensor& in,
                                                     const Group& g) {
   TORCH_CHECK(out.numel() == in.numel() * g.size(), "all_gather_start: output size mismatch");

@@ -135,6 +135,9 @@ class Communicator {
   // Both tensors must stay alive and untouched until wait().
   Pending send_recv_start(const at::Tensor& send_t, int dst, at::Tensor& recv_t, int src,
                           const Group& g, int tag = 0);
+  // Posts a send to `dst` (group rank) and returns at once: a pipeline stage goes on computing
+  // while its activation travels. `t` (contiguous) must stay alive and untouched until wait().
+  Pending send_start(const at::Tensor& t, int dst, const Group& g, int tag = 0);
   void wait(Pending& p);
 
   // Convenience overloads by group kind.
