@@ -246,9 +246,6 @@ int Trainer::setup() {
     eval_batches_ = t_.eval_batches > 0 ? t_.eval_batches : std::max<int64_t>(1, seqs / t_.global_batch);
   }
   std::error_code exists_ec;
-  if (!o_.run.save_hf.empty() && shape_[Axis::pp] > 1)
-    return fail(2, "--save-hf: pp " + std::to_string(shape_[Axis::pp]) +
-                       ": not with pipeline stages yet (docs/pipeline.md); run with pp 1 to export", /*tell=*/true);
   if (!o_.run.save_hf.empty() && fs::exists(o_.run.save_hf, exists_ec))
     return fail(2, "--save-hf: " + o_.run.save_hf + ": a directory that does not exist yet", /*tell=*/true);
 
