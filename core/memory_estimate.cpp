@@ -71,6 +71,9 @@ std::string f(const char* format, long long a = 0, long long b = 0, long long c 
 struct StageShare {
   int rank = 0;
   int64_t layers = 0, held_layers = 0;
+  // The most forwards in flight whose chunk sends its output on (every chunk but the head's):
+  // the activations this stage may still be sending at its peak.
+  int64_t held_sends = 0;
   bool embedding = true, head = true;
 };
 
@@ -91,12 +94,15 @@ StageShare stage_share(const MemoryQuery& q) {
     out.embedding = out.embedding || c.embedding;
     out.head = out.head || c.head;
   }
-  int64_t held = 0;
+  int64_t held = 0, sends = 0;
   out.held_layers = 0;
   for (const PipelineAction& a : pipeline_schedule(q.pp_schedule, pp, v, q.grad_accum_steps, out.rank)) {
-    const int64_t n = chunks[static_cast<size_t>(a.chunk)].num_layers;
-    held += a.kind == PipelineAction::forward ? n : -n;
+    const PipelineChunk& c = chunks[static_cast<size_t>(a.chunk)];
+    const int sign = a.kind == PipelineAction::forward ? 1 : -1;
+    held += sign * c.num_layers;
+    if (!c.head) sends += sign;
     out.held_layers = std::max(out.held_layers, held);
+    out.held_sends = std::max(out.held_sends, sends);
   }
   return out;
 }
@@ -324,11 +330,16 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
   }
 
   if (q.shape[Axis::pp] > 1) {
-    // A micro-batch's activation (or its gradient) arriving from the neighbour stage while the
-    // previous one is still being sent: the residual stream between blocks, h per token (sharded
-    // by sequence parallelism).
-    add(out.comm_buffers, "pp.p2p", 2 * c * h * T / t_sp,
-        f("2 (recv, send) x %lld B x h=%lld x T=%lld / t_sp=%lld", c, h, T, t_sp));
+    // The residual stream between blocks, h per token (sharded by sequence parallelism): one
+    // activation (or gradient) arriving from the neighbour stage, and the outputs still being
+    // sent. meshtrain sends without waiting and a send holds its activation until the neighbour
+    // has taken it, which in a warm-up is as late as the neighbour's own forward of that
+    // micro-batch: up to one per forward in flight on a chunk that sends (measured on Gloo,
+    // bench/pipeline.sh).
+    // Every stage but the first also sends gradients back: at least one send.
+    const int64_t buffers = 1 + std::max<int64_t>(1, stage.held_sends);
+    add(out.comm_buffers, "pp.p2p", buffers * c * h * T / t_sp,
+        f("(1 recv + %lld sends in flight, at least 1) x %lld B x h=%lld x T=%lld / t_sp=%lld", std::max<int64_t>(1, stage.held_sends), c, h, T, t_sp));
   }
 
   out.reserve = q.reserve_bytes.value_or(default_reserve_bytes(q.device));

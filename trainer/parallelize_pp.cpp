@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include <torch/csrc/autograd/engine.h>
 #include <torch/torch.h>
 
 namespace meshwork::trainer {
@@ -64,10 +65,14 @@ Tensor PipelineStage::train_step(const Batch& batch, double global_tokens, const
     if (it == batches.end()) it = batches.emplace(m, batch(m)).first;
     return it->second;
   };
-  // A forward's input (the received activation, a leaf that collects its gradient) and output,
-  // kept until its backward.
+  // A forward's input (the received activation, a leaf that collects its gradient) and where its
+  // output's gradient enters the graph, kept until its backward. Not the output itself: once
+  // sent, its data is not needed (the graph's own saved tensors are), and keeping it would hold
+  // one more activation per micro-batch in flight (Megatron frees it the same way).
   struct Saved {
-    Tensor input, output;
+    Tensor input;
+    torch::autograd::Edge output_edge;
+    Tensor loss;  // the chunk with the head: the loss sum
   };
   std::map<std::pair<int64_t, int>, Saved> saved;
   Tensor local = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(options_.device));
@@ -78,9 +83,15 @@ Tensor PipelineStage::train_step(const Batch& batch, double global_tokens, const
       const auto& [inputs, targets] = batch_of(a.micro_batch);
       Tensor in = c.embedding ? inputs : receive(a.chunk - 1, a.micro_batch, a.chunk, false).requires_grad_(true);
       Tensor out = model_.chunk_forward(c, in, targets, options);
-      if (c.head) local += out.detach().to(at::kDouble);
-      else send(out.detach(), a.chunk + 1, a.micro_batch, false);
-      saved[{a.micro_batch, a.chunk}] = Saved{in, out};
+      Saved& s = saved[{a.micro_batch, a.chunk}];
+      s.input = in;
+      if (c.head) {
+        local += out.detach().to(at::kDouble);
+        s.loss = out;
+      } else {
+        s.output_edge = torch::autograd::impl::gradient_edge(out);
+        send(out.detach(), a.chunk + 1, a.micro_batch, false);
+      }
       continue;
     }
     if (last_backward[a.chunk] == i) model_.arm_gradient_sync(Model::chunk_units(c));
@@ -90,10 +101,12 @@ Tensor PipelineStage::train_step(const Batch& batch, double global_tokens, const
     Saved& s = node.mapped();
     if (c.head) {
       // Mean over every token of the global batch, as the pp = 1 step (train.cpp).
-      (s.output / global_tokens).backward();
+      (s.loss / global_tokens).backward();
     } else {
+      // What torch::autograd::backward({output}, {grad}) runs, from the kept edge.
       Tensor grad = receive(a.chunk + 1, a.micro_batch, a.chunk, true);
-      torch::autograd::backward({s.output}, {grad});
+      torch::autograd::Engine::get_default_engine().execute({s.output_edge}, {grad}, /*keep_graph=*/false,
+                                                            /*create_graph=*/false, /*accumulate_grad=*/true);
     }
     if (!c.embedding) send(s.input.grad(), a.chunk - 1, a.micro_batch, true);
   }
