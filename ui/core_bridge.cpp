@@ -236,7 +236,11 @@ Result<MemoryBreakdown> estimate_memory(const RunConfig& config, const ClusterFa
   }
   out.terms.push_back({"reserve", double(m.reserve)});
   out.total_bytes = double(m.total());
+  out.stages = layout.size(Axis::pp);
+  out.worst_stage = m.pp_stage;
+  out.stage_layers = static_cast<int>(m.stage_layers);
   const meshwork::TimeEstimate t = meshwork::estimate_time(time_query_of(layout, *model, cluster));
+  out.pp_bubble_fraction = t.pp_bubble_fraction;
   out.tokens_per_s = t.tokens_per_s;
   out.mfu = t.mfu;
   out.step_seconds = t.step_s;
@@ -293,6 +297,13 @@ Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterF
   q.hardware = hardware_for(cluster);
   if (cluster.calibration) q.calibration = *cluster.calibration;
   q.fit = cluster.fit;  // made on the same base (RunFitModel::fit_for)
+  // Stages follow the editor: the planner keeps its pp (1 by default; the ranked shapes then
+  // have that many stages) and enumerates pp too when it is auto, judging pipelined shapes with
+  // the run's schedule.
+  const int pp = config.mesh[Axis::pp];
+  q.fixed.set(Axis::pp, pp < 1 ? 0 : pp);
+  q.pp_schedule = config.training.pp_schedule;
+  q.pp_virtual_stages = config.training.pp_virtual_stages;
   auto plan = meshwork::make_plan(q);
   if (!plan) return plan.error();
   std::vector<PlanRow> rows;

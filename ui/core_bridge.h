@@ -71,6 +71,10 @@ struct MemoryBreakdown {
   bool fits = true;
   std::string breaking_term;  // the term that tips it over capacity (core's choice)
   std::string verdict;        // a sentence about it
+  // Pipeline stages (pp > 1): the bar is the stage that needs the most (core's
+  // worst_stage_memory), which holds stage_layers decoder layers.
+  int stages = 1, worst_stage = 0, stage_layers = 0;
+  double pp_bubble_fraction = 0;  // the step's share the stages wait (core's simulated schedule)
   // core's step-time estimate for the same shape, shown beside the bar.
   double tokens_per_s = 0;
   double mfu = 0;

@@ -270,6 +270,45 @@ class WorkbenchTest : public QObject {
     QVERIFY(w.inspector()->text().contains("Nothing selected"));
   }
 
+  // pp = 2 over 2 nodes x 8: stage 0 on node 0, stage 1 on node 1. Every rank carries its
+  // stage's bar (drawn: the pixels under the cell are the stage's colour), the node headers and
+  // the tooltip name the stage, and the memory panel shows the worst stage.
+  void pipelineStagesAreDrawnOverTheNodes() {
+    MainWindow w(false);
+    w.resize(1300, 850);
+    w.show();
+    test::set_gpu_cluster(w, 2, 8);
+    RunConfig c = base_config(w, "llama-3.1-8b");
+    c.mesh = MeshShape{1, -1, 1, 1, 2};
+    w.plan()->set_config(c);
+    MeshView* view = w.plan_page()->view();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QTRY_VERIFY(view->mesh().has_value());
+    QCOMPARE(view->stages(), 2);
+    QCOMPARE(view->stage_of(7), 0);
+    QCOMPARE(view->stage_of(8), 1);
+    QVERIFY(view->stage_color(0) != view->stage_color(1));
+    const QImage shot = view->grab().toImage();
+    const qreal dpr = shot.devicePixelRatio();
+    for (int rank : {3, 12}) {
+      const QRectF cell = view->cell_rect(rank);
+      const QPoint bar((cell.center().x()) * dpr, (cell.bottom() - 1.5) * dpr);
+      QCOMPARE(shot.pixelColor(bar).rgb(), view->stage_color(view->stage_of(rank)).rgb());
+    }
+    const QString tip = view->tooltip_at(view->cell_rect(9).center());
+    QVERIFY2(tip.contains("pipeline stage 1 of 2"), qPrintable(tip));
+    // The bar is core's worst stage, which holds part of the 32 layers (the cut gives the stage
+    // without the head more of them).
+    QTRY_VERIFY(w.plan_page()->memory()->breakdown().has_value());
+    const MemoryBreakdown& b = *w.plan_page()->memory()->breakdown();
+    QCOMPARE(b.stages, 2);
+    QVERIFY(b.stage_layers > 0 && b.stage_layers < 32);
+    QVERIFY(b.pp_bubble_fraction > 0 && b.pp_bubble_fraction < 0.5);
+    const QString headline = w.plan_page()->memory()->headline();
+    QVERIFY2(headline.contains(QString("worst of 2 stages: stage %1, %2 layers").arg(b.worst_stage).arg(b.stage_layers)),
+             qPrintable(headline));
+  }
+
   void hostfileAddsNodesWithSlotsAndShowsProbeErrors() {
     MainWindow w(false);
     QTemporaryDir dir;
