@@ -336,10 +336,12 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
     // has taken it, which in a warm-up is as late as the neighbour's own forward of that
     // micro-batch: up to one per forward in flight on a chunk that sends (measured on Gloo,
     // bench/pipeline.sh).
-    // Every stage but the first also sends gradients back: at least one send.
-    const int64_t buffers = 1 + std::max<int64_t>(1, stage.held_sends);
+    // Every stage but the first also sends a gradient back after each backward.
+    const int64_t grad_sends = stage.rank > 0 ? 1 : 0;
+    const int64_t buffers = 1 + stage.held_sends + grad_sends;
     add(out.comm_buffers, "pp.p2p", buffers * c * h * T / t_sp,
-        f("(1 recv + %lld sends in flight, at least 1) x %lld B x h=%lld x T=%lld / t_sp=%lld", std::max<int64_t>(1, stage.held_sends), c, h, T, t_sp));
+        f("(1 recv + %lld activation sends + %lld gradient send) x %lld B x h=%lld x T/t_sp=%lld", stage.held_sends,
+          grad_sends, c, h, T / t_sp));
   }
 
   out.reserve = q.reserve_bytes.value_or(default_reserve_bytes(q.device));

@@ -295,6 +295,11 @@ at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Ten
   return out + ops_.exit_row(project(g, w_down));
 }
 
+std::pair<at::Tensor, at::Tensor> Model::rope_tables(int64_t T, const ForwardOptions& options, at::Device device) const {
+  Tensor positions = options.positions ? *options.positions : at::arange(T, at::TensorOptions().device(device));
+  return meshwork::trainer::rope_tables(positions, spec_, options.compute_dtype);
+}
+
 at::Tensor Model::loss_sum(const at::Tensor& tokens, const at::Tensor& targets,
                            WeightSource& weights, const ForwardOptions& options) const {
   return chunk_forward(whole(), tokens, targets, weights, options);
@@ -311,10 +316,7 @@ at::Tensor Model::chunk_forward(const PipelineChunk& chunk, const at::Tensor& in
     // The root stays acquired until the head is done when one chunk holds both ends.
     if (!chunk.head) x = weights.release(0, x);
   }
-  const int64_t T = targets.size(1);
-  Tensor positions = options.positions ? *options.positions
-                                       : at::arange(T, at::TensorOptions().device(targets.device()));
-  auto [cos, sin] = rope_tables(positions, spec_, options.compute_dtype);
+  auto [cos, sin] = options.rope ? *options.rope : rope_tables(targets.size(1), options, targets.device());
   const bool ckpt = options.activation_checkpointing && at::GradMode::is_enabled();
   for (int l = chunk.first_layer; l < chunk.first_layer + chunk.num_layers; ++l) {
     if (ckpt) {

@@ -75,6 +75,10 @@ struct ForwardOptions {
   bool activation_checkpointing = false;  // recompute each block in backward
   at::ScalarType compute_dtype = at::kFloat;
   std::optional<at::Tensor> positions;     // [T] RoPE positions (default 0..T-1)
+  // (cos, sin) [T, D] for those positions, made once by Model::rope_tables: every micro-batch
+  // and chunk then shares one pair (a pipeline stage holds many micro-batches, whose blocks each
+  // save the tables for backward). Unset: made per forward.
+  std::optional<std::pair<at::Tensor, at::Tensor>> rope;
 };
 
 class Model {
@@ -123,6 +127,9 @@ class Model {
   // `targets` [B, T] (whose T is the sequence length RoPE needs, whatever shard `input` is).
   at::Tensor chunk_forward(const PipelineChunk& chunk, const at::Tensor& input, const at::Tensor& targets,
                            WeightSource& weights, const ForwardOptions& options) const;
+
+  // RoPE's (cos, sin) for T tokens at options.positions (default 0..T-1), on `device`.
+  std::pair<at::Tensor, at::Tensor> rope_tables(int64_t T, const ForwardOptions& options, at::Device device) const;
 
   // One decoder block on x [B, T, H] with the unit's flat weights.
   at::Tensor block_forward(int layer, const at::Tensor& flat, const at::Tensor& x,

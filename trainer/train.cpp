@@ -261,6 +261,7 @@ int Trainer::setup() {
   fo_.activation_checkpointing = t_.activation_checkpointing == ActivationCheckpointing::full;
   fo_.compute_dtype = dtype_;
   fo_.positions = pm_->positions(t_.seq_len, device_);
+  fo_.rope = model_->rope_tables(t_.seq_len / shape_[Axis::cp], fo_, device_);
   buf_.resize(static_cast<size_t>(t_.micro_batch) * (t_.seq_len + 1));
   if (shape_[Axis::pp] > 1) {
     PipelineOptions po;
