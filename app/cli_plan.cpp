@@ -38,6 +38,8 @@ constexpr const char* kUsage =
     "                     --seq-len S --micro-batch B [--global-batch GB]\n"
     "                     [--precision fp32|bf16] [--activation-checkpointing none|full]\n"
     "                     [--dp-replicate A] [--dp-shard B] [--cp C] [--tp D]\n"
+    "                     [--pp N|auto [--pp-schedule gpipe|1f1b|interleaved-1f1b]\n"
+    "                      [--pp-virtual-stages V]]\n"
     "                     [--device cuda|cpu] [--reserve SIZE]\n"
     "                     [--attention fused|materialized] [--json]\n"
     "                     [--from FILE] [--export accelerate|axolotl|torchtitan [--out FILE]\n"
@@ -46,6 +48,8 @@ constexpr const char* kUsage =
     "                     [--fit-runs auto|CLUSTER_ID [--db PATH]]\n"
     "Ranks every mesh shape (dp_replicate x dp_shard x cp x tp = nodes x gpus-per-node) by\n"
     "whether it fits GPU memory, then by predicted tokens/s. Given axes stay fixed.\n"
+    "--pp auto also tries pipeline stages (pp x dp_replicate x dp_shard x cp x tp), judged with\n"
+    "--pp-schedule (default 1f1b): the worst stage's memory, the bubble in the step time.\n"
     "SIZE: 80GiB, 80GB, 81920MiB. --device cpu estimates CPU ranks (no framework reserve).\n"
     "--attention: fused (flash SDPA, what LibTorch runs on CUDA and CPU; the default) or\n"
     "materialized (an attention that keeps the seq x seq probabilities).\n"
@@ -81,6 +85,7 @@ const std::vector<FlagSpec> kPlanFlags = {
     {"--seq-len", "S", ""}, {"--micro-batch", "B", ""}, {"--global-batch", "GB", ""},
     {"--precision", "fp32|bf16", ""}, {"--activation-checkpointing", "none|full", ""},
     {"--dp-replicate", "A", ""}, {"--dp-shard", "B", ""}, {"--cp", "C", ""}, {"--tp", "D", ""},
+    {"--pp", "N|auto", ""}, {"--pp-schedule", "gpipe|1f1b|interleaved-1f1b", ""}, {"--pp-virtual-stages", "V", ""},
     {"--device", "cuda|cpu", ""}, {"--reserve", "SIZE", ""}, {"--attention", "fused|materialized", ""},
     {"--calibration", "FILE|ID", ""}, {"--db", "PATH", ""}, {"--json", "", ""}, {"--from", "FILE", ""},
     {"--export", "FORMAT", ""}, {"--out", "FILE", ""}, {"--fit-runs", "auto|CLUSTER", ""}};
@@ -131,11 +136,18 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
   out << "Memory per rank in " << (mib ? "MiB" : "GiB")
       << " at its peak: total = params + grads + optim + acts (incl. logits) + bufs (FSDP "
          "gathers, comm) + reserve\n";
-  const std::vector<std::pair<std::string, size_t>> cols = {
+  // Pipelined plans gain a pp column and the bubble; the memory shown is the worst stage's.
+  const bool piped = std::any_of(plan.shapes.begin(), plan.shapes.end(),
+                                 [](const PlanEntry& e) { return e.shape[Axis::pp] > 1; });
+  std::vector<std::pair<std::string, size_t>> cols = {
       {"#", 3},      {"dp_rep", 6}, {"dp_shard", 8}, {"cp", 3},       {"tp", 3},
       {"fits", 5},   {"total", 7},  {"params", 7},   {"grads", 6},    {"optim", 6},
       {"acts", 7},   {"bufs", 6},   {"rsv", 5},      {"step", 10},    {"tokens/s", 10},
       {"MFU", 6},    {"comm", 7}};
+  if (piped) {
+    cols.insert(cols.begin() + 1, {"pp", 4});
+    cols.push_back({"bubble", 6});
+  }
   for (const auto& [name, w] : cols) out << pad(name, w) << ' ';
   out << "\n";
   int rank = 0;
@@ -144,7 +156,7 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
     const MemoryBreakdown::Peak m = e.memory.at_peak();  // the parts held at the peak
     const double exposed = e.time.comm_s - e.time.hidden_comm_s;
     const double comm_share = e.time.step_s > 0 ? exposed / e.time.step_s : 0;
-    const std::vector<std::string> cells = {
+    std::vector<std::string> cells = {
         std::to_string(rank),
         std::to_string(e.shape[Axis::dp_replicate]),
         std::to_string(e.shape[Axis::dp_shard]),
@@ -162,11 +174,19 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
         format_count(e.time.tokens_per_s),
         format_percent(e.time.mfu),
         format_percent(comm_share)};
+    if (piped) {
+      cells.insert(cells.begin() + 1, std::to_string(e.shape[Axis::pp]));
+      cells.push_back(e.shape[Axis::pp] > 1 ? format_percent(e.time.pp_bubble_fraction) : "-");
+    }
     for (size_t i = 0; i < cells.size(); ++i) out << pad(cells[i], cols[i].second) << ' ';
     out << (e.warnings.empty() ? "" : " !") << "\n";
   }
   out << "\nstep: predicted optimizer step; comm: share of the step spent communicating; "
          "! : see warnings\n";
+  if (piped)
+    out << "pp: pipeline stages (" << to_string(q.pp_schedule)
+        << (q.pp_schedule == PipelineSchedule::interleaved_1f1b ? ", " + std::to_string(q.pp_virtual_stages) + " chunks per rank" : std::string())
+        << "); memory is the fullest stage's; bubble: share of the step the stages wait (in comm)\n";
   if (q.calibration)
     out << "Calibrated: compute and collectives from the calibration of cluster "
         << q.calibration->fingerprint.id() << " measured " << q.calibration->measured_at
@@ -359,7 +379,26 @@ int plan_main(const Args& all_args) {
     }
   }
   const std::string axis_allowed = "a whole number >= 1 (leave it out to let the planner choose)";
+  // pp: 1 unless asked for. `--pp auto` lets the planner choose the stages too (a pipelined
+  // shape needs micro-batches: --global-batch), `--pp N` fixes them.
+  q.fixed.set(Axis::pp, from && from->mesh && (*from->mesh)[Axis::pp] >= 1 ? (*from->mesh)[Axis::pp] : 1);
+  if (auto p = flags.value("--pp")) {
+    if (*p == "auto") {
+      q.fixed.set(Axis::pp, 0);
+    } else {
+      int64_t size = 0;
+      TRY_ASSIGN(size, flags.integer("--pp", 1, kMaxCount, "a whole number >= 1, or auto (the planner chooses)", 1));
+      q.fixed.set(Axis::pp, static_cast<int>(size));
+    }
+  }
+  if (auto sch = flags.value("--pp-schedule")) TRY_ASSIGN(q.pp_schedule, parse_pipeline_schedule(*sch, "--pp-schedule"));
+  if (flags.value("--pp-virtual-stages")) {
+    int64_t v = 0;
+    TRY_ASSIGN(v, flags.integer("--pp-virtual-stages", 1, 64, "a whole number from 1 to 64", 1));
+    q.pp_virtual_stages = static_cast<int>(v);
+  }
   for (Axis a : kAxes) {
+    if (a == Axis::pp) continue;
     std::string flag = "--" + std::string(axis_name(a));
     for (char& ch : flag)
       if (ch == '_') ch = '-';

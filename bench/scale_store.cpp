@@ -91,7 +91,7 @@ StepRecord make_step(int rank, int64_t step, std::mt19937_64& rng) {
   r.mfu = 0.41 + noise(rng) / 10;
   r.mem_bytes = 60e9 + step;
   r.mem_peak_bytes = 70e9;
-  r.comm_s = {0.05 + noise(rng) / 10, 0.12 + noise(rng) / 10, 0.0, 0.08 + noise(rng) / 10};
+  r.comm_s = AxisArray<double>::of(0.05 + noise(rng) / 10, 0.12 + noise(rng) / 10, 0.0, 0.08 + noise(rng) / 10);
   r.compute_s = 0.7 + noise(rng) / 10;
   r.step_s = 1.0 + noise(rng) / 10;
   return r;

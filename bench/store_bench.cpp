@@ -73,7 +73,7 @@ StepRecord make_step(int rank, int64_t step, std::mt19937_64& rng) {
   r.mfu = 0.41 + noise(rng) / 10;
   r.mem_bytes = 1234567890 + step;
   r.mem_peak_bytes = 2234567890;
-  r.comm_s = {0.01 + noise(rng) / 10, 0.02, 0.0, 0.03};
+  r.comm_s = AxisArray<double>::of(0.01 + noise(rng) / 10, 0.02, 0.0, 0.03);
   r.compute_s = 0.18 + noise(rng) / 10;
   r.step_s = 0.25 + noise(rng) / 10;
   return r;

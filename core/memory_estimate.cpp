@@ -4,6 +4,8 @@
 #include <cstdio>
 
 #include "core/param_layout.h"
+#include "core/pipeline.h"
+#include "core/pipeline_schedule.h"
 #include "core/rank_sizes.h"
 
 namespace meshwork {
@@ -66,11 +68,51 @@ std::string f(const char* format, long long a = 0, long long b = 0, long long c 
   return buf;
 }
 
+struct StageShare {
+  int rank = 0;
+  int64_t layers = 0, held_layers = 0;
+  // The most forwards in flight whose chunk sends its output on (every chunk but the head's):
+  // the activations this stage may still be sending at its peak.
+  int64_t held_sends = 0;
+  bool embedding = true, head = true;
+};
+
+StageShare stage_share(const MemoryQuery& q) {
+  StageShare out;
+  const ModelSpec& m = *q.model;
+  const int pp = std::max(1, q.shape[Axis::pp]);
+  out.layers = out.held_layers = m.num_hidden_layers;
+  if (pp == 1) return out;
+  const int v = q.pp_schedule == PipelineSchedule::interleaved_1f1b ? std::max(1, q.pp_virtual_stages) : 1;
+  out.rank = std::clamp(q.pp_stage, 0, pp - 1);
+  const std::vector<PipelineChunk> chunks = pipeline_cut(m, q.seq_len, pp, v);
+  out.layers = 0;
+  out.embedding = out.head = false;
+  for (const PipelineChunk& c : chunks) {
+    if (c.rank != out.rank) continue;
+    out.layers += c.num_layers;
+    out.embedding = out.embedding || c.embedding;
+    out.head = out.head || c.head;
+  }
+  int64_t held = 0, sends = 0;
+  out.held_layers = 0;
+  for (const PipelineAction& a : pipeline_schedule(q.pp_schedule, pp, v, q.grad_accum_steps, out.rank)) {
+    const PipelineChunk& c = chunks[static_cast<size_t>(a.chunk)];
+    const int sign = a.kind == PipelineAction::forward ? 1 : -1;
+    held += sign * c.num_layers;
+    if (!c.head) sends += sign;
+    out.held_layers = std::max(out.held_layers, held);
+    out.held_sends = std::max(out.held_sends, sends);
+  }
+  return out;
+}
+
 }  // namespace
 
 // Notation (per rank): b = micro_batch, s = seq_len, cp, tp = t, s_cp = s / cp,
 // T = b * s_cp tokens of one micro-batch on this rank, h = hidden, I = intermediate,
-// q = heads*head_dim / t, kv = kv_heads_per_rank*head_dim, a = heads / t, L = layers,
+// q = heads*head_dim / t, kv = kv_heads_per_rank*head_dim, a = heads / t, L = layers (of this
+// pipeline stage), La = layer-micro-batches whose activations the stage holds at its peak,
 // V = vocab / t (vocab-parallel), c = bytes of the compute dtype (4 fp32, 2 bf16),
 // n = dp_shard * cp (the FSDP group, torchtitan's dp_shard_cp).
 MemoryBreakdown estimate_memory(const MemoryQuery& q) {
@@ -89,8 +131,16 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
   const bool sp = k.sequence_parallel && t > 1;
   const int64_t t_sp = sp ? t : 1;
   const int64_t h = m.hidden_size;
-  const int64_t L = m.num_hidden_layers;
-  const ParamLayout layout = tp_param_layout(m, t, k.vocab_parallel);
+  // Pipeline: this stage's decoder layers (L), whether it holds the embedding / the head, and the
+  // layer-micro-batches whose activations it keeps at its peak (La): the schedule's forwards not
+  // yet backwarded, each weighing its chunk's layers (pp = 1: one micro-batch, La = L).
+  const StageShare stage = stage_share(q);
+  const int64_t L = stage.layers, La = stage.held_layers;
+  const ParamLayout layout =
+      stage_param_layout(tp_param_layout(m, t, k.vocab_parallel), L, stage.embedding, stage.head);
+  out.pp_stage = stage.rank;
+  out.stage_layers = L;
+  out.held_layers = La;
   const int64_t q_loc = m.q_dim() / t;
   const int64_t kv_loc = layout.kv_heads_per_rank * m.head_dim;
   const int64_t a_loc = std::max<int64_t>(1, m.num_attention_heads / t);
@@ -154,25 +204,25 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
       c * (norms_e + inputs_e + attn_e + scores_e + mlp_e) + 4 * attn_fp32_e;
 
   if (q.activation_checkpointing == ActivationCheckpointing::none) {
-    add(out.activations, "activations.norms", L * c * norms_e,
-        f("L=%lld x %lld B x 4h=%lld x T=%lld / t_sp=%lld", L, c, 4 * h, T, t_sp));
-    add(out.activations, "activations.matmul_inputs", L * c * inputs_e,
-        f("L=%lld x %lld B x 2h=%lld x T=%lld", L, c, 2 * h, T));
-    add(out.activations, "activations.attention", L * (c * attn_e + 4 * attn_fp32_e),
+    add(out.activations, "activations.norms", La * c * norms_e,
+        f("L=%lld x %lld B x 4h=%lld x T=%lld / t_sp=%lld", La, c, 4 * h, T, t_sp));
+    add(out.activations, "activations.matmul_inputs", La * c * inputs_e,
+        f("L=%lld x %lld B x 2h=%lld x T=%lld", La, c, 2 * h, T));
+    add(out.activations, "activations.attention", La * (c * attn_e + 4 * attn_fp32_e),
         materialized && !ring
-            ? f("L=%lld x %lld B x 4q=%lld x T=%lld", L, c, 4 * q_loc, T)
-            : f("L=%lld x (%lld B x (2q+2kv)=%lld + 4 B x a=%lld) x T=%lld", L, c,
+            ? f("L=%lld x %lld B x 4q=%lld x T=%lld", La, c, 4 * q_loc, T)
+            : f("L=%lld x (%lld B x (2q+2kv)=%lld + 4 B x a=%lld) x T=%lld", La, c,
                 2 * q_loc + 2 * kv_loc, a_loc, T));
     if (scores_e)
-      add(out.activations, "activations.attention_scores", L * c * scores_e,
-          f("L=%lld x %lld B x b=%lld x a=%lld x s_cp*s=%lld", L, c, b, a_loc, s_cp * s));
-    add(out.activations, "activations.mlp", L * c * mlp_e,
-        f("L=%lld x %lld B x 4I/t=%lld x T=%lld", L, c, 4 * i_loc, T));
+      add(out.activations, "activations.attention_scores", La * c * scores_e,
+          f("L=%lld x %lld B x b=%lld x a=%lld x s_cp*s=%lld", La, c, b, a_loc, s_cp * s));
+    add(out.activations, "activations.mlp", La * c * mlp_e,
+        f("L=%lld x %lld B x 4I/t=%lld x T=%lld", La, c, 4 * i_loc, T));
   } else {
     // Full checkpointing keeps only each layer's input (sharded by sequence parallelism,
     // Korthikanti's 2sbh/t); backward recomputes one layer at a time (counted below).
-    add(out.activations, "activations.checkpoints", L * c * h * T / t_sp,
-        f("L=%lld x %lld B x h=%lld x T=%lld / t_sp=%lld", L, c, h, T, t_sp));
+    add(out.activations, "activations.checkpoints", La * c * h * T / t_sp,
+        f("L=%lld x %lld B x h=%lld x T=%lld / t_sp=%lld", La, c, h, T, t_sp));
   }
 
   // ---- Backward: two moments compete for the peak (only the larger one counts) ----
@@ -192,10 +242,12 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
   const double logit_bytes_per = static_cast<double>(c) + 4.0 * k.logits_fp32_copies;
   const int64_t logits_bytes =
       static_cast<int64_t>(static_cast<double>(T * v_loc) * logit_bytes_per);
-  add(out.logits, "loss.head", head_bytes,
-      f("%lld B x (2h/t_sp + h)=%lld x T=%lld + 16 B x T", c, 2 * h / t_sp + h, T));
-  add(out.logits, "loss.logits", logits_bytes,
-      f("T=%lld x V/t=%lld x (%lld B + 4 B x copies)", T, v_loc, c));
+  if (stage.head) {  // only the stage that holds the head computes the loss
+    add(out.logits, "loss.head", head_bytes,
+        f("%lld B x (2h/t_sp + h)=%lld x T=%lld + 16 B x T", c, 2 * h / t_sp + h, T));
+    add(out.logits, "loss.logits", logits_bytes,
+        f("T=%lld x V/t=%lld x (%lld B + 4 B x copies)", T, v_loc, c));
+  }
 
   const int64_t mlp_extra_e = (3 * i_loc + 2 * h) * T;
   int64_t attn_extra_e = 0;
@@ -277,9 +329,43 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
         f("2 (send, recv) x 2 (k, v) x T=%lld x kv=%lld x %lld B", T, kv_loc, c));
   }
 
+  if (q.shape[Axis::pp] > 1) {
+    // The residual stream between blocks, h per token (sharded by sequence parallelism): one
+    // activation (or gradient) arriving from the neighbour stage, and the outputs still being
+    // sent. meshtrain sends without waiting and a send holds its activation until the neighbour
+    // has taken it, which in a warm-up is as late as the neighbour's own forward of that
+    // micro-batch: up to one per forward in flight on a chunk that sends (measured on Gloo,
+    // bench/pipeline.sh).
+    // Every stage but the first also sends a gradient back after each backward.
+    const int64_t grad_sends = stage.rank > 0 ? 1 : 0;
+    const int64_t buffers = 1 + stage.held_sends + grad_sends;
+    add(out.comm_buffers, "pp.p2p", buffers * c * h * T / t_sp,
+        f("(1 recv + %lld activation sends + %lld gradient send) x %lld B x h=%lld x T/t_sp=%lld", stage.held_sends,
+          grad_sends, c, h, T / t_sp));
+  }
+
   out.reserve = q.reserve_bytes.value_or(default_reserve_bytes(q.device));
   out.terms.push_back({"reserve", out.reserve, "framework reserve"});
   return out;
+}
+
+std::vector<MemoryBreakdown> estimate_memory_stages(const MemoryQuery& query) {
+  std::vector<MemoryBreakdown> out;
+  const int pp = std::max(1, query.shape[Axis::pp]);
+  for (int stage = 0; stage < pp; ++stage) {
+    MemoryQuery q = query;
+    q.pp_stage = stage;
+    out.push_back(estimate_memory(q));
+  }
+  return out;
+}
+
+MemoryBreakdown worst_stage_memory(const MemoryQuery& query) {
+  std::vector<MemoryBreakdown> stages = estimate_memory_stages(query);
+  size_t worst = 0;
+  for (size_t i = 1; i < stages.size(); ++i)
+    if (stages[i].total() > stages[worst].total()) worst = i;
+  return std::move(stages[worst]);
 }
 
 }  // namespace meshwork

@@ -68,6 +68,12 @@ struct MemoryQuery {
   std::optional<AttentionKernel> attention;  // unset: default_attention_kernel(device)
   std::optional<int64_t> reserve_bytes;      // unset: default_reserve_bytes(device)
   int64_t grad_accum_steps = 1;              // > 1: gradients persist across micro-batches
+  // Pipeline (shape[Axis::pp] > 1): the schedule and chunks per rank decide how many
+  // micro-batches' activations a stage holds (core/pipeline_schedule.h); pp_stage is the stage
+  // rank estimated (estimate_memory_stages gives them all, worst_stage_memory the largest).
+  PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;
+  int pp_virtual_stages = 1;
+  int pp_stage = 0;
   MemoryModel knobs;
 };
 
@@ -116,10 +122,19 @@ struct MemoryBreakdown {
   int64_t tp_params = 0;      // parameter elements of this rank's tp shard (before FSDP)
   int64_t fsdp_shards = 1;    // dp_shard * cp
   int64_t tokens = 0;         // tokens of one micro-batch on this rank: micro_batch * seq/cp
+  // Pipeline: the stage estimated, its decoder layers, and the layer-micro-batches whose
+  // activations it holds at its peak (its layers with pp = 1: one micro-batch at a time).
+  int pp_stage = 0;
+  int64_t stage_layers = 0;
+  int64_t held_layers = 0;
   std::vector<MemoryTerm> terms;  // every contribution with its formula
 };
 
 // Never fails for a resolved shape and a model; divisibility is validate_shape's job.
 MemoryBreakdown estimate_memory(const MemoryQuery& query);
+// Every pipeline stage (query.pp_stage ignored), stage 0 first; one entry when pp = 1.
+std::vector<MemoryBreakdown> estimate_memory_stages(const MemoryQuery& query);
+// The stage with the largest total (the one that decides whether the shape fits).
+MemoryBreakdown worst_stage_memory(const MemoryQuery& query);
 
 }  // namespace meshwork

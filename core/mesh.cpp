@@ -22,6 +22,7 @@ struct AxisNames {
 };
 // Indexed by Axis.
 constexpr std::array<AxisNames, kAxisCount> kAxisNames = {{
+    {"pp", "--pp"},
     {"dp_replicate", "--dp-replicate"},
     {"dp_shard", "--dp-shard"},
     {"cp", "--cp"},
@@ -48,6 +49,7 @@ std::string_view group_name(GroupKind kind) {
     case GroupKind::dp: return "dp";
     case GroupKind::dp_shard_cp: return "dp_shard_cp";
     case GroupKind::dp_cp: return "dp_cp";
+    case GroupKind::pp: return "pp";
   }
   return "?";
 }
@@ -68,6 +70,7 @@ std::vector<Axis> group_axes(GroupKind kind) {
     case GroupKind::dp: return {Axis::dp_replicate, Axis::dp_shard};
     case GroupKind::dp_shard_cp: return {Axis::dp_shard, Axis::cp};
     case GroupKind::dp_cp: return {Axis::dp_replicate, Axis::dp_shard, Axis::cp};
+    case GroupKind::pp: return {Axis::pp};
   }
   return {};
 }
@@ -78,6 +81,7 @@ GroupKind group_of_axis(Axis axis) {
     case Axis::dp_shard: return GroupKind::dp_shard;
     case Axis::cp: return GroupKind::cp;
     case Axis::tp: return GroupKind::tp;
+    case Axis::pp: return GroupKind::pp;
   }
   return GroupKind::tp;
 }
@@ -97,6 +101,7 @@ int64_t MeshShape::world_size() const {
 std::string MeshShape::to_string() const {
   std::string out;
   for (Axis a : kAxes) {
+    if (a == Axis::pp && size(a) == 1) continue;
     if (!out.empty()) out += ' ';
     out += std::string(axis_name(a)) + "=" + std::to_string(size(a));
   }
@@ -104,8 +109,13 @@ std::string MeshShape::to_string() const {
 }
 
 std::string MeshShape::compact() const {
-  std::string out;
-  for (int s : values) out += (out.empty() ? "" : "x") + std::to_string(s);
+  std::string out = size(Axis::pp) == 1 ? "" : "pp" + std::to_string(size(Axis::pp)) + ":";
+  bool first = true;
+  for (Axis a : kAxes) {
+    if (a == Axis::pp) continue;
+    out += (first ? "" : "x") + std::to_string(size(a));
+    first = false;
+  }
   return out;
 }
 
@@ -137,7 +147,10 @@ Result<MeshShape> resolve_shape(MeshShape shape, int64_t world_size) {
     shape.set(*auto_axis, static_cast<int>(world_size / fixed));
   } else if (fixed != world_size) {
     std::string product;
-    for (Axis a : kAxes) product += (product.empty() ? "" : "*") + std::string(axis_name(a));
+    for (Axis a : kAxes) {
+      if (a == Axis::pp && shape.size(a) == 1) continue;
+      product += (product.empty() ? "" : "*") + std::string(axis_name(a));
+    }
     return Error{"mesh", shape.compact(),
                  product + " = " + std::to_string(fixed) + " must equal the world size " +
                      std::to_string(world_size)};

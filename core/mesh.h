@@ -1,16 +1,19 @@
 // The one place for Meshwork's mesh math: rank <-> coordinates and axis groups.
 //
-// A mesh of world size N = dp_replicate * dp_shard * cp * tp is laid out exactly as
-// torch.distributed.DeviceMesh(arange(N).reshape(dp_replicate, dp_shard, cp, tp)) with dimension
-// names ("dp_replicate", "dp_shard", "cp", "tp"), the order Accelerate's ParallelismConfig and
-// torchtitan's ParallelDims use: tp varies fastest, so a tp group is a run of consecutive ranks and
-// stays inside a node whenever tp divides gpus_per_node.
+// A mesh of world size N = pp * dp_replicate * dp_shard * cp * tp is laid out exactly as
+// torch.distributed.DeviceMesh(arange(N).reshape(pp, dp_replicate, dp_shard, cp, tp)) with
+// dimension names ("pp", "dp_replicate", "dp_shard", "cp", "tp"), torchtitan's ParallelDims order
+// (Accelerate's ParallelismConfig has the last four in the same order and no pp): tp varies
+// fastest, so a tp group is a run of consecutive ranks and stays inside a node whenever tp divides
+// gpus_per_node; pp varies slowest, so a pipeline stage is a block of world / pp consecutive ranks
+// (whole nodes when gpus_per_node divides it) and the stage-to-stage sends cross nodes.
 //
-//   rank = ((r * dp_shard + s) * cp + c) * tp + t      for coordinates (r, s, c, t)
+//   rank = ((((p * dp_replicate + r) * dp_shard + s) * cp + c) * tp + t   for (p, r, s, c, t)
 //
 // A group along an axis (or a flattened set of adjacent axes) holds the ranks that share every
 // other coordinate; its members are ordered row-major over the grouped axes, which is the order
-// DeviceMesh._flatten() gives. Both the workbench and meshtrain use this file; never re-derive it.
+// DeviceMesh._flatten() gives. Every group but pp's lies inside one stage, so with pp = 1 the
+// four-axis mesh is unchanged. Both the workbench and meshtrain use this file; never re-derive it.
 #pragma once
 
 #include <array>
@@ -24,15 +27,17 @@
 
 namespace meshwork {
 
-// The mesh axes, outermost first. Everything that lists axes (names, flags, JSON keys, metrics
-// keys, UI rows) iterates kAxes and asks axis_name()/axis_flag(): a new axis (pp) is one entry
-// here and one row in mesh.cpp's table, not a field in every file.
-enum class Axis { dp_replicate = 0, dp_shard = 1, cp = 2, tp = 3 };
-inline constexpr int kAxisCount = 4;
-inline constexpr std::array<Axis, kAxisCount> kAxes = {Axis::dp_replicate, Axis::dp_shard,
-                                                       Axis::cp, Axis::tp};
+// The mesh axes, outermost first; an Axis' value is its position in kAxes (and in every array
+// indexed by Axis). Everything that lists axes (names, flags, JSON keys, metrics keys, UI rows)
+// iterates kAxes and asks axis_name()/axis_flag().
+enum class Axis { pp = 0, dp_replicate = 1, dp_shard = 2, cp = 3, tp = 4 };
+inline constexpr int kAxisCount = 5;
+inline constexpr std::array<Axis, kAxisCount> kAxes = {Axis::pp, Axis::dp_replicate,
+                                                       Axis::dp_shard, Axis::cp, Axis::tp};
+inline constexpr size_t axis_index(Axis axis) { return static_cast<size_t>(axis); }
 
-// The groups a rank belongs to: the four axes and the three flattened groups (docs/design.md).
+// The groups a rank belongs to: the five axes and the three flattened groups (docs/design.md).
+// pp is listed last so that the four-axis groups keep their indices.
 enum class GroupKind {
   dp_replicate,  // gradient all-reduce across replicas
   dp_shard,      // FSDP sharding without cp
@@ -40,11 +45,12 @@ enum class GroupKind {
   tp,            // tensor parallel
   dp,            // dp_replicate x dp_shard: data loading (each member reads different samples)
   dp_shard_cp,   // dp_shard x cp: FSDP sharding when cp > 1
-  dp_cp,         // dp_replicate x dp_shard x cp: loss / gradient averaging
+  dp_cp,         // dp_replicate x dp_shard x cp: loss / gradient averaging (inside a stage)
+  pp,            // pipeline: the stages, in order; activations and their gradients hop along it
 };
-inline constexpr std::array<GroupKind, 7> kGroupKinds = {
-    GroupKind::dp_replicate, GroupKind::dp_shard, GroupKind::cp,         GroupKind::tp,
-    GroupKind::dp,           GroupKind::dp_shard_cp, GroupKind::dp_cp};
+inline constexpr std::array<GroupKind, 8> kGroupKinds = {
+    GroupKind::dp_replicate, GroupKind::dp_shard,    GroupKind::cp,    GroupKind::tp,
+    GroupKind::dp,           GroupKind::dp_shard_cp, GroupKind::dp_cp, GroupKind::pp};
 
 std::string_view axis_name(Axis axis);                       // "dp_replicate": JSON, metrics, UI
 std::string_view axis_flag(Axis axis);                       // "--dp-replicate": meshwork, meshtrain
@@ -55,14 +61,41 @@ std::optional<GroupKind> group_from_name(std::string_view name);
 std::vector<Axis> group_axes(GroupKind kind);
 GroupKind group_of_axis(Axis axis);
 
-// One int per axis, indexed by Axis; braces list them in axis order ({dp_replicate, dp_shard,
-// cp, tp}) and every axis is Fill by default. The base of MeshShape and MeshCoord.
+// One value per axis, indexed only by Axis (an int index does not compile, so no code can assume
+// which position an axis has). Iterates in kAxes order.
+template <class T>
+struct AxisArray {
+  AxisArray() = default;  // declared: not an aggregate, so {a, b, c, d} cannot fill it by position
+  std::array<T, kAxisCount> values{};
+
+  T& operator[](Axis axis) { return values[axis_index(axis)]; }
+  const T& operator[](Axis axis) const { return values[axis_index(axis)]; }
+  auto begin() { return values.begin(); }
+  auto end() { return values.end(); }
+  auto begin() const { return values.begin(); }
+  auto end() const { return values.end(); }
+  static constexpr size_t size() { return kAxisCount; }
+  bool operator==(const AxisArray&) const = default;
+  // By name, in MeshShape's argument order: the four axes of a stage, then pp.
+  static AxisArray of(T dp_replicate, T dp_shard, T cp, T tp, T pp = T{}) {
+    AxisArray a;
+    a[Axis::dp_replicate] = dp_replicate;
+    a[Axis::dp_shard] = dp_shard;
+    a[Axis::cp] = cp;
+    a[Axis::tp] = tp;
+    a[Axis::pp] = pp;
+    return a;
+  }
+};
+
+// One int per axis, indexed by Axis (values[] is in kAxes order, pp first); every axis is Fill
+// by default. The base of MeshShape and MeshCoord.
 template <int Fill>
 struct PerAxis {
-  std::array<int, kAxisCount> values{Fill, Fill, Fill, Fill};
+  std::array<int, kAxisCount> values{Fill, Fill, Fill, Fill, Fill};
 
-  int operator[](Axis axis) const { return values[static_cast<size_t>(axis)]; }
-  int& operator[](Axis axis) { return values[static_cast<size_t>(axis)]; }
+  int operator[](Axis axis) const { return values[axis_index(axis)]; }
+  int& operator[](Axis axis) { return values[axis_index(axis)]; }
   void set(Axis axis, int value) { (*this)[axis] = value; }
   bool operator==(const PerAxis&) const = default;
 };
@@ -71,14 +104,24 @@ struct PerAxis {
 // resolve_shape() fills it. Serialized as a JSON object keyed by axis_name() (core/mesh_json.h);
 // compact() is for display only and is never parsed back.
 struct MeshShape : PerAxis<1> {
+  MeshShape() = default;
+  // The four axes of a stage in Accelerate's order, then the number of stages: MeshShape{2, 4, 1,
+  // 2} is dp_replicate 2, dp_shard 4, cp 1, tp 2 and one stage, as before pp existed.
+  MeshShape(int dp_replicate, int dp_shard, int cp, int tp, int pp = 1) {
+    set(Axis::dp_replicate, dp_replicate);
+    set(Axis::dp_shard, dp_shard);
+    set(Axis::cp, cp);
+    set(Axis::tp, tp);
+    set(Axis::pp, pp);
+  }
   int size(Axis axis) const { return (*this)[axis]; }
   int group_size(GroupKind kind) const;
   // Product of the sizes; only meaningful when no axis is -1.
   int64_t world_size() const;
   bool operator==(const MeshShape&) const = default;
-  // "dp_replicate=2 dp_shard=4 cp=1 tp=2"
+  // "dp_replicate=2 dp_shard=4 cp=1 tp=2"; "pp=2 dp_replicate=2 ..." when pp is not 1.
   std::string to_string() const;
-  // "2x4x1x2" (display only)
+  // "2x4x1x2"; "pp2:2x4x1x2" when pp is not 1 (display only).
   std::string compact() const;
 };
 
@@ -87,6 +130,15 @@ struct MeshShape : PerAxis<1> {
 Result<MeshShape> resolve_shape(MeshShape shape, int64_t world_size);
 
 struct MeshCoord : PerAxis<0> {
+  MeshCoord() = default;
+  // As MeshShape's: the four coordinates inside a stage, then the stage.
+  MeshCoord(int dp_replicate, int dp_shard, int cp, int tp, int pp = 0) {
+    set(Axis::dp_replicate, dp_replicate);
+    set(Axis::dp_shard, dp_shard);
+    set(Axis::cp, cp);
+    set(Axis::tp, tp);
+    set(Axis::pp, pp);
+  }
   int get(Axis axis) const { return (*this)[axis]; }
   bool operator==(const MeshCoord&) const = default;
 };
@@ -128,7 +180,7 @@ class DeviceMesh {
 
  private:
   DeviceMesh(const MeshShape& shape, int gpus_per_node);
-  // Row-major strides of the four axes: stride(tp) = 1.
+  // Row-major strides of the axes: stride(tp) = 1.
   int stride(Axis axis) const;
 
   MeshShape shape_;

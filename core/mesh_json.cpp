@@ -4,7 +4,8 @@ namespace meshwork {
 
 nlohmann::json to_json(const MeshShape& shape) {
   nlohmann::json j = nlohmann::json::object();
-  for (Axis a : kAxes) j[std::string(axis_name(a))] = shape[a];
+  for (Axis a : kAxes)
+    if (a != Axis::pp || shape[a] != 1) j[std::string(axis_name(a))] = shape[a];
   return j;
 }
 

@@ -73,7 +73,8 @@ std::string to_json_line(const StartRecord& r) {
 
 std::string to_json_line(const StepRecord& r) {
   nlohmann::json comm;
-  for (Axis a : kAxes) comm[std::string(axis_name(a))] = r.comm_s[static_cast<int>(a)];
+  for (Axis a : kAxes)  // pp only from a pipelined run: a line without stages reads as before
+    if (a != Axis::pp || r.comm_s[a] != 0) comm[std::string(axis_name(a))] = r.comm_s[a];
   nlohmann::json j = {
       {"v", kMetricsVersion}, {"type", "step"}, {"step", r.step}, {"rank", r.rank}, {"comm_s", comm}};
   for_each_field(r, kStepScalars, write_to(j));
@@ -118,7 +119,7 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line) {
       return Error{"metrics line", shown, "a step record needs integer \"step\" and \"rank\""};
     for_each_field(r, kStepScalars, read_from(j));
     if (auto it = j.find("comm_s"); it != j.end() && it->is_object())
-      for (Axis a : kAxes) get_to(*it, std::string(axis_name(a)).c_str(), r.comm_s[int(a)]);
+      for (Axis a : kAxes) get_to(*it, std::string(axis_name(a)).c_str(), r.comm_s[a]);
     return MetricsRecord{r};
   }
   if (type == "start") {
@@ -166,7 +167,8 @@ const std::vector<std::string>& step_series_keys() {
   static const std::vector<std::string> keys = {
       "loss",     "lr",        "grad_norm",         "tokens",           "tokens_per_s",
       "tflops",   "mfu",       "mem_bytes",         "mem_peak_bytes",   "comm_s.dp_replicate",
-      "comm_s.dp_shard", "comm_s.cp", "comm_s.tp", "compute_s",        "step_s"};
+      "comm_s.dp_shard", "comm_s.cp", "comm_s.tp", "compute_s",        "step_s",
+      "comm_s.pp"};  // last: the store's columns keep their index (core/store/schema.h, v5)
   return keys;
 }
 
@@ -181,12 +183,13 @@ std::vector<std::pair<std::string, double>> step_series(const StepRecord& r) {
           {k[6], r.mfu},
           {k[7], static_cast<double>(r.mem_bytes)},
           {k[8], static_cast<double>(r.mem_peak_bytes)},
-          {k[9], r.comm_s[0]},
-          {k[10], r.comm_s[1]},
-          {k[11], r.comm_s[2]},
-          {k[12], r.comm_s[3]},
+          {k[9], r.comm_s[Axis::dp_replicate]},
+          {k[10], r.comm_s[Axis::dp_shard]},
+          {k[11], r.comm_s[Axis::cp]},
+          {k[12], r.comm_s[Axis::tp]},
           {k[13], r.compute_s},
-          {k[14], r.step_s}};
+          {k[14], r.step_s},
+          {k[15], r.comm_s[Axis::pp]}};
 }
 
 }  // namespace meshwork

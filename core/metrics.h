@@ -52,7 +52,7 @@ struct StepRecord {
   double mfu = 0;              // fraction of peak, 0..1
   int64_t mem_bytes = 0;
   int64_t mem_peak_bytes = 0;
-  std::array<double, 4> comm_s{};  // indexed by Axis
+  AxisArray<double> comm_s;  // seconds in each axis' collectives
   double compute_s = 0;
   double step_s = 0;
 };

@@ -30,6 +30,8 @@ LayoutCheck ParallelLayout::check(const RunConfig& config, const ModelSpec* mode
   q.vocab_parallel = support.vocab_parallel;
   q.links = placement.links;
   q.allow_tp_cp_with_pure_replication = support.tp_cp_with_pure_replication;
+  q.pp_schedule = config.training.pp_schedule;
+  q.pp_virtual_stages = config.training.pp_virtual_stages;
 
   LayoutCheck out;
   out.report = validate_shape(q);
@@ -70,6 +72,8 @@ MemoryQuery ParallelLayout::memory_query(const ModelSpec& model, DeviceKind devi
   q.knobs.sequence_parallel = training_.sequence_parallel;
   q.knobs.vocab_parallel = support_.vocab_parallel;
   q.knobs.fsdp_reduce_once_per_step = training_.fsdp_grad_sync == FsdpGradSync::step;
+  q.pp_schedule = training_.pp_schedule;
+  q.pp_virtual_stages = training_.pp_virtual_stages;
   return q;
 }
 
@@ -87,6 +91,8 @@ TimeQuery ParallelLayout::time_query(const ModelSpec& model, const HardwareModel
   q.sequence_parallel = training_.sequence_parallel;
   q.vocab_parallel = support_.vocab_parallel;
   q.fsdp_reduce_once_per_step = training_.fsdp_grad_sync == FsdpGradSync::step;
+  q.pp_schedule = training_.pp_schedule;
+  q.pp_virtual_stages = training_.pp_virtual_stages;
   return q;
 }
 

@@ -73,4 +73,15 @@ ParamLayout tp_param_layout(const ModelSpec& m, int64_t tp, bool vocab_parallel)
   return p;
 }
 
+ParamLayout stage_param_layout(const ParamLayout& full, int64_t layers, bool embedding, bool head) {
+  ParamLayout p = full;
+  p.num_layers = layers;
+  p.root.clear();
+  for (const ParamTensor& t : full.root) {
+    const bool is_embedding = t.name == "model.embed_tokens.weight";
+    if (is_embedding ? embedding : head) p.root.push_back(t);
+  }
+  return p;
+}
+
 }  // namespace meshwork

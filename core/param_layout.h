@@ -48,4 +48,9 @@ struct ParamLayout {
 // tp must be >= 1; divisibility is validate_shape's job (sizes here round down if violated).
 ParamLayout tp_param_layout(const ModelSpec& model, int64_t tp, bool vocab_parallel = true);
 
+// What one pipeline stage holds of `full`: `layers` decoder layers, the embedding when it runs the
+// first chunk, the final norm and lm_head when it runs the last (meshtrain keeps only those root
+// tensors on a stage). pp = 1: the stage holding everything is `full` itself.
+ParamLayout stage_param_layout(const ParamLayout& full, int64_t layers, bool embedding, bool head);
+
 }  // namespace meshwork

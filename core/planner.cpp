@@ -22,13 +22,16 @@ std::vector<MeshShape> enumerate_shapes(int64_t world, const MeshShape& fixed) {
       if (left % d == 0) c.push_back(static_cast<int>(d));
     return c;
   };
-  for (int r : candidates(fixed[Axis::dp_replicate], world))
-    for (int s : candidates(fixed[Axis::dp_shard], world / r))
-      for (int c : candidates(fixed[Axis::cp], world / r / s)) {
-        const int64_t t = world / r / s / c;
-        if (fixed[Axis::tp] >= 1 && fixed[Axis::tp] != t) continue;
-        out.push_back(MeshShape{r, s, c, static_cast<int>(t)});
-      }
+  // pp outermost, as in the mesh (a free pp is enumerated only when the caller leaves it free:
+  // PlanQuery's default fixes it at 1).
+  for (int p : candidates(fixed[Axis::pp], world))
+    for (int r : candidates(fixed[Axis::dp_replicate], world / p))
+      for (int s : candidates(fixed[Axis::dp_shard], world / p / r))
+        for (int c : candidates(fixed[Axis::cp], world / p / r / s)) {
+          const int64_t t = world / p / r / s / c;
+          if (fixed[Axis::tp] >= 1 && fixed[Axis::tp] != t) continue;
+          out.push_back(MeshShape{r, s, c, static_cast<int>(t), p});
+        }
   return out;
 }
 
@@ -62,7 +65,7 @@ Status check_input(const PlanQuery& q) {
   }
   std::string fixed_text;
   for (Axis a : kAxes)
-    if (q.fixed.size(a) >= 1)
+    if (q.fixed.size(a) >= 1 && !(a == Axis::pp && q.fixed.size(a) == 1))
       fixed_text += (fixed_text.empty() ? "" : " ") + std::string(axis_name(a)) + "=" +
                     std::to_string(q.fixed.size(a));
   const bool fully_fixed = every_axis_given(q.fixed);
@@ -92,6 +95,8 @@ Result<Plan> make_plan(const PlanQuery& q) {
   config.training.precision = q.precision;
   config.training.activation_checkpointing = q.activation_checkpointing;
   config.training.device = q.device;
+  config.training.pp_schedule = q.pp_schedule;
+  config.training.pp_virtual_stages = q.pp_virtual_stages;
   Placement placement;
   placement.world_size = plan.world_size;
   placement.ranks_per_node = q.gpus_per_node;
@@ -121,7 +126,7 @@ Result<Plan> make_plan(const PlanQuery& q) {
     mq.attention = q.attention;
     mq.reserve_bytes = q.reserve_bytes;
     mq.knobs = q.memory;
-    e.memory = estimate_memory(mq);
+    e.memory = worst_stage_memory(mq);
     e.fits = e.memory.fits(q.device_memory_bytes);
     TimeQuery tq = layout.time_query(q.model, q.hardware);
     tq.calibration = q.calibration;
@@ -159,15 +164,20 @@ nlohmann::json plan_to_json(const Plan& plan) {
   for (const PlanEntry& e : plan.shapes) {
     nlohmann::json warnings = nlohmann::json::array();
     for (const Diagnostic& d : e.warnings) warnings.push_back(d.text());
+    // pp's keys only for pipelined shapes (a plan without pp reads as it always did).
+    auto listed = [&](Axis a) { return a != Axis::pp || e.shape[Axis::pp] > 1; };
     nlohmann::json comm;
-    for (Axis a : kAxes) comm[std::string(axis_name(a))] = e.time.axis(a).seconds;
+    for (Axis a : kAxes)
+      if (listed(a)) comm[std::string(axis_name(a))] = e.time.axis(a).seconds;
     // Which numbers the calibration gave (the others are HardwareModel's defaults).
     nlohmann::json calibrated = {{"compute", e.time.compute_calibrated}};
-    for (Axis a : kAxes) calibrated[std::string(axis_name(a))] = e.time.comm_calibrated[static_cast<int>(a)];
+    for (Axis a : kAxes)
+      if (listed(a)) calibrated[std::string(axis_name(a))] = e.time.comm_calibrated[a];
     nlohmann::json fitted = {{"compute", e.time.compute_fitted}};
-    for (Axis a : kAxes) fitted[std::string(axis_name(a))] = e.time.comm_fitted[static_cast<int>(a)];
+    for (Axis a : kAxes)
+      if (listed(a)) fitted[std::string(axis_name(a))] = e.time.comm_fitted[a];
     const MemoryBreakdown::Peak peak = e.memory.at_peak();  // parts sum to the total
-    shapes.push_back({
+    nlohmann::json entry = {
         {"dp_replicate", e.shape[Axis::dp_replicate]},
         {"dp_shard", e.shape[Axis::dp_shard]},
         {"cp", e.shape[Axis::cp]},
@@ -190,7 +200,13 @@ nlohmann::json plan_to_json(const Plan& plan) {
         {"fitted", fitted},
         {"warnings", warnings},
         {"accelerate", e.accelerate_refusal.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.accelerate_refusal)},
-    });
+    };
+    if (e.shape[Axis::pp] > 1) {  // written only for pipelined shapes: plans without pp read as before
+      entry["pp"] = e.shape[Axis::pp];
+      entry["pp_stage"] = e.memory.pp_stage;  // the stage whose memory is shown (the largest)
+      entry["pp_bubble"] = e.time.pp_bubble_fraction;
+    }
+    shapes.push_back(std::move(entry));
   }
   return {{"world_size", plan.world_size},
           {"model", {{"name", plan.model_name}, {"params", plan.model_params}}},

@@ -1,4 +1,4 @@
-// The shape planner: every mesh shape (dp_replicate, dp_shard, cp, tp) for a cluster that
+// The shape planner: every mesh shape (pp, dp_replicate, dp_shard, cp, tp) for a cluster that
 // validate_shape() accepts, with its per-rank memory and step-time estimates, ranked: shapes
 // that fit device memory first, then by predicted tokens/s. `meshwork plan` and the workbench's
 // Plan mode both call make_plan().
@@ -32,8 +32,13 @@ struct PlanQuery {
   Precision precision = Precision::bf16;
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
   DeviceKind device = DeviceKind::cuda;
-  // Axes the user fixed: a size >= 1 stays as given; 0 or -1 leaves the axis free.
+  // Axes the user fixed: a size >= 1 stays as given; 0 or -1 leaves the axis free. pp is fixed
+  // at 1 unless the caller frees it (fixed.set(Axis::pp, 0)): pipelined shapes need a schedule
+  // and micro-batches, which the caller then chooses.
   MeshShape fixed{0, 0, 0, 0};
+  // The pipeline schedule pipelined shapes are judged with (core/pipeline_schedule.h).
+  PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;
+  int pp_virtual_stages = 1;
   HardwareModel hardware = HardwareModel::h100();
   // Measured on the cluster (`meshwork calibrate`, core/calibration.h): replaces `hardware`'s
   // constants wherever it has a number (TimeEstimate says which).
@@ -70,7 +75,7 @@ struct Plan {
   bool any_fits() const;
 };
 
-// Every ordered factorization world = dp_replicate * dp_shard * cp * tp with the fixed axes
+// Every ordered factorization world = pp * dp_replicate * dp_shard * cp * tp with the fixed axes
 // kept, in lexicographic order.
 std::vector<MeshShape> enumerate_shapes(int64_t world_size, const MeshShape& fixed);
 

@@ -22,6 +22,9 @@ constexpr Word<DeviceKind> kDevices[] = {{DeviceKind::cpu, "cpu"}, {DeviceKind::
 constexpr Word<FsdpGradSync> kGradSyncs[] = {{FsdpGradSync::micro_batch, "micro-batch"}, {FsdpGradSync::step, "step"}};
 constexpr Word<WeightInit> kWeightInits[] = {
     {WeightInit::auto_, "auto"}, {WeightInit::hf, "hf"}, {WeightInit::random, "random"}};
+constexpr Word<PipelineSchedule> kSchedules[] = {{PipelineSchedule::gpipe, "gpipe"},
+                                                 {PipelineSchedule::one_f_one_b, "1f1b"},
+                                                 {PipelineSchedule::interleaved_1f1b, "interleaved-1f1b"}};
 
 template <class T, size_t N>
 std::string_view word_of(const Word<T> (&words)[N], T value) {
@@ -48,6 +51,7 @@ std::string_view to_string(ActivationCheckpointing a) { return word_of(kCheckpoi
 std::string_view to_string(DeviceKind d) { return word_of(kDevices, d); }
 std::string_view to_string(FsdpGradSync s) { return word_of(kGradSyncs, s); }
 std::string_view to_string(WeightInit w) { return word_of(kWeightInits, w); }
+std::string_view to_string(PipelineSchedule s) { return word_of(kSchedules, s); }
 
 Result<Precision> parse_precision(std::string_view text, std::string_view field) {
   return parse_word(kPrecisions, text, field);
@@ -63,6 +67,9 @@ Result<FsdpGradSync> parse_fsdp_grad_sync(std::string_view text, std::string_vie
 }
 Result<WeightInit> parse_weight_init(std::string_view text, std::string_view field) {
   return parse_word(kWeightInits, text, field);
+}
+Result<PipelineSchedule> parse_pipeline_schedule(std::string_view text, std::string_view field) {
+  return parse_word(kSchedules, text, field);
 }
 
 int RunConfig::world_size() const {
@@ -95,6 +102,9 @@ nlohmann::json to_json(const RunConfig& c) {
       {"eval_every", t.eval_every},
       {"eval_batches", t.eval_batches},
   };
+  // Only when set: a config without stages is written exactly as before pp existed.
+  if (t.pp_schedule != PipelineSchedule::one_f_one_b) training["pp_schedule"] = to_string(t.pp_schedule);
+  if (t.pp_virtual_stages != 1) training["pp_virtual_stages"] = t.pp_virtual_stages;
   nlohmann::json nodes = nlohmann::json::array();
   for (const NodeConfig& n : c.nodes) {
     nlohmann::json node = n.extra.is_object() ? n.extra : nlohmann::json::object();
@@ -165,7 +175,8 @@ Result<RunConfig> run_config_from_json(const nlohmann::json& doc) {
                                  std::tuple{"warmup_steps", 0, &tc.warmup_steps},
                                  std::tuple{"checkpoint_every", 0, &tc.checkpoint_every},
                                  std::tuple{"eval_every", 0, &tc.eval_every},
-                                 std::tuple{"eval_batches", 0, &tc.eval_batches}}) {
+                                 std::tuple{"eval_batches", 0, &tc.eval_batches},
+                                 std::tuple{"pp_virtual_stages", 1, &tc.pp_virtual_stages}}) {
       if (Status s = read_int(t, p, key, min, *out); !s) return s.error();
     }
     if (t.contains("lr")) {
@@ -196,6 +207,7 @@ Result<RunConfig> run_config_from_json(const nlohmann::json& doc) {
     if (Status s = read_word("device", parse_device, tc.device); !s) return s.error();
     if (Status s = read_word("fsdp_grad_sync", parse_fsdp_grad_sync, tc.fsdp_grad_sync); !s) return s.error();
     if (Status s = read_word("init", parse_weight_init, tc.init); !s) return s.error();
+    if (Status s = read_word("pp_schedule", parse_pipeline_schedule, tc.pp_schedule); !s) return s.error();
     if (t.contains("sequence_parallel")) {
       const auto& v = t.at("sequence_parallel");
       if (!v.is_boolean()) return Error{p + "sequence_parallel", dump_value(v), "must be true or false"};

@@ -3,12 +3,13 @@
 // to every node as run_config.json, `meshtrain --config` runs it, meshtrain reports it back in
 // its start record, and the store keeps it with the run (docs/design.md).
 //
-// {"v":1, "name":"...", "model":"tiny" | {<HF config.json>}, "mesh":{"dp_replicate":1,...},
+// {"v":1, "name":"...", "model":"tiny" | {<HF config.json>}, "mesh":{"dp_replicate":1,...[,"pp":N]},
 //  "training":{"steps":..,"seq_len":..,"global_batch":..,"micro_batch":..,"lr":..,"warmup_steps":..,
 //              "seed":..,"precision":"fp32|bf16","activation_checkpointing":"none|full",
 //              "device":"cpu|cuda","checkpoint_every":..,"sequence_parallel":true,
 //              "fsdp_grad_sync":"micro-batch|step","max_grad_norm":..,"peak_tflops":..,
-//              "init":"auto|hf|random","eval_every":..,"eval_batches":..},
+//              "init":"auto|hf|random","eval_every":..,"eval_batches":..,
+//              "pp_schedule":"gpipe|1f1b|interleaved-1f1b","pp_virtual_stages":..},
 //  "data": "<path>" | null, "eval_data": "<path>" | null, "save_hf": "<dir>" | "",
 //  "cluster":{"nodes":[{"host":"...","slots":N, ...}]}}
 #pragma once
@@ -36,12 +37,20 @@ enum class FsdpGradSync { micro_batch, step };
 // Where the initial weights come from: the model directory's Hugging Face checkpoint (hf), the
 // seed (random), or hf when the model is a directory holding weights and random otherwise (auto).
 enum class WeightInit { auto_, hf, random };
+// The order micro-batches go through the pipeline stages (pp > 1), docs/pipeline.md:
+//   gpipe: every forward, then every backward (all micro-batches' activations in flight);
+//   1f1b: after pp - s warm-up forwards, stage s alternates one forward and one backward
+//         (at most pp - s micro-batches in flight; the same bubble as gpipe);
+//   interleaved-1f1b: each rank holds V chunks of layers (virtual stages) and runs 1f1b over
+//         the pp * V chunks (the bubble shrinks V-fold; more sends).
+enum class PipelineSchedule { gpipe, one_f_one_b, interleaved_1f1b };
 
 std::string_view to_string(Precision p);
 std::string_view to_string(ActivationCheckpointing a);
 std::string_view to_string(DeviceKind d);
 std::string_view to_string(FsdpGradSync s);  // "micro-batch" | "step"
 std::string_view to_string(WeightInit w);    // "auto" | "hf" | "random"
+std::string_view to_string(PipelineSchedule s);  // "gpipe" | "1f1b" | "interleaved-1f1b"
 // Parsers return an Error naming `field` when the text is not one of the allowed words.
 Result<Precision> parse_precision(std::string_view text, std::string_view field = "precision");
 Result<ActivationCheckpointing> parse_activation_checkpointing(
@@ -49,6 +58,7 @@ Result<ActivationCheckpointing> parse_activation_checkpointing(
 Result<DeviceKind> parse_device(std::string_view text, std::string_view field = "device");
 Result<FsdpGradSync> parse_fsdp_grad_sync(std::string_view text, std::string_view field = "fsdp_grad_sync");
 Result<WeightInit> parse_weight_init(std::string_view text, std::string_view field = "init");
+Result<PipelineSchedule> parse_pipeline_schedule(std::string_view text, std::string_view field = "pp_schedule");
 
 // The largest learning rate a run config may hold (the file reader and the --lr flag alike).
 inline constexpr double kMaxLearningRate = 10;
@@ -75,6 +85,10 @@ struct TrainingConfig {
   // held-out sequence once).
   int eval_every = 0;
   int eval_batches = 0;
+  // With pp > 1 (mesh.pp): the schedule, and for interleaved-1f1b the chunks of layers per rank
+  // (>= 2; 1 for the others). Written to the file only when they are not the defaults.
+  PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;
+  int pp_virtual_stages = 1;
   bool operator==(const TrainingConfig&) const = default;
 };
 

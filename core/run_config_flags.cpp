@@ -71,6 +71,7 @@ const char* axis_help(Axis axis) {
     case Axis::dp_shard: return "FSDP shards (ZeRO-3 per decoder block)";
     case Axis::cp: return "context-parallel ranks (ring attention, load-balanced causal chunks)";
     case Axis::tp: return "tensor-parallel ranks (Megatron column/row split, vocabulary-parallel embedding and head)";
+    case Axis::pp: return "pipeline stages (decoder layers cut into pp consecutive stages; default 1)";
   }
   return "";
 }
@@ -110,6 +111,12 @@ std::vector<RunConfigFlag> make_flags() {
                    return {};
                  }});
   }
+  f.push_back(word_flag("--pp-schedule", "gpipe|1f1b|interleaved-1f1b",
+                        "with pp > 1: the order micro-batches run through the stages (default 1f1b)",
+                        parse_pipeline_schedule, &T::pp_schedule));
+  f.push_back(int_flag("--pp-virtual-stages", "V",
+                       "with --pp-schedule interleaved-1f1b: chunks of layers per rank (>= 2; default 1)",
+                       &T::pp_virtual_stages, 1));
   f.push_back({"--sequence-parallel", "on|off", "with tp > 1: norms and residuals on sequence shards (default on)",
                [](RunConfig& c, const std::string& v) -> Status {
                  if (v != "on" && v != "off") return Error{"--sequence-parallel", v, "on or off"};
@@ -190,9 +197,12 @@ std::vector<std::string> run_config_to_flags(const RunConfig& c) {
   add("--warmup-steps", std::to_string(t.warmup_steps));
   add("--seed", std::to_string(t.seed));
   for (Axis axis : kAxes) {
+    if (axis == Axis::pp && c.mesh[axis] == 1) continue;  // a run without stages: as before pp
     a.emplace_back(axis_flag(axis));
     a.push_back(std::to_string(c.mesh[axis]));
   }
+  if (t.pp_schedule != PipelineSchedule::one_f_one_b) add("--pp-schedule", std::string(to_string(t.pp_schedule)));
+  if (t.pp_virtual_stages != 1) add("--pp-virtual-stages", std::to_string(t.pp_virtual_stages));
   add("--sequence-parallel", t.sequence_parallel ? "on" : "off");
   add("--fsdp-grad-sync", std::string(to_string(t.fsdp_grad_sync)));
   add("--precision", std::string(to_string(t.precision)));

@@ -168,12 +168,12 @@ Result<RunFit> fit_runs(const std::vector<RunObservation>& runs, const std::opti
     };
     const size_t before = eqs.size();
     add({FitTerm::compute}, m.compute_s);
-    add({FitTerm::tp}, m.comm_s[static_cast<int>(Axis::tp)]);
-    add({FitTerm::dp_replicate}, m.comm_s[static_cast<int>(Axis::dp_replicate)]);
+    add({FitTerm::tp}, m.comm_s[Axis::tp]);
+    add({FitTerm::dp_replicate}, m.comm_s[Axis::dp_replicate]);
     // meshtrain charges FSDP's collectives over dp_shard x cp to both axes (docs/metrics.md), so
     // only their sum separates FSDP from the ring: one equation with both terms.
     add({FitTerm::fsdp, FitTerm::cp_ring},
-        m.comm_s[static_cast<int>(Axis::dp_shard)] + m.comm_s[static_cast<int>(Axis::cp)]);
+        m.comm_s[Axis::dp_shard] + m.comm_s[Axis::cp]);
     if (eqs.size() == before) continue;
     ++used;
     std::sort(touched.begin(), touched.end());
@@ -228,8 +228,8 @@ PredictionCheck check_prediction(const TimeEstimate& p, const RunMeasurement& m)
   c.predicted_compute_s = p.compute_s;
   c.measured_compute_s = m.compute_s;
   for (Axis a : kAxes) {
-    c.predicted_comm_s[static_cast<int>(a)] = p.axis(a).seconds;
-    c.measured_comm_s[static_cast<int>(a)] = m.comm_s[static_cast<int>(a)];
+    c.predicted_comm_s[a] = p.axis(a).seconds;
+    c.measured_comm_s[a] = m.comm_s[a];
   }
   return c;
 }

@@ -74,7 +74,7 @@ struct FitFactor {
 // Mean seconds per optimizer step that a run measured (its warm-up step left out).
 struct RunMeasurement {
   double compute_s = 0;
-  std::array<double, kAxisCount> comm_s{};  // indexed by Axis
+  AxisArray<double> comm_s;
   int64_t steps = 0;                        // steps averaged
   double step_s() const {
     double s = compute_s;
@@ -117,7 +117,7 @@ Result<RunFit> fit_runs(const std::vector<RunObservation>& runs, const std::opti
 struct PredictionCheck {
   double predicted_step_s = 0, measured_step_s = 0;
   double predicted_compute_s = 0, measured_compute_s = 0;
-  std::array<double, kAxisCount> predicted_comm_s{}, measured_comm_s{};
+  AxisArray<double> predicted_comm_s, measured_comm_s;
   static double error(double predicted, double measured) {  // relative; 0 when nothing measured
     return measured > 0 ? (predicted - measured) / measured : 0.0;
   }

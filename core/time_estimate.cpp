@@ -4,13 +4,16 @@
 #include <cmath>
 
 #include "core/param_layout.h"
+#include "core/pipeline.h"
+#include "core/pipeline_schedule.h"
 #include "core/rank_sizes.h"
 
 namespace meshwork {
 
 HardwareModel HardwareModel::h100() {
   HardwareModel hw;
-  hw.overlap = {2.0 / 3.0, 1.0, 0.0, 0.0};
+  hw.overlap[Axis::dp_replicate] = 2.0 / 3.0;
+  hw.overlap[Axis::dp_shard] = 1.0;
   return hw;
 }
 
@@ -44,7 +47,18 @@ double model_flops_per_token(const ModelSpec& m, int64_t seq_len) {
 }
 
 
-TimeEstimate estimate_time(const TimeQuery& q) {
+namespace {
+
+// What one pipeline stage runs: its decoder layers, the embedding / head when it holds the
+// first / last chunk, and its share of the model's compute (pipeline_costs). pp = 1: everything.
+struct StagePart {
+  int64_t layers = 0;
+  bool embedding = true, head = true;
+  double compute_share = 1.0;
+};
+
+// The step of one stage without the pipeline's waiting: the formulas below for its own layers.
+TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   TimeEstimate out;
   const ModelSpec& m = *q.model;
   const MeshShape& sh = q.shape;
@@ -59,7 +73,8 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   const double ga = static_cast<double>(out.grad_accum_steps);
   const bool full_ac = q.activation_checkpointing == ActivationCheckpointing::full;
   const double c = static_cast<double>(z.c);
-  const double L = static_cast<double>(m.num_hidden_layers);
+  const double L = static_cast<double>(part.layers);  // this stage's decoder layers
+  const double pp = static_cast<double>(std::max(1, sh[Axis::pp]));
 
   // ---- Compute ----
   // A token is processed once per data-parallel replica: its FLOPs are split over the tp x cp
@@ -92,8 +107,10 @@ TimeEstimate estimate_time(const TimeQuery& q) {
       efficiency = cal->step_efficiency > 0 ? cal->step_efficiency : kUnmeasuredStepEfficiency;
     }
   }
+  // With pp stages, world / pp ranks share one stage's work, which is compute_share of the model:
+  // the formula's world * peak becomes (world / pp) * peak, times the share.
   out.compute_s = out.tokens_per_step * out.hardware_flops_per_token /
-                  (static_cast<double>(world) * peak * efficiency);
+                  (static_cast<double>(world) * peak * efficiency) * pp * part.compute_share;
   // Learnt from past runs (core/run_fit.h): the term as the formula gives it is what the fit
   // compares with measurements; the prediction is the formula times the fitted factor.
   const RunFit* fit = q.fit.get();
@@ -123,7 +140,7 @@ TimeEstimate estimate_time(const TimeQuery& q) {
     double bytes;  // bytes one rank sends in them, per step
   };
   auto charge = [&](Axis a, FitTerm term_kind, GroupKind kind, int64_t n, std::initializer_list<Term> terms) {
-    AxisComm& ax = out.comm[static_cast<int>(a)];
+    AxisComm& ax = out.comm[a];
     ax.crosses_nodes = mesh.ok() && mesh->any_group_crosses_nodes(kind);
     const LinkKind link = ax.crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node;
     const double bw = ax.crosses_nodes ? hw.inter_node_bytes_per_s : hw.intra_node_bytes_per_s;
@@ -139,19 +156,21 @@ TimeEstimate estimate_time(const TimeQuery& q) {
       collectives += term.count;
     }
     ax.collectives = static_cast<int>(std::lround(collectives));
-    out.comm_calibrated[static_cast<int>(a)] = all_calibrated && collectives > 0;
+    out.comm_calibrated[a] = all_calibrated && collectives > 0;
     const int ti = static_cast<int>(term_kind);
     out.term_key[ti] = FitKey{term_kind, link, static_cast<int>(n), 1, Precision::fp32};
     out.term_s[ti] = ax.seconds;
     if (fit) {
       if (std::optional<double> f = fit->factor(out.term_key[ti])) {
         ax.seconds *= *f;
-        out.comm_fitted[static_cast<int>(a)] = true;
+        out.comm_fitted[a] = true;
       }
     }
   };
-  const ParamLayout layout = tp_param_layout(m, t, q.vocab_parallel);
+  const ParamLayout layout =
+      stage_param_layout(tp_param_layout(m, t, q.vocab_parallel), part.layers, part.embedding, part.head);
   const double T = static_cast<double>(z.T);  // tokens per rank
+  const double root_modules = layout.root.empty() ? 0.0 : 1.0;
   const double h = static_cast<double>(m.hidden_size);
 
   // tp (Megatron with sequence parallelism): per layer, forward all-gathers the norm output
@@ -164,12 +183,16 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   // cross-entropy three all-reduces of T floats (max, sum of exp, target logit).
   if (t > 1) {
     const double M = T * h * c;
-    const double per_mb_half = L * (full_ac ? 6 : 4) + 2;  // all-gathers = reduce-scatters
+    // (A pipeline stage has the embedding's pair only on the first stage, the head's and the
+    // cross-entropy's on the last.)
+    const double ends = (part.embedding ? 1 : 0) + (part.head ? 1 : 0);
+    const double ce = part.head ? 3 : 0;
+    const double per_mb_half = L * (full_ac ? 6 : 4) + ends;  // all-gathers = reduce-scatters
     charge(Axis::tp, FitTerm::tp, GroupKind::tp, t,
            {{Collective::all_gather, ga * per_mb_half, ga * per_mb_half * ring_bytes_sent(Collective::all_gather, M, t)},
             {Collective::reduce_scatter, ga * per_mb_half,
              ga * per_mb_half * ring_bytes_sent(Collective::reduce_scatter, M, t)},
-            {Collective::all_reduce, ga * 3, ga * 3 * ring_bytes_sent(Collective::all_reduce, T * 4, t)}});
+            {Collective::all_reduce, ga * ce, ga * ce * ring_bytes_sent(Collective::all_reduce, T * 4, t)}});
   }
 
   // cp (ring attention): cp-1 ring steps per layer; forward passes the local k and v block
@@ -194,7 +217,7 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   if (n_fsdp > 1) {
     const double P = static_cast<double>(layout.total_numel());
     const double reductions = q.fsdp_reduce_once_per_step ? 1.0 : ga;
-    const double modules = static_cast<double>(m.num_hidden_layers + 1);
+    const double modules = L + root_modules;
     charge(Axis::dp_shard, FitTerm::fsdp, GroupKind::dp_shard_cp, n_fsdp,
            {{Collective::all_gather, ga * 2 * modules, ga * 2 * ring_bytes_sent(Collective::all_gather, P * c, n_fsdp)},
             {Collective::reduce_scatter, reductions * modules,
@@ -206,8 +229,7 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   if (r > 1) {
     const double G = 4.0 * static_cast<double>(n_fsdp > 1 ? layout.sharded_total_numel(n_fsdp)
                                                          : layout.total_numel());
-    const double count = n_fsdp > 1 ? static_cast<double>(m.num_hidden_layers + 1)
-                                    : std::max(1.0, std::ceil(G / (25 << 20)));
+    const double count = n_fsdp > 1 ? L + root_modules : std::max(1.0, std::ceil(G / (25 << 20)));
     charge(Axis::dp_replicate, FitTerm::dp_replicate, GroupKind::dp_replicate, r,
            {{Collective::all_reduce, count, ring_bytes_sent(Collective::all_reduce, G, r)}});
   }
@@ -217,8 +239,8 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   // compute budget (a rank computes once, whatever it waits on), dp_shard first.
   double budget = out.compute_s;
   for (Axis a : {Axis::dp_shard, Axis::dp_replicate, Axis::cp, Axis::tp}) {
-    const double frac = std::clamp(hw.overlap[static_cast<int>(a)], 0.0, 1.0);
-    const double hidden = std::min({out.comm[static_cast<int>(a)].seconds, frac * out.compute_s, budget});
+    const double frac = std::clamp(hw.overlap[a], 0.0, 1.0);
+    const double hidden = std::min({out.comm[a].seconds, frac * out.compute_s, budget});
     budget -= hidden;
     out.hidden_comm_s += hidden;
   }
@@ -228,8 +250,8 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   // predicted and measured comm_s then compare axis by axis.
   const double ds = static_cast<double>(sh[Axis::dp_shard] - 1), dc = static_cast<double>(cp - 1);
   if (n_fsdp > 1 && dc > 0) {
-    AxisComm& from = out.comm[static_cast<int>(Axis::dp_shard)];
-    AxisComm& to = out.comm[static_cast<int>(Axis::cp)];
+    AxisComm& from = out.comm[Axis::dp_shard];
+    AxisComm& to = out.comm[Axis::cp];
     const double share = dc / (ds + dc);
     to.seconds += share * from.seconds;
     to.bytes += share * from.bytes;
@@ -240,12 +262,106 @@ TimeEstimate estimate_time(const TimeQuery& q) {
       to.collectives += from.collectives;
       from.collectives = 0;
     }
-    if (!out.comm_calibrated[static_cast<int>(Axis::dp_shard)]) out.comm_calibrated[static_cast<int>(Axis::cp)] = false;
-    if (!out.comm_fitted[static_cast<int>(Axis::dp_shard)]) out.comm_fitted[static_cast<int>(Axis::cp)] = false;
+    if (!out.comm_calibrated[Axis::dp_shard]) out.comm_calibrated[Axis::cp] = false;
+    if (!out.comm_fitted[Axis::dp_shard]) out.comm_fitted[Axis::cp] = false;
   }
   out.step_s = out.compute_s + out.comm_s - out.hidden_comm_s;
   out.tokens_per_s = out.step_s > 0 ? out.tokens_per_step / out.step_s : 0;
   out.mfu = out.model_flops_per_token * out.tokens_per_s / (static_cast<double>(world) * peak);
+  out.peak_flops_used = peak;
+  return out;
+}
+
+}  // namespace
+
+// ---- Pipeline ----
+// Each stage's own step (estimate_stage: its layers, its share of the compute, its collectives)
+// is the work it does on the M micro-batches. Spread over its chunks by their cost and over the
+// micro-batches, one forward takes 1/3 of a chunk-micro-batch (2 of the 6 FLOPs per parameter;
+// 1/4 under full checkpointing, whose backward recomputes the forward), the backward the rest.
+// The stages' orders (core/pipeline_schedule.h) then run on a timeline, with one hop per send:
+// an activation of T h / t_sp elements in the compute dtype, at the pp link's alpha-beta. What
+// the slowest stage does not compute in that step is its pp time (the bubble and the hops), so
+// step = its compute + its collectives - hidden + pp, as for every other axis. dp_replicate's
+// once-per-step all-reduce (what the overlap leaves exposed) runs after the pipeline drains.
+TimeEstimate estimate_time(const TimeQuery& q) {
+  const ModelSpec& m = *q.model;
+  const int pp = std::max(1, q.shape[Axis::pp]);
+  if (pp == 1) {
+    StagePart whole;
+    whole.layers = m.num_hidden_layers;
+    return estimate_stage(q, whole);
+  }
+  const int v = q.pp_schedule == PipelineSchedule::interleaved_1f1b ? std::max(1, q.pp_virtual_stages) : 1;
+  const std::vector<PipelineChunk> chunks = pipeline_cut(m, q.seq_len, pp, v);
+  double total_cost = 0;
+  for (const PipelineChunk& c : chunks) total_cost += c.cost;
+  std::vector<StagePart> parts(static_cast<size_t>(pp));
+  std::vector<double> stage_cost(static_cast<size_t>(pp), 0.0);
+  for (StagePart& p : parts) p.embedding = p.head = false;
+  for (const PipelineChunk& c : chunks) {
+    StagePart& p = parts[static_cast<size_t>(c.rank)];
+    p.layers += c.num_layers;
+    p.embedding = p.embedding || c.embedding;
+    p.head = p.head || c.head;
+    stage_cost[static_cast<size_t>(c.rank)] += c.cost;
+  }
+  std::vector<TimeEstimate> stages;
+  std::vector<double> pipelined(static_cast<size_t>(pp)), tail(static_cast<size_t>(pp));
+  size_t worst = 0;
+  for (int r = 0; r < pp; ++r) {
+    StagePart& p = parts[static_cast<size_t>(r)];
+    p.compute_share = total_cost > 0 ? stage_cost[static_cast<size_t>(r)] / total_cost : 1.0 / pp;
+    stages.push_back(estimate_stage(q, p));
+    const TimeEstimate& e = stages.back();
+    tail[static_cast<size_t>(r)] =
+        e.comm[Axis::dp_replicate].seconds * (1.0 - std::clamp(q.hardware.overlap[Axis::dp_replicate], 0.0, 1.0));
+    pipelined[static_cast<size_t>(r)] = std::max(0.0, e.step_s - tail[static_cast<size_t>(r)]);
+    if (e.step_s > stages[worst].step_s) worst = static_cast<size_t>(r);
+  }
+  const int64_t micro_batches = stages.front().grad_accum_steps;
+  const double fwd_share = q.activation_checkpointing == ActivationCheckpointing::full ? 0.25 : 1.0 / 3.0;
+  std::vector<double> forward_s, backward_s;
+  for (const PipelineChunk& c : chunks) {
+    const size_t r = static_cast<size_t>(c.rank);
+    const double share = stage_cost[r] > 0 ? c.cost / stage_cost[r] : 1.0 / v;
+    const double per_mb = pipelined[r] * share / static_cast<double>(micro_batches);
+    forward_s.push_back(fwd_share * per_mb);
+    backward_s.push_back((1 - fwd_share) * per_mb);
+  }
+
+  // The hop: one activation (or its gradient) to the neighbour stage.
+  const RankSizes z = rank_sizes(q.shape, q.micro_batch, q.seq_len, q.precision);
+  const int64_t t_sp = q.sequence_parallel && z.t > 1 ? z.t : 1;
+  const double hop_bytes = static_cast<double>(z.T) * static_cast<double>(m.hidden_size) *
+                           static_cast<double>(z.c) / static_cast<double>(t_sp);
+  const int ranks_per_node = q.gpus_per_node > 0 ? q.gpus_per_node : static_cast<int>(q.shape.world_size());
+  auto mesh = DeviceMesh::create(q.shape, ranks_per_node);
+  const bool crosses = mesh.ok() && mesh->any_group_crosses_nodes(GroupKind::pp);
+  const LinkKind link = crosses ? LinkKind::inter_node : LinkKind::intra_node;
+  std::optional<AlphaBeta> fit =
+      q.calibration ? q.calibration->collective(link, Collective::send_recv, 2) : std::nullopt;
+  const AlphaBeta ab = fit ? *fit
+                           : AlphaBeta{q.hardware.latency_s, crosses ? q.hardware.inter_node_bytes_per_s
+                                                                     : q.hardware.intra_node_bytes_per_s};
+  const double hop_s = ab.latency_s + hop_bytes / ab.bytes_per_s;
+
+  TimeEstimate out = stages[worst];
+  auto timeline = simulate_pipeline(q.pp_schedule, pp, v, micro_batches, forward_s, backward_s, hop_s);
+  const double tail_s = *std::max_element(tail.begin(), tail.end());
+  const double step = (timeline ? timeline->step_s : pipelined[worst] * (micro_batches + pp - 1.0) / micro_batches) + tail_s;
+  out.pp_bubble_fraction = timeline ? timeline->bubble_fraction : pipeline_bubble_fraction(q.pp_schedule, pp, v, micro_batches);
+  AxisComm& ax = out.comm[Axis::pp];
+  ax.seconds = std::max(0.0, step - out.step_s);
+  ax.crosses_nodes = crosses;
+  ax.collectives = static_cast<int>(2 * micro_batches * v);  // sends of a middle stage
+  ax.bytes = 2.0 * static_cast<double>(micro_batches * v) * hop_bytes;
+  out.comm_calibrated[Axis::pp] = fit.has_value();
+  out.comm_s += ax.seconds;
+  out.step_s = out.compute_s + out.comm_s - out.hidden_comm_s;
+  out.tokens_per_s = out.step_s > 0 ? out.tokens_per_step / out.step_s : 0;
+  out.mfu = out.model_flops_per_token * out.tokens_per_s /
+            (static_cast<double>(q.shape.world_size()) * out.peak_flops_used);
   return out;
 }
 

@@ -28,13 +28,13 @@ struct HardwareModel {
   double intra_node_bytes_per_s = 450e9;  // per direction, one GPU (NVLink 4: ~450 GB/s)
   double inter_node_bytes_per_s = 50e9;   // per GPU: one 400 Gb/s InfiniBand NIC = 50 GB/s
   double latency_s = 10e-6;               // per ring step (alpha of the alpha-beta model)
-  // Per axis (dp_replicate, dp_shard, cp, tp): the fraction of the step's compute time that this
+  // Per axis: the fraction of the step's compute time that this
   // axis' communication can hide behind. FSDP2 prefetches all-gathers and overlaps
   // reduce-scatters with forward and backward (1.0); DDP overlaps its bucketed all-reduce with
   // backward (2/3 of the compute); sequence-parallel tp collectives sit on the critical path (0);
   // ring attention is counted exposed (0). Hidden time comes out of one compute budget, dp_shard
   // first. The CPU defaults are all 0: Gloo collectives in meshtrain block the rank.
-  std::array<double, 4> overlap = {0, 0, 0, 0};
+  AxisArray<double> overlap;
 
   double peak_flops(Precision p) const {
     return p == Precision::bf16 ? peak_flops_bf16 : peak_flops_fp32;
@@ -63,6 +63,9 @@ struct TimeQuery {
   HardwareModel hardware;
   bool sequence_parallel = true;
   bool vocab_parallel = true;
+  // Pipeline (shape[Axis::pp] > 1): the schedule and chunks per rank (interleaved-1f1b).
+  PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;
+  int pp_virtual_stages = 1;
   // FSDP with accumulation: reduce-scatter once per step (meshtrain --fsdp-grad-sync step) or
   // every micro-batch (false, the default).
   bool fsdp_reduce_once_per_step = false;
@@ -87,24 +90,29 @@ struct TimeEstimate {
   double tokens_per_step = 0;        // global_batch * seq_len, each token once per dp replica
   int64_t grad_accum_steps = 1;
   double compute_s = 0;
-  std::array<AxisComm, 4> comm;      // indexed by Axis (dp_replicate, dp_shard, cp, tp)
+  AxisArray<AxisComm> comm;
   double comm_s = 0;                 // sum over axes
   double hidden_comm_s = 0;          // communication hidden behind compute (HardwareModel::overlap)
   double step_s = 0;                 // compute + comm - hidden
   double tokens_per_s = 0;
   double mfu = 0;                    // model flops per second / (world * peak)
+  double peak_flops_used = 0;        // the per-rank peak MFU divides by (calibrated or HardwareModel's)
+  // Pipeline (pp > 1): the numbers above are the slowest stage's; comm[Axis::pp] is what it
+  // waits for its neighbours (the bubble and the hops), and this the simulated idle share of
+  // the stages (core/pipeline_schedule.h). 0 with pp = 1.
+  double pp_bubble_fraction = 0;
   // Which numbers came from the calibration (the rest from HardwareModel's defaults).
   bool compute_calibrated = false;
-  std::array<bool, 4> comm_calibrated{};  // per axis: every collective of the axis was calibrated
+  AxisArray<bool> comm_calibrated;  // per axis: every collective of the axis was calibrated
   // Which terms a fit from past runs corrected (TimeQuery::fit).
   bool compute_fitted = false;
-  std::array<bool, 4> comm_fitted{};  // per axis
+  AxisArray<bool> comm_fitted;  // per axis
   // The step's terms (core/run_fit.h) before the overlap and before FSDP is split over dp_shard
   // and cp, with the conditions each ran under: what fit_runs() fits. 0: the term is absent.
   std::array<double, kFitTermCount> term_s{};
   std::array<FitKey, kFitTermCount> term_key{};
 
-  const AxisComm& axis(Axis a) const { return comm[static_cast<int>(a)]; }
+  const AxisComm& axis(Axis a) const { return comm[a]; }
 };
 
 // Matmul parameters N in 6N (Kaplan et al. 2020): every parameter except the embedding lookup

@@ -195,6 +195,62 @@ void check_placement(const ShapeQuery& q, const MeshShape& s, Checker& c) {
   }
 }
 
+void check_pipeline(const ShapeQuery& q, const MeshShape& s, Checker& c) {
+  const int64_t pp = s[Axis::pp];
+  const int64_t v = q.pp_virtual_stages;
+  const bool interleaved = q.pp_schedule == PipelineSchedule::interleaved_1f1b;
+  if (v < 1) {
+    c.error("pp_virtual_stages", num(v), "must be a whole number >= 1");
+    return;
+  }
+  if (interleaved && v < 2) {
+    c.error("pp_virtual_stages", num(v),
+            "must be >= 2 with interleaved-1f1b (chunks of layers per rank; 1 is plain 1f1b)");
+    return;
+  }
+  if (!interleaved && v != 1) {
+    c.error("pp_virtual_stages", num(v),
+            "must be 1 with " + std::string(to_string(q.pp_schedule)) +
+                " (chunks of layers per rank are for interleaved-1f1b)");
+    return;
+  }
+  if (pp <= 1) return;
+  if (q.model) {
+    const ModelSpec& m = *q.model;
+    if (m.num_hidden_layers < pp * v)
+      c.error("pp", num(pp),
+              "times pp_virtual_stages (" + num(v) + ") must be at most num_hidden_layers (" +
+                  num(m.num_hidden_layers) + "): every stage chunk holds at least one decoder layer");
+    if (m.tie_word_embeddings)
+      c.error("pp", num(pp),
+              "must be 1 for a model with tied embeddings (tie_word_embeddings): the embedding sits on the "
+              "first stage and the output head on the last");
+  }
+  if (c.report.grad_accum_steps <= 0) return;  // batches not given (or refused above)
+  const int64_t m = c.report.grad_accum_steps;
+  const std::string what = "micro-batches per step (global_batch / (micro_batch*dp_replicate*dp_shard) = " +
+                           num(m) + ")";
+  switch (q.pp_schedule) {
+    case PipelineSchedule::one_f_one_b:
+      if (m < pp)
+        c.error("global_batch", num(q.global_batch),
+                "gives " + what + ", fewer than pp = " + num(pp) +
+                    ": 1f1b needs at least one micro-batch per stage (raise global_batch or use gpipe)");
+      break;
+    case PipelineSchedule::interleaved_1f1b:
+      if (m % pp != 0)
+        c.error("global_batch", num(q.global_batch),
+                "gives " + what + ", not a multiple of pp = " + num(pp) +
+                    ": interleaved-1f1b runs its micro-batches pp at a time");
+      break;
+    case PipelineSchedule::gpipe:
+      if (m < pp)
+        c.warning("global_batch", num(q.global_batch),
+                  "gives " + what + ", fewer than pp = " + num(pp) + ": some stages sit idle all step");
+      break;
+  }
+}
+
 }  // namespace
 
 int64_t seq_len_divisor(const MeshShape& s) {
@@ -214,6 +270,7 @@ ShapeReport validate_shape(const ShapeQuery& q) {
   check_sequence(q, s, c);
   check_batch(q, s, c);
   check_placement(q, s, c);
+  check_pipeline(q, s, c);
   return report;
 }
 

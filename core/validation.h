@@ -12,10 +12,9 @@
 #include "core/error.h"
 #include "core/mesh.h"
 #include "core/model_spec.h"
+#include "core/run_config.h"
 
 namespace meshwork {
-
-struct RunConfig;
 
 enum class Severity { error, warning };
 std::string_view to_string(Severity s);
@@ -57,6 +56,9 @@ struct ShapeQuery {
   // runs such shapes: true (ParallelLayout's TrainerSupport) accepts them and marks them with
   // Accelerate's reason (ShapeReport::accelerate_refusal).
   bool allow_tp_cp_with_pure_replication = true;
+  // With pp > 1: the schedule and the chunks of layers per rank (interleaved-1f1b: >= 2).
+  PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;
+  int pp_virtual_stages = 1;
 };
 
 struct ShapeReport {
@@ -88,7 +90,13 @@ struct ShapeReport {
 //  seq:   cp > 1: seq_len % (2*cp*tp) (load-balanced causal CP splits each sequence into 2*cp
 //         chunks, and sequence parallelism splits each chunk over tp); tp > 1: seq_len % tp;
 //  batch: global_batch % (micro_batch * dp_replicate * dp_shard);
-//  place: a tp group that crosses nodes, or tp over a link slower than slow_tp_link (warnings).
+//  place: a tp group that crosses nodes, or tp over a link slower than slow_tp_link (warnings);
+//  pp:    pp_virtual_stages 1, or >= 2 with interleaved-1f1b only; num_hidden_layers >= pp * V
+//         (every chunk holds a decoder layer); untied embeddings (the embedding sits on the first
+//         stage, the head on the last); with the batches given, the micro-batches per step
+//         M = global_batch / (micro_batch * dp_replicate * dp_shard): 1f1b needs M >= pp,
+//         interleaved-1f1b M % pp == 0 (its rounds go pp micro-batches at a time), gpipe runs
+//         any M (a warning when M < pp: stages sit idle).
 ShapeReport validate_shape(const ShapeQuery& query);
 
 // What seq_len must be a multiple of on a resolved shape: 2*cp*tp with cp > 1 (load-balanced

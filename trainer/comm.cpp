@@ -118,7 +118,7 @@ void Communicator::charge(const Group& g, double seconds) {
   for (Axis a : axes) total += shape.size(a) - 1;
   if (total <= 0) return;
   for (Axis a : axes)
-    times_.seconds[static_cast<size_t>(a)] += seconds * (shape.size(a) - 1) / total;
+    times_.seconds[a] += seconds * (shape.size(a) - 1) / total;
 }
 
 void Communicator::finish(const Group& g, Clock::time_point start) {
@@ -168,6 +168,15 @@ Communicator::Pending Communicator::send_recv_start(const at::Tensor& send_t, in
   std::vector<at::Tensor> r{recv_t};
   p.work = g.backend->send(s, dst, tag);
   p.work2 = g.backend->recv(r, src, tag);
+  return p;
+}
+
+Communicator::Pending Communicator::send_start(const at::Tensor& t, int dst, const Group& g, int tag) {
+  TORCH_CHECK(t.is_contiguous(), "send_start: the buffer must be contiguous");
+  Pending p;
+  p.group = &g;
+  std::vector<at::Tensor> s{t};
+  p.work = g.backend->send(s, dst, tag);
   return p;
 }
 

@@ -41,9 +41,13 @@ namespace meshwork::trainer {
 
 // Seconds spent in collectives per axis (indexed by Axis), since the last reset().
 struct CommTimes {
-  std::array<double, 4> seconds{};
+  AxisArray<double> seconds;
   void reset() { seconds = {}; }
-  double total() const { return seconds[0] + seconds[1] + seconds[2] + seconds[3]; }
+  double total() const {
+    double t = 0;
+    for (double s : seconds) t += s;
+    return t;
+  }
 };
 
 // How Gloo reduce-scatters (CUDA always uses NCCL's native reduce_scatter):
@@ -131,6 +135,9 @@ class Communicator {
   // Both tensors must stay alive and untouched until wait().
   Pending send_recv_start(const at::Tensor& send_t, int dst, at::Tensor& recv_t, int src,
                           const Group& g, int tag = 0);
+  // Posts a send to `dst` (group rank) and returns at once: a pipeline stage goes on computing
+  // while its activation travels. `t` (contiguous) must stay alive and untouched until wait().
+  Pending send_start(const at::Tensor& t, int dst, const Group& g, int tag = 0);
   void wait(Pending& p);
 
   // Convenience overloads by group kind.

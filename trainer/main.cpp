@@ -92,6 +92,12 @@ int main(int argc, char** argv) {
     return kExitInvalid;
   }
   o.run.mesh = checked.layout->shape();  // -1 resolved
+  if (!o.run.save_hf.empty() && o.run.mesh[Axis::pp] > 1) {
+    std::cerr << "meshtrain: --save-hf: pp " << o.run.mesh[Axis::pp]
+              << ": not with pipeline stages yet (docs/pipeline.md); train with pp 1 to export, or keep the "
+                 "checkpoints\n";
+    return kExitInvalid;
+  }
   if (o.check_only) {
     // The weights too: every header against config.json (no tensor data is read).
     auto weights = hf::check_hf_weights(o.run, *spec);

@@ -150,6 +150,10 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
     full_layouts_.push_back(b);
   }
   layouts_ = full_layouts_;
+  drawn_root_ = root;
+  for (int i = 0; i < static_cast<int>(root.params.size()); ++i) root_kept_.push_back(i);
+  root_head_ = spec_.tie_word_embeddings ? -1 : kHead;
+  held_.assign(full_layouts_.size(), true);
   ops_.attention = default_attention;
   ops_.enter_column = [](const Tensor& x) { return x; };
   ops_.exit_row = [](const Tensor& x) { return x; };
@@ -157,11 +161,53 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   ops_.head_loss_sum = default_head_loss_sum;
 }
 
+void Model::keep_chunks(const std::vector<PipelineChunk>& chunks) {
+  held_.assign(full_layouts_.size(), false);
+  bool embedding = false, head = false;
+  for (const PipelineChunk& c : chunks) {
+    for (int l = c.first_layer; l < c.first_layer + c.num_layers; ++l) held_[block_unit(l)] = true;
+    embedding = embedding || c.embedding;
+    head = head || c.head;
+  }
+  held_[0] = embedding || head;
+  root_kept_.clear();
+  UnitLayout root;
+  root_embed_ = root_norm_ = root_head_ = -1;
+  auto keep = [&](int drawn_index, int& slot) {
+    slot = static_cast<int>(root.params.size());
+    root.params.push_back(drawn_root_.params[drawn_index]);
+    root_kept_.push_back(drawn_index);
+  };
+  // A tied head reads the embedding (core's validation keeps pp = 1 for tied models, where one
+  // chunk holds both ends).
+  if (embedding || (head && spec_.tie_word_embeddings)) keep(kEmbed, root_embed_);
+  if (head) keep(kNorm, root_norm_);
+  if (head && !spec_.tie_word_embeddings) keep(kHead, root_head_);
+  full_layouts_[0] = root;
+  layouts_[0] = root;
+}
+
+std::vector<int> Model::chunk_units(const PipelineChunk& chunk) {
+  std::vector<int> units;
+  if (chunk.embedding || chunk.head) units.push_back(0);
+  for (int l = chunk.first_layer; l < chunk.first_layer + chunk.num_layers; ++l) units.push_back(block_unit(l));
+  return units;
+}
+
+PipelineChunk Model::whole() const {
+  PipelineChunk c;
+  c.first_layer = 0;
+  c.num_layers = num_layers();
+  c.embedding = c.head = true;
+  return c;
+}
+
 at::Tensor Model::init_unit(int unit, uint64_t seed) const {
   // One generator per unit: seed mixed with the unit index (splitmix64 constant), so unit u's
   // numbers do not depend on which other units a rank builds.
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed ^ (0x9E3779B97F4A7C15ull * (unit + 1)));
-  const UnitLayout& lay = full_layouts_[unit];
+  // The root is drawn whole, then cut to what this stage keeps (keep_chunks).
+  const UnitLayout& lay = unit == 0 ? drawn_root_ : full_layouts_[unit];
   Tensor flat = at::empty({lay.numel()}, at::kFloat);
   for (size_t i = 0; i < lay.params.size(); ++i) {
     const ParamInfo& p = lay.params[i];
@@ -172,6 +218,11 @@ at::Tensor Model::init_unit(int unit, uint64_t seed) const {
     } else {
       v.normal_(0.0, p.init_std, gen);
     }
+  }
+  if (unit == 0 && root_kept_.size() != drawn_root_.params.size()) {
+    std::vector<Tensor> kept;
+    for (int i : root_kept_) kept.push_back(flat.narrow(0, lay.offset(i), lay.params[i].numel()));
+    return kept.empty() ? at::empty({0}, at::kFloat) : at::cat(kept);
   }
   return flat;
 }
@@ -244,17 +295,30 @@ at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Ten
   return out + ops_.exit_row(project(g, w_down));
 }
 
+std::pair<at::Tensor, at::Tensor> Model::rope_tables(int64_t T, const ForwardOptions& options, at::Device device) const {
+  Tensor positions = options.positions ? *options.positions : at::arange(T, at::TensorOptions().device(device));
+  return meshwork::trainer::rope_tables(positions, spec_, options.compute_dtype);
+}
+
 at::Tensor Model::loss_sum(const at::Tensor& tokens, const at::Tensor& targets,
                            WeightSource& weights, const ForwardOptions& options) const {
-  Tensor root = weights.acquire(0);
-  auto rw = views(0, root);
-  Tensor x = ops_.embed(rw[kEmbed], tokens);
-  const int64_t T = tokens.size(1);
-  Tensor positions = options.positions ? *options.positions
-                                       : at::arange(T, at::TensorOptions().device(tokens.device()));
-  auto [cos, sin] = rope_tables(positions, spec_, options.compute_dtype);
+  return chunk_forward(whole(), tokens, targets, weights, options);
+}
+
+at::Tensor Model::chunk_forward(const PipelineChunk& chunk, const at::Tensor& input, const at::Tensor& targets,
+                                WeightSource& weights, const ForwardOptions& options) const {
+  std::vector<Tensor> rw;
+  if (chunk.embedding || chunk.head) rw = views(0, weights.acquire(0));
+  Tensor x = input;
+  if (chunk.embedding) {
+    TORCH_CHECK(root_embed_ >= 0, "this stage does not hold the embedding");
+    x = ops_.embed(rw[root_embed_], input);
+    // The root stays acquired until the head is done when one chunk holds both ends.
+    if (!chunk.head) x = weights.release(0, x);
+  }
+  auto [cos, sin] = options.rope ? *options.rope : rope_tables(targets.size(1), options, targets.device());
   const bool ckpt = options.activation_checkpointing && at::GradMode::is_enabled();
-  for (int l = 0; l < num_layers(); ++l) {
+  for (int l = chunk.first_layer; l < chunk.first_layer + chunk.num_layers; ++l) {
     if (ckpt) {
       x = CheckpointedBlock::apply(x, cos, sin, static_cast<int64_t>(l), this, &weights);
     } else {
@@ -263,8 +327,10 @@ at::Tensor Model::loss_sum(const at::Tensor& tokens, const at::Tensor& targets,
       x = weights.release(unit, block_forward(l, flat, x, cos, sin));
     }
   }
-  Tensor h = rms_norm(x, rw[kNorm], spec_.rms_norm_eps);
-  Tensor head = spec_.tie_word_embeddings ? rw[kEmbed] : rw[kHead];
+  if (!chunk.head) return x;
+  TORCH_CHECK(root_norm_ >= 0, "this stage does not hold the final norm and head");
+  Tensor h = rms_norm(x, rw[root_norm_], spec_.rms_norm_eps);
+  Tensor head = root_head_ >= 0 ? rw[root_head_] : rw[root_embed_];
   return weights.release(0, ops_.head_loss_sum(h, head, targets));
 }
 

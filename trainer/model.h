@@ -24,6 +24,7 @@
 #include <ATen/ATen.h>
 
 #include "core/model_spec.h"
+#include "core/pipeline.h"
 
 namespace meshwork::trainer {
 
@@ -74,6 +75,10 @@ struct ForwardOptions {
   bool activation_checkpointing = false;  // recompute each block in backward
   at::ScalarType compute_dtype = at::kFloat;
   std::optional<at::Tensor> positions;     // [T] RoPE positions (default 0..T-1)
+  // (cos, sin) [T, D] for those positions, made once by Model::rope_tables: every micro-batch
+  // and chunk then shares one pair (a pipeline stage holds many micro-batches, whose blocks each
+  // save the tables for backward). Unset: made per forward.
+  std::optional<std::pair<at::Tensor, at::Tensor>> rope;
 };
 
 class Model {
@@ -91,6 +96,20 @@ class Model {
   void set_layout(int unit, UnitLayout layout) { layouts_[unit] = std::move(layout); }
   BlockOps& ops() { return ops_; }
 
+  // Pipeline parallelism (parallelize_pp.h): this stage rank keeps only the units of `chunks`
+  // (its chunks of core's pipeline_cut): their decoder blocks, and of the root the embedding
+  // when it runs chunk 0 and the final norm and head when it runs the last chunk. The root's
+  // full layout becomes that subset (tensor parallel and FSDP then cut only what the stage
+  // holds); init_unit still draws the numbers of the whole root, so every shape starts alike.
+  // Call before anything reads the layouts.
+  void keep_chunks(const std::vector<PipelineChunk>& chunks);
+  // Whether this rank holds `unit` (every unit unless keep_chunks() dropped it).
+  bool holds(int unit) const { return held_[unit]; }
+  // The units one chunk reads: its blocks, and the root when it holds the embedding or the head.
+  static std::vector<int> chunk_units(const PipelineChunk& chunk);
+  // The whole model as one chunk (pp = 1).
+  PipelineChunk whole() const;
+
   // The full flat parameters of `unit`, fp32 on CPU, drawn from `seed` alone: every rank of
   // every mesh shape builds the same numbers, then keeps its shard. Each unit has its own
   // generator (seeded from seed and unit), so units can be built one at a time.
@@ -101,6 +120,16 @@ class Model {
   // batch, whatever the shape).
   at::Tensor loss_sum(const at::Tensor& tokens, const at::Tensor& targets, WeightSource& weights,
                       const ForwardOptions& options) const;
+
+  // One chunk of the model: `input` is the tokens [B, T] when the chunk holds the embedding, the
+  // previous chunk's output otherwise. Returns the chunk's output (the residual stream, for the
+  // next chunk) or, for the chunk holding the head, the cross-entropy summed over every token of
+  // `targets` [B, T] (whose T is the sequence length RoPE needs, whatever shard `input` is).
+  at::Tensor chunk_forward(const PipelineChunk& chunk, const at::Tensor& input, const at::Tensor& targets,
+                           WeightSource& weights, const ForwardOptions& options) const;
+
+  // RoPE's (cos, sin) for T tokens at options.positions (default 0..T-1), on `device`.
+  std::pair<at::Tensor, at::Tensor> rope_tables(int64_t T, const ForwardOptions& options, at::Device device) const;
 
   // One decoder block on x [B, T, H] with the unit's flat weights.
   at::Tensor block_forward(int layer, const at::Tensor& flat, const at::Tensor& x,
@@ -115,6 +144,12 @@ class Model {
   std::vector<at::Tensor> views(int unit, const at::Tensor& flat) const;
 
   ModelSpec spec_;
+  // The whole root's layout (what init_unit(0) draws) and which of its parameters this rank
+  // keeps, in order (all of them unless keep_chunks() cut the root).
+  UnitLayout drawn_root_;
+  std::vector<int> root_kept_;
+  int root_embed_ = 0, root_norm_ = 1, root_head_ = 2;  // in layout(0); -1: not held
+  std::vector<bool> held_;
   std::vector<UnitLayout> full_layouts_;
   std::vector<UnitLayout> layouts_;
   BlockOps ops_;

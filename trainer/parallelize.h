@@ -12,6 +12,10 @@
 //      it shards what tp left, and TensorParallel::annotate() then marks the ranges tp holds
 //      alike on several ranks (for the global gradient norm).
 //
+// Pipeline parallelism comes before all three (torchtitan's pipeline_llama, then parallelize
+// each stage): Model::keep_chunks cuts the model to this stage rank's chunks, so tp, cp and dp
+// see only the stage's units; parallelize_pp.h then runs the schedule over chunk_forward().
+//
 // The TP/DP wiring (localize, annotate, tp's gradient sums after dp's reductions) lives only
 // here; the training step calls ParallelModel and never the pieces.
 #pragma once
@@ -44,6 +48,9 @@ struct ParallelizeOptions {
   // as float into out (a Hugging Face checkpoint, hf/checkpoint_loader.h). Only the ranges this
   // rank owns after tp's cut and FSDP's shard are asked for.
   std::function<void(int unit, int param, int64_t offset, int64_t count, float* out)> read_full;
+  // pp > 1: the chunks of pipeline_cut this stage rank runs (Model::keep_chunks); empty: the
+  // whole model.
+  std::vector<PipelineChunk> stage_chunks;
 };
 
 class ParallelModel {
@@ -60,12 +67,26 @@ class ParallelModel {
   // afterwards. Every rank of the mesh must call it together (it communicates as training does).
   at::Tensor eval_loss_sum(const at::Tensor& inputs, const at::Tensor& targets,
                            const ForwardOptions& options) const;
+  // One pipeline chunk (Model::chunk_forward with dp's weights).
+  at::Tensor chunk_forward(const PipelineChunk& chunk, const at::Tensor& input, const at::Tensor& targets,
+                           const ForwardOptions& options) const {
+    return model_.chunk_forward(chunk, input, targets, *dp_, options);
+  }
+  // After forwards without backward (a pipeline's evaluation): frees every gathered unit.
+  void end_forward_only() { dp_->end_forward_only(); }
+  // The sequence length of the residual stream between blocks on this rank, for sequences of
+  // `local_seq_len` tokens (after cp's cut): a tp shard of it under sequence parallelism.
+  int64_t residual_seq_len(int64_t local_seq_len) const {
+    return tp_->sequence_parallel() ? local_seq_len / tp_->size() : local_seq_len;
+  }
+  const Model& model() const { return model_; }
   // This rank's cp tokens of [B, T] sequences, and their RoPE positions (none without cp).
   at::Tensor shard_sequence(const at::Tensor& x) const { return cp_->shard(x); }
   std::optional<at::Tensor> positions(int64_t seq_len, at::Device device) const;
 
   // Before the last micro-batch's backward (DataParallel::arm_gradient_sync).
   void arm_gradient_sync() { dp_->arm_gradient_sync(); }
+  void arm_gradient_sync(const std::vector<int>& units) { dp_->arm_gradient_sync(units); }
   // After the last micro-batch's backward: dp's reductions, then tp's sums of partial
   // gradients of replicated pieces. Gradients are then whole on every rank.
   void finish_gradients();

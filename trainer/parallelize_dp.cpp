@@ -9,7 +9,8 @@ namespace meshwork::trainer {
 using at::Tensor;
 
 struct DataParallel::Unit {
-  int index = 0;
+  int index = 0;  // the model's unit number
+  int slot = 0;   // its index in params_ / units_
   bool sharded = false;
   int64_t numel = 0;
   int64_t padded = 0;
@@ -36,7 +37,7 @@ struct UnshardFunction : public torch::autograd::Function<UnshardFunction> {
   static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& shard,
                         int64_t dp_ptr, int64_t unit) {
     auto* dp = reinterpret_cast<DataParallel*>(dp_ptr);
-    DataParallel::Unit& u = *dp->units_[unit];
+    DataParallel::Unit& u = dp->unit(static_cast<int>(unit));
     ctx->saved_data["dp"] = dp_ptr;
     ctx->saved_data["unit"] = unit;
     if (!u.resident) dp->gather(u);
@@ -51,8 +52,8 @@ struct UnshardFunction : public torch::autograd::Function<UnshardFunction> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     auto* dp = reinterpret_cast<DataParallel*>(ctx->saved_data["dp"].toInt());
-    DataParallel::Unit& u = *dp->units_[ctx->saved_data["unit"].toInt()];
-    dp->free(u);
+    DataParallel::Unit& u = dp->unit(static_cast<int>(ctx->saved_data["unit"].toInt()));
+    if (!(u.index == 0 && dp->options_.keep_root_gathered)) dp->free(u);
     // Reduce in fp32 (FSDP2 reduce_dtype), over the padded length the shards tile.
     Tensor g = grads[0].to(at::kFloat).reshape(-1);
     if (u.padded > u.numel) g = at::constant_pad_nd(g, {0, u.padded - u.numel});
@@ -66,7 +67,7 @@ struct UnshardFunction : public torch::autograd::Function<UnshardFunction> {
       g = std::move(u.grad_accum);
       u.grad_accum = Tensor();
     }
-    if (!dp->sync_armed_ && dp->options_.fsdp_grad_sync_per_step) {
+    if (!dp->armed_[u.slot] && dp->options_.fsdp_grad_sync_per_step) {
       // Owned here and summed into in place: never alias the incoming gradient.
       u.grad_accum = g.is_alias_of(grads[0]) ? g.clone() : g;  // g is flat and contiguous
       return {Tensor(), Tensor(), Tensor()};
@@ -80,7 +81,7 @@ struct UnshardFunction : public torch::autograd::Function<UnshardFunction> {
 struct DataParallel::AllReduceWhenAccumulated : torch::autograd::PostAccumulateGradHook {
   AllReduceWhenAccumulated(DataParallel* dp, int unit) : dp(dp), unit(unit) {}
   void operator()(const torch::autograd::Variable& param) override {
-    if (!dp->sync_armed_) return;
+    if (!dp->armed_[dp->slot_[unit]]) return;
     InFlight f{unit, param.grad(), {}};
     f.pending = dp->comm_.all_reduce_start(f.buffer, dp->comm_.group(GroupKind::dp_replicate));
     dp->in_flight_.push_back(std::move(f));
@@ -93,7 +94,10 @@ DataParallel::DataParallel(Model& model, Communicator& comm, DataParallelOptions
     : model_(model), comm_(comm), options_(std::move(options)) {
   const Group& sg = comm_.group(options_.shard_group);
   const int n = sg.size();
+  slot_.assign(model_.num_units(), -1);
   for (int i = 0; i < model_.num_units(); ++i) {
+    if (!model_.holds(i)) continue;  // another pipeline stage's
+    slot_[i] = static_cast<int>(units_.size());
     const bool read = static_cast<bool>(options_.read_local);
     Tensor local;
     if (!read) {
@@ -104,6 +108,7 @@ DataParallel::DataParallel(Model& model, Communicator& comm, DataParallelOptions
     }
     auto u = std::make_unique<Unit>();
     u->index = i;
+    u->slot = slot_[i];
     u->sharded = n > 1;
     u->numel = model_.layout(i).numel();
     // Pad to a multiple of n so every member holds an equal shard: shard_numel = ceil(numel/n).
@@ -122,7 +127,8 @@ DataParallel::DataParallel(Model& model, Communicator& comm, DataParallelOptions
       local = padded.narrow(0, sg.rank * u->shard_numel, u->shard_numel);
     }
     // tp ranks hold different pieces (their replicated ranges are recorded in tp_copies).
-    fp.copies = comm_.world_size() / (n * comm_.group_size(GroupKind::tp));
+    // Pipeline stages hold different units: the copies are among one stage's ranks.
+    fp.copies = comm_.world_size() / (n * comm_.group_size(GroupKind::tp) * comm_.group_size(GroupKind::pp));
     // A read piece is already this rank's own fresh tensor: no copy (the loader's peak memory).
     fp.param = (read ? local.to(options_.device) : local.to(options_.device).clone()).set_requires_grad(true);
     if (!u->sharded && comm_.group(GroupKind::dp_replicate).size() > 1) {
@@ -138,6 +144,7 @@ DataParallel::DataParallel(Model& model, Communicator& comm, DataParallelOptions
     params_.push_back(std::move(fp));
     units_.push_back(std::move(u));
   }
+  armed_.assign(units_.size(), false);
 }
 
 DataParallel::~DataParallel() = default;
@@ -152,7 +159,7 @@ void DataParallel::gather(Unit& u) {
     u.prefetching = false;
   } else {
     auto opts = at::TensorOptions().dtype(options_.compute_dtype).device(options_.device);
-    Tensor shard = params_[u.index].param.detach().to(options_.compute_dtype).contiguous();
+    Tensor shard = params_[u.slot].param.detach().to(options_.compute_dtype).contiguous();
     tmp = at::empty({u.padded}, opts);
     comm_.all_gather(tmp, shard, options_.shard_group);
   }
@@ -170,11 +177,11 @@ void DataParallel::gather(Unit& u) {
 
 void DataParallel::prefetch(int unit) {
   // Decoder blocks only: the root stays gathered from its forward to the end of its backward.
-  if (unit < 1 || unit >= static_cast<int>(units_.size())) return;
-  Unit& u = *units_[unit];
+  if (unit < 1 || !held(unit)) return;
+  Unit& u = this->unit(unit);
   if (!u.sharded || u.resident || u.prefetching) return;
   auto opts = at::TensorOptions().dtype(options_.compute_dtype).device(options_.device);
-  u.prefetch_src = params_[unit].param.detach().to(options_.compute_dtype).contiguous();
+  u.prefetch_src = params_[u.slot].param.detach().to(options_.compute_dtype).contiguous();
   u.prefetch_buf = at::empty({u.padded}, opts);
   u.pending = comm_.all_gather_start(u.prefetch_buf, u.prefetch_src, comm_.group(options_.shard_group));
   u.prefetching = true;
@@ -188,8 +195,8 @@ void DataParallel::free(Unit& u) {
 }
 
 at::Tensor DataParallel::acquire(int unit) {
-  Unit& u = *units_[unit];
-  Tensor& p = params_[unit].param;
+  Unit& u = this->unit(unit);
+  Tensor& p = params_[u.slot].param;
   if (!u.sharded) return options_.compute_dtype == at::kFloat ? p : p.to(options_.compute_dtype);
   Tensor full =
       UnshardFunction::apply(p, reinterpret_cast<int64_t>(this), static_cast<int64_t>(unit));
@@ -203,7 +210,7 @@ at::Tensor DataParallel::acquire(int unit) {
 }
 
 at::Tensor DataParallel::release(int unit, at::Tensor output) {
-  Unit& u = *units_[unit];
+  Unit& u = this->unit(unit);
   // The root unit stays gathered until its backward is done (it is needed at both ends).
   if (!u.sharded || unit == 0) return output;
   free(u);
@@ -219,7 +226,12 @@ at::Tensor DataParallel::release(int unit, at::Tensor output) {
   return output;
 }
 
-void DataParallel::arm_gradient_sync() { sync_armed_ = true; }
+void DataParallel::arm_gradient_sync() { armed_.assign(units_.size(), true); }
+
+void DataParallel::arm_gradient_sync(const std::vector<int>& units) {
+  for (int u : units)
+    if (held(u)) armed_[slot_[u]] = true;
+}
 
 void DataParallel::end_forward_only() {
   for (auto& u : units_) {
@@ -239,11 +251,11 @@ void DataParallel::finish_gradients() {
   std::vector<bool> reduced(params_.size(), false);
   for (auto& f : in_flight_) {
     comm_.wait(f.pending);
-    params_[f.unit].param.mutable_grad() = f.buffer;
-    reduced[f.unit] = true;
+    param(f.unit).param.mutable_grad() = f.buffer;
+    reduced[slot_[f.unit]] = true;
   }
   in_flight_.clear();
-  sync_armed_ = false;
+  armed_.assign(units_.size(), false);
   for (auto& fp : params_)
     if (!fp.param.grad().defined()) fp.param.mutable_grad() = at::zeros_like(fp.param);
   const Group& rg = comm_.group(GroupKind::dp_replicate);
@@ -267,7 +279,7 @@ void DataParallel::finish_gradients() {
     bytes = 0;
   };
   for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
-    if (reduced[it->unit]) continue;  // already all-reduced during backward
+    if (reduced[slot_[it->unit]]) continue;  // already all-reduced during backward
     Tensor g = it->param.grad();
     bucket.push_back(g);
     bytes += g.nbytes();

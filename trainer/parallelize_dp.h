@@ -62,6 +62,10 @@ struct DataParallelOptions {
   // last backward (--fsdp-grad-sync step); false: reduce-scatter in every backward.
   bool fsdp_grad_sync_per_step = false;
   uint64_t seed = 0;
+  // Pipeline parallelism: several micro-batches hold the root's gathered weights for their
+  // backward at once (the head's matmul saves them), so the root stays gathered until
+  // finish_gradients() instead of being freed after each backward.
+  bool keep_root_gathered = false;
   // Turns a unit's full flat fp32 parameters into the piece this rank's model reads (a tensor
   // parallel plan slices them; identity by default). Must match model.layout(unit).
   std::function<at::Tensor(int unit, const at::Tensor& full)> localize;
@@ -82,6 +86,7 @@ class DataParallel : public WeightSource {
   at::Tensor acquire(int unit) override;
   at::Tensor release(int unit, at::Tensor output) override;
 
+  // The units this rank holds (Model::holds), in unit order.
   std::vector<FlatParam>& params() { return params_; }
   // Call before the last micro-batch's backward (every dp kind): DDP (and FSDP with
   // fsdp_grad_sync_per_step) reduce the gradients summed over the micro-batches in that backward
@@ -89,6 +94,9 @@ class DataParallel : public WeightSource {
   // backward has produced it (a hook on the flat parameter), overlapping the reduction with the
   // rest of the backward, as DDP does.
   void arm_gradient_sync();
+  // The same for some units only: a pipeline stage arms each chunk's units before that chunk's
+  // last backward of the step (its chunks finish at different times).
+  void arm_gradient_sync(const std::vector<int>& units);
   // After the last micro-batch's backward: all-reduces gradients over dp_replicate (DDP, or
   // HSDP's shard gradients), in buckets, and frees any unit still gathered.
   void finish_gradients();
@@ -112,12 +120,17 @@ class DataParallel : public WeightSource {
   void free(Unit& u);
   friend struct UnshardFunction;
 
+  Unit& unit(int index) { return *units_[slot_[index]]; }
+  FlatParam& param(int index) { return params_[slot_[index]]; }
+  bool held(int index) const { return index >= 0 && index < static_cast<int>(slot_.size()) && slot_[index] >= 0; }
+
   Model& model_;
   Communicator& comm_;
   DataParallelOptions options_;
-  std::vector<FlatParam> params_;
-  std::vector<std::unique_ptr<Unit>> units_;
-  bool sync_armed_ = false;
+  std::vector<FlatParam> params_;            // the held units, in unit order
+  std::vector<std::unique_ptr<Unit>> units_;  // the same
+  std::vector<int> slot_;                     // unit -> index in params_ / units_, -1: not held
+  std::vector<bool> armed_;                   // per slot: gradient sync armed for this backward
   int last_acquired_ = -1;  // the unit acquired last (prefetch direction)
   struct AllReduceWhenAccumulated;  // starts a replicated unit's all-reduce (DDP overlap)
   // In-flight all-reduces of replicated units: (unit, reduced buffer, work).

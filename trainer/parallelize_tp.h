@@ -72,6 +72,7 @@ class TensorParallel {
   TensorParallel(Model& model, Communicator& comm, TpOptions options);
 
   bool active() const { return t_ > 1; }
+  int size() const { return t_; }
   bool sequence_parallel() const { return active() && options_.sequence_parallel; }
   // This rank's piece of a unit's full flat parameters (DataParallelOptions::localize).
   at::Tensor localize(int unit, const at::Tensor& full) const;

@@ -32,6 +32,7 @@
 #include "trainer/model.h"
 #include "trainer/optimizer.h"
 #include "trainer/parallelize.h"
+#include "trainer/parallelize_pp.h"
 #include "trainer/supervisor.h"
 
 namespace meshwork::trainer {
@@ -106,6 +107,8 @@ class Trainer {
   int train();
   StepResult train_step(int64_t step);
   Tensor micro_batch(const TokenData& data, int64_t step, int64_t m);
+  // Micro-batch m's (inputs, targets), this rank's cp shards, in tensors of their own.
+  std::pair<Tensor, Tensor> micro_batch_shards(const TokenData& data, int64_t step, int64_t m);
   void record_step(int64_t step, const StepResult& s);
   void save_checkpoint(int64_t steps_done);
   void evaluate(int64_t steps_done);
@@ -138,6 +141,8 @@ class Trainer {
   std::unique_ptr<Model> model_;
   std::unique_ptr<hf::HfCheckpoint> checkpoint_;  // --init hf: the mapped files, while loading
   std::unique_ptr<ParallelModel> pm_;
+  std::vector<PipelineChunk> stage_chunks_;  // pp > 1: this stage rank's chunks (pipeline_cut)
+  std::unique_ptr<PipelineStage> pipeline_;  // pp > 1
   AdamW opt_;
   // Data-parallel coordinates: who reads which sequences.
   int64_t dp_size_ = 1, dp_rank_ = 0, accum_ = 1;
@@ -256,7 +261,21 @@ int Trainer::setup() {
   fo_.activation_checkpointing = t_.activation_checkpointing == ActivationCheckpointing::full;
   fo_.compute_dtype = dtype_;
   fo_.positions = pm_->positions(t_.seq_len, device_);
+  fo_.rope = model_->rope_tables(t_.seq_len / shape_[Axis::cp], fo_, device_);
   buf_.resize(static_cast<size_t>(t_.micro_batch) * (t_.seq_len + 1));
+  if (shape_[Axis::pp] > 1) {
+    PipelineOptions po;
+    po.schedule = t_.pp_schedule;
+    po.virtual_stages = t_.pp_virtual_stages;
+    po.micro_batches = accum_;
+    po.chunks = pipeline_cut(spec_, t_.seq_len, shape_[Axis::pp], t_.pp_virtual_stages);
+    po.micro_batch = t_.micro_batch;
+    po.residual_seq_len = pm_->residual_seq_len(t_.seq_len / shape_[Axis::cp]);
+    po.hidden = spec_.hidden_size;
+    po.dtype = dtype_;
+    po.device = device_;
+    pipeline_ = std::make_unique<PipelineStage>(*pm_, *comm_, std::move(po));
+  }
   return 0;
 }
 
@@ -275,7 +294,8 @@ int Trainer::connect() {
   comm_ = std::move(*comm);
   const MeshCoord coord = comm_->mesh().coord_of(rank_);
   log_("rank ", rank_, " of ", env_.world_size, " (node-local ", env_.local_rank, "/",
-       env_.local_world_size, "), mesh ", shape_.to_string(), ", coords (", coord[Axis::dp_replicate],
+       env_.local_world_size, "), mesh ", shape_.to_string(), ", coords (",
+       shape_[Axis::pp] > 1 ? "stage " + std::to_string(coord[Axis::pp]) + ": " : std::string(), coord[Axis::dp_replicate],
        ",", coord[Axis::dp_shard], ",", coord[Axis::cp], ",", coord[Axis::tp], "), ", threads_,
        " threads, data ", data_path_.string(), " (", data_->num_tokens(), " tokens)");
   return 0;
@@ -285,6 +305,21 @@ int Trainer::connect() {
 int Trainer::build_model() {
   model_ = std::make_unique<Model>(spec_);
   ParallelizeOptions po;
+  if (shape_[Axis::pp] > 1) {
+    // The pipeline's cut comes first (parallelize.h): a Hugging Face checkpoint is then read for
+    // this stage's units only.
+    const auto all = pipeline_cut(spec_, t_.seq_len, shape_[Axis::pp], t_.pp_virtual_stages);
+    stage_chunks_ = chunks_of_rank(all, comm_->mesh().coord_of(rank_)[Axis::pp]);
+    model_->keep_chunks(stage_chunks_);
+    po.stage_chunks = stage_chunks_;
+    std::string held;
+    for (const PipelineChunk& c : stage_chunks_)
+      held += (held.empty() ? "" : ", ") + std::string("layers ") + std::to_string(c.first_layer) + "-" +
+              std::to_string(c.first_layer + c.num_layers - 1) + (c.embedding ? " + embedding" : "") +
+              (c.head ? " + norm and head" : "");
+    log_("pipeline stage ", comm_->mesh().coord_of(rank_)[Axis::pp], " of ", shape_[Axis::pp], " (",
+         to_string(t_.pp_schedule), ", ", t_.pp_virtual_stages, " chunk(s) per stage): ", held);
+  }
   if (int rc = open_hf_checkpoint(po)) return rc;
   const int64_t rss_before = proc_status_bytes("VmRSS");
   reset_peak_rss();
@@ -348,6 +383,7 @@ void Trainer::record_load(double seconds, int64_t rss_before) {
   int64_t param_bytes = 0, largest = 0;
   for (const Tensor& p : pm_->params()) param_bytes += p.numel() * 4;
   for (int u = 0; u < model_->num_units(); ++u) {
+    if (!model_->holds(u)) continue;
     const UnitLayout& lay = model_->layout(u);
     const int64_t n = lay.numel(), groups = comm_->group(layout_.fsdp_group()).size();
     const int64_t shard = (n + groups - 1) / groups, lo = groups > 1 ? comm_->group(layout_.fsdp_group()).rank * shard : 0;
@@ -386,6 +422,8 @@ int Trainer::resume() {
                          {"mesh_shape", to_json(shape_)},
                          {"fsdp_group", std::string(group_name(layout_.fsdp_group()))},
                          {"precision", std::string(to_string(t_.precision))}};
+  // Which layers a stage holds depends on the chunks per stage too (pipeline_cut).
+  if (shape_[Axis::pp] > 1) meta["pp_virtual_stages"] = t_.pp_virtual_stages;
   if (o_.run.model.is_string()) {
     std::error_code ec;
     const fs::path given = o_.run.model.get<std::string>();
@@ -403,9 +441,10 @@ int Trainer::resume() {
   auto saved = nlohmann::json::parse(m.ok() ? *m : "{}", nullptr, false);
   auto want = nlohmann::json::parse(meta_);
   if (saved.is_discarded() || saved["mesh"] != want["mesh"] || saved["model"] != want["model"] ||
-      saved["global_batch"] != want["global_batch"] || saved["seq_len"] != want["seq_len"])
+      saved["global_batch"] != want["global_batch"] || saved["seq_len"] != want["seq_len"] ||
+      saved.value("pp_virtual_stages", 1) != want.value("pp_virtual_stages", 1))
     return fail(2, "--resume: " + latest->string() + ": a checkpoint of the same model, mesh, "
-                "global batch and seq len (saved " + (m.ok() ? *m : "?") + ")", /*tell=*/true);
+                "global batch, seq len and pp_virtual_stages (saved " + (m.ok() ? *m : "?") + ")", /*tell=*/true);
   auto st = load_rank_state(*latest, rank_);
   if (!st.ok()) return fail(2, st.error().message());
   at::NoGradGuard ng;
@@ -517,7 +556,9 @@ int Trainer::save_hf() {
 void Trainer::evaluate(int64_t steps_done) {
   const auto t0 = std::chrono::steady_clock::now();
   Tensor local = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device_));
-  for (int64_t b = 0; b < eval_batches_; ++b)
+  for (int64_t b = 0; b < eval_batches_ && pipeline_; ++b)
+    local += pipeline_->eval_step([&](int64_t m) { return micro_batch_shards(*eval_data_, b, m); }, fo_);
+  for (int64_t b = 0; b < eval_batches_ && !pipeline_; ++b)
     for (int64_t m = 0; m < accum_; ++m) {
       Tensor seqs = micro_batch(*eval_data_, b, m);
       Tensor inputs = pm_->shard_sequence(seqs.narrow(1, 0, t_.seq_len));
@@ -525,6 +566,7 @@ void Trainer::evaluate(int64_t steps_done) {
       local += pm_->eval_loss_sum(inputs, targets, fo_).to(at::kDouble);
     }
   comm_->all_reduce(local, GroupKind::dp_cp);
+  if (pipeline_) comm_->all_reduce(local, GroupKind::pp);  // the loss is on the last stage
   EvalRecord r;
   r.step = steps_done - 1;  // the step it follows, as step records count
   r.rank = rank_;
@@ -544,6 +586,12 @@ Tensor Trainer::micro_batch(const TokenData& data, int64_t step, int64_t m) {
   return at::from_blob(buf_.data(), {t_.micro_batch, t_.seq_len + 1}, at::kLong).to(device_);
 }
 
+std::pair<Tensor, Tensor> Trainer::micro_batch_shards(const TokenData& data, int64_t step, int64_t m) {
+  // micro_batch() reads into one reused buffer: a pipeline holds several micro-batches at once.
+  Tensor seqs = micro_batch(data, step, m).clone();
+  return {pm_->shard_sequence(seqs.narrow(1, 0, t_.seq_len)), pm_->shard_sequence(seqs.narrow(1, 1, t_.seq_len))};
+}
+
 // Forward/backward over the accumulation micro-batches, gradient finishing, clipping, AdamW.
 StepResult Trainer::train_step(int64_t step) {
   comm_->times().reset();
@@ -554,7 +602,10 @@ StepResult Trainer::train_step(int64_t step) {
   r.lr = learning_rate(t_, step);
 
   Tensor local_loss = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device_));
-  for (int64_t m = 0; m < accum_; ++m) {
+  if (pipeline_)
+    local_loss = pipeline_->train_step([&](int64_t m) { return micro_batch_shards(*data_, step, m); },
+                                       global_tokens_, fo_);
+  for (int64_t m = 0; m < accum_ && !pipeline_; ++m) {
     Tensor seqs = micro_batch(*data_, step, m);
     // cp ranks of one replica read the same sequences and keep their load-balanced chunks.
     Tensor inputs = pm_->shard_sequence(seqs.narrow(1, 0, t_.seq_len));
@@ -578,6 +629,7 @@ StepResult Trainer::train_step(int64_t step) {
   opt_.update(pm_->params(), r.lr, clip);
   pm_->zero_grad();
   comm_->all_reduce(local_loss, GroupKind::dp_cp);
+  if (pipeline_) comm_->all_reduce(local_loss, GroupKind::pp);  // the loss is on the last stage
   r.loss = local_loss.item<double>() / global_tokens_;
   if (cuda_) torch::cuda::synchronize();
   r.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -595,8 +647,9 @@ void Trainer::record_step(int64_t step, const StepResult& s) {
   // A data-parallel replica's tokens; tp/cp ranks of one replica share them (docs/metrics.md).
   r.tokens = layout_.tokens_per_replica_step();
   r.tokens_per_s = static_cast<double>(r.tokens) / s.step_s;
-  // This rank's share of the model FLOPs: the replica's FLOPs split over its tp x cp ranks.
-  const double rank_flops = flops_per_token_ * r.tokens / (shape_[Axis::tp] * shape_[Axis::cp]);
+  // This rank's share of the model FLOPs: the replica's FLOPs split over its pp x tp x cp ranks.
+  const double rank_flops =
+      flops_per_token_ * r.tokens / (shape_[Axis::pp] * shape_[Axis::tp] * shape_[Axis::cp]);
   r.tflops = rank_flops / s.step_s / 1e12;
   r.mfu = r.tflops / peak_;
   if (cuda_) {

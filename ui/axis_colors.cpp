@@ -12,7 +12,8 @@ struct Pair {
 };
 // Okabe-Ito: blue, bluish green, reddish purple, vermillion for the four axes; sky blue, orange and
 // a neutral grey-violet for the flattened groups, which are unions of axes.
-constexpr std::array<Pair, 7> kGroupColors = {{
+// pp, the outermost axis, takes Okabe-Ito's yellow, darkened on light backgrounds to stay legible.
+constexpr std::array<Pair, 8> kGroupColors = {{
     {"#0072B2", "#4AA8E8"},  // dp_replicate
     {"#009E73", "#3CCB9F"},  // dp_shard
     {"#CC79A7", "#E6A0C8"},  // cp
@@ -20,7 +21,9 @@ constexpr std::array<Pair, 7> kGroupColors = {{
     {"#56B4E9", "#7FCBF5"},  // dp
     {"#E69F00", "#F5B940"},  // dp_shard_cp
     {"#7A6FA8", "#A99ED6"},  // dp_cp
+    {"#A68A00", "#F0E442"},  // pp
 }};
+static_assert(kGroupColors.size() == kGroupKinds.size(), "one colour per group kind");
 }  // namespace
 
 QColor group_color(GroupKind kind, bool dark) {

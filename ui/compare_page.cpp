@@ -432,9 +432,9 @@ void ComparePage::fill_prediction() {
     cell(r, 4, format_ms(c.predicted_compute_s));
     cell(r, 5, format_ms(c.measured_compute_s));
     for (int i = 0; i < static_cast<int>(axes.size()); ++i) {
-      const auto k = static_cast<size_t>(axes[static_cast<size_t>(i)]);
-      cell(r, 6 + 2 * i, format_ms(c.predicted_comm_s[k]));
-      cell(r, 7 + 2 * i, format_ms(c.measured_comm_s[k]));
+      const Axis a = axes[static_cast<size_t>(i)];
+      cell(r, 6 + 2 * i, format_ms(c.predicted_comm_s[a]));
+      cell(r, 7 + 2 * i, format_ms(c.measured_comm_s[a]));
     }
     cell(r, columns - 1, QString::fromStdString(p.basis()))->setForeground(muted_text_color());
   }

@@ -86,15 +86,15 @@ namespace {
 struct Basis {
   bool calibration = false;  // a calibration was the base
   bool compute_calibrated = false;
-  std::array<bool, 4> comm_calibrated{};
-  std::array<bool, 4> comm_used{};
+  AxisArray<bool> comm_calibrated{};
+  AxisArray<bool> comm_used{};
   bool compute_fitted = false;
-  std::array<bool, 4> comm_fitted{};
+  AxisArray<bool> comm_fitted{};
   int fit_runs = 0;
   bool fitted() const {
     if (fit_runs <= 0) return false;
     bool any = compute_fitted;
-    for (size_t i = 0; i < 4; ++i) any = any || (comm_used[i] && comm_fitted[i]);
+    for (Axis a : kAxes) any = any || (comm_used[a] && comm_fitted[a]);
     return any;
   }
 };
@@ -115,10 +115,10 @@ std::string basis_tag(const Basis& b) {
   std::string cal = "defaults";
   if (b.calibration) {
     bool all = b.compute_calibrated, any = b.compute_calibrated;
-    for (size_t i = 0; i < 4; ++i) {
-      if (!b.comm_used[i]) continue;
-      all = all && b.comm_calibrated[i];
-      any = any || b.comm_calibrated[i];
+    for (Axis a : kAxes) {
+      if (!b.comm_used[a]) continue;
+      all = all && b.comm_calibrated[a];
+      any = any || b.comm_calibrated[a];
     }
     cal = all ? "calibrated" : (any ? "partly calibrated" : "defaults");
   }
@@ -147,8 +147,7 @@ std::string time_basis_detail(const MemoryBreakdown& m) {
     std::vector<std::string> measured, defaults;
     (m.compute_calibrated ? measured : defaults).push_back("compute");
     for (Axis a : kAxes) {
-      const size_t i = static_cast<size_t>(a);
-      if (m.comm_used[i]) (m.comm_calibrated[i] ? measured : defaults).push_back(std::string(axis_name(a)) + " communication");
+        if (m.comm_used[a]) (m.comm_calibrated[a] ? measured : defaults).push_back(std::string(axis_name(a)) + " communication");
     }
     text = "Calibration " + m.calibration_id.substr(0, 8) + " of these nodes, measured " + m.calibration_measured_at + ".";
     if (!measured.empty()) text += " From it: " + join_words(measured) + ".";
@@ -159,8 +158,7 @@ std::string time_basis_detail(const MemoryBreakdown& m) {
   std::vector<std::string> fitted, unfitted;
   (m.compute_fitted ? fitted : unfitted).push_back("compute");
   for (Axis a : kAxes) {
-    const size_t i = static_cast<size_t>(a);
-    if (m.comm_used[i]) (m.comm_fitted[i] ? fitted : unfitted).push_back(std::string(axis_name(a)) + " communication");
+    if (m.comm_used[a]) (m.comm_fitted[a] ? fitted : unfitted).push_back(std::string(axis_name(a)) + " communication");
   }
   auto percent = [](double f) { return std::to_string(static_cast<int>(f * 100 + 0.5)) + " %"; };
   text += " Fitted to the " + runs_text(m.fit_runs) + " of these nodes in the store (the formulas scaled to what " +
@@ -177,10 +175,9 @@ std::string time_basis_detail(const PlanRow& r) {
   std::string text = std::string("compute: ") + (r.compute_calibrated ? "calibration" : "defaults") +
                      (fitted && r.compute_fitted ? fit : "");
   for (Axis a : kAxes) {
-    const size_t i = static_cast<size_t>(a);
-    if (!r.comm_used[i]) continue;
-    text += "; " + std::string(axis_name(a)) + ": " + (r.comm_calibrated[i] ? "calibration" : "defaults") +
-            (fitted && r.comm_fitted[i] ? fit : "");
+    if (!r.comm_used[a]) continue;
+    text += "; " + std::string(axis_name(a)) + ": " + (r.comm_calibrated[a] ? "calibration" : "defaults") +
+            (fitted && r.comm_fitted[a] ? fit : "");
   }
   return text;
 }
@@ -225,7 +222,7 @@ Result<MemoryBreakdown> estimate_memory(const RunConfig& config, const ClusterFa
   if (!checked.ok()) return checked.report.first_error();
   const ParallelLayout& layout = *checked.layout;
   const meshwork::MemoryQuery q = layout.memory_query(*model, cluster.device);
-  const meshwork::MemoryBreakdown m = meshwork::estimate_memory(q);
+  const meshwork::MemoryBreakdown m = meshwork::worst_stage_memory(q);
 
   // The bar shows the phase that sets the peak (core: total = max(backward, step) + reserve), so
   // its segments add up to core's total.
@@ -239,18 +236,22 @@ Result<MemoryBreakdown> estimate_memory(const RunConfig& config, const ClusterFa
   }
   out.terms.push_back({"reserve", double(m.reserve)});
   out.total_bytes = double(m.total());
+  out.stages = layout.size(Axis::pp);
+  out.worst_stage = m.pp_stage;
+  out.stage_layers = static_cast<int>(m.stage_layers);
   const meshwork::TimeEstimate t = meshwork::estimate_time(time_query_of(layout, *model, cluster));
+  out.pp_bubble_fraction = t.pp_bubble_fraction;
   out.tokens_per_s = t.tokens_per_s;
   out.mfu = t.mfu;
   out.step_seconds = t.step_s;
   out.compute_calibrated = t.compute_calibrated;
   out.compute_fitted = t.compute_fitted;
   bool fitted = t.compute_fitted;
-  for (size_t i = 0; i < 4; ++i) {
-    out.comm_calibrated[i] = t.comm_calibrated[i];
-    out.comm_used[i] = t.comm[i].collectives > 0 || t.comm[i].seconds > 0;
-    out.comm_fitted[i] = t.comm_fitted[i];
-    fitted = fitted || t.comm_fitted[i];
+  for (Axis a : kAxes) {
+    out.comm_calibrated[a] = t.comm_calibrated[a];
+    out.comm_used[a] = t.comm[a].collectives > 0 || t.comm[a].seconds > 0;
+    out.comm_fitted[a] = t.comm_fitted[a];
+    fitted = fitted || t.comm_fitted[a];
   }
   if (cluster.calibration) {
     out.calibration_id = cluster.calibration->fingerprint.id();
@@ -296,6 +297,13 @@ Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterF
   q.hardware = hardware_for(cluster);
   if (cluster.calibration) q.calibration = *cluster.calibration;
   q.fit = cluster.fit;  // made on the same base (RunFitModel::fit_for)
+  // Stages follow the editor: the planner keeps its pp (1 by default; the ranked shapes then
+  // have that many stages) and enumerates pp too when it is auto, judging pipelined shapes with
+  // the run's schedule.
+  const int pp = config.mesh[Axis::pp];
+  q.fixed.set(Axis::pp, pp < 1 ? 0 : pp);
+  q.pp_schedule = config.training.pp_schedule;
+  q.pp_virtual_stages = config.training.pp_virtual_stages;
   auto plan = meshwork::make_plan(q);
   if (!plan) return plan.error();
   std::vector<PlanRow> rows;
@@ -307,16 +315,16 @@ Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterF
     r.tokens_per_s = e.time.tokens_per_s;
     r.mfu = e.time.mfu;
     r.step_seconds = e.time.step_s;
-    for (size_t i = 0; i < 4; ++i)
-      r.comm_share[i] = e.time.step_s > 0 ? e.time.comm[i].seconds / e.time.step_s : 0;
+    for (Axis a : kAxes)
+      r.comm_share[a] = e.time.step_s > 0 ? e.time.comm[a].seconds / e.time.step_s : 0;
     r.compute_calibrated = e.time.compute_calibrated;
     r.comm_calibrated = e.time.comm_calibrated;
     r.compute_fitted = e.time.compute_fitted;
     r.comm_fitted = e.time.comm_fitted;
     bool fitted = e.time.compute_fitted;
-    for (size_t i = 0; i < 4; ++i) {
-      r.comm_used[i] = e.time.comm[i].collectives > 0 || e.time.comm[i].seconds > 0;
-      fitted = fitted || e.time.comm_fitted[i];
+    for (Axis a : kAxes) {
+      r.comm_used[a] = e.time.comm[a].collectives > 0 || e.time.comm[a].seconds > 0;
+      fitted = fitted || e.time.comm_fitted[a];
     }
     if (cluster.fit && fitted) r.fit_runs = cluster.fit->runs;
     r.accelerate_refusal = e.accelerate_refusal;

@@ -71,6 +71,10 @@ struct MemoryBreakdown {
   bool fits = true;
   std::string breaking_term;  // the term that tips it over capacity (core's choice)
   std::string verdict;        // a sentence about it
+  // Pipeline stages (pp > 1): the bar is the stage that needs the most (core's
+  // worst_stage_memory), which holds stage_layers decoder layers.
+  int stages = 1, worst_stage = 0, stage_layers = 0;
+  double pp_bubble_fraction = 0;  // the step's share the stages wait (core's simulated schedule)
   // core's step-time estimate for the same shape, shown beside the bar.
   double tokens_per_s = 0;
   double mfu = 0;
@@ -79,13 +83,13 @@ struct MemoryBreakdown {
   // per axis in kAxes order, every collective's alpha-beta fit from the cluster's calibration
   // (ClusterFacts::calibration), or core's hardware defaults.
   bool compute_calibrated = false;
-  std::array<bool, 4> comm_calibrated{};
-  std::array<bool, 4> comm_used{};  // the axis communicates at all (its collectives are counted)
+  AxisArray<bool> comm_calibrated{};
+  AxisArray<bool> comm_used{};  // the axis communicates at all (its collectives are counted)
   std::string calibration_id;       // fingerprint id of the calibration used; "" = none (defaults)
   std::string calibration_measured_at;
   // Which terms the fit of the cluster's stored runs (ClusterFacts::fit) corrected, and the fit.
   bool compute_fitted = false;
-  std::array<bool, 4> comm_fitted{};
+  AxisArray<bool> comm_fitted{};
   int fit_runs = 0;                 // runs the fit learnt from; 0 = no fit used
   double fit_median_residual = 0, fit_worst_residual = 0;
 };
@@ -105,12 +109,12 @@ struct PlanRow {
   double tokens_per_s = 0;
   double mfu = 0;
   double step_seconds = 0;
-  std::array<double, 4> comm_share{};  // per axis, fraction of step time, kAxes order
+  AxisArray<double> comm_share{};  // per axis, fraction of step time, kAxes order
   bool compute_calibrated = false;     // as MemoryBreakdown's: from ClusterFacts::calibration
-  std::array<bool, 4> comm_calibrated{};
-  std::array<bool, 4> comm_used{};     // the axis communicates at all
+  AxisArray<bool> comm_calibrated{};
+  AxisArray<bool> comm_used{};     // the axis communicates at all
   bool compute_fitted = false;         // corrected by ClusterFacts::fit
-  std::array<bool, 4> comm_fitted{};
+  AxisArray<bool> comm_fitted{};
   int fit_runs = 0;                    // runs the fit learnt from; 0 = no fit used
   std::string note;                    // why it does not fit / a warning
   // Non-empty when Accelerate would refuse this shape (meshtrain runs it): core's reason. The

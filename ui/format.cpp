@@ -11,13 +11,17 @@ namespace {
 QString q(const std::string& s) { return QString::fromStdString(s); }
 
 // One value per axis in kAxes order, joined; `named` puts each axis's name before its value.
-QString join_axes(const std::array<int, kAxisCount>& values, const QString& separator, bool named) {
+// pp is shown only when the shape has stages, before the rest ("pp 2: ..."), as MeshShape::compact.
+// A coordinate's stage is not shown here (show_pp false): the views draw and name stages themselves.
+QString join_axes(const std::array<int, kAxisCount>& values, const QString& separator, bool named, bool show_pp = true) {
   QStringList parts;
   for (Axis a : kAxes) {
-    const QString v = QString::number(values[static_cast<size_t>(a)]);
+    if (a == Axis::pp) continue;
+    const QString v = QString::number(values[axis_index(a)]);
     parts << (named ? axis_label(a) + QLatin1Char(' ') + v : v);
   }
-  return parts.join(separator);
+  const int pp = values[axis_index(Axis::pp)];
+  return (pp == 1 || !show_pp ? QString() : QStringLiteral("pp %1: ").arg(pp)) + parts.join(separator);
 }
 }  // namespace
 
@@ -42,10 +46,10 @@ QString format_shape(const MeshShape& shape, const QString& separator) {
 
 QString format_shape_named(const MeshShape& shape) { return join_axes(shape.values, QStringLiteral(" × "), true); }
 
-QString format_coord(const MeshCoord& coord) { return join_axes(coord.values, QString(QChar(0xB7)), false); }
+QString format_coord(const MeshCoord& coord) { return join_axes(coord.values, QString(QChar(0xB7)), false, false); }
 
 QString format_coord_named(const MeshCoord& coord) {
-  return join_axes(coord.values, QStringLiteral(" · "), true);
+  return join_axes(coord.values, QStringLiteral(" · "), true, false);
 }
 
 }  // namespace meshwork::ui

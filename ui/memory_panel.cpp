@@ -27,8 +27,14 @@ void MemoryPanel::set_breakdown(const std::optional<MemoryBreakdown>& breakdown,
 QString MemoryPanel::headline() const {
   if (!breakdown_) return error_.isEmpty() ? tr("Estimating memory…") : error_;
   const MemoryBreakdown& b = *breakdown_;
-  const QString amount = tr("%1 of %2 per rank")
-                             .arg(format_bytes(b.total_bytes), format_bytes(b.capacity_bytes));
+  QString amount = tr("%1 of %2 per rank")
+                       .arg(format_bytes(b.total_bytes), format_bytes(b.capacity_bytes));
+  if (b.stages > 1)
+    amount += tr(" (worst of %1 stages: stage %2, %3 layers; bubble %4)")
+                  .arg(b.stages)
+                  .arg(b.worst_stage)
+                  .arg(b.stage_layers)
+                  .arg(format_percent(b.pp_bubble_fraction));
   if (!shape_valid_) return tr("Shape not valid (see the editor) · would use %1").arg(amount);
   if (b.fits) return tr("Fits: %1").arg(amount);
   QString s = tr("Does not fit: %1").arg(amount);

@@ -64,12 +64,13 @@ MeshEditor::MeshEditor(PlanState* state, QWidget* parent) : QWidget(parent), sta
   auto* grid = new QFormLayout(mesh_box);
   grid->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
   grid->setRowWrapPolicy(QFormLayout::DontWrapRows);
-  static const char* kHints[] = {
+  static const char* kHints[kAxisCount] = {  // kAxes order
+      "Pipeline stages: the decoder layers cut into consecutive stages; micro-batches flow through them",
       "Full replicas; gradients all-reduced across them (HSDP's outer dimension)",
       "FSDP: parameters, gradients and optimizer state sharded across these ranks",
       "Context parallel: the sequence split across these ranks (ring attention)",
       "Tensor parallel: each layer's matrices split across these ranks; keep inside NVLink"};
-  for (size_t i = 0; i < 4; ++i) {
+  for (size_t i = 0; i < kAxes.size(); ++i) {
     const Axis a = kAxes[i];
     const std::string name(axis_name(a));
     auto* label = new QLabel(this);
@@ -193,7 +194,7 @@ MeshEditor::MeshEditor(PlanState* state, QWidget* parent) : QWidget(parent), sta
 }
 
 void MeshEditor::refresh_colors() {
-  for (size_t i = 0; i < 4; ++i) swatches_[i]->setPixmap(color_swatch(axis_color(kAxes[i], is_dark())));
+  for (size_t i = 0; i < kAxes.size(); ++i) swatches_[i]->setPixmap(color_swatch(axis_color(kAxes[i], is_dark())));
 }
 
 QLabel* MeshEditor::add_message_label(const std::string& field) {
@@ -231,7 +232,7 @@ void MeshEditor::sync_from_state() {
   const RunConfig& c = state_->config();
   const int world = state_->cluster().world_size;
   const auto choices = axis_choices(world);
-  for (size_t i = 0; i < 4; ++i) {
+  for (size_t i = 0; i < kAxes.size(); ++i) {
     QComboBox* box = axis_[i];
     QSignalBlocker block(box);
     const int size = c.mesh.size(kAxes[i]);

@@ -8,6 +8,8 @@
 #include <map>
 #include <string>
 
+#include "core/mesh.h"
+
 class QComboBox;
 class QLabel;
 class QSpinBox;
@@ -26,7 +28,7 @@ class MeshEditor : public QWidget {
   // "model", "seq_len", "micro_batch", "global_batch", "precision", "activation_checkpointing",
   // "data" (the data path's line edit).
   QWidget* control(const std::string& field) const;
-  QComboBox* axis_combo(int axis_index) const { return axis_[static_cast<size_t>(axis_index)]; }
+  QComboBox* axis_combo(Axis axis) const { return axis_[axis_index(axis)]; }
   // The message shown under a control ("" when none).
   QString message_for(const std::string& field) const;
   // Re-draws the axis swatches after a theme change (the dark theme uses lighter tints).
@@ -44,8 +46,8 @@ class MeshEditor : public QWidget {
   QLabel* add_message_label(const std::string& field);
 
   PlanState* state_;
-  std::array<QComboBox*, 4> axis_{};
-  std::array<QLabel*, 4> swatches_{};
+  std::array<QComboBox*, kAxisCount> axis_{};
+  std::array<QLabel*, kAxisCount> swatches_{};
   QComboBox* model_ = nullptr;
   QLabel* model_info_ = nullptr;
   QSpinBox* seq_len_ = nullptr;

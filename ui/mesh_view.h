@@ -1,5 +1,6 @@
 // The mesh drawn over the nodes (custom painted): nodes as boxes, ranks as cells labelled with
-// their rank and (dp_replicate, dp_shard, cp, tp) coordinates, the groups of one axis (or of a
+// their rank and (dp_replicate, dp_shard, cp, tp) coordinates, pipeline stages (pp > 1) as a bar
+// under their ranks with arrows in pipeline order, the groups of one axis (or of a
 // flattened group) filled in that axis's colour, and every group of the hovered rank outlined in
 // its axis colour. tp groups that cross nodes, or that sit on a node whose GPUs only talk over
 // PCIe, are marked.
@@ -58,6 +59,12 @@ class MeshView : public QWidget {
   QRectF node_rect(int node) const;          // a node's box
   QColor cell_fill(int rank) const;          // the fill the rank's cell is painted with
   bool rank_marked_slow(int rank) const;     // its tp group crosses nodes or slow links
+  // Pipeline stages (pp > 1): each rank's stage, and the colour of the bar drawn under the ranks
+  // of a stage (the pp axis's hue, lighter for each later stage). Arrows join stage s's last
+  // rank to stage s + 1's first: the order activations travel.
+  int stages() const { return mesh_ ? mesh_->shape()[Axis::pp] : 1; }
+  int stage_of(int rank) const { return mesh_ ? mesh_->coord_of(rank)[Axis::pp] : 0; }
+  QColor stage_color(int stage) const;
   int rank_at(QPointF pos) const;            // -1 when none (or ranks too small to point at)
   int node_at(QPointF pos) const;            // -1 when none
   QString tooltip_at(QPointF pos) const;     // what hovering there shows ("" when nothing)
@@ -99,6 +106,8 @@ class MeshView : public QWidget {
   void paint_nodes(class QPainter& p, const MeshGeometry::Span& s);
   void paint_blocks(class QPainter& p, const MeshGeometry::Span& s);
   void paint_legend(class QPainter& p, const QRectF& r);
+  // Stage bars under the cells (or under the node tiles) and the arrows between stages.
+  void paint_stages(class QPainter& p, const MeshGeometry::Span& s, bool cells);
   void set_hovered(int rank, int node);
   void click(QPointF pos);
   // The hovered (else selected) rank's groups per axis, and the nodes they touch: computed once

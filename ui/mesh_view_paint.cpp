@@ -88,6 +88,11 @@ void MeshView::paint_ranks(QPainter& p, const MeshGeometry::Span& span) {
       QString label = tr("node %1").arg(node);
       if (node < node_names_.size() && !node_names_[node].isEmpty())
         label += QStringLiteral(" · ") + node_names_[node];
+      if (stages() > 1) {
+        const int s0 = stage_of(mesh_->rank_on_node(node, 0));
+        const int s1 = stage_of(std::min(n - 1, mesh_->rank_on_node(node, per_node - 1)));
+        label += s0 == s1 ? tr(" · stage %1").arg(s0) : tr(" · stages %1–%2").arg(s0).arg(s1);
+      }
       const double pad = geo_.pad * zoom_;
       const QRectF hr = header >= 12 ? QRectF(r.left() + pad + 1, r.top() + 2, r.width() - 2 * pad, header)
                                      : QRectF(r.left() + 2, r.top() - std::min(gap, 22.0), r.width() - 4, std::min(gap, 22.0));
@@ -130,6 +135,7 @@ void MeshView::paint_ranks(QPainter& p, const MeshGeometry::Span& span) {
       }
     }
   });
+  if (stages() > 1) paint_stages(p, span, /*cells=*/true);
   // Groups of the hovered (else the selected) rank, one outline per axis in its colour, nested
   // so all four stay visible. Only members on screen are drawn.
   const int focus_rank = hovered_ >= 0 ? hovered_ : selected_;
@@ -187,6 +193,7 @@ void MeshView::paint_nodes(QPainter& p, const MeshGeometry::Span& span) {
       p.drawRect(r.adjusted(0.5, 0.5, -0.5, -0.5));
     }
   });
+  if (stages() > 1) paint_stages(p, span, /*cells=*/false);
   // The focus rank's groups, as the nodes that hold their members, one frame colour per axis.
   const int focus_rank = hovered_ >= 0 ? hovered_ : selected_;
   const MeshGeometry::Span& s = span;
@@ -305,6 +312,18 @@ void MeshView::paint_legend(QPainter& p, const QRectF& area) {
     p.drawText(QPointF(x, y2 + fm.ascent()), name);
     x += fm.horizontalAdvance(name) + 12;
   }
+  if (stages() > 1) {
+    x += 8;
+    for (int st = 0; st < std::min(stages(), 4); ++st) {
+      p.fillRect(QRectF(x, y2 + fm.height() - 7, 10, 4), stage_color(st));
+      x += 12;
+    }
+    x += 4;
+    const QString key = tr("stages 0 → %1 (bars under the ranks)").arg(stages() - 1);
+    p.setPen(palette().color(QPalette::Text));
+    p.drawText(QPointF(x, y2 + fm.ascent()), key);
+    x += fm.horizontalAdvance(key) + 12;
+  }
   if (any_slow_) {
     x += 8;
     p.setPen(QPen(error_color(), 1.6, Qt::DashLine));
@@ -316,6 +335,61 @@ void MeshView::paint_legend(QPainter& p, const QRectF& area) {
   }
 }
 
+QColor MeshView::stage_color(int stage) const {
+  // The pp hue from dark to light along the pipeline, so the order reads off the bars too.
+  const QColor base = axis_color(Axis::pp, is_dark());
+  const int n = std::max(1, stages() - 1);
+  const double light = 0.30 + 0.45 * static_cast<double>(stage) / n;
+  return QColor::fromHslF(base.hslHueF(), std::max(0.45f, base.hslSaturationF()), light).toRgb();
+}
+
+void MeshView::paint_stages(QPainter& p, const MeshGeometry::Span& span, bool cells) {
+  const int n = mesh_->world_size(), per_node = mesh_->gpus_per_node(), pp = stages();
+  const QRectF area = draw_area();
+  // Bars: under each cell, or along the bottom of each node tile (its ranks' stages, as stripes).
+  for_nodes(geo_, span, [&](int node) {
+    for (int local = 0; local < per_node; ++local) {
+      const int rank = mesh_->rank_on_node(node, local);
+      if (rank >= n) break;
+      QRectF r = cells ? cell_rect(rank) : to_screen(geo_.piece_rect(node, local)).intersected(node_rect(node));
+      if (!r.intersects(area)) continue;
+      const double h = cells ? std::clamp(r.height() * 0.12, 2.0, 5.0) : std::clamp(r.height() * 0.15, 1.0, 4.0);
+      p.fillRect(QRectF(r.left(), r.bottom() - h, r.width(), h), stage_color(stage_of(rank)));
+    }
+  });
+  // Arrows: from the last rank of stage s to the first of stage s + 1 (cells), or between their
+  // nodes (tiles), where either end is on screen.
+  p.save();
+  p.setRenderHint(QPainter::Antialiasing);
+  const QColor ink = axis_color(Axis::pp, is_dark());
+  const int per_stage = n / pp;
+  for (int st = 0; st + 1 < pp; ++st) {
+    const int from = (st + 1) * per_stage - 1, to = (st + 1) * per_stage;
+    const QRectF a = cells ? cell_rect(from) : node_rect(mesh_->node_of(from));
+    const QRectF b = cells ? cell_rect(to) : node_rect(mesh_->node_of(to));
+    if (!a.intersects(area) && !b.intersects(area)) continue;
+    if (!cells && mesh_->node_of(from) == mesh_->node_of(to)) continue;  // inside one tile
+    const QPointF p0(a.center().x(), a.bottom() - 1), p1(b.center().x(), b.bottom() - 1);
+    // A bow below the bars, so the arrow does not cover the ranks it joins.
+    const double sag = std::clamp(QLineF(p0, p1).length() * 0.25, 8.0, 40.0);
+    QPainterPath path(p0);
+    path.cubicTo(p0 + QPointF(0, sag), p1 + QPointF(0, sag), p1);
+    p.setBrush(Qt::NoBrush);
+    p.setPen(QPen(palette().color(QPalette::Base), 4.0));
+    p.drawPath(path);
+    p.setPen(QPen(ink, 2.0));
+    p.drawPath(path);
+    // The head, pointing up into stage s + 1's first rank.
+    QPainterPath head;
+    head.moveTo(p1);
+    head.lineTo(p1 + QPointF(-4.5, 7));
+    head.lineTo(p1 + QPointF(4.5, 7));
+    head.closeSubpath();
+    p.fillPath(head, ink);
+  }
+  p.restore();
+}
+
 QString MeshView::tooltip_at(QPointF pos) const {
   if (!mesh_) return {};
   auto node_name = [&](int node) {
@@ -325,6 +399,8 @@ QString MeshView::tooltip_at(QPointF pos) const {
     const int node = mesh_->node_of(r);
     QString tip = tr("<b>rank %1</b> on node %2%3 (local %4)<br>%5")
                       .arg(r).arg(node).arg(node_name(node)).arg(mesh_->local_rank_of(r)).arg(format_coord_named(mesh_->coord_of(r)));
+    if (stages() > 1)
+      tip += tr("<br>pipeline stage %1 of %2 (0 holds the embedding, %3 the head)").arg(stage_of(r)).arg(stages()).arg(stages() - 1);
     if (rank_marked_slow(r))
       tip += tr("<br><span style='color:%1'>its tp group crosses nodes or slow links</span>").arg(error_color().name());
     return tip;

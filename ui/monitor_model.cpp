@@ -49,8 +49,7 @@ bool prediction_current(const PredictionResult& cached, int64_t version, const s
 std::vector<Axis> communicating_axes(const store::RunPrediction& p) {
   std::vector<Axis> axes;
   for (Axis a : kAxes) {
-    const auto k = static_cast<size_t>(a);
-    if (p.check.predicted_comm_s[k] > 0 || p.check.measured_comm_s[k] > 0) axes.push_back(a);
+    if (p.check.predicted_comm_s[a] > 0 || p.check.measured_comm_s[a] > 0) axes.push_back(a);
   }
   return axes;
 }
@@ -70,8 +69,7 @@ std::vector<PredictionRow> prediction_rows(const store::RunPrediction& p) {
   rows.push_back(row(QObject::tr("step"), std::nullopt, c.predicted_step_s, c.measured_step_s));
   rows.push_back(row(QObject::tr("compute"), std::nullopt, c.predicted_compute_s, c.measured_compute_s));
   for (Axis a : communicating_axes(p)) {
-    const auto k = static_cast<size_t>(a);
-    rows.push_back(row(axis_label(a), a, c.predicted_comm_s[k], c.measured_comm_s[k]));
+    rows.push_back(row(axis_label(a), a, c.predicted_comm_s[a], c.measured_comm_s[a]));
   }
   return rows;
 }

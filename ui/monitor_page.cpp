@@ -565,7 +565,7 @@ void MonitorPage::draw(const std::shared_ptr<const MonitorFrame>& fp) {
   for (const auto& p : f.step_s) x.push_back(p.x);
   std::vector<std::vector<double>> layers;
   for (Axis a : comm_axes_) {
-    layers.push_back(resample(f.comm[static_cast<size_t>(a)], x));
+    layers.push_back(resample(f.comm[a], x));
     for (double& v : layers.back()) v *= 1000.0;
   }
   layers.push_back(resample(f.compute, x));

@@ -52,7 +52,7 @@ QVariant PlannerModel::data(const QModelIndex& index, int role) const {
     const std::string b = time_basis(r);
     return QBrush(b == "defaults" ? muted_text_color() : (b.rfind("partly", 0) == 0 ? warning_color() : ok_color()));
   }
-  if (col >= CommFirst && col < Basis && role == ShareRole) return r.comm_share[static_cast<size_t>(col - CommFirst)];
+  if (col >= CommFirst && col < Basis && role == ShareRole) return r.comm_share[kAxes[static_cast<size_t>(col - CommFirst)]];
   if (role == SortRole) {
     switch (col) {
       case Rank: return index.row();
@@ -63,7 +63,7 @@ QVariant PlannerModel::data(const QModelIndex& index, int role) const {
       case Mfu: return r.mfu;
       case StepTime: return r.step_seconds;
       case Basis: return QString::fromStdString(time_basis(r));
-      default: return r.comm_share[static_cast<size_t>(col - CommFirst)];
+      default: return r.comm_share[kAxes[static_cast<size_t>(col - CommFirst)]];
     }
   }
   if (role != Qt::DisplayRole) return {};
@@ -79,7 +79,7 @@ QVariant PlannerModel::data(const QModelIndex& index, int role) const {
     case Mfu: return format_percent(r.mfu);
     case StepTime: return format_seconds(r.step_seconds);
     case Basis: return QString::fromStdString(time_basis(r));
-    default: return format_percent(r.comm_share[static_cast<size_t>(col - CommFirst)]);
+    default: return format_percent(r.comm_share[kAxes[static_cast<size_t>(col - CommFirst)]]);
   }
 }
 

@@ -18,7 +18,7 @@ class PlannerModel : public QAbstractTableModel {
   // "fitted to 4 runs", "calibrated + fitted to 4 runs", "defaults", ...); its tooltip, and the
   // throughput's and step's, say it term by term.
   enum Column { Rank, Shape, Fits, Memory, TokensPerS, Mfu, StepTime, CommFirst,
-                Basis = CommFirst + 4, ColumnCount };
+                Basis = CommFirst + kAxisCount, ColumnCount };
   static constexpr int SortRole = Qt::UserRole + 1;  // raw numbers for sorting
   static constexpr int ShareRole = Qt::UserRole + 2; // comm share 0..1 for the bar delegate
 

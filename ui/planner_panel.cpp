@@ -93,7 +93,7 @@ PlannerPanel::PlannerPanel(PlanState* state, QWidget* parent)
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
   table_->setShowGrid(false);
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < kAxisCount; ++i)
     table_->setItemDelegateForColumn(PlannerModel::CommFirst + i, new ShareDelegate(kAxes[static_cast<size_t>(i)], table_));
   lay->addWidget(table_);
 
@@ -152,9 +152,13 @@ void PlannerPanel::refresh() {
                          .arg(fits));
   }
   // Fixed widths sized for the formatted numbers, so all columns fit beside the inspector.
-  static const int kWidths[] = {34, 112, 58, 88, 108, 56, 86, 78, 56, 48, 48, 150};
+  static const int kWidths[] = {34, 112, 58, 88, 108, 56, 86, 48, 78, 56, 48, 48, 150};
   static_assert(sizeof kWidths / sizeof kWidths[0] == PlannerModel::ColumnCount);
   for (int c = 0; c < PlannerModel::ColumnCount; ++c) table_->setColumnWidth(c, kWidths[c]);
+  // The pp column only when a shape has stages (the planner enumerates pp only when asked).
+  bool staged = false;
+  for (const PlanRow& r : state_->plan()) staged = staged || r.shape[Axis::pp] > 1;
+  table_->setColumnHidden(PlannerModel::CommFirst + static_cast<int>(axis_index(Axis::pp)), !staged);
   update_try();
 }
 

@@ -187,6 +187,19 @@ int render_screenshots(const QString& dir) {
     view->pan_by(QPointF(view->width() / 2.0, view->height() / 2.0 - 30) - view->cell_rect(4100).center());
     ok &= save_grab(w.get(), dir + "/mesh-1024x8-zoom.png", kSettleMs);
   }
+  {  // Pipeline stages: Llama 3.1 70B on 8 x 8 H100 at 8k tokens, the planner's first pipelined
+     // shape (pp 4 x dp_replicate 2 x cp 8, 1F1B): a stage per two nodes, bars and arrows in
+     // pipeline order, the planner ranking the pp = 4 shapes, the memory panel's worst stage.
+    auto w = open_window(*app, Theme::light);
+    set_demo_cluster(*w, 8);
+    show_plan(*w, [](RunConfig& c) {
+      demo_run(c, "llama-3.1-70b", MeshShape{2, 1, 8, 1, 4}, 8192, 256, ActivationCheckpointing::full);
+      c.name = "llama70b-pp4";
+      c.training.micro_batch = 1;
+      c.training.pp_schedule = PipelineSchedule::one_f_one_b;
+    }, GroupKind::cp, 21, 2500);
+    ok &= save_grab(w.get(), dir + "/plan-pipeline.png", kSettleMs);
+  }
   ok &= render_run_screenshots(dir, QString::fromLocal8Bit(qgetenv("MESHWORK_SCREENSHOT_RUNS"))) == 0;
   ok &= render_calibration_screenshot(dir) == 0;
   if (!ok) std::cerr << "meshwork: screenshots: some images could not be written to " << dir.toStdString() << "\n";

@@ -154,8 +154,12 @@ nlohmann::json layout_json(const store::RunSummary& s, const std::vector<store::
       continue;
     }
     const MeshCoord c = mesh->coord_of(r);
+    // [dp_replicate, dp_shard, cp, tp], then the stage when the run has pp stages (docs/web.md):
+    // pages written for the four axes read the same positions.
     nlohmann::json row = nlohmann::json::array();
-    for (Axis a : kAxes) row.push_back(c.get(a));
+    for (Axis a : kAxes)
+      if (a != Axis::pp) row.push_back(c.get(a));
+    if (shape[Axis::pp] > 1) row.push_back(c.get(Axis::pp));
     out["coords"].push_back(row);
   }
   return out;
@@ -177,10 +181,9 @@ nlohmann::json prediction_json(const store::RunPrediction& p) {
                           {"comm_s", nlohmann::json::object()}};
   for (Axis a : kAxes) {
     const std::string name(axis_name(a));
-    const auto k = static_cast<size_t>(a);
-    predicted["comm_s"][name] = c.predicted_comm_s[k];
-    measured["comm_s"][name] = c.measured_comm_s[k];
-    error["comm_s"][name] = relative(c.predicted_comm_s[k], c.measured_comm_s[k]);
+    predicted["comm_s"][name] = c.predicted_comm_s[a];
+    measured["comm_s"][name] = c.measured_comm_s[a];
+    error["comm_s"][name] = relative(c.predicted_comm_s[a], c.measured_comm_s[a]);
   }
   return {{"available", true},
           {"basis", p.basis()},
@@ -344,7 +347,7 @@ ApiReply Api::frame(RunId id, const Params& params) {
   b["compute"] = points_json(f->compute);
   b["comm"] = nlohmann::json::object();
   for (Axis a : kAxes)
-    if (f->shape.size(a) > 1) b["comm"][std::string(axis_name(a))] = points_json(f->comm[static_cast<size_t>(a)]);
+    if (f->shape.size(a) > 1) b["comm"][std::string(axis_name(a))] = points_json(f->comm[a]);
   b["mem"] = nlohmann::json::array();
   b["mem_peak"] = nlohmann::json::array();
   for (const auto& m : f->mem) b["mem"].push_back(points_json(m));

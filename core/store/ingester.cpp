@@ -163,8 +163,11 @@ Result<Ingester::RankState*> Ingester::rank_state(RunId run, int rank) {
 }
 
 Status Ingester::on_step(RunId run, const StepRecord& r, IngestCounts& counts) {
-  return store_step(run, r.rank, r.step, r.time, static_cast<double>(r.tokens), step_values(r),
-                    (int64_t{1} << kStepSeries) - 1, counts);
+  // Every series of the record, but comm_s.pp only when the line had it: meshtrain writes it for
+  // pipelined runs alone (it is never exactly 0 there), so other runs have no pp series at all.
+  int64_t present = (int64_t{1} << kStepSeries) - 1;
+  if (r.comm_s[Axis::pp] == 0) present &= ~(int64_t{1} << kCommPpSeries);
+  return store_step(run, r.rank, r.step, r.time, static_cast<double>(r.tokens), step_values(r), present, counts);
 }
 
 // One row of `steps` and its points: `values` in step_series_keys() order; `present` a bit per

@@ -166,7 +166,7 @@ std::shared_ptr<RunFrame> load_run_frame(store::RunStore* store, store::RunId ru
   f->compute = one("compute_s", shown, agg);
   // An axis of size 1 never communicates (the page draws no layer for it): not queried.
   for (Axis a : kAxes)
-    if (f->shape.size(a) > 1) f->comm[static_cast<size_t>(a)] = one(comm_key(a), shown, agg);
+    if (f->shape.size(a) > 1) f->comm[a] = one(comm_key(a), shown, agg);
   if (f->world <= kMaxRankLines) {
     for (int r = 0; r < f->world; ++r) {
       f->mem.push_back(one("mem_bytes", r, store::Aggregate::none));

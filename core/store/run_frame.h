@@ -42,7 +42,7 @@ struct RunFrame {
   using Points = std::vector<store::Point>;
   Points loss, lr, grad_norm, tokens_per_s, mfu, step_s, compute;
   Points eval_loss;  // validation loss (eval records, docs/metrics.md); empty without --eval-data
-  std::array<Points, kAxisCount> comm;  // indexed by Axis
+  AxisArray<Points> comm;
   std::vector<Points> mem, mem_peak;  // per rank
   // Per rank at its latest step: seconds in each axis's collectives, then compute.
   std::vector<std::array<double, kBreakdownColumns>> last_breakdown;

@@ -106,8 +106,10 @@ Result<RunObservation> load_observation(RunStore* store, RunId run) {
   o.model = model;
   o.query = query;
   o.measured.compute_s = compute;
-  for (int a = 0; a < kAxisCount; ++a)
-    o.measured.comm_s[static_cast<size_t>(a)] = std::isnan(c.mean[static_cast<size_t>(a)]) ? 0.0 : c.mean[static_cast<size_t>(a)];
+  for (Axis a : kAxes) {
+    const double mean = c.mean[axis_index(a)];  // CommMeans: kAxes order, then compute
+    o.measured.comm_s[a] = std::isnan(mean) ? 0.0 : mean;
+  }
   o.measured.steps = c.sampled_steps;
   return o;
 }

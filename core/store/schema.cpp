@@ -192,6 +192,29 @@ Status migrate_v3_to_v4(sqlite3* db) {
   return sql::exec(db, sql);
 }
 
+// v4 -> v5 (issue 23): the fifth axis' series, comm_s.pp, gets its column (series 15, after the
+// fifteen of v3, so every other column keeps its index) and the views that list the columns are
+// made again. A database that reached v3 through this binary's v2 -> v3 already has the column.
+Status migrate_v4_to_v5(sqlite3* db) {
+  const std::vector<std::string>& cols = value_columns();
+  const std::vector<std::string>& keys = step_series_keys();
+  sql::Stmt info(db, "SELECT count(*) FROM pragma_table_info('steps') WHERE name = ?1");
+  std::string sql = "DROP VIEW IF EXISTS summary; DROP VIEW IF EXISTS metrics_v; DROP VIEW IF EXISTS metrics;";
+  for (size_t i = 0; i < cols.size(); ++i) {
+    info.bind(1, cols[i]);
+    Result<bool> row = info.step();
+    if (!row) return row.error();
+    const bool present = info.int64(0) > 0;
+    info.reset();
+    if (!present) sql += "ALTER TABLE steps ADD COLUMN " + cols[i] + " REAL;";
+    sql += "INSERT OR IGNORE INTO keys(name) VALUES ('" + keys[i] + "');"
+           "UPDATE keys SET col = " + std::to_string(i) + " WHERE name = '" + keys[i] + "';";
+  }
+  sql += views_v3_sql();
+  sql += "DELETE FROM schema_version; INSERT INTO schema_version VALUES (5);";
+  return sql::exec(db, sql);
+}
+
 }  // namespace
 
 const std::vector<std::string>& value_columns() {
@@ -249,9 +272,12 @@ Status ensure_schema(sqlite3* db, const std::function<Status()>& after_migration
     if (Status s = migrate_v1_to_v2(db); !s) return s;
   if (*version <= 2)
     if (Status s = migrate_v2_to_v3(db); !s) return s;
-  if (Status s = migrate_v3_to_v4(db); !s) return s;
+  if (*version <= 3)
+    if (Status s = migrate_v3_to_v4(db); !s) return s;
+  if (Status s = migrate_v4_to_v5(db); !s) return s;
   // Derived tables of every stored run: buckets (from v1), aggregates and totals (before v4).
-  if (*version >= 1 && after_migration)
+  // v5 adds a series no stored run has: nothing derived changes.
+  if (*version >= 1 && *version <= 3 && after_migration)
     if (Status s = after_migration(); !s) return s;
   return tx.commit();
 }

@@ -2,7 +2,8 @@
 // text keys and a time per point); version 2 stored one row per point (run, key, rank, step);
 // version 3 (docs/store.md) stores one row per (run, rank, step) with the values of meshtrain's
 // 15 step series as columns, and keeps `metrics` as a view with the v2 columns; version 4 adds
-// the cross-rank aggregates (rank_agg) and per-run totals (run_stats), see rank_agg.h.
+// the cross-rank aggregates (rank_agg) and per-run totals (run_stats), see rank_agg.h; version 5
+// adds the pipeline axis' series (comm_s.pp, the 16th column).
 // open() migrates older databases in one transaction, keeping every run and point.
 #pragma once
 
@@ -16,7 +17,7 @@
 
 namespace meshwork::store {
 
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 // The `steps` column holding series i of step_series_keys() ("comm_s.tp" -> "v_comm_s_tp"); bit i
 // of steps.present says the point exists (its value may be NULL: NaN). Keys without a column

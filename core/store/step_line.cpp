@@ -114,7 +114,7 @@ std::optional<StepRecord> parse_step_line(std::string_view line) {
       return object(c, [&](std::string_view axis) -> bool {
         std::optional<Axis> a = axis_from_name(axis);
         if (!a || axis != axis_name(*a)) return false;  // only the exact spelling
-        return dbl(r.comm_s[static_cast<int>(*a)]);
+        return dbl(r.comm_s[*a]);
       });
     return false;  // anything else: let core's parser decide
   });
@@ -127,8 +127,9 @@ std::array<double, kStepSeries> step_values(const StepRecord& r) {
   // Same order as step_series_keys() (checked at Ingester start and in the tests).
   return {r.loss,         r.lr,          r.grad_norm,  static_cast<double>(r.tokens),
           r.tokens_per_s, r.tflops,      r.mfu,        static_cast<double>(r.mem_bytes),
-          static_cast<double>(r.mem_peak_bytes),       r.comm_s[0], r.comm_s[1],
-          r.comm_s[2],    r.comm_s[3],   r.compute_s,  r.step_s};
+          static_cast<double>(r.mem_peak_bytes),
+          r.comm_s[Axis::dp_replicate], r.comm_s[Axis::dp_shard],
+          r.comm_s[Axis::cp], r.comm_s[Axis::tp], r.compute_s, r.step_s, r.comm_s[Axis::pp]};
 }
 
 }  // namespace meshwork::store

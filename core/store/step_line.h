@@ -17,7 +17,8 @@ namespace meshwork::store {
 std::optional<StepRecord> parse_step_line(std::string_view line);
 
 // The values of step_series(r) in step_series_keys() order, without allocating.
-inline constexpr size_t kStepSeries = 15;
+inline constexpr size_t kStepSeries = 16;
 std::array<double, kStepSeries> step_values(const StepRecord& r);
+inline constexpr size_t kCommPpSeries = 15;  // "comm_s.pp", the series schema v5 added
 
 }  // namespace meshwork::store

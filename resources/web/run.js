@@ -401,7 +401,8 @@
       rs.forEach(function (r, i) {
         var c = MW.isNum(r) && r >= 0 && r < coords.length ? arr(coords[r]) : null;
         var cx = pad + (i % per) * (cw + gap), cy = head + pad + Math.floor(i / per) * (ch + gap);
-        var tip = 'rank ' + r + ' · ' + hostText + (c ? ' · dp_replicate ' + c[0] + ', dp_shard ' + c[1] + ', cp ' + c[2] + ', tp ' + c[3] : '');
+        var tip = 'rank ' + r + ' · ' + hostText + (c ? ' · dp_replicate ' + c[0] + ', dp_shard ' + c[1] + ', cp ' + c[2] + ', tp ' + c[3] +
+          (c.length > 4 ? ', pp stage ' + c[4] : '') : '');
         var cell = MW.svg('g', { transform: 'translate(' + cx + ',' + cy + ')' }, [
           MW.svg('rect', { class: 'mesh-rank', width: cw, height: ch, rx: big ? 3 : 1.5, fill: groupColor(c) }),
           MW.svg('title', { text: tip })

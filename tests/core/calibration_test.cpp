@@ -252,7 +252,7 @@ TEST(CalibratedEstimate, DataParallelAllReduceIntraAndInterNode) {
   TimeEstimate intra = estimate_time(calibrated_query(tiny, {2, 1, 1, 1}, 2));
   EXPECT_DOUBLE_EQ(intra.axis(Axis::dp_replicate).seconds, 3e-4 + G / 0.25e9);
   EXPECT_FALSE(intra.axis(Axis::dp_replicate).crosses_nodes);
-  EXPECT_TRUE(intra.comm_calibrated[static_cast<int>(Axis::dp_replicate)]);
+  EXPECT_TRUE(intra.comm_calibrated[Axis::dp_replicate]);
   // One rank per node: the group crosses nodes, the inter-node fit applies.
   TimeEstimate inter = estimate_time(calibrated_query(tiny, {2, 1, 1, 1}, 1));
   EXPECT_TRUE(inter.axis(Axis::dp_replicate).crosses_nodes);
@@ -271,7 +271,7 @@ TEST(CalibratedEstimate, TensorParallelEachCollectiveItsOwnFit) {
   EXPECT_NEAR(t.axis(Axis::tp).seconds, expected, expected * 1e-12);
   EXPECT_DOUBLE_EQ(t.axis(Axis::tp).bytes, 2 * k * M / 2 + 3 * 4 * T);
   EXPECT_EQ(t.axis(Axis::tp).collectives, static_cast<int>(2 * k + 3));
-  EXPECT_TRUE(t.comm_calibrated[static_cast<int>(Axis::tp)]);
+  EXPECT_TRUE(t.comm_calibrated[Axis::tp]);
 }
 
 TEST(CalibratedEstimate, MissingFitFallsBackToDefaultsAndSaysSo) {
@@ -280,7 +280,7 @@ TEST(CalibratedEstimate, MissingFitFallsBackToDefaultsAndSaysSo) {
   q.hardware.inter_node_bytes_per_s = 1e9;
   q.hardware.latency_s = 1e-5;
   TimeEstimate t = estimate_time(q);
-  EXPECT_FALSE(t.comm_calibrated[static_cast<int>(Axis::dp_shard)]);
+  EXPECT_FALSE(t.comm_calibrated[Axis::dp_shard]);
   // Defaults: alpha = (n-1) latency per collective, beta = the link's bandwidth.
   const AxisComm& ax = t.axis(Axis::dp_shard);
   EXPECT_NEAR(ax.seconds, ax.bytes / 1e9 + ax.collectives * 1e-5, 1e-12);
@@ -297,7 +297,7 @@ TEST(CalibratedEstimate, ContextParallelSendRecv) {
   EXPECT_EQ(ax.collectives, static_cast<int>(ring_count) + fsdp.collectives);
   EXPECT_NEAR(ax.seconds, ring_count * 5e-5 + (ax.bytes - fsdp.bytes) / 2e9 + fsdp.seconds, 1e-12);
   EXPECT_EQ(t.axis(Axis::dp_shard).seconds, 0);
-  EXPECT_TRUE(t.comm_calibrated[static_cast<int>(Axis::cp)]);
+  EXPECT_TRUE(t.comm_calibrated[Axis::cp]);
 }
 
 TEST(CalibratedEstimate, TensorParallelUsesTheRateOfSplitMatmuls) {

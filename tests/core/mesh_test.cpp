@@ -212,5 +212,11 @@ TEST(Mesh, ResolveAutoAxis) {
 TEST(Mesh, AxisNames) {
   EXPECT_EQ(axis_from_name("dp-shard"), Axis::dp_shard);
   EXPECT_EQ(group_from_name("dp_shard_cp"), GroupKind::dp_shard_cp);
-  EXPECT_FALSE(axis_from_name("pp").has_value());
+  EXPECT_EQ(axis_from_name("pp"), Axis::pp);
+  EXPECT_EQ(group_from_name("pp"), GroupKind::pp);
+  EXPECT_FALSE(axis_from_name("ep").has_value());  // expert parallelism is not an axis (yet)
+  // An axis' value is its position in kAxes, outermost first (torchtitan's order).
+  for (size_t i = 0; i < kAxes.size(); ++i) EXPECT_EQ(axis_index(kAxes[i]), i);
+  EXPECT_EQ(kAxes.front(), Axis::pp);
+  EXPECT_EQ(kAxes.back(), Axis::tp);
 }

@@ -89,14 +89,14 @@ TEST(Metrics, StepRecordRoundTrips) {
   s.rank = 3;
   s.loss = 2.5;
   s.tokens = 4096;
-  s.comm_s[static_cast<int>(Axis::tp)] = 0.25;
+  s.comm_s[Axis::tp] = 0.25;
   auto parsed = parse_metrics_line(to_json_line(s));
   ASSERT_TRUE(parsed.ok());
   const auto& back = std::get<StepRecord>(*parsed);
   EXPECT_EQ(back.step, 7);
   EXPECT_EQ(back.rank, 3);
   EXPECT_DOUBLE_EQ(back.loss, 2.5);
-  EXPECT_DOUBLE_EQ(back.comm_s[3], 0.25);
+  EXPECT_DOUBLE_EQ(back.comm_s[Axis::tp], 0.25);
   auto series = step_series(back);
   EXPECT_EQ(series.size(), step_series_keys().size());
   EXPECT_EQ(series[12].first, "comm_s.tp");

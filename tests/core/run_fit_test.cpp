@@ -41,10 +41,10 @@ RunObservation observed(MeshShape shape, double k_compute, double k_tp, double k
   const TimeEstimate e = estimate_time(*o.query);
   auto term = [&](FitTerm t) { return e.term_s[static_cast<int>(t)]; };
   o.measured.compute_s = k_compute * term(FitTerm::compute);
-  o.measured.comm_s[static_cast<int>(Axis::tp)] = k_tp * term(FitTerm::tp);
-  o.measured.comm_s[static_cast<int>(Axis::dp_replicate)] = k_rep * term(FitTerm::dp_replicate);
+  o.measured.comm_s[Axis::tp] = k_tp * term(FitTerm::tp);
+  o.measured.comm_s[Axis::dp_replicate] = k_rep * term(FitTerm::dp_replicate);
   // All of fsdp + ring on cp: only the sum of the two axes enters the fit.
-  o.measured.comm_s[static_cast<int>(Axis::cp)] = k_ring * term(FitTerm::cp_ring) + k_fsdp * term(FitTerm::fsdp);
+  o.measured.comm_s[Axis::cp] = k_ring * term(FitTerm::cp_ring) + k_fsdp * term(FitTerm::fsdp);
   o.measured.steps = 5;
   o.name = shape.compact();
   return o;
@@ -106,7 +106,7 @@ TEST(RunFit, RecoversEachTermsFactorAndPredictsTheRunsExactly) {
     EXPECT_NEAR(e.step_s, r.measured.step_s(), 1e-6 * r.measured.step_s()) << r.name;
     EXPECT_NEAR(e.compute_s, r.measured.compute_s, 1e-6 * r.measured.compute_s) << r.name;
     EXPECT_TRUE(e.compute_fitted);
-    EXPECT_NEAR(e.axis(Axis::tp).seconds, r.measured.comm_s[static_cast<int>(Axis::tp)], 1e-9) << r.name;
+    EXPECT_NEAR(e.axis(Axis::tp).seconds, r.measured.comm_s[Axis::tp], 1e-9) << r.name;
   }
 }
 

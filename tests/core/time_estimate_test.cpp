@@ -144,7 +144,7 @@ TEST(TimeEstimate, LatencyAndOverlap) {
   TimeEstimate t = estimate_time(q);
   // One bucket, all-reduce over 2 ranks: 2 ring steps of 1 ms.
   EXPECT_DOUBLE_EQ(t.axis(Axis::dp_replicate).seconds, 427'264.0 / 1e9 + 2e-3);
-  q.hardware.overlap = {1.0, 1.0, 1.0, 1.0};
+  for (Axis a : kAxes) q.hardware.overlap[a] = 1.0;
   TimeEstimate hidden = estimate_time(q);
   EXPECT_DOUBLE_EQ(hidden.step_s, hidden.compute_s);  // comm (2.4 ms) < compute (240 ms)
   EXPECT_DOUBLE_EQ(hidden.hidden_comm_s, hidden.comm_s);
@@ -155,7 +155,9 @@ TEST(TimeEstimate, OverlapIsBoundedByCompute) {
   TimeQuery q = query(small, {2, 2, 1, 1});
   q.hardware.latency_s = 0;
   TimeEstimate none = estimate_time(q);
-  q.hardware.overlap = {0.5, 1.0, 0.0, 0.0};
+  q.hardware.overlap = AxisArray<double>{};
+  q.hardware.overlap[Axis::dp_replicate] = 0.5;
+  q.hardware.overlap[Axis::dp_shard] = 1.0;
   TimeEstimate t = estimate_time(q);
   const double shard = t.axis(Axis::dp_shard).seconds;
   const double rep = t.axis(Axis::dp_replicate).seconds;

@@ -77,9 +77,9 @@ RunId store_run(RunStore& s, const MeshShape& m, const std::string& host, const 
       const double warm = step == 0 ? 10.0 : 1.0;
       sr.compute_s = warm * kCompute * term(FitTerm::compute);
       sr.comm_s = {};
-      sr.comm_s[static_cast<size_t>(Axis::tp)] = warm * kTp * term(FitTerm::tp);
-      sr.comm_s[static_cast<size_t>(Axis::dp_replicate)] = warm * kRep * term(FitTerm::dp_replicate);
-      sr.comm_s[static_cast<size_t>(Axis::dp_shard)] = warm * kFsdp * term(FitTerm::fsdp);
+      sr.comm_s[Axis::tp] = warm * kTp * term(FitTerm::tp);
+      sr.comm_s[Axis::dp_replicate] = warm * kRep * term(FitTerm::dp_replicate);
+      sr.comm_s[Axis::dp_shard] = warm * kFsdp * term(FitTerm::fsdp);
       sr.step_s = sr.compute_s;
       for (double c : sr.comm_s) sr.step_s += c;
       lines += to_json_line(sr) + "\n";
@@ -108,9 +108,9 @@ TEST(RunObservations, MeasuredMeansLeaveTheWarmUpStepOut) {
   ASSERT_TRUE(o.ok()) << o.error().message();
   const TimeEstimate e = formula(m);
   EXPECT_NEAR(o->measured.compute_s, kCompute * e.compute_s, 1e-12);
-  EXPECT_NEAR(o->measured.comm_s[static_cast<int>(Axis::dp_replicate)],
+  EXPECT_NEAR(o->measured.comm_s[Axis::dp_replicate],
               kRep * e.term_s[static_cast<int>(FitTerm::dp_replicate)], 1e-12);
-  EXPECT_NEAR(o->measured.comm_s[static_cast<int>(Axis::dp_shard)], kFsdp * e.term_s[static_cast<int>(FitTerm::fsdp)],
+  EXPECT_NEAR(o->measured.comm_s[Axis::dp_shard], kFsdp * e.term_s[static_cast<int>(FitTerm::fsdp)],
               1e-12);
   EXPECT_EQ(o->measured.steps, 5);  // steps 1..5
   // The query the store built is the one the planner would build for the run.
@@ -189,10 +189,10 @@ TEST(RunObservations, ARunIsPredictedFromTheOtherRunsOfItsCluster) {
   EXPECT_NEAR(p->check.predicted_step_s, p->check.measured_step_s, 1e-9 * p->check.measured_step_s);
   EXPECT_NEAR(p->check.predicted_compute_s, p->check.measured_compute_s, 1e-9 * p->check.measured_compute_s);
   for (Axis a : kAxes)
-    EXPECT_NEAR(p->check.predicted_comm_s[static_cast<int>(a)], p->check.measured_comm_s[static_cast<int>(a)], 1e-9)
+    EXPECT_NEAR(p->check.predicted_comm_s[a], p->check.measured_comm_s[a], 1e-9)
         << axis_name(a);
   EXPECT_TRUE(p->predicted.compute_fitted);
-  EXPECT_TRUE(p->predicted.comm_fitted[static_cast<int>(Axis::dp_replicate)]);
+  EXPECT_TRUE(p->predicted.comm_fitted[Axis::dp_replicate]);
 
   // Without other runs: the defaults alone, which the error then shows.
   TempDir lone_dir;

@@ -23,7 +23,7 @@ TEST(StoreStepLine, AgreesWithCoreParserOnSerializedRecords) {
     r.grad_norm = u(rng) * 1e-30;
     r.tokens = static_cast<int64_t>(rng() % 100000);
     r.mem_bytes = static_cast<int64_t>(rng() >> 2);
-    r.comm_s = {u(rng), u(rng), 0, -0.0};
+    r.comm_s = AxisArray<double>::of(u(rng), u(rng), 0, -0.0);
     const std::string line = to_json_line(r);
     std::optional<StepRecord> fast = parse_step_line(line);
     Result<MetricsRecord> core = parse_metrics_line(line);
@@ -53,7 +53,7 @@ TEST(StoreStepLine, AcceptsSpacingAndKeyOrderLikeCore) {
   auto core = parse_metrics_line(line);
   ASSERT_TRUE(core.ok());
   expect_same(*fast, std::get<StepRecord>(*core));
-  EXPECT_EQ(fast->comm_s[3], 0.5);
+  EXPECT_EQ(fast->comm_s[Axis::tp], 0.5);
 }
 
 TEST(StoreStepLine, DeclinesWhatItIsNotSureAbout) {

@@ -47,7 +47,7 @@ inline StepRecord step_record(int rank, int64_t step, double loss) {
   r.mfu = 0.25;
   r.mem_bytes = 1 << 20;
   r.mem_peak_bytes = 2 << 20;
-  r.comm_s = {0.01, 0.02, 0.03, 0.04};
+  r.comm_s = AxisArray<double>::of(0.01, 0.02, 0.03, 0.04);
   r.compute_s = 0.1;
   r.step_s = 0.2;
   return r;

@@ -33,9 +33,9 @@ TEST(Comm, AllReduceAndGatherFollowCoreGroups) {
     at::Tensor m = at::full({1}, static_cast<float>(c.rank()));
     c.all_reduce(m, c.world(), /*max=*/true);
     ASSERT_FLOAT_EQ(m.item<float>(), 3.0f);
-    ASSERT_GT(c.times().seconds[static_cast<int>(Axis::dp_shard)], 0.0);
-    ASSERT_GT(c.times().seconds[static_cast<int>(Axis::dp_replicate)], 0.0);
-    ASSERT_EQ(c.times().seconds[static_cast<int>(Axis::tp)], 0.0);
+    ASSERT_GT(c.times().seconds[Axis::dp_shard], 0.0);
+    ASSERT_GT(c.times().seconds[Axis::dp_replicate], 0.0);
+    ASSERT_EQ(c.times().seconds[Axis::tp], 0.0);
   });
 }
 
@@ -67,9 +67,9 @@ TEST(Comm, RingSendRecvAndFlattenedCharge) {
     ASSERT_FLOAT_EQ(recv[0].item<float>(), static_cast<float>((g.rank + n - 1) % n));
     // A flattened group is charged to its axes of size > 1 in proportion to (size - 1): 1:1.
     auto s = c.times().seconds;
-    ASSERT_GT(s[0], 0.0);
-    ASSERT_NEAR(s[0], s[1], 1e-12);
-    ASSERT_EQ(s[2] + s[3], 0.0);
+    ASSERT_GT(s[Axis::dp_replicate], 0.0);
+    ASSERT_NEAR(s[Axis::dp_replicate], s[Axis::dp_shard], 1e-12);
+    ASSERT_EQ(s[Axis::cp] + s[Axis::tp] + s[Axis::pp], 0.0);
   });
 }
 

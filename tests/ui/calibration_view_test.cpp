@@ -291,8 +291,8 @@ class CalibrationViewTest : public QObject {
     const ui::MemoryBreakdown& m = *w.plan()->memory();
     QCOMPARE(QString::fromStdString(m.calibration_id), QString::fromStdString(local.fingerprint.id()));
     QVERIFY(m.compute_calibrated);
-    QVERIFY(m.comm_used[static_cast<int>(Axis::dp_shard)]);
-    QVERIFY(m.comm_calibrated[static_cast<int>(Axis::dp_shard)]);
+    QVERIFY(m.comm_used[Axis::dp_shard]);
+    QVERIFY(m.comm_calibrated[Axis::dp_shard]);
     QVERIFY(panel->time_basis_detail().contains(QString::fromStdString(local.fingerprint.id()).left(8)));
     QVERIFY(panel->time_basis_detail().contains(QStringLiteral("dp_shard communication")));
     // The number is core's estimate with the calibration (and differs from the defaults').

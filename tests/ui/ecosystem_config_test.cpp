@@ -50,7 +50,7 @@ class EcosystemConfigTest : public QObject {
     QCOMPARE(c.training.precision, Precision::bf16);
     QCOMPARE(c.training.activation_checkpointing, ActivationCheckpointing::full);
     QVERIFY(w.plan()->mesh().has_value());
-    QCOMPARE(w.plan_page()->editor()->axis_combo(3)->currentData().toInt(), 2);  // tp
+    QCOMPARE(w.plan_page()->editor()->axis_combo(Axis::tp)->currentData().toInt(), 2);
   }
 
   void badConfigIsRefusedWithFileLineAndKeyAndChangesNothing() {

@@ -45,7 +45,7 @@ MeshShape shape(int dp_replicate, int dp_shard, int cp, int tp) {
 // the others varying a little around a per-run level; an axis of size 1 never communicates.
 struct Timing {
   double compute_s = 0;
-  std::array<double, kAxisCount> comm_s{};
+  AxisArray<double> comm_s;
   double step_s() const {
     double s = compute_s;
     for (double c : comm_s) s += c;
@@ -56,13 +56,13 @@ Timing timing_of(const MeshShape& m, double level, int64_t step) {
   Timing t;
   if (step == 0) {
     t.compute_s = 0.9;
-    for (Axis a : kAxes) t.comm_s[static_cast<size_t>(a)] = m.size(a) > 1 ? 0.2 : 0.0;
+    for (Axis a : kAxes) t.comm_s[a] = m.size(a) > 1 ? 0.2 : 0.0;
     return t;
   }
   t.compute_s = level * (0.08 + 0.001 * static_cast<double>(step % 5));
   for (Axis a : kAxes) {
-    const int k = static_cast<int>(a);
-    t.comm_s[static_cast<size_t>(k)] =
+    const int k = static_cast<int>(axis_index(a));
+    t.comm_s[a] =
         m.size(a) > 1 ? level * (0.004 * (1 + k) + 0.0002 * static_cast<double>(step % 3)) : 0.0;
   }
   return t;
@@ -75,7 +75,7 @@ Timing mean_timing(const MeshShape& m, double level, int64_t steps) {
   for (int64_t s = 1; s < steps; ++s) {
     const Timing t = timing_of(m, level, s);
     sum.compute_s += t.compute_s;
-    for (size_t k = 0; k < kAxisCount; ++k) sum.comm_s[k] += t.comm_s[k];
+    for (Axis a : kAxes) sum.comm_s[a] += t.comm_s[a];
   }
   const double n = static_cast<double>(steps - 1);
   sum.compute_s /= n;
@@ -225,9 +225,8 @@ class PredictionViewTest : public QObject {
     std::vector<Row> rows = {{"step", c.predicted_step_s, c.measured_step_s, written.step_s()},
                              {"compute", c.predicted_compute_s, c.measured_compute_s, written.compute_s}};
     for (Axis a : kAxes) {
-      const auto k = static_cast<size_t>(a);
-      if (written.comm_s[k] > 0 || c.predicted_comm_s[k] > 0)
-        rows.push_back({axis_label(a), c.predicted_comm_s[k], c.measured_comm_s[k], written.comm_s[k]});
+      if (written.comm_s[a] > 0 || c.predicted_comm_s[a] > 0)
+        rows.push_back({axis_label(a), c.predicted_comm_s[a], c.measured_comm_s[a], written.comm_s[a]});
     }
     QCOMPARE(t->rowCount(), static_cast<int>(rows.size()));
     for (int r = 0; r < t->rowCount(); ++r) {
@@ -420,11 +419,10 @@ class PredictionViewTest : public QObject {
       QCOMPARE(text("compute meas ms"), format_ms(c.measured_compute_s));
       QVERIFY(std::abs(c.measured_compute_s - written.compute_s) < 1e-9);
       for (Axis a : {Axis::dp_replicate, Axis::dp_shard, Axis::tp}) {
-        const auto k = static_cast<size_t>(a);
         const QString name = axis_label(a);
-        QCOMPARE(t->item(r, page.prediction_column(name + " pred ms"))->text(), format_ms(c.predicted_comm_s[k]));
-        QCOMPARE(t->item(r, page.prediction_column(name + " meas ms"))->text(), format_ms(c.measured_comm_s[k]));
-        QVERIFY(std::abs(c.measured_comm_s[k] - written.comm_s[k]) < 1e-9);
+        QCOMPARE(t->item(r, page.prediction_column(name + " pred ms"))->text(), format_ms(c.predicted_comm_s[a]));
+        QCOMPARE(t->item(r, page.prediction_column(name + " meas ms"))->text(), format_ms(c.measured_comm_s[a]));
+        QVERIFY(std::abs(c.measured_comm_s[a] - written.comm_s[a]) < 1e-9);
       }
       QCOMPARE(text("basis"), QString::fromStdString(p.basis()));
     }

@@ -152,9 +152,9 @@ store::RunId store_run(store::RunStore& s, const MeshShape& m, const std::string
       const double warm = step == 0 ? 10.0 : 1.0;
       sr.compute_s = warm * kCompute * term(FitTerm::compute);
       sr.comm_s = {};
-      sr.comm_s[static_cast<size_t>(Axis::tp)] = warm * kTp * term(FitTerm::tp);
-      sr.comm_s[static_cast<size_t>(Axis::dp_replicate)] = warm * kRep * term(FitTerm::dp_replicate);
-      sr.comm_s[static_cast<size_t>(Axis::dp_shard)] = warm * kFsdp * term(FitTerm::fsdp);
+      sr.comm_s[Axis::tp] = warm * kTp * term(FitTerm::tp);
+      sr.comm_s[Axis::dp_replicate] = warm * kRep * term(FitTerm::dp_replicate);
+      sr.comm_s[Axis::dp_shard] = warm * kFsdp * term(FitTerm::fsdp);
       sr.step_s = sr.compute_s;
       for (double c : sr.comm_s) sr.step_s += c;
       sr.tokens_per_s = 256 / sr.step_s;
@@ -247,13 +247,12 @@ void check_planner(PlannerModel* planner, const RunConfig& config, const std::sh
     const QString source = calibration && expected.compute_calibrated ? QStringLiteral("calibration") : QStringLiteral("defaults");
     QVERIFY2(tip.contains(QStringLiteral("compute: %1%2").arg(source, expected.compute_fitted ? fitted : QString())), qPrintable(tip));
     for (Axis a : kAxes) {
-      const auto i = static_cast<size_t>(a);
-      if (!(expected.comm[i].collectives > 0 || expected.comm[i].seconds > 0)) continue;
+      if (!(expected.comm[a].collectives > 0 || expected.comm[a].seconds > 0)) continue;
       const QString axis = QString::fromStdString(std::string(axis_name(a)));
       QVERIFY2(tip.contains(axis + QStringLiteral(": ")), qPrintable(tip));
       QCOMPARE(tip.contains(axis + QStringLiteral(": calibration") + fitted) ||
                    tip.contains(axis + QStringLiteral(": defaults") + fitted),
-               expected.comm_fitted[i]);
+               expected.comm_fitted[a]);
     }
   }
 }
@@ -311,7 +310,7 @@ class RunFitViewTest : public QObject {
     q.fit = fit;
     const TimeEstimate expected = estimate_time(q);
     QVERIFY(expected.compute_fitted);
-    QVERIFY(expected.comm_fitted[static_cast<size_t>(Axis::dp_shard)]);
+    QVERIFY(expected.comm_fitted[Axis::dp_shard]);
     const ui::MemoryBreakdown& m = *w.plan()->memory();
     QCOMPARE(m.step_seconds, expected.step_s);
     QCOMPARE(m.tokens_per_s, expected.tokens_per_s);

@@ -55,8 +55,8 @@ class StragglerTest : public QObject {
         rec.step_s = 0.25 + 1e-6 * (r % 100);
         if (step == 2 && r == 5000) rec.step_s = 0.9;
         if (step == 2 && r == 17) rec.step_s = 0.1;
-        rec.comm_s = {0.01, 0.02, 0.0, 0.03 + 1e-7 * r};  // tp: slowest 8191, fastest 0 ...
-        if (r == 3) rec.comm_s[3] = 0.001;                 // ... except rank 3
+        rec.comm_s = AxisArray<double>::of(0.01, 0.02, 0.0, 0.03 + 1e-7 * r);  // tp: slowest 8191, fastest 0 ...
+        if (r == 3) rec.comm_s[Axis::tp] = 0.001;                 // ... except rank 3
         rec.compute_s = 0.2;
         text[r] += to_json_line(rec) + "\n";
       }
@@ -119,7 +119,7 @@ class StragglerTest : public QObject {
     const auto& f = *page.model()->frame();
     QCOMPARE(f.step_s.size(), size_t{kSteps});
     QCOMPARE(f.step_s.back().y, 0.25 + 1e-6 * (8191 % 100));
-    QCOMPARE(f.comm[static_cast<size_t>(Axis::tp)].back().y, 0.03 + 1e-7 * 8191);
+    QCOMPARE(f.comm[Axis::tp].back().y, 0.03 + 1e-7 * 8191);
     // And back to the mean: the mean over 8,192 ranks of step 2's step time.
     picker->setValue(-1);
     QTRY_VERIFY_WITH_TIMEOUT(page.model()->frame() && page.model()->frame()->rank == -1, 20000);

@@ -37,7 +37,7 @@ using namespace meshwork::ui;
 namespace {
 // Picks `size` in the axis combo as a user would (the combo's activated signal).
 void choose_axis(MeshEditor* editor, Axis axis, int size) {
-  QComboBox* box = editor->axis_combo(static_cast<int>(axis));
+  QComboBox* box = editor->axis_combo(axis);
   const int i = box->findData(size);
   QVERIFY2(i >= 0, qPrintable(QStringLiteral("size %1 not offered").arg(size)));
   box->setCurrentIndex(i);
@@ -112,7 +112,7 @@ class WorkbenchTest : public QObject {
     QCOMPARE(view->mesh()->shape()[Axis::dp_shard], 4);
     QCOMPARE(view->cell_fill(0), view->cell_fill(3));
     QVERIFY(view->cell_fill(3) != view->cell_fill(4));
-    QVERIFY(w.plan_page()->editor()->axis_combo(1)->currentText().contains("auto (4)"));
+    QVERIFY(w.plan_page()->editor()->axis_combo(Axis::dp_shard)->currentText().contains("auto (4)"));
     // The memory estimate follows off the GUI thread: tp = 4 splits the parameters 4 more ways.
     QTRY_VERIFY(memory_spy.count() >= 1);
     QTRY_VERIFY(w.plan()->memory() && w.plan()->memory()->total_bytes != before);
@@ -124,7 +124,7 @@ class WorkbenchTest : public QObject {
   void axisOffersOnlyDivisors() {
     MainWindow w(false);
     test::set_gpu_cluster(w, 3, 4);  // 12 ranks
-    QComboBox* tp = w.plan_page()->editor()->axis_combo(3);
+    QComboBox* tp = w.plan_page()->editor()->axis_combo(Axis::tp);
     QList<int> offered;
     for (int i = 0; i < tp->count(); ++i) offered << tp->itemData(i).toInt();
     QCOMPARE(offered, (QList<int>{-1, 1, 2, 3, 4, 6, 12}));
@@ -236,8 +236,7 @@ class WorkbenchTest : public QObject {
     QCOMPARE(w.plan()->config().mesh, target);
     QCOMPARE(w.plan_page()->view()->mesh()->shape(), target);
     MeshEditor* ed = w.plan_page()->editor();
-    for (int i = 0; i < 4; ++i)
-      QCOMPARE(ed->axis_combo(i)->currentData().toInt(), target.size(kAxes[static_cast<size_t>(i)]));
+    for (Axis a : kAxes) QCOMPARE(ed->axis_combo(a)->currentData().toInt(), target.size(a));
   }
 
   void hoverOutlinesGroupsAndClickSelectsRank() {
@@ -269,6 +268,45 @@ class WorkbenchTest : public QObject {
     QTest::keyClick(view, Qt::Key_Escape);
     QCOMPARE(view->selected_rank(), -1);
     QVERIFY(w.inspector()->text().contains("Nothing selected"));
+  }
+
+  // pp = 2 over 2 nodes x 8: stage 0 on node 0, stage 1 on node 1. Every rank carries its
+  // stage's bar (drawn: the pixels under the cell are the stage's colour), the node headers and
+  // the tooltip name the stage, and the memory panel shows the worst stage.
+  void pipelineStagesAreDrawnOverTheNodes() {
+    MainWindow w(false);
+    w.resize(1300, 850);
+    w.show();
+    test::set_gpu_cluster(w, 2, 8);
+    RunConfig c = base_config(w, "llama-3.1-8b");
+    c.mesh = MeshShape{1, -1, 1, 1, 2};
+    w.plan()->set_config(c);
+    MeshView* view = w.plan_page()->view();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QTRY_VERIFY(view->mesh().has_value());
+    QCOMPARE(view->stages(), 2);
+    QCOMPARE(view->stage_of(7), 0);
+    QCOMPARE(view->stage_of(8), 1);
+    QVERIFY(view->stage_color(0) != view->stage_color(1));
+    const QImage shot = view->grab().toImage();
+    const qreal dpr = shot.devicePixelRatio();
+    for (int rank : {3, 12}) {
+      const QRectF cell = view->cell_rect(rank);
+      const QPoint bar((cell.center().x()) * dpr, (cell.bottom() - 1.5) * dpr);
+      QCOMPARE(shot.pixelColor(bar).rgb(), view->stage_color(view->stage_of(rank)).rgb());
+    }
+    const QString tip = view->tooltip_at(view->cell_rect(9).center());
+    QVERIFY2(tip.contains("pipeline stage 1 of 2"), qPrintable(tip));
+    // The bar is core's worst stage, which holds part of the 32 layers (the cut gives the stage
+    // without the head more of them).
+    QTRY_VERIFY(w.plan_page()->memory()->breakdown().has_value());
+    const MemoryBreakdown& b = *w.plan_page()->memory()->breakdown();
+    QCOMPARE(b.stages, 2);
+    QVERIFY(b.stage_layers > 0 && b.stage_layers < 32);
+    QVERIFY(b.pp_bubble_fraction > 0 && b.pp_bubble_fraction < 0.5);
+    const QString headline = w.plan_page()->memory()->headline();
+    QVERIFY2(headline.contains(QString("worst of 2 stages: stage %1, %2 layers").arg(b.worst_stage).arg(b.stage_layers)),
+             qPrintable(headline));
   }
 
   void hostfileAddsNodesWithSlotsAndShowsProbeErrors() {
@@ -319,7 +357,7 @@ class WorkbenchTest : public QObject {
     QCOMPARE(w.plan()->config().training, saved.training);
     QVERIFY(w.plan()->config().model == nlohmann::json("llama-3.2-1b"));
     QCOMPARE(w.plan()->cluster().world_size, 16);
-    QCOMPARE(w.plan_page()->editor()->axis_combo(0)->currentData().toInt(), 2);
+    QCOMPARE(w.plan_page()->editor()->axis_combo(Axis::dp_replicate)->currentData().toInt(), 2);
     // A broken file is refused with core's words, and nothing changes.
     QFile bad(dir.filePath("bad.json"));
     QVERIFY(bad.open(QIODevice::WriteOnly));

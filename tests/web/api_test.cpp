@@ -194,11 +194,10 @@ TEST_F(ApiTest, PredictionIsPredictRunsAgainstWhatTheRunMeasured) {
   EXPECT_DOUBLE_EQ(b["error"]["compute_s"].get<double>(), rel(c.predicted_compute_s, c.measured_compute_s));
   for (Axis a : kAxes) {
     const std::string name(axis_name(a));
-    const auto k = static_cast<size_t>(a);
-    EXPECT_DOUBLE_EQ(b["predicted"]["comm_s"][name].get<double>(), c.predicted_comm_s[k]) << name;
-    EXPECT_DOUBLE_EQ(b["measured"]["comm_s"][name].get<double>(), c.measured_comm_s[k]) << name;
-    if (c.measured_comm_s[k] > 0)
-      EXPECT_DOUBLE_EQ(b["error"]["comm_s"][name].get<double>(), rel(c.predicted_comm_s[k], c.measured_comm_s[k])) << name;
+    EXPECT_DOUBLE_EQ(b["predicted"]["comm_s"][name].get<double>(), c.predicted_comm_s[a]) << name;
+    EXPECT_DOUBLE_EQ(b["measured"]["comm_s"][name].get<double>(), c.measured_comm_s[a]) << name;
+    if (c.measured_comm_s[a] > 0)
+      EXPECT_DOUBLE_EQ(b["error"]["comm_s"][name].get<double>(), rel(c.predicted_comm_s[a], c.measured_comm_s[a])) << name;
     else
       EXPECT_TRUE(b["error"]["comm_s"][name].is_null()) << name;  // nothing measured: no error
   }

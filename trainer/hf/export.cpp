@@ -65,6 +65,9 @@ Result<CheckpointMeta> read_checkpoint_meta(const fs::path& step_dir) {
   auto mesh = mesh_shape_from_json(j["mesh_shape"], "mesh_shape", /*allow_auto=*/false);
   if (!mesh.ok()) return Error{where, mesh.error().message(), "a mesh shape"};
   m.mesh = *mesh;
+  if (m.mesh[Axis::pp] > 1)
+    return Error{where + ": mesh_shape", m.mesh.to_string(),
+                 "a checkpoint without pipeline stages (pp = 1): exporting stages is not supported yet"};
   if (j.contains("fsdp_group")) {
     auto g = group_from_name(j["fsdp_group"].get<std::string>());
     if (!g) return Error{where + ": fsdp_group", j["fsdp_group"].dump(), "a group name"};
