@@ -162,6 +162,7 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
 }
 
 void Model::keep_chunks(const std::vector<PipelineChunk>& chunks) {
+  pipelined_ = true;
   held_.assign(full_layouts_.size(), false);
   bool embedding = false, head = false;
   for (const PipelineChunk& c : chunks) {

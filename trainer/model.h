@@ -103,6 +103,8 @@ class Model {
   // holds); init_unit still draws the numbers of the whole root, so every shape starts alike.
   // Call before anything reads the layouts.
   void keep_chunks(const std::vector<PipelineChunk>& chunks);
+  // Whether keep_chunks() cut the model (a pipeline stage).
+  bool pipelined() const { return pipelined_; }
   // Whether this rank holds `unit` (every unit unless keep_chunks() dropped it).
   bool holds(int unit) const { return held_[unit]; }
   // The units one chunk reads: its blocks, and the root when it holds the embedding or the head.
@@ -150,6 +152,7 @@ class Model {
   std::vector<int> root_kept_;
   int root_embed_ = 0, root_norm_ = 1, root_head_ = 2;  // in layout(0); -1: not held
   std::vector<bool> held_;
+  bool pipelined_ = false;
   std::vector<UnitLayout> full_layouts_;
   std::vector<UnitLayout> layouts_;
   BlockOps ops_;

@@ -9,7 +9,6 @@ using at::Tensor;
 std::unique_ptr<ParallelModel> parallelize(Model& model, Communicator& comm,
                                            const ParallelizeOptions& options) {
   std::unique_ptr<ParallelModel> pm(new ParallelModel(model));
-  if (!options.stage_chunks.empty()) model.keep_chunks(options.stage_chunks);
   TpOptions tpo;
   tpo.sequence_parallel = options.sequence_parallel;
   pm->tp_ = std::make_unique<TensorParallel>(model, comm, tpo);
@@ -22,7 +21,7 @@ std::unique_ptr<ParallelModel> parallelize(Model& model, Communicator& comm,
   dpo.device = options.device;
   dpo.seed = options.seed;
   dpo.fsdp_grad_sync_per_step = options.fsdp_grad_sync_per_step;
-  dpo.keep_root_gathered = !options.stage_chunks.empty();
+  dpo.keep_root_gathered = model.pipelined();
   if (options.read_full) {
     auto read_full = options.read_full;
     dpo.read_local = [tp, read_full](int unit, int64_t offset, int64_t count) {

@@ -13,8 +13,9 @@
 //      alike on several ranks (for the global gradient norm).
 //
 // Pipeline parallelism comes before all three (torchtitan's pipeline_llama, then parallelize
-// each stage): Model::keep_chunks cuts the model to this stage rank's chunks, so tp, cp and dp
-// see only the stage's units; parallelize_pp.h then runs the schedule over chunk_forward().
+// each stage): the caller cuts the model to this stage rank's chunks with Model::keep_chunks
+// (before a Hugging Face checkpoint is opened, so only the stage's tensors are read), so tp, cp
+// and dp see only the stage's units; parallelize_pp.h then runs the schedule over chunk_forward().
 //
 // The TP/DP wiring (localize, annotate, tp's gradient sums after dp's reductions) lives only
 // here; the training step calls ParallelModel and never the pieces.
@@ -48,9 +49,6 @@ struct ParallelizeOptions {
   // as float into out (a Hugging Face checkpoint, hf/checkpoint_loader.h). Only the ranges this
   // rank owns after tp's cut and FSDP's shard are asked for.
   std::function<void(int unit, int param, int64_t offset, int64_t count, float* out)> read_full;
-  // pp > 1: the chunks of pipeline_cut this stage rank runs (Model::keep_chunks); empty: the
-  // whole model.
-  std::vector<PipelineChunk> stage_chunks;
 };
 
 class ParallelModel {

@@ -141,7 +141,7 @@ class Trainer {
   std::unique_ptr<Model> model_;
   std::unique_ptr<hf::HfCheckpoint> checkpoint_;  // --init hf: the mapped files, while loading
   std::unique_ptr<ParallelModel> pm_;
-  std::vector<PipelineChunk> stage_chunks_;  // pp > 1: this stage rank's chunks (pipeline_cut)
+  std::vector<PipelineChunk> pipeline_chunks_;  // pp > 1: every chunk of core's pipeline_cut
   std::unique_ptr<PipelineStage> pipeline_;  // pp > 1
   AdamW opt_;
   // Data-parallel coordinates: who reads which sequences.
@@ -268,7 +268,7 @@ int Trainer::setup() {
     po.schedule = t_.pp_schedule;
     po.virtual_stages = t_.pp_virtual_stages;
     po.micro_batches = accum_;
-    po.chunks = pipeline_cut(spec_, t_.seq_len, shape_[Axis::pp], t_.pp_virtual_stages);
+    po.chunks = pipeline_chunks_;
     po.micro_batch = t_.micro_batch;
     po.residual_seq_len = pm_->residual_seq_len(t_.seq_len / shape_[Axis::cp]);
     po.hidden = spec_.hidden_size;
@@ -308,12 +308,11 @@ int Trainer::build_model() {
   if (shape_[Axis::pp] > 1) {
     // The pipeline's cut comes first (parallelize.h): a Hugging Face checkpoint is then read for
     // this stage's units only.
-    const auto all = pipeline_cut(spec_, t_.seq_len, shape_[Axis::pp], t_.pp_virtual_stages);
-    stage_chunks_ = chunks_of_rank(all, comm_->mesh().coord_of(rank_)[Axis::pp]);
-    model_->keep_chunks(stage_chunks_);
-    po.stage_chunks = stage_chunks_;
+    pipeline_chunks_ = pipeline_cut(spec_, t_.seq_len, shape_[Axis::pp], t_.pp_virtual_stages);
+    const auto own = chunks_of_rank(pipeline_chunks_, comm_->mesh().coord_of(rank_)[Axis::pp]);
+    model_->keep_chunks(own);
     std::string held;
-    for (const PipelineChunk& c : stage_chunks_)
+    for (const PipelineChunk& c : own)
       held += (held.empty() ? "" : ", ") + std::string("layers ") + std::to_string(c.first_layer) + "-" +
               std::to_string(c.first_layer + c.num_layers - 1) + (c.embedding ? " + embedding" : "") +
               (c.head ? " + norm and head" : "");

@@ -32,12 +32,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/metrics.h"
+#include "tests/trainer/meshtrain_runs.h"
 #include "trainer/free_port.h"
 #include "trainer/hf/safetensors.h"
 
 namespace fs = std::filesystem;
 using namespace meshwork;
 using namespace meshwork::trainer::hf;
+using meshwork::test::evals_of;
 
 namespace {
 
@@ -93,17 +95,6 @@ fs::path write_eval_shard(const fs::path& dir, int64_t n) {
   out.write(reinterpret_cast<const char*>(header.data()), 256 * 4);
   out.write(reinterpret_cast<const char*>(tokens.data()), n * 2);
   return p;
-}
-
-std::vector<EvalRecord> evals_of(const fs::path& metrics) {
-  std::vector<EvalRecord> out;
-  std::ifstream in(metrics);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto r = parse_metrics_line(line);
-    if (r.ok() && std::holds_alternative<EvalRecord>(*r)) out.push_back(std::get<EvalRecord>(*r));
-  }
-  return out;
 }
 
 std::vector<std::string> train_args(const fs::path& dir, int steps, const std::string& lr) {

@@ -70,6 +70,18 @@ inline std::string slurp(const fs::path& p) {
 }
 
 // Step records of one rank's metrics file, by step.
+// Evaluation records of one rank's metrics file, in order.
+inline std::vector<EvalRecord> evals_of(const fs::path& metrics) {
+  std::vector<EvalRecord> out;
+  std::ifstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto r = parse_metrics_line(line);
+    if (r.ok() && std::holds_alternative<EvalRecord>(*r)) out.push_back(std::get<EvalRecord>(*r));
+  }
+  return out;
+}
+
 inline std::map<int64_t, StepRecord> steps_of(const fs::path& metrics) {
   std::map<int64_t, StepRecord> out;
   std::ifstream in(metrics);

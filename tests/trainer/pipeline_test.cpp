@@ -34,17 +34,6 @@ void expect_pipeline_parity(const std::string& name, int nproc, const std::vecto
         << name << " step " << step << ": grad norm " << got.at(step).grad_norm << " vs " << r.grad_norm;
 }
 
-std::vector<EvalRecord> evals_of(const fs::path& metrics) {
-  std::vector<EvalRecord> out;
-  std::ifstream in(metrics);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto r = parse_metrics_line(line);
-    if (r.ok() && std::holds_alternative<EvalRecord>(*r)) out.push_back(std::get<EvalRecord>(*r));
-  }
-  return out;
-}
-
 TEST(MeshtrainPipelineParity, Pp2Gpipe) { expect_pipeline_parity("pp2-gpipe", 2, {"--pp", "2", "--pp-schedule", "gpipe"}); }
 TEST(MeshtrainPipelineParity, Pp2OneFOneB) { expect_pipeline_parity("pp2-1f1b", 2, {"--pp", "2", "--pp-schedule", "1f1b"}); }
 TEST(MeshtrainPipelineParity, Pp2Interleaved) {
