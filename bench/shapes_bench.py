@@ -1,9 +1,9 @@
 """Every valid mesh shape of one machine's ranks, measured against core's estimates.
 
 First `meshtrain calibrate` runs on the same ranks (matmuls of the model's shapes, Gloo
-collectives at several sizes: core/calibration.h) and one rank trains alone for the step
-efficiency (the fraction of the matmul rate a whole step reaches); core's planner then predicts
-every shape from that calibration (bench/shapes_estimate --calibration). For each shape
+collectives at several sizes, and short training steps of the model cut to 2 layers on every
+split of the ranks: core/calibration.h); core's planner then predicts every shape from that
+calibration alone (bench/shapes_estimate --calibration). For each shape
 meshtrain trains a few steps; the tables show predicted vs measured step time, compute and
 per-axis communication with the relative error (target: within 15 %), tokens/s, the measured
 peak memory per rank next to core's estimate, Spearman's rho between predicted and measured
@@ -166,23 +166,13 @@ def main():
 
     load0 = os.getloadavg()[0]
     cal, cal_s = calibrate(args)
-    # The step efficiency's yardstick: the matmul rate of one rank alone (all the cores), from
-    # a calibration of one rank, the conditions of the one-rank training run below.
-    cal1, _ = calibrate(args, world=1)
-    rate1 = max(r["flops_per_s"] for r in cal1["matmul"] if r["precision"] == "fp32" and r["split"] == 1)
     print("calibrated in %.1f s (load average %.1f): cluster %s" % (cal_s, os.getloadavg()[0], cal["fingerprint_id"]),
           file=sys.stderr)
     # Shapes: whatever core accepts (the estimate with placeholder hardware just lists them).
     shapes = [s for s in estimate(args)["shapes"]]
     # Rounds alternate the shapes (a burst of load on the shared machine hits every shape alike).
     runs = {}
-    single = []
     for rnd in range(args.rounds):
-        # Step efficiency, not one of the compared shapes: one rank alone (no communication)
-        # gives the fraction of the calibrated matmul rate meshtrain's whole step reaches
-        # (norms, softmax, element-wise ops and the optimizer run below the matmul rate).
-        single.append(run_shape(args, {a: 1 for a in AXES}, world=1))
-        single[-1]["step_efficiency"] = 1e12 * single[-1]["achieved_tflops"] / rate1
         for s in shapes:
             key = "x".join(str(s[a]) for a in AXES)
             m = run_shape(args, s)
@@ -194,8 +184,9 @@ def main():
             print("  round %d: %s %.0f tok/s in %.1f s" % (rnd + 1, key, m["tokens_per_s"], m["wall_s"]),
                   file=sys.stderr)
     measured = {k: best_of(v) for k, v in runs.items()}
-    efficiency = max(m["step_efficiency"] for m in single)
-    cal["step_efficiency"] = min(1.0, efficiency)
+    # Everything the prediction uses comes from the calibration as measured: its step efficiency
+    # and its split steps' factors (core's Calibration::step_factors), nothing from the runs.
+    efficiency = cal["step_efficiency"]
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     cal_path = os.path.join(os.path.dirname(args.out), "shapes-calibration.json")
     with open(cal_path, "w") as f:

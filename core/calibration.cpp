@@ -242,7 +242,8 @@ std::optional<AlphaBeta> Calibration::collective(LinkKind link, Collective op, i
 }
 
 nlohmann::json to_json(const Calibration& c) {
-  nlohmann::json mm = nlohmann::json::array(), co = nlohmann::json::array();
+  nlohmann::json mm = nlohmann::json::array(), co = nlohmann::json::array(), factors = nlohmann::json::array();
+  for (const FitFactor& f : c.step_factors) factors.push_back(to_json(f));
   for (const MatmulRate& r : c.matmul)
     mm.push_back({{"precision", std::string(to_string(r.precision))}, {"threads", r.threads},
                   {"ranks_per_node", r.ranks_per_node}, {"split", r.split}, {"flops_per_s", r.flops_per_s}});
@@ -257,7 +258,8 @@ nlohmann::json to_json(const Calibration& c) {
           {"measured_at", c.measured_at},
           {"step_efficiency", c.step_efficiency},
           {"matmul", mm},
-          {"collectives", co}};
+          {"collectives", co},
+          {"step_factors", factors}};
 }
 
 Result<Calibration> calibration_from_json(const nlohmann::json& j) {
@@ -311,6 +313,14 @@ Result<Calibration> calibration_from_json(const nlohmann::json& j) {
     if (Status st = read_optional_int(e, "samples", 0, 0, f.samples, where); !st) return st.error();
     if (Status st = read_optional_number(e, "worst_residual", 0.0, f.worst_residual, where); !st) return st.error();
     c.collectives.push_back(f);
+  }
+  if (j.contains("step_factors")) {
+    if (!j["step_factors"].is_array()) return Error{"step_factors", j["step_factors"].dump().substr(0, 40), "a list"};
+    for (size_t i = 0; i < j["step_factors"].size(); ++i) {
+      auto f = fit_factor_from_json(j["step_factors"][i], "step_factors[" + std::to_string(i) + "]");
+      if (!f) return f.error();
+      c.step_factors.push_back(*f);
+    }
   }
   return c;
 }

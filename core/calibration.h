@@ -27,12 +27,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/fit_key.h"
+#include "core/link_kind.h"
 #include "core/run_config.h"
 
 namespace meshwork {
 
 enum class Collective { all_reduce, all_gather, reduce_scatter, send_recv };
-enum class LinkKind { intra_node, inter_node };
 inline constexpr Collective kCollectives[] = {Collective::all_reduce, Collective::all_gather,
                                               Collective::reduce_scatter, Collective::send_recv};
 
@@ -123,6 +124,12 @@ struct Calibration {
   // Fraction of the matmul rate a whole training step reaches (norms, softmax, element-wise
   // ops and the optimizer run slower than matmuls). 0: not measured (HardwareModel::efficiency).
   double step_efficiency = 0;
+  // Measured over estimated seconds of each term of the time model (core/fit_key.h) in the
+  // calibration's own short training steps: a model cut to 2 layers, trained on every split
+  // tp x cp of a node's ranks and on FSDP inside a node (`meshtrain calibrate`, "split_step"
+  // records). A collective alone on an idle group and matmuls alone miss what a step does
+  // between them; these factors carry it. Empty: not measured (older calibrations).
+  std::vector<FitFactor> step_factors;
 
   // The matmul rate for `precision` with `ranks_per_node` ranks sharing a node: that entry, else
   // the one with the nearest ranks_per_node (scaled by the ratio of ranks: they share the cores).

@@ -5,6 +5,10 @@
 #include <map>
 #include <tuple>
 
+#include "core/model_spec.h"
+#include "core/parallel_layout.h"
+#include "core/time_estimate.h"
+
 namespace meshwork {
 
 namespace {
@@ -31,6 +35,7 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
   CalibrationSamples out;
   std::map<int, ClusterFingerprint::Node> nodes;
   std::map<std::tuple<int, int, int, double>, CollectiveSample> slowest;
+  std::map<std::string, size_t> split_index;
   auto skip = [&](const CalibrationRecord& r, const std::string& why) {
     out.errors.push_back("calibration record of rank " + std::to_string(r.rank) + ": kind " + r.kind + ": " + why);
   };
@@ -100,8 +105,50 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
       }
       s.precision = *p;
       out.steps.push_back(s);
+    } else if (r.kind == "split_step") {
+      auto config = f.contains("config") ? run_config_from_json(f["config"]) : Result<RunConfig>(Error{"config", "(missing)", "a run config"});
+      SplitStepSample s;
+      if (!config) {
+        skip(r, "config: " + config.error().message());
+        continue;
+      }
+      s.config = *config;
+      if (!field(f, "world", s.world) || !field(f, "ranks_per_node", s.ranks_per_node) ||
+          !field(f, "compute_s", s.measured.compute_s) || !f.contains("comm_s") || !f["comm_s"].is_object()) {
+        skip(r, "needs config, world, ranks_per_node, compute_s and comm_s");
+        continue;
+      }
+      bool ok = s.world >= 1 && s.ranks_per_node >= 1 && std::isfinite(s.measured.compute_s) && s.measured.compute_s >= 0;
+      for (Axis a : kAxes) {
+        double v = 0;
+        const auto it = f["comm_s"].find(std::string(axis_name(a)));
+        if (it != f["comm_s"].end()) {
+          if (!it->is_number()) ok = false;
+          else v = it->get<double>();
+        }
+        ok = ok && std::isfinite(v) && v >= 0;
+        s.measured.comm_s[a] = v;
+      }
+      if (!ok) {
+        skip(r, "world and ranks_per_node >= 1, compute_s and each comm_s a finite number >= 0");
+        continue;
+      }
+      s.ranks = 1;
+      // Every rank of the split reports: the run's step is their mean, as a stored run's is.
+      const std::string key = f["config"].dump();
+      auto it = split_index.find(key);
+      if (it == split_index.end()) {
+        split_index.emplace(key, out.split_steps.size());
+        out.split_steps.push_back(std::move(s));
+      } else {
+        SplitStepSample& acc = out.split_steps[it->second];
+        const double n = acc.ranks;
+        acc.measured.compute_s = (acc.measured.compute_s * n + s.measured.compute_s) / (n + 1);
+        for (Axis a : kAxes) acc.measured.comm_s[a] = (acc.measured.comm_s[a] * n + s.measured.comm_s[a]) / (n + 1);
+        acc.ranks += 1;
+      }
     } else {
-      skip(r, "unknown kind (allowed: node, matmul, collective, step)");
+      skip(r, "unknown kind (allowed: node, matmul, collective, step, split_step)");
     }
   }
   bool all_cpu = !nodes.empty();
@@ -114,6 +161,31 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
   out.fingerprint.links = {"intra_node"};
   if (out.fingerprint.nodes.size() > 1) out.fingerprint.links.push_back("inter_node");
   for (const auto& [key, s] : slowest) out.collectives.push_back(s);
+  return out;
+}
+
+std::vector<RunObservation> split_step_observations(const std::vector<SplitStepSample>& samples) {
+  std::vector<RunObservation> out;
+  for (const SplitStepSample& s : samples) {
+    auto spec = model_spec_from_run_model(s.config.model);
+    if (!spec) continue;
+    Placement placement = Placement::of(s.config);
+    placement.world_size = s.world;
+    placement.ranks_per_node = s.ranks_per_node;
+    auto model = std::make_shared<const ModelSpec>(*spec);
+    LayoutCheck checked = ParallelLayout::check(s.config, model.get(), placement);
+    if (!checked.ok()) continue;
+    auto query = std::make_shared<TimeQuery>(
+        checked.layout->time_query(*model, HardwareModel::for_device(s.config.training.device)));
+    query->model = model.get();
+    RunObservation o;
+    o.name = "split " + s.config.mesh.to_string();
+    o.model = model;
+    o.query = query;
+    o.measured = s.measured;
+    o.measured.steps = 1;
+    out.push_back(std::move(o));
+  }
   return out;
 }
 
@@ -134,6 +206,10 @@ Result<Calibration> calibration_from_records(const std::vector<CalibrationRecord
     std::sort(efficiency.begin(), efficiency.end());
     const size_t n = efficiency.size();
     cal->step_efficiency = n % 2 ? efficiency[n / 2] : 0.5 * (efficiency[n / 2 - 1] + efficiency[n / 2]);
+  }
+  if (!s.split_steps.empty()) {
+    auto fit = fit_runs(split_step_observations(s.split_steps), *cal);
+    if (fit) cal->step_factors = fit->factors;
   }
   return cal;
 }

@@ -7,6 +7,7 @@
 
 #include "core/calibration.h"
 #include "core/metrics.h"
+#include "core/run_fit.h"
 
 namespace meshwork {
 
@@ -19,11 +20,23 @@ struct StepSample {
   double seconds = 0;  // median time of one
 };
 
+// One split's short training run ("split_step" records): what ran (a run config whose model is
+// the cut model inline, on `world` ranks, `ranks_per_node` per node) and what it measured per
+// step, the mean over the ranks that reported it.
+struct SplitStepSample {
+  RunConfig config;
+  int64_t world = 0;
+  int ranks_per_node = 0;
+  RunMeasurement measured;
+  int ranks = 0;  // ranks whose records were averaged
+};
+
 struct CalibrationSamples {
   ClusterFingerprint fingerprint;  // from the "node" records, in node order
   std::vector<MatmulSample> matmuls;
   std::vector<StepSample> steps;
   std::vector<CollectiveSample> collectives;
+  std::vector<SplitStepSample> split_steps;
   double last_time = 0;            // unix seconds of the latest record (the calibration's date)
   std::vector<std::string> errors;  // records that were skipped, in core's words
 };
@@ -37,9 +50,14 @@ struct CalibrationSamples {
 CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& records,
                                         const std::vector<std::string>& hosts = {});
 
+// The split steps as the fit sees stored runs (skipped: a config core cannot read or refuses).
+std::vector<RunObservation> split_step_observations(const std::vector<SplitStepSample>& samples);
+
 // samples_from_records() then build_calibration(), dated by the latest record; the step
 // efficiency is the median over "step" records of (flops / seconds) / the calibrated matmul rate
-// at that precision and ranks per node (split 1), at most 1; 0 (not measured) without one.
+// at that precision and ranks per node (split 1), at most 1; 0 (not measured) without one. The
+// split steps are then fitted (fit_runs, core/run_fit.h) on that calibration as the base, as
+// stored runs would be: Calibration::step_factors.
 Result<Calibration> calibration_from_records(const std::vector<CalibrationRecord>& records,
                                              const std::vector<std::string>& hosts = {});
 

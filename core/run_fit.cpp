@@ -9,30 +9,6 @@
 
 namespace meshwork {
 
-std::string_view to_string(FitTerm t) {
-  switch (t) {
-    case FitTerm::compute: return "compute";
-    case FitTerm::tp: return "tp";
-    case FitTerm::cp_ring: return "cp_ring";
-    case FitTerm::fsdp: return "fsdp";
-    case FitTerm::dp_replicate: return "dp_replicate";
-  }
-  return "compute";
-}
-
-bool FitKey::operator<(const FitKey& o) const {
-  return std::tuple(static_cast<int>(term), static_cast<int>(link), a, b, static_cast<int>(precision)) <
-         std::tuple(static_cast<int>(o.term), static_cast<int>(o.link), o.a, o.b, static_cast<int>(o.precision));
-}
-
-std::string FitKey::to_string() const {
-  if (term == FitTerm::compute)
-    return "compute " + std::string(meshwork::to_string(precision)) + " tp " + std::to_string(a) + " cp " +
-           std::to_string(b);
-  return std::string(meshwork::to_string(term)) + " " + std::string(meshwork::to_string(link)) + " n=" +
-         std::to_string(a);
-}
-
 namespace {
 
 double median(std::vector<double> v) {
@@ -88,36 +64,12 @@ std::vector<double> least_squares(size_t unknowns, const std::vector<Equation>& 
 }  // namespace
 
 std::optional<double> RunFit::factor(const FitKey& key) const {
-  std::vector<double> same_link_split, same_link, any_link;
-  for (const FitFactor& f : factors) {
-    if (f.key.term != key.term) continue;
-    if (f.key == key) return f.factor;
-    const bool compute = key.term == FitTerm::compute;
-    if (compute && f.key.precision != key.precision) continue;
-    any_link.push_back(f.factor);
-    if (f.key.link != key.link) continue;
-    same_link.push_back(f.factor);
-    if (compute && f.key.a * f.key.b == key.a * key.b) same_link_split.push_back(f.factor);
-  }
-  for (const auto* v : {&same_link_split, &same_link, &any_link})
-    if (!v->empty()) return median(*v);
-  return std::nullopt;
+  return lookup_factor(factors, key, /*any_link=*/true);
 }
 
 nlohmann::json to_json(const RunFit& fit) {
   nlohmann::json factors = nlohmann::json::array();
-  for (const FitFactor& f : fit.factors) {
-    nlohmann::json j = {{"term", std::string(to_string(f.key.term))}, {"factor", f.factor}, {"runs", f.runs}};
-    if (f.key.term == FitTerm::compute) {
-      j["precision"] = std::string(to_string(f.key.precision));
-      j["tp"] = f.key.a;
-      j["cp"] = f.key.b;
-    } else {
-      j["link"] = std::string(to_string(f.key.link));
-      j["group_size"] = f.key.a;
-    }
-    factors.push_back(j);
-  }
+  for (const FitFactor& f : fit.factors) factors.push_back(to_json(f));
   return {{"cluster", fit.cluster},     {"base", fit.base},
           {"runs", fit.runs},           {"factors", factors},
           {"worst_residual", fit.worst_residual}, {"median_residual", fit.median_residual}};
@@ -135,6 +87,10 @@ Result<RunFit> fit_runs(const std::vector<RunObservation>& runs, const std::opti
     }
     return it->second;
   };
+  // The base is the calibration's formulas alone: its own step factors are what a fit of runs
+  // replaces (estimate_time uses one or the other), so they must not be in the fitted b.
+  std::optional<Calibration> raw = base;
+  if (raw) raw->step_factors.clear();
   std::vector<Equation> eqs;
   int used = 0;
   for (const RunObservation& r : runs) {
@@ -144,7 +100,7 @@ Result<RunFit> fit_runs(const std::vector<RunObservation>& runs, const std::opti
     if (!(step > 0) || !std::isfinite(step)) continue;
     TimeQuery q = *r.query;
     q.model = r.model.get();
-    q.calibration = base;
+    q.calibration = raw;
     q.fit = nullptr;
     const TimeEstimate e = estimate_time(q);
     // A term under 0.1 % of the step is noise on either side: its equation would weigh a

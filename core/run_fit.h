@@ -37,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/calibration.h"
+#include "core/fit_key.h"
 #include "core/error.h"
 #include "core/mesh.h"
 #include "core/model_spec.h"
@@ -46,30 +47,6 @@ namespace meshwork {
 
 struct TimeQuery;
 struct TimeEstimate;
-
-enum class FitTerm { compute = 0, tp = 1, cp_ring = 2, fsdp = 3, dp_replicate = 4 };
-inline constexpr int kFitTermCount = 5;
-std::string_view to_string(FitTerm t);  // "compute" | "tp" | "cp_ring" | "fsdp" | "dp_replicate"
-
-// The conditions a factor holds for. compute: the matmuls split tp x cp ways (a = tp, b = cp) at
-// a precision; communication: the link the group crosses and its size (a = n, b = 1).
-struct FitKey {
-  FitTerm term = FitTerm::compute;
-  LinkKind link = LinkKind::intra_node;
-  int a = 1, b = 1;
-  Precision precision = Precision::fp32;  // compute only (communication: always fp32)
-  bool operator==(const FitKey& o) const {
-    return term == o.term && link == o.link && a == o.a && b == o.b && precision == o.precision;
-  }
-  bool operator<(const FitKey& o) const;
-  std::string to_string() const;  // "compute fp32 tp 2 cp 1", "fsdp intra_node n=4"
-};
-
-struct FitFactor {
-  FitKey key;
-  double factor = 1;          // measured / formula
-  int runs = 0;               // runs whose equations held this term
-};
 
 // Mean seconds per optimizer step that a run measured (its warm-up step left out).
 struct RunMeasurement {

@@ -113,7 +113,14 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
                   (static_cast<double>(world) * peak * efficiency) * pp * part.compute_share;
   // Learnt from past runs (core/run_fit.h): the term as the formula gives it is what the fit
   // compares with measurements; the prediction is the formula times the fitted factor.
+  // Without one, the calibration's own step factors (Calibration::step_factors), on their own
+  // link only: a factor measured inside a node says nothing of a group that crosses nodes.
+  // Those count as calibrated, not fitted.
   const RunFit* fit = q.fit.get();
+  auto step_factor = [&](const FitKey& key) -> std::optional<double> {
+    if (fit || !cal || cal->step_factors.empty()) return std::nullopt;
+    return lookup_factor(cal->step_factors, key, /*any_link=*/false);
+  };
   const int ci = static_cast<int>(FitTerm::compute);
   out.term_key[ci] = FitKey{FitTerm::compute, LinkKind::intra_node, static_cast<int>(t), static_cast<int>(cp), q.precision};
   out.term_s[ci] = out.compute_s;
@@ -122,6 +129,8 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
       out.compute_s *= *f;
       out.compute_fitted = true;
     }
+  } else if (std::optional<double> f = step_factor(out.term_key[ci])) {
+    out.compute_s *= *f;
   }
 
   // ---- Communication per axis ----
@@ -165,6 +174,8 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
         ax.seconds *= *f;
         out.comm_fitted[a] = true;
       }
+    } else if (std::optional<double> f = step_factor(out.term_key[ti])) {
+      ax.seconds *= *f;
     }
   };
   const ParamLayout layout =

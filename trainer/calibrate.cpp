@@ -10,18 +10,24 @@
 #include <string>
 #include <vector>
 
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
 #include "core/calibration_records.h"
+#include "core/memory_estimate.h"
+#include "core/model_spec.h"
+#include "core/parallel_layout.h"
 #include "core/metrics.h"
 #include "core/run_config.h"
 #include "trainer/comm.h"
 #include "trainer/fused_ops.h"
 #include "trainer/metrics_sink.h"
 #include "trainer/model.h"
+#include "trainer/optimizer.h"
+#include "trainer/parallelize.h"
 #include "trainer/supervisor.h"
 
 namespace meshwork::trainer {
@@ -101,6 +107,7 @@ class Calibrator {
       measure_matmuls();
       measure_step();
       for (size_t i = 0; i < comms_.size(); ++i) measure_collectives(i);
+      measure_split_steps();
       comms_.front()->barrier(comms_.front()->world());
       if (rank_ == 0) write_calibration_file();
       end("ok", "");
@@ -291,6 +298,142 @@ class Calibrator {
                    {"ranks_per_node", env_.local_world_size}, {"layers", cut.num_hidden_layers},
                    {"tokens", B * T}, {"flops", model.flops_per_token(T) * static_cast<double>(B * T)},
                    {"seconds", median(times)}, {"iterations", static_cast<int>(times.size())}});
+  }
+
+  // The split steps: short training runs of the model cut to 2 decoder layers, through the
+  // trainer's own parallelize() and step, on every split a shape can make inside a node: tp x cp
+  // for every tp x cp dividing the ranks per node (1 x 1 included: the step alone), and FSDP over
+  // n ranks of a node. The other ranks of the world run the same split beside them, as the
+  // replicas of a training run do. Each rank writes its median step's compute_s and comm_s per
+  // axis ("split_step" records); core fits the time model's factors to them
+  // (Calibration::step_factors): what a collective costs between a step's compute, what ring
+  // attention does besides its matmuls, the non-matmul share of the step at each split.
+  void measure_split_steps() {
+    ModelSpec cut = spec_;
+    cut.num_hidden_layers = std::min<int64_t>(spec_.num_hidden_layers, 2);
+    const int world = env_.world_size, per_node = std::max(1, env_.local_world_size);
+    std::vector<MeshShape> shapes;
+    for (int d = 1; d <= per_node; ++d) {
+      if (per_node % d) continue;
+      for (int tp = 1; tp <= d; ++tp)
+        if (d % tp == 0) shapes.push_back(MeshShape{world / d, 1, d / tp, tp});
+      if (d > 1) shapes.push_back(MeshShape{world / d, d, 1, 1});
+    }
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      RunConfig config = o_.run;
+      config.mesh = shapes[i];
+      config.model = model_spec_to_json(cut);
+      config.training.global_batch = config.training.micro_batch * shapes[i].group_size(GroupKind::dp);
+      config.nodes.clear();
+      Placement placement;
+      placement.world_size = world;
+      placement.ranks_per_node = per_node;
+      const LayoutCheck checked = ParallelLayout::check(config, &cut, placement);
+      if (!checked.ok()) {
+        const auto why = checked.error_texts();
+        if (rank_ == 0) log_("calibrate: split ", shapes[i].to_string(), " skipped: ", why.empty() ? "" : why.front());
+        continue;
+      }
+      if (cuda_) {
+        // A split that would not fit the device is not measured (the whole cut model on one rank
+        // at 1 x 1 is a large share of a big model's embedding and head).
+        const int64_t need = estimate_memory(checked.layout->memory_query(cut, DeviceKind::cuda)).total();
+        if (need > static_cast<int64_t>(0.9 * static_cast<double>(device_memory_bytes()))) {
+          if (rank_ == 0) log_("calibrate: split ", shapes[i].to_string(), " skipped: needs ", need, " bytes per rank");
+          continue;
+        }
+      }
+      measure_split_step(config, cut, *checked.layout, i);
+    }
+  }
+
+  void measure_split_step(const RunConfig& config, const ModelSpec& cut, const ParallelLayout& layout, size_t index) {
+    const MeshShape& shape = config.mesh;
+    CommOptions co;
+    co.rank = rank_;
+    co.world_size = env_.world_size;
+    co.ranks_per_node = env_.local_world_size;
+    co.shape = shape;
+    co.device = o_.run.training.device;
+    co.master_addr = env_.master_addr;
+    co.master_port = env_.master_port;
+    co.host_store = false;  // the first probe's communicator hosts it
+    co.group_prefix = "meshwork/calibrate/split/" + std::to_string(index);
+    auto created = Communicator::create(co);
+    if (!created.ok()) throw std::runtime_error("split " + shape.to_string() + ": " + created.error().message());
+    Communicator& comm = **created;
+    const TrainingConfig& t = config.training;
+    const bool bf16 = t.precision == Precision::bf16;
+    Model model(cut);
+    ParallelizeOptions po;
+    po.sequence_parallel = t.sequence_parallel;
+    po.compute_dtype = bf16 ? at::kBFloat16 : at::kFloat;
+    po.device = device_;
+    po.seed = 1234;
+    po.fsdp_grad_sync_per_step = t.fsdp_grad_sync == FsdpGradSync::step;
+    po.fsdp_group = layout.fsdp_group();
+    auto pm = parallelize(model, comm, po);
+    AdamW opt;
+    opt.weight_decay = o_.weight_decay;
+    opt.init(pm->params());
+    ForwardOptions fo;
+    fo.activation_checkpointing = t.activation_checkpointing == ActivationCheckpointing::full;
+    fo.compute_dtype = po.compute_dtype;
+    fo.positions = pm->positions(t.seq_len, device_);
+    fo.rope = model.rope_tables(t.seq_len / shape[Axis::cp], fo, device_);
+    // The same sequences on every rank (cp ranks must agree; the values do not matter).
+    at::manual_seed(1234);
+    const at::Tensor seqs =
+        at::randint(cut.vocab_size, {t.micro_batch, t.seq_len + 1}, at::TensorOptions().dtype(at::kLong)).to(device_);
+    const at::Tensor inputs = pm->shard_sequence(seqs.narrow(1, 0, t.seq_len));
+    const at::Tensor targets = pm->shard_sequence(seqs.narrow(1, 1, t.seq_len));
+    const double tokens = static_cast<double>(layout.tokens_per_replica_step()) * layout.dp_size();
+    struct Timed {
+      double step_s = 0;
+      AxisArray<double> comm_s;
+    };
+    // As Trainer::train_step with one micro-batch: forward, backward, gradient sync, norm,
+    // AdamW, the loss all-reduce.
+    auto step = [&] {
+      comm.times().reset();
+      const auto t0 = Clock::now();
+      pm->arm_gradient_sync();
+      at::Tensor loss_sum = pm->loss_sum(inputs, targets, fo);
+      (loss_sum / tokens).backward();
+      pm->finish_gradients();
+      (void)pm->grad_norm();
+      opt.update(pm->params(), 1e-4, 1.0);
+      pm->zero_grad();
+      at::Tensor loss = loss_sum.detach().to(at::kDouble).reshape({1});
+      comm.all_reduce(loss, GroupKind::dp_cp);
+      (void)loss.item<double>();
+      sync();
+      return Timed{since(t0), comm.times().seconds};
+    };
+    comm.barrier(comm.world());
+    (void)step();  // warm-up: gathers' buffers, the allocator, AdamW's state
+    std::vector<Timed> timed;
+    const auto t0 = Clock::now();
+    do timed.push_back(step());
+    while (timed.size() < 3 || (since(t0) < 0.3 && timed.size() < 10));
+    // The median step, whole: its compute and comm add up to its time.
+    std::sort(timed.begin(), timed.end(), [](const Timed& a, const Timed& b) { return a.step_s < b.step_s; });
+    const Timed& mid = timed[timed.size() / 2];
+    double comm_total = 0;
+    nlohmann::json comm_s = nlohmann::json::object();
+    for (Axis a : kAxes) {
+      comm_s[std::string(axis_name(a))] = mid.comm_s[a];
+      comm_total += mid.comm_s[a];
+    }
+    write("split_step", {{"config", to_json(config)}, {"world", env_.world_size},
+                         {"ranks_per_node", env_.local_world_size}, {"step_s", mid.step_s},
+                         {"compute_s", std::max(0.0, mid.step_s - comm_total)}, {"comm_s", comm_s},
+                         {"iterations", static_cast<int>(timed.size())}});
+    comm.barrier(comm.world());  // every rank done with the groups before they go
+  }
+
+  int64_t device_memory_bytes() const {
+    return static_cast<int64_t>(at::cuda::getDeviceProperties(device_.index())->totalGlobalMem);
   }
 
   // Every collective of probe i at every size, on this rank's group of the probe's kind. All

@@ -7,6 +7,8 @@
 
 #include "core/calibration.h"
 #include "core/calibration_records.h"
+#include "core/model_spec.h"
+#include "core/run_fit.h"
 #include "core/time_estimate.h"
 
 using namespace meshwork;
@@ -354,4 +356,143 @@ TEST(Calibration, CountsThatAreNotWholeNumbersAreRefusedNotConverted) {
   bad = j;
   bad["v"] = 1.5;
   EXPECT_EQ(calibration_from_json(bad).error().message(), "v: 1.5: 1");
+}
+
+// ---- Step factors: the calibration's own short training steps (Calibration::step_factors). ----
+
+TEST(CalibratedEstimate, StepFactorsScaleTheirTermOnTheirOwnLinkOnly) {
+  const ModelSpec tiny = preset("tiny");
+  const TimeQuery intra = calibrated_query(tiny, {2, 1, 1, 1}, 2);
+  const TimeQuery inter = calibrated_query(tiny, {2, 1, 1, 1}, 1);
+  const TimeEstimate intra0 = estimate_time(intra), inter0 = estimate_time(inter);
+  const std::vector<FitFactor> factors = {
+      {{FitTerm::compute, LinkKind::intra_node, 1, 1, Precision::fp32}, 1.5, 1},
+      {{FitTerm::dp_replicate, LinkKind::intra_node, 2, 1, Precision::fp32}, 2.0, 1}};
+  TimeQuery q = intra;
+  q.calibration->step_factors = factors;
+  TimeEstimate t = estimate_time(q);
+  EXPECT_DOUBLE_EQ(t.compute_s, 1.5 * intra0.compute_s);
+  EXPECT_DOUBLE_EQ(t.axis(Axis::dp_replicate).seconds, 2.0 * intra0.axis(Axis::dp_replicate).seconds);
+  EXPECT_DOUBLE_EQ(t.step_s, t.compute_s + t.comm_s);
+  // Calibrated numbers, not a fit of past runs.
+  EXPECT_TRUE(t.compute_calibrated);
+  EXPECT_FALSE(t.compute_fitted);
+  EXPECT_FALSE(t.comm_fitted[Axis::dp_replicate]);
+  // The replicas on two nodes: the all-reduce crosses nodes, which no split step measured.
+  q = inter;
+  q.calibration->step_factors = factors;
+  t = estimate_time(q);
+  EXPECT_DOUBLE_EQ(t.compute_s, 1.5 * inter0.compute_s);
+  EXPECT_DOUBLE_EQ(t.axis(Axis::dp_replicate).seconds, inter0.axis(Axis::dp_replicate).seconds);
+  // A fit of stored runs replaces them (it was made on the calibration without them).
+  auto fit = std::make_shared<RunFit>();
+  fit->factors = {{{FitTerm::compute, LinkKind::intra_node, 1, 1, Precision::fp32}, 3.0, 2}};
+  q = intra;
+  q.calibration->step_factors = factors;
+  q.fit = fit;
+  t = estimate_time(q);
+  EXPECT_DOUBLE_EQ(t.compute_s, 3.0 * intra0.compute_s);
+  EXPECT_DOUBLE_EQ(t.axis(Axis::dp_replicate).seconds, intra0.axis(Axis::dp_replicate).seconds);
+  EXPECT_TRUE(t.compute_fitted);
+}
+
+TEST(Calibration, StepFactorsRoundTripAndErrorsNameTheField) {
+  Calibration c;
+  c.fingerprint.nodes = {{"h", 2, "cpu", 2}};
+  c.measured_at = "2026-11-27T10:00:00Z";
+  c.matmul = {{Precision::fp32, 1, 2, 1e9, 1}};
+  c.step_factors = {{{FitTerm::compute, LinkKind::intra_node, 2, 1, Precision::bf16}, 1.25, 1},
+                    {{FitTerm::cp_ring, LinkKind::intra_node, 4, 1, Precision::fp32}, 1.5, 2}};
+  const nlohmann::json j = to_json(c);
+  auto back = calibration_from_json(j);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  ASSERT_EQ(back->step_factors.size(), 2u);
+  EXPECT_EQ(back->step_factors[0].key, c.step_factors[0].key);
+  EXPECT_EQ(back->step_factors[1].key, c.step_factors[1].key);
+  EXPECT_EQ(back->step_factors[1].factor, 1.5);
+  EXPECT_EQ(to_json(*back), j);
+  nlohmann::json bad = j;
+  bad["step_factors"][1]["factor"] = 0;
+  EXPECT_EQ(calibration_from_json(bad).error().message(), "step_factors[1].factor: 0: a finite number > 0");
+  bad = j;
+  bad["step_factors"][0]["term"] = "pp";
+  EXPECT_EQ(calibration_from_json(bad).error().message(),
+            "step_factors[0].term: pp: compute, tp, cp_ring, fsdp or dp_replicate");
+  bad = j;
+  bad["step_factors"][1]["group_size"] = 1;
+  EXPECT_EQ(calibration_from_json(bad).error().message(),
+            "step_factors[1].group_size: 1: an integer from 2 to 1048576");
+  bad = j;
+  bad["step_factors"] = "x";
+  EXPECT_EQ(calibration_from_json(bad).error().message(), "step_factors: \"x\": a list");
+  // Older calibrations have none.
+  bad = j;
+  bad.erase("step_factors");
+  ASSERT_TRUE(calibration_from_json(bad).ok());
+  EXPECT_TRUE(calibration_from_json(bad)->step_factors.empty());
+}
+
+TEST(Calibration, SplitStepsGiveEachTermMeasuredOverItsFormula) {
+  // One node of 2 CPU ranks: a matmul rate, tp's collectives, and a tp 2 split step that both
+  // ranks report. Each equation has one term, so each factor is the ranks' mean measurement
+  // over the formula's seconds on the calibration without factors.
+  std::vector<CalibrationRecord> recs;
+  recs.push_back({0, 100, "node", {{"node", 0}, {"host", "h"}, {"ranks_per_node", 2}, {"cores", 2}, {"device_name", "cpu"}}});
+  for (int split : {1, 2})
+    recs.push_back({0, 150, "matmul",
+                    {{"precision", "fp32"}, {"threads", 1}, {"ranks_per_node", 2}, {"m", 256}, {"n", 64 / split},
+                     {"k", 64}, {"seconds", 1e-4}, {"iterations", 3}, {"split", split}}});
+  for (const char* op : {"all_gather", "reduce_scatter", "all_reduce"})
+    for (double bytes : {4096.0, 1048576.0})
+      recs.push_back({0, 160, "collective",
+                      {{"op", op}, {"link", "intra_node"}, {"group_size", 2}, {"bytes", bytes},
+                       {"seconds", 5e-5 + bytes / 1e9}, {"iterations", 5}}});
+  auto base = calibration_from_records(recs);
+  ASSERT_TRUE(base.ok()) << base.error().message();
+  EXPECT_TRUE(base->step_factors.empty());
+
+  ModelSpec cut = preset("tiny");
+  cut.num_hidden_layers = 2;
+  RunConfig config;
+  config.model = model_spec_to_json(cut);
+  config.mesh = MeshShape{1, 1, 1, 2};
+  config.training.micro_batch = 1;
+  config.training.global_batch = 1;
+  config.training.seq_len = 64;
+  config.training.precision = Precision::fp32;
+  const double compute[2] = {0.010, 0.014}, tp[2] = {0.004, 0.006};
+  for (int rank = 0; rank < 2; ++rank)
+    recs.push_back({rank, 170, "split_step",
+                    {{"config", to_json(config)}, {"world", 2}, {"ranks_per_node", 2}, {"step_s", compute[rank] + tp[rank]},
+                     {"compute_s", compute[rank]}, {"comm_s", {{"tp", tp[rank]}, {"cp", 0.0}}}, {"iterations", 3}}});
+  recs.push_back({0, 170, "split_step", {{"config", {{"mesh", "x"}}}, {"world", 2}}});  // skipped, counted
+  const CalibrationSamples samples = samples_from_records(recs);
+  ASSERT_EQ(samples.split_steps.size(), 1u);
+  EXPECT_EQ(samples.split_steps[0].ranks, 2);
+  EXPECT_DOUBLE_EQ(samples.split_steps[0].measured.compute_s, 0.012);
+  EXPECT_DOUBLE_EQ(samples.split_steps[0].measured.comm_s[Axis::tp], 0.005);
+  ASSERT_EQ(samples.errors.size(), 1u);
+  EXPECT_EQ(samples.errors[0].rfind("calibration record of rank 0: kind split_step: config: ", 0), 0u) << samples.errors[0];
+
+  auto cal = calibration_from_records(recs);
+  ASSERT_TRUE(cal.ok()) << cal.error().message();
+  const auto obs = split_step_observations(samples.split_steps);
+  ASSERT_EQ(obs.size(), 1u);
+  TimeQuery q = *obs[0].query;
+  q.calibration = *base;
+  const TimeEstimate b = estimate_time(q);
+  ASSERT_GT(b.term_s[static_cast<int>(FitTerm::compute)], 0);
+  ASSERT_GT(b.term_s[static_cast<int>(FitTerm::tp)], 0);
+  const FitKey compute_key{FitTerm::compute, LinkKind::intra_node, 2, 1, Precision::fp32};
+  const FitKey tp_key{FitTerm::tp, LinkKind::intra_node, 2, 1, Precision::fp32};
+  EXPECT_EQ(b.term_key[static_cast<int>(FitTerm::compute)], compute_key);
+  ASSERT_EQ(cal->step_factors.size(), 2u);
+  auto factor = [&](const FitKey& k) { return *lookup_factor(cal->step_factors, k, false); };
+  EXPECT_NEAR(factor(compute_key), 0.012 / b.term_s[static_cast<int>(FitTerm::compute)], 1e-9);
+  EXPECT_NEAR(factor(tp_key), 0.005 / b.term_s[static_cast<int>(FitTerm::tp)], 1e-9);
+  // The estimate with them then reproduces the split step's own measurement.
+  q.calibration = *cal;
+  const TimeEstimate t = estimate_time(q);
+  EXPECT_NEAR(t.compute_s, 0.012, 1e-9);
+  EXPECT_NEAR(t.axis(Axis::tp).seconds, 0.005, 1e-9);
 }

@@ -193,6 +193,26 @@ TEST(RunFit, AFitOnACalibrationScalesTheCalibratedTerms) {
   EXPECT_TRUE(fitted.compute_fitted);
 }
 
+TEST(RunFit, TheCalibrationsOwnStepFactorsAreNotInTheBase) {
+  // A fit of runs replaces the calibration's step factors (estimate_time uses one or the other),
+  // so it is made on the calibration's formulas alone: the same factors with or without them.
+  Calibration c;
+  c.fingerprint.nodes = {{"a", 4, "cpu", 2}};
+  c.matmul = {{Precision::fp32, 1, 4, 4e9}};
+  c.step_efficiency = 0.5;
+  RunObservation o = observed({4, 1, 1, 1}, 1, 1, 1, 1, 1);
+  TimeQuery cq = *o.query;
+  cq.calibration = c;
+  o.measured.compute_s = 3.0 * estimate_time(cq).compute_s;
+  Calibration with = c;
+  with.step_factors = {{{FitTerm::compute, LinkKind::intra_node, 1, 1, Precision::fp32}, 2.0, 1}};
+  auto plain = fit_runs({o}, c);
+  auto stepped = fit_runs({o}, with);
+  ASSERT_TRUE(plain.ok() && stepped.ok());
+  EXPECT_NEAR(factor_of(*stepped, FitTerm::compute, 1, 1), 3.0, 1e-6);
+  EXPECT_EQ(factor_of(*stepped, FitTerm::compute, 1, 1), factor_of(*plain, FitTerm::compute, 1, 1));
+}
+
 TEST(RunFit, JsonNamesEveryFactor) {
   auto fit = fit_runs({observed({2, 1, 1, 2}, 2, 3, 1, 1, 4)}, std::nullopt);
   ASSERT_TRUE(fit.ok());

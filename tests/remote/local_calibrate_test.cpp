@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "core/calibration.h"
@@ -63,6 +64,23 @@ TEST(LocalCalibrate, TwoRanksGiveACalibrationTheEstimatorAccepts) {
   EXPECT_LE(cal.step_efficiency, 1.0);
   EXPECT_TRUE(cal.matmul_flops(Precision::fp32, 2, 1));
   EXPECT_TRUE(cal.matmul_flops(Precision::bf16, 2, 2));
+  // Every split of the node's 2 ranks trained a few steps of the model cut to 2 layers: a factor
+  // for each term those steps ran (compute at each split; tp, the cp ring, FSDP and the
+  // replicas' all-reduce over 2 ranks inside the node).
+  auto has = [&](FitTerm term, int a, int b) {
+    return std::any_of(cal.step_factors.begin(), cal.step_factors.end(), [&](const FitFactor& f) {
+      return f.key.term == term && f.key.a == a && f.key.b == b && f.key.link == LinkKind::intra_node &&
+             f.factor > 0 && std::isfinite(f.factor);
+    });
+  };
+  EXPECT_TRUE(has(FitTerm::compute, 1, 1));
+  EXPECT_TRUE(has(FitTerm::compute, 2, 1));
+  EXPECT_TRUE(has(FitTerm::compute, 1, 2));
+  EXPECT_TRUE(has(FitTerm::tp, 2, 1));
+  EXPECT_TRUE(has(FitTerm::cp_ring, 2, 1));
+  EXPECT_TRUE(has(FitTerm::fsdp, 2, 1));
+  EXPECT_TRUE(has(FitTerm::dp_replicate, 2, 1));
+  EXPECT_EQ(cal.step_factors.size(), 7u) << to_json(cal).dump();
 
   // Stored by fingerprint, with the run that measured it; the run itself ended ok.
   auto store = store::RunStore::open(db);

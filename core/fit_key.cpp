@@ -1,0 +1,136 @@
+#include "core/fit_key.h"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+#include "core/calibration.h"
+
+namespace meshwork {
+
+std::string_view to_string(FitTerm t) {
+  switch (t) {
+    case FitTerm::compute: return "compute";
+    case FitTerm::tp: return "tp";
+    case FitTerm::cp_ring: return "cp_ring";
+    case FitTerm::fsdp: return "fsdp";
+    case FitTerm::dp_replicate: return "dp_replicate";
+  }
+  return "compute";
+}
+
+Result<FitTerm> parse_fit_term(std::string_view text, std::string_view field) {
+  for (FitTerm t : {FitTerm::compute, FitTerm::tp, FitTerm::cp_ring, FitTerm::fsdp, FitTerm::dp_replicate})
+    if (text == to_string(t)) return t;
+  return Error{std::string(field), std::string(text), "compute, tp, cp_ring, fsdp or dp_replicate"};
+}
+
+bool FitKey::operator<(const FitKey& o) const {
+  return std::tuple(static_cast<int>(term), static_cast<int>(link), a, b, static_cast<int>(precision)) <
+         std::tuple(static_cast<int>(o.term), static_cast<int>(o.link), o.a, o.b, static_cast<int>(o.precision));
+}
+
+std::string FitKey::to_string() const {
+  if (term == FitTerm::compute)
+    return "compute " + std::string(meshwork::to_string(precision)) + " tp " + std::to_string(a) + " cp " +
+           std::to_string(b);
+  return std::string(meshwork::to_string(term)) + " " + std::string(meshwork::to_string(link)) + " n=" +
+         std::to_string(a);
+}
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+std::optional<double> lookup_factor(const std::vector<FitFactor>& factors, const FitKey& key, bool any_link) {
+  std::vector<double> same_link_split, same_link, other_link;
+  for (const FitFactor& f : factors) {
+    if (f.key.term != key.term) continue;
+    if (f.key == key) return f.factor;
+    const bool compute = key.term == FitTerm::compute;
+    if (compute && f.key.precision != key.precision) continue;
+    other_link.push_back(f.factor);
+    if (f.key.link != key.link) continue;
+    same_link.push_back(f.factor);
+    if (compute && f.key.a * f.key.b == key.a * key.b) same_link_split.push_back(f.factor);
+  }
+  if (!same_link_split.empty()) return median(same_link_split);
+  if (!same_link.empty()) return median(same_link);
+  if (any_link && !other_link.empty()) return median(other_link);
+  return std::nullopt;
+}
+
+nlohmann::json to_json(const FitFactor& f) {
+  nlohmann::json j = {{"term", std::string(to_string(f.key.term))}, {"factor", f.factor}, {"runs", f.runs}};
+  if (f.key.term == FitTerm::compute) {
+    j["precision"] = std::string(to_string(f.key.precision));
+    j["tp"] = f.key.a;
+    j["cp"] = f.key.b;
+  } else {
+    j["link"] = std::string(to_string(f.key.link));
+    j["group_size"] = f.key.a;
+  }
+  return j;
+}
+
+Result<FitFactor> fit_factor_from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) return Error{where, j.dump().substr(0, 40), "an object with term and factor"};
+  auto text = [&](const char* key) -> Result<std::string> {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_string()) return Error{where + "." + key, it == j.end() ? "(missing)" : it->dump(), "a string"};
+    return it->get<std::string>();
+  };
+  auto integer = [&](const char* key, int min) -> Result<int> {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < min || it->get<int64_t>() > (1 << 20))
+      return Error{where + "." + key, it == j.end() ? "(missing)" : it->dump(),
+                   "an integer from " + std::to_string(min) + " to " + std::to_string(1 << 20)};
+    return static_cast<int>(it->get<int64_t>());
+  };
+  FitFactor f;
+  auto term = text("term");
+  if (!term) return term.error();
+  auto t = parse_fit_term(*term, where + ".term");
+  if (!t) return t.error();
+  f.key.term = *t;
+  auto factor = j.find("factor");
+  if (factor == j.end() || !factor->is_number() || !(factor->get<double>() > 0) || !std::isfinite(factor->get<double>()))
+    return Error{where + ".factor", factor == j.end() ? "(missing)" : factor->dump(), "a finite number > 0"};
+  f.factor = factor->get<double>();
+  if (j.contains("runs")) {
+    auto runs = integer("runs", 0);
+    if (!runs) return runs.error();
+    f.runs = *runs;
+  }
+  if (f.key.term == FitTerm::compute) {
+    auto precision = text("precision");
+    if (!precision) return precision.error();
+    auto p = parse_precision(*precision, where + ".precision");
+    if (!p) return p.error();
+    f.key.precision = *p;
+    auto tp = integer("tp", 1);
+    if (!tp) return tp.error();
+    auto cp = integer("cp", 1);
+    if (!cp) return cp.error();
+    f.key.a = *tp;
+    f.key.b = *cp;
+  } else {
+    auto link = text("link");
+    if (!link) return link.error();
+    auto l = parse_link_kind(*link, where + ".link");
+    if (!l) return l.error();
+    f.key.link = *l;
+    auto n = integer("group_size", 2);
+    if (!n) return n.error();
+    f.key.a = *n;
+  }
+  return f;
+}
+
+}  // namespace meshwork
