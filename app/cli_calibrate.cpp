@@ -60,6 +60,12 @@ void print_calibration(const Calibration& c, std::ostream& out) {
                   f.fit.latency_s * 1e6, f.fit.bytes_per_s / 1e6, f.samples, 100 * f.worst_residual);
     out << buf;
   }
+  // What a training step really costs against the formulas, per term (core/fit_key.h).
+  for (const FitFactor& f : c.step_factors) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "  split steps: %-28s x %.2f of the formula\n", f.key.to_string().c_str(), f.factor);
+    out << buf;
+  }
 }
 
 }  // namespace

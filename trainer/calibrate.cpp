@@ -1,5 +1,6 @@
 #include "trainer/calibrate.h"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -338,7 +338,13 @@ class Calibrator {
         // A split that would not fit the device is not measured (the whole cut model on one rank
         // at 1 x 1 is a large share of a big model's embedding and head).
         const int64_t need = estimate_memory(checked.layout->memory_query(cut, DeviceKind::cuda)).total();
-        if (need > static_cast<int64_t>(0.9 * static_cast<double>(device_memory_bytes()))) {
+        const int64_t have = device_memory_bytes();
+        // Every rank must skip alike (the split's groups are collective): one that does not fit
+        // anywhere is skipped everywhere.
+        at::Tensor skip = at::full({1}, have > 0 && need > static_cast<int64_t>(0.9 * static_cast<double>(have)) ? 1.0f : 0.0f,
+                                   at::TensorOptions().device(device_).dtype(at::kFloat));
+        comms_.front()->all_reduce(skip, comms_.front()->world());
+        if (skip.item<float>() > 0) {
           if (rank_ == 0) log_("calibrate: split ", shapes[i].to_string(), " skipped: needs ", need, " bytes per rank");
           continue;
         }
@@ -432,8 +438,14 @@ class Calibrator {
     comm.barrier(comm.world());  // every rank done with the groups before they go
   }
 
+  // The device's memory, 0 when unknown. cudaMemGetInfo is looked up at run time: meshtrain_cpu
+  // links no CUDA runtime, and this is reached only with --device cuda, where torch loaded it.
   int64_t device_memory_bytes() const {
-    return static_cast<int64_t>(at::cuda::getDeviceProperties(device_.index())->totalGlobalMem);
+    using MemGetInfo = int (*)(size_t*, size_t*);
+    auto get = reinterpret_cast<MemGetInfo>(dlsym(RTLD_DEFAULT, "cudaMemGetInfo"));
+    size_t free = 0, total = 0;
+    if (!get || get(&free, &total) != 0) return 0;
+    return static_cast<int64_t>(total);
   }
 
   // Every collective of probe i at every size, on this rank's group of the probe's kind. All

@@ -163,6 +163,13 @@ void CalibrationView::show_selected() {
   if (s->run) text += tr(" · run %1").arg(*s->run);
   if (c.step_efficiency > 0) text += tr(" · step efficiency %1 %").arg(100 * c.step_efficiency, 0, 'f', 0);
   text += QStringLiteral("<br>") + nodes.join(QStringLiteral(", ")).toHtmlEscaped();
+  if (!c.step_factors.empty()) {
+    // The split steps' factors: what a training step costs against each formula.
+    QStringList factors;
+    for (const FitFactor& f : c.step_factors)
+      factors << QStringLiteral("%1 ×%2").arg(q(f.key.to_string())).arg(f.factor, 0, 'f', 2);
+    text += QStringLiteral("<br>") + tr("Split steps: ") + factors.join(QStringLiteral(", ")).toHtmlEscaped();
+  }
   details_->setText(text);
   details_->show();
 
