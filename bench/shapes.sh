@@ -4,6 +4,10 @@
 # matmul rate and Gloo bandwidth measured in the same run, and the planner's ranking.
 # Usage: bench/shapes.sh [--model small --seq-len 256 --global-batch 8 --steps 6 --world 4 --rounds 2]
 #                        [--db PATH]   (run store of the measured runs; default build/bench-shapes.db)
+#                        [--out JSON]  (default bench/results/shapes.json)
+#                        [--nodes 2]   (root: the ranks on 2 network-namespace nodes, slower links between)
+# Two namespace nodes, 8 ranks:
+#   bench/shapes.sh --world 8 --nodes 2 --db build/bench-shapes-2nodes.db --out bench/results/shapes-2nodes.json
 # Results: bench/results/shapes.json. Build first:
 #   scripts/build --target meshtrain shapes_estimate meshwork
 # Run it twice: the second run also judges the prediction fitted to the first run's stored runs.

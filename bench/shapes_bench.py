@@ -17,9 +17,14 @@ core's fit of the stored runs (core/run_fit.h) on the hardware defaults, no cali
 first's runs against fresh measurements.
 
 Usage: bench/shapes.sh [--model small --seq-len 256 --global-batch 8 --micro-batch 1
-                        --steps 6 --world 4 --rounds 2 --db PATH]
+                        --steps 6 --world 4 --rounds 2 --db PATH --out JSON]
+                       [--nodes 2 --inter-node-rate 1gbit]
+With --nodes N (root) the ranks run on N network namespaces (tests/cluster/cluster.sh), the
+links between them rate-limited (tc tbf): e.g. --world 8 --nodes 2 --db build/bench-shapes-2nodes.db
+--out bench/results/shapes-2nodes.json.
 """
 import argparse
+import atexit
 import json
 import os
 import socket
@@ -50,19 +55,77 @@ def read_jsonl(path):
     return out
 
 
-def run_shape(args, shape, world=None):
-    world = world or args.world
+class Nodes:
+    """Where meshtrain runs: this machine (one node), or --nodes N network namespaces made by
+    tests/cluster/cluster.sh (each its own address; they share the filesystem, so every rank's
+    metrics land in one run directory). Between namespaces the traffic crosses a veth pair
+    whose rate is limited (tc tbf, --inter-node-rate): inter-node links slower than the loopback
+    inside a node, as on a cluster."""
+
+    def __init__(self, args):
+        self.count = args.nodes
+        self.per_node = args.world // args.nodes
+        self.state = None
+        self.namespaces, self.addresses = [], []
+        if self.count == 1:
+            return
+        if args.world % args.nodes:
+            raise SystemExit("--world %d: a multiple of --nodes %d" % (args.world, args.nodes))
+        self.script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "cluster", "cluster.sh")
+        self.state = tempfile.mkdtemp(prefix="shapes-cluster-")
+        subprocess.run([self.script, "up", self.state, str(self.count)], check=True, capture_output=True, text=True)
+        with open(os.path.join(self.state, "nodes")) as f:
+            self.addresses = [line.strip() for line in f if line.strip()]
+        for i in range(self.count):
+            with open(os.path.join(self.state, "node%d" % i, "ns")) as f:
+                self.namespaces.append(f.read().strip())
+            # A token bucket (tbf; this kernel has no netem): the rate, bursts of 256 KiB.
+            shape = ["ip", "netns", "exec", self.namespaces[i], "tc", "qdisc", "replace", "dev", "eth0", "root",
+                     "tbf", "rate", args.inter_node_rate, "burst", "256kb", "latency", "50ms"]
+            p = subprocess.run(shape, capture_output=True, text=True)
+            if p.returncode != 0:
+                self.close()
+                raise SystemExit("tc tbf on node %d failed: %s" % (i, p.stderr.strip()))
+
+    def close(self):
+        if self.state:
+            subprocess.run([self.script, "down", self.state], capture_output=True, text=True)
+            self.state = None
+
+    def run(self, cmd, what):
+        """meshtrain `cmd` (without placement flags) on every node; raises on a failure."""
+        port = str(free_port())
+        if self.count == 1:
+            p = subprocess.run(cmd + ["--nproc-per-node", str(self.per_node), "--master-port", port],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                raise SystemExit("meshtrain failed for %s: %s" % (what, p.stderr[-2000:]))
+            return
+        procs = []
+        for i, ns in enumerate(self.namespaces):
+            # Gloo binds to the address of the hostname, which the namespaces share: each node's
+            # own address instead, as `meshwork launch` gives it (remote/launch.cpp).
+            procs.append(subprocess.Popen(
+                ["ip", "netns", "exec", ns, "env", "MESHWORK_GLOO_HOSTNAME=" + self.addresses[i]] + cmd +
+                ["--nproc-per-node", str(self.per_node), "--nnodes", str(self.count), "--node-rank", str(i),
+                 "--master-addr", self.addresses[0], "--master-port", port],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        outs = [p.communicate() for p in procs]
+        for i, p in enumerate(procs):
+            if p.returncode != 0:
+                raise SystemExit("meshtrain failed for %s on node %d: %s" % (what, i, outs[i][1][-2000:]))
+
+
+def run_shape(args, shape):
+    world = args.world
     run_dir = tempfile.mkdtemp(prefix="shapes-")
     cmd = [args.meshtrain, "--model", args.model, "--steps", str(args.steps), "--seq-len",
            str(args.seq_len), "--global-batch", str(args.global_batch), "--micro-batch",
-           str(args.micro_batch), "--nproc-per-node", str(world), "--run-dir", run_dir,
-           "--master-port", str(free_port())]
+           str(args.micro_batch), "--run-dir", run_dir]
     for a in AXES:
         cmd += ["--" + a.replace("_", "-"), str(shape[a])]
     t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise SystemExit("meshtrain failed for %s: %s" % (shape, p.stderr[-2000:]))
+    args.cluster.run(cmd, shape)
     wall = time.time() - t0
     steps, peaks, mem = [], [], []
     for r in range(world):
@@ -112,7 +175,7 @@ def spearman(xs, ys):
 
 
 def estimate(args, flops=1e10, bw=1e9, lat=1e-4, efficiency=1.0, calibration=None, fit_db=None):
-    cmd = [args.estimator, "--model", args.model, "--world", str(args.world), "--seq-len",
+    cmd = [args.estimator, "--model", args.model, "--world", str(args.world), "--nodes", str(args.nodes), "--seq-len",
            str(args.seq_len), "--micro-batch", str(args.micro_batch), "--global-batch",
            str(args.global_batch)]
     if calibration:
@@ -129,18 +192,14 @@ def estimate(args, flops=1e10, bw=1e9, lat=1e-4, efficiency=1.0, calibration=Non
     return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
 
 
-def calibrate(args, world=None):
-    """`meshtrain calibrate` on `world` ranks (default: the bench's): the fitted calibration
-    (calibration.json that rank 0 writes when every rank's records are in its run directory)
-    and how long it took."""
+def calibrate(args):
+    """`meshtrain calibrate` on the bench's ranks: the fitted calibration (calibration.json that
+    rank 0 writes when every rank's records are in its run directory) and how long it took."""
     run_dir = tempfile.mkdtemp(prefix="calibrate-")
     cmd = [args.meshtrain, "calibrate", "--model", args.model, "--seq-len", str(args.seq_len),
-           "--global-batch", str(args.global_batch), "--micro-batch", str(args.micro_batch),
-           "--nproc-per-node", str(world or args.world), "--run-dir", run_dir, "--master-port", str(free_port())]
+           "--global-batch", str(args.global_batch), "--micro-batch", str(args.micro_batch), "--run-dir", run_dir]
     t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise SystemExit("meshtrain calibrate failed: %s" % p.stderr[-2000:])
+    args.cluster.run(cmd, "calibrate")
     with open(os.path.join(run_dir, "calibration.json")) as f:
         return json.load(f), time.time() - t0
 
@@ -152,10 +211,15 @@ def main():
     ap.add_argument("--python", default=sys.executable)
     bench_common.add_run_args(ap, micro_batch=1, steps=6)
     ap.add_argument("--world", type=int, default=4)
+    ap.add_argument("--nodes", type=int, default=1,
+                    help="ranks on this many network-namespace nodes (tests/cluster/cluster.sh; root)")
+    ap.add_argument("--inter-node-rate", default="1gbit", help="rate limit (tc tbf) between namespace nodes")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "shapes.json"))
     ap.add_argument("--meshwork", required=True)
     ap.add_argument("--db", required=True, help="run store the measured runs are imported into")
     args = ap.parse_args()
+    args.cluster = Nodes(args)
+    atexit.register(args.cluster.close)  # the namespaces go on every exit, failures included
     # Before anything is measured: the fit of the runs an earlier bench stored (none: first run).
     fitted_plan, fit = estimate(args, fit_db=args.db) if os.path.exists(args.db) else (None, "no store yet")
     if fitted_plan is None:
@@ -231,8 +295,10 @@ def main():
     mib = 1 / 2**20
     ms = 1e3
     fp32 = [r for r in cal["matmul"] if r["precision"] == "fp32"]
-    print("model %s, seq %d, global batch %d, micro batch %d, %d ranks, %d steps (first not timed)"
-          % (args.model, args.seq_len, args.global_batch, args.micro_batch, args.world, args.steps))
+    print("model %s, seq %d, global batch %d, micro batch %d, %d ranks on %d node(s)%s, %d steps (first not timed)"
+          % (args.model, args.seq_len, args.global_batch, args.micro_batch, args.world, args.nodes,
+             " (between nodes: %s)" % args.inter_node_rate if args.nodes > 1 else "",
+             args.steps))
     print("calibration %s: matmul fp32 %s GFLOP/s per rank (split 1/2/4...), step efficiency %.2f;"
           " load average %.1f at start, %.1f at end; best of %d rounds"
           % (cal["fingerprint_id"], "/".join("%.1f" % (r["flops_per_s"] / 1e9) for r in sorted(fp32, key=lambda r: r["split"])),
@@ -284,7 +350,9 @@ def main():
                        "spearman_rho": f_rho, "first": f_first}
     with open(args.out, "w") as f:
         json.dump({"model": args.model, "seq_len": args.seq_len, "global_batch": args.global_batch,
-                   "micro_batch": args.micro_batch, "world": args.world, "steps": args.steps,
+                   "micro_batch": args.micro_batch, "world": args.world, "nodes": args.nodes,
+                   "inter_node_rate": args.inter_node_rate if args.nodes > 1 else None,
+                   "steps": args.steps,
                    "calibration": cal, "calibrate_s": cal_s,
                    "load_average": load0, "load_average_end": load1,
                    "rounds": args.rounds, "step_efficiency": efficiency, "spearman_rho": rho,

@@ -3,7 +3,7 @@
 // meshtrain's sequence-parallel tp and vocabulary-parallel embedding/head) and predicted
 // tokens/s, given the matmul rate and Gloo bandwidth the bench measured in the same run.
 //
-// shapes_estimate --model NAME --world N --seq-len S --micro-batch B --global-batch G
+// shapes_estimate --model NAME --world N [--nodes N] --seq-len S --micro-batch B --global-batch G
 //                 (--flops F --efficiency E --bandwidth BYTES_PER_S --latency SECONDS
 //                  | --calibration FILE | --fit-db STORE [--calibration FILE])
 // With --calibration (what `meshtrain calibrate` measured, core/calibration.h) the planner uses
@@ -39,8 +39,9 @@ int main(int argc, char** argv) {
   }
   PlanQuery q;
   q.model = *spec;
-  q.nodes = 1;
-  q.gpus_per_node = std::stoi(need("--world"));
+  // --nodes N: the world's ranks on N nodes (bench/shapes.sh --nodes 2: two namespace nodes).
+  q.nodes = a.count("--nodes") ? std::stoi(a["--nodes"]) : 1;
+  q.gpus_per_node = std::stoi(need("--world")) / q.nodes;
   q.device_memory_bytes = int64_t{1} << 40;  // CPU: everything "fits"; ranking by speed
   q.seq_len = std::stoll(need("--seq-len"));
   q.micro_batch = std::stoll(need("--micro-batch"));

@@ -303,7 +303,7 @@ class Calibrator {
   // The split steps: short training runs of the model cut to 2 decoder layers, through the
   // trainer's own parallelize() and step, on every split a shape can make inside a node: tp x cp
   // for every tp x cp dividing the ranks per node (1 x 1 included: the step alone), and FSDP over
-  // n ranks of a node. The other ranks of the world run the same split beside them, as the
+  // n ranks of a node; on several nodes the same over two nodes. The other ranks of the world run the same split beside them, as the
   // replicas of a training run do. Each rank writes its median step's compute_s and comm_s per
   // axis ("split_step" records); core fits the time model's factors to them
   // (Calibration::step_factors): what a collective costs between a step's compute, what ring
@@ -313,8 +313,11 @@ class Calibrator {
     cut.num_hidden_layers = std::min<int64_t>(spec_.num_hidden_layers, 2);
     const int world = env_.world_size, per_node = std::max(1, env_.local_world_size);
     std::vector<MeshShape> shapes;
-    for (int d = 1; d <= per_node; ++d) {
-      if (per_node % d) continue;
+    // Inside a node (d dividing R) and, on several nodes, across two of them (d = 2R, or the
+    // world when smaller): a group that crosses nodes is its own condition (inter-node keys),
+    // and groups larger than that take the same link's factors (core/fit_key.h).
+    for (int d = 1; d <= std::min(world, 2 * per_node); ++d) {
+      if (world % d || (d <= per_node ? per_node % d : d % per_node)) continue;
       for (int tp = 1; tp <= d; ++tp)
         if (d % tp == 0) shapes.push_back(MeshShape{world / d, 1, d / tp, tp});
       if (d > 1) shapes.push_back(MeshShape{world / d, d, 1, 1});

@@ -106,6 +106,9 @@ printf 'N 0 0 2\nN 1 2 2\nO 0 120\nO 3 7\n.\n' > "$out/follow_stream/request"
 
 # a calibration as `meshtrain calibrate` stores it
 cp "$root/bench/results/shapes-calibration.json" "$out/calibration/shapes.json"
+# and the records it is fitted from (a JSON array: node, matmul, step, collective and split_step
+# records of a 4-rank `meshtrain calibrate` of the small model)
+cp "$root/tests/data/calibration/records-4-ranks.json" "$out/calibration/records.json"
 
 # Slurm's output: the first byte picks the parser (see slurm_fuzz.cpp's switch)
 for f in "$root"/tests/data/slurm/*; do
