@@ -384,6 +384,11 @@ Result<Calibration> build_calibration(const ClusterFingerprint& fingerprint,
 }
 
 std::string iso_utc(double unix_seconds) {
+  // Record times come from remote ranks: anything outside 1970 .. 9999 (or not a number) is
+  // clamped to that range before the conversion (a fuzz find: 1.8e83 converted to time_t).
+  constexpr double kLast = 253402300799.0;  // 9999-12-31T23:59:59Z
+  if (!(unix_seconds >= 0)) unix_seconds = 0;
+  if (unix_seconds > kLast) unix_seconds = kLast;
   const std::time_t t = static_cast<std::time_t>(unix_seconds);
   std::tm tm{};
   gmtime_r(&t, &tm);

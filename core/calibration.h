@@ -152,7 +152,7 @@ Result<Calibration> build_calibration(const ClusterFingerprint& fingerprint,
                                       const std::vector<CollectiveSample>& collectives,
                                       std::string measured_at);
 
-// "YYYY-MM-DDThh:mm:ssZ" for unix seconds.
+// "YYYY-MM-DDThh:mm:ssZ" for unix seconds, clamped to 1970-01-01 .. 9999-12-31 (NaN: 1970).
 std::string iso_utc(double unix_seconds);
 
 }  // namespace meshwork

@@ -18,9 +18,9 @@
 
 #include "core/calibration_records.h"
 #include "core/memory_estimate.h"
+#include "core/metrics.h"
 #include "core/model_spec.h"
 #include "core/parallel_layout.h"
-#include "core/metrics.h"
 #include "core/run_config.h"
 #include "trainer/comm.h"
 #include "trainer/fused_ops.h"
@@ -303,11 +303,12 @@ class Calibrator {
   // The split steps: short training runs of the model cut to 2 decoder layers, through the
   // trainer's own parallelize() and step, on every split a shape can make inside a node: tp x cp
   // for every tp x cp dividing the ranks per node (1 x 1 included: the step alone), and FSDP over
-  // n ranks of a node; on several nodes the same over two nodes. The other ranks of the world run the same split beside them, as the
-  // replicas of a training run do. Each rank writes its median step's compute_s and comm_s per
-  // axis ("split_step" records); core fits the time model's factors to them
-  // (Calibration::step_factors): what a collective costs between a step's compute, what ring
-  // attention does besides its matmuls, the non-matmul share of the step at each split.
+  // n ranks of a node; on several nodes the same over two nodes. The other ranks of the world run
+  // the same split beside them, as the replicas of a training run do. Each rank writes its median
+  // step's compute_s and comm_s per axis ("split_step" records); core fits the time model's
+  // factors to them (Calibration::step_factors): what a collective costs between a step's
+  // compute, what ring attention does besides its matmuls, the non-matmul share of the step at
+  // each split.
   void measure_split_steps() {
     ModelSpec cut = spec_;
     cut.num_hidden_layers = std::min<int64_t>(spec_.num_hidden_layers, 2);
@@ -420,11 +421,14 @@ class Calibrator {
       return Timed{since(t0), comm.times().seconds};
     };
     comm.barrier(comm.world());
-    (void)step();  // warm-up: gathers' buffers, the allocator, AdamW's state
+    // Warm-up (gathers' buffers, the allocator, AdamW's state), then as many steps as fill 0.3 s,
+    // 3 to 10. Every rank must run the same number (the steps are collective): the count comes
+    // from the slowest rank's warm-up step.
+    at::Tensor warm = at::full({1}, static_cast<float>(step().step_s), at::TensorOptions().device(device_));
+    comm.all_reduce(warm, comm.world(), /*max=*/true);
+    const int count = std::clamp(static_cast<int>(0.3 / std::max(1e-6f, warm.item<float>())), 3, 10);
     std::vector<Timed> timed;
-    const auto t0 = Clock::now();
-    do timed.push_back(step());
-    while (timed.size() < 3 || (since(t0) < 0.3 && timed.size() < 10));
+    for (int k = 0; k < count; ++k) timed.push_back(step());
     // The median step, whole: its compute and comm add up to its time.
     std::sort(timed.begin(), timed.end(), [](const Timed& a, const Timed& b) { return a.step_s < b.step_s; });
     const Timed& mid = timed[timed.size() / 2];

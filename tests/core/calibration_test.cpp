@@ -496,3 +496,20 @@ TEST(Calibration, SplitStepsGiveEachTermMeasuredOverItsFormula) {
   EXPECT_NEAR(t.compute_s, 0.012, 1e-9);
   EXPECT_NEAR(t.axis(Axis::tp).seconds, 0.005, 1e-9);
 }
+
+TEST(Calibration, ARecordTimeOutOfRangeIsClampedNotConverted) {
+  // A fuzz find (tests/fuzz/regressions/calibration): a record's time of 1.8e83 was converted to
+  // time_t for the calibration's date (undefined behaviour).
+  EXPECT_EQ(iso_utc(1.79222e83), "9999-12-31T23:59:59Z");
+  EXPECT_EQ(iso_utc(-5), "1970-01-01T00:00:00Z");
+  EXPECT_EQ(iso_utc(std::nan("")), "1970-01-01T00:00:00Z");
+  EXPECT_EQ(iso_utc(1795337043.45), "2026-11-22T08:44:03Z");
+  std::vector<CalibrationRecord> recs;
+  recs.push_back({0, 1.79222e83, "node", {{"node", 0}, {"host", "h"}, {"ranks_per_node", 1}, {"device_name", "cpu"}}});
+  recs.push_back({0, 150, "matmul",
+                  {{"precision", "fp32"}, {"threads", 1}, {"ranks_per_node", 1}, {"m", 8}, {"n", 8}, {"k", 8},
+                   {"seconds", 1e-6}, {"iterations", 3}}});
+  auto cal = calibration_from_records(recs);
+  ASSERT_TRUE(cal.ok()) << cal.error().message();
+  EXPECT_EQ(cal->measured_at, "9999-12-31T23:59:59Z");
+}
