@@ -358,14 +358,18 @@ Result<Calibration> build_calibration(const ClusterFingerprint& fingerprint,
     acc.second += count * s.seconds;
   }
   for (const auto& [key, acc] : mm)
-    c.matmul.push_back({static_cast<Precision>(std::get<0>(key)), std::get<2>(key), std::get<1>(key),
+    if (const double rate = acc.first / acc.second; rate > 0 && std::isfinite(rate))
+      c.matmul.push_back({static_cast<Precision>(std::get<0>(key)), std::get<2>(key), std::get<1>(key),
                         acc.first / acc.second, std::get<3>(key)});
   std::map<std::tuple<int, int, int>, std::vector<CollectiveSample>> groups;
   for (const CollectiveSample& s : collectives)
     groups[{static_cast<int>(s.link), static_cast<int>(s.op), s.group_size}].push_back(s);
   for (const auto& [key, samples] : groups) {
     auto fit = fit_alpha_beta(samples);
-    if (!fit) continue;
+    // A fit a calibration file could not hold (samples at the limits of a double) is no fit.
+    if (!fit || !(fit->bytes_per_s > 0) || !std::isfinite(fit->bytes_per_s) || !(fit->latency_s >= 0) ||
+        !std::isfinite(fit->latency_s))
+      continue;
     CollectiveFit f;
     f.link = static_cast<LinkKind>(std::get<0>(key));
     f.op = static_cast<Collective>(std::get<1>(key));
@@ -375,6 +379,7 @@ Result<Calibration> build_calibration(const ClusterFingerprint& fingerprint,
     for (const CollectiveSample& s : samples)
       f.worst_residual = std::max(
           f.worst_residual, std::abs(f.fit.seconds(ring_bytes_sent(s.op, s.bytes, s.group_size)) - s.seconds) / s.seconds);
+    if (!std::isfinite(f.worst_residual)) continue;
     c.collectives.push_back(f);
   }
   if (c.matmul.empty() && c.collectives.empty())

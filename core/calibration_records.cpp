@@ -64,8 +64,11 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
       field(f, "count", s.count);
       field(f, "split", s.split);
       auto p = parse_precision(precision);
-      if (!p || !(s.seconds > 0)) {
-        skip(r, "precision fp32|bf16 and seconds > 0");
+      // What the calibration file allows too (a fuzz find: split 0 was fitted, then refused when
+      // read back).
+      if (!p || !(s.seconds > 0) || !std::isfinite(s.seconds) || s.m < 1 || s.n < 1 || s.k < 1 || s.threads < 1 ||
+          s.ranks_per_node < 1 || s.split < 1 || s.count < 1) {
+        skip(r, "precision fp32|bf16, seconds > 0, and m, n, k, threads, ranks_per_node, count, split >= 1");
         continue;
       }
       s.precision = *p;
@@ -80,8 +83,9 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
       }
       auto o = parse_collective(op);
       auto l = parse_link_kind(link);
-      if (!o || !l || !(s.seconds > 0) || s.group_size < 2) {
-        skip(r, "op, link as documented, group_size >= 2 and seconds > 0");
+      if (!o || !l || !(s.seconds > 0) || !std::isfinite(s.seconds) || !(s.bytes > 0) || !(s.bytes < 1e18) ||
+          s.group_size < 2) {
+        skip(r, "op, link as documented, group_size >= 2, seconds > 0 and bytes from 1 to 1e18");
         continue;
       }
       s.op = *o;
@@ -209,7 +213,9 @@ Result<Calibration> calibration_from_records(const std::vector<CalibrationRecord
   }
   if (!s.split_steps.empty()) {
     auto fit = fit_runs(split_step_observations(s.split_steps), *cal);
-    if (fit) cal->step_factors = fit->factors;
+    if (fit)
+      for (const FitFactor& f : fit->factors)
+        if (f.factor > 0 && std::isfinite(f.factor)) cal->step_factors.push_back(f);
   }
   return cal;
 }

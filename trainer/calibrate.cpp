@@ -327,12 +327,18 @@ class Calibrator {
       RunConfig config = o_.run;
       config.mesh = shapes[i];
       config.model = model_spec_to_json(cut);
-      config.training.global_batch = config.training.micro_batch * shapes[i].group_size(GroupKind::dp);
       config.nodes.clear();
       Placement placement;
       placement.world_size = world;
       placement.ranks_per_node = per_node;
-      const LayoutCheck checked = ParallelLayout::check(config, &cut, placement);
+      // The run's global batch, so a step accumulates as many micro-batches as the run's would
+      // on this split (the optimizer and the gradient sync are paid once per step); a batch the
+      // split's dp size does not divide: one micro-batch per dp rank.
+      LayoutCheck checked = ParallelLayout::check(config, &cut, placement);
+      if (!checked.ok()) {
+        config.training.global_batch = config.training.micro_batch * shapes[i].group_size(GroupKind::dp);
+        checked = ParallelLayout::check(config, &cut, placement);
+      }
       if (!checked.ok()) {
         const auto why = checked.error_texts();
         if (rank_ == 0) log_("calibrate: split ", shapes[i].to_string(), " skipped: ", why.empty() ? "" : why.front());
@@ -398,18 +404,22 @@ class Calibrator {
     const at::Tensor inputs = pm->shard_sequence(seqs.narrow(1, 0, t.seq_len));
     const at::Tensor targets = pm->shard_sequence(seqs.narrow(1, 1, t.seq_len));
     const double tokens = static_cast<double>(layout.tokens_per_replica_step()) * layout.dp_size();
+    const int64_t accum = layout.grad_accum_steps();
     struct Timed {
       double step_s = 0;
       AxisArray<double> comm_s;
     };
-    // As Trainer::train_step with one micro-batch: forward, backward, gradient sync, norm,
-    // AdamW, the loss all-reduce.
+    // As Trainer::train_step: the micro-batches (the gradient sync armed for the last), the
+    // norm, AdamW, the loss all-reduce.
     auto step = [&] {
       comm.times().reset();
       const auto t0 = Clock::now();
-      pm->arm_gradient_sync();
-      at::Tensor loss_sum = pm->loss_sum(inputs, targets, fo);
-      (loss_sum / tokens).backward();
+      at::Tensor loss_sum;
+      for (int64_t m = 0; m < accum; ++m) {
+        if (m == accum - 1) pm->arm_gradient_sync();
+        loss_sum = pm->loss_sum(inputs, targets, fo);
+        (loss_sum / tokens).backward();
+      }
       pm->finish_gradients();
       (void)pm->grad_norm();
       opt.update(pm->params(), 1e-4, 1.0);

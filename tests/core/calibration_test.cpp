@@ -513,3 +513,28 @@ TEST(Calibration, ARecordTimeOutOfRangeIsClampedNotConverted) {
   ASSERT_TRUE(cal.ok()) << cal.error().message();
   EXPECT_EQ(cal->measured_at, "9999-12-31T23:59:59Z");
 }
+
+TEST(Calibration, RecordsACalibrationFileCouldNotHoldAreSkipped) {
+  // A fuzz find (tests/fuzz/regressions/calibration): a matmul record with split 0 was fitted into
+  // a calibration whose file then refused "matmul[0].split: 0".
+  std::vector<CalibrationRecord> recs;
+  recs.push_back({0, 100, "node", {{"node", 0}, {"host", "h"}, {"ranks_per_node", 1}, {"device_name", "cpu"}}});
+  auto matmul = [](int split) {
+    return CalibrationRecord{0, 150, "matmul",
+                             {{"precision", "fp32"}, {"threads", 1}, {"ranks_per_node", 1}, {"m", 8}, {"n", 8},
+                              {"k", 8}, {"seconds", 1e-6}, {"iterations", 3}, {"split", split}}};
+  };
+  recs.push_back(matmul(0));
+  recs.push_back(matmul(1));
+  const CalibrationSamples samples = samples_from_records(recs);
+  ASSERT_EQ(samples.errors.size(), 1u);
+  EXPECT_EQ(samples.errors[0],
+            "calibration record of rank 0: kind matmul: precision fp32|bf16, seconds > 0, and m, n, k, threads, "
+            "ranks_per_node, count, split >= 1");
+  auto cal = calibration_from_records(recs);
+  ASSERT_TRUE(cal.ok()) << cal.error().message();
+  ASSERT_EQ(cal->matmul.size(), 1u);
+  EXPECT_EQ(cal->matmul[0].split, 1);
+  auto back = calibration_from_json(to_json(*cal));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+}
