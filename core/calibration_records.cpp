@@ -122,7 +122,11 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
         skip(r, "needs config, world, ranks_per_node, compute_s and comm_s");
         continue;
       }
-      bool ok = s.world >= 1 && s.ranks_per_node >= 1 && std::isfinite(s.measured.compute_s) && s.measured.compute_s >= 0;
+      // A placement that can exist: the nodes' ranks make the world (a fuzz find: 137,727,366
+      // ranks per node on a world of 4 took seconds to estimate).
+      bool ok = s.world >= 1 && s.world <= kMaxCalibrationWorld && s.ranks_per_node >= 1 &&
+                s.ranks_per_node <= s.world && s.world % s.ranks_per_node == 0 &&
+                std::isfinite(s.measured.compute_s) && s.measured.compute_s >= 0;
       for (Axis a : kAxes) {
         double v = 0;
         const auto it = f["comm_s"].find(std::string(axis_name(a)));
@@ -134,7 +138,8 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
         s.measured.comm_s[a] = v;
       }
       if (!ok) {
-        skip(r, "world and ranks_per_node >= 1, compute_s and each comm_s a finite number >= 0");
+        skip(r, "world from 1 to " + std::to_string(kMaxCalibrationWorld) +
+                    " and a multiple of ranks_per_node >= 1, compute_s and each comm_s a finite number >= 0");
         continue;
       }
       s.ranks = 1;

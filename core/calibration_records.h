@@ -23,6 +23,9 @@ struct StepSample {
 // One split's short training run ("split_step" records): what ran (a run config whose model is
 // the cut model inline, on `world` ranks, `ranks_per_node` per node) and what it measured per
 // step, the mean over the ranks that reported it.
+// The largest world a split step may claim (1,024 nodes x 8 GPUs, with room).
+inline constexpr int64_t kMaxCalibrationWorld = int64_t{1} << 20;
+
 struct SplitStepSample {
   RunConfig config;
   int64_t world = 0;

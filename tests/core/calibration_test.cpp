@@ -538,3 +538,29 @@ TEST(Calibration, RecordsACalibrationFileCouldNotHoldAreSkipped) {
   auto back = calibration_from_json(to_json(*cal));
   ASSERT_TRUE(back.ok()) << back.error().message();
 }
+
+TEST(Calibration, ASplitStepOnAPlacementThatCannotExistIsSkipped) {
+  // A fuzz find (tests/fuzz/regressions/calibration, a timeout): 137,727,366 ranks per node on a
+  // world of 4 was estimated, and took seconds.
+  ModelSpec cut = preset("tiny");
+  cut.num_hidden_layers = 2;
+  RunConfig config;
+  config.model = model_spec_to_json(cut);
+  config.mesh = MeshShape{1, 4, 1, 1};
+  config.training.seq_len = 64;
+  auto split = [&](int64_t world, int64_t per_node) {
+    return CalibrationRecord{0, 170, "split_step",
+                             {{"config", to_json(config)}, {"world", world}, {"ranks_per_node", per_node},
+                              {"compute_s", 0.01}, {"comm_s", {{"dp_shard", 0.002}}}}};
+  };
+  const std::string why =
+      "calibration record of rank 0: kind split_step: world from 1 to 1048576 and a multiple of ranks_per_node >= 1, "
+      "compute_s and each comm_s a finite number >= 0";
+  for (auto [world, per_node] : {std::pair<int64_t, int64_t>{4, 137727366}, {4, 3}, {int64_t{1} << 21, 8}, {0, 1}}) {
+    const CalibrationSamples s = samples_from_records({split(world, per_node)});
+    EXPECT_TRUE(s.split_steps.empty()) << world << " " << per_node;
+    ASSERT_EQ(s.errors.size(), 1u);
+    EXPECT_EQ(s.errors[0], why);
+  }
+  EXPECT_EQ(samples_from_records({split(4, 2)}).split_steps.size(), 1u);
+}
