@@ -37,8 +37,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/calibration.h"
-#include "core/fit_key.h"
 #include "core/error.h"
+#include "core/fit_key.h"
 #include "core/mesh.h"
 #include "core/model_spec.h"
 #include "core/run_config.h"
