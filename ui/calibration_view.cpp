@@ -204,7 +204,7 @@ void CalibrationView::set_progress(bool running, const QString& line) {
 void CalibrationView::set_calibrate_target(const QString& target, const QString& refusal) {
   refusal_ = refusal;
   calibrate_->setEnabled(!running_ && refusal_.isEmpty());
-  calibrate_->setToolTip(refusal.isEmpty() ? tr("Measure %1 again: matmul rates and collective fits").arg(target)
+  calibrate_->setToolTip(refusal.isEmpty() ? tr("Measure %1 again: matmul rates, collective fits and split steps").arg(target)
                                            : refusal);
 }
 

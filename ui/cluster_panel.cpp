@@ -349,7 +349,8 @@ void ClusterPanel::update_calibration_row() {
   QString status;
   if (const store::StoredCalibration* c = calibrations_->stored_for_cluster(s.device, nodes)) {
     const bool same_ranks = c->calibration.fingerprint.node_set_id() == cluster_node_set(s.device, nodes).node_set_id();
-    status = tr("<b>Calibrated</b> %1 · measured %2%3: the time estimates use its matmul rates and collective fits")
+    status = tr("<b>Calibrated</b> %1 · measured %2%3: the time estimates use its matmul rates, collective "
+                "fits and split-step factors")
                  .arg(QString::fromStdString(c->calibration.fingerprint.id()).left(8),
                       QString::fromStdString(c->calibration.measured_at),
                       same_ranks ? QString() : tr(" with other rank counts"));
@@ -367,8 +368,9 @@ void ClusterPanel::update_calibration_row() {
   calibrate_button_->setEnabled(!running && refusal.isEmpty());
   calibrate_button_->setText(running ? tr("Calibrating…") : tr("Calibrate"));
   calibrate_button_->setToolTip(refusal.isEmpty()
-                                    ? tr("Run meshtrain calibrate on %1: matmul rates and collective fits, stored "
-                                         "by cluster fingerprint").arg(target)
+                                    ? tr("Run meshtrain calibrate on %1: matmul rates, collective fits and short "
+                                         "training steps on every split, stored by cluster fingerprint")
+                                          .arg(target)
                                     : refusal);
   stop_calibration_->setVisible(running);
   if (calibration_view_) {
