@@ -139,16 +139,8 @@ class Calibrator {
     std::vector<Probe> ps = probes(env_.world_size, env_.local_world_size);
     if (ps.empty()) ps.push_back({MeshShape{1, env_.world_size, 1, 1}, GroupKind::dp_shard, LinkKind::intra_node});
     for (size_t i = 0; i < ps.size(); ++i) {
-      CommOptions co;
-      co.rank = rank_;
-      co.world_size = env_.world_size;
-      co.ranks_per_node = env_.local_world_size;
-      co.shape = ps[i].shape;
-      co.device = o_.run.training.device;
-      co.master_addr = env_.master_addr;
-      co.master_port = env_.master_port;
+      CommOptions co = comm_options(ps[i].shape, "meshwork/calibrate/" + std::to_string(i));
       co.host_store = i == 0 && rank_ == 0 && !env_.store_hosted;
-      co.group_prefix = "meshwork/calibrate/" + std::to_string(i);
       auto comm = Communicator::create(co);
       if (!comm.ok()) {
         log_(comm.error().message());
@@ -161,6 +153,20 @@ class Calibrator {
     log_("calibrate: rank ", rank_, " of ", env_.world_size, " (", env_.local_world_size, " per node), ",
          threads_, " threads, ", probes_.size(), " group layout(s)");
     return 0;
+  }
+
+  // One communicator of this rank on `shape`, its groups named under `prefix` (unique per layout).
+  CommOptions comm_options(const MeshShape& shape, const std::string& prefix) const {
+    CommOptions co;
+    co.rank = rank_;
+    co.world_size = env_.world_size;
+    co.ranks_per_node = env_.local_world_size;
+    co.shape = shape;
+    co.device = o_.run.training.device;
+    co.master_addr = env_.master_addr;
+    co.master_port = env_.master_port;
+    co.group_prefix = prefix;
+    return co;
   }
 
   void write(const std::string& kind, nlohmann::json fields) {
@@ -362,17 +368,8 @@ class Calibrator {
 
   void measure_split_step(const RunConfig& config, const ModelSpec& cut, const ParallelLayout& layout, size_t index) {
     const MeshShape& shape = config.mesh;
-    CommOptions co;
-    co.rank = rank_;
-    co.world_size = env_.world_size;
-    co.ranks_per_node = env_.local_world_size;
-    co.shape = shape;
-    co.device = o_.run.training.device;
-    co.master_addr = env_.master_addr;
-    co.master_port = env_.master_port;
-    co.host_store = false;  // the first probe's communicator hosts it
-    co.group_prefix = "meshwork/calibrate/split/" + std::to_string(index);
-    auto created = Communicator::create(co);
+    // The first probe's communicator hosts the store (comm_options leaves host_store off).
+    auto created = Communicator::create(comm_options(shape, "meshwork/calibrate/split/" + std::to_string(index)));
     if (!created.ok()) throw std::runtime_error("split " + shape.to_string() + ": " + created.error().message());
     Communicator& comm = **created;
     const TrainingConfig& t = config.training;
@@ -401,22 +398,18 @@ class Calibrator {
     const at::Tensor inputs = pm->shard_sequence(seqs.narrow(1, 0, t.seq_len));
     const at::Tensor targets = pm->shard_sequence(seqs.narrow(1, 1, t.seq_len));
     const double tokens = static_cast<double>(layout.tokens_per_replica_step()) * layout.dp_size();
-    const int64_t accum = layout.grad_accum_steps();
     struct Timed {
       double step_s = 0;
       AxisArray<double> comm_s;
     };
-    // As Trainer::train_step: the micro-batches (the gradient sync armed for the last), the
-    // norm, AdamW, the loss all-reduce.
+    // As Trainer::train_step with its one micro-batch: forward, backward (the gradient sync
+    // armed), the norm, AdamW, the loss all-reduce.
     auto step = [&] {
       comm.times().reset();
       const auto t0 = Clock::now();
-      at::Tensor loss_sum;
-      for (int64_t m = 0; m < accum; ++m) {
-        if (m == accum - 1) pm->arm_gradient_sync();
-        loss_sum = pm->loss_sum(inputs, targets, fo);
-        (loss_sum / tokens).backward();
-      }
+      pm->arm_gradient_sync();
+      at::Tensor loss_sum = pm->loss_sum(inputs, targets, fo);
+      (loss_sum / tokens).backward();
       pm->finish_gradients();
       (void)pm->grad_norm();
       opt.update(pm->params(), 1e-4, 1.0);

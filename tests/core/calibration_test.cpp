@@ -360,6 +360,21 @@ TEST(Calibration, CountsThatAreNotWholeNumbersAreRefusedNotConverted) {
 
 // ---- Step factors: the calibration's own short training steps (Calibration::step_factors). ----
 
+namespace {
+
+// A split step's run config: tiny cut to 2 layers (inline), seq 64, on `mesh`.
+RunConfig split_config(MeshShape mesh) {
+  ModelSpec cut = preset("tiny");
+  cut.num_hidden_layers = 2;
+  RunConfig config;
+  config.model = model_spec_to_json(cut);
+  config.mesh = mesh;
+  config.training.seq_len = 64;
+  return config;
+}
+
+}  // namespace
+
 TEST(CalibratedEstimate, StepFactorsScaleTheirTermOnTheirOwnLinkOnly) {
   const ModelSpec tiny = preset("tiny");
   const TimeQuery intra = calibrated_query(tiny, {2, 1, 1, 1}, 2);
@@ -451,14 +466,9 @@ TEST(Calibration, SplitStepsGiveEachTermMeasuredOverItsFormula) {
   ASSERT_TRUE(base.ok()) << base.error().message();
   EXPECT_TRUE(base->step_factors.empty());
 
-  ModelSpec cut = preset("tiny");
-  cut.num_hidden_layers = 2;
-  RunConfig config;
-  config.model = model_spec_to_json(cut);
-  config.mesh = MeshShape{1, 1, 1, 2};
+  RunConfig config = split_config(MeshShape{1, 1, 1, 2});
   config.training.micro_batch = 1;
   config.training.global_batch = 1;
-  config.training.seq_len = 64;
   config.training.precision = Precision::fp32;
   const double compute[2] = {0.010, 0.014}, tp[2] = {0.004, 0.006};
   for (int rank = 0; rank < 2; ++rank)
@@ -542,12 +552,7 @@ TEST(Calibration, RecordsACalibrationFileCouldNotHoldAreSkipped) {
 TEST(Calibration, ASplitStepOnAPlacementThatCannotExistIsSkipped) {
   // A fuzz find (tests/fuzz/regressions/calibration, a timeout): 137,727,366 ranks per node on a
   // world of 4 was estimated, and took seconds.
-  ModelSpec cut = preset("tiny");
-  cut.num_hidden_layers = 2;
-  RunConfig config;
-  config.model = model_spec_to_json(cut);
-  config.mesh = MeshShape{1, 4, 1, 1};
-  config.training.seq_len = 64;
+  const RunConfig config = split_config(MeshShape{1, 4, 1, 1});
   auto split = [&](int64_t world, int64_t per_node) {
     return CalibrationRecord{0, 170, "split_step",
                              {{"config", to_json(config)}, {"world", world}, {"ranks_per_node", per_node},
