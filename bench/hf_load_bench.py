@@ -8,6 +8,11 @@ The load speed is the checkpoint's bytes over the slowest rank's load time; the 
 `cat FILES > /dev/null`, timed the same number of rounds. Both read warm files: a first cat puts
 them in the page cache before anything is timed.
 
+--cold: both read cold files instead, as a node does when it loads a checkpoint from its disk or a
+shared filesystem for the first time: the page cache is dropped (`sync; echo 3 >
+/proc/sys/vm/drop_caches`, root only) before every timed cat and every load. Results then go to
+bench/results/hf_load-cold.json unless --out says otherwise.
+
 --before BIN: another meshtrain (e.g. one built from an older commit) loads the same checkpoint
 too, its rounds interleaved with this one's (before, after, before, ...), so both see the same
 machine state; the JSON gets a "before" entry with the same fields.
@@ -30,6 +35,12 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def drop_page_cache():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
 
 
 def write_checkpoint(out, a):
@@ -61,8 +72,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--dir", default="")
     ap.add_argument("--before", default="", help="another meshtrain binary, timed interleaved")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "hf_load.json"))
+    ap.add_argument("--cold", action="store_true", help="drop the page cache before every timed read (root)")
+    ap.add_argument("--out", default="")
     a = ap.parse_args()
+    if not a.out:
+        a.out = os.path.join(os.path.dirname(__file__), "results", "hf_load-cold.json" if a.cold else "hf_load.json")
+    if a.cold:
+        try:
+            drop_page_cache()
+        except OSError as e:
+            sys.exit(f"hf_load_bench: --cold: cannot drop the page cache ({e}): run as root")
     work = a.dir or tempfile.mkdtemp(prefix="hf-load-bench-")
     model_dir = os.path.join(work, "model")
     if not os.path.exists(os.path.join(model_dir, "config.json")):
@@ -77,6 +96,8 @@ def main():
     subprocess.run(["cat"] + files, stdout=subprocess.DEVNULL, check=True)  # warm the page cache
     cat_s = []
     for _ in range(a.rounds):
+        if a.cold:
+            drop_page_cache()
         t0 = time.perf_counter()
         subprocess.run(["cat"] + files, stdout=subprocess.DEVNULL, check=True)
         cat_s.append(time.perf_counter() - t0)
@@ -113,6 +134,8 @@ def main():
                    "--steps", "1", "--seq-len", "16", "--global-batch", str(nproc), "--micro-batch", "1",
                    "--peak-tflops", "1", "--run-dir", run_dir, "--master-port", str(free_port()),
                    "--nproc-per-node", str(nproc)] + shape
+            if a.cold:
+                drop_page_cache()
             p = subprocess.run(cmd, capture_output=True, text=True)
             if p.returncode != 0:
                 sys.exit(f"{binary} failed ({p.returncode}):\n{p.stderr}")
@@ -121,7 +144,8 @@ def main():
 
     cat_best = min(cat_s)
     mb = total / 1e6
-    print(f"checkpoint: {len(files)} files, {mb:.1f} MB ({a.dtype}), mesh {a.shape}, {nproc} ranks, best of {a.rounds}")
+    print(f"checkpoint: {len(files)} files, {mb:.1f} MB ({a.dtype}), mesh {a.shape}, {nproc} ranks, best of {a.rounds}, "
+          f"{'cold (page cache dropped before each read)' if a.cold else 'warm (files in the page cache)'}")
     results = {}
     for name, binary in binaries:
         best = min(rounds[name], key=lambda rs: max(x["seconds"] for x in rs))
@@ -147,6 +171,7 @@ def main():
     with open(a.out, "w") as f:
         out = {"checkpoint_bytes": total, "files": len(files), "dtype": a.dtype, "shape": a.shape,
                "ranks": nproc, "rounds": a.rounds, "cpu_count": os.cpu_count(),
+               "page_cache": "cold" if a.cold else "warm",
                "load_avg_at_end": os.getloadavg()[0],
                "cat_seconds": cat_best, "cat_mb_s": mb / cat_best,
                "fp32_first_touch_seconds": min(touch_s), "fp32_first_touch_huge_pages_seconds": min(touch_huge_s),
