@@ -173,6 +173,29 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
   return out;
 }
 
+std::vector<MeshShape> split_step_shapes(int world, int ranks_per_node) {
+  std::vector<MeshShape> shapes;
+  const int per_node = std::max(1, ranks_per_node);
+  if (world < 1) return shapes;
+  // Inside a node (d dividing R) and, on several nodes, across two of them (d = 2R, or the world
+  // when smaller): a group that crosses nodes is its own condition (inter-node keys), and groups
+  // larger than that take the same link's factors (core/fit_key.h).
+  for (int d = 1; d <= std::min(world, 2 * per_node); ++d) {
+    if (world % d || (d <= per_node ? per_node % d : d % per_node)) continue;
+    for (int tp = 1; tp <= d; ++tp)
+      if (d % tp == 0) shapes.push_back(MeshShape{world / d, 1, d / tp, tp});
+    if (d > 1) shapes.push_back(MeshShape{world / d, d, 1, 1});
+    // Across nodes, FSDP with tp inside the node as well: every tp group then has its own FSDP
+    // group over the link, all at once, the way a cluster's shapes put them (on the 2-core VM's
+    // two namespace nodes, 1 x 4 x 1 x 2 predicted from the one FSDP group of 1 x 8 x 1 x 1 came
+    // out 1.5x its measured step).
+    if (d > per_node)
+      for (int tp = 2; tp <= per_node; ++tp)
+        if (per_node % tp == 0 && d % tp == 0) shapes.push_back(MeshShape{world / d, d / tp, 1, tp});
+  }
+  return shapes;
+}
+
 std::vector<RunObservation> split_step_observations(const std::vector<SplitStepSample>& samples) {
   std::vector<RunObservation> out;
   for (const SplitStepSample& s : samples) {

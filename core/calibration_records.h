@@ -53,6 +53,13 @@ struct CalibrationSamples {
 CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& records,
                                         const std::vector<std::string>& hosts = {});
 
+// The splits `meshtrain calibrate` trains a few steps of (docs/estimator.md, "Split steps"), for
+// `world` ranks, `ranks_per_node` (R) per node. With d the ranks of one split (d dividing R, and
+// on several nodes d = 2R, or the world when smaller): tp x cp for every tp dividing d as
+// (W/d) x 1 x (d/tp) x tp; FSDP over d as (W/d) x d x 1 x 1 (d >= 2); and across nodes FSDP with
+// tp inside each node, (W/d) x (d/tp) x 1 x tp for every tp >= 2 dividing R. In order of d.
+std::vector<MeshShape> split_step_shapes(int world, int ranks_per_node);
+
 // The split steps as the fit sees stored runs (skipped: a config core cannot read or refuses).
 std::vector<RunObservation> split_step_observations(const std::vector<SplitStepSample>& samples);
 

@@ -319,23 +319,7 @@ class Calibrator {
     ModelSpec cut = spec_;
     cut.num_hidden_layers = std::min<int64_t>(spec_.num_hidden_layers, 2);
     const int world = env_.world_size, per_node = std::max(1, env_.local_world_size);
-    std::vector<MeshShape> shapes;
-    // Inside a node (d dividing R) and, on several nodes, across two of them (d = 2R, or the
-    // world when smaller): a group that crosses nodes is its own condition (inter-node keys),
-    // and groups larger than that take the same link's factors (core/fit_key.h).
-    for (int d = 1; d <= std::min(world, 2 * per_node); ++d) {
-      if (world % d || (d <= per_node ? per_node % d : d % per_node)) continue;
-      for (int tp = 1; tp <= d; ++tp)
-        if (d % tp == 0) shapes.push_back(MeshShape{world / d, 1, d / tp, tp});
-      if (d > 1) shapes.push_back(MeshShape{world / d, d, 1, 1});
-      // Across nodes, FSDP with tp inside the node as well: every tp group then has its own
-      // FSDP group over the link, all at once, the way a cluster's shapes put them (on the 2-core
-      // VM's two namespace nodes, 1 x 4 x 1 x 2 predicted from the one FSDP group of
-      // 1 x 8 x 1 x 1 came out 1.5x its measured step).
-      if (d > per_node)
-        for (int tp = 2; tp <= per_node; ++tp)
-          if (per_node % tp == 0) shapes.push_back(MeshShape{world / d, d / tp, 1, tp});
-    }
+    const std::vector<MeshShape> shapes = split_step_shapes(world, per_node);
     for (size_t i = 0; i < shapes.size(); ++i) {
       RunConfig config = o_.run;
       config.mesh = shapes[i];

@@ -569,3 +569,29 @@ TEST(Calibration, ASplitStepOnAPlacementThatCannotExistIsSkipped) {
   }
   EXPECT_EQ(samples_from_records({split(4, 2)}).split_steps.size(), 1u);
 }
+
+// The splits calibrate trains: written out by hand from docs/estimator.md's rule, not computed.
+TEST(Calibration, SplitStepShapesInsideANodeAndAcrossTwo) {
+  auto compact = [](const std::vector<MeshShape>& shapes) {
+    std::vector<std::string> out;
+    for (const MeshShape& s : shapes) out.push_back(s.compact());
+    return out;
+  };
+  // One node of 4: the step alone, every tp x cp of 2 and 4, FSDP over 2 and 4.
+  const std::vector<std::string> one_node = {"4x1x1x1", "2x1x2x1", "2x1x1x2", "2x2x1x1",
+                                             "1x1x4x1", "1x1x2x2", "1x1x1x4", "1x4x1x1"};
+  EXPECT_EQ(compact(split_step_shapes(4, 4)), one_node);
+  // Two nodes of 4: the same with every shape doubled in dp_replicate, then across both nodes
+  // (d = 8): tp x cp, FSDP over 8, and FSDP across the nodes with tp 2 and tp 4 inside each.
+  const std::vector<std::string> two_nodes = {"8x1x1x1", "4x1x2x1", "4x1x1x2", "4x2x1x1", "2x1x4x1",
+                                              "2x1x2x2", "2x1x1x4", "2x4x1x1", "1x1x8x1", "1x1x4x2",
+                                              "1x1x2x4", "1x1x1x8", "1x8x1x1", "1x4x1x2", "1x2x1x4"};
+  EXPECT_EQ(compact(split_step_shapes(8, 4)), two_nodes);
+  // 1,024 nodes of 8: 13 splits inside a node, 9 across two; every split covers the world.
+  const auto big = split_step_shapes(8192, 8);
+  EXPECT_EQ(big.size(), 22u);
+  for (const MeshShape& s : big) EXPECT_EQ(s.world_size(), 8192) << s.compact();
+  // One rank per node: only the step alone and the pair across two nodes.
+  EXPECT_EQ(compact(split_step_shapes(2, 1)), (std::vector<std::string>{"2x1x1x1", "1x1x2x1", "1x1x1x2", "1x2x1x1"}));
+  EXPECT_TRUE(split_step_shapes(0, 4).empty());
+}
