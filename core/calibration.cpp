@@ -359,8 +359,8 @@ Result<Calibration> build_calibration(const ClusterFingerprint& fingerprint,
   }
   for (const auto& [key, acc] : mm)
     if (const double rate = acc.first / acc.second; rate > 0 && std::isfinite(rate))
-      c.matmul.push_back({static_cast<Precision>(std::get<0>(key)), std::get<2>(key), std::get<1>(key),
-                        acc.first / acc.second, std::get<3>(key)});
+      c.matmul.push_back({static_cast<Precision>(std::get<0>(key)), std::get<2>(key), std::get<1>(key), rate,
+                          std::get<3>(key)});
   std::map<std::tuple<int, int, int>, std::vector<CollectiveSample>> groups;
   for (const CollectiveSample& s : collectives)
     groups[{static_cast<int>(s.link), static_cast<int>(s.op), s.group_size}].push_back(s);

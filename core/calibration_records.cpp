@@ -191,7 +191,7 @@ std::vector<MeshShape> split_step_shapes(int world, int ranks_per_node) {
     // out 1.5x its measured step).
     if (d > per_node)
       for (int tp = 2; tp <= per_node; ++tp)
-        if (per_node % tp == 0 && d % tp == 0) shapes.push_back(MeshShape{world / d, d / tp, 1, tp});
+        if (per_node % tp == 0) shapes.push_back(MeshShape{world / d, d / tp, 1, tp});
   }
   return shapes;
 }

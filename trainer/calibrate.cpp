@@ -307,14 +307,13 @@ class Calibrator {
   }
 
   // The split steps: short training runs of the model cut to 2 decoder layers, through the
-  // trainer's own parallelize() and step, on every split a shape can make inside a node: tp x cp
-  // for every tp x cp dividing the ranks per node (1 x 1 included: the step alone), and FSDP over
-  // n ranks of a node; on several nodes the same over two nodes. The other ranks of the world run
-  // the same split beside them, as the replicas of a training run do. Each rank writes its median
-  // step's compute_s and comm_s per axis ("split_step" records); core fits the time model's
-  // factors to them (Calibration::step_factors): what a collective costs between a step's
-  // compute, what ring attention does besides its matmuls, the non-matmul share of the step at
-  // each split.
+  // trainer's own parallelize() and step, on every split of split_step_shapes() (tp x cp and FSDP
+  // inside a node; on several nodes the same across two, and FSDP across them with tp inside).
+  // The other ranks of the world run the same split beside them, as the replicas of a training
+  // run do. Each rank writes the mean of its middle half of steps: compute_s and comm_s per
+  // axis ("split_step" records); core fits the time model's factors to them
+  // (Calibration::step_factors): what a collective costs between a step's compute, what ring
+  // attention does besides its matmuls, the non-matmul share of the step at each split.
   void measure_split_steps() {
     ModelSpec cut = spec_;
     cut.num_hidden_layers = std::min<int64_t>(spec_.num_hidden_layers, 2);
