@@ -63,7 +63,11 @@ void print_calibration(const Calibration& c, std::ostream& out) {
   // What a training step really costs against the formulas, per term (core/fit_key.h).
   for (const FitFactor& f : c.step_factors) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "  split steps: %-28s x %.2f of the formula\n", f.key.to_string().c_str(), f.factor);
+    if (f.per_step_s > 0)
+      std::snprintf(buf, sizeof buf, "  split steps: %-32s x %.2f of the formula + %.1f ms per step\n",
+                    f.key.to_string().c_str(), f.factor, 1e3 * f.per_step_s);
+    else
+      std::snprintf(buf, sizeof buf, "  split steps: %-32s x %.2f of the formula\n", f.key.to_string().c_str(), f.factor);
     out << buf;
   }
 }

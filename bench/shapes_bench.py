@@ -1,7 +1,7 @@
 """Every valid mesh shape of one machine's ranks, measured against core's estimates.
 
 First `meshtrain calibrate` runs on the same ranks (matmuls of the model's shapes, Gloo
-collectives at several sizes, and short training steps of the model cut to 2 layers on every
+collectives at several sizes, and short training steps of the model cut to 4 layers on every
 split of the ranks: core/calibration.h); core's planner then predicts every shape from that
 calibration alone (bench/shapes_estimate --calibration). For each shape
 meshtrain trains a few steps; the tables show predicted vs measured step time, compute and

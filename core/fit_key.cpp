@@ -35,7 +35,7 @@ std::string FitKey::to_string() const {
     return "compute " + std::string(meshwork::to_string(precision)) + " tp " + std::to_string(a) + " cp " +
            std::to_string(b);
   return std::string(meshwork::to_string(term)) + " " + std::string(meshwork::to_string(link)) + " n=" +
-         std::to_string(a);
+         std::to_string(a) + (term == FitTerm::dp_replicate ? (b == kHsdpAllReduce ? " hsdp" : " ddp") : "");
 }
 
 namespace {
@@ -48,26 +48,38 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-std::optional<double> lookup_factor(const std::vector<FitFactor>& factors, const FitKey& key, bool any_link) {
-  std::vector<double> same_link_split, same_link, other_link;
+std::optional<TermCorrection> lookup_factor(const std::vector<FitFactor>& factors, const FitKey& key, bool any_link) {
+  struct Set {
+    std::vector<double> factor, per_step;
+    void add(const FitFactor& f) {
+      factor.push_back(f.factor);
+      per_step.push_back(f.per_step_s);
+    }
+    TermCorrection median_of() const { return {median(factor), median(per_step)}; }
+  };
+  Set same_link_kind, same_link, other_link;
   for (const FitFactor& f : factors) {
     if (f.key.term != key.term) continue;
-    if (f.key == key) return f.factor;
+    if (f.key == key) return f.correction();
     const bool compute = key.term == FitTerm::compute;
     if (compute && f.key.precision != key.precision) continue;
-    other_link.push_back(f.factor);
+    other_link.add(f);
     if (f.key.link != key.link) continue;
-    same_link.push_back(f.factor);
-    if (compute && f.key.a * f.key.b == key.a * key.b) same_link_split.push_back(f.factor);
+    same_link.add(f);
+    // compute: the same split tp x cp; dp_replicate: the same way of reducing.
+    const bool same_kind = compute ? f.key.a * f.key.b == key.a * key.b
+                                   : key.term == FitTerm::dp_replicate && f.key.b == key.b;
+    if (same_kind) same_link_kind.add(f);
   }
-  if (!same_link_split.empty()) return median(same_link_split);
-  if (!same_link.empty()) return median(same_link);
-  if (any_link && !other_link.empty()) return median(other_link);
+  if (!same_link_kind.factor.empty()) return same_link_kind.median_of();
+  if (!same_link.factor.empty()) return same_link.median_of();
+  if (any_link && !other_link.factor.empty()) return other_link.median_of();
   return std::nullopt;
 }
 
 nlohmann::json to_json(const FitFactor& f) {
   nlohmann::json j = {{"term", std::string(to_string(f.key.term))}, {"factor", f.factor}, {"runs", f.runs}};
+  if (f.per_step_s != 0) j["per_step_s"] = f.per_step_s;
   if (f.key.term == FitTerm::compute) {
     j["precision"] = std::string(to_string(f.key.precision));
     j["tp"] = f.key.a;
@@ -75,6 +87,7 @@ nlohmann::json to_json(const FitFactor& f) {
   } else {
     j["link"] = std::string(to_string(f.key.link));
     j["group_size"] = f.key.a;
+    if (f.key.term == FitTerm::dp_replicate) j["hsdp"] = f.key.b == kHsdpAllReduce;
   }
   return j;
 }
@@ -103,6 +116,11 @@ Result<FitFactor> fit_factor_from_json(const nlohmann::json& j, const std::strin
   if (factor == j.end() || !factor->is_number() || !(factor->get<double>() > 0) || !std::isfinite(factor->get<double>()))
     return Error{where + ".factor", factor == j.end() ? "(missing)" : factor->dump(), "a finite number > 0"};
   f.factor = factor->get<double>();
+  if (auto ps = j.find("per_step_s"); ps != j.end()) {
+    if (!ps->is_number() || !(ps->get<double>() >= 0) || !std::isfinite(ps->get<double>()))
+      return Error{where + ".per_step_s", ps->dump(), "a finite number of seconds >= 0"};
+    f.per_step_s = ps->get<double>();
+  }
   if (j.contains("runs")) {
     auto runs = integer("runs", 0);
     if (!runs) return runs.error();
@@ -129,6 +147,12 @@ Result<FitFactor> fit_factor_from_json(const nlohmann::json& j, const std::strin
     auto n = integer("group_size", 2);
     if (!n) return n.error();
     f.key.a = *n;
+    if (f.key.term == FitTerm::dp_replicate) {
+      auto hsdp = j.find("hsdp");
+      if (hsdp != j.end() && !hsdp->is_boolean())
+        return Error{where + ".hsdp", hsdp->dump(), "true or false"};
+      f.key.b = hsdp != j.end() && hsdp->get<bool>() ? kHsdpAllReduce : kDdpAllReduce;
+    }
   }
   return f;
 }

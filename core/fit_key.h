@@ -1,9 +1,11 @@
 // The factors that correct the time model's terms (core/time_estimate.h) for the conditions a
 // cluster really runs them under. Two sources make them, on the same keys:
 //   - a calibration's own short training steps (Calibration::step_factors, core/calibration.h):
-//     `meshtrain calibrate` trains a model cut to 2 layers on every split of a node's ranks;
+//     `meshtrain calibrate` trains a model cut to at most 4 layers on every split of a node's
+//     ranks, at 1 and 2 micro-batches;
 //   - the cluster's stored runs (fit_runs, core/run_fit.h).
-// Both are "measured seconds / formula seconds" of one term under one set of conditions.
+// Both are "measured = factor x formula seconds + per-step seconds" of one term under one set of
+// conditions (TermCorrection).
 #pragma once
 
 #include <optional>
@@ -25,7 +27,13 @@ std::string_view to_string(FitTerm t);  // "compute" | "tp" | "cp_ring" | "fsdp"
 Result<FitTerm> parse_fit_term(std::string_view text, std::string_view field = "term");
 
 // The conditions a factor holds for. compute: the matmuls split tp x cp ways (a = tp, b = cp) at
-// a precision; communication: the link the group crosses and its size (a = n, b = 1).
+// a precision; communication: the link the group crosses and its size (a = n), and b = 1, except
+// dp_replicate, whose two ways of reducing differ in kind: b = kDdpAllReduce (the whole gradient
+// once per step, in 25 MiB buckets) or kHsdpAllReduce (FSDP's shard, one all-reduce per module,
+// between the backward's reduce-scatters).
+inline constexpr int kDdpAllReduce = 1;
+inline constexpr int kHsdpAllReduce = 2;
+
 struct FitKey {
   FitTerm term = FitTerm::compute;
   LinkKind link = LinkKind::intra_node;
@@ -35,21 +43,39 @@ struct FitKey {
     return term == o.term && link == o.link && a == o.a && b == o.b && precision == o.precision;
   }
   bool operator<(const FitKey& o) const;
-  std::string to_string() const;  // "compute fp32 tp 2 cp 1", "fsdp intra_node n=4"
+  // "compute fp32 tp 2 cp 1", "fsdp intra_node n=4", "dp_replicate inter_node n=2 hsdp"
+  std::string to_string() const;
+};
+
+// What one term of a step really costs against its formula b (seconds):
+//   measured = factor x b + per_step_s.
+// factor carries what grows with the work the formula counts (layers, micro-batches, bytes);
+// per_step_s what a step pays once whatever that work: the optimizer and the gradient norm
+// between the compute, a replica waiting on the others before the step's last all-reduce. Only
+// observations where b varies enough (micro-batches 1 and 2 in the calibration's split steps)
+// separate the two; elsewhere per_step_s is 0 and the factor carries both.
+struct TermCorrection {
+  double factor = 1;
+  double per_step_s = 0;
+  double apply(double formula_s) const { return factor * formula_s + per_step_s; }
 };
 
 struct FitFactor {
   FitKey key;
-  double factor = 1;          // measured / formula
+  double factor = 1;          // measured / formula (of the part that grows with the formula)
   int runs = 0;               // runs whose equations held this term
+  double per_step_s = 0;      // seconds added once per step (TermCorrection)
+  TermCorrection correction() const { return {factor, per_step_s}; }
 };
 
-// The factor for `key` among `factors`: that key's; else the median factor of the same term over
-// keys with the same link (for compute: the same precision, first those with the same split
-// tp x cp); else, when `any_link`, the same term on any link; unset otherwise.
-std::optional<double> lookup_factor(const std::vector<FitFactor>& factors, const FitKey& key, bool any_link);
+// The correction for `key` among `factors`: that key's; else the median factor and median
+// per_step_s of the same term over keys with the same link (for compute: the same precision,
+// first those with the same split tp x cp; for dp_replicate: first the same way of reducing);
+// else, when `any_link`, the same term on any link; unset otherwise.
+std::optional<TermCorrection> lookup_factor(const std::vector<FitFactor>& factors, const FitKey& key, bool any_link);
 
-// {"term", "factor", "runs"} and, for compute, "precision", "tp", "cp"; else "link", "group_size".
+// {"term", "factor", "runs"}, "per_step_s" when not 0, and, for compute, "precision", "tp", "cp";
+// else "link", "group_size", and for dp_replicate "hsdp" (true or false).
 nlohmann::json to_json(const FitFactor& f);
 // An Error names `where`'s field, the value and what is allowed.
 Result<FitFactor> fit_factor_from_json(const nlohmann::json& j, const std::string& where);

@@ -24,11 +24,13 @@ struct Equation {
   double weight = 0;  // 1 / measured (relative errors)
 };
 
-// Solves the normal equations (A^T W^2 A) theta = A^T W^2 m by Gaussian elimination with partial
-// pivoting. A small ridge pulling each theta towards 1 (the formula as it is) keeps the system
-// solvable when two terms always appear together in the same proportion; it is 1e-12 of the
-// diagonal, far below any residual that matters.
-std::vector<double> least_squares(size_t unknowns, const std::vector<Equation>& eqs) {
+// Solves the normal equations (A^T W^2 A) x = A^T W^2 m by Gaussian elimination with partial
+// pivoting. A small ridge pulling each unknown towards its prior (1 for a factor: the formula as
+// it is; 0 for per-step seconds) keeps the system solvable when two unknowns always appear
+// together in the same proportion; it is 1e-12 of the diagonal, far below any residual that
+// matters.
+std::vector<double> least_squares(const std::vector<double>& prior, const std::vector<Equation>& eqs) {
+  const size_t unknowns = prior.size();
   std::vector<std::vector<double>> m(unknowns, std::vector<double>(unknowns + 1, 0.0));
   for (const Equation& e : eqs) {
     const double w2 = e.weight * e.weight;
@@ -40,7 +42,7 @@ std::vector<double> least_squares(size_t unknowns, const std::vector<Equation>& 
   for (size_t i = 0; i < unknowns; ++i) {
     const double ridge = 1e-12 * std::max(m[i][i], 1e-300);
     m[i][i] += ridge;
-    m[i][unknowns] += ridge * 1.0;
+    m[i][unknowns] += ridge * prior[i];
   }
   for (size_t col = 0; col < unknowns; ++col) {
     size_t pivot = col;
@@ -55,15 +57,27 @@ std::vector<double> least_squares(size_t unknowns, const std::vector<Equation>& 
       for (size_t c = col; c <= unknowns; ++c) m[r][c] -= f * m[col][c];
     }
   }
-  std::vector<double> theta(unknowns, 1.0);
+  std::vector<double> x = prior;
   for (size_t i = 0; i < unknowns; ++i)
-    if (m[i][i] != 0) theta[i] = m[i][unknowns] / m[i][i];
-  return theta;
+    if (m[i][i] != 0) x[i] = m[i][unknowns] / m[i][i];
+  return x;
 }
+
+// A key's formula values must spread at least this much (largest / smallest) over its
+// observations for its per-step seconds to be an unknown: 1 and 2 micro-batches give 2x.
+constexpr double kSeparableSpread = 1.5;
+
+// Per-step seconds are fitted for terms inside a node only. Across nodes, what a micro-batch
+// costs grows with the length of the step: on the 2-core VM's two namespace nodes, tp 8 cost
+// 0.26 s per micro-batch between split steps of 1 and 2 micro-batches and 0.34 s in a run of 8
+// (the link's queue fills under sustained traffic), so a per-step part fitted from the short
+// steps put that run 18 % under its measured step. There the factor carries both parts, as it
+// did before per-step seconds (docs/estimator.md, "Split steps").
+bool per_step_fitted(const FitKey& key) { return key.link == LinkKind::intra_node; }
 
 }  // namespace
 
-std::optional<double> RunFit::factor(const FitKey& key) const {
+std::optional<TermCorrection> RunFit::factor(const FitKey& key) const {
   return lookup_factor(factors, key, /*any_link=*/true);
 }
 
@@ -140,7 +154,44 @@ Result<RunFit> fit_runs(const std::vector<RunObservation>& runs, const std::opti
     return Error{"runs", std::to_string(runs.size()) + " run(s)",
                  "finished runs that recorded compute_s and comm_s for at least 2 steps"};
 
-  std::vector<double> theta = least_squares(keys.size(), eqs);
+  // Per-step seconds: one more unknown (index keys.size() + k) for each key whose formula values
+  // spread enough to tell a per-step part from a proportional one.
+  std::vector<double> lo(keys.size(), HUGE_VAL), hi(keys.size(), 0.0);
+  for (const Equation& e : eqs)
+    for (const auto& [u, b] : e.coef) {
+      lo[u] = std::min(lo[u], b);
+      hi[u] = std::max(hi[u], b);
+    }
+  std::vector<bool> per_step(keys.size());
+  for (size_t u = 0; u < keys.size(); ++u) per_step[u] = per_step_fitted(keys[u]) && hi[u] >= kSeparableSpread * lo[u];
+  std::vector<double> theta, delta(keys.size(), 0.0);
+  for (;;) {
+    std::vector<size_t> delta_index(keys.size(), 0);
+    std::vector<double> prior(keys.size(), 1.0);
+    for (size_t u = 0; u < keys.size(); ++u)
+      if (per_step[u]) {
+        delta_index[u] = prior.size();
+        prior.push_back(0.0);
+      }
+    std::vector<Equation> system = eqs;
+    for (Equation& e : system) {
+      const size_t n = e.coef.size();
+      for (size_t k = 0; k < n; ++k)
+        if (per_step[e.coef[k].first]) e.coef.push_back({delta_index[e.coef[k].first], 1.0});
+    }
+    const std::vector<double> x = least_squares(prior, system);
+    theta.assign(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(keys.size()));
+    bool dropped = false;
+    for (size_t u = 0; u < keys.size(); ++u) {
+      delta[u] = per_step[u] ? x[delta_index[u]] : 0.0;
+      // Negative seconds per step, or a factor it pushed to <= 0, is noise read as structure.
+      if (per_step[u] && (!(delta[u] >= 0) || !(theta[u] > 0))) {
+        per_step[u] = false;
+        dropped = true;
+      }
+    }
+    if (!dropped) break;
+  }
   // A term the equations cannot separate from another may come out negative: it then gets the
   // ratio its own equations give when the other terms are taken at their fitted values.
   for (size_t u = 0; u < theta.size(); ++u) {
@@ -152,7 +203,7 @@ Result<RunFit> fit_runs(const std::vector<RunObservation>& runs, const std::opti
         if (i == u)
           b += bi;
         else
-          rest += std::max(theta[i], 0.0) * bi;
+          rest += std::max(theta[i], 0.0) * bi + delta[i];
       }
       if (b <= 0) continue;
       const double w2 = e.weight * e.weight;
@@ -165,11 +216,11 @@ Result<RunFit> fit_runs(const std::vector<RunObservation>& runs, const std::opti
   RunFit fit;
   fit.base = base ? "calibration " + base->fingerprint.id() : "defaults";
   fit.runs = used;
-  for (const auto& [key, u] : index) fit.factors.push_back({key, theta[u], key_runs[u]});
+  for (const auto& [key, u] : index) fit.factors.push_back({key, theta[u], key_runs[u], delta[u]});
   std::vector<double> residuals;
   for (const Equation& e : eqs) {
     double fitted = 0;
-    for (const auto& [i, bi] : e.coef) fitted += theta[i] * bi;
+    for (const auto& [i, bi] : e.coef) fitted += theta[i] * bi + delta[i];
     residuals.push_back(std::abs(fitted - e.measured) / e.measured);
   }
   fit.worst_residual = *std::max_element(residuals.begin(), residuals.end());

@@ -11,11 +11,15 @@
 // way matmuls were split), the factor theta that makes the formula agree with what the runs
 // measured, in the least-squares sense of relative errors:
 //
-//   minimise  sum over runs, sum over equations  ((sum_u theta_u b_u - m) / m)^2
+//   minimise  sum over runs, sum over equations  ((sum_u (theta_u b_u + delta_u) - m) / m)^2
 //
 // where b_u is the formula's value of term u for that run (the "base": the calibration when the
-// cluster has one, else HardwareModel's defaults) and m the measured seconds. One equation per
-// measured quantity: compute_s = theta_c b_c; comm_s.tp = theta_tp b_tp; comm_s.dp_replicate =
+// cluster has one, else HardwareModel's defaults) and m the measured seconds. delta_u is the
+// term's per-step seconds (TermCorrection::per_step_s): an unknown only for a term inside a node
+// whose observations have formula values at least kSeparableSpread apart (the calibration's split
+// steps at 1 and 2 micro-batches), so that theta and delta are not one number twice; elsewhere 0.
+// A delta that comes out negative, or that leaves theta <= 0, is dropped and the system solved
+// again. One equation per measured quantity: compute_s = theta_c b_c; comm_s.tp = theta_tp b_tp; comm_s.dp_replicate =
 // theta_r b_r; and, because meshtrain charges FSDP traffic over dp_shard x cp to both axes,
 // comm_s.dp_shard + comm_s.cp = theta_fsdp b_fsdp + theta_ring b_ring. Dividing by m weighs every
 // run alike whatever its length (a 10 ms term counts as much as a 1 s one). Derivation of the
@@ -78,10 +82,10 @@ struct RunFit {
   double worst_residual = 0;   // max |fitted - measured| / measured over the equations
   double median_residual = 0;
 
-  // The factor for `key`: that key's; else the median factor of the same term over keys with
-  // the same link (and for compute the same precision and split tp x cp); else the same term on
-  // any link; unset when no run had the term at all.
-  std::optional<double> factor(const FitKey& key) const;
+  // The correction for `key` (core/fit_key.h, lookup_factor with any link): that key's; else
+  // the medians over keys of the same term on the same link, then on any link; unset when no
+  // run had the term at all.
+  std::optional<TermCorrection> factor(const FitKey& key) const;
 };
 nlohmann::json to_json(const RunFit& fit);
 

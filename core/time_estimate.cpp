@@ -117,20 +117,21 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   // link only: a factor measured inside a node says nothing of a group that crosses nodes.
   // Those count as calibrated, not fitted.
   const RunFit* fit = q.fit.get();
-  auto step_factor = [&](const FitKey& key) -> std::optional<double> {
+  auto step_factor = [&](const FitKey& key) -> std::optional<TermCorrection> {
     if (fit || !cal || cal->step_factors.empty()) return std::nullopt;
     return lookup_factor(cal->step_factors, key, /*any_link=*/false);
   };
   const int ci = static_cast<int>(FitTerm::compute);
   out.term_key[ci] = FitKey{FitTerm::compute, LinkKind::intra_node, static_cast<int>(t), static_cast<int>(cp), q.precision};
   out.term_s[ci] = out.compute_s;
+  // (A correction is factor x formula + per-step seconds, core/fit_key.h.)
   if (fit) {
-    if (std::optional<double> f = fit->factor(out.term_key[ci])) {
-      out.compute_s *= *f;
+    if (std::optional<TermCorrection> f = fit->factor(out.term_key[ci])) {
+      out.compute_s = f->apply(out.compute_s);
       out.compute_fitted = true;
     }
-  } else if (std::optional<double> f = step_factor(out.term_key[ci])) {
-    out.compute_s *= *f;
+  } else if (std::optional<TermCorrection> f = step_factor(out.term_key[ci])) {
+    out.compute_s = f->apply(out.compute_s);
   }
 
   // ---- Communication per axis ----
@@ -148,7 +149,8 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     double count;  // collectives per step
     double bytes;  // bytes one rank sends in them, per step
   };
-  auto charge = [&](Axis a, FitTerm term_kind, GroupKind kind, int64_t n, std::initializer_list<Term> terms) {
+  auto charge = [&](Axis a, FitTerm term_kind, GroupKind kind, int64_t n, std::initializer_list<Term> terms,
+                    int key_b = 1) {
     AxisComm& ax = out.comm[a];
     ax.crosses_nodes = mesh.ok() && mesh->any_group_crosses_nodes(kind);
     const LinkKind link = ax.crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node;
@@ -167,15 +169,15 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     ax.collectives = static_cast<int>(std::lround(collectives));
     out.comm_calibrated[a] = all_calibrated && collectives > 0;
     const int ti = static_cast<int>(term_kind);
-    out.term_key[ti] = FitKey{term_kind, link, static_cast<int>(n), 1, Precision::fp32};
+    out.term_key[ti] = FitKey{term_kind, link, static_cast<int>(n), key_b, Precision::fp32};
     out.term_s[ti] = ax.seconds;
     if (fit) {
-      if (std::optional<double> f = fit->factor(out.term_key[ti])) {
-        ax.seconds *= *f;
+      if (std::optional<TermCorrection> f = fit->factor(out.term_key[ti])) {
+        ax.seconds = f->apply(ax.seconds);
         out.comm_fitted[a] = true;
       }
-    } else if (std::optional<double> f = step_factor(out.term_key[ti])) {
-      ax.seconds *= *f;
+    } else if (std::optional<TermCorrection> f = step_factor(out.term_key[ti])) {
+      ax.seconds = f->apply(ax.seconds);
     }
   };
   const ParamLayout layout =
@@ -242,7 +244,8 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
                                                          : layout.total_numel());
     const double count = n_fsdp > 1 ? L + root_modules : std::max(1.0, std::ceil(G / (25 << 20)));
     charge(Axis::dp_replicate, FitTerm::dp_replicate, GroupKind::dp_replicate, r,
-           {{Collective::all_reduce, count, ring_bytes_sent(Collective::all_reduce, G, r)}});
+           {{Collective::all_reduce, count, ring_bytes_sent(Collective::all_reduce, G, r)}},
+           n_fsdp > 1 ? kHsdpAllReduce : kDdpAllReduce);
   }
 
   for (const auto& ax : out.comm) out.comm_s += ax.seconds;

@@ -75,6 +75,11 @@ std::vector<Probe> probes(int world, int ranks_per_node) {
 }
 
 constexpr int64_t kMessageBytes[] = {4 << 10, 64 << 10, 1 << 20, 16 << 20};
+// The split steps train the model cut to at most this many decoder layers: a step's work that
+// does not grow with the layers (embedding, head and loss, the wait before the last all-reduce)
+// is then the share of it a model of a few layers has, and the run's model itself when it is
+// that small (docs/estimator.md, "Split steps").
+constexpr int64_t kSplitStepLayers = 4;
 
 // Iterations per size: enough for a stable mean of the small ones, few of the big ones (16 MiB
 // over loopback Gloo on 2 shared cores takes tens of ms).
@@ -106,8 +111,12 @@ class Calibrator {
       announce();
       measure_matmuls();
       measure_step();
-      for (size_t i = 0; i < comms_.size(); ++i) measure_collectives(i);
+      // The split steps before the collectives: after the collectives' probes (every group
+      // layout, up to 16 MiB messages) the same split step measured 10-40 % more compute on the
+      // 2-core VM than a training run of the same shape (1 x 4 x 1 x 1: 0.39 s against 0.29 s);
+      // before them, as much as the run (docs/estimator.md, "Split steps").
       measure_split_steps();
+      for (size_t i = 0; i < comms_.size(); ++i) measure_collectives(i);
       comms_.front()->barrier(comms_.front()->world());
       if (rank_ == 0) write_calibration_file();
       end("ok", "");
@@ -306,17 +315,20 @@ class Calibrator {
                    {"seconds", median(times)}, {"iterations", static_cast<int>(times.size())}});
   }
 
-  // The split steps: short training runs of the model cut to 2 decoder layers, through the
+  // The split steps: short training runs of the model cut to kSplitStepLayers decoder layers, through the
   // trainer's own parallelize() and step, on every split of split_step_shapes() (tp x cp and FSDP
-  // inside a node; on several nodes the same across two, and FSDP across them with tp inside).
-  // The other ranks of the world run the same split beside them, as the replicas of a training
-  // run do. Each rank writes the mean of its middle half of steps: compute_s and comm_s per
-  // axis ("split_step" records); core fits the time model's factors to them
-  // (Calibration::step_factors): what a collective costs between a step's compute, what ring
-  // attention does besides its matmuls, the non-matmul share of the step at each split.
+  // inside a node; on several nodes the same across two, and FSDP across them with tp inside),
+  // each at 1 and at 2 micro-batches per dp rank. The other ranks of the world run the same
+  // split beside them, as the replicas of a training run do. Each rank writes the mean of its
+  // middle half of steps: compute_s and comm_s per axis ("split_step" records); core fits the
+  // time model's corrections to them (Calibration::step_factors): what a collective costs between
+  // a step's compute, what ring attention does besides its matmuls, the non-matmul share of the
+  // step at each split; and, from the two micro-batch counts, which part of each is paid once
+  // per step (the optimizer, the norm, replicas waiting on each other) rather than per
+  // micro-batch: a run accumulating 8 micro-batches pays it once, not 8 times.
   void measure_split_steps() {
     ModelSpec cut = spec_;
-    cut.num_hidden_layers = std::min<int64_t>(spec_.num_hidden_layers, 2);
+    cut.num_hidden_layers = std::min<int64_t>(spec_.num_hidden_layers, kSplitStepLayers);
     const int world = env_.world_size, per_node = std::max(1, env_.local_world_size);
     const std::vector<MeshShape> shapes = split_step_shapes(world, per_node);
     for (size_t i = 0; i < shapes.size(); ++i) {
@@ -327,9 +339,9 @@ class Calibrator {
       Placement placement;
       placement.world_size = world;
       placement.ranks_per_node = per_node;
-      // One micro-batch per dp rank. (With the run's global batch, accumulating as a run of it
-      // would, the factors came out further from the runs: bench/shapes.sh 4 of 10 shapes within
-      // 15 % against 7 of 10, docs/estimator.md.)
+      // One and two micro-batches per dp rank. (With the run's global batch alone, accumulating
+      // as a run of it would, the factors came out further from the runs: bench/shapes.sh 4 of
+      // 10 shapes within 15 % against 7 of 10, docs/estimator.md.)
       config.training.global_batch = config.training.micro_batch * shapes[i].group_size(GroupKind::dp);
       const LayoutCheck checked = ParallelLayout::check(config, &cut, placement);
       if (!checked.ok()) {
@@ -352,11 +364,19 @@ class Calibrator {
           continue;
         }
       }
-      measure_split_step(config, cut, *checked.layout, i);
+      for (int micro_batches : {1, 2}) {
+        RunConfig accumulating = config;
+        accumulating.training.global_batch = config.training.global_batch * micro_batches;
+        const LayoutCheck layout = ParallelLayout::check(accumulating, &cut, placement);
+        if (!layout.ok()) continue;  // the same checks as above, on the batch alone: never here
+        measure_split_step(accumulating, cut, *layout.layout, 2 * i + static_cast<size_t>(micro_batches - 1),
+                           micro_batches);
+      }
     }
   }
 
-  void measure_split_step(const RunConfig& config, const ModelSpec& cut, const ParallelLayout& layout, size_t index) {
+  void measure_split_step(const RunConfig& config, const ModelSpec& cut, const ParallelLayout& layout, size_t index,
+                          int micro_batches) {
     const MeshShape& shape = config.mesh;
     // The first probe's communicator hosts the store (comm_options leaves host_store off).
     auto created = Communicator::create(comm_options(shape, "meshwork/calibrate/split/" + std::to_string(index)));
@@ -392,14 +412,17 @@ class Calibrator {
       double step_s = 0;
       AxisArray<double> comm_s;
     };
-    // As Trainer::train_step with its one micro-batch: forward, backward (the gradient sync
-    // armed), the norm, AdamW, the loss all-reduce.
+    // As Trainer::train_step: forward and backward of each micro-batch (the gradient sync armed
+    // before the last), the norm, AdamW, the loss all-reduce.
     auto step = [&] {
       comm.times().reset();
       const auto t0 = Clock::now();
-      pm->arm_gradient_sync();
-      at::Tensor loss_sum = pm->loss_sum(inputs, targets, fo);
-      (loss_sum / tokens).backward();
+      at::Tensor loss_sum;
+      for (int m = 0; m < micro_batches; ++m) {
+        if (m == micro_batches - 1) pm->arm_gradient_sync();
+        loss_sum = pm->loss_sum(inputs, targets, fo);
+        (loss_sum / tokens).backward();
+      }
       pm->finish_gradients();
       (void)pm->grad_norm();
       opt.update(pm->params(), 1e-4, 1.0);

@@ -167,7 +167,11 @@ void CalibrationView::show_selected() {
     // The split steps' factors: what a training step costs against each formula.
     QStringList factors;
     for (const FitFactor& f : c.step_factors)
-      factors << QStringLiteral("%1 ×%2").arg(q(f.key.to_string())).arg(f.factor, 0, 'f', 2);
+      factors << (f.per_step_s > 0 ? QStringLiteral("%1 ×%2 + %3 ms")
+                                         .arg(q(f.key.to_string()))
+                                         .arg(f.factor, 0, 'f', 2)
+                                         .arg(1e3 * f.per_step_s, 0, 'f', 1)
+                                   : QStringLiteral("%1 ×%2").arg(q(f.key.to_string())).arg(f.factor, 0, 'f', 2));
     text += QStringLiteral("<br>") + tr("Split steps: ") + factors.join(QStringLiteral(", ")).toHtmlEscaped();
   }
   details_->setText(text);

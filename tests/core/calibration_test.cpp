@@ -497,7 +497,7 @@ TEST(Calibration, SplitStepsGiveEachTermMeasuredOverItsFormula) {
   const FitKey tp_key{FitTerm::tp, LinkKind::intra_node, 2, 1, Precision::fp32};
   EXPECT_EQ(b.term_key[static_cast<int>(FitTerm::compute)], compute_key);
   ASSERT_EQ(cal->step_factors.size(), 2u);
-  auto factor = [&](const FitKey& k) { return *lookup_factor(cal->step_factors, k, false); };
+  auto factor = [&](const FitKey& k) { return lookup_factor(cal->step_factors, k, false)->factor; };
   EXPECT_NEAR(factor(compute_key), 0.012 / b.term_s[static_cast<int>(FitTerm::compute)], 1e-9);
   EXPECT_NEAR(factor(tp_key), 0.005 / b.term_s[static_cast<int>(FitTerm::tp)], 1e-9);
   // The estimate with them then reproduces the split step's own measurement.
@@ -505,6 +505,88 @@ TEST(Calibration, SplitStepsGiveEachTermMeasuredOverItsFormula) {
   const TimeEstimate t = estimate_time(q);
   EXPECT_NEAR(t.compute_s, 0.012, 1e-9);
   EXPECT_NEAR(t.axis(Axis::tp).seconds, 0.005, 1e-9);
+}
+
+TEST(Calibration, SplitStepsAtOneAndTwoMicroBatchesSeparateThePerStepPart) {
+  // The same tp 2 split step at 1 and 2 micro-batches per dp rank, measured as
+  // theta x formula + delta per term: two equations, two unknowns per term, so the fit gives back
+  // theta and delta exactly, and a run of 8 micro-batches is predicted as theta x its formula
+  // + delta (delta once, not 8 times).
+  std::vector<CalibrationRecord> recs;
+  recs.push_back({0, 100, "node", {{"node", 0}, {"host", "h"}, {"ranks_per_node", 2}, {"cores", 2}, {"device_name", "cpu"}}});
+  recs.push_back({0, 150, "matmul",
+                  {{"precision", "fp32"}, {"threads", 1}, {"ranks_per_node", 2}, {"m", 256}, {"n", 32},
+                   {"k", 64}, {"seconds", 1e-4}, {"iterations", 3}, {"split", 2}}});
+  for (const char* op : {"all_gather", "reduce_scatter", "all_reduce"})
+    for (double bytes : {4096.0, 1048576.0})
+      recs.push_back({0, 160, "collective",
+                      {{"op", op}, {"link", "intra_node"}, {"group_size", 2}, {"bytes", bytes},
+                       {"seconds", 5e-5 + bytes / 1e9}, {"iterations", 5}}});
+  auto base = calibration_from_records(recs);
+  ASSERT_TRUE(base.ok()) << base.error().message();
+
+  const double theta_c = 1.6, delta_c = 0.004, theta_tp = 1.2, delta_tp = 0.0015;
+  RunConfig config = split_config(MeshShape{1, 1, 1, 2});
+  config.training.micro_batch = 1;
+  config.training.precision = Precision::fp32;
+  auto formula = [&](int64_t global_batch) {
+    RunConfig c = config;
+    c.training.global_batch = global_batch;
+    std::vector<CalibrationRecord> one = {{0, 170, "split_step",
+                                           {{"config", to_json(c)}, {"world", 2}, {"ranks_per_node", 2}, {"step_s", 1.0},
+                                            {"compute_s", 1.0}, {"comm_s", {{"tp", 1.0}}}, {"iterations", 3}}}};
+    const auto obs = split_step_observations(samples_from_records(one).split_steps);
+    EXPECT_EQ(obs.size(), 1u);
+    TimeQuery q = *obs.at(0).query;
+    q.calibration = *base;
+    return estimate_time(q);
+  };
+  for (int64_t global_batch : {1, 2}) {
+    const TimeEstimate f = formula(global_batch);
+    const double c = theta_c * f.term_s[static_cast<int>(FitTerm::compute)] + delta_c;
+    const double tp = theta_tp * f.term_s[static_cast<int>(FitTerm::tp)] + delta_tp;
+    RunConfig cfg = config;
+    cfg.training.global_batch = global_batch;
+    for (int rank = 0; rank < 2; ++rank)
+      recs.push_back({rank, 170, "split_step",
+                      {{"config", to_json(cfg)}, {"world", 2}, {"ranks_per_node", 2}, {"step_s", c + tp},
+                       {"compute_s", c}, {"comm_s", {{"tp", tp}}}, {"iterations", 8}}});
+  }
+  auto cal = calibration_from_records(recs);
+  ASSERT_TRUE(cal.ok()) << cal.error().message();
+  const FitKey compute_key{FitTerm::compute, LinkKind::intra_node, 2, 1, Precision::fp32};
+  const FitKey tp_key{FitTerm::tp, LinkKind::intra_node, 2, 1, Precision::fp32};
+  const auto c = lookup_factor(cal->step_factors, compute_key, false);
+  const auto t = lookup_factor(cal->step_factors, tp_key, false);
+  ASSERT_TRUE(c && t);
+  EXPECT_NEAR(c->factor, theta_c, 1e-6);
+  EXPECT_NEAR(c->per_step_s, delta_c, 1e-9);
+  EXPECT_NEAR(t->factor, theta_tp, 1e-6);
+  EXPECT_NEAR(t->per_step_s, delta_tp, 1e-9);
+
+  // A run of 8 micro-batches: the formula's 8 micro-batches times theta, delta once.
+  const TimeEstimate run_formula = formula(8);
+  TimeQuery q = [&] {
+    RunConfig c8 = config;
+    c8.training.global_batch = 8;
+    std::vector<CalibrationRecord> one = {{0, 170, "split_step",
+                                           {{"config", to_json(c8)}, {"world", 2}, {"ranks_per_node", 2}, {"step_s", 1.0},
+                                            {"compute_s", 1.0}, {"comm_s", {{"tp", 1.0}}}, {"iterations", 3}}}};
+    return *split_step_observations(samples_from_records(one).split_steps).at(0).query;
+  }();
+  EXPECT_EQ(run_formula.grad_accum_steps, 8);
+  q.calibration = *cal;
+  const TimeEstimate run = estimate_time(q);
+  EXPECT_NEAR(run.compute_s, theta_c * run_formula.term_s[static_cast<int>(FitTerm::compute)] + delta_c, 1e-9);
+  EXPECT_NEAR(run.axis(Axis::tp).seconds, theta_tp * run_formula.term_s[static_cast<int>(FitTerm::tp)] + delta_tp, 1e-9);
+
+  // Stored and read back with the calibration.
+  auto back = calibration_from_json(to_json(*cal));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_NEAR(lookup_factor(back->step_factors, tp_key, false)->per_step_s, delta_tp, 1e-12);
+  nlohmann::json bad = to_json(*cal);
+  bad["step_factors"][0]["per_step_s"] = -1;
+  EXPECT_EQ(calibration_from_json(bad).error().message(), "step_factors[0].per_step_s: -1: a finite number of seconds >= 0");
 }
 
 TEST(Calibration, ARecordTimeOutOfRangeIsClampedNotConverted) {

@@ -53,7 +53,7 @@ RunObservation observed(MeshShape shape, double k_compute, double k_tp, double k
 double factor_of(const RunFit& fit, FitTerm term, int a, int b = 1, LinkKind link = LinkKind::intra_node) {
   auto f = fit.factor(FitKey{term, link, a, b, Precision::fp32});
   EXPECT_TRUE(f.has_value()) << "no factor for " << FitKey{term, link, a, b, Precision::fp32}.to_string();
-  return f.value_or(-1);
+  return f ? f->factor : -1;
 }
 
 }  // namespace
@@ -141,11 +141,11 @@ TEST(RunFit, UnseenConditionsTakeTheMedianOfTheTermsFactors) {
   auto fit = fit_runs(runs, std::nullopt);
   ASSERT_TRUE(fit.ok());
   // tp 8 was never run: the tp factors on the same link are 2 and 5, median 3.5.
-  EXPECT_NEAR(*fit->factor({FitTerm::tp, LinkKind::intra_node, 8, 1, Precision::fp32}), 3.5, 1e-6);
+  EXPECT_NEAR(fit->factor({FitTerm::tp, LinkKind::intra_node, 8, 1, Precision::fp32})->factor, 3.5, 1e-6);
   // Compute split 4 ways as tp 2 x cp 2: the same split as tp 4 (factor 1.0) wins over the rest.
-  EXPECT_NEAR(*fit->factor({FitTerm::compute, LinkKind::intra_node, 2, 2, Precision::fp32}), 1.0, 1e-6);
+  EXPECT_NEAR(fit->factor({FitTerm::compute, LinkKind::intra_node, 2, 2, Precision::fp32})->factor, 1.0, 1e-6);
   // Across nodes, no tp was ever measured: the term's factors on any link.
-  EXPECT_NEAR(*fit->factor({FitTerm::tp, LinkKind::inter_node, 2, 1, Precision::fp32}), 3.5, 1e-6);
+  EXPECT_NEAR(fit->factor({FitTerm::tp, LinkKind::inter_node, 2, 1, Precision::fp32})->factor, 3.5, 1e-6);
   // bf16 compute has no run at all: no factor (the formula stands and says it was not fitted).
   EXPECT_FALSE(fit->factor({FitTerm::compute, LinkKind::intra_node, 1, 1, Precision::bf16}).has_value());
   EXPECT_FALSE(fit->factor({FitTerm::cp_ring, LinkKind::intra_node, 2, 1, Precision::fp32}).has_value());
@@ -226,4 +226,138 @@ TEST(RunFit, JsonNamesEveryFactor) {
   EXPECT_EQ(j["factors"][2]["term"], "dp_replicate");
   EXPECT_EQ(j["factors"][2]["link"], "intra_node");
   EXPECT_NEAR(j["factors"][2]["factor"].get<double>(), 4.0, 1e-6);
+}
+
+namespace {
+
+// A run at `global_batch` whose compute and tp measure theta x formula + delta.
+RunObservation observed_affine(MeshShape shape, int64_t global_batch, double theta_c, double delta_c,
+                               double theta_tp, double delta_tp) {
+  RunObservation o;
+  o.model = tiny();
+  TimeQuery q = query(shape);
+  q.global_batch = global_batch;
+  o.query = std::make_shared<TimeQuery>(q);
+  const TimeEstimate e = estimate_time(q);
+  o.measured.compute_s = theta_c * e.term_s[static_cast<int>(FitTerm::compute)] + delta_c;
+  o.measured.comm_s[Axis::tp] = theta_tp * e.term_s[static_cast<int>(FitTerm::tp)] + delta_tp;
+  o.measured.steps = 5;
+  o.name = shape.compact() + " batch " + std::to_string(global_batch);
+  return o;
+}
+
+}  // namespace
+
+TEST(RunFit, APerStepPartIsSeparatedWhereTheFormulaVaries) {
+  // tp 4 at 2 and 4 micro-batches: the formulas double, the per-step part stays. Two equations
+  // per term and two unknowns: theta and delta come back exactly, and a run of 8 micro-batches
+  // is predicted as theta x its formula + delta.
+  const double tc = 1.4, dc = 0.003, ttp = 1.8, dtp = 0.002;
+  std::vector<RunObservation> runs = {observed_affine({1, 1, 1, 4}, 2, tc, dc, ttp, dtp),
+                                      observed_affine({1, 1, 1, 4}, 4, tc, dc, ttp, dtp)};
+  auto fit = fit_runs(runs, std::nullopt);
+  ASSERT_TRUE(fit.ok()) << fit.error().message();
+  const auto c = fit->factor({FitTerm::compute, LinkKind::intra_node, 4, 1, Precision::fp32});
+  const auto tp = fit->factor({FitTerm::tp, LinkKind::intra_node, 4, 1, Precision::fp32});
+  ASSERT_TRUE(c && tp);
+  EXPECT_NEAR(c->factor, tc, 1e-6);
+  EXPECT_NEAR(c->per_step_s, dc, 1e-9);
+  EXPECT_NEAR(tp->factor, ttp, 1e-6);
+  EXPECT_NEAR(tp->per_step_s, dtp, 1e-9);
+  EXPECT_LT(fit->worst_residual, 1e-6);
+  const RunObservation eight = observed_affine({1, 1, 1, 4}, 8, tc, dc, ttp, dtp);
+  TimeQuery q = *eight.query;
+  q.fit = std::make_shared<const RunFit>(*fit);
+  const TimeEstimate e = estimate_time(q);
+  EXPECT_NEAR(e.compute_s, eight.measured.compute_s, 1e-9);
+  EXPECT_NEAR(e.axis(Axis::tp).seconds, eight.measured.comm_s[Axis::tp], 1e-9);
+  EXPECT_EQ(to_json(*fit)["factors"][0]["per_step_s"].get<double>(), c->per_step_s);
+
+  // One batch only: nothing tells a per-step part from a proportional one, so none is fitted and
+  // the factor is measured over formula.
+  auto single = fit_runs({runs[1]}, std::nullopt);
+  ASSERT_TRUE(single.ok());
+  const auto s = single->factor({FitTerm::compute, LinkKind::intra_node, 4, 1, Precision::fp32});
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->per_step_s, 0);
+  TimeQuery sq = *runs[1].query;
+  EXPECT_NEAR(s->factor, runs[1].measured.compute_s / estimate_time(sq).compute_s, 1e-9);
+  EXPECT_FALSE(to_json(*single)["factors"][0].contains("per_step_s"));
+}
+
+TEST(RunFit, ANegativePerStepPartIsDroppedNotKept) {
+  // Measurements that fall below proportional (theta x formula - 2 ms) would fit a negative
+  // per-step time, which no step has: the fit keeps the factor alone, positive.
+  std::vector<RunObservation> runs = {observed_affine({1, 1, 1, 4}, 2, 1.4, -0.002, 1, 0),
+                                      observed_affine({1, 1, 1, 4}, 4, 1.4, -0.002, 1, 0)};
+  ASSERT_GT(runs[0].measured.compute_s, 0);
+  auto fit = fit_runs(runs, std::nullopt);
+  ASSERT_TRUE(fit.ok());
+  const auto c = fit->factor({FitTerm::compute, LinkKind::intra_node, 4, 1, Precision::fp32});
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->per_step_s, 0);
+  EXPECT_GT(c->factor, 1.0);
+  EXPECT_LT(c->factor, 1.4);
+}
+
+TEST(RunFit, DdpAndHsdpAllReducesAreTheirOwnConditions) {
+  // dp_replicate 2 over the whole gradient (2 x 1 x 1 x 2, DDP) and over FSDP's shard
+  // (2 x 2 x 1 x 1, HSDP): two keys, each with its own factor.
+  std::vector<RunObservation> runs = {observed({2, 1, 1, 2}, 1, 1, 1, 1, 3.0), observed({2, 2, 1, 1}, 1, 1, 1, 1, 0.5)};
+  auto fit = fit_runs(runs, std::nullopt);
+  ASSERT_TRUE(fit.ok());
+  EXPECT_NEAR(factor_of(*fit, FitTerm::dp_replicate, 2, kDdpAllReduce), 3.0, 1e-6);
+  EXPECT_NEAR(factor_of(*fit, FitTerm::dp_replicate, 2, kHsdpAllReduce), 0.5, 1e-6);
+  int seen = 0;
+  const nlohmann::json factors = to_json(*fit)["factors"];
+  for (const auto& f : factors)
+    if (f["term"] == "dp_replicate") {
+      EXPECT_EQ(f["hsdp"].get<bool>(), f["factor"].get<double>() < 1) << f.dump();
+      ++seen;
+    }
+  EXPECT_EQ(seen, 2);
+  EXPECT_EQ((FitKey{FitTerm::dp_replicate, LinkKind::inter_node, 4, kHsdpAllReduce, Precision::fp32}.to_string()),
+            "dp_replicate inter_node n=4 hsdp");
+  // A factor read back keeps its kind; a kind that is not a boolean is refused by name.
+  nlohmann::json j = to_json(fit->factors.back());
+  auto back = fit_factor_from_json(j, "f");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->key, fit->factors.back().key);
+  j["hsdp"] = "yes";
+  EXPECT_EQ(fit_factor_from_json(j, "f").error().message(), "f.hsdp: \"yes\": true or false");
+}
+
+TEST(RunFit, PerStepSecondsAreFittedInsideANodeOnly) {
+  // 2 nodes x 2 ranks: tp 4 crosses the nodes. The same runs at 2 and 4 micro-batches as inside a
+  // node, but across nodes the factor alone carries the per-step part: it is the relative
+  // least-squares ratio of measured over formula, and no per-step seconds are stored.
+  std::vector<RunObservation> runs;
+  for (int64_t batch : {2, 4}) {
+    RunObservation o = observed_affine({1, 1, 1, 4}, batch, 1.4, 0.003, 1.8, 0.002);
+    TimeQuery q = *o.query;
+    q.gpus_per_node = 2;
+    const TimeEstimate e = estimate_time(q);
+    o.query = std::make_shared<TimeQuery>(q);
+    o.measured.compute_s = 1.4 * e.term_s[static_cast<int>(FitTerm::compute)] + 0.003;
+    o.measured.comm_s[Axis::tp] = 1.8 * e.term_s[static_cast<int>(FitTerm::tp)] + 0.002;
+    ASSERT_EQ(e.term_key[static_cast<int>(FitTerm::tp)].link, LinkKind::inter_node);
+    runs.push_back(o);
+  }
+  auto fit = fit_runs(runs, std::nullopt);
+  ASSERT_TRUE(fit.ok());
+  const auto tp = fit->factor({FitTerm::tp, LinkKind::inter_node, 4, 1, Precision::fp32});
+  ASSERT_TRUE(tp);
+  EXPECT_EQ(tp->per_step_s, 0);
+  // theta = sum(b/m) / sum((b/m)^2) over the two runs (docs/estimator.md, "The equations").
+  double num = 0, den = 0;
+  for (const RunObservation& r : runs) {
+    const double ratio = estimate_time(*r.query).term_s[static_cast<int>(FitTerm::tp)] / r.measured.comm_s[Axis::tp];
+    num += ratio;
+    den += ratio * ratio;
+  }
+  EXPECT_NEAR(tp->factor, num / den, 1e-9);
+  // Compute stays inside a node (its key has no link to cross): its per-step part is fitted.
+  const auto c = fit->factor({FitTerm::compute, LinkKind::intra_node, 4, 1, Precision::fp32});
+  ASSERT_TRUE(c);
+  EXPECT_NEAR(c->per_step_s, 0.003, 1e-9);
 }

@@ -64,7 +64,8 @@ TEST(LocalCalibrate, TwoRanksGiveACalibrationTheEstimatorAccepts) {
   EXPECT_LE(cal.step_efficiency, 1.0);
   EXPECT_TRUE(cal.matmul_flops(Precision::fp32, 2, 1));
   EXPECT_TRUE(cal.matmul_flops(Precision::bf16, 2, 2));
-  // Every split of the node's 2 ranks trained a few steps of the model cut to 2 layers: a factor
+  // Every split of the node's 2 ranks trained a few steps of the model (tiny: its 2 layers) at 1
+  // and 2 micro-batches: a factor
   // for each term those steps ran (compute at each split; tp, the cp ring, FSDP and the
   // replicas' all-reduce over 2 ranks inside the node).
   auto has = [&](FitTerm term, int a, int b) {
