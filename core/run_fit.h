@@ -19,8 +19,9 @@
 // whose observations have formula values at least kSeparableSpread apart (the calibration's split
 // steps at 1 and 2 micro-batches), so that theta and delta are not one number twice; elsewhere 0.
 // A delta that comes out negative, or that leaves theta <= 0, is dropped and the system solved
-// again. One equation per measured quantity: compute_s = theta_c b_c; comm_s.tp = theta_tp b_tp; comm_s.dp_replicate =
-// theta_r b_r; and, because meshtrain charges FSDP traffic over dp_shard x cp to both axes,
+// again. One equation per measured quantity (each term plus its delta where fitted):
+// compute_s = theta_c b_c; comm_s.tp = theta_tp b_tp; comm_s.dp_replicate = theta_r b_r; and,
+// because meshtrain charges FSDP traffic over dp_shard x cp to both axes,
 // comm_s.dp_shard + comm_s.cp = theta_fsdp b_fsdp + theta_ring b_ring. Dividing by m weighs every
 // run alike whatever its length (a 10 ms term counts as much as a 1 s one). Derivation of the
 // normal equations: docs/estimator.md, "Fitted from runs".

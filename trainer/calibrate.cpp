@@ -113,7 +113,7 @@ class Calibrator {
       measure_step();
       // The split steps before the collectives: after the collectives' probes (every group
       // layout, up to 16 MiB messages) the same split step measured 10-40 % more compute on the
-      // 2-core VM than a training run of the same shape (1 x 4 x 1 x 1: 0.39 s against 0.29 s);
+      // 2-core VM than a training run of the same shape (1 x 4 x 1 x 1: 0.37 s against 0.29 s);
       // before them, as much as the run (docs/estimator.md, "Split steps").
       measure_split_steps();
       for (size_t i = 0; i < comms_.size(); ++i) measure_collectives(i);
@@ -315,10 +315,10 @@ class Calibrator {
                    {"seconds", median(times)}, {"iterations", static_cast<int>(times.size())}});
   }
 
-  // The split steps: short training runs of the model cut to kSplitStepLayers decoder layers, through the
-  // trainer's own parallelize() and step, on every split of split_step_shapes() (tp x cp and FSDP
-  // inside a node; on several nodes the same across two, and FSDP across them with tp inside),
-  // each at 1 and at 2 micro-batches per dp rank. The other ranks of the world run the same
+  // The split steps: short training runs of the model cut to kSplitStepLayers decoder layers,
+  // through the trainer's own parallelize() and step, on every split of split_step_shapes()
+  // (tp x cp and FSDP inside a node; on several nodes the same across two, and FSDP across them
+  // with tp inside), each at 1 and at 2 micro-batches per dp rank. The other ranks of the world run the same
   // split beside them, as the replicas of a training run do. Each rank writes the mean of its
   // middle half of steps: compute_s and comm_s per axis ("split_step" records); core fits the
   // time model's corrections to them (Calibration::step_factors): what a collective costs between
