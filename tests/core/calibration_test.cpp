@@ -373,6 +373,23 @@ RunConfig split_config(MeshShape mesh) {
   return config;
 }
 
+// One node of 2 CPU ranks: its node record, matmuls whole and split 2 ways, and tp's collectives
+// (all-gather, reduce-scatter, all-reduce) inside the node at two sizes.
+std::vector<CalibrationRecord> node_of_two_records() {
+  std::vector<CalibrationRecord> recs;
+  recs.push_back({0, 100, "node", {{"node", 0}, {"host", "h"}, {"ranks_per_node", 2}, {"cores", 2}, {"device_name", "cpu"}}});
+  for (int split : {1, 2})
+    recs.push_back({0, 150, "matmul",
+                    {{"precision", "fp32"}, {"threads", 1}, {"ranks_per_node", 2}, {"m", 256}, {"n", 64 / split},
+                     {"k", 64}, {"seconds", 1e-4}, {"iterations", 3}, {"split", split}}});
+  for (const char* op : {"all_gather", "reduce_scatter", "all_reduce"})
+    for (double bytes : {4096.0, 1048576.0})
+      recs.push_back({0, 160, "collective",
+                      {{"op", op}, {"link", "intra_node"}, {"group_size", 2}, {"bytes", bytes},
+                       {"seconds", 5e-5 + bytes / 1e9}, {"iterations", 5}}});
+  return recs;
+}
+
 }  // namespace
 
 TEST(CalibratedEstimate, StepFactorsScaleTheirTermOnTheirOwnLinkOnly) {
@@ -451,17 +468,7 @@ TEST(Calibration, SplitStepsGiveEachTermMeasuredOverItsFormula) {
   // One node of 2 CPU ranks: a matmul rate, tp's collectives, and a tp 2 split step that both
   // ranks report. Each equation has one term, so each factor is the ranks' mean measurement
   // over the formula's seconds on the calibration without factors.
-  std::vector<CalibrationRecord> recs;
-  recs.push_back({0, 100, "node", {{"node", 0}, {"host", "h"}, {"ranks_per_node", 2}, {"cores", 2}, {"device_name", "cpu"}}});
-  for (int split : {1, 2})
-    recs.push_back({0, 150, "matmul",
-                    {{"precision", "fp32"}, {"threads", 1}, {"ranks_per_node", 2}, {"m", 256}, {"n", 64 / split},
-                     {"k", 64}, {"seconds", 1e-4}, {"iterations", 3}, {"split", split}}});
-  for (const char* op : {"all_gather", "reduce_scatter", "all_reduce"})
-    for (double bytes : {4096.0, 1048576.0})
-      recs.push_back({0, 160, "collective",
-                      {{"op", op}, {"link", "intra_node"}, {"group_size", 2}, {"bytes", bytes},
-                       {"seconds", 5e-5 + bytes / 1e9}, {"iterations", 5}}});
+  std::vector<CalibrationRecord> recs = node_of_two_records();
   auto base = calibration_from_records(recs);
   ASSERT_TRUE(base.ok()) << base.error().message();
   EXPECT_TRUE(base->step_factors.empty());
@@ -512,16 +519,7 @@ TEST(Calibration, SplitStepsAtOneAndTwoMicroBatchesSeparateThePerStepPart) {
   // theta x formula + delta per term: two equations, two unknowns per term, so the fit gives back
   // theta and delta exactly, and a run of 8 micro-batches is predicted as theta x its formula
   // + delta (delta once, not 8 times).
-  std::vector<CalibrationRecord> recs;
-  recs.push_back({0, 100, "node", {{"node", 0}, {"host", "h"}, {"ranks_per_node", 2}, {"cores", 2}, {"device_name", "cpu"}}});
-  recs.push_back({0, 150, "matmul",
-                  {{"precision", "fp32"}, {"threads", 1}, {"ranks_per_node", 2}, {"m", 256}, {"n", 32},
-                   {"k", 64}, {"seconds", 1e-4}, {"iterations", 3}, {"split", 2}}});
-  for (const char* op : {"all_gather", "reduce_scatter", "all_reduce"})
-    for (double bytes : {4096.0, 1048576.0})
-      recs.push_back({0, 160, "collective",
-                      {{"op", op}, {"link", "intra_node"}, {"group_size", 2}, {"bytes", bytes},
-                       {"seconds", 5e-5 + bytes / 1e9}, {"iterations", 5}}});
+  std::vector<CalibrationRecord> recs = node_of_two_records();
   auto base = calibration_from_records(recs);
   ASSERT_TRUE(base.ok()) << base.error().message();
 
@@ -529,7 +527,9 @@ TEST(Calibration, SplitStepsAtOneAndTwoMicroBatchesSeparateThePerStepPart) {
   RunConfig config = split_config(MeshShape{1, 1, 1, 2});
   config.training.micro_batch = 1;
   config.training.precision = Precision::fp32;
-  auto formula = [&](int64_t global_batch) {
+  // The query core makes of a split step of this config at `global_batch` (its measurement is
+  // irrelevant here), and the formulas' terms for it on the calibration without factors.
+  auto query_at = [&](int64_t global_batch) {
     RunConfig c = config;
     c.training.global_batch = global_batch;
     std::vector<CalibrationRecord> one = {{0, 170, "split_step",
@@ -537,7 +537,10 @@ TEST(Calibration, SplitStepsAtOneAndTwoMicroBatchesSeparateThePerStepPart) {
                                             {"compute_s", 1.0}, {"comm_s", {{"tp", 1.0}}}, {"iterations", 3}}}};
     const auto obs = split_step_observations(samples_from_records(one).split_steps);
     EXPECT_EQ(obs.size(), 1u);
-    TimeQuery q = *obs.at(0).query;
+    return *obs.at(0).query;
+  };
+  auto formula = [&](int64_t global_batch) {
+    TimeQuery q = query_at(global_batch);
     q.calibration = *base;
     return estimate_time(q);
   };
@@ -566,14 +569,7 @@ TEST(Calibration, SplitStepsAtOneAndTwoMicroBatchesSeparateThePerStepPart) {
 
   // A run of 8 micro-batches: the formula's 8 micro-batches times theta, delta once.
   const TimeEstimate run_formula = formula(8);
-  TimeQuery q = [&] {
-    RunConfig c8 = config;
-    c8.training.global_batch = 8;
-    std::vector<CalibrationRecord> one = {{0, 170, "split_step",
-                                           {{"config", to_json(c8)}, {"world", 2}, {"ranks_per_node", 2}, {"step_s", 1.0},
-                                            {"compute_s", 1.0}, {"comm_s", {{"tp", 1.0}}}, {"iterations", 3}}}};
-    return *split_step_observations(samples_from_records(one).split_steps).at(0).query;
-  }();
+  TimeQuery q = query_at(8);
   EXPECT_EQ(run_formula.grad_accum_steps, 8);
   q.calibration = *cal;
   const TimeEstimate run = estimate_time(q);
