@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include <torch/cuda.h>
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -20,6 +21,33 @@ namespace meshwork::trainer {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The flat-buffer collectives were renamed in torch 2.15 (the old names stay as deprecated
+// forwarders there). Older wheels, such as the 2.11 of the GPU machines bench/gpu.sh runs on,
+// have only the old names.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 15)
+c10::intrusive_ptr<c10d::Work> gather_flat(c10d::Backend& b, at::Tensor& out, at::Tensor& in) {
+  return b.all_gather_single(out, in);
+}
+c10::intrusive_ptr<c10d::Work> reduce_scatter_flat(c10d::Backend& b, at::Tensor& out, at::Tensor& in) {
+  return b.reduce_scatter_single(out, in);
+}
+c10::intrusive_ptr<c10d::Work> all_to_all_flat(c10d::Backend& b, at::Tensor& out, at::Tensor& in) {
+  std::vector<int64_t> counts;  // empty: equal splits
+  return b.all_to_all_single(out, in, counts, counts);
+}
+#else
+c10::intrusive_ptr<c10d::Work> gather_flat(c10d::Backend& b, at::Tensor& out, at::Tensor& in) {
+  return b._allgather_base(out, in);
+}
+c10::intrusive_ptr<c10d::Work> reduce_scatter_flat(c10d::Backend& b, at::Tensor& out, at::Tensor& in) {
+  return b._reduce_scatter_base(out, in);
+}
+c10::intrusive_ptr<c10d::Work> all_to_all_flat(c10d::Backend& b, at::Tensor& out, at::Tensor& in) {
+  std::vector<int64_t> counts;  // empty: equal splits
+  return b.alltoall_base(out, in, counts, counts);
+}
+#endif
 
 std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr) {
   // As torch.distributed does: GLOO_SOCKET_IFNAME picks the interface. MESHWORK_GLOO_HOSTNAME
@@ -193,7 +221,7 @@ Communicator::Pending Communicator::all_gather_start(at::Tensor& out, const at::
               "all_gather_start: both buffers must be contiguous");
   at::Tensor input = in.view(-1);
   at::Tensor output = out.view(-1);
-  p.work = g.backend->all_gather_single(output, input);
+  p.work = gather_flat(*g.backend, output, input);
   return p;
 }
 
@@ -208,7 +236,7 @@ void Communicator::all_gather(at::Tensor& out, const at::Tensor& in, const Group
   // Gloo wants output dim 0 = n x input dim 0: gather flat views, whatever the shapes.
   at::Tensor input = in.contiguous().view(-1);
   at::Tensor output = out.view(-1);
-  g.backend->all_gather_single(output, input)->wait();
+  gather_flat(*g.backend, output, input)->wait();
   finish(g, start);
 }
 
@@ -224,16 +252,14 @@ void Communicator::reduce_scatter(at::Tensor& out, const at::Tensor& in, const G
   // Flat views: chunk i of the input is member i's block, whatever the shapes.
   at::Tensor input = in.contiguous().view(-1);
   if (options_.device == DeviceKind::cuda || options_.reduce_scatter == ReduceScatterImpl::native) {
-    c10d::ReduceScatterOptions o;
     at::Tensor output = out.view(-1);
-    g.backend->reduce_scatter_single(output, input, o)->wait();
+    reduce_scatter_flat(*g.backend, output, input)->wait();
   } else {
     // All-to-all: member j receives chunk j of every member's input, block i from member i;
     // then sums the n blocks in member order. Each member sends and receives (n-1)/n of the
     // input, the minimum for a reduce-scatter (a ring reduce-scatter moves the same).
     at::Tensor blocks = at::empty_like(input);
-    std::vector<int64_t> counts;  // empty: equal splits
-    g.backend->all_to_all_single(blocks, input, counts, counts)->wait();
+    all_to_all_flat(*g.backend, blocks, input)->wait();
     at::Tensor view = blocks.view({n, -1});
     at::Tensor acc = out.view(-1);
     acc.copy_(view[0]);

@@ -656,6 +656,10 @@ void Trainer::record_step(int64_t step, const StepResult& s) {
     const auto agg = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
     r.mem_bytes = stats.allocated_bytes[agg].current;
     r.mem_peak_bytes = stats.allocated_bytes[agg].peak;
+    // What the caching allocator held from the driver (allocated plus its slack): the figure
+    // nvidia-smi shows, less the CUDA context. Logged, not a metrics field (bench/gpu.sh reads it).
+    log_("step ", step, ": cuda allocated peak ", r.mem_peak_bytes, " B, reserved peak ",
+         stats.reserved_bytes[agg].peak, " B");
   } else {
     r.mem_bytes = cpu_bytes_in_use();
     r.mem_peak_bytes = cpu_peak_bytes();

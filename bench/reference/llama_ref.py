@@ -9,6 +9,14 @@ same loss (token-loss sum / global tokens), AdamW(0.9, 0.95, wd 0.1), global-nor
   --mode ddp      DistributedDataParallel (no_sync during accumulation)
   --mode fsdp     FSDP2 fully_shard on every block, then the root
 Launch with torchrun (RANK/WORLD_SIZE/...). Rank 0 prints one JSON line with tokens/s.
+
+On a GPU (bench/gpu.sh, which calls run() once per configuration in one process):
+  --device cuda       NCCL instead of Gloo (fsdp on one rank is FSDP2 over a world of 1)
+  --precision bf16    FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): fp32
+                      master weights and optimizer, bf16 compute, as meshtrain's --precision bf16
+  --ac full           torch.utils.checkpoint around every block (meshtrain --activation-checkpointing full)
+  --compile           torch.compile on every block before sharding, as torchtitan does
+  --config FILE       the model from a Hugging Face config.json (e.g. resources/models/llama-3.2-1b.json)
 """
 import argparse
 import json
@@ -26,6 +34,17 @@ PRESETS = {
     "tiny": dict(hidden=64, inter=128, layers=2, heads=8, kv=4, head_dim=8, vocab=256, tied=False),
     "small": dict(hidden=256, inter=768, layers=4, heads=8, kv=4, head_dim=32, vocab=256, tied=True),
 }
+
+
+def preset_from_hf(path):
+    """The few config.json keys this reference uses (RoPE scaling is left out: it changes no cost)."""
+    with open(path) as f:
+        j = json.load(f)
+    heads = j["num_attention_heads"]
+    return dict(hidden=j["hidden_size"], inter=j["intermediate_size"], layers=j["num_hidden_layers"],
+                heads=heads, kv=j.get("num_key_value_heads", heads),
+                head_dim=j.get("head_dim", j["hidden_size"] // heads), vocab=j["vocab_size"],
+                tied=bool(j.get("tie_word_embeddings", False)))
 
 
 def flops_per_token(c, seq_len):
@@ -90,9 +109,10 @@ class Block(nn.Module):
 
 
 class Llama(nn.Module):
-    def __init__(self, c):
+    def __init__(self, c, ac=False):
         super().__init__()
         self.c = c
+        self.ac = ac
         self.embed = nn.Embedding(c["vocab"], c["hidden"])
         self.layers = nn.ModuleList(Block(c) for _ in range(c["layers"]))
         self.norm = RMSNorm(c["hidden"])
@@ -104,13 +124,17 @@ class Llama(nn.Module):
 
     def forward(self, tokens, targets):
         T = tokens.shape[1]
-        inv = 10000.0 ** (-torch.arange(0, self.c["head_dim"], 2).float() / self.c["head_dim"])
-        ang = torch.outer(torch.arange(T).float(), inv)
+        dev = tokens.device
+        inv = 10000.0 ** (-torch.arange(0, self.c["head_dim"], 2, device=dev).float() / self.c["head_dim"])
+        ang = torch.outer(torch.arange(T, device=dev).float(), inv)
         emb = torch.cat((ang, ang), -1)
-        cos, sin = emb.cos(), emb.sin()
         x = self.embed(tokens)
+        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
         for layer in self.layers:
-            x = layer(x, cos, sin)
+            if self.ac:
+                x = torch.utils.checkpoint.checkpoint(layer, x, cos, sin, use_reentrant=False)
+            else:
+                x = layer(x, cos, sin)
         h = self.norm(x)
         w = self.embed.weight if self.head is None else self.head.weight
         logits = F.linear(h, w).float()
@@ -131,10 +155,11 @@ def lr_at(step, a):
     return lr_min + (a.lr - lr_min) * (1 + math.cos(math.pi * p)) / 2
 
 
-def main():
+def parse_args(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=["single", "ddp", "fsdp"], default="single")
     ap.add_argument("--model", default="small")
+    ap.add_argument("--config", default="", help="a Hugging Face config.json (instead of --model)")
     ap.add_argument("--data", required=True)
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--skip", type=int, default=2, help="steps left out of the timing")
@@ -143,25 +168,47 @@ def main():
     ap.add_argument("--micro-batch", type=int, default=1)
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--warmup-steps", type=int, default=10)
-    a = ap.parse_args()
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--ac", choices=["none", "full"], default="none")
+    ap.add_argument("--compile", action="store_true")
+    return ap.parse_args(argv)
 
+
+def run(a):
+    """Trains a.steps steps; returns rank 0's result (None on other ranks). The process group, if
+    any, is left open so that one process can run several configurations (bench/gpu.sh)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // local_world))
-    if a.mode != "single":
-        dist.init_process_group("gloo")
+    cuda = a.device == "cuda"
+    if cuda:
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // local_world))
+    if a.mode != "single" and not dist.is_initialized():
+        dist.init_process_group("nccl" if cuda else "gloo")
     torch.manual_seed(1234)
-    c = PRESETS[a.model]
-    model = Llama(c)
+    c = preset_from_hf(a.config) if a.config else PRESETS[a.model]
+    model = Llama(c, ac=a.ac == "full").to(device)
+    if a.compile:
+        for layer in model.layers:
+            layer.compile()
     if a.mode == "ddp":
         model = nn.parallel.DistributedDataParallel(model)
     elif a.mode == "fsdp":
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if a.precision == "bf16" else torch.float32,
+                                  reduce_dtype=torch.float32)
         for layer in model.layers:
-            fully_shard(layer)
-        fully_shard(model)
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
+            fully_shard(layer, mp_policy=mp)
+        fully_shard(model, mp_policy=mp)
+    elif a.precision == "bf16":
+        raise SystemExit("llama_ref: --precision bf16 needs --mode fsdp (FSDP2's mixed precision)")
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1,
+                            **({"fused": True} if cuda else {}))
     tokens = load_tokens(a.data)
     n_seq = (len(tokens) - 1) // a.seq_len
     dp = world
@@ -169,15 +216,17 @@ def main():
     accum = per_rank // a.micro_batch
     global_tokens = a.global_batch * a.seq_len
     times, losses = [], []
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
     for step in range(a.steps):
         t0 = time.perf_counter()
         for g in opt.param_groups:
             g["lr"] = lr_at(step, a)
-        local = torch.zeros(1, dtype=torch.float64)
+        local = torch.zeros(1, dtype=torch.float64, device=device)
         for m in range(accum):
             first = step * a.global_batch + rank * per_rank + m * a.micro_batch
             seqs = np.stack([tokens[((first + i) % n_seq) * a.seq_len:][: a.seq_len + 1] for i in range(a.micro_batch)])
-            seqs = torch.from_numpy(seqs.astype(np.int64))
+            seqs = torch.from_numpy(seqs.astype(np.int64)).to(device)
             last = m == accum - 1
             if a.mode == "ddp" and not last:
                 with model.no_sync():
@@ -194,16 +243,30 @@ def main():
         opt.zero_grad(set_to_none=True)
         if world > 1:
             dist.all_reduce(local)
-        losses.append(local.item() / global_tokens)
+        losses.append(local.item() / global_tokens)  # .item() waits for the GPU
         times.append(time.perf_counter() - t0)
     timed = times[a.skip:]
     step_s = sum(timed) / len(timed)
+    out = None
     if rank == 0:
-        print(json.dumps({"impl": "python", "mode": a.mode, "world": world, "step_s": step_s,
-                          "step_s_min": min(timed), "step_s_median": float(np.median(timed)),
-                          "tokens_per_s": global_tokens / step_s, "losses": losses,
-                          "flops_per_token": flops_per_token(c, a.seq_len)}), flush=True)
-    if world > 1:
+        out = {"impl": "python", "mode": a.mode, "world": world, "step_s": step_s,
+               "step_s_min": min(timed), "step_s_median": float(np.median(timed)),
+               "tokens_per_s": global_tokens / step_s, "losses": losses,
+               "flops_per_token": flops_per_token(c, a.seq_len)}
+        if cuda:
+            out["max_memory_allocated"] = torch.cuda.max_memory_allocated(device)
+            out["max_memory_reserved"] = torch.cuda.max_memory_reserved(device)
+    del model, opt
+    if cuda:
+        torch.cuda.empty_cache()
+    return out
+
+
+def main():
+    out = run(parse_args())
+    if out is not None:
+        print(json.dumps(out), flush=True)
+    if dist.is_initialized():
         dist.destroy_process_group()
 
 

@@ -1,13 +1,15 @@
 """Reference side of meshtrain's Hugging Face checkpoint tests (tests/trainer/hf_load_test.cpp).
 
     hf_reference.py OUT_DIR FAMILY [--tied] [--kv-heads K] [--shard-kb N] [--seq-len T] [--batch G] [--dtype D]
+                    [--device cpu|cuda]
 
 Builds a tiny random model of FAMILY (llama, llama3: Llama with rope_scaling llama3, qwen2: q/k/v
 biases, mistral) with the real transformers classes, saves it with save_pretrained into
 OUT_DIR/model (sharded when --shard-kb is given), writes an llm.c token shard OUT_DIR/tokens.bin
 and prints transformers' loss on meshtrain's first global batch: sequences 0..G-1, sequence i
 being tokens [i*T, i*T + T] (inputs and the shifted targets), the mean next-token cross-entropy
-over all G*T tokens, in fp32. No network: everything is built from a seed.
+over all G*T tokens, in fp32 (on --device; TF32 off on CUDA, so that matmuls are fp32 as on the
+CPU). No network: everything is built from a seed.
 """
 import argparse
 import os
@@ -47,7 +49,11 @@ def main():
     ap.add_argument("--seq-len", type=int, default=32)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     a = ap.parse_args()
+    if a.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(1234)
     model = build(a.family, a.tied, a.kv_heads).eval()
     # Random weights everywhere (norm weights and biases too, so a misplaced one shows in the loss).
@@ -69,7 +75,8 @@ def main():
     with open(os.path.join(a.out, "tokens.bin"), "wb") as f:
         f.write(header.tobytes())
         f.write(tokens.numpy().astype(np.uint16).tobytes())
-    seqs = torch.stack([tokens[i * T:i * T + T + 1] for i in range(G)])
+    seqs = torch.stack([tokens[i * T:i * T + T + 1] for i in range(G)]).to(a.device)
+    model.to(a.device)
     with torch.no_grad():
         logits = model(input_ids=seqs[:, :T]).logits.float()
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), seqs[:, 1:].reshape(-1))
