@@ -13,6 +13,8 @@ keeps what it measured; --budget skips the stages that would not fit):
             checkpointing off and on: meshtrain, the eager FSDP2 reference
             (bench/reference/llama_ref.py) and the same reference with torch.compile; tokens/s,
             MFU against the bf16 peak above, and the peak memory allocated / reserved per step
+  profile   steps 2 and 3 of the first speed configuration, meshtrain (MESHTRAIN_PROFILE) and the
+            eager reference (torch.profiler): GPU time by kind of kernel (bench/profile_summary.py)
 
 Usage: gpu_bench.py --meshtrain BIN --out FILE [--budget SECONDS] [--stages peak,fp32,...]
 """
@@ -28,6 +30,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "reference"))
+sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
 
@@ -106,12 +109,13 @@ def stage_peak():
             "tf32_tflops": matmul_tflops(torch.float32, tf32=True)}
 
 
-def run_meshtrain(bin_path, run_dir, args, timeout):
+def run_meshtrain(bin_path, run_dir, args, timeout, env=None):
     """Runs meshtrain; returns (step records of rank 0, rank 0's log text). Raises on failure."""
     os.makedirs(run_dir, exist_ok=True)
     cmd = [bin_path, "--run-dir", run_dir] + args
     t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                       env=dict(os.environ, **(env or {})))
     log_path = os.path.join(run_dir, "rank0.log")
     rank_log = open(log_path).read() if os.path.exists(log_path) else ""
     if p.returncode != 0:
@@ -184,13 +188,16 @@ def config_name(c):
     return f"seq{c['seq_len']}-ac{c['ac']}"
 
 
-def speed_meshtrain(bin_path, work, c, steps, skip, peak):
-    run_dir = os.path.join(work, "speed-" + config_name(c))
-    args = ["--model", LLAMA_1B, "--steps", str(steps), "--seq-len", str(c["seq_len"]),
+def meshtrain_speed_args(c, steps, peak):
+    return ["--model", LLAMA_1B, "--steps", str(steps), "--seq-len", str(c["seq_len"]),
             "--global-batch", str(c["global_batch"]), "--micro-batch", str(c["micro_batch"]),
             "--activation-checkpointing", c["ac"], "--precision", "bf16", "--device", "cuda",
             "--peak-tflops", repr(peak)]
-    recs, rank_log = run_meshtrain(bin_path, run_dir, args, 400)
+
+
+def speed_meshtrain(bin_path, work, c, steps, skip, peak):
+    run_dir = os.path.join(work, "speed-" + config_name(c))
+    recs, rank_log = run_meshtrain(bin_path, run_dir, meshtrain_speed_args(c, steps, peak), 400)
     timed = recs[skip:]
     step_s = sum(r["step_s"] for r in timed) / len(timed)
     tokens = timed[0]["tokens"]
@@ -202,13 +209,37 @@ def speed_meshtrain(bin_path, work, c, steps, skip, peak):
             "losses": [r["loss"] for r in recs]}
 
 
-def speed_reference(c, steps, skip, peak, compiled):
-    import llama_ref
+def reference_env():
     os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
                        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": os.environ.get("MASTER_PORT", "29533")})
-    argv = ["--mode", "fsdp", "--config", LLAMA_1B, "--data", CORPUS, "--steps", str(steps), "--skip", str(skip),
+
+
+def reference_args(c, steps, skip):
+    return ["--mode", "fsdp", "--config", LLAMA_1B, "--data", CORPUS, "--steps", str(steps), "--skip", str(skip),
             "--seq-len", str(c["seq_len"]), "--global-batch", str(c["global_batch"]),
             "--micro-batch", str(c["micro_batch"]), "--device", "cuda", "--precision", "bf16", "--ac", c["ac"]]
+
+
+def stage_profile(bin_path, work, c, peak):
+    """Steps 2 and 3 of configuration c under the profiler, meshtrain and the eager reference."""
+    import llama_ref
+    import profile_summary
+    out = {"config": config_name(c)}
+    prefix = os.path.join(work, "profile-meshtrain")
+    run_meshtrain(bin_path, os.path.join(work, "profile-run"), meshtrain_speed_args(c, 4, peak), 400,
+                  env={"MESHTRAIN_PROFILE": prefix})
+    out["meshtrain"] = {f"step{s}": profile_summary.summarize(f"{prefix}.step{s}.rank0") for s in (2, 3)}
+    reference_env()
+    trace = os.path.join(work, "profile-eager.json")
+    llama_ref.run(llama_ref.parse_args(reference_args(c, 4, 2) + ["--profile", trace]))
+    out["eager"] = {"steps2-3": profile_summary.summarize(trace)}
+    return out
+
+
+def speed_reference(c, steps, skip, peak, compiled):
+    import llama_ref
+    reference_env()
+    argv = reference_args(c, steps, skip)
     if compiled:
         argv.append("--compile")
     t0 = time.time()
@@ -225,7 +256,7 @@ def main():
     ap.add_argument("--meshtrain", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--budget", type=float, default=1e9, help="seconds; stages that would not fit are skipped")
-    ap.add_argument("--stages", default="peak,fp32,bf16,hf,speed")
+    ap.add_argument("--stages", default="peak,fp32,bf16,hf,speed,profile")
     ap.add_argument("--steps", type=int, default=7, help="steps of each speed run")
     ap.add_argument("--skip", type=int, default=3, help="first steps left out of the speed figures")
     ap.add_argument("--impls", default="meshtrain,eager,compiled")
@@ -292,6 +323,10 @@ def main():
                 speed["runs"][key] = r
                 res.put("speed", speed)
                 log("speed", key, json.dumps({k: v for k, v in r.items() if k != "losses"})[:400])
+    if "profile" in stages:
+        cost["profile"] = 45
+        attempt("profile", lambda: stage_profile(a.meshtrain, work, SPEED_CONFIGS[0],
+                                                 peak["bf16_tflops"] if peak else matmul_tflops(torch.bfloat16)))
     res.data["seconds"] = round(time.time() - start, 1)
     res.save()
     print_table(res.data)
@@ -320,6 +355,13 @@ def print_table(d):
             res = r["mem_peak_reserved"]
             print(f"{key:<28} {r['tokens_per_s']:>10.0f} {r['mfu']:>6.1%} {r['mem_peak_allocated'] / 2**30:>10.2f} "
                   f"{(res or 0) / 2**30:>13.2f}")
+    if "profile" in s and "error" not in s["profile"]:
+        import profile_summary
+        for who, steps in s["profile"].items():
+            if who == "config":
+                continue
+            for step, summ in steps.items():
+                profile_summary.print_summary(f"profile {who} {s['profile']['config']} {step}", summ)
     for line in d.get("skipped", []):
         print("skipped:", line)
 

@@ -16,9 +16,18 @@ struct AdamW {
   int64_t step = 0;                 // completed updates
   std::vector<at::Tensor> exp_avg;  // one per flat parameter
   std::vector<at::Tensor> exp_avg_sq;
+  // CUDA: the step count as the fused kernel reads it (one fp32 scalar on the device per
+  // parameter, as torch.optim keeps them); derived from `step`, never checkpointed.
+  std::vector<at::Tensor> device_steps;
   void init(const std::vector<at::Tensor>& params);
   // One step with the gradients multiplied by grad_scale (the clipping coefficient) on the fly.
   void update(std::vector<at::Tensor>& params, double lr, double grad_scale = 1.0);
+  // The same step for the listed tensors in one call of torch's multi-tensor fused AdamW
+  // (at::_fused_adamw_), `step` being the step count after this update (bias corrections).
+  // update() runs CUDA fp32 parameters through it; it runs on CPU too (tests compare the two).
+  void torch_fused_step(std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads,
+                        std::vector<at::Tensor>& exp_avgs, std::vector<at::Tensor>& exp_avg_sqs,
+                        std::vector<at::Tensor>& steps, double lr, double grad_scale) const;
 };
 
 }  // namespace meshwork::trainer

@@ -295,9 +295,18 @@ double DataParallel::grad_norm() {
   // squares, then a double copy of them); on CPU one fused pass over the fp32 gradient.
   double local = 0;  // fused CPU sums
   Tensor on_device;  // other devices/dtypes: composite sums, kept on the device (no sync)
+  // CUDA fp32: one multi-tensor norm launch over all of them (one read of each gradient; the
+  // composite pow(2).sum(kDouble) also writes the squares and a double copy), as
+  // torch.nn.utils.clip_grad_norm_ does; per-tensor norms in fp32, their weighted squares summed
+  // in double.
+  std::vector<Tensor> cuda_grads;
+  std::vector<double> cuda_weights;
   auto add = [&](const Tensor& g, double weight) {
     if (fused_ops_apply(g) && g.is_contiguous()) {
       local += fused_sum_squares(g) * weight;
+    } else if (g.is_cuda() && g.scalar_type() == at::kFloat) {
+      cuda_grads.push_back(g);
+      cuda_weights.push_back(weight);
     } else {
       Tensor s = g.pow(2).sum(at::kDouble).reshape({1}) * weight;
       on_device = on_device.defined() ? on_device + s : s;
@@ -313,6 +322,11 @@ double DataParallel::grad_norm() {
   }
   Tensor sq = at::full({1}, local, at::TensorOptions().dtype(at::kDouble)).to(options_.device);
   if (on_device.defined()) sq += on_device;
+  if (!cuda_grads.empty()) {
+    Tensor norms = at::stack(at::_foreach_norm(cuda_grads, 2)).to(at::kDouble);
+    Tensor w = at::tensor(cuda_weights, at::kDouble).to(norms.device());
+    sq += (norms * norms * w).sum().reshape({1});
+  }
   comm_.all_reduce(sq, comm_.world());
   return std::sqrt(sq.item<double>());
 }

@@ -14,6 +14,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/cuda.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -512,12 +513,25 @@ int Trainer::train() {
       return 128 + sig;
     }
     // MESHTRAIN_PROFILE=PATH (developer aid, bench/ and docs/trainer.md): the operators of
-    // steps 2 and 3 go to PATH.rank<r> as a chrome trace (torch's legacy profiler).
+    // steps 2 and 3 go to PATH.step<s>.rank<r> as a chrome trace: torch's legacy profiler on
+    // CPU; on CUDA Kineto (CUPTI), whose trace holds the GPU kernels with their own times, as
+    // torch.profiler's export_chrome_trace writes them (bench/profile_summary.py reads both).
     std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
-    if (const char* pp = std::getenv("MESHTRAIN_PROFILE"); pp && (step == 2 || step == 3))
-      profile = std::make_unique<torch::autograd::profiler::RecordProfile>(
-          std::string(pp) + ".step" + std::to_string(step) + ".rank" + std::to_string(rank_));
+    const char* pp = std::getenv("MESHTRAIN_PROFILE");
+    const bool profiled = pp && (step == 2 || step == 3);
+    const std::string trace = profiled ? std::string(pp) + ".step" + std::to_string(step) + ".rank" +
+                                             std::to_string(rank_) : std::string();
+    if (profiled && cuda_) {
+      namespace prof = torch::profiler::impl;
+      torch::autograd::profiler::prepareProfiler(prof::ProfilerConfig(prof::ProfilerState::KINETO),
+                                                 {prof::ActivityType::CPU, prof::ActivityType::CUDA});
+      torch::autograd::profiler::enableProfiler(prof::ProfilerConfig(prof::ProfilerState::KINETO),
+                                                {prof::ActivityType::CPU, prof::ActivityType::CUDA});
+    } else if (profiled) {
+      profile = std::make_unique<torch::autograd::profiler::RecordProfile>(trace);
+    }
     record_step(step, train_step(step));
+    if (profiled && cuda_) torch::autograd::profiler::disableProfiler()->save(trace);
     if (t_.checkpoint_every > 0 && (step + 1) % t_.checkpoint_every == 0) save_checkpoint(step + 1);
     if (eval_data_ && t_.eval_every > 0 && (step + 1) % t_.eval_every == 0) evaluate(step + 1);
   }

@@ -172,6 +172,7 @@ def parse_args(argv=None):
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--ac", choices=["none", "full"], default="none")
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--profile", default="", help="chrome trace of steps 2 and 3 (torch.profiler) to this path")
     return ap.parse_args(argv)
 
 
@@ -218,7 +219,16 @@ def run(a):
     times, losses = [], []
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
+    prof = None
     for step in range(a.steps):
+        if a.profile and step == 2:
+            acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
+            prof = torch.profiler.profile(activities=acts)
+            prof.__enter__()
+        if prof is not None and step == 4:
+            prof.__exit__(None, None, None)
+            prof.export_chrome_trace(a.profile)
+            prof = None
         t0 = time.perf_counter()
         for g in opt.param_groups:
             g["lr"] = lr_at(step, a)
@@ -245,6 +255,9 @@ def run(a):
             dist.all_reduce(local)
         losses.append(local.item() / global_tokens)  # .item() waits for the GPU
         times.append(time.perf_counter() - t0)
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        prof.export_chrome_trace(a.profile)
     timed = times[a.skip:]
     step_s = sum(timed) / len(timed)
     out = None
