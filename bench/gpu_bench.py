@@ -114,8 +114,11 @@ def run_meshtrain(bin_path, run_dir, args, timeout, env=None):
     os.makedirs(run_dir, exist_ok=True)
     cmd = [bin_path, "--run-dir", run_dir] + args
     t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                       env=dict(os.environ, **(env or {})))
+    # Not the reference's torchrun variables (set in this process once it ran): meshtrain would
+    # take them for its own launch and meet the reference's store on its port.
+    launch = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    base = {k: v for k, v in os.environ.items() if k not in launch}
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(base, **(env or {})))
     log_path = os.path.join(run_dir, "rank0.log")
     rank_log = open(log_path).read() if os.path.exists(log_path) else ""
     if p.returncode != 0:

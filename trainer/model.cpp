@@ -253,18 +253,32 @@ at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Ten
   // wq, wk, wv (and w_gate, w_up; bq, bk, bv) are adjacent in the flat unit: split it into
   // groups so that one matmul does the three projections (fewer, larger GEMMs). Split (not
   // narrow) for the same reason as views().
+  // Off the fused CPU kernels (CUDA, bf16) gate and up stay two GEMMs: silu and the product
+  // then run on contiguous tensors (ATen's vectorized kernels) instead of on the strided halves
+  // of one [.., 2I] output, which took 2-3x longer (the H200 profile in docs/trainer.md).
+  const bool fused_swiglu_input = fused_ops_apply(x);
   auto n = [&](int i) { return lay.params[i].numel(); };
-  std::vector<int64_t> sizes = {n(kAttnNorm), n(kWq) + n(kWk) + n(kWv), n(kWo), n(kMlpNorm),
-                                n(kGate) + n(kUp), n(kDown)};
+  std::vector<int64_t> sizes = {n(kAttnNorm), n(kWq) + n(kWk) + n(kWv), n(kWo), n(kMlpNorm)};
+  if (fused_swiglu_input) {
+    sizes.push_back(n(kGate) + n(kUp));
+  } else {
+    sizes.push_back(n(kGate));
+    sizes.push_back(n(kUp));
+  }
+  sizes.push_back(n(kDown));
   if (bias) sizes.push_back(n(kBq) + n(kBk) + n(kBv));
   auto part = flat.split_with_sizes(sizes);
+  const size_t mlp = fused_swiglu_input ? 4 : 5;  // index of w_down in part
   const int64_t h_in = lay.params[kWq].shape[1];
   const int64_t hq = lay.params[kWq].shape[0] / D, hkv = lay.params[kWk].shape[0] / D;
   Tensor attn_norm = part[0], wqkv = part[1].view({-1, h_in});
   Tensor wo = part[2].view(lay.params[kWo].shape), mlp_norm = part[3];
-  Tensor w_gate_up = part[4].view({-1, lay.params[kGate].shape[1]});
-  Tensor w_down = part[5].view(lay.params[kDown].shape);
-  Tensor bqkv = bias ? part[6] : Tensor();
+  const int64_t h_mlp = lay.params[kGate].shape[1];
+  Tensor w_gate_up = fused_swiglu_input ? part[4].view({-1, h_mlp}) : Tensor();
+  Tensor w_gate = fused_swiglu_input ? Tensor() : part[4].view({-1, h_mlp});
+  Tensor w_up = fused_swiglu_input ? Tensor() : part[5].view({-1, h_mlp});
+  Tensor w_down = part[mlp + 1].view(lay.params[kDown].shape);
+  Tensor bqkv = bias ? part[mlp + 2] : Tensor();
   // Attention. Head counts come from the (possibly column-split) layout.
   Tensor h = ops_.enter_column(rms_norm(x, attn_norm, spec_.rms_norm_eps));
   // Sequence length after the column region's entry: under sequence parallelism x holds a
@@ -285,13 +299,17 @@ at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Ten
   Tensor out = x + ops_.exit_row(project(a, wo));
   // SwiGLU MLP: down(silu(gate(h)) * up(h)).
   Tensor m = ops_.enter_column(rms_norm(out, mlp_norm, spec_.rms_norm_eps));
-  Tensor gate_up = project(m, w_gate_up);
   Tensor g;
-  if (fused_ops_apply(gate_up)) {
-    g = fused_swiglu(gate_up);
+  if (fused_swiglu_input) {
+    Tensor gate_up = project(m, w_gate_up);
+    if (fused_ops_apply(gate_up)) {
+      g = fused_swiglu(gate_up);
+    } else {
+      auto gu = gate_up.chunk(2, -1);
+      g = at::silu(gu[0]) * gu[1];
+    }
   } else {
-    auto gu = gate_up.chunk(2, -1);
-    g = at::silu(gu[0]) * gu[1];
+    g = at::silu(project(m, w_gate)) * project(m, w_up);
   }
   return out + ops_.exit_row(project(g, w_down));
 }
