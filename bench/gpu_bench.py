@@ -361,7 +361,7 @@ def print_table(d):
     if "profile" in s and "error" not in s["profile"]:
         import profile_summary
         for who, steps in s["profile"].items():
-            if who == "config":
+            if not isinstance(steps, dict):  # "config", "seconds"
                 continue
             for step, summ in steps.items():
                 profile_summary.print_summary(f"profile {who} {s['profile']['config']} {step}", summ)

@@ -171,6 +171,40 @@ TEST(AdamW, ShardsUpdateExactlyAsTheFullTensor) {
   EXPECT_TRUE(at::equal(full.detach(), at::cat({a.detach(), b.detach()})));
 }
 
+// update() sends CUDA fp32 parameters through torch's fused multi-tensor kernel
+// (torch_fused_step); its argument mapping (step counts, decoupled decay, the clipping
+// coefficient as AMP's grad_scale) is checked here on the kernel's CPU version against the
+// CPU update, over three steps with clipping on.
+TEST(AdamW, TorchFusedStepIsTheSameUpdate) {
+  at::manual_seed(3);
+  std::vector<at::Tensor> p1{at::randn({7, 5}), at::randn({33})};
+  std::vector<at::Tensor> p2{p1[0].clone(), p1[1].clone()};
+  const at::Tensor start = p1[0].clone();
+  AdamW own, torch_fused;
+  own.init(p1);
+  torch_fused.init(p2);
+  std::vector<at::Tensor> steps{at::zeros({}), at::zeros({})};
+  for (int s = 1; s <= 3; ++s) {
+    const double lr = 1e-2 * s, clip = 0.25 * s;
+    std::vector<at::Tensor> grads;
+    for (size_t i = 0; i < p1.size(); ++i) {
+      at::Tensor g = at::randn(p1[i].sizes());
+      p1[i].mutable_grad() = g.clone();
+      grads.push_back(g.clone());
+      steps[i].fill_(s);
+    }
+    own.update(p1, lr, clip);
+    torch_fused.torch_fused_step(p2, grads, torch_fused.exp_avg, torch_fused.exp_avg_sq, steps, lr, clip);
+  }
+  for (size_t i = 0; i < p1.size(); ++i) {
+    EXPECT_TRUE(at::allclose(p1[i], p2[i], 1e-6, 1e-7)) << i << ": " << (p1[i] - p2[i]).abs().max().item<double>();
+    EXPECT_TRUE(at::allclose(own.exp_avg[i], torch_fused.exp_avg[i], 1e-6, 1e-7)) << i;
+    EXPECT_TRUE(at::allclose(own.exp_avg_sq[i], torch_fused.exp_avg_sq[i], 1e-6, 1e-9)) << i;
+  }
+  // Both moved the parameters: agreeing by both doing nothing would not pass.
+  EXPECT_GT((p2[0] - start).abs().max().item<double>(), 1e-3);
+}
+
 ModelSpec tiny_spec() {
   ModelSpec s;
   s.name = "tiny";
@@ -211,6 +245,32 @@ TEST(Model, StartsNearUniformAndCountsItsParameters) {
   EXPECT_NEAR(loss.item<double>(), std::log(256.0), 0.05);
   loss.backward();
   for (auto& u : w.units) EXPECT_GT(u.grad().abs().sum().item<double>(), 0.0);
+}
+
+// Off the fused CPU kernels (here: fp64 weights; on a GPU: CUDA) the block runs ATen's
+// composite ops with gate and up as two GEMMs; loss and gradients equal the fused fp32 path.
+TEST(Model, CompositePathWithTwoMlpGemmsGivesTheFusedLossAndGradients) {
+  Model m(tiny_spec());
+  PlainWeights f32, f64;
+  for (int u = 0; u < m.num_units(); ++u) {
+    at::Tensor w = m.init_unit(u, 11);
+    f32.units.push_back(w.clone().set_requires_grad(true));
+    f64.units.push_back(w.to(at::kDouble).set_requires_grad(true));
+  }
+  at::manual_seed(5);
+  at::Tensor tokens = at::randint(0, 256, {2, 32}, at::kLong);
+  at::Tensor targets = at::randint(0, 256, {2, 32}, at::kLong);
+  ForwardOptions o64;
+  o64.compute_dtype = at::kDouble;
+  at::Tensor l32 = m.loss_sum(tokens, targets, f32, {});
+  at::Tensor l64 = m.loss_sum(tokens, targets, f64, o64);
+  EXPECT_NEAR(l64.item<double>() / l32.item<double>(), 1.0, 1e-5);
+  l32.backward();
+  l64.backward();
+  for (size_t u = 0; u < f32.units.size(); ++u) {
+    at::Tensor g32 = f32.units[u].grad().to(at::kDouble), g64 = f64.units[u].grad();
+    EXPECT_LT((g32 - g64).norm().item<double>() / g64.norm().item<double>(), 1e-4) << "unit " << u;
+  }
 }
 
 // FSDP over 2 ranks (threads, real Gloo) gives each rank exactly its slice of the gradient one
