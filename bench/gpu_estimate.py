@@ -22,14 +22,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def estimate(meshwork, run, gpu_memory):
     cmd = [meshwork, "plan", "--model", "llama-3.2-1b", "--nodes", "1", "--gpus-per-node", "1",
-           "--gpu-memory", str(gpu_memory), "--seq-len", str(run["seq_len"]),
+           "--gpu-memory", f"{gpu_memory // 2**20}MiB", "--seq-len", str(run["seq_len"]),
            "--micro-batch", str(run["micro_batch"]), "--global-batch", str(run["global_batch"]),
            "--precision", "bf16", "--activation-checkpointing", run["ac"], "--device", "cuda",
            "--dp-replicate", "1", "--dp-shard", "1", "--cp", "1", "--tp", "1", "--json"]
     p = subprocess.run(cmd, capture_output=True, text=True, check=True)
     plan = json.loads(p.stdout)
-    entries = plan["entries"] if isinstance(plan, dict) and "entries" in plan else plan
-    mem = entries[0]["memory_bytes"]
+    mem = plan["shapes"][0]["memory_bytes"]
     return mem["total"] - mem["reserve"], mem["reserve"]
 
 
