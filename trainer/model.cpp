@@ -252,10 +252,10 @@ at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Ten
   const bool bias = spec_.attention_bias;
   // wq, wk, wv (and w_gate, w_up; bq, bk, bv) are adjacent in the flat unit: split it into
   // groups so that one matmul does the three projections (fewer, larger GEMMs). Split (not
-  // narrow) for the same reason as views().
-  // Off the fused CPU kernels (CUDA, bf16) gate and up stay two GEMMs: silu and the product
-  // then run on contiguous tensors (ATen's vectorized kernels) instead of on the strided halves
-  // of one [.., 2I] output, which took 2-3x longer (the H200 profile in docs/trainer.md).
+  // narrow) for the same reason as views(). Gate and up are one GEMM only for the fused CPU
+  // SwiGLU: elsewhere (CUDA, bf16) they stay two, so that silu and the product run on contiguous
+  // tensors (ATen's vectorized kernels) instead of the strided halves of one [.., 2I] output,
+  // which took 2-3x longer (the H200 profile in docs/trainer.md, "On a GPU").
   const bool fused_swiglu_input = fused_ops_apply(x);
   auto n = [&](int i) { return lay.params[i].numel(); };
   std::vector<int64_t> sizes = {n(kAttnNorm), n(kWq) + n(kWk) + n(kWv), n(kWo), n(kMlpNorm)};
