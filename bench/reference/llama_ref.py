@@ -201,11 +201,12 @@ def run(a):
         model = nn.parallel.DistributedDataParallel(model)
     elif a.mode == "fsdp":
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if a.precision == "bf16" else torch.float32,
-                                  reduce_dtype=torch.float32)
+        # fp32: FSDP2's default policy (no casts), as before the GPU options existed.
+        kw = {"mp_policy": MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)} \
+            if a.precision == "bf16" else {}
         for layer in model.layers:
-            fully_shard(layer, mp_policy=mp)
-        fully_shard(model, mp_policy=mp)
+            fully_shard(layer, **kw)
+        fully_shard(model, **kw)
     elif a.precision == "bf16":
         raise SystemExit("llama_ref: --precision bf16 needs --mode fsdp (FSDP2's mixed precision)")
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1,
