@@ -10,7 +10,8 @@
 #   PYTHON           the Python whose torch to build against and compare with (default python3)
 # Needs: a C++20 compiler, CMake >= 3.25, ninja, nvcc (the torch wheel's CMake looks for the CUDA
 # toolkit), the nlohmann/json headers (Debian: nlohmann-json3-dev; else MESHWORK_JSON_INCLUDE_DIR
-# naming the folder that holds nlohmann/json.hpp), and in PYTHON: torch with CUDA, numpy,
+# naming the folder that holds nlohmann/json.hpp, or a copy in .gpu-carry/include, a folder git
+# ignores for carrying files to such a machine), and in PYTHON: torch with CUDA, numpy,
 # transformers (the checkpoint stage).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"

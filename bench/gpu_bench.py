@@ -276,7 +276,7 @@ def main():
     work = tempfile.mkdtemp(prefix="gpu-bench-")
     stages = a.stages.split(",")
     # Rough costs on an H100/H200 (seconds), to skip what cannot finish inside the budget.
-    cost = {"peak": 10, "fp32": 40, "bf16": 20, "hf": 40}
+    cost = {"peak": 10, "fp32": 40, "bf16": 20, "hf": 40, "profile": 45}
 
     def attempt(name, fn):
         if name not in stages:
@@ -329,7 +329,6 @@ def main():
                 res.put("speed", speed)
                 log("speed", key, json.dumps({k: v for k, v in r.items() if k != "losses"})[:400])
     if "profile" in stages:
-        cost["profile"] = 45
         attempt("profile", lambda: stage_profile(a.meshtrain, work, SPEED_CONFIGS[0],
                                                  peak["bf16_tflops"] if peak else matmul_tflops(torch.bfloat16)))
     res.data["seconds"] = round(time.time() - start, 1)

@@ -41,13 +41,14 @@ void AdamW::update(std::vector<Tensor>& params, double lr, double grad_scale) {
   // 0.376 to 0.352 s with it and the multi-tensor grad norm (docs/trainer.md, "On a GPU"). Same
   // update: its bias corrections come from the step count, its decay is p -= lr wd p, and the
   // clipping coefficient enters as AMP's grad_scale (g / (1/c)).
+  auto torch_fused = [](const Tensor& p) {
+    return p.is_cuda() && p.scalar_type() == at::kFloat && p.grad().scalar_type() == at::kFloat;
+  };
   std::vector<Tensor> cp, cg, cm, cv, cs;
   device_steps.resize(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor& p = params[i];
-    if (!p.grad().defined() || !p.is_cuda() || p.scalar_type() != at::kFloat ||
-        p.grad().scalar_type() != at::kFloat)
-      continue;
+    if (!p.grad().defined() || !torch_fused(p)) continue;
     if (!device_steps[i].defined())
       device_steps[i] = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(p.device()));
     device_steps[i].fill_(static_cast<double>(step));
@@ -60,9 +61,8 @@ void AdamW::update(std::vector<Tensor>& params, double lr, double grad_scale) {
   if (!cp.empty()) torch_fused_step(cp, cg, cm, cv, cs, lr, grad_scale);
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor& p = params[i];
-    if (!p.grad().defined()) continue;
+    if (!p.grad().defined() || torch_fused(p)) continue;  // torch_fused: updated above
     const Tensor& g = p.grad();
-    if (p.is_cuda() && p.scalar_type() == at::kFloat && g.scalar_type() == at::kFloat) continue;  // above
     const bool fused = p.device().is_cpu() && p.scalar_type() == at::kFloat &&
                        g.scalar_type() == at::kFloat && p.is_contiguous() && g.is_contiguous() &&
                        exp_avg[i].is_contiguous() && exp_avg_sq[i].is_contiguous();
