@@ -83,6 +83,32 @@ TEST(LocalCalibrate, TwoRanksGiveACalibrationTheEstimatorAccepts) {
   EXPECT_TRUE(has(FitTerm::dp_replicate, 2, 1));
   EXPECT_EQ(cal.step_factors.size(), 7u) << to_json(cal).dump();
 
+  // Every split step says how much of the CPUs was stolen while it ran and how often it was
+  // measured (again under steal: core/cpu_steal.h); the ranks decide alike, so each rank has the
+  // same splits with the same attempts.
+  std::vector<std::vector<std::string>> attempts_by_rank;
+  for (const auto& entry : fs::recursive_directory_iterator(tmp / "runs")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("metrics-rank", 0) != 0) continue;
+    std::vector<std::string> attempts;
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || j.value("kind", "") != "split_step") continue;
+      ASSERT_TRUE(j.contains("steal") && j.contains("attempts")) << line;
+      EXPECT_GE(j["steal"].get<double>(), 0.0) << line;
+      EXPECT_LE(j["steal"].get<double>(), 1.0) << line;
+      EXPECT_GE(j["attempts"].get<int>(), 1) << line;
+      EXPECT_LE(j["attempts"].get<int>(), 3) << line;
+      attempts.push_back(j["config"]["mesh"].dump() + " x" + j["config"]["training"]["global_batch"].dump() +
+                         ": " + j["attempts"].dump());
+    }
+    attempts_by_rank.push_back(attempts);
+  }
+  ASSERT_EQ(attempts_by_rank.size(), 2u);
+  EXPECT_FALSE(attempts_by_rank[0].empty());
+  EXPECT_EQ(attempts_by_rank[0], attempts_by_rank[1]);
+
   // Stored by fingerprint, with the run that measured it; the run itself ended ok.
   auto store = store::RunStore::open(db);
   ASSERT_TRUE(store.ok());
