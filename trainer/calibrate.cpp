@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -382,16 +383,18 @@ class Calibrator {
     for (SplitStep& s : splits) s.result = measure_split_step(s, cut);
     // A split measured while the hypervisor took more than kStealLimit of the node's CPUs is
     // measured again after the others (a burst of steal lasts seconds), up to twice; the faster
-    // measurement stands. Every rank decides alike: the steal is the most any node saw.
+    // measurement stands (by its slowest rank). Every rank decides alike: SplitResult's steal and
+    // slowest_step_s are the same everywhere.
+    const double limit = steal_limit();
     for (int again = 0; again < kStealRepeats; ++again) {
       for (SplitStep& s : splits) {
-        if (s.result.steal <= kStealLimit) continue;
+        if (s.result.steal <= limit) continue;
         if (rank_ == 0)
           log_("calibrate: split ", s.config.mesh.to_string(), " at ", s.micro_batches, " micro-batch(es) measured again: ",
                static_cast<int>(100 * s.result.steal + 0.5), " % of the CPUs were stolen");
         SplitResult repeated = measure_split_step(s, cut);
         repeated.attempts = s.result.attempts + 1;
-        if (repeated.mid.step_s >= s.result.mid.step_s) {
+        if (repeated.slowest_step_s >= s.result.slowest_step_s) {
           s.result.attempts = repeated.attempts;
           continue;
         }
@@ -399,6 +402,21 @@ class Calibrator {
       }
     }
     for (const SplitStep& s : splits) write_split_step(s);
+  }
+
+  // kStealLimit, or MESHTRAIN_CALIBRATE_STEAL_LIMIT (a share: 1 never repeats, a negative one
+  // always does, which the tests use to run the repeats on a machine without steal). Every rank
+  // is launched with the same environment, so every rank reads the same limit.
+  double steal_limit() {
+    const char* env = std::getenv("MESHTRAIN_CALIBRATE_STEAL_LIMIT");
+    if (!env || !*env) return kStealLimit;
+    char* end = nullptr;
+    const double v = std::strtod(env, &end);
+    if (end == env || *end != '\0' || !std::isfinite(v)) {
+      if (rank_ == 0) log_("calibrate: MESHTRAIN_CALIBRATE_STEAL_LIMIT=", env, ": not a number; using ", kStealLimit);
+      return kStealLimit;
+    }
+    return v;
   }
 
   struct Timed {
@@ -409,6 +427,7 @@ class Calibrator {
     Timed mid;           // the mean of the middle half of the steps
     int iterations = 0;  // steps timed
     double steal = 0;    // share of the CPUs stolen while it ran (the most any node saw)
+    double slowest_step_s = 0;  // mid.step_s of the slowest rank
     int attempts = 1;
   };
   struct SplitStep {
@@ -515,10 +534,14 @@ class Calibrator {
     SplitResult result;
     result.mid = mid;
     result.iterations = static_cast<int>(timed.size());
-    at::Tensor stolen = at::full({1}, static_cast<float>(steal_share(cpu0, read_cpu_times())),
-                                 at::TensorOptions().device(device_).dtype(at::kFloat));
-    comms_.front()->all_reduce(stolen, comms_.front()->world(), /*max=*/true);
-    result.steal = stolen.item<float>();
+    // What decides a repeat, and which attempt stands, must be the same on every rank (a repeat
+    // is collective): the most steal any node saw and the slowest rank's step.
+    at::Tensor agreed = at::tensor({static_cast<float>(steal_share(cpu0, read_cpu_times())), static_cast<float>(mid.step_s)},
+                                   at::TensorOptions().dtype(at::kFloat)).to(device_);
+    comms_.front()->all_reduce(agreed, comms_.front()->world(), /*max=*/true);
+    const at::Tensor host = agreed.cpu();
+    result.steal = host[0].item<float>();
+    result.slowest_step_s = host[1].item<float>();
     return result;
   }
 
