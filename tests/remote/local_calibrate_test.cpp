@@ -139,7 +139,9 @@ TEST(LocalCalibrate, TwoRanksGiveACalibrationTheEstimatorAccepts) {
     EXPECT_TRUE(std::isfinite(t.step_s)) << shape.to_string();
     EXPECT_GT(t.comm_s, 0) << shape.to_string();
     for (Axis a : kAxes)
-      if (shape[a] > 1) EXPECT_TRUE(t.comm_calibrated[a]) << shape.to_string();
+      if (shape[a] > 1) {
+        EXPECT_TRUE(t.comm_calibrated[a]) << shape.to_string();
+      }
   }
 
   // meshwork plan finds it in the store by its id.
