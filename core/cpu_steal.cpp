@@ -1,8 +1,8 @@
 #include "core/cpu_steal.h"
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 namespace meshwork {

@@ -382,7 +382,7 @@ class Calibrator {
     }
     for (SplitStep& s : splits) s.result = measure_split_step(s, cut);
     // A split measured while the hypervisor took more than kStealLimit of the node's CPUs is
-    // measured again after the others (a burst of steal lasts seconds), up to twice; the faster
+    // measured again after the others (a burst of steal lasts seconds to minutes), up to twice; the faster
     // measurement stands (by its slowest rank). Every rank decides alike: SplitResult's steal and
     // slowest_step_s are the same everywhere.
     const double limit = steal_limit();
@@ -392,13 +392,10 @@ class Calibrator {
         if (rank_ == 0)
           log_("calibrate: split ", s.config.mesh.to_string(), " at ", s.micro_batches, " micro-batch(es) measured again: ",
                static_cast<int>(100 * s.result.steal + 0.5), " % of the CPUs were stolen");
+        const int attempts = s.result.attempts + 1;
         SplitResult repeated = measure_split_step(s, cut);
-        repeated.attempts = s.result.attempts + 1;
-        if (repeated.slowest_step_s >= s.result.slowest_step_s) {
-          s.result.attempts = repeated.attempts;
-          continue;
-        }
-        s.result = repeated;
+        if (repeated.slowest_step_s < s.result.slowest_step_s) s.result = repeated;
+        s.result.attempts = attempts;
       }
     }
     for (const SplitStep& s : splits) write_split_step(s);
