@@ -185,7 +185,7 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
   const auto cfg_path = std::filesystem::temp_directory_path() / ("meshwork-" + run_name + ".json");
   if (auto st = save_run_config(config, cfg_path); !st) return failed(st.error());
   const std::string trainer_name = "meshtrain";
-  DeployFile trainer{req.trainer_path, trainer_name, 0700};
+  DeployFile trainer{req.trainer_path, trainer_name, 0700, ""};
   const auto retarget_dir = std::filesystem::temp_directory_path() / ("meshwork-" + run_name + "-trainer");
   if (!req.node_torch.empty()) {
     auto moved = retarget_trainer(req.trainer_path, req.node_torch, retarget_dir);
@@ -221,7 +221,7 @@ std::variant<LaunchedRun, LaunchError> launch_run(const std::filesystem::path& d
   }
   std::vector<Node*> raw;
   for (auto& node : nodes) raw.push_back(node.get());
-  std::vector<DeployFile> files = {trainer, DeployFile{cfg_path.string(), kRunConfigFile, 0600}};
+  std::vector<DeployFile> files = {trainer, DeployFile{cfg_path.string(), kRunConfigFile, 0600, ""}};
   files.insert(files.end(), data_uploads->begin(), data_uploads->end());
   auto deployed = deploy_all(raw, req.remote_root, run_name, files, trainer_name, req.on_deploy);
   std::filesystem::remove(cfg_path);

@@ -78,7 +78,8 @@ int main(int argc, char** argv) {
   placement.ranks_per_node = env->from_env ? env->local_world_size : std::max(1, o.nproc_per_node);
   if (o.calibrate) {
     // The mesh is not used (calibrate builds its own group layouts): any shape of the world.
-    o.run.mesh = MeshShape{1, placement.world_size, 1, 1};
+    // world_size is a product of two ints from the command line or the environment.
+    o.run.mesh = MeshShape{1, static_cast<int>(placement.world_size), 1, 1};
     if (o.check_only) return kExitOk;
     if (supervise_mode) return supervise(o, o.run.mesh);
     if (!env->from_env && placement.world_size != 1)

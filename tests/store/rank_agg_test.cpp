@@ -206,7 +206,7 @@ TEST_F(StoreRankAgg, AggregatesAndBucketsEqualARecomputationFromRawPoints) {
   }
   // The tails: whatever the chunks left unconsumed.
   for (int r = 0; r < ranks; ++r)
-    for (const std::string source : {"rank" + std::to_string(r), "rank" + std::to_string(r) + "-again"}) {
+    for (const std::string& source : {"rank" + std::to_string(r), "rank" + std::to_string(r) + "-again"}) {
       if (source.find("-again") != std::string::npos && r % 5 != 0) continue;
       const uint64_t stored = *store_->source_offset(run, source);
       auto c = store_->ingest_chunk(run, source, stored, files[r].substr(stored));

@@ -383,7 +383,7 @@ class RunsTest : public QObject {
       const auto get = [](const QUrl& u, int* status) {
         QNetworkAccessManager nam;
         QNetworkReply* r = nam.get(QNetworkRequest(u));
-        QTest::qWaitFor([&] { return r->isFinished(); }, 20000);
+        if (!QTest::qWaitFor([&] { return r->isFinished(); }, 20000)) qWarning("no reply in 20 s: %s", qPrintable(u.toString()));
         *status = r->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
         const QByteArray body = r->readAll();
         delete r;
