@@ -106,9 +106,11 @@ constexpr int64_t kMaxCount = int64_t{1} << 30;
     lhs = *_r;                             \
   } while (0)
 
+// Width in characters: UTF-8 continuation bytes (the step's "±") take no column.
 std::string pad(const std::string& s, size_t width, bool right = true) {
-  if (s.size() >= width) return s;
-  return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
+  const size_t chars = static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+  if (chars >= width) return s;
+  return right ? std::string(width - chars, ' ') + s : s + std::string(width - chars, ' ');
 }
 
 void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
@@ -142,7 +144,7 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
   std::vector<std::pair<std::string, size_t>> cols = {
       {"#", 3},      {"dp_rep", 6}, {"dp_shard", 8}, {"cp", 3},       {"tp", 3},
       {"fits", 5},   {"total", 7},  {"params", 7},   {"grads", 6},    {"optim", 6},
-      {"acts", 7},   {"bufs", 6},   {"rsv", 5},      {"step", 10},    {"tokens/s", 10},
+      {"acts", 7},   {"bufs", 6},   {"rsv", 5},      {"step", 15},    {"tokens/s", 10},
       {"MFU", 6},    {"comm", 7}};
   if (piped) {
     cols.insert(cols.begin() + 1, {"pp", 4});
@@ -170,7 +172,7 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
         mem(m.activations),
         mem(m.buffers),
         mem(m.reserve),
-        format_seconds(e.time.step_s),
+        format_seconds(e.time.step_s) + (e.time.step_band > 0 ? " ±" + format_percent(e.time.step_band) : ""),
         format_count(e.time.tokens_per_s),
         format_percent(e.time.mfu),
         format_percent(comm_share)};
@@ -181,8 +183,9 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
     for (size_t i = 0; i < cells.size(); ++i) out << pad(cells[i], cols[i].second) << ' ';
     out << (e.warnings.empty() ? "" : " !") << "\n";
   }
-  out << "\nstep: predicted optimizer step; comm: share of the step spent communicating; "
-         "! : see warnings\n";
+  out << "\nstep: predicted optimizer step (± how far it can be trusted: how much the cluster's own step "
+         "times moved while it calibrated, or how far the fit missed its runs); comm: share of the step "
+         "spent communicating; ! : see warnings\n";
   if (piped)
     out << "pp: pipeline stages (" << to_string(q.pp_schedule)
         << (q.pp_schedule == PipelineSchedule::interleaved_1f1b ? ", " + std::to_string(q.pp_virtual_stages) + " chunks per rank" : std::string())
@@ -191,6 +194,14 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
     out << "Calibrated: compute and collectives from the calibration of cluster "
         << q.calibration->fingerprint.id() << " measured " << q.calibration->measured_at
         << " (hardware defaults where it has no number)\n";
+  if (q.calibration && q.calibration->step_band() > 0) {
+    char buf[240];
+    std::snprintf(buf, sizeof buf,
+                  "While it calibrated, the same split step moved %.0f%% from its first measurement to its last, "
+                  "and steps varied %.0f%% (interquartile range): trust a predicted step to about ±%.0f%%\n",
+                  100 * q.calibration->step_drift, 100 * q.calibration->step_spread, 100 * q.calibration->step_band());
+    out << buf;
+  }
   else
     out << "Hardware defaults (no calibration: meshwork calibrate, then --calibration)\n";
   if (q.fit) {

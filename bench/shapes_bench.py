@@ -318,6 +318,7 @@ def main():
         rows.append(dict(fit_row, **{"shape": key, "planner_rank": est["rank"], "tokens_per_s": m["tokens_per_s"],
                      "predicted_tokens_per_s": est["tokens_per_s"], "comm_share": m["comm_share"],
                      "step_s": m["step_s"], "predicted_step_s": est["step_time_s"],
+                     "predicted_step_band": est.get("step_band", 0.0),
                      "rounds_step_s": m["rounds_step_s"], "rounds_steal": m["rounds_steal"],
                      "step_error": rel(est["step_time_s"], m["step_s"]),
                      "compute_s": m["compute_s"], "predicted_compute_s": est["compute_s"],
@@ -368,6 +369,10 @@ def main():
     worst = max(abs(r["memory_error"]) for r in rows)
     worst_step = max(abs(r["step_error"]) for r in rows)
     within = sum(1 for r in rows if abs(r["step_error"]) <= 0.15)
+    # The band the planner shows beside each prediction (core's TimeEstimate::step_band: the
+    # drift and spread the calibration measured of this machine): does it hold what it claims?
+    band = max(r["predicted_step_band"] for r in rows)
+    within_band = sum(1 for r in rows if r["predicted_step_band"] > 0 and abs(r["step_error"]) <= r["predicted_step_band"])
     spreads = sorted(r["rounds_spread"] for r in rows)
     print("rounds of one shape apart (slowest / fastest - 1): median %.0f%%, worst %.0f%% (%s); steal during"
           " the calibration %.1f%%" % (100 * spreads[len(spreads) // 2], 100 * spreads[-1],
@@ -376,6 +381,10 @@ def main():
           " (target >= 0.95); best measured %s, planner's first %s (%s); memory: worst |error| %.1f%%"
           % (100 * worst_step, within, len(rows), rho, best_measured, best_planned,
              "same" if best_measured == best_planned else "DIFFERENT", 100 * worst))
+    noise = cal.get("step_noise", {})
+    print("the calibration's own noise: drift %.0f%%, spread %.0f%% -> predictions shown ± %.0f%%; %d of %d"
+          " measured steps inside their band" % (100 * noise.get("drift", 0), 100 * noise.get("spread", 0),
+                                                 100 * band, within_band, len(rows)))
     fit_summary = None
     if fitted:
         print("Fitted from the stored runs alone (no calibration): predicted vs measured this run")
@@ -405,6 +414,7 @@ def main():
                    "load_average": load0, "load_average_end": load1,
                    "rounds": args.rounds, "step_efficiency": efficiency, "spearman_rho": rho,
                    "worst_step_error": worst_step, "shapes_within_15pct": within,
+                   "step_band": band, "shapes_within_band": within_band,
                    "rounds_spread_median": spreads[len(spreads) // 2], "rounds_spread_worst": spreads[-1],
                    "worst_memory_error": worst,
                    "best_measured": best_measured, "planner_first": best_planned,

@@ -259,7 +259,8 @@ nlohmann::json to_json(const Calibration& c) {
           {"step_efficiency", c.step_efficiency},
           {"matmul", mm},
           {"collectives", co},
-          {"step_factors", factors}};
+          {"step_factors", factors},
+          {"step_noise", {{"drift", c.step_drift}, {"spread", c.step_spread}}}};
 }
 
 Result<Calibration> calibration_from_json(const nlohmann::json& j) {
@@ -320,6 +321,17 @@ Result<Calibration> calibration_from_json(const nlohmann::json& j) {
       auto f = fit_factor_from_json(j["step_factors"][i], "step_factors[" + std::to_string(i) + "]");
       if (!f) return f.error();
       c.step_factors.push_back(*f);
+    }
+  }
+  if (j.contains("step_noise")) {
+    // Optional (older calibrations): relative shares, 0 = not measured; above 10 (a step ten
+    // times slower the second time) is no longer noise but a broken measurement.
+    const nlohmann::json& noise = j["step_noise"];
+    if (!noise.is_object()) return Error{"step_noise", noise.dump().substr(0, 40), "an object {drift, spread}"};
+    for (auto [key, out] : {std::pair<const char*, double*>{"drift", &c.step_drift}, {"spread", &c.step_spread}}) {
+      if (Status st = read_optional_number(noise, key, 0.0, *out, "step_noise"); !st) return st.error();
+      if (!std::isfinite(*out) || *out < 0 || *out > 10)
+        return Error{std::string("step_noise.") + key, std::to_string(*out), "a share from 0 to 10 (0: not measured)"};
     }
   }
   return c;

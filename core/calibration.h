@@ -131,6 +131,15 @@ struct Calibration {
   // records). A collective alone on an idle group and matmuls alone miss what a step does
   // between them; these factors carry it. Empty: not measured (older calibrations).
   std::vector<FitFactor> step_factors;
+  // How far this cluster moves by itself, measured by the split steps (0: not measured, as in
+  // calibrations from before): step_drift, the largest |again / first - 1| of the splits the
+  // drift check measured twice a minute or more apart; step_spread, the median over the splits of
+  // their steps' interquartile range over their median. A prediction made from this calibration
+  // cannot sit closer to a run than the cluster sits to itself: step_band() is the relative
+  // distance a user can trust a predicted step time to (docs/estimator.md, "How far to trust").
+  double step_drift = 0;
+  double step_spread = 0;
+  double step_band() const { return step_drift > step_spread ? step_drift : step_spread; }
 
   // The matmul rate for `precision` with `ranks_per_node` ranks sharing a node: that entry, else
   // the one with the nearest ranks_per_node (scaled by the ratio of ranks: they share the cores).

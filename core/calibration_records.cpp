@@ -142,6 +142,15 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
                     " and a multiple of ranks_per_node >= 1, compute_s and each comm_s a finite number >= 0");
         continue;
       }
+      // Optional (calibrations before the drift check have neither): a finite spread >= 0, and an
+      // again_step_s > 0 beside a step_s > 0.
+      double spread = 0, step_s = 0, again_s = 0;
+      if (field(f, "spread", spread) && std::isfinite(spread) && spread >= 0) s.spread = spread;
+      if (field(f, "again_step_s", again_s) && field(f, "step_s", step_s) && std::isfinite(again_s) &&
+          std::isfinite(step_s) && again_s > 0 && step_s > 0) {
+        s.drift = again_s / step_s - 1;
+        s.drift_ranks = 1;
+      }
       s.ranks = 1;
       // Every rank of the split reports: the run's step is their mean, as a stored run's is.
       const std::string key = f["config"].dump();
@@ -154,6 +163,12 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
         const double n = acc.ranks;
         acc.measured.compute_s = (acc.measured.compute_s * n + s.measured.compute_s) / (n + 1);
         for (Axis a : kAxes) acc.measured.comm_s[a] = (acc.measured.comm_s[a] * n + s.measured.comm_s[a]) / (n + 1);
+        acc.spread = (acc.spread * n + s.spread) / (n + 1);
+        if (s.drift_ranks > 0) {
+          const double d = acc.drift_ranks;
+          acc.drift = (acc.drift * d + s.drift) / (d + 1);
+          acc.drift_ranks += 1;
+        }
         acc.ranks += 1;
       }
     } else {
@@ -238,6 +253,16 @@ Result<Calibration> calibration_from_records(const std::vector<CalibrationRecord
     std::sort(efficiency.begin(), efficiency.end());
     const size_t n = efficiency.size();
     cal->step_efficiency = n % 2 ? efficiency[n / 2] : 0.5 * (efficiency[n / 2 - 1] + efficiency[n / 2]);
+  }
+  std::vector<double> spreads;
+  for (const SplitStepSample& st : s.split_steps) {
+    if (st.spread > 0) spreads.push_back(st.spread);
+    if (st.drift_ranks > 0) cal->step_drift = std::max(cal->step_drift, std::abs(st.drift));
+  }
+  if (!spreads.empty()) {
+    std::sort(spreads.begin(), spreads.end());
+    const size_t n = spreads.size();
+    cal->step_spread = n % 2 ? spreads[n / 2] : 0.5 * (spreads[n / 2 - 1] + spreads[n / 2]);
   }
   if (!s.split_steps.empty()) {
     auto fit = fit_runs(split_step_observations(s.split_steps), *cal);

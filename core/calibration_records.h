@@ -32,6 +32,13 @@ struct SplitStepSample {
   int ranks_per_node = 0;
   RunMeasurement measured;
   int ranks = 0;  // ranks whose records were averaged
+  // The noise of this cluster as the split showed it, the mean over its ranks: its steps'
+  // interquartile range over their median ("spread"), and, for the splits the drift check
+  // measured again at the end of the split steps, again / first - 1 ("again_step_s" over
+  // "step_s"; drift_ranks of the ranks reported one).
+  double spread = 0;
+  double drift = 0;
+  int drift_ranks = 0;
 };
 
 struct CalibrationSamples {
@@ -67,7 +74,8 @@ std::vector<RunObservation> split_step_observations(const std::vector<SplitStepS
 // efficiency is the median over "step" records of (flops / seconds) / the calibrated matmul rate
 // at that precision and ranks per node (split 1), at most 1; 0 (not measured) without one. The
 // split steps are then fitted (fit_runs, core/run_fit.h) on that calibration as the base, as
-// stored runs would be: Calibration::step_factors.
+// stored runs would be: Calibration::step_factors. Calibration::step_spread is the median of the
+// splits' spreads, step_drift the largest |drift| of the splits measured twice.
 Result<Calibration> calibration_from_records(const std::vector<CalibrationRecord>& records,
                                              const std::vector<std::string>& hosts = {});
 

@@ -192,6 +192,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
           {"reserve", peak.reserve},
           {"total", peak.total}}},
         {"step_time_s", e.time.step_s},
+        {"step_band", e.time.step_band},
         {"compute_s", e.time.compute_s},
         {"tokens_per_s", e.time.tokens_per_s},
         {"mfu", e.time.mfu},

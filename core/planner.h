@@ -86,7 +86,7 @@ Result<Plan> make_plan(const PlanQuery& query);
 // The `meshwork plan --json` document:
 // {"world_size", "model":{"name","params"}, "shapes":[{"dp_replicate","dp_shard","cp","tp",
 //  "fits", "memory_bytes":{"params","grads","optimizer","activations","buffers","reserve",
-//  "total"}, "step_time_s","compute_s","tokens_per_s","mfu","comm_s":{"dp_replicate","dp_shard","cp","tp"},
+//  "total"}, "step_time_s","step_band" (TimeEstimate::step_band; 0: unknown),"compute_s","tokens_per_s","mfu","comm_s":{"dp_replicate","dp_shard","cp","tp"},
 //  "calibrated":{"compute","dp_replicate","dp_shard","cp","tp"} (true: from the calibration),
 //  "fitted":{"compute","dp_replicate","dp_shard","cp","tp"} (true: corrected by the fit of past runs),
 //  "warnings":["field: value: message", ...]}, ...]}   best first.

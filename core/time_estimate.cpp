@@ -283,6 +283,15 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   out.tokens_per_s = out.step_s > 0 ? out.tokens_per_step / out.step_s : 0;
   out.mfu = out.model_flops_per_token * out.tokens_per_s / (static_cast<double>(world) * peak);
   out.peak_flops_used = peak;
+  // A prediction is no closer to a run than the cluster is to itself (the calibration's drift
+  // and spread), nor than the fit was to the runs it learnt from (its median residual).
+  bool calibrated = out.compute_calibrated, fitted = out.compute_fitted;
+  for (Axis a : kAxes) {
+    calibrated = calibrated || out.comm_calibrated[a];
+    fitted = fitted || out.comm_fitted[a];
+  }
+  if (cal && calibrated) out.step_band = cal->step_band();
+  if (fit && fitted) out.step_band = std::max(out.step_band, fit->median_residual);
   return out;
 }
 

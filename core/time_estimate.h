@@ -107,6 +107,10 @@ struct TimeEstimate {
   // Which terms a fit from past runs corrected (TimeQuery::fit).
   bool compute_fitted = false;
   AxisArray<bool> comm_fitted;  // per axis
+  // How far step_s can be trusted, relative (0: unknown, as with hardware defaults): the
+  // calibration's step_band() when it gave a number, the fit's median residual when it
+  // corrected one; the larger when both did.
+  double step_band = 0;
   // The step's terms (core/run_fit.h) before the overlap and before FSDP is split over dp_shard
   // and cp, with the conditions each ran under: what fit_runs() fits. 0: the term is absent.
   std::array<double, kFitTermCount> term_s{};

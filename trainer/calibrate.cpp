@@ -85,6 +85,9 @@ constexpr int64_t kSplitStepLayers = 4;
 // Micro-batches per dp rank of each split step: their difference separates what a micro-batch
 // costs from what a step pays once (docs/estimator.md, "Split steps", also for why not 1 and 4).
 constexpr int kSplitStepMicroBatches[] = {1, 2};
+// Splits measured a second time at the end of the split steps (the drift check): the first
+// shape at 1 and 2 micro-batches, its cheapest (a few seconds in all on the 2-core VM).
+constexpr size_t kDriftCheckSplits = 2;
 // Times a split measured under too much CPU steal (core/cpu_steal.h) is measured again.
 constexpr int kStealRepeats = 2;
 
@@ -398,6 +401,12 @@ class Calibrator {
         s.result.attempts = attempts;
       }
     }
+    // The drift check: the first kDriftCheckSplits splits measured again, now that every other
+    // split is done (a minute or more after their first measurement here). How far the same
+    // step moved on the same ranks is how far this cluster moves by itself: what a predicted
+    // step time can be trusted to (Calibration::step_drift, docs/estimator.md).
+    for (size_t i = 0; i < splits.size() && i < kDriftCheckSplits; ++i)
+      splits[i].again_step_s = measure_split_step(splits[i], cut).mid.step_s;
     for (const SplitStep& s : splits) write_split_step(s);
   }
 
@@ -425,6 +434,7 @@ class Calibrator {
     int iterations = 0;  // steps timed
     double steal = 0;    // share of the CPUs stolen while it ran (the most any node saw)
     double slowest_step_s = 0;  // mid.step_s of the slowest rank
+    double spread = 0;          // interquartile range of the steps / their median (this rank)
     int attempts = 1;
   };
   struct SplitStep {
@@ -432,6 +442,7 @@ class Calibrator {
     LayoutCheck layout;
     int micro_batches = 1;
     SplitResult result;
+    double again_step_s = 0;  // the drift check's mid.step_s (this rank); 0: not measured again
   };
 
   void write_split_step(const SplitStep& s) {
@@ -441,11 +452,13 @@ class Calibrator {
       comm_s[std::string(axis_name(a))] = s.result.mid.comm_s[a];
       comm_total += s.result.mid.comm_s[a];
     }
-    write("split_step", {{"config", to_json(s.config)}, {"world", env_.world_size},
-                         {"ranks_per_node", env_.local_world_size}, {"step_s", s.result.mid.step_s},
-                         {"compute_s", std::max(0.0, s.result.mid.step_s - comm_total)}, {"comm_s", comm_s},
-                         {"iterations", s.result.iterations}, {"steal", s.result.steal},
-                         {"attempts", s.result.attempts}});
+    nlohmann::json rec = {{"config", to_json(s.config)}, {"world", env_.world_size},
+                          {"ranks_per_node", env_.local_world_size}, {"step_s", s.result.mid.step_s},
+                          {"compute_s", std::max(0.0, s.result.mid.step_s - comm_total)}, {"comm_s", comm_s},
+                          {"iterations", s.result.iterations}, {"steal", s.result.steal},
+                          {"attempts", s.result.attempts}, {"spread", s.result.spread}};
+    if (s.again_step_s > 0) rec["again_step_s"] = s.again_step_s;
+    write("split_step", rec);
   }
 
   SplitResult measure_split_step(const SplitStep& split, const ModelSpec& cut) {
@@ -529,6 +542,8 @@ class Calibrator {
     }
     comm.barrier(comm.world());  // every rank done with the groups before they go
     SplitResult result;
+    const double median_step = timed[timed.size() / 2].step_s;
+    if (median_step > 0) result.spread = (timed[timed.size() * 3 / 4].step_s - timed[timed.size() / 4].step_s) / median_step;
     result.mid = mid;
     result.iterations = static_cast<int>(timed.size());
     // What decides a repeat, and which attempt stands, must be the same on every rank (a repeat

@@ -127,6 +127,13 @@ std::string basis_tag(const Basis& b) {
   return cal == "defaults" ? fit : cal + " + " + fit;
 }
 
+// core's TimeEstimate::step_band in words ("" when unknown).
+std::string band_sentence(double band) {
+  if (!(band > 0)) return "";
+  return " Trust the step time to about ± " + std::to_string(static_cast<int>(100 * band + 0.5)) +
+         " %: the cluster's own step times moved that much while it calibrated, or the fit missed its runs by that.";
+}
+
 std::string join_words(const std::vector<std::string>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i == 0 ? "" : (i + 1 == v.size() ? " and " : ", ")) + v[i];
@@ -153,6 +160,7 @@ std::string time_basis_detail(const MemoryBreakdown& m) {
     if (!measured.empty()) text += " From it: " + join_words(measured) + ".";
     if (!defaults.empty()) text += " From core's defaults (not measured for this shape): " + join_words(defaults) + ".";
   }
+  text += band_sentence(m.step_band);
   const Basis b = basis_of(m);
   if (!b.fitted()) return text;
   std::vector<std::string> fitted, unfitted;
@@ -179,7 +187,7 @@ std::string time_basis_detail(const PlanRow& r) {
     text += "; " + std::string(axis_name(a)) + ": " + (r.comm_calibrated[a] ? "calibration" : "defaults") +
             (fitted && r.comm_fitted[a] ? fit : "");
   }
-  return text;
+  return text + "." + band_sentence(r.step_band);
 }
 
 // The placement core checks against. Link speeds are what the cluster cards show: NVLink-joined
@@ -244,6 +252,7 @@ Result<MemoryBreakdown> estimate_memory(const RunConfig& config, const ClusterFa
   out.tokens_per_s = t.tokens_per_s;
   out.mfu = t.mfu;
   out.step_seconds = t.step_s;
+  out.step_band = t.step_band;
   out.compute_calibrated = t.compute_calibrated;
   out.compute_fitted = t.compute_fitted;
   bool fitted = t.compute_fitted;
@@ -315,6 +324,7 @@ Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterF
     r.tokens_per_s = e.time.tokens_per_s;
     r.mfu = e.time.mfu;
     r.step_seconds = e.time.step_s;
+    r.step_band = e.time.step_band;
     for (Axis a : kAxes)
       r.comm_share[a] = e.time.step_s > 0 ? e.time.comm[a].seconds / e.time.step_s : 0;
     r.compute_calibrated = e.time.compute_calibrated;

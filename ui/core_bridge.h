@@ -79,6 +79,7 @@ struct MemoryBreakdown {
   double tokens_per_s = 0;
   double mfu = 0;
   double step_seconds = 0;
+  double step_band = 0;  // core's TimeEstimate::step_band: how far step_seconds can be trusted; 0 unknown
   // Where the step time's numbers came from (core's TimeEstimate flags): the compute rate and,
   // per axis in kAxes order, every collective's alpha-beta fit from the cluster's calibration
   // (ClusterFacts::calibration), or core's hardware defaults.
@@ -109,6 +110,7 @@ struct PlanRow {
   double tokens_per_s = 0;
   double mfu = 0;
   double step_seconds = 0;
+  double step_band = 0;            // core's TimeEstimate::step_band (relative; 0 unknown)
   AxisArray<double> comm_share{};  // per axis, fraction of step time, kAxes order
   bool compute_calibrated = false;     // as MemoryBreakdown's: from ClusterFacts::calibration
   AxisArray<bool> comm_calibrated{};

@@ -77,7 +77,9 @@ QVariant PlannerModel::data(const QModelIndex& index, int role) const {
     case Memory: return format_bytes(r.memory_bytes);
     case TokensPerS: return format_tokens_per_s(r.tokens_per_s);
     case Mfu: return format_percent(r.mfu);
-    case StepTime: return format_seconds(r.step_seconds);
+    case StepTime:
+      return r.step_band > 0 ? tr("%1 ± %2").arg(format_seconds(r.step_seconds), format_percent(r.step_band))
+                             : format_seconds(r.step_seconds);
     case Basis: return QString::fromStdString(time_basis(r));
     default: return format_percent(r.comm_share[kAxes[static_cast<size_t>(col - CommFirst)]]);
   }

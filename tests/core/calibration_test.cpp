@@ -673,3 +673,100 @@ TEST(Calibration, SplitStepShapesInsideANodeAndAcrossTwo) {
   EXPECT_EQ(compact(split_step_shapes(2, 1)), (std::vector<std::string>{"2x1x1x1", "1x1x2x1", "1x1x1x2", "1x2x1x1"}));
   EXPECT_TRUE(split_step_shapes(0, 4).empty());
 }
+
+// ---- How far a prediction can be trusted: the calibration's own noise. ----
+
+TEST(Calibration, StepNoiseFromTheSplitStepsDriftCheckAndSpread) {
+  // Two splits, two ranks each. Split A was measured again at the end (the drift check):
+  // rank 0 100 -> 112 ms (+12 %), rank 1 100 -> 104 ms (+4 %): its drift is their mean, +8 %.
+  // Split B was not. Spreads: A 0.10 and 0.20 (mean 0.15), B 0.02 and 0.04 (mean 0.03), so
+  // the median of the splits' spreads is (0.03 + 0.15) / 2 = 0.09; the band is max(0.08, 0.09).
+  std::vector<CalibrationRecord> recs = node_of_two_records();
+  const RunConfig a = split_config(MeshShape{1, 1, 1, 2}), b = split_config(MeshShape{1, 1, 2, 1});
+  auto split = [](int rank, const RunConfig& c, double spread, double again) {
+    nlohmann::json f = {{"config", to_json(c)}, {"world", 2}, {"ranks_per_node", 2}, {"step_s", 0.1},
+                        {"compute_s", 0.08}, {"comm_s", {{"tp", 0.02}}}, {"iterations", 8}, {"spread", spread}};
+    if (again > 0) f["again_step_s"] = again;
+    return CalibrationRecord{rank, 170, "split_step", f};
+  };
+  recs.push_back(split(0, a, 0.10, 0.112));
+  recs.push_back(split(1, a, 0.20, 0.104));
+  recs.push_back(split(0, b, 0.02, 0));
+  recs.push_back(split(1, b, 0.04, 0));
+  const CalibrationSamples samples = samples_from_records(recs);
+  ASSERT_EQ(samples.split_steps.size(), 2u);
+  EXPECT_NEAR(samples.split_steps[0].drift, 0.08, 1e-12);
+  EXPECT_EQ(samples.split_steps[0].drift_ranks, 2);
+  EXPECT_EQ(samples.split_steps[1].drift_ranks, 0);
+  EXPECT_NEAR(samples.split_steps[0].spread, 0.15, 1e-12);
+  auto cal = calibration_from_records(recs);
+  ASSERT_TRUE(cal.ok()) << cal.error().message();
+  EXPECT_NEAR(cal->step_drift, 0.08, 1e-12);
+  EXPECT_NEAR(cal->step_spread, 0.09, 1e-12);
+  EXPECT_NEAR(cal->step_band(), 0.09, 1e-12);
+  // A split that came back faster drifts as much as one that came back slower.
+  recs[recs.size() - 4] = split(0, a, 0.10, 0.080);
+  recs[recs.size() - 3] = split(1, a, 0.20, 0.080);
+  EXPECT_NEAR(calibration_from_records(recs)->step_drift, 0.20, 1e-12);
+  EXPECT_NEAR(calibration_from_records(recs)->step_band(), 0.20, 1e-12);
+  // Records from before the drift check have neither field: no noise measured, no band.
+  std::vector<CalibrationRecord> old = node_of_two_records();
+  nlohmann::json f = split(0, a, 0, 0).fields;
+  f.erase("spread");
+  old.push_back({0, 170, "split_step", f});
+  auto before = calibration_from_records(old);
+  ASSERT_TRUE(before.ok());
+  EXPECT_EQ(before->step_band(), 0.0);
+}
+
+TEST(Calibration, StepNoiseRoundTripsAndErrorsNameTheField) {
+  Calibration c;
+  c.fingerprint.nodes = {{"h", 2, "cpu", 2}};
+  c.measured_at = "2026-11-28T10:00:00Z";
+  c.matmul = {{Precision::fp32, 1, 2, 1e9, 1}};
+  c.step_drift = 0.125;
+  c.step_spread = 0.0625;
+  const nlohmann::json j = to_json(c);
+  auto back = calibration_from_json(j);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->step_drift, 0.125);
+  EXPECT_EQ(back->step_spread, 0.0625);
+  EXPECT_EQ(to_json(*back), j);
+  nlohmann::json bad = j;
+  bad["step_noise"]["drift"] = -0.5;
+  EXPECT_EQ(calibration_from_json(bad).error().message(), "step_noise.drift: -0.500000: a share from 0 to 10 (0: not measured)");
+  bad = j;
+  bad["step_noise"]["spread"] = "wide";
+  EXPECT_EQ(calibration_from_json(bad).error().message(), "step_noise.spread: \"wide\": a number");
+  bad = j;
+  bad["step_noise"] = 3;
+  EXPECT_EQ(calibration_from_json(bad).error().message(), "step_noise: 3: an object {drift, spread}");
+  bad = j;
+  bad.erase("step_noise");
+  ASSERT_TRUE(calibration_from_json(bad).ok());
+  EXPECT_EQ(calibration_from_json(bad)->step_band(), 0.0);
+}
+
+TEST(CalibratedEstimate, StepBandIsTheCalibrationsNoiseOrTheFitsResidual) {
+  ModelSpec tiny = preset("tiny");
+  TimeQuery q = calibrated_query(tiny, {1, 1, 1, 2}, 2);
+  EXPECT_EQ(estimate_time(q).step_band, 0.0);  // noise not measured
+  q.calibration->step_drift = 0.12;
+  q.calibration->step_spread = 0.05;
+  EXPECT_DOUBLE_EQ(estimate_time(q).step_band, 0.12);
+  // A fit that corrected a term: its median residual when larger than the calibration's band.
+  auto fit = std::make_shared<RunFit>();
+  fit->runs = 3;
+  fit->median_residual = 0.2;
+  fit->factors = {{{FitTerm::compute, LinkKind::intra_node, 2, 1, Precision::fp32}, 1.1, 3}};
+  q.fit = fit;
+  const TimeEstimate fitted = estimate_time(q);
+  ASSERT_TRUE(fitted.compute_fitted);
+  EXPECT_DOUBLE_EQ(fitted.step_band, 0.2);
+  fit->median_residual = 0.03;
+  EXPECT_DOUBLE_EQ(estimate_time(q).step_band, 0.12);
+  // Hardware defaults alone: nothing measured, no band.
+  q.calibration.reset();
+  q.fit.reset();
+  EXPECT_EQ(estimate_time(q).step_band, 0.0);
+}

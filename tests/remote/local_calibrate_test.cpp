@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <map>
 
 #include "core/calibration.h"
 #include "core/store/calibration_store.h"
@@ -90,11 +92,17 @@ TEST(LocalCalibrate, TwoRanksGiveACalibrationTheEstimatorAccepts) {
   // Every split step says how much of the CPUs was stolen while it ran and how often it was
   // measured (here three times, by the limit above); the ranks decide alike, so each rank has the
   // same splits with the same attempts.
+  // Every split step also says how far apart its steps were (spread), and the drift check
+  // measured the first two splits again at the end: their records carry again_step_s. The
+  // calibration's step_noise is what core makes of them: the largest |again / first - 1| of a
+  // split (its ranks' mean) and the median of the splits' spreads (their ranks' mean).
   std::vector<std::vector<std::string>> attempts_by_rank;
+  std::map<std::string, std::vector<double>> drift_by_split, spread_by_split;
   for (const auto& entry : fs::recursive_directory_iterator(tmp / "runs")) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("metrics-rank", 0) != 0) continue;
     std::vector<std::string> attempts;
+    int drift_checked = 0;
     std::ifstream in(entry.path());
     for (std::string line; std::getline(in, line);) {
       auto j = nlohmann::json::parse(line, nullptr, false);
@@ -105,12 +113,40 @@ TEST(LocalCalibrate, TwoRanksGiveACalibrationTheEstimatorAccepts) {
       EXPECT_EQ(j["attempts"].get<int>(), 3) << line;  // the first and two repeats
       attempts.push_back(j["config"]["mesh"].dump() + " x" + j["config"]["training"]["global_batch"].dump() +
                          ": " + j["attempts"].dump());
+      const std::string split = j["config"].dump();
+      ASSERT_TRUE(j.contains("spread") && j["spread"].is_number()) << line;
+      EXPECT_GE(j["spread"].get<double>(), 0.0) << line;
+      spread_by_split[split].push_back(j["spread"].get<double>());
+      if (j.contains("again_step_s")) {
+        ++drift_checked;
+        EXPECT_GT(j["again_step_s"].get<double>(), 0.0) << line;
+        drift_by_split[split].push_back(j["again_step_s"].get<double>() / j["step_s"].get<double>() - 1);
+      }
     }
+    EXPECT_EQ(drift_checked, 2) << entry.path();
     attempts_by_rank.push_back(attempts);
   }
   ASSERT_EQ(attempts_by_rank.size(), 2u);
   EXPECT_FALSE(attempts_by_rank[0].empty());
   EXPECT_EQ(attempts_by_rank[0], attempts_by_rank[1]);
+  const auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum / static_cast<double>(v.size());
+  };
+  double drift = 0;
+  for (const auto& [split, d] : drift_by_split) drift = std::max(drift, std::abs(mean(d)));
+  std::vector<double> spreads;
+  for (const auto& [split, v] : spread_by_split)
+    if (mean(v) > 0) spreads.push_back(mean(v));
+  ASSERT_FALSE(spreads.empty());
+  std::sort(spreads.begin(), spreads.end());
+  const size_t n = spreads.size();
+  const double spread = n % 2 ? spreads[n / 2] : 0.5 * (spreads[n / 2 - 1] + spreads[n / 2]);
+  EXPECT_EQ(drift_by_split.size(), 2u);
+  EXPECT_NEAR(cal.step_drift, drift, 1e-9);
+  EXPECT_NEAR(cal.step_spread, spread, 1e-9);
+  EXPECT_NEAR(cal.step_band(), std::max(drift, spread), 1e-9);
 
   // Stored by fingerprint, with the run that measured it; the run itself ended ok.
   auto store = store::RunStore::open(db);
@@ -135,6 +171,7 @@ TEST(LocalCalibrate, TwoRanksGiveACalibrationTheEstimatorAccepts) {
     q.calibration = cal;
     TimeEstimate t = estimate_time(q);
     EXPECT_TRUE(t.compute_calibrated) << shape.to_string();
+    EXPECT_EQ(t.step_band, cal.step_band()) << shape.to_string();  // the calibration's own noise
     EXPECT_GT(t.step_s, 0) << shape.to_string();
     EXPECT_TRUE(std::isfinite(t.step_s)) << shape.to_string();
     EXPECT_GT(t.comm_s, 0) << shape.to_string();
@@ -152,6 +189,11 @@ TEST(LocalCalibrate, TwoRanksGiveACalibrationTheEstimatorAccepts) {
             0)
       << test::read_text(tmp / "err");
   EXPECT_NE(test::read_text(tmp / "out").find("Calibrated"), std::string::npos) << test::read_text(tmp / "out");
+  // Beside each predicted step, how far to trust it: the band the calibration measured.
+  char band[32];
+  std::snprintf(band, sizeof band, "±%.1f%%", 100 * cal.step_band());
+  EXPECT_GT(cal.step_band(), 0);  // timed steps are never all equal to the nanosecond
+  EXPECT_NE(test::read_text(tmp / "out").find(band), std::string::npos) << band << "\n" << test::read_text(tmp / "out");
 }
 
 }  // namespace
