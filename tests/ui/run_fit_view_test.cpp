@@ -34,6 +34,7 @@
 #include "ui/calibration_model.h"
 #include "ui/cluster_panel.h"
 #include "ui/core_bridge.h"
+#include "ui/format.h"
 #include "ui/memory_panel.h"
 #include "ui/plan_page.h"
 #include "ui/plan_state.h"
@@ -221,6 +222,9 @@ Calibration local_calibration() {
   }
   auto c = build_calibration(f, mm, cs, "2026-02-03T04:05:06Z");
   if (!c) qFatal("build_calibration: %s", c.error().message().c_str());
+  // The calibration's own noise (its drift check and spread): the band its predictions carry.
+  c->step_drift = 0.07;
+  c->step_spread = 0.04;
   return *c;
 }
 
@@ -241,6 +245,12 @@ void check_planner(PlannerModel* planner, const RunConfig& config, const std::sh
     QVERIFY2(std::abs(r.step_seconds - expected.step_s) <= 1e-12 * expected.step_s,
              qPrintable(QStringLiteral("%1: step %2, core %3").arg(what).arg(r.step_seconds).arg(expected.step_s)));
     QCOMPARE(planner->index(row, PlannerModel::Basis).data().toString(), tag);
+    // How far to trust it: core's band, shown beside the step time when there is one.
+    QCOMPARE(r.step_band, expected.step_band);
+    const QString step = planner->index(row, PlannerModel::StepTime).data().toString();
+    QVERIFY2(step.contains(QStringLiteral("± ") + format_percent(expected.step_band)) == (expected.step_band > 0) &&
+                 step.contains(QStringLiteral("±")) == (expected.step_band > 0),
+             qPrintable(step));
     const QString tip = planner->index(row, PlannerModel::TokensPerS).data(Qt::ToolTipRole).toString();
     QCOMPARE(planner->index(row, PlannerModel::Basis).data(Qt::ToolTipRole).toString(), tip);
     const QString fitted = QStringLiteral(" × fit of %1 runs").arg(fit ? fit->runs : 0);
@@ -350,10 +360,16 @@ class RunFitViewTest : public QObject {
       QCOMPARE(QString::fromStdString(w.plan()->memory()->calibration_id), QString::fromStdString(cal.fingerprint.id()));
       QVERIFY(panel->time_basis_detail().contains(QString::fromStdString(cal.fingerprint.id()).left(8)));
       QVERIFY(panel->time_basis_detail().contains(QStringLiteral("Fitted to the 3 runs")));
+      // The calibration's drift (7 %) or the fit's median residual, whichever is larger.
+      QVERIFY(e.step_band >= 0.07);
+      QCOMPARE(w.plan()->memory()->step_band, e.step_band);
+      const QString band = QStringLiteral("Trust the step time to about ± %1 %").arg(static_cast<int>(100 * e.step_band + 0.5));
+      QVERIFY2(panel->time_basis_detail().contains(band), qPrintable(panel->time_basis_detail()));
     }
     QTRY_VERIFY_WITH_TIMEOUT(planner->rowCount() >= 3 && planner->row_at(0).compute_calibrated &&
                                  planner->row_at(0).fit_runs == 3, 20000);
     check_planner(planner, config, on_cal, cal, QStringLiteral("calibrated + fitted to 3 runs"));
+    QVERIFY(planner->row_at(0).step_band >= 0.07);
 
     // Another finished run of these nodes is learnt once the store says its runs changed.
     {
