@@ -183,9 +183,9 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
     for (size_t i = 0; i < cells.size(); ++i) out << pad(cells[i], cols[i].second) << ' ';
     out << (e.warnings.empty() ? "" : " !") << "\n";
   }
-  out << "\nstep: predicted optimizer step (± how far it can be trusted: how much the cluster's own step "
-         "times moved while it calibrated, or how far the fit missed its runs); comm: share of the step "
-         "spent communicating; ! : see warnings\n";
+  out << "\nstep: predicted optimizer step (± the cluster's own noise while it calibrated, or the fit's median "
+         "miss of its runs: no prediction is closer); comm: share of the step spent communicating; "
+         "! : see warnings\n";
   if (piped)
     out << "pp: pipeline stages (" << to_string(q.pp_schedule)
         << (q.pp_schedule == PipelineSchedule::interleaved_1f1b ? ", " + std::to_string(q.pp_virtual_stages) + " chunks per rank" : std::string())
@@ -198,7 +198,7 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
     char buf[240];
     std::snprintf(buf, sizeof buf,
                   "While it calibrated, the same split step moved %.0f%% from its first measurement to its last, "
-                  "and steps varied %.0f%% (interquartile range): trust a predicted step to about ±%.0f%%\n",
+                  "and its steps varied %.0f%% (interquartile range): no prediction is closer than ±%.0f%%\n",
                   100 * q.calibration->step_drift, 100 * q.calibration->step_spread, 100 * q.calibration->step_band());
     out << buf;
   }

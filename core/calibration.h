@@ -135,8 +135,8 @@ struct Calibration {
   // calibrations from before): step_drift, the largest |again / first - 1| of the splits the
   // drift check measured twice a minute or more apart; step_spread, the median over the splits of
   // their steps' interquartile range over their median. A prediction made from this calibration
-  // cannot sit closer to a run than the cluster sits to itself: step_band() is the relative
-  // distance a user can trust a predicted step time to (docs/estimator.md, "How far to trust").
+  // cannot sit closer to a run than the cluster sits to itself: step_band() is that floor
+  // (docs/estimator.md, "The calibration's own noise").
   double step_drift = 0;
   double step_spread = 0;
   double step_band() const { return step_drift > step_spread ? step_drift : step_spread; }

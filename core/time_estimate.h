@@ -107,9 +107,10 @@ struct TimeEstimate {
   // Which terms a fit from past runs corrected (TimeQuery::fit).
   bool compute_fitted = false;
   AxisArray<bool> comm_fitted;  // per axis
-  // How far step_s can be trusted, relative (0: unknown, as with hardware defaults): the
-  // calibration's step_band() when it gave a number, the fit's median residual when it
-  // corrected one; the larger when both did.
+  // The floor under step_s's error, relative (0: unknown, as with hardware defaults): the
+  // calibration's step_band() (how much the cluster moved by itself while it calibrated) when it
+  // gave a number, the fit's median residual when it corrected one; the larger when both did.
+  // No prediction is closer to a run than that; a shape far from what was measured can miss by more.
   double step_band = 0;
   // The step's terms (core/run_fit.h) before the overlap and before FSDP is split over dp_shard
   // and cp, with the conditions each ran under: what fit_runs() fits. 0: the term is absent.

@@ -162,6 +162,11 @@ void CalibrationView::show_selected() {
                      .arg(q(c.fingerprint.id()), q(to_string(c.fingerprint.device)), q(c.measured_at).toHtmlEscaped());
   if (s->run) text += tr(" · run %1").arg(*s->run);
   if (c.step_efficiency > 0) text += tr(" · step efficiency %1 %").arg(100 * c.step_efficiency, 0, 'f', 0);
+  if (c.step_band() > 0)
+    text += tr(" · its own noise: drift %1 %, spread %2 % (predictions ± %3 %)")
+                .arg(100 * c.step_drift, 0, 'f', 0)
+                .arg(100 * c.step_spread, 0, 'f', 0)
+                .arg(100 * c.step_band(), 0, 'f', 0);
   text += QStringLiteral("<br>") + nodes.join(QStringLiteral(", ")).toHtmlEscaped();
   if (!c.step_factors.empty()) {
     // The split steps' factors: what a training step costs against each formula.

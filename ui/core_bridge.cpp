@@ -130,8 +130,9 @@ std::string basis_tag(const Basis& b) {
 // core's TimeEstimate::step_band in words ("" when unknown).
 std::string band_sentence(double band) {
   if (!(band > 0)) return "";
-  return " Trust the step time to about ± " + std::to_string(static_cast<int>(100 * band + 0.5)) +
-         " %: the cluster's own step times moved that much while it calibrated, or the fit missed its runs by that.";
+  return " No prediction is closer than ± " + std::to_string(static_cast<int>(100 * band + 0.5)) +
+         " %: the cluster's own step times moved that much while it calibrated (or the fit missed its runs by that);"
+         " a shape unlike the calibration's splits can miss by more.";
 }
 
 std::string join_words(const std::vector<std::string>& v) {

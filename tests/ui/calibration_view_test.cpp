@@ -222,8 +222,10 @@ class CalibrationViewTest : public QObject {
   void viewShowsStoredCalibrationsNewestFirstAndPlotsEachFit() {
     const QString db = fresh_db();
     const Calibration older = make_calibration({{"box-a", 2, "cpu", 2}}, "2026-01-02T03:04:05Z", 1.0);
-    const Calibration newer =
+    Calibration newer =
         make_calibration({{"node-1", 2, "cpu", 4}, {"node-2", 2, "cpu", 4}}, "2026-03-04T05:06:07Z", 2.0);
+    newer.step_drift = 0.06;  // the cluster's own noise, which the older one did not measure
+    newer.step_spread = 0.11;
     const int64_t older_id = save(db, older);
     const int64_t newer_id = save(db, newer);
     const std::vector<store::StoredCalibration> in_store = stored(db);  // what the store kept
@@ -249,6 +251,8 @@ class CalibrationViewTest : public QObject {
     QCOMPARE(model.selected()->id, newer_id);
     QVERIFY(view.details()->text().contains(QString::fromStdString(newer.fingerprint.id())));
     QVERIFY(view.details()->text().contains(QStringLiteral("node-2")));
+    QVERIFY2(view.details()->text().contains(QStringLiteral("its own noise: drift 6 %, spread 11 % (predictions ± 11 %)")),
+             qPrintable(view.details()->text()));
     QVERIFY(newer.collectives.size() == 6 && older.collectives.size() == 4);  // inter-node fits in the newer
     check_tables(view, in_store[0].calibration);
     check_plot(view, in_store[0].calibration);
@@ -256,6 +260,7 @@ class CalibrationViewTest : public QObject {
     // The selector switches tables and plot to the older calibration.
     sel->setCurrentIndex(1);
     QCOMPARE(model.selected()->id, older_id);
+    QVERIFY(!view.details()->text().contains(QStringLiteral("noise")));
     check_tables(view, in_store[1].calibration);
     check_plot(view, in_store[1].calibration);
 

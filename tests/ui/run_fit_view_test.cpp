@@ -363,7 +363,7 @@ class RunFitViewTest : public QObject {
       // The calibration's drift (7 %) or the fit's median residual, whichever is larger.
       QVERIFY(e.step_band >= 0.07);
       QCOMPARE(w.plan()->memory()->step_band, e.step_band);
-      const QString band = QStringLiteral("Trust the step time to about ± %1 %").arg(static_cast<int>(100 * e.step_band + 0.5));
+      const QString band = QStringLiteral("No prediction is closer than ± %1 %").arg(static_cast<int>(100 * e.step_band + 0.5));
       QVERIFY2(panel->time_basis_detail().contains(band), qPrintable(panel->time_basis_detail()));
     }
     QTRY_VERIFY_WITH_TIMEOUT(planner->rowCount() >= 3 && planner->row_at(0).compute_calibrated &&
