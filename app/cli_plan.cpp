@@ -190,20 +190,21 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
     out << "pp: pipeline stages (" << to_string(q.pp_schedule)
         << (q.pp_schedule == PipelineSchedule::interleaved_1f1b ? ", " + std::to_string(q.pp_virtual_stages) + " chunks per rank" : std::string())
         << "); memory is the fullest stage's; bubble: share of the step the stages wait (in comm)\n";
-  if (q.calibration)
+  if (q.calibration) {
     out << "Calibrated: compute and collectives from the calibration of cluster "
         << q.calibration->fingerprint.id() << " measured " << q.calibration->measured_at
         << " (hardware defaults where it has no number)\n";
-  if (q.calibration && q.calibration->step_band() > 0) {
-    char buf[240];
-    std::snprintf(buf, sizeof buf,
-                  "While it calibrated, the same split step moved %.0f%% from its first measurement to its last, "
-                  "and its steps varied %.0f%% (interquartile range): no prediction is closer than ±%.0f%%\n",
-                  100 * q.calibration->step_drift, 100 * q.calibration->step_spread, 100 * q.calibration->step_band());
-    out << buf;
-  }
-  else
+    if (q.calibration->step_band() > 0) {
+      char buf[240];
+      std::snprintf(buf, sizeof buf,
+                    "While it calibrated, the same split step moved %.0f%% from its first measurement to its last, "
+                    "and its steps varied %.0f%% (interquartile range): no prediction is closer than ±%.0f%%\n",
+                    100 * q.calibration->step_drift, 100 * q.calibration->step_spread, 100 * q.calibration->step_band());
+      out << buf;
+    }
+  } else {
     out << "Hardware defaults (no calibration: meshwork calibrate, then --calibration)\n";
+  }
   if (q.fit) {
     char buf[200];
     std::snprintf(buf, sizeof buf, "Fitted to %d stored run(s) of cluster %s on %s (median residual %.1f%%, worst %.1f%%)\n",

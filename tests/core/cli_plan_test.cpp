@@ -239,3 +239,56 @@ TEST_F(CliPlanIntegration, FitRunsLearnsEachTermFromStoredRuns) {
   EXPECT_EQ(empty.err.rfind("meshwork: --fit-runs: auto: runs stored in ", 0), 0u) << empty.err;
   fs::remove_all(dir);
 }
+
+// A calibration file (as `meshwork calibrate` writes it) with and without the calibration's own
+// noise: with it, every calibrated step carries "±" the band and a line says where it came from;
+// without it (a calibration from before the drift check), neither, and it is still "Calibrated".
+TEST_F(CliPlanIntegration, CalibratedStepsCarryTheCalibrationsNoise) {
+  const fs::path dir = fs::temp_directory_path() / ("meshwork_cli_plan_cal_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  nlohmann::json cal = {
+      {"v", 1},
+      {"fingerprint",
+       {{"device", "cpu"},
+        {"nodes", {{{"host", "box"}, {"devices", 4}, {"device_name", "cpu"}, {"cores", 4}}}},
+        {"links", {"intra_node"}}}},
+      {"measured_at", "2026-11-28T12:00:00Z"},
+      {"step_efficiency", 0.5},
+      {"matmul", {{{"precision", "fp32"}, {"threads", 1}, {"ranks_per_node", 4}, {"split", 1}, {"flops_per_s", 2e10}}}},
+      {"collectives", nlohmann::json::array()}};
+  for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "send_recv"})
+    for (int n : {2, 4})
+      cal["collectives"].push_back({{"link", "intra_node"}, {"op", op}, {"group_size", n}, {"latency_s", 1e-4},
+                                    {"bytes_per_s", 1e9}});
+  const std::string args = "--model tiny --nodes 1 --gpus-per-node 4 --gpu-memory 1GiB --seq-len 256 "
+                           "--micro-batch 1 --device cpu --precision fp32 --calibration " + (dir / "cal.json").string();
+  std::ofstream(dir / "cal.json") << cal.dump();
+  CliRun quiet = plan(args);
+  ASSERT_EQ(quiet.rc, 0) << quiet.err;
+  EXPECT_NE(quiet.out.find("Calibrated: compute and collectives"), std::string::npos) << quiet.out;
+  EXPECT_EQ(quiet.out.find("Hardware defaults"), std::string::npos) << quiet.out;
+  EXPECT_EQ(quiet.out.find(" ±"), std::string::npos) << quiet.out;
+  EXPECT_EQ(quiet.out.find("(interquartile range)"), std::string::npos) << quiet.out;
+
+  cal["step_noise"] = {{"drift", 0.06}, {"spread", 0.125}};
+  std::ofstream(dir / "cal.json") << cal.dump();
+  CliRun noisy = plan(args);
+  ASSERT_EQ(noisy.rc, 0) << noisy.err;
+  EXPECT_NE(noisy.out.find(" ±12.5%"), std::string::npos) << noisy.out;
+  EXPECT_NE(noisy.out.find("moved 6% from its first measurement to its last, and its steps varied 12% "
+                           "(interquartile range): no prediction is closer than ±12%"),
+            std::string::npos)
+      << noisy.out;
+  EXPECT_EQ(noisy.out.find("Hardware defaults"), std::string::npos) << noisy.out;
+  CliRun json = plan(args + " --json");
+  ASSERT_EQ(json.rc, 0) << json.err;
+  for (const auto& shape : nlohmann::json::parse(json.out)["shapes"]) EXPECT_EQ(shape["step_band"], 0.125) << shape.dump();
+
+  // Noise the calibration could not have measured is refused, naming the field.
+  cal["step_noise"]["spread"] = -1;
+  std::ofstream(dir / "cal.json") << cal.dump();
+  CliRun bad = plan(args);
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_NE(bad.err.find("step_noise.spread"), std::string::npos) << bad.err;
+  fs::remove_all(dir);
+}
