@@ -188,6 +188,14 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
   return out;
 }
 
+std::vector<int64_t> split_step_micro_batches(const RunConfig& run, const MeshShape& split) {
+  const int64_t per_step = run.training.micro_batch * split.group_size(GroupKind::dp);
+  int64_t accumulated = 2;
+  if (run.training.global_batch > 0 && per_step > 0 && run.training.global_batch % per_step == 0)
+    accumulated = std::clamp<int64_t>(run.training.global_batch / per_step, 2, kMaxSplitStepMicroBatches);
+  return {1, accumulated};
+}
+
 std::vector<MeshShape> split_step_shapes(int world, int ranks_per_node) {
   std::vector<MeshShape> shapes;
   const int per_node = std::max(1, ranks_per_node);

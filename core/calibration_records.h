@@ -67,6 +67,15 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
 // tp inside each node, (W/d) x (d/tp) x 1 x tp for every tp >= 2 dividing R. In order of d.
 std::vector<MeshShape> split_step_shapes(int world, int ranks_per_node);
 
+// The micro-batches per dp rank a split step is measured at, in order: 1, then what a run of
+// `run`'s global batch accumulates on the split's dp ranks (global_batch / (micro_batch x dp)),
+// at least 2 and at most kMaxSplitStepMicroBatches; 2 when the run's global batch is not set or
+// does not divide. The slope between the two is what a run accumulating more pays per
+// micro-batch: measured up to the run's own count it is read, not extrapolated (an error e in
+// the second step moved an 8-micro-batch prediction by 7e from 1 and 2; docs/estimator.md).
+inline constexpr int64_t kMaxSplitStepMicroBatches = 8;
+std::vector<int64_t> split_step_micro_batches(const RunConfig& run, const MeshShape& split);
+
 // The split steps as the fit sees stored runs (skipped: a config core cannot read or refuses).
 std::vector<RunObservation> split_step_observations(const std::vector<SplitStepSample>& samples);
 

@@ -82,9 +82,6 @@ constexpr int64_t kMessageBytes[] = {4 << 10, 64 << 10, 1 << 20, 16 << 20};
 // is then the share of it a model of a few layers has, and the run's model itself when it is
 // that small (docs/estimator.md, "Split steps").
 constexpr int64_t kSplitStepLayers = 4;
-// Micro-batches per dp rank of each split step: their difference separates what a micro-batch
-// costs from what a step pays once (docs/estimator.md, "Split steps", also for why not 1 and 4).
-constexpr int kSplitStepMicroBatches[] = {1, 2};
 // Splits measured a second time at the end of the split steps (the drift check): the first
 // shape at 1 and 2 micro-batches, its cheapest (a few seconds in all on the 2-core VM).
 constexpr size_t kDriftCheckSplits = 2;
@@ -350,9 +347,9 @@ class Calibrator {
       Placement placement;
       placement.world_size = world;
       placement.ranks_per_node = per_node;
-      // kSplitStepMicroBatches per dp rank. (With the run's global batch alone, accumulating
-      // as a run of it would, the factors came out further from the runs: bench/shapes.sh 4 of
-      // 10 shapes within 15 % against 7 of 10, docs/estimator.md.)
+      // One micro-batch per dp rank here; the loop below multiplies it. (With the run's global
+      // batch alone, one measurement at its accumulation, the factors came out further from the
+      // runs: bench/shapes.sh 4 of 10 shapes within 15 % against 7 of 10, docs/estimator.md.)
       config.training.global_batch = config.training.micro_batch * shapes[i].group_size(GroupKind::dp);
       const LayoutCheck checked = ParallelLayout::check(config, &cut, placement);
       if (!checked.ok()) {
@@ -375,12 +372,14 @@ class Calibrator {
           continue;
         }
       }
-      for (int micro_batches : kSplitStepMicroBatches) {
+      // 1 and the run's own accumulation on this split (split_step_micro_batches): their
+      // difference separates what a micro-batch costs from what a step pays once.
+      for (int64_t micro_batches : split_step_micro_batches(o_.run, shapes[i])) {
         RunConfig accumulating = config;
         accumulating.training.global_batch = config.training.global_batch * micro_batches;
         LayoutCheck layout = ParallelLayout::check(accumulating, &cut, placement);
         if (!layout.ok()) continue;  // the same checks as above, on the batch alone: never here
-        splits.push_back({std::move(accumulating), std::move(layout), micro_batches, {}});
+        splits.push_back({std::move(accumulating), std::move(layout), static_cast<int>(micro_batches), {}});
       }
     }
     for (SplitStep& s : splits) s.result = measure_split_step(s, cut);

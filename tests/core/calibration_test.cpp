@@ -770,3 +770,25 @@ TEST(CalibratedEstimate, StepBandIsTheCalibrationsNoiseOrTheFitsResidual) {
   q.fit.reset();
   EXPECT_EQ(estimate_time(q).step_band, 0.0);
 }
+
+TEST(Calibration, SplitStepsAreMeasuredUpToTheRunsOwnAccumulation) {
+  RunConfig run;
+  run.training.micro_batch = 1;
+  run.training.global_batch = 8;
+  // 4 ranks: dp 4 accumulates 2, dp 2 accumulates 4, dp 1 (tp x cp = 4) accumulates 8.
+  EXPECT_EQ(split_step_micro_batches(run, MeshShape{4, 1, 1, 1}), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(split_step_micro_batches(run, MeshShape{1, 4, 1, 1}), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(split_step_micro_batches(run, MeshShape{2, 1, 1, 2}), (std::vector<int64_t>{1, 4}));
+  EXPECT_EQ(split_step_micro_batches(run, MeshShape{1, 1, 2, 2}), (std::vector<int64_t>{1, 8}));
+  // At least 2 (the slope needs two counts), at most kMaxSplitStepMicroBatches.
+  run.training.global_batch = 4;
+  EXPECT_EQ(split_step_micro_batches(run, MeshShape{4, 1, 1, 1}), (std::vector<int64_t>{1, 2}));
+  run.training.global_batch = 256;
+  EXPECT_EQ(split_step_micro_batches(run, MeshShape{1, 1, 1, 4}), (std::vector<int64_t>{1, kMaxSplitStepMicroBatches}));
+  // No global batch, or one the split's dp ranks cannot share: 1 and 2.
+  run.training.global_batch = 0;
+  EXPECT_EQ(split_step_micro_batches(run, MeshShape{1, 1, 1, 4}), (std::vector<int64_t>{1, 2}));
+  run.training.global_batch = 6;
+  run.training.micro_batch = 4;
+  EXPECT_EQ(split_step_micro_batches(run, MeshShape{1, 1, 1, 4}), (std::vector<int64_t>{1, 2}));
+}
