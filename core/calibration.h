@@ -125,8 +125,8 @@ struct Calibration {
   // ops and the optimizer run slower than matmuls). 0: not measured (HardwareModel::efficiency).
   double step_efficiency = 0;
   // Measured over estimated seconds of each term of the time model (core/fit_key.h) in the
-  // calibration's own short training steps: a model cut to at most 4 layers, at 1 and 2
-  // micro-batches per dp rank, trained on every split
+  // calibration's own short training steps: a model cut to at most 4 layers, at 1 micro-batch
+  // per dp rank and at the run's accumulation on the split (2 to 8), trained on every split
   // tp x cp of a node's ranks and on FSDP inside a node (`meshtrain calibrate`, "split_step"
   // records). A collective alone on an idle group and matmuls alone miss what a step does
   // between them; these factors carry it. Empty: not measured (older calibrations).

@@ -2,7 +2,7 @@
 // cluster really runs them under. Two sources make them, on the same keys:
 //   - a calibration's own short training steps (Calibration::step_factors, core/calibration.h):
 //     `meshtrain calibrate` trains a model cut to at most 4 layers on every split of a node's
-//     ranks, at 1 and 2 micro-batches;
+//     ranks, at 1 micro-batch and at the run's accumulation on the split (2 to 8);
 //   - the cluster's stored runs (fit_runs, core/run_fit.h).
 // Both are "measured = factor x formula seconds + per-step seconds" of one term under one set of
 // conditions (TermCorrection).

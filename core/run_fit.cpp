@@ -64,7 +64,7 @@ std::vector<double> least_squares(const std::vector<double>& prior, const std::v
 }
 
 // A key's formula values must spread at least this much (largest / smallest) over its
-// observations for its per-step seconds to be an unknown: 1 and 2 micro-batches give 2x.
+// observations for its per-step seconds to be an unknown: the split steps' 1 and 2..8 micro-batches give 2x or more.
 constexpr double kSeparableSpread = 1.5;
 
 // Per-step seconds are fitted for terms inside a node only. Across nodes, what a micro-batch

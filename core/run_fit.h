@@ -17,7 +17,7 @@
 // cluster has one, else HardwareModel's defaults) and m the measured seconds. delta_u is the
 // term's per-step seconds (TermCorrection::per_step_s): an unknown only for a term inside a node
 // whose observations have formula values at least kSeparableSpread apart (the calibration's split
-// steps at 1 and 2 micro-batches), so that theta and delta are not one number twice; elsewhere 0.
+// steps at 1 micro-batch and at the run's accumulation, 2 to 8), so that theta and delta are not one number twice; elsewhere 0.
 // A delta that comes out negative, or that leaves theta <= 0, is dropped and the system solved
 // again. One equation per measured quantity (each term plus its delta where fitted):
 // compute_s = theta_c b_c; comm_s.tp = theta_tp b_tp; comm_s.dp_replicate = theta_r b_r; and,

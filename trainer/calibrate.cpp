@@ -83,7 +83,7 @@ constexpr int64_t kMessageBytes[] = {4 << 10, 64 << 10, 1 << 20, 16 << 20};
 // that small (docs/estimator.md, "Split steps").
 constexpr int64_t kSplitStepLayers = 4;
 // Splits measured a second time at the end of the split steps (the drift check): the first
-// shape at 1 and 2 micro-batches, its cheapest (a few seconds in all on the 2-core VM).
+// shape at its two micro-batch counts, its cheapest (a few seconds in all on the 2-core VM).
 constexpr size_t kDriftCheckSplits = 2;
 // Times a split measured under too much CPU steal (core/cpu_steal.h) is measured again.
 constexpr int kStealRepeats = 2;
@@ -325,7 +325,8 @@ class Calibrator {
   // The split steps: short training runs of the model cut to kSplitStepLayers decoder layers,
   // through the trainer's own parallelize() and step, on every split of split_step_shapes()
   // (tp x cp and FSDP inside a node; on several nodes the same across two, and FSDP across them
-  // with tp inside), each at 1 and at 2 micro-batches per dp rank. The other ranks of the world run the same
+  // with tp inside), each at 1 micro-batch per dp rank and at the run's own accumulation on the
+  // split (split_step_micro_batches). The other ranks of the world run the same
   // split beside them, as the replicas of a training run do. Each rank writes the mean of its
   // middle half of steps: compute_s and comm_s per axis ("split_step" records); core fits the
   // time model's corrections to them (Calibration::step_factors): what a collective costs between
