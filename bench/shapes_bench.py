@@ -304,7 +304,9 @@ def main():
     # and its split steps' factors (core's Calibration::step_factors), nothing from the runs.
     efficiency = cal["step_efficiency"]
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    cal_path = os.path.join(os.path.dirname(args.out), "shapes-calibration.json")
+    # Beside its JSON (shapes.json -> shapes-calibration.json): a run with another --out (the
+    # two-node bench) must not overwrite the default run's calibration.
+    cal_path = os.path.splitext(args.out)[0] + "-calibration.json"
     with open(cal_path, "w") as f:
         json.dump(cal, f, indent=1)
     plan = estimate(args, calibration=cal_path)

@@ -257,21 +257,13 @@ Result<Calibration> calibration_from_records(const std::vector<CalibrationRecord
     std::optional<double> rate = cal->matmul_flops(st.precision, st.ranks_per_node, 1);
     if (rate && *rate > 0) efficiency.push_back(std::min(1.0, st.flops / st.seconds / *rate));
   }
-  if (!efficiency.empty()) {
-    std::sort(efficiency.begin(), efficiency.end());
-    const size_t n = efficiency.size();
-    cal->step_efficiency = n % 2 ? efficiency[n / 2] : 0.5 * (efficiency[n / 2 - 1] + efficiency[n / 2]);
-  }
+  if (!efficiency.empty()) cal->step_efficiency = median(efficiency);
   std::vector<double> spreads;
   for (const SplitStepSample& st : s.split_steps) {
     if (st.spread > 0) spreads.push_back(st.spread);
     if (st.drift_ranks > 0) cal->step_drift = std::max(cal->step_drift, std::abs(st.drift));
   }
-  if (!spreads.empty()) {
-    std::sort(spreads.begin(), spreads.end());
-    const size_t n = spreads.size();
-    cal->step_spread = n % 2 ? spreads[n / 2] : 0.5 * (spreads[n / 2 - 1] + spreads[n / 2]);
-  }
+  if (!spreads.empty()) cal->step_spread = median(spreads);
   if (!s.split_steps.empty()) {
     auto fit = fit_runs(split_step_observations(s.split_steps), *cal);
     if (fit)

@@ -38,15 +38,11 @@ std::string FitKey::to_string() const {
          std::to_string(a) + (term == FitTerm::dp_replicate ? (b == kHsdpAllReduce ? " hsdp" : " ddp") : "");
 }
 
-namespace {
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
-
-}  // namespace
 
 std::optional<TermCorrection> lookup_factor(const std::vector<FitFactor>& factors, const FitKey& key, bool any_link) {
   struct Set {

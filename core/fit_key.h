@@ -68,6 +68,9 @@ struct FitFactor {
   TermCorrection correction() const { return {factor, per_step_s}; }
 };
 
+// The middle value of v (the mean of the two middle ones for an even count); v must not be empty.
+double median(std::vector<double> v);
+
 // The correction for `key` among `factors`: that key's; else the median factor and median
 // per_step_s of the same term over keys with the same link (for compute: the same precision,
 // first those with the same split tp x cp; for dp_replicate: first the same way of reducing);

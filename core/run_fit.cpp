@@ -11,12 +11,6 @@ namespace meshwork {
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // One measured quantity: sum_u coef[u] * theta_u = measured.
 struct Equation {
   std::vector<std::pair<size_t, double>> coef;  // (unknown, formula seconds)

@@ -43,14 +43,10 @@ double now_unix() {
 }
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// The median of per-iteration times: on a shared machine a rank descheduled in the middle of a
-// product or a collective makes one iteration 10-50x slower (measured on the 2-core VM under
-// builds); the median keeps what the hardware does, the mean would report the neighbours.
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+// Per-iteration times are summarised by their median (core's meshwork::median): on a shared
+// machine a rank descheduled in the middle of a product or a collective makes one iteration
+// 10-50x slower (measured on the 2-core VM under builds); the median keeps what the hardware
+// does, the mean would report the neighbours.
 
 // One group layout to measure: the shape whose groups of `kind` are the groups wanted.
 struct Probe {
