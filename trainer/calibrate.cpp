@@ -84,6 +84,17 @@ constexpr size_t kDriftCheckSplits = 2;
 // Times a split measured under too much CPU steal (core/cpu_steal.h) is measured again.
 constexpr int kStealRepeats = 2;
 
+// Steps timed per split step, from its warm-up step's seconds: as many as fill 1 s, 8 to 30;
+// a step over 1 s: as many as fill kLongSplitSeconds, at least 4. A long step is its own average
+// over many collectives and kernels (on the 2-core VM the splits of over 1 s spread 3-21 %
+// between their steps, IQR / median, the shorter ones 2-38 %), and 8 steps of them were most of
+// an 8-rank calibration's time (cp 8 across two nodes at 8 micro-batches: 6.7 s a step).
+constexpr double kLongSplitSeconds = 8.0;
+int split_step_count(double warm_s) {
+  if (!(warm_s > 1.0)) return std::clamp(static_cast<int>(1.0 / std::max(1e-6, warm_s)), 8, 30);
+  return std::clamp(static_cast<int>(std::ceil(kLongSplitSeconds / warm_s)), 4, 8);
+}
+
 // Iterations per size: enough for a stable mean of the small ones, few of the big ones (16 MiB
 // over loopback Gloo on 2 shared cores takes tens of ms).
 int iterations(int64_t bytes) { return bytes <= (64 << 10) ? 20 : bytes <= (1 << 20) ? 8 : 3; }
@@ -112,13 +123,15 @@ class Calibrator {
     try {
       if (int rc = setup()) return rc;
       announce();
+      // The split steps first, in a process as fresh as a training run's. After the collectives'
+      // probes (every group layout, up to 16 MiB messages) the same split step measured 10-40 %
+      // more compute on the 2-core VM than a training run of the same shape (1 x 4 x 1 x 1:
+      // 0.37 s against 0.29 s); after the matmul probes, 8 ranks measured 4 x 1 x 1 x 2 at
+      // 1.03 s and 8 x 1 x 1 x 1 at 0.73 s, against 0.73-0.85 s and 0.58-0.65 s in runs; first,
+      // 0.74 s and 0.62 s (docs/estimator.md, "Split steps").
+      measure_split_steps();
       measure_matmuls();
       measure_step();
-      // The split steps before the collectives: after the collectives' probes (every group
-      // layout, up to 16 MiB messages) the same split step measured 10-40 % more compute on the
-      // 2-core VM than a training run of the same shape (1 x 4 x 1 x 1: 0.37 s against 0.29 s);
-      // before them, as much as the run (docs/estimator.md, "Split steps").
-      measure_split_steps();
       for (size_t i = 0; i < comms_.size(); ++i) measure_collectives(i);
       comms_.front()->barrier(comms_.front()->world());
       if (rank_ == 0) write_calibration_file();
@@ -516,12 +529,12 @@ class Calibrator {
     };
     comm.barrier(comm.world());
     const auto cpu0 = read_cpu_times();
-    // Warm-up (gathers' buffers, the allocator, AdamW's state), then as many steps as fill 1 s,
-    // 8 to 30. Every rank must run the same number (the steps are collective): the count comes
-    // from the slowest rank's warm-up step.
+    // Warm-up (gathers' buffers, the allocator, AdamW's state), then split_step_count() steps.
+    // Every rank must run the same number (the steps are collective): the count comes from the
+    // slowest rank's warm-up step.
     at::Tensor warm = at::full({1}, static_cast<float>(step().step_s), at::TensorOptions().device(device_));
     comm.all_reduce(warm, comm.world(), /*max=*/true);
-    const int count = std::clamp(static_cast<int>(1.0 / std::max(1e-6f, warm.item<float>())), 8, 30);
+    const int count = split_step_count(warm.item<float>());
     std::vector<Timed> timed;
     for (int k = 0; k < count; ++k) timed.push_back(step());
     // The mean of the middle half of the steps by their time, each step whole (its compute and

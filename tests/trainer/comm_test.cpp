@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
 #include <thread>
 
 #include "run_ranks.h"
@@ -37,6 +41,68 @@ TEST(Comm, AllReduceAndGatherFollowCoreGroups) {
     ASSERT_GT(c.times().seconds[Axis::dp_replicate], 0.0);
     ASSERT_EQ(c.times().seconds[Axis::tp], 0.0);
   });
+}
+
+// Threads of this process named `name` (Linux: /proc/self/task/*/comm).
+int threads_named(const std::string& name) {
+  int n = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc/self/task", ec), end; !ec && it != end; it.increment(ec)) {
+    std::ifstream comm(it->path() / "comm");
+    std::string got;
+    if (std::getline(comm, got) && got == name) ++n;
+  }
+  return n;
+}
+
+// Every process group shares one Gloo device per address: one event loop thread, which wakes
+// every 10 ms, instead of one per group (trainer/comm.cpp, gloo_device). Here 4 ranks x their
+// groups (dp_replicate, dp_shard, dp, dp_cp, world...) and a second communicator per rank, all
+// alive at once, and all collectives still right.
+TEST(Comm, EveryGroupSharesOneGlooDevice) {
+  const int world = 4;
+  const int port = free_tcp_port();
+  std::atomic<int> loops{-1};
+  std::vector<std::string> errors(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        CommOptions o;
+        o.rank = r;
+        o.world_size = world;
+        o.ranks_per_node = world;
+        o.master_port = port;
+        o.timeout = std::chrono::seconds(60);
+        o.shape = MeshShape{2, 2, 1, 1};
+        o.host_store = r == 0;
+        auto first = Communicator::create(o);
+        if (!first.ok()) throw std::runtime_error(first.error().message());
+        o.shape = MeshShape{1, 1, 1, 4};
+        o.host_store = false;
+        o.group_prefix = "second";
+        auto second = Communicator::create(o);
+        if (!second.ok()) throw std::runtime_error(second.error().message());
+        Communicator& c = **first;
+        c.barrier(c.world());  // every rank's groups of both communicators exist
+        if (r == 0) loops = threads_named("gloo_tcp_loop");
+        at::Tensor t = at::full({1}, static_cast<float>(r + 1));
+        (*second)->all_reduce(t, GroupKind::tp);
+        if (t.item<float>() != 10.0f) throw std::runtime_error("tp sum " + std::to_string(t.item<float>()));
+        at::Tensor u = at::full({1}, static_cast<float>(r + 1));
+        c.all_reduce(u, GroupKind::dp_shard);
+        float expect = 0;
+        for (int m : c.group(GroupKind::dp_shard).members) expect += static_cast<float>(m + 1);
+        if (u.item<float>() != expect) throw std::runtime_error("dp_shard sum " + std::to_string(u.item<float>()));
+        c.barrier(c.world());
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  EXPECT_EQ(loops.load(), 1);
 }
 
 void check_reduce_scatter(ReduceScatterImpl impl) {
