@@ -127,8 +127,9 @@ class Calibrator {
       // probes (every group layout, up to 16 MiB messages) the same split step measured 10-40 %
       // more compute on the 2-core VM than a training run of the same shape (1 x 4 x 1 x 1:
       // 0.37 s against 0.29 s); after the matmul probes, 8 ranks measured 4 x 1 x 1 x 2 at
-      // 1.03 s and 8 x 1 x 1 x 1 at 0.73 s, against 0.73-0.85 s and 0.58-0.65 s in runs; first,
-      // 0.74 s and 0.62 s (docs/estimator.md, "Split steps").
+      // 1.03 s and 8 x 1 x 1 x 1 at 0.73 s, against 0.71-0.85 s and 0.58-0.65 s in runs; first,
+      // 0.74 s and 0.62 s. (The rest was the communicators' idle Gloo threads, trainer/comm.cpp;
+      // docs/estimator.md, "Split steps".)
       measure_split_steps();
       measure_matmuls();
       measure_step();

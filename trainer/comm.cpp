@@ -60,12 +60,13 @@ std::shared_ptr<::gloo::transport::Device> new_gloo_device(const std::string& wh
 
 // The Gloo device every process group of this process uses, one per address while any group
 // holds it. A TCP device is an event loop thread (and a listening socket) that wakes every 10 ms
-// even when idle (gloo/transport/tcp/loop.cc: epoll_wait(..., 10)); torch.distributed makes one
-// per group, which is 5-6 threads for a training rank's groups, 20 for `meshtrain calibrate`'s
-// several layouts, each 100 wake-ups a second. On the 2-core VM's 8 ranks those took 3.5 % of a
-// core per calibrating rank, and a split step measured there ran 10-16 % slower than a run of
-// the very same configuration. Groups share a device safely: each pair has its own connection,
-// matched by the sequence number the device hands out.
+// even when idle (gloo/transport/tcp/loop.cc: epoll_wait(..., 10)). torch.distributed makes one
+// per group: 4-7 for a training rank of 8 (its groups of more than one rank, and the world), 20
+// for a rank of `meshtrain calibrate` (its probes' layouts and the split's), 100 wake-ups a second
+// each. On the 2-core VM's 8 ranks those took 3.5 % of a core per calibrating rank, and its split
+// steps ran 10-16 % slower than runs of the very same configuration (docs/estimator.md, "Split
+// steps"). Groups share a device safely: every pair has its own connection, matched by the
+// sequence number the device hands out (Comm.EveryGroupSharesOneGlooDevice).
 std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr) {
   // As torch.distributed does: GLOO_SOCKET_IFNAME picks the interface. MESHWORK_GLOO_HOSTNAME
   // picks an address. A loopback master means a single node: bind to loopback so a hostname
