@@ -7,7 +7,6 @@
 #include <fstream>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "run_ranks.h"
 #include "trainer/comm.h"
@@ -60,48 +59,26 @@ int threads_named(const std::string& name) {
 // groups (dp_replicate, dp_shard, dp, dp_cp, world...) and a second communicator per rank, all
 // alive at once, and all collectives still right.
 TEST(Comm, EveryGroupSharesOneGlooDevice) {
-  const int world = 4;
-  const int port = free_tcp_port();
   std::atomic<int> loops{-1};
-  std::vector<std::string> errors(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        CommOptions o;
-        o.rank = r;
-        o.world_size = world;
-        o.ranks_per_node = world;
-        o.master_port = port;
-        o.timeout = std::chrono::seconds(60);
-        o.shape = MeshShape{2, 2, 1, 1};
-        o.host_store = r == 0;
-        auto first = Communicator::create(o);
-        if (!first.ok()) throw std::runtime_error(first.error().message());
-        o.shape = MeshShape{1, 1, 1, 4};
-        o.host_store = false;
-        o.group_prefix = "second";
-        auto second = Communicator::create(o);
-        if (!second.ok()) throw std::runtime_error(second.error().message());
-        Communicator& c = **first;
-        c.barrier(c.world());  // every rank's groups of both communicators exist
-        if (r == 0) loops = threads_named("gloo_tcp_loop");
-        at::Tensor t = at::full({1}, static_cast<float>(r + 1));
-        (*second)->all_reduce(t, GroupKind::tp);
-        if (t.item<float>() != 10.0f) throw std::runtime_error("tp sum " + std::to_string(t.item<float>()));
-        at::Tensor u = at::full({1}, static_cast<float>(r + 1));
-        c.all_reduce(u, GroupKind::dp_shard);
-        float expect = 0;
-        for (int m : c.group(GroupKind::dp_shard).members) expect += static_cast<float>(m + 1);
-        if (u.item<float>() != expect) throw std::runtime_error("dp_shard sum " + std::to_string(u.item<float>()));
-        c.barrier(c.world());
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  run_ranks(MeshShape{2, 2, 1, 1}, [&](Communicator& c, const CommOptions& first) {
+    CommOptions o = first;
+    o.shape = MeshShape{1, 1, 1, 4};
+    o.host_store = false;
+    o.group_prefix = "second";
+    auto second = Communicator::create(o);
+    ASSERT_TRUE(second.ok()) << second.error().message();
+    c.barrier(c.world());  // every rank's groups of both communicators exist
+    if (c.rank() == 0) loops = threads_named("gloo_tcp_loop");
+    at::Tensor t = at::full({1}, static_cast<float>(c.rank() + 1));
+    (*second)->all_reduce(t, GroupKind::tp);
+    ASSERT_FLOAT_EQ(t.item<float>(), 10.0f);
+    at::Tensor u = at::full({1}, static_cast<float>(c.rank() + 1));
+    c.all_reduce(u, GroupKind::dp_shard);
+    float expect = 0;
+    for (int m : c.group(GroupKind::dp_shard).members) expect += static_cast<float>(m + 1);
+    ASSERT_FLOAT_EQ(u.item<float>(), expect);
+    (*second)->barrier((*second)->world());  // every rank done with the second before it goes
+  });
   EXPECT_EQ(loops.load(), 1);
 }
 

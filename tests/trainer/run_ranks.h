@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "trainer/free_port.h"
@@ -15,7 +16,7 @@
 
 namespace meshwork::trainer {
 
-// Runs fn(comm) on world_size threads with the given shape, then a barrier; each rank's failure
+// Runs fn(comm) (or fn(comm, its options)) on world_size threads with the given shape, then a barrier; each rank's failure
 // is reported as a test failure naming the rank.
 template <class Fn>
 void run_ranks(MeshShape shape, Fn fn, ReduceScatterImpl rs = ReduceScatterImpl::alltoall) {
@@ -37,7 +38,9 @@ void run_ranks(MeshShape shape, Fn fn, ReduceScatterImpl rs = ReduceScatterImpl:
         o.reduce_scatter = rs;
         auto comm = Communicator::create(o);
         if (!comm.ok()) throw std::runtime_error(comm.error().message());
-        fn(**comm);
+        // fn(comm), or fn(comm, options) for a test that builds more communicators alike.
+        if constexpr (std::is_invocable_v<Fn&, Communicator&, const CommOptions&>) fn(**comm, o);
+        else fn(**comm);
         (*comm)->barrier((*comm)->world());
       } catch (const std::exception& e) {
         errors[r] = e.what();
