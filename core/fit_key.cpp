@@ -26,8 +26,8 @@ Result<FitTerm> parse_fit_term(std::string_view text, std::string_view field) {
 }
 
 bool FitKey::operator<(const FitKey& o) const {
-  return std::tuple(static_cast<int>(term), static_cast<int>(link), a, b, static_cast<int>(precision)) <
-         std::tuple(static_cast<int>(o.term), static_cast<int>(o.link), o.a, o.b, static_cast<int>(o.precision));
+  return std::tuple(static_cast<int>(term), static_cast<int>(link), a, b, c, static_cast<int>(precision)) <
+         std::tuple(static_cast<int>(o.term), static_cast<int>(o.link), o.a, o.b, o.c, static_cast<int>(o.precision));
 }
 
 std::string FitKey::to_string() const {
@@ -35,7 +35,8 @@ std::string FitKey::to_string() const {
     return "compute " + std::string(meshwork::to_string(precision)) + " tp " + std::to_string(a) + " cp " +
            std::to_string(b);
   return std::string(meshwork::to_string(term)) + " " + std::string(meshwork::to_string(link)) + " n=" +
-         std::to_string(a) + (term == FitTerm::dp_replicate ? (b == kHsdpAllReduce ? " hsdp" : " ddp") : "");
+         std::to_string(a) + (term == FitTerm::dp_replicate ? (b == kHsdpAllReduce ? " hsdp" : " ddp") : "") +
+         (term == FitTerm::tp ? " cp " + std::to_string(b) + " dp_shard " + std::to_string(c) : "");
 }
 
 double median(std::vector<double> v) {
@@ -62,9 +63,10 @@ std::optional<TermCorrection> lookup_factor(const std::vector<FitFactor>& factor
     other_link.add(f);
     if (f.key.link != key.link) continue;
     same_link.add(f);
-    // compute: the same split tp x cp; dp_replicate: the same way of reducing.
+    // compute: the same split tp x cp; dp_replicate: the same way of reducing; tp: the same size.
     const bool same_kind = compute ? f.key.a * f.key.b == key.a * key.b
-                                   : key.term == FitTerm::dp_replicate && f.key.b == key.b;
+                                   : (key.term == FitTerm::dp_replicate && f.key.b == key.b) ||
+                                         (key.term == FitTerm::tp && f.key.a == key.a);
     if (same_kind) same_link_kind.add(f);
   }
   if (!same_link_kind.factor.empty()) return same_link_kind.median_of();
@@ -84,6 +86,10 @@ nlohmann::json to_json(const FitFactor& f) {
     j["link"] = std::string(to_string(f.key.link));
     j["group_size"] = f.key.a;
     if (f.key.term == FitTerm::dp_replicate) j["hsdp"] = f.key.b == kHsdpAllReduce;
+    if (f.key.term == FitTerm::tp) {
+      j["cp"] = f.key.b;
+      j["dp_shard"] = f.key.c;
+    }
   }
   return j;
 }
@@ -148,6 +154,14 @@ Result<FitFactor> fit_factor_from_json(const nlohmann::json& j, const std::strin
       if (hsdp != j.end() && !hsdp->is_boolean())
         return Error{where + ".hsdp", hsdp->dump(), "true or false"};
       f.key.b = hsdp != j.end() && hsdp->get<bool>() ? kHsdpAllReduce : kDdpAllReduce;
+    }
+    if (f.key.term == FitTerm::tp) {
+      for (auto [field, slot] : {std::pair{"cp", &f.key.b}, std::pair{"dp_shard", &f.key.c}}) {
+        if (!j.contains(field)) continue;
+        auto v = integer(field, 1);
+        if (!v) return v.error();
+        *slot = *v;
+      }
     }
   }
   return f;

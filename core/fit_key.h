@@ -30,7 +30,11 @@ Result<FitTerm> parse_fit_term(std::string_view text, std::string_view field = "
 // a precision; communication: the link the group crosses and its size (a = n), and b = 1, except
 // dp_replicate, whose two ways of reducing differ in kind: b = kDdpAllReduce (the whole gradient
 // once per step, in 25 MiB buckets) or kHsdpAllReduce (FSDP's shard, one all-reduce per module,
-// between the backward's reduce-scatters).
+// between the backward's reduce-scatters), and tp, whose collectives sit between the other
+// in-step groups' exchanges: b = cp, c = dp_shard. A tp collective waits for its slowest member,
+// and members that also wait on ring steps or FSDP gathers reach it further apart: on the 2-core
+// VM the same tp 2 group cost 0.90-0.95x its formula beside replicas, 1.0-1.1x beside dp_shard 2
+// and 1.25x beside cp 2, so one factor per group size put 2 x 1 x 1 x 2 19 % over (docs/estimator.md).
 inline constexpr int kDdpAllReduce = 1;
 inline constexpr int kHsdpAllReduce = 2;
 
@@ -39,11 +43,13 @@ struct FitKey {
   LinkKind link = LinkKind::intra_node;
   int a = 1, b = 1;
   Precision precision = Precision::fp32;  // compute only (communication: always fp32)
+  int c = 1;
   bool operator==(const FitKey& o) const {
-    return term == o.term && link == o.link && a == o.a && b == o.b && precision == o.precision;
+    return term == o.term && link == o.link && a == o.a && b == o.b && c == o.c && precision == o.precision;
   }
   bool operator<(const FitKey& o) const;
-  // "compute fp32 tp 2 cp 1", "fsdp intra_node n=4", "dp_replicate inter_node n=2 hsdp"
+  // "compute fp32 tp 2 cp 1", "fsdp intra_node n=4", "dp_replicate inter_node n=2 hsdp",
+  // "tp intra_node n=2 cp 2 dp_shard 1"
   std::string to_string() const;
 };
 
@@ -73,12 +79,14 @@ double median(std::vector<double> v);
 
 // The correction for `key` among `factors`: that key's; else the median factor and median
 // per_step_s of the same term over keys with the same link (for compute: the same precision,
-// first those with the same split tp x cp; for dp_replicate: first the same way of reducing);
+// first those with the same split tp x cp; for dp_replicate: first the same way of reducing; for
+// tp: first the same group size);
 // else, when `any_link`, the same term on any link; unset otherwise.
 std::optional<TermCorrection> lookup_factor(const std::vector<FitFactor>& factors, const FitKey& key, bool any_link);
 
 // {"term", "factor", "runs"}, "per_step_s" when not 0, and, for compute, "precision", "tp", "cp";
-// else "link", "group_size", and for dp_replicate "hsdp" (true or false).
+// else "link", "group_size", for dp_replicate "hsdp" (true or false), and for tp "cp" and
+// "dp_shard" (read as 1 when absent, as calibrations stored before they existed have them).
 nlohmann::json to_json(const FitFactor& f);
 // An Error names `where`'s field, the value and what is allowed.
 Result<FitFactor> fit_factor_from_json(const nlohmann::json& j, const std::string& where);

@@ -150,7 +150,7 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     double bytes;  // bytes one rank sends in them, per step
   };
   auto charge = [&](Axis a, FitTerm term_kind, GroupKind kind, int64_t n, std::initializer_list<Term> terms,
-                    int key_b = 1) {
+                    int key_b = 1, int key_c = 1) {
     AxisComm& ax = out.comm[a];
     ax.crosses_nodes = mesh.ok() && mesh->any_group_crosses_nodes(kind);
     const LinkKind link = ax.crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node;
@@ -169,7 +169,7 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     ax.collectives = static_cast<int>(std::lround(collectives));
     out.comm_calibrated[a] = all_calibrated && collectives > 0;
     const int ti = static_cast<int>(term_kind);
-    out.term_key[ti] = FitKey{term_kind, link, static_cast<int>(n), key_b, Precision::fp32};
+    out.term_key[ti] = FitKey{term_kind, link, static_cast<int>(n), key_b, Precision::fp32, key_c};
     out.term_s[ti] = ax.seconds;
     if (fit) {
       if (std::optional<TermCorrection> f = fit->factor(out.term_key[ti])) {
@@ -205,7 +205,8 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
            {{Collective::all_gather, ga * per_mb_half, ga * per_mb_half * ring_bytes_sent(Collective::all_gather, M, t)},
             {Collective::reduce_scatter, ga * per_mb_half,
              ga * per_mb_half * ring_bytes_sent(Collective::reduce_scatter, M, t)},
-            {Collective::all_reduce, ga * ce, ga * ce * ring_bytes_sent(Collective::all_reduce, T * 4, t)}});
+            {Collective::all_reduce, ga * ce, ga * ce * ring_bytes_sent(Collective::all_reduce, T * 4, t)}},
+           static_cast<int>(cp), static_cast<int>(sh[Axis::dp_shard]));
   }
 
   // cp (ring attention): cp-1 ring steps per layer; forward passes the local k and v block

@@ -327,6 +327,52 @@ TEST(RunFit, DdpAndHsdpAllReducesAreTheirOwnConditions) {
   EXPECT_EQ(fit_factor_from_json(j, "f").error().message(), "f.hsdp: \"yes\": true or false");
 }
 
+TEST(RunFit, TpBesideCpOrDpShardIsItsOwnCondition) {
+  // The same tp 2 group beside replicas, beside dp_shard 2 and beside cp 2: three keys, each
+  // with the factor its run measured, and each run predicted exactly from its own.
+  std::vector<RunObservation> runs = {observed({2, 1, 1, 2}, 1, 0.9, 1, 1, 1), observed({1, 2, 1, 2}, 1, 1.1, 1, 1, 1),
+                                      observed({1, 1, 2, 2}, 1, 1.4, 1, 1, 1), observed({1, 1, 1, 4}, 1, 3.0, 1, 1, 1)};
+  auto fit = fit_runs(runs, std::nullopt);
+  ASSERT_TRUE(fit.ok()) << fit.error().message();
+  auto tp_factor = [&](int n, int cp, int dp_shard) {
+    return fit->factor(FitKey{FitTerm::tp, LinkKind::intra_node, n, cp, Precision::fp32, dp_shard})->factor;
+  };
+  EXPECT_NEAR(tp_factor(2, 1, 1), 0.9, 1e-6);
+  EXPECT_NEAR(tp_factor(2, 1, 2), 1.1, 1e-6);
+  EXPECT_NEAR(tp_factor(2, 2, 1), 1.4, 1e-6);
+  EXPECT_NEAR(tp_factor(4, 1, 1), 3.0, 1e-6);
+  auto shared = std::make_shared<const RunFit>(*fit);
+  for (const RunObservation& r : runs) {
+    TimeQuery q = *r.query;
+    q.fit = shared;
+    EXPECT_NEAR(estimate_time(q).axis(Axis::tp).seconds, r.measured.comm_s[Axis::tp], 1e-9) << r.name;
+  }
+  // tp 2 beside cp 4 never ran: the median of the tp 2 keys (0.9, 1.1, 1.4), not of every tp
+  // key (which would take tp 4's 3.0 in: 1.25).
+  EXPECT_NEAR(tp_factor(2, 4, 1), 1.1, 1e-6);
+  EXPECT_NEAR(tp_factor(8, 1, 1), (1.1 + 1.4) / 2, 1e-6);  // no tp 8 at all: every tp key's median
+  EXPECT_EQ((FitKey{FitTerm::tp, LinkKind::intra_node, 2, 2, Precision::fp32, 1}.to_string()),
+            "tp intra_node n=2 cp 2 dp_shard 1");
+
+  // Read back with its cp and dp_shard; a calibration stored before they existed reads as 1;
+  // a value out of range is refused by name.
+  for (const FitFactor& f : fit->factors) {
+    if (f.key.term != FitTerm::tp) continue;
+    nlohmann::json j = to_json(f);
+    EXPECT_EQ(j["cp"].get<int>(), f.key.b);
+    EXPECT_EQ(j["dp_shard"].get<int>(), f.key.c);
+    auto back = fit_factor_from_json(j, "f");
+    ASSERT_TRUE(back.ok()) << back.error().message();
+    EXPECT_EQ(back->key, f.key);
+  }
+  nlohmann::json old = {{"term", "tp"}, {"factor", 1.5}, {"link", "intra_node"}, {"group_size", 2}};
+  auto read = fit_factor_from_json(old, "f");
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->key, (FitKey{FitTerm::tp, LinkKind::intra_node, 2, 1, Precision::fp32, 1}));
+  old["dp_shard"] = 0;
+  EXPECT_EQ(fit_factor_from_json(old, "f").error().message(), "f.dp_shard: 0: an integer from 1 to 1048576");
+}
+
 TEST(RunFit, PerStepSecondsAreFittedInsideANodeOnly) {
   // 2 nodes x 2 ranks: tp 4 crosses the nodes. The same runs at 2 and 4 micro-batches as inside a
   // node, but across nodes the factor alone carries the per-step part: it is the relative
