@@ -5,17 +5,22 @@
 //
 // shapes_estimate --model NAME --world N [--nodes N] --seq-len S --micro-batch B --global-batch G
 //                 (--flops F --efficiency E --bandwidth BYTES_PER_S --latency SECONDS
-//                  | --calibration FILE | --fit-db STORE [--calibration FILE])
+//                  | --calibration FILE | --calibration-records DIR | --fit-db STORE [--calibration FILE])
 // With --calibration (what `meshtrain calibrate` measured, core/calibration.h) the planner uses
 // the calibrated matmul rate, step efficiency and per-collective fits instead of the flags.
 // With --fit-db the runs stored there (the cluster with the most runs) are fitted
 // (core/run_fit.h) on the calibration, or on HardwareModel::cpu()'s defaults without one, and
 // every term of the prediction is scaled by its factor; the fit is printed to stderr.
+// --calibration-records DIR fits the calibration anew from the records of a `meshtrain calibrate`
+// run directory (metrics-rank*.jsonl), as meshtrain does when it writes calibration.json: a change
+// to the fit is judged offline against the very measurements an earlier bench made.
 // prints plan_to_json() (best first) with "rank" added to every shape.
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
 
+#include "core/calibration_records.h"
 #include "core/model_spec.h"
 #include "core/planner.h"
 #include "core/store/run_observations.h"
@@ -55,6 +60,24 @@ int main(int argc, char** argv) {
     auto cal = read_calibration_file(a["--calibration"]);
     if (!cal.ok()) {
       std::cerr << "shapes_estimate: " << cal.error().message() << "\n";
+      return 2;
+    }
+    q.calibration = *cal;
+  } else if (a.count("--calibration-records")) {
+    std::vector<CalibrationRecord> records;
+    for (int r = 0;; ++r) {
+      std::ifstream in(a["--calibration-records"] + "/metrics-rank" + std::to_string(r) + ".jsonl");
+      if (!in) break;
+      std::string line;
+      while (std::getline(in, line)) {
+        auto rec = parse_metrics_line(line);
+        if (rec.ok() && std::holds_alternative<CalibrationRecord>(*rec)) records.push_back(std::get<CalibrationRecord>(*rec));
+      }
+    }
+    auto cal = calibration_from_records(records);
+    if (!cal.ok()) {
+      std::cerr << "shapes_estimate: --calibration-records " << a["--calibration-records"] << ": "
+                << cal.error().message() << "\n";
       return 2;
     }
     q.calibration = *cal;

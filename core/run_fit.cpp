@@ -58,16 +58,21 @@ std::vector<double> least_squares(const std::vector<double>& prior, const std::v
 }
 
 // A key's formula values must spread at least this much (largest / smallest) over its
-// observations for its per-step seconds to be an unknown: the split steps' 1 and 2..8 micro-batches give 2x or more.
+// observations for its per-step seconds to be an unknown: the split steps' 1 and 2..8
+// micro-batches give 2x or more.
+//
+// That holds on every link. Until session 42 per-step seconds were fitted inside a node only:
+// the split steps then ran 1 and 2 micro-batches, and across nodes a micro-batch cost more in a
+// run of 8 than between those two short steps (tp 8 on the 2-core VM's two namespace nodes:
+// 0.26 s against 0.34 s, the link's queue filling under sustained traffic), so the per-step part
+// read off them put that run 18 % under. The second split step is now the run's own
+// accumulation, so theta and delta are read where the run is, not extrapolated. With the factor
+// alone across nodes (a relative least-squares compromise between 1 micro-batch and 8), tp 8
+// came out 11-16 % over its runs in both calibrations of session 42 (split steps: 0.51 s at 1
+// micro-batch, 3.19 s at 8; runs 3.04-3.13 s), where theta and delta give 3.19 s. A delta that
+// comes out negative (a micro-batch that costs more in the longer step) is still dropped and the
+// factor carries both (docs/estimator.md, "Split steps").
 constexpr double kSeparableSpread = 1.5;
-
-// Per-step seconds are fitted for terms inside a node only. Across nodes, what a micro-batch
-// costs grows with the length of the step: on the 2-core VM's two namespace nodes, tp 8 cost
-// 0.26 s per micro-batch between split steps of 1 and 2 micro-batches and 0.34 s in a run of 8
-// (the link's queue fills under sustained traffic), so a per-step part fitted from the short
-// steps put that run 18 % under its measured step. There the factor carries both parts, as it
-// did before per-step seconds (docs/estimator.md, "Split steps").
-bool per_step_fitted(const FitKey& key) { return key.link == LinkKind::intra_node; }
 
 }  // namespace
 
@@ -157,7 +162,7 @@ Result<RunFit> fit_runs(const std::vector<RunObservation>& runs, const std::opti
       hi[u] = std::max(hi[u], b);
     }
   std::vector<bool> per_step(keys.size());
-  for (size_t u = 0; u < keys.size(); ++u) per_step[u] = per_step_fitted(keys[u]) && hi[u] >= kSeparableSpread * lo[u];
+  for (size_t u = 0; u < keys.size(); ++u) per_step[u] = hi[u] >= kSeparableSpread * lo[u];
   std::vector<double> theta, delta(keys.size(), 0.0);
   for (;;) {
     std::vector<size_t> delta_index(keys.size(), 0);

@@ -15,8 +15,8 @@
 //
 // where b_u is the formula's value of term u for that run (the "base": the calibration when the
 // cluster has one, else HardwareModel's defaults) and m the measured seconds. delta_u is the
-// term's per-step seconds (TermCorrection::per_step_s): an unknown only for a term inside a node
-// whose observations have formula values at least kSeparableSpread apart (the calibration's split
+// term's per-step seconds (TermCorrection::per_step_s): an unknown only for a term whose
+// observations have formula values at least kSeparableSpread apart (the calibration's split
 // steps at 1 micro-batch and at the run's accumulation, 2 to 8), so that theta and delta are not one number twice; elsewhere 0.
 // A delta that comes out negative, or that leaves theta <= 0, is dropped and the system solved
 // again. One equation per measured quantity (each term plus its delta where fitted):
