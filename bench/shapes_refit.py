@@ -1,0 +1,93 @@
+"""Judge a change to the time model offline, against measurements a bench already made.
+
+bench/shapes.sh keeps, beside each JSON, every rank's calibration records
+(`<json>-calibration-records.jsonl.gz`). This script fits them anew with the current core
+(shapes_estimate --calibration-records), predicts every shape of that bench again and prints,
+per bench JSON, the prediction as it was made then (stored in the JSON) beside the refitted one,
+against the same measured step times: shapes within 15 %, the worst, the mean |error|,
+Spearman's rho and whether the planner's first is the measured best. With --fit-db STORE it
+also judges the fit of the runs stored there (no calibration) against each bench.
+
+Usage: bench/shapes_refit.py bench/results/shapes-2nodes-session42*.json
+                             [--estimator build/bin/shapes_estimate] [--fit-db STORE] [--json OUT]
+"""
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from shapes_bench import AXES, spearman
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+
+def predict(args, bench, source):
+    """{shape: (predicted step s, planner rank, predicted tokens/s)} from shapes_estimate."""
+    cmd = [args.estimator, "--model", bench["model"], "--world", str(bench["world"]), "--nodes",
+           str(bench["nodes"]), "--seq-len", str(bench["seq_len"]), "--micro-batch", str(bench["micro_batch"]),
+           "--global-batch", str(bench["global_batch"])] + source
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit("shapes_estimate failed: %s" % p.stderr.strip())
+    return {"x".join(str(s[a]) for a in AXES): (s["step_time_s"], s["rank"], s["tokens_per_s"])
+            for s in json.loads(p.stdout)["shapes"]}
+
+
+def judge(bench, pred):
+    rows = bench["shapes"]
+    errors = {r["shape"]: pred[r["shape"]][0] / r["step_s"] - 1 for r in rows}
+    worst = max(errors, key=lambda k: abs(errors[k]))
+    first = min(rows, key=lambda r: pred[r["shape"]][1])["shape"]
+    rho = spearman([r["tokens_per_s"] for r in rows], [pred[r["shape"]][2] for r in rows])
+    return {"within_15pct": sum(1 for e in errors.values() if abs(e) <= 0.15), "shapes": len(rows),
+            "worst_shape": worst, "worst_error": errors[worst],
+            "mean_abs_error": sum(abs(e) for e in errors.values()) / len(rows), "spearman_rho": rho,
+            "first_is_best": first == bench["best_measured"], "errors": errors}
+
+
+def line(name, j):
+    return "| %s | %d/%d | %s %+.0f%% | %.1f%% | %.2f | %s |" % (
+        name, j["within_15pct"], j["shapes"], j["worst_shape"], 100 * j["worst_error"],
+        100 * j["mean_abs_error"], j["spearman_rho"], "yes" if j["first_is_best"] else "NO")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("benches", nargs="+", help="bench/shapes.sh JSON files")
+    ap.add_argument("--estimator", default=os.path.join(ROOT, "build", "bin", "shapes_estimate"))
+    ap.add_argument("--fit-db", help="judge the fit of this store's runs (no calibration) as well")
+    ap.add_argument("--json", help="write the judgements here")
+    args = ap.parse_args()
+    out = {}
+    print("| bench, prediction | within 15 % | worst | mean \\|error\\| | rho | first = best |")
+    print("|---|---:|---|---:|---:|---|")
+    for path in args.benches:
+        with open(path) as f:
+            bench = json.load(f)
+        name = os.path.basename(path)
+        stored = {r["shape"]: (r["predicted_step_s"], r["planner_rank"], r["predicted_tokens_per_s"])
+                  for r in bench["shapes"]}
+        out[name] = {"as_made": judge(bench, stored)}
+        print(line(name + ", as made", out[name]["as_made"]))
+        records = os.path.splitext(path)[0] + "-calibration-records.jsonl.gz"
+        if os.path.exists(records):
+            with tempfile.TemporaryDirectory() as d:
+                with gzip.open(records, "rt") as src, open(os.path.join(d, "metrics-rank0.jsonl"), "w") as dst:
+                    dst.write(src.read())
+                out[name]["refitted"] = judge(bench, predict(args, bench, ["--calibration-records", d]))
+            print(line(name + ", refitted now", out[name]["refitted"]))
+        else:
+            print("| %s: no %s | | | | | |" % (name, os.path.basename(records)))
+        if args.fit_db:
+            out[name]["fit"] = judge(bench, predict(args, bench, ["--fit-db", args.fit_db]))
+            print(line(name + ", fit of " + os.path.basename(args.fit_db), out[name]["fit"]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
