@@ -12,6 +12,9 @@
 #   scripts/build --target meshtrain shapes_estimate meshwork
 # Run it twice: the second run also judges the prediction fitted to the first run's stored runs.
 # It calibrates first (meshtrain calibrate on the same ranks) and predicts every shape from that.
+# Beside the JSON: the calibration (-calibration.json) and every rank's calibration records
+# (-calibration-records.jsonl.gz), which bench/shapes_refit.py fits anew to judge a change to the
+# time model against the same measurements.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/env.sh"
 BIN="${MESHTRAIN:-$MESHWORK_BUILD_DIR/bin/meshtrain}"

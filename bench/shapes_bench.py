@@ -22,6 +22,10 @@ Usage: bench/shapes.sh [--model small --seq-len 256 --global-batch 8 --micro-bat
 With --nodes N (root) the ranks run on N network namespaces (tests/cluster/cluster.sh), the
 links between them rate-limited (tc tbf): e.g. --world 8 --nodes 2 --db build/bench-shapes-2nodes.db
 --out bench/results/shapes-2nodes.json.
+
+Beside the JSON it writes the calibration it measured (-calibration.json) and every rank's
+calibration records (-calibration-records.jsonl.gz): bench/shapes_refit.py fits those anew with
+the current core, so a change to the time model is judged against the same measurements.
 """
 import argparse
 import atexit
