@@ -254,8 +254,8 @@ def calibrate(args):
 
 
 def keep_calibration_records(run_dir, path):
-    """Every rank's calibration records (matmuls, collectives, split steps; about 25-50 KB
-    compressed), beside the bench's JSON: a later change to the fit is judged offline against the
+    """Every rank's calibration records (matmuls, collectives, split steps; 10-35 KB
+    compressed for 4-8 ranks), beside the bench's JSON: a later change to the fit is judged offline against the
     very measurements of this bench (`zcat PATH > DIR/metrics-rank0.jsonl`, then
     shapes_estimate --calibration-records DIR)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)

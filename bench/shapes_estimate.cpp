@@ -68,11 +68,7 @@ int main(int argc, char** argv) {
     for (int r = 0;; ++r) {
       std::ifstream in(a["--calibration-records"] + "/metrics-rank" + std::to_string(r) + ".jsonl");
       if (!in) break;
-      std::string line;
-      while (std::getline(in, line)) {
-        auto rec = parse_metrics_line(line);
-        if (rec.ok() && std::holds_alternative<CalibrationRecord>(*rec)) records.push_back(std::get<CalibrationRecord>(*rec));
-      }
+      read_calibration_records(in, records);
     }
     auto cal = calibration_from_records(records);
     if (!cal.ok()) {

@@ -244,6 +244,14 @@ std::vector<RunObservation> split_step_observations(const std::vector<SplitStepS
   return out;
 }
 
+void read_calibration_records(std::istream& jsonl, std::vector<CalibrationRecord>& out) {
+  std::string line;
+  while (std::getline(jsonl, line)) {
+    auto rec = parse_metrics_line(line);
+    if (rec.ok() && std::holds_alternative<CalibrationRecord>(*rec)) out.push_back(std::get<CalibrationRecord>(*rec));
+  }
+}
+
 Result<Calibration> calibration_from_records(const std::vector<CalibrationRecord>& records,
                                              const std::vector<std::string>& hosts) {
   CalibrationSamples s = samples_from_records(records, hosts);

@@ -2,6 +2,7 @@
 // Calibration: the one reader the CLI, the bench and the tests share.
 #pragma once
 
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,10 @@ struct CalibrationSamples {
   double last_time = 0;            // unix seconds of the latest record (the calibration's date)
   std::vector<std::string> errors;  // records that were skipped, in core's words
 };
+
+// The calibration records of one metrics JSON-lines stream (a rank's metrics-rank<r>.jsonl),
+// appended to `out`; other records, and lines that do not parse, are skipped.
+void read_calibration_records(std::istream& jsonl, std::vector<CalibrationRecord>& out);
 
 // "node" records give the fingerprint (device: cuda unless every node's device_name is "cpu";
 // links: intra_node, plus inter_node with more than one node). `hosts`, when not empty, names

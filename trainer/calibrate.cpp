@@ -623,11 +623,7 @@ class Calibrator {
     for (int r = 0; r < env_.world_size; ++r) {
       std::ifstream in(fs::path(o_.run_dir) / ("metrics-rank" + std::to_string(r) + ".jsonl"));
       if (!in) return;
-      std::string line;
-      while (std::getline(in, line)) {
-        auto rec = parse_metrics_line(line);
-        if (rec && std::holds_alternative<CalibrationRecord>(*rec)) records.push_back(std::get<CalibrationRecord>(*rec));
-      }
+      read_calibration_records(in, records);
     }
     auto cal = calibration_from_records(records);
     if (!cal) {
