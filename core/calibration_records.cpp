@@ -227,15 +227,12 @@ std::vector<RunObservation> split_step_observations(const std::vector<SplitStepS
     Placement placement = Placement::of(s.config);
     placement.world_size = s.world;
     placement.ranks_per_node = s.ranks_per_node;
-    auto model = std::make_shared<const ModelSpec>(*spec);
-    LayoutCheck checked = ParallelLayout::check(s.config, model.get(), placement);
+    LayoutCheck checked = ParallelLayout::check(s.config, &*spec, placement);
     if (!checked.ok()) continue;
-    auto query = std::make_shared<TimeQuery>(
-        checked.layout->time_query(*model, HardwareModel::for_device(s.config.training.device)));
-    query->model = model.get();
+    auto query = std::make_shared<const TimeQuery>(
+        checked.layout->time_query(*spec, HardwareModel::for_device(s.config.training.device)));
     RunObservation o;
     o.name = "split " + s.config.mesh.to_string();
-    o.model = model;
     o.query = query;
     o.measured = s.measured;
     o.measured.steps = 1;

@@ -79,7 +79,7 @@ struct StageShare {
 
 StageShare stage_share(const MemoryQuery& q) {
   StageShare out;
-  const ModelSpec& m = *q.model;
+  const ModelSpec& m = q.model;
   const int pp = std::max(1, q.shape[Axis::pp]);
   out.layers = out.held_layers = m.num_hidden_layers;
   if (pp == 1) return out;
@@ -117,7 +117,7 @@ StageShare stage_share(const MemoryQuery& q) {
 // n = dp_shard * cp (the FSDP group, torchtitan's dp_shard_cp).
 MemoryBreakdown estimate_memory(const MemoryQuery& q) {
   MemoryBreakdown out;
-  const ModelSpec& m = *q.model;
+  const ModelSpec& m = q.model;
   const MemoryModel& k = q.knobs;
   auto add = [&](int64_t& field, std::string name, int64_t bytes, std::string formula) {
     field += bytes;

@@ -58,7 +58,8 @@ struct MemoryModel {
 };
 
 struct MemoryQuery {
-  const ModelSpec* model = nullptr;  // required
+  // Held by value, so a query kept (copied, stored, handed to a thread) never outlives its model.
+  ModelSpec model;  // required
   MeshShape shape;                   // resolved (every size >= 1)
   int64_t seq_len = 0;
   int64_t micro_batch = 1;

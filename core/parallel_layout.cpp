@@ -23,7 +23,7 @@ LayoutCheck ParallelLayout::check(const RunConfig& config, const ModelSpec* mode
   q.shape = config.mesh;
   q.world_size = placement.world_size;
   q.gpus_per_node = placement.ranks_per_node;
-  q.model = model;
+  if (model) q.model = *model;
   q.seq_len = config.training.seq_len;
   q.global_batch = config.training.global_batch;
   q.micro_batch = config.training.micro_batch;
@@ -61,7 +61,7 @@ int64_t ParallelLayout::tokens_per_replica_step() const {
 
 MemoryQuery ParallelLayout::memory_query(const ModelSpec& model, DeviceKind device) const {
   MemoryQuery q;
-  q.model = &model;
+  q.model = model;
   q.shape = shape();
   q.seq_len = training_.seq_len;
   q.micro_batch = training_.micro_batch;
@@ -79,7 +79,7 @@ MemoryQuery ParallelLayout::memory_query(const ModelSpec& model, DeviceKind devi
 
 TimeQuery ParallelLayout::time_query(const ModelSpec& model, const HardwareModel& hardware) const {
   TimeQuery q;
-  q.model = &model;
+  q.model = model;
   q.shape = shape();
   q.gpus_per_node = ranks_per_node();
   q.seq_len = training_.seq_len;

@@ -85,7 +85,7 @@ class ParallelLayout {
   const std::string& accelerate_refusal() const { return accelerate_refusal_; }
   const std::vector<Diagnostic>& warnings() const { return warnings_; }
 
-  // The estimators' queries for this layout (model must outlive the query).
+  // The estimators' queries for this layout (each holds its own copy of the model).
   MemoryQuery memory_query(const ModelSpec& model, DeviceKind device) const;
   TimeQuery time_query(const ModelSpec& model, const HardwareModel& hardware) const;
 

@@ -107,12 +107,11 @@ Result<RunFit> fit_runs(const std::vector<RunObservation>& runs, const std::opti
   std::vector<Equation> eqs;
   int used = 0;
   for (const RunObservation& r : runs) {
-    if (!r.query || !r.model) continue;
+    if (!r.query) continue;
     const RunMeasurement& m = r.measured;
     const double step = m.step_s();
     if (!(step > 0) || !std::isfinite(step)) continue;
     TimeQuery q = *r.query;
-    q.model = r.model.get();
     q.calibration = raw;
     q.fit = nullptr;
     const TimeEstimate e = estimate_time(q);

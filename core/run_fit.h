@@ -65,12 +65,11 @@ struct RunMeasurement {
   }
 };
 
-// One stored run as the fit sees it: what it ran (a TimeQuery; its calibration and fit unset,
-// the fit sets the base) and what it measured.
+// One stored run as the fit sees it: what it ran (a TimeQuery, which holds its own model; its
+// calibration and fit unset, the fit sets the base) and what it measured.
 struct RunObservation {
   int64_t run = 0;
   std::string name;                          // for messages
-  std::shared_ptr<const ModelSpec> model;    // query.model points here
   std::shared_ptr<const TimeQuery> query;
   RunMeasurement measured;
 };

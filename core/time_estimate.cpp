@@ -60,7 +60,7 @@ struct StagePart {
 // The step of one stage without the pipeline's waiting: the formulas below for its own layers.
 TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   TimeEstimate out;
-  const ModelSpec& m = *q.model;
+  const ModelSpec& m = q.model;
   const MeshShape& sh = q.shape;
   const HardwareModel& hw = q.hardware;
   const int64_t world = sh.world_size();
@@ -309,7 +309,7 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
 // step = its compute + its collectives - hidden + pp, as for every other axis. dp_replicate's
 // once-per-step all-reduce (what the overlap leaves exposed) runs after the pipeline drains.
 TimeEstimate estimate_time(const TimeQuery& q) {
-  const ModelSpec& m = *q.model;
+  const ModelSpec& m = q.model;
   const int pp = std::max(1, q.shape[Axis::pp]);
   if (pp == 1) {
     StagePart whole;

@@ -52,7 +52,8 @@ struct HardwareModel {
 inline constexpr double kUnmeasuredStepEfficiency = 0.7;
 
 struct TimeQuery {
-  const ModelSpec* model = nullptr;  // required
+  // Held by value, so a query kept (copied, stored, handed to a thread) never outlives its model.
+  ModelSpec model;  // required
   MeshShape shape;                   // resolved
   int gpus_per_node = 0;             // 0: one node
   int64_t seq_len = 0;

@@ -37,12 +37,12 @@ struct LinkSpeeds {
 };
 
 // Everything the rules look at. Batch/sequence fields <= 0 are "not given" and skip their rules;
-// model == nullptr skips the model rules.
+// an unset model skips the model rules.
 struct ShapeQuery {
   MeshShape shape;           // one axis may be -1 (filled from world_size)
   int64_t world_size = 0;
   int gpus_per_node = 0;     // 0: all ranks on one node
-  const ModelSpec* model = nullptr;
+  std::optional<ModelSpec> model;  // unset: the model rules are skipped
   int64_t seq_len = 0;
   int64_t global_batch = 0;  // sequences per optimizer step over the whole mesh
   int64_t micro_batch = 0;   // sequences per forward/backward on one rank

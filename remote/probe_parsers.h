@@ -1,7 +1,7 @@
 // Parsers for what a node tells the probe: nvidia-smi (CSV query, `topo -m`, the plain table,
 // `nvlink -s`), InfiniBand/RoCE ports (ibstat, ibv_devinfo, /sys/class/infiniband), /proc/meminfo
 // and /etc/os-release. Pure functions over text, tested on real recorded outputs
-// (tests/data/gpu-cluster, ../shared/samples/gpu-cluster). They never throw; unparseable input
+// (tests/data/gpu-cluster). They never throw; unparseable input
 // gives an Error naming what was expected.
 #pragma once
 

@@ -83,15 +83,13 @@ Result<RunObservation> load_observation(RunStore* store, RunId run) {
     placement.world_size = world;
     placement.ranks_per_node = per_node;
   }
-  auto model = std::make_shared<const ModelSpec>(*spec);
-  LayoutCheck checked = ParallelLayout::check(*config, model.get(), placement);
+  LayoutCheck checked = ParallelLayout::check(*config, &*spec, placement);
   if (!checked.ok()) {
     const auto texts = checked.error_texts();
     return Error{label, texts.empty() ? "mesh" : texts.front(), "a shape core accepts"};
   }
-  auto query = std::make_shared<TimeQuery>(
-      checked.layout->time_query(*model, HardwareModel::for_device(config->training.device)));
-  query->model = model.get();
+  auto query = std::make_shared<const TimeQuery>(
+      checked.layout->time_query(*spec, HardwareModel::for_device(config->training.device)));
 
   // Mean per step, the first (warm-up: allocations, lazy initialisation) left out.
   std::vector<CommStats> stats;
@@ -103,7 +101,6 @@ Result<RunObservation> load_observation(RunStore* store, RunId run) {
   RunObservation o;
   o.run = run;
   o.name = label;
-  o.model = model;
   o.query = query;
   o.measured.compute_s = compute;
   for (Axis a : kAxes) {
@@ -183,7 +180,6 @@ Result<RunPrediction> predict_run(RunStore* store, RunId run) {
 
   RunPrediction p;
   TimeQuery q = *o->query;
-  q.model = o->model.get();
   q.calibration = *cal;
   p.calibrated = cal->has_value();
   if (!others->runs.empty()) {

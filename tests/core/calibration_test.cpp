@@ -209,7 +209,7 @@ ModelSpec preset(const std::string& name) { return *load_model_spec(name); }
 // Defaults that must NOT show up anywhere a calibrated number exists.
 TimeQuery calibrated_query(const ModelSpec& m, MeshShape shape, int gpus_per_node) {
   TimeQuery q;
-  q.model = &m;
+  q.model = m;
   q.shape = shape;
   q.gpus_per_node = gpus_per_node;
   q.seq_len = 256;

@@ -58,7 +58,7 @@ TEST(ParamLayout, KvHeadsReplicatedWhenTpExceedsThem) {
 TEST(MemoryEstimate, TinySingleRankFp32Materialized) {
   ModelSpec tiny = preset("tiny");
   MemoryQuery q;
-  q.model = &tiny;
+  q.model = tiny;
   q.shape = {1, 1, 1, 1};
   q.seq_len = 256;
   q.micro_batch = 2;
@@ -98,7 +98,7 @@ TEST(MemoryEstimate, TinySingleRankFp32Materialized) {
 TEST(MemoryEstimate, FusedAttentionKeepsNoScores) {
   ModelSpec tiny = preset("tiny");
   MemoryQuery q;
-  q.model = &tiny;
+  q.model = tiny;
   q.shape = {1, 1, 1, 1};
   q.seq_len = 256;
   q.micro_batch = 2;
@@ -124,7 +124,7 @@ TEST(MemoryEstimate, SmallFsdpTpBf16) {
   // small on 4 ranks: dp_shard 2 x tp 2, bf16, fused, b = 1, s = 512.
   ModelSpec small = preset("small");
   MemoryQuery q;
-  q.model = &small;
+  q.model = small;
   q.shape = {1, 2, 1, 2};
   q.seq_len = 512;
   q.micro_batch = 1;
@@ -171,7 +171,7 @@ TEST(MemoryEstimate, SmallFsdpTpBf16) {
 TEST(MemoryEstimate, ContextParallelDividesSequence) {
   ModelSpec small = preset("small");
   MemoryQuery q;
-  q.model = &small;
+  q.model = small;
   q.shape = {1, 1, 1, 1};
   q.seq_len = 1024;
   q.precision = Precision::fp32;
@@ -192,7 +192,7 @@ TEST(MemoryEstimate, ContextParallelDividesSequence) {
 TEST(MemoryEstimate, FullCheckpointingKeepsLayerInputs) {
   ModelSpec small = preset("small");
   MemoryQuery q;
-  q.model = &small;
+  q.model = small;
   q.shape = {1, 1, 1, 1};
   q.seq_len = 256;
   q.precision = Precision::fp32;
@@ -211,7 +211,7 @@ TEST(MemoryEstimate, FullCheckpointingKeepsLayerInputs) {
 TEST(MemoryEstimate, ReplicationBucketAndBf16Copies) {
   ModelSpec tiny = preset("tiny");
   MemoryQuery q;
-  q.model = &tiny;
+  q.model = tiny;
   q.shape = {4, 1, 1, 1};
   q.seq_len = 64;
   q.precision = Precision::bf16;

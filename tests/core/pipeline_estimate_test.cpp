@@ -19,7 +19,7 @@ ModelSpec preset(const std::string& name) { return *load_model_spec(name); }
 MemoryQuery memory_query(const ModelSpec& m, MeshShape shape, PipelineSchedule schedule, int64_t micro_batches,
                          int virtual_stages = 1) {
   MemoryQuery q;
-  q.model = &m;
+  q.model = m;
   q.shape = shape;
   q.seq_len = 1024;
   q.micro_batch = 1;
@@ -50,7 +50,7 @@ HardwareModel unit_hw() {
 TimeQuery time_query(const ModelSpec& m, MeshShape shape, int64_t global_batch, PipelineSchedule schedule,
                      int virtual_stages = 1) {
   TimeQuery q;
-  q.model = &m;
+  q.model = m;
   q.shape = shape;
   q.gpus_per_node = 8;
   q.seq_len = 1024;

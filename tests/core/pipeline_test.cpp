@@ -159,7 +159,7 @@ TEST(PipelineSchedule, BubbleFractionShrinksWithMicroBatchesAndVirtualStages) {
 TEST(PipelineValidation, RulesNameTheFieldTheValueAndWhatIsAllowed) {
   const ModelSpec m = llama_like(4);
   ShapeQuery q;
-  q.model = &m;
+  q.model = m;
   q.world_size = 8;
   q.gpus_per_node = 8;
   q.seq_len = 64;
@@ -189,7 +189,7 @@ TEST(PipelineValidation, RulesNameTheFieldTheValueAndWhatIsAllowed) {
   EXPECT_TRUE(has(r, Severity::error, "pp"));
   EXPECT_NE(message(r, "pp").find("num_hidden_layers (4)"), std::string::npos) << message(r, "pp");
   const ModelSpec deep = llama_like(8);
-  q.model = &deep;
+  q.model = deep;
   EXPECT_TRUE(validate_shape(q).ok());
   q.global_batch = 12;  // 6 micro-batches, not a multiple of 4
   EXPECT_TRUE(has(validate_shape(q), Severity::error, "global_batch"));
@@ -200,7 +200,7 @@ TEST(PipelineValidation, RulesNameTheFieldTheValueAndWhatIsAllowed) {
   // Tied embeddings cannot be cut across stages.
   q.pp_virtual_stages = 1;
   const ModelSpec tied = llama_like(8, true);
-  q.model = &tied;
+  q.model = tied;
   EXPECT_TRUE(has(validate_shape(q), Severity::error, "pp"));
 }
 

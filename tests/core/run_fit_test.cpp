@@ -20,7 +20,7 @@ std::shared_ptr<const ModelSpec> tiny() {
 
 TimeQuery query(MeshShape shape, int gpus_per_node = 4) {
   TimeQuery q;
-  q.model = tiny().get();
+  q.model = *tiny();
   q.shape = shape;
   q.gpus_per_node = gpus_per_node;
   q.seq_len = 256;
@@ -36,7 +36,6 @@ TimeQuery query(MeshShape shape, int gpus_per_node = 4) {
 RunObservation observed(MeshShape shape, double k_compute, double k_tp, double k_ring, double k_fsdp,
                         double k_rep, int gpus_per_node = 4) {
   RunObservation o;
-  o.model = tiny();
   o.query = std::make_shared<TimeQuery>(query(shape, gpus_per_node));
   const TimeEstimate e = estimate_time(*o.query);
   auto term = [&](FitTerm t) { return e.term_s[static_cast<int>(t)]; };
@@ -234,7 +233,6 @@ namespace {
 RunObservation observed_affine(MeshShape shape, int64_t global_batch, double theta_c, double delta_c,
                                double theta_tp, double delta_tp) {
   RunObservation o;
-  o.model = tiny();
   TimeQuery q = query(shape);
   q.global_batch = global_batch;
   o.query = std::make_shared<TimeQuery>(q);

@@ -22,7 +22,7 @@ HardwareModel unit_hw() {
 
 TimeQuery query(const ModelSpec& m, MeshShape shape, int64_t seq = 256) {
   TimeQuery q;
-  q.model = &m;
+  q.model = m;
   q.shape = shape;
   q.gpus_per_node = 8;
   q.seq_len = seq;

@@ -91,10 +91,10 @@ TEST(Validation, TensorOrContextWithPureReplicationRefusedOnlyWhenTheTrainerCann
 TEST(Validation, HeadsDivisibleByTp) {
   ModelSpec m = spec(12, 12);
   ShapeQuery q = query({1, 2, 1, 4}, 8);
-  q.model = &m;
+  q.model = m;
   EXPECT_TRUE(validate_shape(q).ok());
   ModelSpec odd = spec(10, 10);
-  q.model = &odd;
+  q.model = odd;
   ShapeReport r = validate_shape(q);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.errors()[0].field, "tp");
@@ -105,14 +105,14 @@ TEST(Validation, HeadsDivisibleByTp) {
 TEST(Validation, KvHeadsDivisibleOrReplicated) {
   ModelSpec m = spec(32, 8);
   ShapeQuery q = query({1, 1, 1, 8}, 8);
-  q.model = &m;
+  q.model = m;
   ShapeReport exact = validate_shape(q);
   EXPECT_TRUE(exact.ok());
   EXPECT_FALSE(exact.kv_replicated);
   EXPECT_TRUE(exact.warnings().empty());
 
   ModelSpec gqa = spec(32, 4);  // tp 8 > 4 kv heads, 8 % 4 == 0: replicate each kv head twice
-  q.model = &gqa;
+  q.model = gqa;
   ShapeReport rep = validate_shape(q);
   EXPECT_TRUE(rep.ok());
   EXPECT_TRUE(rep.kv_replicated);
@@ -121,11 +121,11 @@ TEST(Validation, KvHeadsDivisibleOrReplicated) {
   EXPECT_NE(rep.warnings()[0].message.find("replicated on 2 tp ranks"), std::string::npos);
 
   ModelSpec three = spec(24, 3);  // tp 8 > 3 and 8 % 3 != 0
-  q.model = &three;
+  q.model = three;
   EXPECT_TRUE(has(validate_shape(q), Severity::error, "tp"));
   ModelSpec six = spec(24, 6);  // tp 4 < 6 and 6 % 4 != 0
   ShapeQuery q4 = query({1, 2, 1, 4}, 8);
-  q4.model = &six;
+  q4.model = six;
   ShapeReport r6 = validate_shape(q4);
   ASSERT_FALSE(r6.ok());
   EXPECT_NE(r6.errors()[0].message.find("num_key_value_heads (6)"), std::string::npos);
@@ -134,7 +134,7 @@ TEST(Validation, KvHeadsDivisibleOrReplicated) {
 TEST(Validation, IntermediateAndVocabDivisibleByTp) {
   ModelSpec m = spec(8, 8, /*inter=*/1004, /*vocab=*/1002);
   ShapeQuery q = query({1, 1, 1, 8}, 8);
-  q.model = &m;
+  q.model = m;
   ShapeReport r = validate_shape(q);
   ASSERT_EQ(r.errors().size(), 2u);
   EXPECT_NE(r.errors()[0].message.find("intermediate_size (1004)"), std::string::npos);
@@ -174,7 +174,7 @@ TEST(Validation, SeqLenForSequenceParallel) {
 TEST(Validation, SeqLenBeyondMaxPositionsWarns) {
   ModelSpec m = spec(8, 8);
   ShapeQuery q = query({1, 8, 1, 1}, 8);
-  q.model = &m;
+  q.model = m;
   q.seq_len = 8192;
   ShapeReport r = validate_shape(q);
   EXPECT_TRUE(r.ok());
@@ -289,7 +289,7 @@ TEST(Validation, SlidingWindowShorterThanSeqLenIsRefused) {
   m.sliding_window = 4096;
   m.sliding_window_field = "sliding_window";
   ShapeQuery q = query({1, 8, 1, 1}, 8);
-  q.model = &m;
+  q.model = m;
   q.seq_len = 4096;
   EXPECT_TRUE(validate_shape(q).ok());
   q.seq_len = 8192;

@@ -162,7 +162,7 @@ TEST(LocalCalibrate, TwoRanksGiveACalibrationTheEstimatorAccepts) {
   ModelSpec tiny = *load_model_spec("tiny");
   for (MeshShape shape : {MeshShape{2, 1, 1, 1}, MeshShape{1, 2, 1, 1}, MeshShape{1, 1, 2, 1}, MeshShape{1, 1, 1, 2}}) {
     TimeQuery q;
-    q.model = &tiny;
+    q.model = tiny;
     q.shape = shape;
     q.gpus_per_node = 2;
     q.seq_len = 64;

@@ -1,5 +1,5 @@
-// The probe parsers on real recorded outputs (tests/data/gpu-cluster, see its SOURCES.md), and a
-// sweep over every file of ../shared/samples/gpu-cluster when that directory exists.
+// The probe parsers on real recorded outputs (tests/data/gpu-cluster, see its SOURCES.md), one
+// by one and as a sweep over every file there.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -240,10 +240,10 @@ TEST(Probe, LocalMachine) {
   EXPECT_EQ(info->address, "127.0.0.1");
 }
 
-// Every recorded sample of the shared collection parses, by kind (file name prefix).
-TEST(SharedSamples, EveryFileParses) {
-  const std::filesystem::path dir = std::filesystem::path(MESHWORK_SHARED_DIR) / "samples" / "gpu-cluster";
-  if (!std::filesystem::is_directory(dir)) GTEST_SKIP() << dir << " is not here (outside the project setup)";
+// Every recorded sample parses, by kind (file name prefix).
+TEST(RecordedSamples, EveryFileParses) {
+  const std::filesystem::path dir = std::filesystem::path(MESHWORK_TEST_DATA_DIR) / "gpu-cluster";
+  ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir;
   int files = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();

@@ -39,7 +39,7 @@ nlohmann::json config_of(const MeshShape& m) {
 TimeEstimate formula(const MeshShape& m) {
   static const ModelSpec tiny = *load_model_spec("tiny");
   TimeQuery q;
-  q.model = &tiny;
+  q.model = tiny;
   q.shape = m;
   q.gpus_per_node = 4;
   q.seq_len = 256;

@@ -143,7 +143,7 @@ class WorkbenchTest : public QObject {
     q.shape = MeshShape{1, -1, 1, 16};
     q.world_size = 16;
     q.gpus_per_node = 8;
-    q.model = &tiny;
+    q.model = tiny;
     const ShapeReport report = validate_shape(q);
     QVERIFY(!report.ok());
     QString expected;
