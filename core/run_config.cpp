@@ -140,6 +140,12 @@ Status read_int(const nlohmann::json& obj, const std::string& prefix, const char
 
 }  // namespace
 
+Status check_model_reference(std::string_view field, std::string_view value) {
+  if (value.empty())
+    return Error{std::string(field), std::string(value), "must name a preset or a path to config.json (or be a config.json object)"};
+  return {};
+}
+
 Result<RunConfig> run_config_from_json(const nlohmann::json& doc) {
   if (!doc.is_object()) return Error{"run config", dump_value(doc), "must be a JSON object"};
   RunConfig c;
@@ -156,6 +162,8 @@ Result<RunConfig> run_config_from_json(const nlohmann::json& doc) {
     const auto& m = doc.at("model");
     if (!m.is_string() && !m.is_object())
       return Error{"model", dump_value(m), "must be a preset name, a path, or a config.json object"};
+    if (m.is_string())
+      if (Status s = check_model_reference("model", m.get<std::string>()); !s) return s.error();
     c.model = m;
   }
   if (doc.contains("mesh")) {

@@ -115,6 +115,9 @@ struct RunConfig {
 nlohmann::json to_json(const RunConfig& config);
 // Unknown keys are ignored; a wrong type or value is an Error naming e.g. "training.seq_len".
 Result<RunConfig> run_config_from_json(const nlohmann::json& doc);
+// The rule for a model given by name or path, whichever door it comes in by (the file's "model",
+// the --model flag): a non-empty string. `field` is the name the caller's user wrote.
+Status check_model_reference(std::string_view field, std::string_view value);
 Result<RunConfig> load_run_config(const std::filesystem::path& path);
 Status save_run_config(const RunConfig& config, const std::filesystem::path& path);
 

@@ -79,8 +79,12 @@ const char* axis_help(Axis axis) {
 std::vector<RunConfigFlag> make_flags() {
   using T = TrainingConfig;
   std::vector<RunConfigFlag> f = {
-      path_flag("--model", "NAME|PATH", "model preset (tiny, small, ...), a Hugging Face config.json or model directory (default tiny)",
-                &RunConfig::model, "a preset name or a path to config.json"),
+      {"--model", "NAME|PATH", "model preset (tiny, small, ...), a Hugging Face config.json or model directory (default tiny)",
+       [](RunConfig& c, const std::string& v) -> Status {
+         if (Status s = check_model_reference("--model", v); !s) return s;
+         c.model = v;
+         return {};
+       }},
       path_flag("--data", "PATH", "llm.c .bin shard or directory of shards (default: the bundled corpus)",
                 &RunConfig::data, "a path to a .bin shard or a directory"),
       int_flag("--steps", "N", "optimizer steps (default 100)", &T::steps, 1),

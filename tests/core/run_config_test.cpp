@@ -4,6 +4,7 @@
 
 #include "core/metrics.h"
 #include "core/run_config.h"
+#include "core/run_config_flags.h"
 
 using namespace meshwork;
 
@@ -58,6 +59,21 @@ TEST(RunConfig, BadValuesNameTheField) {
   auto k = run_config_from_json({{"training", {{"eval_every", -1}}}});
   ASSERT_FALSE(k.ok());
   EXPECT_EQ(k.error().field, "training.eval_every");
+}
+
+// One rule for a model named by string, whichever door it comes by: the file refuses what the
+// --model flag refuses (the fuzzer found a file's "model": "" accepted, whose flag form the
+// table then refused and meshtrain refused later; tests/fuzz/regressions/run_config/).
+TEST(RunConfig, TheFileAndTheFlagRefuseTheSameModel) {
+  auto file = run_config_from_json({{"model", ""}});
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.error().field, "model");
+  RunConfig c;
+  const Status flag = find_run_config_flag("--model")->apply(c, "");
+  ASSERT_FALSE(flag.ok());
+  EXPECT_EQ(flag.error().field, "--model");
+  EXPECT_EQ(flag.error().allowed, file.error().allowed);
+  EXPECT_TRUE(run_config_from_json({{"model", "tiny"}}).ok());
 }
 
 TEST(Metrics, EvalRecordRoundTrips) {

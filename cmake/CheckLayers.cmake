@@ -1,0 +1,50 @@
+# Fails when a file of one layer includes a header of a layer it may not depend on
+# (docs/design.md, "The build holds the layers"). Run by the build (cmake/MeshworkLayers.cmake)
+# before each library compiles, and by tests/layers_test.sh on a planted upward include.
+#
+#   cmake -DROOT=<source root> -DLAYER=<folder> -DMAY_INCLUDE=a/|b/ [-DMAY_NOT_INCLUDE=a/x/|...]
+#         -DFILES=<file>|<file>... [-DSTAMP=<file>] -P cmake/CheckLayers.cmake
+#
+# An include "x/y.h" is allowed when it starts with one of MAY_INCLUDE and with none of
+# MAY_NOT_INCLUDE. Includes in angle brackets (system and library headers) and quoted includes
+# without a folder (a file beside the includer) are not layer includes.
+cmake_minimum_required(VERSION 3.25)
+string(REPLACE "|" ";" may "${MAY_INCLUDE}")
+string(REPLACE "|" ";" may_not "${MAY_NOT_INCLUDE}")
+string(REPLACE "|" ";" files "${FILES}")
+set(problems "")
+foreach(file IN LISTS files)
+  file(STRINGS "${file}" lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"[^\"]+/[^\"]*\"")
+  foreach(line IN LISTS lines)
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\".*$" "\\1" header "${line}")
+    set(ok FALSE)
+    foreach(prefix IN LISTS may)
+      string(FIND "${header}" "${prefix}" at)
+      if(at EQUAL 0)
+        set(ok TRUE)
+      endif()
+    endforeach()
+    foreach(prefix IN LISTS may_not)
+      string(FIND "${header}" "${prefix}" at)
+      if(at EQUAL 0)
+        set(ok FALSE)
+      endif()
+    endforeach()
+    if(NOT ok)
+      file(RELATIVE_PATH rel "${ROOT}" "${file}")
+      string(REPLACE ";" ", " allowed "${may}")
+      set(not_allowed "")
+      if(may_not)
+        string(REPLACE ";" ", " not_allowed "${may_not}")
+        set(not_allowed " (not ${not_allowed})")
+      endif()
+      string(APPEND problems "  ${rel}: #include \"${header}\": ${LAYER} may include ${allowed}${not_allowed}\n")
+    endif()
+  endforeach()
+endforeach()
+if(problems)
+  message(FATAL_ERROR "includes against the layer order (docs/design.md):\n${problems}")
+endif()
+if(STAMP)
+  file(TOUCH "${STAMP}")
+endif()
