@@ -100,7 +100,7 @@ int calibrate_main(const Args& args) {
                           if (follow_rc != kExitOk) return follow_rc;
                           auto st = store::RunStore::open(db);
                           if (!st.ok()) return fail(st.error());
-                          auto records = store::calibration_records((*st)->handle(), run);
+                          auto records = store::calibration_records(**st, run);
                           if (!records.ok()) return fail(records.error());
                           // The launcher's names for remote nodes; a local node keeps its hostname,
                           // and so do a Slurm job's nodes (the launcher reached only the login node).
@@ -111,7 +111,7 @@ int calibrate_main(const Args& args) {
                             hosts.push_back(n.host == "local" || through_slurm ? "" : n.host);
                           auto cal = calibration_from_records(*records, hosts);
                           if (!cal.ok()) return fail(cal.error().as(ErrorKind::does_not_fit));
-                          auto id = store::save_calibration((*st)->handle(), *cal, run);
+                          auto id = store::save_calibration(**st, *cal, run);
                           if (!id.ok()) return fail(id.error());
                           print_calibration(*cal, std::cout);
                           if (!out_file.empty()) {

@@ -244,7 +244,7 @@ Result<Calibration> load_calibration(const std::string& value, const std::option
                                             " (which does not exist)"};
   auto st = store::RunStore::open(path);
   if (!st.ok()) return st.error();
-  auto found = store::latest_calibration((*st)->handle(), value);
+  auto found = store::latest_calibration(**st, value);
   if (!found.ok()) return found.error();
   if (!*found)
     return Error{"--calibration", value,

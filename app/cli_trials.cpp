@@ -328,13 +328,13 @@ int run_trials(const PlanQuery& q, const Plan& plan, const std::string& model, c
                                 {"steps", flags.steps},
                                 {"query", query_json(q, model)},
                                 {"plan", plan_to_json(plan)}};
-    auto id = store::create_trial((*st)->handle(), doc);
+    auto id = store::create_trial(**st, doc);
     if (!id) return fail(id.error());
     trial = *id;
     for (size_t i = 0; i < chosen.size(); ++i) {
       const PlanEntry& e = *chosen[i];
       const store::TrialPrediction p{e.shape, e.time.tokens_per_s, e.time.step_s, e.memory.total()};
-      if (Status s = store::add_trial_entry((*st)->handle(), trial, static_cast<int>(i) + 1, p); !s)
+      if (Status s = store::add_trial_entry(**st, trial, static_cast<int>(i) + 1, p); !s)
         return fail(s.error());
     }
   }
@@ -380,12 +380,12 @@ int run_trials(const PlanQuery& q, const Plan& plan, const std::string& model, c
     }
     Status recorded = Status::Ok();
     if (run) {
-      recorded = store::set_trial_run((*st)->handle(), trial, position, *run);
+      recorded = store::set_trial_run(**st, trial, position, *run);
     } else {
       const std::string prefix = "meshwork: ";
       if (last_line.rfind(prefix, 0) == 0) last_line = last_line.substr(prefix.size());
       if (last_line.empty()) last_line = "the launch failed (exit " + std::to_string(rc) + ")";
-      recorded = store::set_trial_error((*st)->handle(), trial, position, last_line);
+      recorded = store::set_trial_error(**st, trial, position, last_line);
     }
     if (!recorded) return fail(recorded.error());
     if (rc != kExitOk && !first_failure) first_failure = rc;

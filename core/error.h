@@ -55,7 +55,7 @@ struct Error {
 
 // Result<T>: either a value or an Error. A small stand-in for std::expected (C++23).
 template <class T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : data_(std::move(value)) {}          // NOLINT(implicit)
   Result(Error error) : data_(std::move(error)) {}      // NOLINT(implicit)
@@ -76,7 +76,7 @@ class Result {
 };
 
 // Status: success or an Error, for operations with no value.
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(Error error) : error_(std::move(error)) {}  // NOLINT(implicit)

@@ -132,13 +132,13 @@ bool CalibrateController::calibrate(const RunConfig& config) {
     say(QStringLiteral("fitting the measurements"));
     auto st = store::RunStore::open(db);
     if (!st) return fail(q(st.error().message()));
-    auto records = store::calibration_records((*st)->handle(), id);
+    auto records = store::calibration_records(**st, id);
     if (!records) return fail(q(records.error().message()));
     std::vector<std::string> hosts;  // the launcher's names; a local node keeps its hostname
     for (const auto& n : run.record.nodes) hosts.push_back(n.host == "local" ? "" : n.host);
     auto cal = calibration_from_records(*records, hosts);
     if (!cal) return fail(q(cal.error().message()));
-    auto saved = store::save_calibration((*st)->handle(), *cal, id);
+    auto saved = store::save_calibration(**st, *cal, id);
     if (!saved) return fail(q(saved.error().message()));
     const qint64 row = *saved;
     const QString summary =

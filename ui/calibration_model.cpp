@@ -147,7 +147,7 @@ void CalibrationModel::refresh(std::optional<int64_t> select_id) {
           out.error = error_text(store_unavailable());
           return out;
         }
-        auto list = store::list_calibrations(s->handle());
+        auto list = store::list_calibrations(*s);
         if (!list) out.error = error_text(list.error());
         else out.calibrations = std::move(*list);
         return out;

@@ -72,12 +72,12 @@ bool TrialsController::start(const RunConfig& base, const std::vector<PlanRow>& 
       this,
       [doc, chosen](store::RunStore* s) -> Created {
         if (!s) return {0, tr("The run store could not be opened")};
-        auto id = store::create_trial(s->handle(), doc);
+        auto id = store::create_trial(*s, doc);
         if (!id) return {0, QString::fromStdString(id.error().message())};
         for (size_t i = 0; i < chosen.size(); ++i) {
           const PlanRow& r = chosen[i];
           const store::TrialPrediction p{r.shape, r.tokens_per_s, r.step_seconds, static_cast<int64_t>(r.memory_bytes)};
-          if (Status st = store::add_trial_entry(s->handle(), *id, static_cast<int>(i) + 1, p); !st)
+          if (Status st = store::add_trial_entry(*s, *id, static_cast<int>(i) + 1, p); !st)
             return {0, QString::fromStdString(st.error().message())};
         }
         return {*id, {}};
@@ -103,10 +103,10 @@ void TrialsController::stop() {
   // Not launched yet (the group is being stored): done() comes with launch_next().
 }
 
-void TrialsController::record(std::function<Status(sqlite3*)> write) {
+void TrialsController::record(std::function<Status(store::RunStore&)> write) {
   const qint64 trial = trial_;
   store_->post<bool>(
-      this, [write](store::RunStore* s) { return s && static_cast<bool>(write(s->handle())); },
+      this, [write](store::RunStore* s) { return s && static_cast<bool>(write(*s)); },
       [this, trial](bool) { Q_EMIT updated(trial); });
 }
 
@@ -148,7 +148,7 @@ void TrialsController::on_launched(qint64 run) {
   current_run_ = run;
   const store::TrialId trial = trial_;
   const int position = next_ + 1;
-  record([trial, position, run](sqlite3* db) { return store::set_trial_run(db, trial, position, run); });
+  record([trial, position, run](store::RunStore& s) { return store::set_trial_run(s, trial, position, run); });
   Q_EMIT progress(tr("Trial %1 #%2/%3: run %4 started").arg(trial_).arg(position).arg(count()).arg(run));
   if (stopping_) launcher_->stop(run);
 }
@@ -159,7 +159,7 @@ void TrialsController::on_launch_failed(const QString& message) {
   const store::TrialId trial = trial_;
   const int position = next_ + 1;
   const std::string text = message.toStdString();
-  record([trial, position, text](sqlite3* db) { return store::set_trial_error(db, trial, position, text); });
+  record([trial, position, text](store::RunStore& s) { return store::set_trial_error(s, trial, position, text); });
   Q_EMIT progress(tr("Trial %1 #%2/%3: not launched: %4").arg(trial_).arg(position).arg(count()).arg(message));
   next_later();
 }

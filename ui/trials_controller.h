@@ -56,7 +56,7 @@ class TrialsController : public QObject {
   void on_launched(qint64 run);
   void on_launch_failed(const QString& message);
   void on_finished(qint64 run, const QString& state);
-  void record(std::function<Status(sqlite3*)> write);
+  void record(std::function<Status(store::RunStore&)> write);
 
   LaunchController* launcher_ = nullptr;
   StoreWorker* store_ = nullptr;

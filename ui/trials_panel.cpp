@@ -159,7 +159,7 @@ void TrialsPanel::showEvent(QShowEvent* e) {
 void TrialsPanel::refresh(store::TrialId trial) {
   const int generation = ++list_generation_;
   store()->post<Listed>(
-      this, [](store::RunStore* s) -> Listed { return s ? store::list_trials(s->handle()) : Listed(no_store()); },
+      this, [](store::RunStore* s) -> Listed { return s ? store::list_trials(*s) : Listed(no_store()); },
       [this, trial, generation](Listed list) {
         if (generation != list_generation_) return;  // a newer listing is on its way
         if (!list) {

@@ -1,7 +1,5 @@
 #include "web/api.h"
 
-#include <sqlite3.h>
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -213,15 +211,7 @@ nlohmann::json run_json(const store::RunSummary& s) {
 
 Api::Api(std::unique_ptr<store::RunStore> store) : store_(std::move(store)) {}
 
-int64_t Api::data_version() {
-  sqlite3_stmt* st = nullptr;
-  int64_t v = -1;
-  if (sqlite3_prepare_v2(store_->handle(), "PRAGMA data_version", -1, &st, nullptr) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  return v;
-}
+int64_t Api::data_version() { return store_->data_version(); }
 
 Result<Api::Versions> Api::versions() {
   auto list = store_->list_runs();

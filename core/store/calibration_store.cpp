@@ -21,7 +21,8 @@ Status store_calibration_record(sqlite3* db, RunId run, const CalibrationRecord&
   return put.bind(1, run).bind(2, record.rank).bind(3, to_json_line(record)).run();
 }
 
-Result<std::vector<CalibrationRecord>> calibration_records(sqlite3* db, RunId run) {
+Result<std::vector<CalibrationRecord>> calibration_records(RunStore& store, RunId run) {
+  sqlite3* db = store.handle();
   if (Status s = ensure_calibration_tables(db); !s) return s.error();
   sql::Stmt get(db, "SELECT line FROM calibration_records WHERE run = ?1 ORDER BY rowid");
   if (!get.ok()) return get.error();
@@ -35,7 +36,8 @@ Result<std::vector<CalibrationRecord>> calibration_records(sqlite3* db, RunId ru
   return out;
 }
 
-Result<int64_t> save_calibration(sqlite3* db, const Calibration& c, std::optional<RunId> run) {
+Result<int64_t> save_calibration(RunStore& store, const Calibration& c, std::optional<RunId> run) {
+  sqlite3* db = store.handle();
   if (Status s = ensure_calibration_tables(db); !s) return s.error();
   sql::Stmt put(db, "INSERT INTO calibrations(fingerprint, measured_at, run, json) VALUES (?1, ?2, ?3, ?4)");
   if (!put.ok()) return put.error();
@@ -81,7 +83,8 @@ Result<std::vector<StoredCalibration>> query(sqlite3* db, const std::string& whe
 
 }  // namespace
 
-Result<std::optional<StoredCalibration>> latest_calibration(sqlite3* db, const std::string& id_prefix) {
+Result<std::optional<StoredCalibration>> latest_calibration(RunStore& store, const std::string& id_prefix) {
+  sqlite3* db = store.handle();
   if (id_prefix.size() < 4 || id_prefix.size() > 16 ||
       id_prefix.find_first_not_of("0123456789abcdef") != std::string::npos)
     return Error{"--calibration", id_prefix, "a fingerprint id: 4 to 16 lowercase hex digits (meshwork calibrate prints it)"};
@@ -95,6 +98,6 @@ Result<std::optional<StoredCalibration>> latest_calibration(sqlite3* db, const s
   return std::optional<StoredCalibration>(std::move(rows->front()));
 }
 
-Result<std::vector<StoredCalibration>> list_calibrations(sqlite3* db) { return query(db, "", ""); }
+Result<std::vector<StoredCalibration>> list_calibrations(RunStore& store) { return query(store.handle(), "", ""); }
 
 }  // namespace meshwork::store

@@ -25,7 +25,7 @@ Status ensure_calibration_tables(sqlite3* db);
 // The ingester's hook: keeps one calibration record of `run`.
 Status store_calibration_record(sqlite3* db, RunId run, const CalibrationRecord& record);
 // Every calibration record of `run`, in the order they were ingested.
-Result<std::vector<CalibrationRecord>> calibration_records(sqlite3* db, RunId run);
+Result<std::vector<CalibrationRecord>> calibration_records(RunStore& store, RunId run);
 
 struct StoredCalibration {
   int64_t id = 0;
@@ -33,12 +33,12 @@ struct StoredCalibration {
   Calibration calibration;
 };
 // Saves `c` (a new row; older ones of the same fingerprint stay, the newest wins).
-Result<int64_t> save_calibration(sqlite3* db, const Calibration& c, std::optional<RunId> run = std::nullopt);
+Result<int64_t> save_calibration(RunStore& store, const Calibration& c, std::optional<RunId> run = std::nullopt);
 // The newest calibration whose fingerprint id starts with `id_prefix` (the whole id, or at
 // least 4 of its hex digits); none when there is none. An Error when the prefix is too short or
 // names several fingerprints.
-Result<std::optional<StoredCalibration>> latest_calibration(sqlite3* db, const std::string& id_prefix);
+Result<std::optional<StoredCalibration>> latest_calibration(RunStore& store, const std::string& id_prefix);
 // Every stored calibration, newest first.
-Result<std::vector<StoredCalibration>> list_calibrations(sqlite3* db);
+Result<std::vector<StoredCalibration>> list_calibrations(RunStore& store);
 
 }  // namespace meshwork::store

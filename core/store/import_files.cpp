@@ -11,7 +11,7 @@ namespace meshwork::store {
 
 Result<std::vector<IngestCounts>> RunStore::ingest_files(RunId run, const std::vector<ImportFile>& files,
                                                          size_t chunk_bytes) {
-  if (!ingester_) return Error{"--db", path_.string(), "is open read-only"}.as(ErrorKind::io);
+  if (!ingester_) return Error{"store", path_.string(), "is open read-only"}.as(ErrorKind::io);
   struct Open {
     std::ifstream in;
     std::string source;

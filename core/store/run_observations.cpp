@@ -149,7 +149,7 @@ Result<ObservationSet> load_observations(RunStore* store, const std::string& nod
 }
 
 Result<std::optional<Calibration>> calibration_for_node_set(RunStore* store, const std::string& node_set_id) {
-  auto all = list_calibrations(store->handle());
+  auto all = list_calibrations(*store);
   if (!all) return all.error();
   for (const StoredCalibration& c : *all)  // newest first
     if (c.calibration.fingerprint.node_set_id() == node_set_id) return std::optional<Calibration>(c.calibration);

@@ -82,7 +82,7 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& pa
   if (!options.read_only && path.has_parent_path()) {
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
-    if (ec) return Error{"--db", path.string(), "cannot create its directory: " + ec.message()}.as(ErrorKind::io);
+    if (ec) return Error{"store", path.string(), "cannot create its directory: " + ec.message()}.as(ErrorKind::io);
   }
   if (!options.read_only) {
     // The store holds host names, run configs and commands: private to the user (0600). SQLite
@@ -95,7 +95,7 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& pa
                                        : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
                     SQLITE_OPEN_NOMUTEX;
   if (sqlite3_open_v2(path.c_str(), &store->db_, flags, nullptr) != SQLITE_OK)
-    return Error{"--db", path.string(),
+    return Error{"store", path.string(),
                  std::string("cannot open the database: ") +
                      (store->db_ ? sqlite3_errmsg(store->db_) : "out of memory")}
         .as(ErrorKind::io);
@@ -120,13 +120,13 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& pa
     pragmas_set = sql::exec(db, pragmas);
   }
   if (!pragmas_set)
-    return Error{"--db", path.string(), "is not a usable SQLite database: " + pragmas_set.error().allowed}
+    return Error{"store", path.string(), "is not a usable SQLite database: " + pragmas_set.error().allowed}
         .as(ErrorKind::io);
   if (options.read_only) {
     Result<int> v = read_schema_version(db);
     if (!v) return v.error();
     if (*v != kSchemaVersion)
-      return Error{"--db", path.string(),
+      return Error{"store", path.string(),
                    "has schema version " + std::to_string(*v) + "; open it read-write to migrate"}
           .as(ErrorKind::io);
     return store;
@@ -142,7 +142,7 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& pa
   });
   if (!s) {
     store->ingester_.reset();
-    return Error{"--db", path.string(), s.error().message(), s.error().kind};
+    return Error{"store", path.string(), s.error().message(), s.error().kind};
   }
   store->ingester_.reset();  // statements prepared during a migration: prepare afresh
   store->ingester_ = std::make_unique<Ingester>(db);
@@ -334,7 +334,7 @@ Result<std::vector<SourceInfo>> RunStore::sources(RunId run) {
 Result<IngestCounts> RunStore::ingest_one(RunId run, std::string_view source,
                                           uint64_t start_offset, std::string_view bytes,
                                           bool at_eof) {
-  if (!ingester_) return Error{"--db", path_.string(), "is open read-only"}.as(ErrorKind::io);
+  if (!ingester_) return Error{"store", path_.string(), "is open read-only"}.as(ErrorKind::io);
   sql::Transaction tx(db_);
   if (!tx.begun()) return tx.begun().error();
   Result<IngestCounts> r = ingester_->ingest(run, source, start_offset, bytes, at_eof);
@@ -355,7 +355,7 @@ Result<IngestCounts> RunStore::ingest_chunk(RunId run, std::string_view source,
 
 Result<std::vector<Result<IngestCounts>>> RunStore::ingest_chunks(
     const std::vector<ChunkRef>& chunks) {
-  if (!ingester_) return Error{"--db", path_.string(), "is open read-only"}.as(ErrorKind::io);
+  if (!ingester_) return Error{"store", path_.string(), "is open read-only"}.as(ErrorKind::io);
   sql::Transaction tx(db_);
   if (!tx.begun()) return tx.begun().error();
   std::vector<Result<IngestCounts>> out;
@@ -378,7 +378,7 @@ Result<std::vector<Result<IngestCounts>>> RunStore::ingest_chunks(
 
 Result<IngestCounts> RunStore::ingest_foreign(RunId run, std::string_view source, uint64_t offset,
                                              const std::vector<ForeignStep>& steps) {
-  if (!ingester_) return Error{"--db", path_.string(), "is open read-only"}.as(ErrorKind::io);
+  if (!ingester_) return Error{"store", path_.string(), "is open read-only"}.as(ErrorKind::io);
   sql::Transaction tx(db_);
   if (!tx.begun()) return tx.begun().error();
   Result<IngestCounts> r = ingester_->ingest_foreign(run, source, offset, steps);
@@ -405,7 +405,7 @@ Result<IngestCounts> RunStore::ingest_file(RunId run, const std::filesystem::pat
 }
 
 Status RunStore::flush_open_buckets(std::optional<RunId> run) {
-  if (!ingester_) return Error{"--db", path_.string(), "is open read-only"}.as(ErrorKind::io);
+  if (!ingester_) return Error{"store", path_.string(), "is open read-only"}.as(ErrorKind::io);
   if (!ingester_->has_open(run)) return Status::Ok();  // no write lock for nothing
   sql::Transaction tx(db_);
   if (!tx.begun()) return tx.begun();
@@ -478,7 +478,7 @@ Status RunStore::rebuild_derived_in_tx(RunId run) {
 }
 
 Status RunStore::rebuild_derived(RunId run) {
-  if (!ingester_) return Error{"--db", path_.string(), "is open read-only"}.as(ErrorKind::io);
+  if (!ingester_) return Error{"store", path_.string(), "is open read-only"}.as(ErrorKind::io);
   sql::Transaction tx(db_);
   if (!tx.begun()) return tx.begun();
   if (Status s = rebuild_derived_in_tx(run); !s) {
@@ -486,6 +486,15 @@ Status RunStore::rebuild_derived(RunId run) {
     return s;
   }
   return tx.commit();
+}
+
+int64_t RunStore::data_version() {
+  sqlite3_stmt* st = nullptr;
+  int64_t v = -1;
+  if (sqlite3_prepare_v2(db_, "PRAGMA data_version", -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return v;
 }
 
 }  // namespace meshwork::store

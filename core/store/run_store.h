@@ -182,6 +182,9 @@ class RunStore {
   Status rename_run(RunId run, std::string_view name);
   Status delete_run(RunId run);  // the run and everything stored with it
   Result<std::vector<RunSummary>> list_runs();
+  // A number that changes whenever another connection commits to the file (SQLite's
+  // data_version): what a reader polls to learn that something changed. -1 on a database error.
+  int64_t data_version();
   Result<RunInfo> get_run(RunId run);
   // "RUN" as a user typed it: a numeric id, or an exact name (error when ambiguous).
   Result<RunId> resolve_run(std::string_view id_or_name);
@@ -257,7 +260,10 @@ class RunStore {
   };
   Result<std::vector<Result<IngestCounts>>> ingest_chunks(const std::vector<ChunkRef>& chunks);
 
-  sqlite3* handle() { return db_; }  // for tests and benchmarks (PRAGMA integrity_check ...)
+  // The connection itself, for the store's own modules (core/store/) and for tests and benchmarks
+  // (PRAGMA integrity_check ...). Everything else goes through the members above or the facades
+  // that take a RunStore (calibration_store.h, trials.h, run_observations.h).
+  sqlite3* handle() { return db_; }
 
  private:
   RunStore() = default;

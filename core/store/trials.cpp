@@ -39,7 +39,8 @@ Status ensure_trial_tables(sqlite3* db) {
                    "CREATE INDEX IF NOT EXISTS trial_runs_run ON trial_runs(run);");
 }
 
-Result<TrialId> create_trial(sqlite3* db, const nlohmann::json& plan) {
+Result<TrialId> create_trial(RunStore& store, const nlohmann::json& plan) {
+  sqlite3* db = store.handle();
   if (Status s = ensure_trial_tables(db); !s) return s.error();
   sql::Stmt put(db, "INSERT INTO trials(created, plan_json) VALUES (?1, ?2)");
   if (!put.ok()) return put.error();
@@ -47,7 +48,8 @@ Result<TrialId> create_trial(sqlite3* db, const nlohmann::json& plan) {
   return static_cast<TrialId>(sqlite3_last_insert_rowid(db));
 }
 
-Status add_trial_entry(sqlite3* db, TrialId trial, int position, const TrialPrediction& p) {
+Status add_trial_entry(RunStore& store, TrialId trial, int position, const TrialPrediction& p) {
+  sqlite3* db = store.handle();
   if (Status s = ensure_trial_tables(db); !s) return s;
   if (position < 1) return Error{"position", std::to_string(position), "a whole number >= 1"};
   sql::Stmt put(db,
@@ -62,7 +64,8 @@ Status add_trial_entry(sqlite3* db, TrialId trial, int position, const TrialPred
   return Status::Ok();
 }
 
-Status set_trial_run(sqlite3* db, TrialId trial, int position, RunId run) {
+Status set_trial_run(RunStore& store, TrialId trial, int position, RunId run) {
+  sqlite3* db = store.handle();
   if (Status s = ensure_trial_tables(db); !s) return s;
   sql::Stmt put(db, "UPDATE trial_runs SET run = ?3, error = NULL WHERE trial = ?1 AND position = ?2");
   if (!put.ok()) return put.error();
@@ -70,7 +73,8 @@ Status set_trial_run(sqlite3* db, TrialId trial, int position, RunId run) {
   return sqlite3_changes(db) == 1 ? Status::Ok() : Status(no_entry(trial, position));
 }
 
-Status set_trial_error(sqlite3* db, TrialId trial, int position, std::string_view error) {
+Status set_trial_error(RunStore& store, TrialId trial, int position, std::string_view error) {
+  sqlite3* db = store.handle();
   if (Status s = ensure_trial_tables(db); !s) return s;
   sql::Stmt put(db, "UPDATE trial_runs SET error = ?3 WHERE trial = ?1 AND position = ?2");
   if (!put.ok()) return put.error();
@@ -192,7 +196,8 @@ Result<Trial> load_trial(RunStore& store, TrialId id) {
   return t;
 }
 
-Result<std::vector<TrialSummary>> list_trials(sqlite3* db) {
+Result<std::vector<TrialSummary>> list_trials(RunStore& store) {
+  sqlite3* db = store.handle();
   if (Status s = ensure_trial_tables(db); !s) return s.error();
   sql::Stmt q(db,
               "SELECT t.id, t.created, (SELECT count(*) FROM trial_runs r WHERE r.trial = t.id)"

@@ -52,13 +52,13 @@ struct TrialPrediction {
 };
 
 // A new, empty group; `plan` is stored as given.
-Result<TrialId> create_trial(sqlite3* db, const nlohmann::json& plan);
+Result<TrialId> create_trial(RunStore& store, const nlohmann::json& plan);
 // The shape at `position` (1-based, the planner's order) with its prediction, no run yet.
-Status add_trial_entry(sqlite3* db, TrialId trial, int position, const TrialPrediction& predicted);
+Status add_trial_entry(RunStore& store, TrialId trial, int position, const TrialPrediction& predicted);
 // The run launched for `position` (clears any error).
-Status set_trial_run(sqlite3* db, TrialId trial, int position, RunId run);
+Status set_trial_run(RunStore& store, TrialId trial, int position, RunId run);
 // The launch of `position` failed before a run existed: why.
-Status set_trial_error(sqlite3* db, TrialId trial, int position, std::string_view error);
+Status set_trial_error(RunStore& store, TrialId trial, int position, std::string_view error);
 
 struct TrialResult {
   int position = 0;
@@ -98,7 +98,7 @@ struct TrialSummary {
   int shapes = 0;
 };
 // Every group, newest first.
-Result<std::vector<TrialSummary>> list_trials(sqlite3* db);
+Result<std::vector<TrialSummary>> list_trials(RunStore& store);
 
 // The highest mem_peak_bytes any rank reported at any step of `run`; unset when none was.
 Result<std::optional<double>> measured_peak_bytes(RunStore& store, RunId run);

@@ -151,7 +151,7 @@ TEST(LocalCalibrate, TwoRanksGiveACalibrationTheEstimatorAccepts) {
   // Stored by fingerprint, with the run that measured it; the run itself ended ok.
   auto store = store::RunStore::open(db);
   ASSERT_TRUE(store.ok());
-  auto stored = store::latest_calibration((*store)->handle(), cal.fingerprint.id());
+  auto stored = store::latest_calibration(**store, cal.fingerprint.id());
   ASSERT_TRUE(stored.ok()) << stored.error().message();
   ASSERT_TRUE(stored->has_value());
   ASSERT_TRUE((*stored)->run.has_value());

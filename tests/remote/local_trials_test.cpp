@@ -78,7 +78,7 @@ TEST(LocalTrials, TopTwoShapesRunForRealAndAreRankedByTheirStoredTokensPerSecond
 
   auto store = store::RunStore::open(db);
   ASSERT_TRUE(store.ok());
-  auto groups = store::list_trials((*store)->handle());
+  auto groups = store::list_trials(**store);
   ASSERT_TRUE(groups.ok());
   ASSERT_EQ(groups->size(), 1u);
   EXPECT_EQ((*groups)[0].shapes, 2);
@@ -146,7 +146,7 @@ TEST(LocalTrials, ATrialThatCannotLaunchIsReportedAndTheNextIsStillTried) {
   EXPECT_EQ(code, 2) << test::read_text(tmp / "err") << out;  // invalid input, as `meshwork launch` says
   auto store = store::RunStore::open(db);
   ASSERT_TRUE(store.ok());
-  auto groups = store::list_trials((*store)->handle());
+  auto groups = store::list_trials(**store);
   ASSERT_TRUE(groups.ok());
   ASSERT_EQ(groups->size(), 1u);
   auto trial = store::load_trial(**store, (*groups)[0].id);

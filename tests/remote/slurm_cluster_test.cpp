@@ -305,7 +305,7 @@ TEST_F(SlurmRun, CalibrateThroughSlurmMeasuresBothNodesAndMatchesTheirRuns) {
   EXPECT_NE(r.out.find("submitted as Slurm job"), std::string::npos) << r.out;
   auto s = store::RunStore::open(db_);
   ASSERT_TRUE(s.ok());
-  auto all = store::list_calibrations((*s)->handle());
+  auto all = store::list_calibrations(**s);
   ASSERT_TRUE(all.ok());
   ASSERT_EQ(all->size(), 1u);
   const Calibration& cal = all->front().calibration;

@@ -50,7 +50,7 @@ TEST(CalibrationStoreIntegration, RecordsAreIngestedFittedStoredAndFoundByFinger
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->summary.status, "ok");
 
-  auto records = calibration_records(store->handle(), *run);
+  auto records = calibration_records(*store, *run);
   ASSERT_TRUE(records.ok()) << records.error().message();
   ASSERT_EQ(records->size(), 7u);
   auto cal = calibration_from_records(*records);
@@ -60,10 +60,10 @@ TEST(CalibrationStoreIntegration, RecordsAreIngestedFittedStoredAndFoundByFinger
   EXPECT_NEAR(cal->collectives[0].fit.bytes_per_s, 1e9, 1.0);
   EXPECT_NEAR(cal->matmul[0].flops_per_s, 2.0 * 256 * 256 * 256 / 1e-3, 1.0);
 
-  auto id = save_calibration(store->handle(), *cal, *run);
+  auto id = save_calibration(*store, *cal, *run);
   ASSERT_TRUE(id.ok()) << id.error().message();
   const std::string fp = cal->fingerprint.id();
-  auto found = latest_calibration(store->handle(), fp.substr(0, 6));
+  auto found = latest_calibration(*store, fp.substr(0, 6));
   ASSERT_TRUE(found.ok()) << found.error().message();
   ASSERT_TRUE(found->has_value());
   EXPECT_EQ((*found)->id, *id);
@@ -74,22 +74,22 @@ TEST(CalibrationStoreIntegration, RecordsAreIngestedFittedStoredAndFoundByFinger
   // A newer calibration of the same cluster wins; another cluster's does not answer.
   Calibration newer = *cal;
   newer.measured_at = "2030-01-01T00:00:00Z";
-  ASSERT_TRUE(save_calibration(store->handle(), newer).ok());
+  ASSERT_TRUE(save_calibration(*store, newer).ok());
   Calibration other = *cal;
   other.fingerprint.nodes[0].host = "replaced";
-  ASSERT_TRUE(save_calibration(store->handle(), other).ok());
-  found = latest_calibration(store->handle(), fp);
+  ASSERT_TRUE(save_calibration(*store, other).ok());
+  found = latest_calibration(*store, fp);
   ASSERT_TRUE(found.ok() && found->has_value());
   EXPECT_EQ((*found)->calibration.measured_at, "2030-01-01T00:00:00Z");
   EXPECT_FALSE((*found)->run.has_value());
-  auto all = list_calibrations(store->handle());
+  auto all = list_calibrations(*store);
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->size(), 3u);
 
   // Reopened from the file: everything is still there.
   store.reset();
   auto again = open_store(dir / "runs.db");
-  found = latest_calibration(again->handle(), other.fingerprint.id());
+  found = latest_calibration(*again, other.fingerprint.id());
   ASSERT_TRUE(found.ok() && found->has_value());
   EXPECT_EQ((*found)->calibration.fingerprint.nodes[0].host, "replaced");
 }
@@ -97,13 +97,13 @@ TEST(CalibrationStoreIntegration, RecordsAreIngestedFittedStoredAndFoundByFinger
 TEST(CalibrationStoreIntegration, BadIdsAreRefusedWithTheirValue) {
   TempDir dir;
   auto store = open_store(dir / "runs.db");
-  auto r = latest_calibration(store->handle(), "ab");
+  auto r = latest_calibration(*store, "ab");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().field, "--calibration");
   EXPECT_EQ(r.error().value, "ab");
-  r = latest_calibration(store->handle(), "XYZW");
+  r = latest_calibration(*store, "XYZW");
   EXPECT_FALSE(r.ok());
-  r = latest_calibration(store->handle(), "abcd");  // well formed, nothing stored
+  r = latest_calibration(*store, "abcd");  // well formed, nothing stored
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->has_value());
 }

@@ -222,8 +222,8 @@ TEST(RunObservations, TheCalibrationOfTheRunsNodesIsTheBase) {
   Calibration other = c;
   other.fingerprint.nodes = {{"beta", 4, "cpu", 2}};
   other.matmul = {{Precision::fp32, 1, 4, 1e9}};
-  ASSERT_TRUE(save_calibration((*s)->handle(), c).ok());
-  ASSERT_TRUE(save_calibration((*s)->handle(), other).ok());  // newer, but another node set
+  ASSERT_TRUE(save_calibration(**s, c).ok());
+  ASSERT_TRUE(save_calibration(**s, other).ok());  // newer, but another node set
   auto p = predict_run(s->get(), id);
   ASSERT_TRUE(p.ok()) << p.error().message();
   EXPECT_TRUE(p->calibrated);

@@ -95,7 +95,7 @@ TEST(StoreSchema, RefusesForeignFilesWithoutChangingThem) {
   }
   auto text = RunStore::open(dir / "notes.txt");
   ASSERT_FALSE(text.ok());
-  EXPECT_EQ(text.error().field, "--db");
+  EXPECT_EQ(text.error().field, "store");
   std::ifstream in(dir / "notes.txt");
   std::string line;
   std::getline(in, line);

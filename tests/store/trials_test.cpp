@@ -54,14 +54,14 @@ TEST(TrialStore, TablesAreMadeOnFirstUseIdempotentlyWithoutChangingTheSchemaVers
   ASSERT_TRUE(ensure_trial_tables(s->handle()));  // again: nothing happens
   EXPECT_TRUE(has_table(*s, "trials"));
   EXPECT_TRUE(has_table(*s, "trial_runs"));
-  auto id = create_trial(s->handle(), {{"planned_by", "test"}});
+  auto id = create_trial(*s, {{"planned_by", "test"}});
   ASSERT_TRUE(id.ok());
   s.reset();
   // Reopened (the store's own migration runs again): the group is still there.
   s = open_store(dir / "runs.db");
   ASSERT_TRUE(s);
   EXPECT_EQ(s->schema_version(), version);
-  auto list = list_trials(s->handle());
+  auto list = list_trials(*s);
   ASSERT_TRUE(list.ok());
   ASSERT_EQ(list->size(), 1u);
   EXPECT_EQ((*list)[0].id, *id);
@@ -69,7 +69,7 @@ TEST(TrialStore, TablesAreMadeOnFirstUseIdempotentlyWithoutChangingTheSchemaVers
   // A fresh store answers the readers without any trial ever made.
   TempDir other;
   auto fresh = open_store(other / "runs.db");
-  auto none = list_trials(fresh->handle());
+  auto none = list_trials(*fresh);
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
 }
@@ -79,7 +79,7 @@ TEST(TrialStore, GroupIsRankedByMeasuredTokensPerSecondBesideThePrediction) {
   auto s = open_store(dir / "runs.db");
   ASSERT_TRUE(s);
   const nlohmann::json plan = {{"planned_by", "test"}, {"steps", 3}, {"k", 5}};
-  auto trial = create_trial(s->handle(), plan);
+  auto trial = create_trial(*s, plan);
   ASSERT_TRUE(trial.ok());
   // The planner's order: position 1 predicted best.
   const std::vector<TrialPrediction> predicted = {
@@ -90,15 +90,15 @@ TEST(TrialStore, GroupIsRankedByMeasuredTokensPerSecondBesideThePrediction) {
       {MeshShape{1, 1, 1, 2}, 1000, 0.5, 1 << 20},
   };
   for (size_t i = 0; i < predicted.size(); ++i)
-    ASSERT_TRUE(add_trial_entry(s->handle(), *trial, static_cast<int>(i) + 1, predicted[i]));
+    ASSERT_TRUE(add_trial_entry(*s, *trial, static_cast<int>(i) + 1, predicted[i]));
   // Measured: #2 is faster than #1 (rank 0 reports per replica: x dp = 2 replicas each).
   const RunId r1 = add_run(*s, "trial #1", predicted[0].shape, 1500, {{{1000, 2000}}, {{3000, 2500}}, {{100, 200}}}, "ok");
   const RunId r2 = add_run(*s, "trial #2", predicted[1].shape, 2500, {{{7000, 1000}}, {{1000, 1000}}}, "ok");
   const RunId r3 = add_run(*s, "trial #3", predicted[2].shape, 9000, {{{1, 1}}}, "failed", "rank 1 failed: exit 137");
-  ASSERT_TRUE(set_trial_run(s->handle(), *trial, 1, r1));
-  ASSERT_TRUE(set_trial_run(s->handle(), *trial, 2, r2));
-  ASSERT_TRUE(set_trial_run(s->handle(), *trial, 3, r3));
-  ASSERT_TRUE(set_trial_error(s->handle(), *trial, 4, "--cp: 2: seq_len must divide 2 x cp"));
+  ASSERT_TRUE(set_trial_run(*s, *trial, 1, r1));
+  ASSERT_TRUE(set_trial_run(*s, *trial, 2, r2));
+  ASSERT_TRUE(set_trial_run(*s, *trial, 3, r3));
+  ASSERT_TRUE(set_trial_error(*s, *trial, 4, "--cp: 2: seq_len must divide 2 x cp"));
   // #5: never launched (the trials were stopped before it).
 
   auto t = load_trial(*s, *trial);
@@ -159,7 +159,7 @@ TEST(TrialStore, GroupIsRankedByMeasuredTokensPerSecondBesideThePrediction) {
   EXPECT_TRUE(j["results"][3]["measured"]["tokens_per_s"].is_null());
   EXPECT_TRUE(j["results"][4]["run"].is_null());
 
-  auto list = list_trials(s->handle());
+  auto list = list_trials(*s);
   ASSERT_TRUE(list.ok());
   ASSERT_EQ(list->size(), 1u);
   EXPECT_EQ((*list)[0].shapes, 5);
@@ -181,14 +181,14 @@ TEST(TrialStore, RefusesWhatDoesNotExist) {
   TempDir dir;
   auto s = open_store(dir / "runs.db");
   ASSERT_TRUE(s);
-  EXPECT_FALSE(add_trial_entry(s->handle(), 42, 1, {MeshShape{1, 1, 1, 1}, 1, 1, 1}));
-  auto trial = create_trial(s->handle(), nlohmann::json::object());
+  EXPECT_FALSE(add_trial_entry(*s, 42, 1, {MeshShape{1, 1, 1, 1}, 1, 1, 1}));
+  auto trial = create_trial(*s, nlohmann::json::object());
   ASSERT_TRUE(trial.ok());
-  EXPECT_FALSE(add_trial_entry(s->handle(), *trial, 0, {MeshShape{1, 1, 1, 1}, 1, 1, 1}));
-  ASSERT_TRUE(add_trial_entry(s->handle(), *trial, 1, {MeshShape{1, 1, 1, 1}, 1, 1, 1}));
-  EXPECT_FALSE(add_trial_entry(s->handle(), *trial, 1, {MeshShape{1, 1, 1, 1}, 1, 1, 1}));  // taken
-  EXPECT_FALSE(set_trial_run(s->handle(), *trial, 2, 1));
-  EXPECT_FALSE(set_trial_error(s->handle(), *trial, 2, "x"));
+  EXPECT_FALSE(add_trial_entry(*s, *trial, 0, {MeshShape{1, 1, 1, 1}, 1, 1, 1}));
+  ASSERT_TRUE(add_trial_entry(*s, *trial, 1, {MeshShape{1, 1, 1, 1}, 1, 1, 1}));
+  EXPECT_FALSE(add_trial_entry(*s, *trial, 1, {MeshShape{1, 1, 1, 1}, 1, 1, 1}));  // taken
+  EXPECT_FALSE(set_trial_run(*s, *trial, 2, 1));
+  EXPECT_FALSE(set_trial_error(*s, *trial, 2, "x"));
   auto missing = load_trial(*s, *trial + 1);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().field, "trial");

@@ -94,7 +94,7 @@ Calibration make_calibration(std::vector<ClusterFingerprint::Node> nodes, const 
 std::vector<store::StoredCalibration> stored(const QString& db) {
   auto s = store::RunStore::open(db.toStdString());
   if (!s) qFatal("open: %s", s.error().message().c_str());
-  auto list = store::list_calibrations((*s)->handle());
+  auto list = store::list_calibrations(**s);
   if (!list) qFatal("list: %s", list.error().message().c_str());
   return *list;
 }
@@ -102,7 +102,7 @@ std::vector<store::StoredCalibration> stored(const QString& db) {
 int64_t save(const QString& db, const Calibration& c) {
   auto s = store::RunStore::open(db.toStdString());
   if (!s) qFatal("open: %s", s.error().message().c_str());
-  auto id = store::save_calibration((*s)->handle(), c);
+  auto id = store::save_calibration(**s, c);
   if (!id) qFatal("save: %s", id.error().message().c_str());
   return *id;
 }

@@ -343,7 +343,7 @@ class RunFitViewTest : public QObject {
     const Calibration cal = local_calibration();
     {
       auto s = open_store(db);
-      auto id = store::save_calibration(s->handle(), cal);
+      auto id = store::save_calibration(*s, cal);
       QVERIFY(id.ok());
     }
     w.store_worker()->notify_runs_changed();

@@ -101,18 +101,18 @@ class TrialsTest : public QObject {
     {
       auto s = store::RunStore::open(db);
       QVERIFY(s.ok());
-      auto id = store::create_trial((*s)->handle(), {{"planned_by", "test"}, {"steps", 2}});
+      auto id = store::create_trial(**s, {{"planned_by", "test"}, {"steps", 2}});
       QVERIFY(id.ok());
       trial = *id;
       for (size_t i = 0; i < predicted.size(); ++i)
-        QVERIFY(store::add_trial_entry((*s)->handle(), trial, static_cast<int>(i) + 1, predicted[i]));
+        QVERIFY(store::add_trial_entry(**s, trial, static_cast<int>(i) + 1, predicted[i]));
       // Measured, the other way round: #3 fastest (x1 replica), #2 next (x2), #1 slowest (x2).
       const store::RunId r1 = stored_run(**s, "t #1", predicted[0].shape, 1000, {{{4 << 20, 5 << 20}}, {{1, 1}}}, "ok");
       const store::RunId r2 = stored_run(**s, "t #2", predicted[1].shape, 2000, {{{3 << 20, 1 << 20}}}, "ok");
       fastest = stored_run(**s, "t #3", predicted[2].shape, 6000, {{{1 << 20, 1 << 20}}}, "ok");
-      QVERIFY(store::set_trial_run((*s)->handle(), trial, 1, r1));
-      QVERIFY(store::set_trial_run((*s)->handle(), trial, 2, r2));
-      QVERIFY(store::set_trial_run((*s)->handle(), trial, 3, fastest));
+      QVERIFY(store::set_trial_run(**s, trial, 1, r1));
+      QVERIFY(store::set_trial_run(**s, trial, 2, r2));
+      QVERIFY(store::set_trial_run(**s, trial, 3, fastest));
     }
 
     MainWindow w(false);
