@@ -1,7 +1,7 @@
 // The parameter tensors one tensor-parallel rank holds, tensor by tensor, so that memory and
 // communication estimates can count FSDP's per-tensor dim-0 sharding (with its padding) exactly.
 //
-// Megatron-style tp (issue 4): q/k/v and gate/up are split column-wise (their output rows, dim 0
+// Megatron-style tp: q/k/v and gate/up are split column-wise (their output rows, dim 0
 // of a torch Linear weight [out, in]), o_proj and down_proj row-wise (their input columns); norms
 // and the o_proj / down_proj biases are replicated; embedding and lm_head are split over the
 // vocabulary when vocab-parallel. With tp > kv_heads (tp % kv_heads == 0) each rank holds one kv

@@ -1,4 +1,4 @@
-// Learning the time model from past runs (issue 18, "learn from runs").
+// Learning the time model from past runs ("learn from runs").
 //
 // The estimator (core/time_estimate.h) predicts a step as five terms, each from a formula:
 //   compute                 FLOPs / (matmul rate x step efficiency)

@@ -82,8 +82,8 @@ struct ShapeReport {
 
 // Applies every rule; never throws. Rules (each documented in docs/estimator.md):
 //  mesh:  sizes >= 1 (or one -1), product == world size;
-//         tp/cp > 1 with pure replication (dp_replicate > 1, dp_shard == 1) is rejected, as
-//         Accelerate's ParallelismConfig does (shard instead: FSDP supports tp/cp, DDP does not);
+//         tp/cp > 1 with pure replication (dp_replicate > 1, dp_shard == 1): accepted and marked
+//         with Accelerate's refusal when the trainer replicates the shards itself, else refused;
 //  model: num_attention_heads % tp; num_key_value_heads % tp, or tp % kv_heads when tp > kv_heads
 //         (kv heads replicated: a warning); intermediate_size % tp; vocab_size % tp when
 //         vocab-parallel; seq_len <= max_position_embeddings (warning);

@@ -108,7 +108,7 @@ std::string tail_lines(const std::string& text, size_t max_lines) {
 
 std::string read_tail(Node& node, const std::string& path, size_t bytes) {
   // Read the last `bytes` of the file: find its size by reading from an offset that is large
-  // enough, in two steps (SFTP has no tail).
+  // enough, in one read (SFTP has no tail).
   auto all = node.read_range(path, 0, 64u << 20);
   if (!all || !all->has_value()) return {};
   const std::string& s = **all;

@@ -3,7 +3,7 @@
 // points (core/store), so after a lost link, a killed workbench or a `meshwork attach` from
 // another process, following resumes where the store says: no point lost, none duplicated.
 //
-// Transport (issue 26): one `meshtrain tail` per node (trainer/tail.h) streams the new lines of
+// Transport: one `meshtrain tail` per node (trainer/tail.h) streams the new lines of
 // all of its ranks' files, its exit and a heartbeat over ONE SSH exec channel (the follow stream,
 // core/follow_stream.h); a few worker threads serve every node's stream from non-blocking reads
 // (node_stream.cpp). Nodes that share a host and run directory (a Slurm run: every entry names

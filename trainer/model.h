@@ -9,7 +9,7 @@
 // forward is done (release): a plain source returns the parameters themselves, FSDP gathers
 // shards and frees them again, mixed precision casts to bf16 (all in parallelize_*.cpp).
 //
-// Hooks for tensor/context parallel (issue 4) are in BlockOps: a plan may replace the attention
+// Hooks for tensor/context parallel are in BlockOps: a plan may replace the attention
 // core (ring attention), the entry/exit of the tensor-parallel regions (Megatron f/g operators,
 // sequence parallel gathers) and give RoPE positions that follow load-balanced chunks. Head
 // counts are read from the weights' shapes, so column-split q/k/v weights just work.

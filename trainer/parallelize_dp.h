@@ -13,7 +13,7 @@
 //                 the end of the backward, as FSDP2 does for the root.
 //   both          HSDP: shard inside dp_shard, then all-reduce the shard gradients over
 //                 dp_replicate.
-// Shards over dp_shard, or over dp_shard_cp once cp > 1 (issue 4). Mixed precision as FSDP2's
+// Shards over dp_shard, or over dp_shard_cp once cp > 1. Mixed precision as FSDP2's
 // MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): fp32 master shards, bf16 gathers,
 // fp32 gradient reduction.
 //

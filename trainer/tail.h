@@ -1,4 +1,4 @@
-// `meshtrain tail`: the node side of following a run (issue 26). One process per node (or per
+// `meshtrain tail`: the node side of following a run. One process per node (or per
 // shared run directory, on Slurm) reads every rank's metrics file past the offsets the workbench
 // sends on stdin and writes the new complete lines, the node's exit and a heartbeat on stdout
 // in the follow stream format (core/follow_stream.h). The workbench reads that stdout through one

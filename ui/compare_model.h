@@ -2,7 +2,7 @@
 // each run's config and shape, and its mean time per step in each axis's collectives. Loaded in
 // one job on the store worker; config_diff() is a pure function (tested on its own).
 //
-// Predicted vs measured (issue 18): once a frame is in, each compared run's store::predict_run()
+// Predicted vs measured: once a frame is in, each compared run's store::predict_run()
 // (monitor_model.h: PredictionResult) is loaded on the same worker, in one job for the runs whose
 // cached answer is stale (per run id and version; cleared when the store's runs change).
 #pragma once

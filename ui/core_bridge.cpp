@@ -29,7 +29,7 @@ meshwork::HardwareModel hardware_for(const ClusterFacts& cluster) {
   meshwork::HardwareModel h = meshwork::HardwareModel::for_device(cluster.device);
   if (cluster.device == DeviceKind::cuda)
     for (bool fast : cluster.fast_links)
-      if (!fast) h.intra_node_bytes_per_s = 32e9;  // PCIe Gen4 x16, as in query_for()
+      if (!fast) h.intra_node_bytes_per_s = 32e9;  // PCIe Gen4 x16 (the slow-link rule, below)
   return h;
 }
 

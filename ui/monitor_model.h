@@ -7,7 +7,7 @@
 // and answers "unchanged" without querying when nothing arrived. A burst of 2k points/s therefore
 // costs at most 25 queries and 25 redraws per second, however the points arrive.
 //
-// Predicted vs measured (issue 18): beside the frame, the model loads store::predict_run() for
+// Predicted vs measured: beside the frame, the model loads store::predict_run() for
 // the run -- the step time, compute and each axis's communication the planner would have
 // predicted before the run, next to what the run measured -- on the same worker, in a job of its
 // own posted after a frame arrived. predict_run reads the cluster's other runs, so it is not

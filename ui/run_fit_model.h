@@ -1,4 +1,4 @@
-// The time model fitted to the workbench cluster's stored runs (issue 18, "learn from runs";
+// The time model fitted to the workbench cluster's stored runs ("learn from runs";
 // core/run_fit.h). For the cluster the workbench has (its node set: the hosts of its nodes,
 // "local" being this machine's hostname as runs record it, the ranks per node and the device)
 // the store's finished runs of that node set are read with store::load_observations() and fitted

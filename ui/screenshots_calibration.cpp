@@ -1,4 +1,4 @@
-// Screenshot of the cluster calibration (issue 18) from real measurements: the Cluster view's
+// Screenshot of the cluster calibration from real measurements: the Cluster view's
 // Calibrate runs `meshtrain calibrate` on this machine (2 CPU ranks, through the launch path),
 // then the calibration view opened on what it stored. Skipped without a meshtrain binary.
 #include <QApplication>

@@ -183,7 +183,7 @@ Status migrate_v2_to_v3(sqlite3* db) {
   return sql::exec(db, sql);
 }
 
-// v3 -> v4 (issue 26): the cross-rank aggregates and per-run totals (rank_agg.h). Both are
+// v3 -> v4: the cross-rank aggregates and per-run totals (rank_agg.h). Both are
 // derived: the caller fills them (RunStore::rebuild_derived) for every run in the same
 // transaction, as it rebuilds the chart buckets.
 Status migrate_v3_to_v4(sqlite3* db) {
@@ -192,7 +192,7 @@ Status migrate_v3_to_v4(sqlite3* db) {
   return sql::exec(db, sql);
 }
 
-// v4 -> v5 (issue 23): the fifth axis' series, comm_s.pp, gets its column (series 15, after the
+// v4 -> v5: the fifth axis' series, comm_s.pp, gets its column (series 15, after the
 // fifteen of v3, so every other column keeps its index) and the views that list the columns are
 // made again. A database that reached v3 through this binary's v2 -> v3 already has the column.
 Status migrate_v4_to_v5(sqlite3* db) {
