@@ -142,7 +142,7 @@ Status read_int(const nlohmann::json& obj, const std::string& prefix, const char
 
 Status check_model_reference(std::string_view field, std::string_view value) {
   if (value.empty())
-    return Error{std::string(field), std::string(value), "must name a preset or a path to config.json (or be a config.json object)"};
+    return Error{std::string(field), std::string(value), "a preset name or a path to config.json"};
   return {};
 }
 
