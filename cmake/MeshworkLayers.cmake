@@ -24,7 +24,7 @@ function(meshwork_layer target folder)
             "-DMAY_NOT_INCLUDE=${may_not}" "-DFILES=${file_arg}" -DSTAMP=${stamp}
             -P ${CMAKE_SOURCE_DIR}/cmake/CheckLayers.cmake
     DEPENDS ${files} ${CMAKE_SOURCE_DIR}/cmake/CheckLayers.cmake
-    COMMENT "Checking that ${folder}/ includes only ${L_MAY_INCLUDE}"
+    COMMENT "Checking that ${folder}/ includes only ${may}"
     VERBATIM)
   add_custom_target(${target}_layer_check DEPENDS ${stamp})
   add_dependencies(${target} ${target}_layer_check)
