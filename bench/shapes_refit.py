@@ -8,7 +8,7 @@ against the same measured step times: shapes within 15 %, the worst, the mean |e
 Spearman's rho and whether the planner's first is the measured best. With --fit-db STORE it
 also judges the fit of the runs stored there (no calibration) against each bench.
 
-Usage: bench/shapes_refit.py bench/results/shapes-2nodes-session42*.json
+Usage: bench/shapes_refit.py bench/results/shapes-2nodes-{5b9bbd1,2f2d746-delta}{-first-run,}.json
                              [--estimator build/bin/shapes_estimate] [--fit-db STORE] [--json OUT]
 """
 import argparse
