@@ -423,7 +423,7 @@ def main():
           " (target >= 0.95); best measured %s, planner's first %s (%s); memory: worst |error| %.1f%%"
           % (100 * worst_step, within, len(rows), rho, best_measured, best_planned,
              "same" if best_measured == best_planned else "DIFFERENT", 100 * worst))
-    print("against each shape's fastest round instead of the mean (as before session 39): worst |error| %.0f%%,"
+    print("against each shape's fastest round instead of the mean (as before commit 6662c12): worst |error| %.0f%%,"
           " %d of %d within 15%%" % (100 * worst_fastest, within_fastest, len(rows)))
     noise = cal.get("step_noise", {})
     print("the calibration's own noise: drift %.0f%%, spread %.0f%% -> predictions shown ± %.0f%%; %d of %d"

@@ -79,7 +79,7 @@ def run_python(mode, nproc, a, port):
 def retry(run, port, attempts=4):
     """Retries on other ports: a rendezvous port can be taken by an ephemeral Gloo socket of the
     run before, and the Python reference's Gloo ranks sometimes abort at start-up on this VM
-    (SIGABRT in 2 of ~40 launches in session 7); the last failure is raised."""
+    (SIGABRT in 2 of ~40 launches of round 5's benches, commit 1248109); the last failure is raised."""
     for i in range(attempts):
         try:
             return run(port + 500 * i)
