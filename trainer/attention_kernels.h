@@ -7,10 +7,8 @@
 // and its per-block bookkeeping (online-softmax rescaling, per-thread gradient buffers reduced at
 // the end) dominates. Here each tile of query rows sees all of its causal keys at once, so the
 // softmax is exact in one pass (no rescaling); the two forward and five backward products of a
-// tile run on a register-blocked kernel that stops each 6-row block at its causal edge. Forward +
-// backward of one `small` layer (B 2, T 256, 8/4 heads of 32): flash attention 7.2 ms at 2
-// threads, 10.0 at 1 (session 6's VM); these tiles on MKL sgemm 4.9 / 6.5 there, 2.6 / 4.8 on
-// session 7's; on the own kernel 1.8 / 3.5 (session 7).
+// tile run on a register-blocked kernel that stops each 6-row block at its causal edge. The
+// timings against flash attention, MKL and this kernel are in docs/trainer.md (rounds 4 and 5).
 //
 // Maths (row i of one head, keys j <= i, s = 1/sqrt(D)):
 //   S_ij = s q_i.k_j,  P_ij = exp(S_ij - lse_i),  lse_i = log sum_j exp(S_ij),  o_i = sum_j P_ij v_j

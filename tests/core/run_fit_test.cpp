@@ -375,7 +375,7 @@ TEST(RunFit, PerStepSecondsAreFittedAcrossNodesToo) {
   // 2 nodes x 2 ranks: tp 4 crosses the nodes. Runs at 2 and 4 micro-batches: theta and the
   // per-step seconds come back exactly, as inside a node, and a run of 8 is predicted as
   // theta x formula + delta (not the relative least-squares ratio of the two, which would put the
-  // longer run over: what tp 8 across two namespace nodes did, 11-16 %, before session 42).
+  // longer run over; docs/estimator.md has the measured case).
   auto across = [](int64_t batch, double theta_tp, double delta_tp) {
     RunObservation o = observed_affine({1, 1, 1, 4}, batch, 1.4, 0.003, theta_tp, delta_tp);
     TimeQuery q = *o.query;
