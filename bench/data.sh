@@ -8,16 +8,11 @@
 # Usage: bench/data.sh [MB] [ROUNDS]    defaults: 100 MB of deterministic JSON lines, 2 rounds
 # Prints a table; writes bench/results/data.json. Builds meshwork into $MESHWORK_BUILD_DIR.
 set -euo pipefail
-source "$(dirname "$0")/../scripts/env.sh"
+source "$(dirname "$0")/common.sh"
 mb="${1:-100}"; rounds="${2:-2}"
 PY="$MESHWORK_VENV/bin/python"
-if [ ! -f "$MESHWORK_BUILD_DIR/build.ninja" ]; then
-  "$MESHWORK_ROOT/scripts/build" --target meshwork -j 2
-else
-  cmake --build "$MESHWORK_BUILD_DIR" --target meshwork -j 2 > /dev/null
-fi
-work="$(mktemp -d "${TMPDIR:-/tmp}/meshwork-data-bench.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+bench_build meshwork
+bench_workdir meshwork-data-bench
 "$PY" "$MESHWORK_ROOT/bench/data_bench.py" corpus "$work" "$mb" > "$work/corpus.json"
 batch=$((4 << 20))  # the worker's batch of text (resources/python/meshwork_tokenize.py BLOCK_BYTES)
 for r in $(seq "$rounds"); do

@@ -41,6 +41,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/measure.h"
 #include "core/store/run_store.h"
 #include "remote/follower.h"
 #include "remote/launch.h"
@@ -57,12 +58,6 @@ constexpr int kRanksPerNode = 8;
 
 double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-double process_cpu() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6;
 }
 
 // CPU seconds of this process's threads named mw-files / mw-stream (follower.cpp names them).
@@ -198,13 +193,13 @@ Measure measure(const fs::path& cluster, const std::string& meshtrain, const fs:
   Result<FollowOutcome> outcome = Error{"bench", "", "not run"};
   std::thread t([&] { outcome = follower.run(); });
   std::this_thread::sleep_for(std::chrono::duration<double>(warmup));
-  const double p0 = process_cpu(), f0 = follower_threads_cpu();
+  const double p0 = bench::process_cpu_seconds(), f0 = follower_threads_cpu();
   const auto w0 = std::chrono::steady_clock::now();
   window = true;
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   window = false;
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
-  m.cpu_process = (process_cpu() - p0) / elapsed;
+  m.cpu_process = (bench::process_cpu_seconds() - p0) / elapsed;
   m.cpu_follower = (follower_threads_cpu() - f0) / elapsed;
   {
     // What was written but is not in the store yet.

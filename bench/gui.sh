@@ -6,14 +6,6 @@
 # minutes, a few GB; built under a temporary name, renamed when complete); pass
 # --steps N for a smaller one. Runs on the offscreen platform (MESHWORK_BENCH_XVFB=1: xvfb-run).
 set -euo pipefail
-source "$(dirname "$0")/../scripts/env.sh"
+source "$(dirname "$0")/common.sh"
 "$MESHWORK_ROOT/scripts/build" --target gui_bench >/dev/null
-cd "$MESHWORK_ROOT"
-mkdir -p bench/results
-echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
-if [ -n "${MESHWORK_BENCH_XVFB:-}" ]; then
-  xvfb-run -a -s "-screen 0 1600x1000x24" "$MESHWORK_BUILD_DIR/bin/gui_bench" --out bench/results/gui.json "$@"
-else
-  QT_QPA_PLATFORM=offscreen "$MESHWORK_BUILD_DIR/bin/gui_bench" --out bench/results/gui.json "$@"
-fi
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_qt gui_bench bench/results/gui.json "$@"

@@ -16,7 +16,6 @@
 #include <QApplication>
 #include <QDir>
 #include <QElapsedTimer>
-#include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -31,6 +30,7 @@
 #include <thread>
 #include <time.h>
 
+#include "bench/qt_results.h"
 #include "core/store/run_store.h"
 #include "core/store/schema.h"
 #include "core/store/store_writer.h"
@@ -128,13 +128,6 @@ std::string build_store(const fs::path& db, int runs, int64_t steps) {
   return {};
 }
 
-// CPU time of the calling thread: what a phase cost, apart from the time it waited for a core.
-double thread_cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
-}
-
 struct Stats {
   double mean = 0, p50 = 0, p95 = 0, max = 0;
   size_t n = 0;
@@ -151,15 +144,6 @@ Stats stats(std::vector<double> v) {
   s.max = v.back();
   return s;
 }
-// The machine's load (1, 5, 15 min): benchmarks on a shared machine say how busy it was.
-QJsonArray loadavg() {
-  QFile f("/proc/loadavg");
-  QJsonArray a;
-  if (!f.open(QIODevice::ReadOnly)) return a;
-  const QList<QByteArray> w = f.readAll().split(' ');
-  for (int i = 0; i < 3 && i < w.size(); ++i) a.append(w[i].toDouble());
-  return a;
-}
 QJsonObject to_json(const Stats& s) {
   return {{"mean_ms", s.mean}, {"p50_ms", s.p50}, {"p95_ms", s.p95}, {"max_ms", s.max}, {"n", static_cast<qint64>(s.n)}};
 }
@@ -173,7 +157,7 @@ QJsonObject to_json(const Stats& s) {
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
-  const QJsonArray load_before = loadavg();
+  const QJsonArray load_before = bench::load_average_json();
   QString dir = QDir::homePath() + "/.cache/meshwork/bench", out = "bench/results/gui.json";
   int runs = 8, rate = 2000, seconds = 10;
   int64_t steps = 1000000;
@@ -247,7 +231,7 @@ int main(int argc, char** argv) {
     if (!QTest::qWaitFor([&] { return compare.model()->frames() > before; }, 120000))
       fail("compare open (" + metric.toStdString() + ")", "no frame in 120 s");
     const auto& f = compare.model()->frame();
-    if (!f->error.isEmpty()) fail("compare open (" + metric.toStdString() + ")", f->error.toStdString());
+    if (f->error) fail("compare open (" + metric.toStdString() + ")", f->error->message());
     if (compare.series_count() != runs)
       fail("compare open (" + metric.toStdString() + ")", std::to_string(compare.series_count()) + " series drawn, expected " + std::to_string(runs));
     for (const auto& s : f->series)
@@ -292,7 +276,7 @@ int main(int argc, char** argv) {
   page.show();
   page.show_run(live);
   if (!QTest::qWaitFor([&] { return page.model()->frame() != nullptr; }, 120000)) fail("live", "no first frame in 120 s");
-  if (!page.model()->frame()->error.isEmpty()) fail("live", page.model()->frame()->error.toStdString());
+  if (const auto& e = page.model()->frame()->error) fail("live", e->message());
   std::vector<double> draw_ms, paint_ms, total_ms, query_ms, paint_cpu_ms;
   bool measuring = false, in_frame = false;
   int64_t last_drawn_step = 0;
@@ -301,14 +285,14 @@ int main(int argc, char** argv) {
     in_frame = true;  // the events processed below may deliver the next frame: not measured
     QElapsedTimer t;
     t.start();
-    const double cpu0 = thread_cpu_ms();
+    const double cpu0 = bench::thread_cpu_ms();
     for (int i = 0; i < 3; ++i) QCoreApplication::processEvents();  // the charts' deferred paint
     page.repaint();
     in_frame = false;
     const double p = static_cast<double>(t.nsecsElapsed()) / 1e6;
     draw_ms.push_back(page.last_draw_ms());
     paint_ms.push_back(p);
-    paint_cpu_ms.push_back(thread_cpu_ms() - cpu0);
+    paint_cpu_ms.push_back(bench::thread_cpu_ms() - cpu0);
     total_ms.push_back(page.last_draw_ms() + p);
     query_ms.push_back(f->query_ms);
     if (!f->loss.empty()) last_drawn_step = static_cast<int64_t>(f->loss.back().x);
@@ -373,7 +357,7 @@ int main(int argc, char** argv) {
               open_ok ? "met" : "NOT met", cold.total_ms, warm_s.max, redraw_ok ? "met" : "NOT met", tot.p95);
 
   QJsonObject o{{"bench", "gui"}, {"cores", static_cast<int>(std::thread::hardware_concurrency())},
-                {"load_average_before", load_before}, {"load_average_after", loadavg()},
+                {"load_average_before", load_before}, {"load_average_after", bench::load_average_json()},
                 {"runs", runs}, {"steps_per_run", static_cast<qint64>(steps)}, {"series_per_step", 15},
                 {"schema_version", store::kSchemaVersion}, {"store", QString::fromStdString(db.string())},
                 {"platform", QGuiApplication::platformName()}, {"runs_list_load_ms", list_ms},
@@ -388,9 +372,6 @@ int main(int argc, char** argv) {
                           "waiting for a core); frames/s is bounded by the store changing ~5 times/s (StoreWriter's "
                           "200 ms batches), not by the page"},
                 {"targets", QJsonObject{{"open_le_1000_ms", open_ok}, {"redraw_p95_le_16_ms", redraw_ok}}}};
-  QFile f(out);
-  if (!f.open(QIODevice::WriteOnly)) fail("writing results", out.toStdString() + ": cannot be written");
-  f.write(QJsonDocument(o).toJson());
-  std::cout << "wrote " << out.toStdString() << "\n";
+  bench::write_results("gui_bench", o, out);
   return 0;
 }

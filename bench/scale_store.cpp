@@ -35,6 +35,7 @@
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
 
+#include "bench/measure.h"
 #include "core/metrics.h"
 #include "core/store/run_store.h"
 #include "core/store/schema.h"
@@ -51,24 +52,10 @@ namespace {
 
 constexpr int kRanks = 8192;
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-double cpu_self() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
-}
-std::vector<double> loadavg() {
-  std::ifstream in("/proc/loadavg");
-  double a = 0, b = 0, c = 0;
-  in >> a >> b >> c;
-  return {a, b, c};
 }
 
 nlohmann::json config_1024x8() {
@@ -146,13 +133,13 @@ IngestResult ingest(const fs::path& db, int steps) {
     q.aggregate = Aggregate::mean;
     q.pixels = 800;
     while (!done) {
-      const double t0 = now();
+      const double t0 = bench::steady_seconds();
       auto info = (*s)->get_run(run);
-      const double t1 = now();
+      const double t1 = bench::steady_seconds();
       auto series = (*s)->query_series(q);
-      const double t2 = now();
+      const double t2 = bench::steady_seconds();
       auto page = store::load_run_frame(s->get(), run, -1, std::nullopt, 800, 0);  // every chart
-      const double t3 = now();
+      const double t3 = bench::steady_seconds();
       if (!info || !series || !page) continue;
       out.get_run_ms.push_back(1e3 * (t1 - t0));
       out.frame_ms.push_back(1e3 * (t2 - t1));
@@ -160,7 +147,7 @@ IngestResult ingest(const fs::path& db, int steps) {
       std::this_thread::sleep_for(std::chrono::milliseconds(40));  // the monitor's 25 frames/s
     }
   });
-  const double t0 = now(), c0 = cpu_self();
+  const double t0 = bench::steady_seconds(), c0 = bench::process_cpu_seconds();
   {
     auto writer = StoreWriter::start(db);
     if (!writer) std::exit(1);
@@ -173,13 +160,13 @@ IngestResult ingest(const fs::path& db, int steps) {
         ++out.lines;
       }
     (*writer)->flush();
-    out.wall_s = now() - t0;
-    out.cpu_s = cpu_self() - c0;
+    out.wall_s = bench::steady_seconds() - t0;
+    out.cpu_s = bench::process_cpu_seconds() - c0;
     // The writer stops: every rank's open chart buckets are written (once per follow, not per
     // line; the same work as 8,192 end records): timed apart.
-    const double s0 = now();
+    const double s0 = bench::steady_seconds();
     writer->reset();
-    out.stop_s = now() - s0;
+    out.stop_s = bench::steady_seconds() - s0;
   }
   done = true;
   reader.join();
@@ -291,7 +278,7 @@ ImportResult import_ratio(const fs::path& dir, int ranks, int steps, int rounds)
       auto s = RunStore::open(db);
       if (!s) std::exit(1);
       RunId run = *(*s)->create_run("import", {}, {});
-      const double t0 = now();
+      const double t0 = bench::steady_seconds();
       if (shared) {
         if (!(*s)->ingest_file(run, dir / "shared.jsonl")) std::exit(1);
       } else {
@@ -300,7 +287,7 @@ ImportResult import_ratio(const fs::path& dir, int ranks, int steps, int rounds)
           files.push_back({dir / "per-rank" / ("metrics-rank" + std::to_string(r) + ".jsonl"), ""});
         if (!(*s)->ingest_files(run, files)) std::exit(1);
       }
-      const double t = now() - t0;
+      const double t = bench::steady_seconds() - t0;
       (shared ? out.shared_s : out.per_rank_s) = std::min(shared ? out.shared_s : out.per_rank_s, t);
     }
   }
@@ -320,15 +307,15 @@ int main(int argc, char** argv) {
   const int import_ranks = argc > 5 ? std::atoi(argv[4]) : 128;
   const int import_steps = argc > 5 ? std::atoi(argv[5]) : 250;
   fs::create_directories(dir);
-  const std::vector<double> load_before = loadavg();
+  const std::vector<double> load_before = bench::load_average();
 
   std::cerr << "ingest: 8192 ranks x " << ingest_steps << " steps ...\n";
   const IngestResult in = ingest(dir / "ingest.db", ingest_steps);
 
   std::cerr << "compare store: 8 runs x 8192 ranks x " << compare_steps << " steps ...\n";
-  const double g0 = now();
+  const double g0 = bench::steady_seconds();
   const std::vector<RunId> runs = generate_compare_store(dir / "compare.db", 8, compare_steps);
-  const double gen_s = now() - g0;
+  const double gen_s = bench::steady_seconds() - g0;
   // Monitor frame: the mean over 8,192 ranks of a key, 800 columns, on a fresh connection; and
   // the whole monitor job (load_monitor_frame: every chart of the page) for the record.
   std::vector<double> frame_ms, page_ms, compare_ms;
@@ -340,9 +327,9 @@ int main(int argc, char** argv) {
     cq.runs = runs;
     cq.key = "loss";
     cq.pixels = 1000;
-    double t0 = now();
+    double t0 = bench::steady_seconds();
     auto cf = store::load_compare_frame(s->get(), cq, nullptr);  // cold: new connection, no cache
-    compare_ms.push_back(1e3 * (now() - t0));
+    compare_ms.push_back(1e3 * (bench::steady_seconds() - t0));
     if (cf->error) {
       std::cerr << cf->error->message() << "\n";
       return 1;
@@ -353,18 +340,18 @@ int main(int argc, char** argv) {
     q.key = "step_s";
     q.aggregate = Aggregate::mean;
     q.pixels = 800;
-    t0 = now();
+    t0 = bench::steady_seconds();
     auto series = (*s)->query_series(q);
-    frame_ms.push_back(1e3 * (now() - t0));
+    frame_ms.push_back(1e3 * (bench::steady_seconds() - t0));
     if (!series || (*series)[0].points.empty()) return 1;
-    t0 = now();
+    t0 = bench::steady_seconds();
     auto page = store::load_run_frame(s->get(), runs[0], -1, std::nullopt, 800, 0);
-    page_ms.push_back(1e3 * (now() - t0));
+    page_ms.push_back(1e3 * (bench::steady_seconds() - t0));
   }
 
   std::cerr << "import: " << import_ranks << " ranks x " << import_steps << " steps, shared vs per-rank ...\n";
   const ImportResult im = import_ratio(dir / "import", import_ranks, import_steps, 3);
-  const std::vector<double> load_after = loadavg();
+  const std::vector<double> load_after = bench::load_average();
 
   const double lines_per_s = static_cast<double>(in.lines) / in.wall_s;
   const double lines_per_cpu_s = static_cast<double>(in.lines) / in.cpu_s;

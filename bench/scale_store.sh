@@ -8,14 +8,9 @@
 #   defaults: 12 steps (98,304 lines); 10,000; 128 ranks x 250 steps (32,000 lines)
 # Needs ~1 GB of free disk under $TMPDIR (/tmp by default).
 set -euo pipefail
-source "$(dirname "$0")/../scripts/env.sh"
-if [ ! -f "$MESHWORK_BUILD_DIR/build.ninja" ]; then
-  "$MESHWORK_ROOT/scripts/build" --target scale_store_bench -j 2
-else
-  cmake --build "$MESHWORK_BUILD_DIR" --target scale_store_bench -j 2 > /dev/null
-fi
-work="$(mktemp -d "${TMPDIR:-/tmp}/meshwork-scale-store.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/common.sh"
+bench_build scale_store_bench
+bench_workdir meshwork-scale-store
 "$MESHWORK_BUILD_DIR/bin/scale_store_bench" "$work" "${1:-12}" "${2:-10000}" "${3:-128}" "${4:-250}"
 mkdir -p "$MESHWORK_ROOT/bench/results"
 cp "$work/scale-store.json" "$MESHWORK_ROOT/bench/results/scale-store.json"

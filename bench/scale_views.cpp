@@ -29,6 +29,7 @@
 #include <thread>
 #include <time.h>
 
+#include "bench/qt_results.h"
 #include "ui/cluster_model.h"
 #include "ui/cluster_panel.h"
 #include "ui/main_window.h"
@@ -48,21 +49,6 @@ namespace {
   std::exit(1);
 }
 double ms_since(const QElapsedTimer& t) { return static_cast<double>(t.nsecsElapsed()) / 1e6; }
-// CPU time of the calling (GUI) thread: what a phase cost it, apart from waiting for a core on
-// a shared machine (the probe threads and other users compete for the same cores).
-double thread_cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
-}
-QJsonArray loadavg() {
-  QFile f("/proc/loadavg");
-  QJsonArray a;
-  if (!f.open(QIODevice::ReadOnly)) return a;
-  const QList<QByteArray> w = f.readAll().split(' ');
-  for (int i = 0; i < 3 && i < w.size(); ++i) a.append(w[i].toDouble());
-  return a;
-}
 
 struct ClusterResult {
   int nodes = 0;
@@ -86,12 +72,12 @@ ClusterResult bench_cluster(int nodes, const QTemporaryDir& dir) {
   r.nodes = nodes;
   QElapsedTimer t;
   t.start();
-  const double cpu0 = thread_cpu_ms();
+  const double cpu0 = bench::thread_cpu_ms();
   w.cluster_panel()->add_hostfile(path);
   QCoreApplication::processEvents();
   w.repaint();
   r.add_ms = ms_since(t);
-  r.add_cpu_ms = thread_cpu_ms() - cpu0;
+  r.add_cpu_ms = bench::thread_cpu_ms() - cpu0;
   if (w.cluster()->rowCount() != nodes + 1) fail("cluster", std::to_string(w.cluster()->rowCount()) + " rows after adding " + std::to_string(nodes));
   if (w.cluster_panel()->grid()->live_card_count() < 1) fail("cluster", "no card on screen");
   if (!QTest::qWaitFor([&] { return !w.prober()->busy(); }, 300000)) fail("cluster", "probes still running after 300 s");
@@ -191,7 +177,7 @@ std::vector<Redraw> bench_mesh(int nodes, int gpus) {
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
-  const QJsonArray load_before = loadavg();
+  const QJsonArray load_before = bench::load_average_json();
   QString out = "bench/results/scale-views.json";
   bool big = true;
   for (int i = 1; i < argc; ++i) {
@@ -250,15 +236,12 @@ int main(int argc, char** argv) {
 
   QJsonObject o{{"bench", "scale-views"}, {"cores", static_cast<int>(std::thread::hardware_concurrency())},
                 {"platform", QGuiApplication::platformName()}, {"window", "1500x920"},
-                {"load_average_before", load_before}, {"load_average_after", loadavg()},
+                {"load_average_before", load_before}, {"load_average_after", bench::load_average_json()},
                 {"cluster_add", cj}, {"mesh_redraw", mj},
                 {"notes", "add_ms = add_hostfile() until the window is repainted (model insertion, plan update, probes "
                           "queued, posted events, synchronous repaint); the probes are refused at once (loopback, port 1). "
                           "Redraw = synchronous repaint of the mesh view, 30 times; painted = cells/tiles/blocks drawn."},
                 {"targets", QJsonObject{{"add_1024_nodes_le_1000_ms", add_ok}, {"redraw_1024x8_p95_le_100_ms", redraw_ok}}}};
-  QFile f(out);
-  if (!f.open(QIODevice::WriteOnly)) fail("writing results", out.toStdString() + ": cannot be written");
-  f.write(QJsonDocument(o).toJson());
-  std::cout << "wrote " << out.toStdString() << "\n";
+  bench::write_results("scale_views_bench", o, out);
   return add_ok && redraw_ok ? 0 : 3;
 }

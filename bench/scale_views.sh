@@ -5,14 +5,6 @@
 # goal vs measured with issue 26's numbers from before, writes bench/results/scale-views.json.
 # Runs on the offscreen platform (MESHWORK_BENCH_XVFB=1: xvfb-run). --no-8192 skips 8192 x 8.
 set -euo pipefail
-source "$(dirname "$0")/../scripts/env.sh"
+source "$(dirname "$0")/common.sh"
 "$MESHWORK_ROOT/scripts/build" --target scale_views_bench >/dev/null
-cd "$MESHWORK_ROOT"
-mkdir -p bench/results
-echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
-if [ -n "${MESHWORK_BENCH_XVFB:-}" ]; then
-  xvfb-run -a -s "-screen 0 1600x1000x24" "$MESHWORK_BUILD_DIR/bin/scale_views_bench" --out bench/results/scale-views.json "$@"
-else
-  QT_QPA_PLATFORM=offscreen "$MESHWORK_BUILD_DIR/bin/scale_views_bench" --out bench/results/scale-views.json "$@"
-fi
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_qt scale_views_bench bench/results/scale-views.json "$@"

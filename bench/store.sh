@@ -8,15 +8,10 @@
 #   defaults: 8 ranks x 8400 steps x 15 keys = 1,008,000 points; 8 runs x 125,000 steps; 3 rounds
 # Prints a table; writes bench/results/store.json. Builds store_bench into $MESHWORK_BUILD_DIR.
 set -euo pipefail
-source "$(dirname "$0")/../scripts/env.sh"
+source "$(dirname "$0")/common.sh"
 command -v sqlite3 > /dev/null || { echo "store.sh: the sqlite3 shell is needed (apt-get install sqlite3)" >&2; exit 1; }
-if [ ! -f "$MESHWORK_BUILD_DIR/build.ninja" ]; then
-  "$MESHWORK_ROOT/scripts/build" --target store_bench -j 2
-else
-  cmake --build "$MESHWORK_BUILD_DIR" --target store_bench -j 2 > /dev/null
-fi
-work="$(mktemp -d "${TMPDIR:-/tmp}/meshwork-store-bench.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+bench_build store_bench
+bench_workdir meshwork-store-bench
 ranks="${1:-8}"; steps="${2:-8400}"; qsteps="${3:-125000}"; rounds="${4:-3}"
 "$MESHWORK_BUILD_DIR/bin/store_bench" "$work" "$ranks" "$steps" "$qsteps" "$rounds"
 mkdir -p "$MESHWORK_ROOT/bench/results"

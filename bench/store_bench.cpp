@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
 
+#include "bench/measure.h"
 #include "core/metrics.h"
 #include "core/store/run_store.h"
 #include "core/store/store_writer.h"
@@ -37,15 +38,9 @@ using namespace meshwork::store;
 
 namespace {
 
-// CPU seconds: of this process (every thread: the StoreWriter's too), and of the waited-for
-// children (the sqlite3 shell). On a shared, overloaded machine wall time measures the other
-// processes as much as ours; CPU time is what the same work costs on an idle machine (I/O waits
-// excepted: WAL with synchronous=NORMAL does not fsync on commit).
-double cpu_self() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
+// CPU seconds of the waited-for children (the sqlite3 shell), beside bench::process_cpu_seconds()
+// of this process (every thread: the StoreWriter's too). I/O waits are not in either: WAL with
+// synchronous=NORMAL does not fsync on commit.
 double cpu_children() {
   rusage ru{};
   getrusage(RUSAGE_CHILDREN, &ru);
@@ -53,10 +48,6 @@ double cpu_children() {
   return tv(ru.ru_utime) + tv(ru.ru_stime);
 }
 double g_sqlite3_cpu = 0;  // CPU seconds of the last run_sqlite3_import
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 StepRecord make_step(int rank, int64_t step, std::mt19937_64& rng) {
   std::normal_distribution<double> noise(0.0, 0.02);
@@ -79,13 +70,6 @@ StepRecord make_step(int rank, int64_t step, std::mt19937_64& rng) {
   return r;
 }
 
-std::vector<double> loadavg() {
-  std::ifstream in("/proc/loadavg");
-  double a = 0, b = 0, c = 0;
-  in >> a >> b >> c;
-  return {a, b, c};
-}
-
 std::string command_output(const std::string& cmd) {
   std::string out;
   if (FILE* p = popen(cmd.c_str(), "r")) {
@@ -106,10 +90,10 @@ double run_sqlite3_import(const fs::path& db, const fs::path& csv, const std::st
   const std::string cmd = "sqlite3 -cmd 'PRAGMA synchronous=NORMAL' -cmd 'PRAGMA cache_size=-65536'"
                           " '" + db.string() + "' '.mode csv' '.import " + csv.string() +
                           " metrics'";
-  const double t0 = now(), c0 = cpu_children();
+  const double t0 = bench::steady_seconds(), c0 = cpu_children();
   if (std::system(cmd.c_str()) != 0) return -1;
   g_sqlite3_cpu = cpu_children() - c0;
-  return now() - t0;
+  return bench::steady_seconds() - t0;
 }
 
 }  // namespace
@@ -124,7 +108,7 @@ int main(int argc, char** argv) {
   const int64_t steps = argc > 3 ? std::atoll(argv[3]) : 8400;
   const int64_t q_steps = argc > 4 ? std::atoll(argv[4]) : 125000;
   const int rounds = std::max(1, argc > 5 ? std::atoi(argv[5]) : 3);
-  const std::vector<double> load_before = loadavg();
+  const std::vector<double> load_before = bench::load_average();
   fs::create_directories(dir);
   std::mt19937_64 rng(42);
 
@@ -186,15 +170,15 @@ int main(int argc, char** argv) {
     auto store = RunStore::open(db);
     if (!store) { std::cerr << store.error().message() << "\n"; return 1; }
     auto run = (*store)->create_run("bench", nlohmann::json::object(), nlohmann::json::object());
-    const double t0 = now(), c0 = cpu_self();
+    const double t0 = bench::steady_seconds(), c0 = bench::process_cpu_seconds();
     int64_t stored = 0;
     std::vector<RunStore::ImportFile> all;
     for (const fs::path& f : files) all.push_back({f, f.string()});
     auto counts = (*store)->ingest_files(*run, all);  // what `runs import` of a run does
     if (!counts) { std::cerr << counts.error().message() << "\n"; return 1; }
     for (const IngestCounts& c : *counts) stored += c.points;
-    t_import = now() - t0;
-    c_import = cpu_self() - c0;
+    t_import = bench::steady_seconds() - t0;
+    c_import = bench::process_cpu_seconds() - c0;
     if (stored != points) { std::cerr << "stored " << stored << " of " << points << "\n"; return 1; }
   }
   // 3. Streaming: StoreWriter fed 64 KiB chunks (what the remote follower does).
@@ -209,7 +193,7 @@ int main(int argc, char** argv) {
     }
     auto writer = StoreWriter::start(db2);
     if (!writer) { std::cerr << writer.error().message() << "\n"; return 1; }
-    const double t0 = now(), c0 = cpu_self();
+    const double t0 = bench::steady_seconds(), c0 = bench::process_cpu_seconds();
     for (size_t i = 0; i < files.size(); ++i) {
       const std::string& text = contents[i];
       size_t off = 0;
@@ -221,8 +205,8 @@ int main(int argc, char** argv) {
       }
     }
     (*writer)->flush();
-    t_stream = now() - t0;
-    c_stream = cpu_self() - c0;
+    t_stream = bench::steady_seconds() - t0;
+    c_stream = bench::process_cpu_seconds() - c0;
     if ((*writer)->stats().totals.points != points) { std::cerr << "stream lost points\n"; return 1; }
   }
 
@@ -257,7 +241,7 @@ int main(int argc, char** argv) {
   double t_qingest = 0;
   {
     auto store = RunStore::open(qdb);
-    const double t0 = now();
+    const double t0 = bench::steady_seconds();
     for (int i = 0; i < 8; ++i) {
       RunId run = *(*store)->create_run("q" + std::to_string(i), nlohmann::json::object(),
                                         nlohmann::json::object());
@@ -277,16 +261,16 @@ int main(int argc, char** argv) {
         }
       }
     }
-    t_qingest = now() - t0;
+    t_qingest = bench::steady_seconds() - t0;
   }
   auto reader = RunStore::open(qdb, RunStore::Options{.read_only = true});
   if (!reader) { std::cerr << reader.error().message() << "\n"; return 1; }
   auto time_query = [&](SeriesQuery q, int reps, size_t* npoints, bool* spike, int* level, double* cpu = nullptr) {
     double best = 1e9, best_cpu = 1e9;
     for (int i = 0; i < reps; ++i) {
-      const double t0 = now(), c0 = cpu_self();
+      const double t0 = bench::steady_seconds(), c0 = bench::process_cpu_seconds();
       auto res = (*reader)->query_series(q);
-      const double dt = now() - t0, dc = cpu_self() - c0;
+      const double dt = bench::steady_seconds() - t0, dc = bench::process_cpu_seconds() - c0;
       if (!res) { std::cerr << res.error().message() << "\n"; std::exit(1); }
       best = std::min(best, dt);
       best_cpu = std::min(best_cpu, dc);
@@ -321,7 +305,7 @@ int main(int argc, char** argv) {
   qz.x_max = static_cast<double>(spike_step + 2000);
   const double t_zoom = time_query(qz, 10, &np_zoom, &sp_zoom, &lv_zoom, &c_zoom);
 
-  const std::vector<double> load_after = loadavg();
+  const std::vector<double> load_after = bench::load_average();
   const double P = static_cast<double>(points);
   // Wall-clock rates (what a user waits for on this machine now) and CPU-time rates (what the
   // same work costs on an idle machine); both compared within this one run.

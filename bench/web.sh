@@ -13,18 +13,13 @@
 # Prints a table; writes bench/results/web.json; exits 1 when a target is missed, 2 when it could
 # not measure. Builds web_bench into $MESHWORK_BUILD_DIR.
 set -euo pipefail
-source "$(dirname "$0")/../scripts/env.sh"
+source "$(dirname "$0")/common.sh"
 command -v python3 > /dev/null || { echo "web.sh: python3 is needed (bench/web_load.py)" >&2; exit 2; }
 command -v "${MESHWORK_CHROMIUM:-chromium}" > /dev/null ||
   { echo "web.sh: Chromium is needed (apt-get install chromium, or set MESHWORK_CHROMIUM)" >&2; exit 2; }
-if [ ! -f "$MESHWORK_BUILD_DIR/build.ninja" ]; then
-  "$MESHWORK_ROOT/scripts/build" --target web_bench -j 2
-else
-  cmake --build "$MESHWORK_BUILD_DIR" --target web_bench -j 2 > /dev/null
-fi
+bench_build web_bench
 store="${MESHWORK_BENCH_DIR:-/tmp/meshwork-web-bench}"
-work="$(mktemp -d "${TMPDIR:-/tmp}/meshwork-web-bench-run.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+bench_workdir meshwork-web-bench-run
 rc=0
 "$MESHWORK_BUILD_DIR/bin/web_bench" --store "$store" --json "$work/web.json" \
   --load-script "$MESHWORK_ROOT/bench/web_load.py" "$@" || rc=$?
