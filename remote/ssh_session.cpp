@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <fstream>
+#include <memory>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 namespace meshwork::remote {
@@ -54,6 +56,23 @@ std::string key_fingerprint(ssh_key key) {
   ssh_string_free_char(fp);
   ssh_clean_pubkey_hash(&hash);
   return out;
+}
+
+// A channel that is closed and freed when its owner goes out of scope (every return path).
+struct ChannelCloser {
+  void operator()(ssh_channel ch) const {
+    ssh_channel_close(ch);
+    ssh_channel_free(ch);
+  }
+};
+using OwnedChannel = std::unique_ptr<std::remove_pointer_t<ssh_channel>, ChannelCloser>;
+
+// Opens a session on `ch` and starts `command` there. Returns the step that failed ("open
+// channel", "exec") for the caller's link error, or nullptr when the command runs.
+const char* start_exec(ssh_channel ch, const std::string& command) {
+  if (ssh_channel_open_session(ch) != SSH_OK) return "open channel";
+  if (ssh_channel_request_exec(ch, command.c_str()) != SSH_OK) return "exec";
+  return nullptr;
 }
 
 }  // namespace
@@ -201,18 +220,10 @@ Error SshSession::link_error(const std::string& what) const {
 Result<ExecResult> SshSession::exec(const std::string& command, std::chrono::seconds timeout,
                                     const std::string& stdin_data) {
   std::lock_guard lock(mu_);
-  ssh_session s = impl_->s;
-  ssh_channel ch = ssh_channel_new(s);
-  if (!ch) return link_error("channel");
-  struct Closer {
-    ssh_channel ch;
-    ~Closer() {
-      ssh_channel_close(ch);
-      ssh_channel_free(ch);
-    }
-  } closer{ch};
-  if (ssh_channel_open_session(ch) != SSH_OK) return link_error("open channel");
-  if (ssh_channel_request_exec(ch, command.c_str()) != SSH_OK) return link_error("exec");
+  OwnedChannel owned(ssh_channel_new(impl_->s));
+  if (!owned) return link_error("channel");
+  if (const char* failed = start_exec(owned.get(), command)) return link_error(failed);
+  ssh_channel ch = owned.get();
   if (!stdin_data.empty() &&
       ssh_channel_write(ch, stdin_data.data(), static_cast<uint32_t>(stdin_data.size())) < 0) {
     return link_error("stdin");
@@ -247,17 +258,10 @@ Status SshSession::stream_file(const std::string& local_path, uint64_t offset, c
   const uint64_t total = static_cast<uint64_t>(in.tellg());
   if (offset > total) return Error{"deploy", local_path, "stream offset past the end of the file"};
   in.seekg(static_cast<std::streamoff>(offset));
-  ssh_channel ch = ssh_channel_new(impl_->s);
-  if (!ch) return link_error("channel");
-  struct Closer {
-    ssh_channel ch;
-    ~Closer() {
-      ssh_channel_close(ch);
-      ssh_channel_free(ch);
-    }
-  } closer{ch};
-  if (ssh_channel_open_session(ch) != SSH_OK) return link_error("open channel");
-  if (ssh_channel_request_exec(ch, command.c_str()) != SSH_OK) return link_error("exec");
+  OwnedChannel owned(ssh_channel_new(impl_->s));
+  if (!owned) return link_error("channel");
+  if (const char* failed = start_exec(owned.get(), command)) return link_error(failed);
+  ssh_channel ch = owned.get();
   std::vector<char> buf(256 * 1024);
   uint64_t done = offset;
   while (done < total) {
@@ -352,8 +356,7 @@ Result<std::unique_ptr<ExecStream>> SshSession::open_stream(const std::string& c
     ssh_channel_free(ch);
     return e;
   };
-  if (ssh_channel_open_session(ch) != SSH_OK) return fail("open channel");
-  if (ssh_channel_request_exec(ch, command.c_str()) != SSH_OK) return fail("exec");
+  if (const char* failed = start_exec(ch, command)) return fail(failed);
   for (size_t sent = 0; sent < stdin_data.size();) {
     const int w = ssh_channel_write(ch, stdin_data.data() + sent, static_cast<uint32_t>(stdin_data.size() - sent));
     if (w <= 0) return fail("stdin");
