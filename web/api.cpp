@@ -105,6 +105,32 @@ Result<std::optional<std::pair<double, double>>> range_params(const Params& p) {
   return Range{std::pair{lo->value_or(-1e300), hi->value_or(1e300)}};
 }
 
+// What a chart read of one metric names: the metric (`key`, loss when absent) and its x axis.
+struct MetricParams {
+  std::string key;
+  store::XAxis x = store::XAxis::step;
+};
+Result<MetricParams> metric_params(const Params& p) {
+  auto key = key_param(p, "key", "loss");
+  if (!key) return key.error();
+  auto x = x_param(p);
+  if (!x) return x.error();
+  return MetricParams{std::move(*key), *x};
+}
+
+// How a chart read is drawn: its pixel columns and the x range it covers.
+struct ViewParams {
+  int pixels = kDefaultPixels;
+  std::optional<std::pair<double, double>> range;
+};
+Result<ViewParams> view_params(const Params& p) {
+  auto pixels = int_param(p, "pixels", kDefaultPixels, kMinPixels, kMaxPixels);
+  if (!pixels) return pixels.error();
+  auto range = range_params(p);
+  if (!range) return range.error();
+  return ViewParams{*pixels, *range};
+}
+
 nlohmann::json points_json(const std::vector<store::Point>& points) {
   nlohmann::json a = nlohmann::json::array();
   a.get_ref<nlohmann::json::array_t&>().reserve(points.size());
@@ -358,12 +384,10 @@ ApiReply Api::frame(RunId id, const Params& params) {
 ApiReply Api::series(RunId id, const Params& params) {
   store::SeriesQuery q;
   q.runs = {id};
-  auto key = key_param(params, "key", "loss");
-  if (!key) return error_reply(400, key.error());
-  q.key = *key;
-  auto x = x_param(params);
-  if (!x) return error_reply(400, x.error());
-  q.x = *x;
+  auto metric = metric_params(params);
+  if (!metric) return error_reply(400, metric.error());
+  q.key = metric->key;
+  q.x = metric->x;
   if (auto it = params.find("agg"); it != params.end()) {
     auto a = store::parse_aggregate(it->second);
     if (!a) return bad_request("agg", it->second, "one of none, mean, min, max, sum");
@@ -372,14 +396,12 @@ ApiReply Api::series(RunId id, const Params& params) {
   auto rank = int_param(params, "rank", 0, 0, 1 << 24);
   if (!rank) return error_reply(400, rank.error());
   q.rank = *rank;
-  auto pixels = int_param(params, "pixels", kDefaultPixels, kMinPixels, kMaxPixels);
-  if (!pixels) return error_reply(400, pixels.error());
-  q.pixels = *pixels;
-  auto range = range_params(params);
-  if (!range) return error_reply(400, range.error());
-  if (*range) {
-    q.x_min = (*range)->first;
-    q.x_max = (*range)->second;
+  auto view = view_params(params);
+  if (!view) return error_reply(400, view.error());
+  q.pixels = view->pixels;
+  if (view->range) {
+    q.x_min = view->range->first;
+    q.x_max = view->range->second;
   }
   if (auto info = store_->get_run(id); !info) return store_error(info.error());
   auto s = store_->query_series(q);
@@ -429,18 +451,14 @@ ApiReply Api::compare(const Params& params) {
     if (comma == std::string_view::npos) break;
     list.remove_prefix(comma + 1);
   }
-  auto key = key_param(params, "key", "loss");
-  if (!key) return error_reply(400, key.error());
-  q.key = *key;
-  auto x = x_param(params);
-  if (!x) return error_reply(400, x.error());
-  q.x = *x;
-  auto pixels = int_param(params, "pixels", kDefaultPixels, kMinPixels, kMaxPixels);
-  if (!pixels) return error_reply(400, pixels.error());
-  q.pixels = *pixels;
-  auto range = range_params(params);
-  if (!range) return error_reply(400, range.error());
-  q.range = *range;
+  auto metric = metric_params(params);
+  if (!metric) return error_reply(400, metric.error());
+  q.key = metric->key;
+  q.x = metric->x;
+  auto view = view_params(params);
+  if (!view) return error_reply(400, view.error());
+  q.pixels = view->pixels;
+  q.range = view->range;
   auto f = store::load_compare_frame(store_.get(), q, &cache_);
   if (f->error) return store_error(*f->error);
   ApiReply r;
