@@ -7,28 +7,42 @@
 
 namespace meshwork::interop {
 
+namespace {
+
+// Each format's word (the CLI's and the API's) and the file name it is written to by default.
+struct FormatInfo {
+  ConfigFormat format;
+  std::string_view name;
+  std::string_view file_name;
+};
+constexpr FormatInfo kFormats[] = {
+    {ConfigFormat::accelerate, "accelerate", "accelerate_config.yaml"},
+    {ConfigFormat::axolotl, "axolotl", "axolotl.yaml"},
+    {ConfigFormat::torchtitan, "torchtitan", "torchtitan.toml"},
+};
+
+const FormatInfo* find_format(ConfigFormat f) {
+  for (const FormatInfo& i : kFormats)
+    if (i.format == f) return &i;
+  return nullptr;
+}
+
+}  // namespace
+
 std::string_view to_string(ConfigFormat f) {
-  switch (f) {
-    case ConfigFormat::accelerate: return "accelerate";
-    case ConfigFormat::axolotl: return "axolotl";
-    case ConfigFormat::torchtitan: return "torchtitan";
-  }
-  return "accelerate";
+  const FormatInfo* i = find_format(f);
+  return i ? i->name : "accelerate";
 }
 
 Result<ConfigFormat> parse_config_format(std::string_view text, std::string_view field) {
-  for (ConfigFormat f : {ConfigFormat::accelerate, ConfigFormat::axolotl, ConfigFormat::torchtitan})
-    if (text == to_string(f)) return f;
+  for (const FormatInfo& i : kFormats)
+    if (text == i.name) return i.format;
   return Error{std::string(field), std::string(text), "accelerate, axolotl or torchtitan"};
 }
 
 std::string_view default_file_name(ConfigFormat f) {
-  switch (f) {
-    case ConfigFormat::accelerate: return "accelerate_config.yaml";
-    case ConfigFormat::axolotl: return "axolotl.yaml";
-    case ConfigFormat::torchtitan: return "torchtitan.toml";
-  }
-  return "config";
+  const FormatInfo* i = find_format(f);
+  return i ? i->file_name : "config";
 }
 
 Result<ExportedConfig> export_config(const ExportRequest& request, ConfigFormat format) {
