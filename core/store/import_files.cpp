@@ -76,12 +76,7 @@ Result<std::vector<IngestCounts>> RunStore::ingest_files(RunId run, const std::v
     }
     // The import is complete: its ranks' open chart buckets are too (same transaction).
     if (!left) ingester_->flush_open(run);
-    Status s = ingester_->finish();
-    if (s) s = tx.commit();
-    if (!s) {
-      ingester_->forget();
-      return s.error();
-    }
+    if (Status s = ingester_->finish_and_commit(tx); !s) return s.error();
   }
   return counts;
 }

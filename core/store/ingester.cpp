@@ -113,6 +113,13 @@ void Ingester::forget() {
   aggs_.clear();
 }
 
+Status Ingester::finish_and_commit(sql::Transaction& tx) {
+  Status s = finish();
+  if (s) s = tx.commit();
+  if (!s) forget();
+  return s;
+}
+
 Result<int64_t> Ingester::key_id(std::string_view name) {
   if (auto it = key_ids_.find(std::string(name)); it != key_ids_.end()) return it->second;
   if (Status s = key_new_.bind(1, name).run(); !s) return s.error();

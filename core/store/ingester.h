@@ -46,6 +46,9 @@ class Ingester {
   }
   // After a rollback: forget everything cached.
   void forget();
+  // Ends a batch: finish(), then commits `tx`. When either fails, forgets everything cached (the
+  // transaction rolls back as it goes out of scope) and returns the error.
+  Status finish_and_commit(sql::Transaction& tx);
 
   Result<int64_t> key_id(std::string_view name);  // creates the key when new
 

@@ -339,12 +339,11 @@ Result<IngestCounts> RunStore::ingest_one(RunId run, std::string_view source,
   if (!tx.begun()) return tx.begun().error();
   Result<IngestCounts> r = ingester_->ingest(run, source, start_offset, bytes, at_eof);
   if (r && at_eof) ingester_->flush_open(run);  // an import's last chunk: its buckets are complete
-  Status s = r ? ingester_->finish() : Status(r.error());
-  if (s) s = tx.commit();
-  if (!s) {
+  if (!r) {
     ingester_->forget();
-    return s.error();
+    return r.error();
   }
+  if (Status s = ingester_->finish_and_commit(tx); !s) return s.error();
   return r;
 }
 
@@ -367,12 +366,7 @@ Result<std::vector<Result<IngestCounts>>> RunStore::ingest_chunks(
     }
     out.push_back(std::move(r));
   }
-  Status s = ingester_->finish();
-  if (s) s = tx.commit();
-  if (!s) {
-    ingester_->forget();
-    return s.error();
-  }
+  if (Status s = ingester_->finish_and_commit(tx); !s) return s.error();
   return out;
 }
 
@@ -387,12 +381,7 @@ Result<IngestCounts> RunStore::ingest_foreign(RunId run, std::string_view source
     return r.error();
   }
   ingester_->flush_open(run);  // an import is complete: its open buckets are written with it
-  Status s = ingester_->finish();
-  if (s) s = tx.commit();
-  if (!s) {
-    ingester_->forget();
-    return s.error();
-  }
+  if (Status s = ingester_->finish_and_commit(tx); !s) return s.error();
   return r;
 }
 

@@ -64,22 +64,27 @@ Status add_trial_entry(RunStore& store, TrialId trial, int position, const Trial
   return Status::Ok();
 }
 
-Status set_trial_run(RunStore& store, TrialId trial, int position, RunId run) {
+namespace {
+// Sets a column of one entry: `update` names the trial ?1, the position ?2 and the new value ?3.
+template <typename Value>
+Status update_trial_entry(RunStore& store, TrialId trial, int position, const char* update, const Value& value) {
   sqlite3* db = store.handle();
   if (Status s = ensure_trial_tables(db); !s) return s;
-  sql::Stmt put(db, "UPDATE trial_runs SET run = ?3, error = NULL WHERE trial = ?1 AND position = ?2");
+  sql::Stmt put(db, update);
   if (!put.ok()) return put.error();
-  if (Status s = put.bind(1, trial).bind(2, position).bind(3, run).run(); !s) return s;
+  if (Status s = put.bind(1, trial).bind(2, position).bind(3, value).run(); !s) return s;
   return sqlite3_changes(db) == 1 ? Status::Ok() : Status(no_entry(trial, position));
+}
+}  // namespace
+
+Status set_trial_run(RunStore& store, TrialId trial, int position, RunId run) {
+  return update_trial_entry(store, trial, position,
+                            "UPDATE trial_runs SET run = ?3, error = NULL WHERE trial = ?1 AND position = ?2", run);
 }
 
 Status set_trial_error(RunStore& store, TrialId trial, int position, std::string_view error) {
-  sqlite3* db = store.handle();
-  if (Status s = ensure_trial_tables(db); !s) return s;
-  sql::Stmt put(db, "UPDATE trial_runs SET error = ?3 WHERE trial = ?1 AND position = ?2");
-  if (!put.ok()) return put.error();
-  if (Status s = put.bind(1, trial).bind(2, position).bind(3, error).run(); !s) return s;
-  return sqlite3_changes(db) == 1 ? Status::Ok() : Status(no_entry(trial, position));
+  return update_trial_entry(store, trial, position, "UPDATE trial_runs SET error = ?3 WHERE trial = ?1 AND position = ?2",
+                            error);
 }
 
 std::optional<double> TrialResult::tokens_error_percent() const {
