@@ -2,7 +2,6 @@
 
 #include <QCategoryAxis>
 #include <QChart>
-#include <QGraphicsLayout>
 #include <QLegend>
 #include <QLegendMarker>
 #include <QLineSeries>
@@ -11,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ui/chart_style.h"
 #include "ui/theme.h"
 
 namespace meshwork::ui {
@@ -27,12 +27,7 @@ QString size_label(int log2_bytes) {
 }  // namespace
 
 BandwidthChart::BandwidthChart(const QString& title, QWidget* parent) : QChartView(parent), title_(title) {
-  auto* c = new QChart;
-  c->setAnimationOptions(QChart::NoAnimation);
-  c->layout()->setContentsMargins(0, 0, 0, 0);
-  c->setMargins(QMargins(6, 4, 8, 4));
-  c->setBackgroundRoundness(4);
-  c->legend()->setAlignment(Qt::AlignRight);
+  QChart* c = install_card_chart(this, Qt::AlignRight);
   c->legend()->setShowToolTips(true);
   c->setTitle(QStringLiteral("<b>%1</b>").arg(title.toHtmlEscaped()));
   // x: log2 of the size, labelled at every other power of two.
@@ -47,9 +42,6 @@ BandwidthChart::BandwidthChart(const QString& title, QWidget* parent) : QChartVi
   y_->setRange(0, 1);
   c->addAxis(x_, Qt::AlignBottom);
   c->addAxis(y_, Qt::AlignLeft);
-  QChart* made_by_the_view = chart();  // see MetricChart: setChart() only releases the default one
-  setChart(c);
-  delete made_by_the_view;
   setRenderHint(QPainter::Antialiasing, true);
   setViewportUpdateMode(QGraphicsView::FullViewportUpdate);
   setMinimumSize(260, 200);
@@ -127,26 +119,7 @@ void BandwidthChart::paintEvent(QPaintEvent* e) {
 bool BandwidthChart::save_png(const QString& path) { return save_widget_png(this, path); }
 
 void BandwidthChart::apply_theme() {
-  QChart* c = chart();
-  const QColor text = palette().color(QPalette::WindowText);
-  const QColor grid = border_color();
-  c->setBackgroundBrush(card_color());
-  c->setBackgroundPen(QPen(border_color(), 1));
-  c->setPlotAreaBackgroundVisible(false);
-  c->setTitleBrush(text);
-  c->legend()->setLabelColor(text);
-  QFont small = font();
-  small.setPointSizeF(small.pointSizeF() * 0.85);
-  for (QAbstractAxis* a : std::initializer_list<QAbstractAxis*>{x_, y_}) {
-    a->setLabelsColor(muted_text_color());
-    a->setTitleBrush(muted_text_color());
-    a->setGridLineColor(grid);
-    a->setLinePenColor(grid);
-    a->setLabelsFont(small);
-    a->setTitleFont(small);
-  }
-  c->legend()->setFont(small);
-  setBackgroundBrush(palette().window());
+  apply_chart_theme(this, {x_, y_});
   plot_.changed();
   viewport()->update();
 }

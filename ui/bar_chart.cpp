@@ -4,7 +4,6 @@
 #include <QBarSeries>
 #include <QBarSet>
 #include <QChart>
-#include <QGraphicsLayout>
 #include <QGraphicsLineItem>
 #include <QGraphicsScene>
 #include <QHorizontalStackedBarSeries>
@@ -13,22 +12,13 @@
 #include <QValueAxis>
 #include <algorithm>
 
+#include "ui/chart_style.h"
 #include "ui/theme.h"
 
 namespace meshwork::ui {
 
 BarChart::BarChart(const QString& title, Kind kind, QWidget* parent) : QChartView(parent), kind_(kind), title_(title) {
-  auto* c = new QChart;
-  c->setAnimationOptions(QChart::NoAnimation);
-  c->layout()->setContentsMargins(0, 0, 0, 0);
-  c->setMargins(QMargins(6, 4, 8, 4));
-  c->setBackgroundRoundness(4);
-  c->legend()->setAlignment(Qt::AlignTop);
-  // QChartView(parent) made a default chart of its own; setChart() only releases it (Qt's
-  // documentation: "users need to make sure the previous chart is deleted").
-  QChart* made_by_the_view = chart();
-  setChart(c);
-  delete made_by_the_view;
+  QChart* c = install_card_chart(this, Qt::AlignTop);
   setRenderHint(QPainter::Antialiasing, true);
   setMinimumSize(180, 140);
   // A chart changes as a whole (axes, labels, data): repaint the viewport as one rectangle. The
@@ -173,31 +163,16 @@ bool BarChart::save_png(const QString& path) {
 
 void BarChart::apply_theme() {
   QChart* c = chart();
-  const QColor text = palette().color(QPalette::WindowText);
-  c->setBackgroundBrush(card_color());
-  c->setBackgroundPen(QPen(border_color(), 1));
-  c->setTitleBrush(text);
+  apply_chart_theme(this, c->axes());
   c->setTitleFont(font());
   c->setTitle(QStringLiteral("<b>%1</b>").arg(title_.toHtmlEscaped()));
-  c->legend()->setLabelColor(text);
-  QFont small = font();
-  small.setPointSizeF(small.pointSizeF() * 0.85);
-  c->legend()->setFont(small);
-  for (QAbstractAxis* a : c->axes()) {
-    a->setLabelsColor(muted_text_color());
-    a->setTitleBrush(muted_text_color());
-    a->setGridLineColor(border_color());
-    a->setLinePenColor(border_color());
-    a->setLabelsFont(small);
-    a->setTitleFont(small);
-  }
+  const QFont small = small_chart_font(this);
   for (auto& [i, item] : absent_items_) {
     item->setFont(small);
     item->setDefaultTextColor(muted_text_color());
     item->setHtml(QStringLiteral("<div align=\"center\"><i>%1</i></div>").arg(tr("not recorded")));
   }
   place_absent_notes();
-  setBackgroundBrush(palette().window());
 }
 
 }  // namespace meshwork::ui

@@ -2,7 +2,6 @@
 
 #include <QAreaSeries>
 #include <QChart>
-#include <QGraphicsLayout>
 #include <QLegend>
 #include <QLegendMarker>
 #include <QLineSeries>
@@ -12,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ui/chart_style.h"
 #include "ui/theme.h"
 
 namespace meshwork::ui {
@@ -55,12 +55,7 @@ double nice_step(double raw) {
 }  // namespace
 
 MetricChart::MetricChart(const QString& title, QWidget* parent) : QChartView(parent), title_(title) {
-  auto* c = new QChart;
-  c->setAnimationOptions(QChart::NoAnimation);  // every redraw is a full repaint: never animate
-  c->layout()->setContentsMargins(0, 0, 0, 0);
-  c->setMargins(QMargins(6, 4, 8, 4));
-  c->setBackgroundRoundness(4);
-  c->legend()->setAlignment(Qt::AlignTop);
+  QChart* c = install_card_chart(this, Qt::AlignTop);
   c->legend()->setShowToolTips(true);
   x_ = new QValueAxis(c);
   y_ = new QValueAxis(c);
@@ -70,11 +65,6 @@ MetricChart::MetricChart(const QString& title, QWidget* parent) : QChartView(par
   y_->setTickCount(5);
   c->addAxis(x_, Qt::AlignBottom);
   c->addAxis(y_, Qt::AlignLeft);
-  // QChartView(parent) made a default chart of its own; setChart() only releases it (Qt's
-  // documentation: "users need to make sure the previous chart is deleted").
-  QChart* made_by_the_view = chart();
-  setChart(c);
-  delete made_by_the_view;
   nice_ = new QValueAxis(this);
   // Whatever changes in the scene (Qt Charts' items only: the data is not in it) redraws the frame.
   connect(scene(), &QGraphicsScene::changed, this, [this] { frame_dirty_ = true; });
@@ -426,33 +416,10 @@ bool MetricChart::save_png(const QString& path) {
 }
 
 void MetricChart::apply_theme() {
-  QChart* c = chart();
-  const QColor text = palette().color(QPalette::WindowText);
-  const QColor grid = border_color();
-  c->setBackgroundBrush(card_color());
-  c->setBackgroundPen(QPen(border_color(), 1));
-  c->setPlotAreaBackgroundVisible(false);
-  c->setTitleBrush(text);
-  c->legend()->setLabelColor(text);
-  QFont tf = font();
-  tf.setPointSizeF(tf.pointSizeF() * 1.0);
-  c->setTitleFont(tf);
-  for (QValueAxis* a : {x_, y_, y_right_}) {
-    if (!a) continue;
-    a->setLabelsColor(muted_text_color());
-    a->setTitleBrush(muted_text_color());
-    a->setGridLineColor(grid);
-    a->setLinePenColor(grid);
-    a->setMinorGridLineColor(grid.lighter(110));
-    QFont f = font();
-    f.setPointSizeF(f.pointSizeF() * 0.85);
-    a->setLabelsFont(f);
-    a->setTitleFont(f);
-  }
-  QFont lf = font();
-  lf.setPointSizeF(lf.pointSizeF() * 0.85);
-  c->legend()->setFont(lf);
-  setBackgroundBrush(palette().window());
+  apply_chart_theme(this, {x_, y_, y_right_});
+  chart()->setTitleFont(font());
+  for (QValueAxis* a : {x_, y_, y_right_})
+    if (a) a->setMinorGridLineColor(border_color().lighter(110));
   set_title(title_);
 }
 
