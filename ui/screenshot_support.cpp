@@ -1,9 +1,11 @@
 #include "ui/screenshot_support.h"
 
 #include <QApplication>
+#include <QSysInfo>
 #include <QThread>
 #include <iostream>
 
+#include "ui/cluster_model.h"
 #include "ui/main_window.h"
 #include "ui/mesh_view.h"
 #include "ui/plan_page.h"
@@ -44,6 +46,25 @@ void show_plan(MainWindow& w, const std::function<void(RunConfig&)>& edit, std::
   if (kind) w.plan_page()->view()->set_group_kind(*kind);
   if (rank >= 0) w.plan_page()->view()->set_selected_rank(rank);
   pump_events(settle_ms);
+}
+
+void plan_tiny_on_this_machine(MainWindow& w, const std::function<void(RunConfig&)>& edit) {
+  w.cluster()->clear();
+  NodeInfo local;
+  local.host = "local";
+  local.hostname = QSysInfo::machineHostName();
+  local.state = NodeInfo::State::online;
+  local.cpu_cores = QThread::idealThreadCount();
+  local.memory_bytes = 8.0 * (1 << 30);
+  local.slots = 2;
+  w.cluster()->add_node(local);
+  RunConfig c = w.plan()->config();
+  c.model = "tiny";
+  c.training.seq_len = 128;
+  c.training.precision = Precision::fp32;
+  c.training.device = DeviceKind::cpu;
+  edit(c);
+  w.plan()->set_config(c);
 }
 
 }  // namespace meshwork::ui

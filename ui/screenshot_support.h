@@ -1,4 +1,4 @@
-// What the screenshot renderers (screenshots.cpp, screenshots_runs.cpp) share: pumping the event
+// What the screenshot renderers (screenshots*.cpp) share: pumping the event
 // loop until results arrive, grabbing a window to a PNG, and a workbench window in Plan mode.
 #pragma once
 
@@ -44,5 +44,9 @@ std::unique_ptr<MainWindow> open_window(QApplication& app, Theme theme);
 // and `rank` selected (-1: none), then waits `settle_ms` for the estimate and the planner.
 void show_plan(MainWindow& w, const std::function<void(RunConfig&)>& edit, std::optional<GroupKind> kind = {},
                int rank = -1, int settle_ms = 800);
+
+// Makes this machine the window's only node (online, its cores, 2 slots: two CPU ranks) and puts
+// the tiny model on its CPUs (fp32, sequences of 128) into the plan, with edit() applied on top.
+void plan_tiny_on_this_machine(MainWindow& w, const std::function<void(RunConfig&)>& edit);
 
 }  // namespace meshwork::ui

@@ -3,8 +3,6 @@
 // then the calibration view opened on what it stored. Skipped without a meshtrain binary.
 #include <QApplication>
 #include <QFileInfo>
-#include <QSysInfo>
-#include <QThread>
 #include <iostream>
 
 #include "ui/calibrate_controller.h"
@@ -29,22 +27,7 @@ int render_calibration_screenshot(const QString& dir) {
   auto* app = qobject_cast<QApplication*>(QCoreApplication::instance());
   const auto window = open_window(*app, Theme::light);
   MainWindow& w = *window;
-  w.cluster()->clear();
-  NodeInfo local;
-  local.host = "local";
-  local.hostname = QSysInfo::machineHostName();
-  local.state = NodeInfo::State::online;
-  local.cpu_cores = QThread::idealThreadCount();
-  local.memory_bytes = 8.0 * (1 << 30);
-  local.slots = 2;
-  w.cluster()->add_node(local);
-  RunConfig c = w.plan()->config();
-  c.model = "tiny";
-  c.training.seq_len = 128;
-  c.training.micro_batch = 1;
-  c.training.precision = Precision::fp32;
-  c.training.device = DeviceKind::cpu;
-  w.plan()->set_config(c);
+  plan_tiny_on_this_machine(w, [](RunConfig& c) { c.training.micro_batch = 1; });
   w.set_mode(Mode::cluster);
   ClusterPanel* panel = w.cluster_panel();
   wait_for([&] { return panel->calibrations() && panel->calibrations()->loads() >= 1; }, 10000);

@@ -4,8 +4,6 @@
 #include <QApplication>
 #include <QDir>
 #include <QFileInfo>
-#include <QSysInfo>
-#include <QThread>
 #include <algorithm>
 #include <iostream>
 
@@ -34,27 +32,14 @@ int render_run_screenshots(const QString& dir, const QString& runs_data) {
 
   // 1. A real run from the Launch action on this machine: 2 CPU ranks, FSDP.
   if (QFileInfo(LaunchController::trainer_path()).isExecutable()) {
-    w.cluster()->clear();
-    NodeInfo local;
-    local.host = "local";
-    local.hostname = QSysInfo::machineHostName();
-    local.state = NodeInfo::State::online;
-    local.cpu_cores = QThread::idealThreadCount();
-    local.memory_bytes = 8.0 * (1 << 30);
-    local.slots = 2;
-    w.cluster()->add_node(local);
-    RunConfig c = w.plan()->config();
-    c.name = "tiny-fsdp-live";
-    c.model = "tiny";
-    c.mesh = MeshShape{1, 2, 1, 1};
-    c.training.steps = 400;
-    c.training.seq_len = 128;
-    c.training.global_batch = 8;
-    c.training.micro_batch = 2;
-    c.training.warmup_steps = 10;
-    c.training.precision = Precision::fp32;
-    c.training.device = DeviceKind::cpu;
-    w.plan()->set_config(c);
+    plan_tiny_on_this_machine(w, [](RunConfig& c) {
+      c.name = "tiny-fsdp-live";
+      c.mesh = MeshShape{1, 2, 1, 1};
+      c.training.steps = 400;
+      c.training.global_batch = 8;
+      c.training.micro_batch = 2;
+      c.training.warmup_steps = 10;
+    });
     w.set_mode(Mode::plan);
     pump_events(800);
     qint64 run = 0;
