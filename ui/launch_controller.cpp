@@ -58,6 +58,18 @@ void report_finished(QPointer<LaunchController> self, std::atomic<bool>& done, s
     if (self) Q_EMIT self->finished(run, state, cause);
   }), Qt::QueuedConnection);
 }
+
+// The options of a follow (SSH or Slurm) whose events reach the GUI thread as follow_event(), by
+// queued calls, while the controller lives.
+remote::FollowOptions follow_events_to(QPointer<LaunchController> self, store::RunId run) {
+  remote::FollowOptions fo;
+  fo.on_event = [self, run](const std::string& level, const std::string& text) {
+    QMetaObject::invokeMethod(self, handed_over([self, run, l = q(level), t = q(text)] {
+      if (self) Q_EMIT self->follow_event(run, l, t);
+    }), Qt::QueuedConnection);
+  };
+  return fo;
+}
 }  // namespace
 
 LaunchController::LaunchController(QString db, QObject* parent)
@@ -224,12 +236,7 @@ void LaunchController::follow_slurm(store::RunId run) {
   if (following(run)) return;
   auto a = std::make_unique<Active>();
   QPointer<LaunchController> self(this);
-  remote::FollowOptions fo;
-  fo.on_event = [self, run](const std::string& level, const std::string& text) {
-    QMetaObject::invokeMethod(self, handed_over([self, run, l = q(level), t = q(text)] {
-      if (self) Q_EMIT self->follow_event(run, l, t);
-    }), Qt::QueuedConnection);
-  };
+  const remote::FollowOptions fo = follow_events_to(self, run);
   Active* raw = a.get();
   a->thread = std::thread([self, raw, run, fo, db = std::filesystem::path(db_.toStdString()), ssh = ssh_] {
     auto outcome = remote::follow_slurm_run(db, run, ssh, fo, [raw](remote::RunFollower* f) {
@@ -256,12 +263,7 @@ void LaunchController::follow(store::RunId run, const nlohmann::json& launch_rec
   }
   auto a = std::make_unique<Active>();
   QPointer<LaunchController> self(this);
-  remote::FollowOptions fo;
-  fo.on_event = [self, run](const std::string& level, const std::string& text) {
-    QMetaObject::invokeMethod(self, handed_over([self, run, l = q(level), t = q(text)] {
-      if (self) Q_EMIT self->follow_event(run, l, t);
-    }), Qt::QueuedConnection);
-  };
+  const remote::FollowOptions fo = follow_events_to(self, run);
   const std::filesystem::path db = db_.toStdString();
   a->follower = std::make_unique<remote::RunFollower>(db, run, *rec, remote::make_connector(*rec, ssh_), fo);
   Active* raw = a.get();
