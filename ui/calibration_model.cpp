@@ -1,8 +1,10 @@
 #include "ui/calibration_model.h"
 
+#include <QCoreApplication>
 #include <QDateTime>
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "ui/core_bridge.h"
 #include "ui/error_text.h"
@@ -16,6 +18,41 @@ struct Loaded {
   std::vector<store::StoredCalibration> calibrations;
   QString error;
 };
+
+// A column of a table: its header and, where the header needs one, its tooltip.
+struct ColumnHeader {
+  const char* name;
+  const char* tip = nullptr;
+};
+
+template <size_t N>
+QVariant header_data(const ColumnHeader (&columns)[N], int section, Qt::Orientation o, int role) {
+  if (o != Qt::Horizontal || section < 0 || section >= static_cast<int>(N)) return {};
+  const ColumnHeader& c = columns[section];
+  if (role == Qt::DisplayRole) return QCoreApplication::translate("CalibrationModel", c.name);
+  if (role == Qt::ToolTipRole && c.tip) return QCoreApplication::translate("CalibrationModel", c.tip);
+  return {};
+}
+
+const ColumnHeader kMatmulColumns[] = {
+    {"Precision"},
+    {"Split", "The layer's matmuls split this many ways (tp × cp of a shape)"},
+    {"GFLOP/s per rank", "Per rank, while every rank of the node multiplies"},
+    {"Ranks per node"},
+    {"Threads", "Intra-op threads each rank had"},
+};
+static_assert(std::size(kMatmulColumns) == CalibrationModel::MatmulTable::kColumns);
+
+const ColumnHeader kCollectiveColumns[] = {
+    {"Link"},
+    {"Collective"},
+    {"n"},
+    {"Latency (µs)", "alpha of t = alpha + x / beta: per message (scaled by the ring's steps)"},
+    {"Bandwidth (MB/s)", "beta: bytes one rank sends per second (bus bandwidth, 1 MB = 10⁶ bytes)"},
+    {"Samples", "Message sizes the fit was made from"},
+    {"Worst residual", "Largest |measured − fitted| / measured over the samples"},
+};
+static_assert(std::size(kCollectiveColumns) == CalibrationModel::CollectiveTable::kColumns);
 }  // namespace
 
 QString format_gflops(double flops_per_s) { return QString::number(flops_per_s / 1e9, 'f', 1); }
@@ -60,18 +97,7 @@ QVariant CalibrationModel::MatmulTable::data(const QModelIndex& index, int role)
   return {};
 }
 QVariant CalibrationModel::MatmulTable::headerData(int section, Qt::Orientation o, int role) const {
-  if (o != Qt::Horizontal) return {};
-  if (role == Qt::ToolTipRole) {
-    switch (section) {
-      case kSplit: return tr("The layer's matmuls split this many ways (tp × cp of a shape)");
-      case kGflops: return tr("Per rank, while every rank of the node multiplies");
-      case kThreads: return tr("Intra-op threads each rank had");
-    }
-    return {};
-  }
-  if (role != Qt::DisplayRole) return {};
-  static const char* names[] = {"Precision", "Split", "GFLOP/s per rank", "Ranks per node", "Threads"};
-  return section >= 0 && section < kColumns ? tr(names[section]) : QVariant();
+  return header_data(kMatmulColumns, section, o, role);
 }
 
 void CalibrationModel::CollectiveTable::set_rows(std::vector<CollectiveFit> rows) {
@@ -103,20 +129,7 @@ QVariant CalibrationModel::CollectiveTable::data(const QModelIndex& index, int r
   return {};
 }
 QVariant CalibrationModel::CollectiveTable::headerData(int section, Qt::Orientation o, int role) const {
-  if (o != Qt::Horizontal) return {};
-  if (role == Qt::ToolTipRole) {
-    switch (section) {
-      case kLatency: return tr("alpha of t = alpha + x / beta: per message (scaled by the ring's steps)");
-      case kBandwidth: return tr("beta: bytes one rank sends per second (bus bandwidth, 1 MB = 10⁶ bytes)");
-      case kSamples: return tr("Message sizes the fit was made from");
-      case kResidual: return tr("Largest |measured − fitted| / measured over the samples");
-    }
-    return {};
-  }
-  if (role != Qt::DisplayRole) return {};
-  static const char* names[] = {"Link", "Collective", "n", "Latency (µs)", "Bandwidth (MB/s)", "Samples",
-                                "Worst residual"};
-  return section >= 0 && section < kColumns ? tr(names[section]) : QVariant();
+  return header_data(kCollectiveColumns, section, o, role);
 }
 
 // ---- the model ----

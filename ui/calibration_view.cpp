@@ -13,6 +13,7 @@
 
 #include "ui/bandwidth_chart.h"
 #include "ui/calibration_model.h"
+#include "ui/panel_widgets.h"
 #include "ui/theme.h"
 
 namespace meshwork::ui {
@@ -41,13 +42,23 @@ QTableView* make_table(QAbstractItemModel* model, const QString& name, QWidget* 
   t->setWordWrap(false);
   return t;
 }
+
+// A table of `model` under a bold title, in a box of `tables` (the splitter it is added to).
+QTableView* add_titled_table(QSplitter* tables, const QString& title, QAbstractItemModel* model, const QString& name) {
+  auto* box = new QWidget(tables);
+  auto* lay = new QVBoxLayout(box);
+  lay->setContentsMargins(0, 0, 0, 0);
+  lay->addWidget(new QLabel(title, box));
+  QTableView* t = make_table(model, name, box);
+  lay->addWidget(t);
+  tables->addWidget(box);
+  return t;
+}
 }  // namespace
 
 CalibrationView::CalibrationView(CalibrationModel* model, QWidget* parent) : QWidget(parent), model_(model) {
   setObjectName("CalibrationView");
-  auto* lay = new QVBoxLayout(this);
-  lay->setContentsMargins(14, 12, 14, 12);
-  lay->setSpacing(8);
+  auto* lay = new_column_layout(this, {14, 12, 14, 12}, 8);
 
   auto* top = new QHBoxLayout;
   auto* which = new QLabel(tr("Calibration:"), this);
@@ -86,22 +97,9 @@ CalibrationView::CalibrationView(CalibrationModel* model, QWidget* parent) : QWi
 
   auto* split = new QSplitter(Qt::Vertical, this);
   auto* tables = new QSplitter(Qt::Horizontal, split);
-  auto* mm_box = new QWidget(tables);
-  auto* mm_lay = new QVBoxLayout(mm_box);
-  mm_lay->setContentsMargins(0, 0, 0, 0);
-  auto* mm_title = new QLabel(tr("<b>Matmul rates</b>"), mm_box);
-  matmul_ = make_table(model_->matmul_table(), "MatmulTable", mm_box);
-  mm_lay->addWidget(mm_title);
-  mm_lay->addWidget(matmul_);
-  auto* co_box = new QWidget(tables);
-  auto* co_lay = new QVBoxLayout(co_box);
-  co_lay->setContentsMargins(0, 0, 0, 0);
-  auto* co_title = new QLabel(tr("<b>Collective fits</b> t(x) = latency + x / bandwidth, x = bytes one rank sends"), co_box);
-  collective_ = make_table(model_->collective_table(), "CollectiveTable", co_box);
-  co_lay->addWidget(co_title);
-  co_lay->addWidget(collective_);
-  tables->addWidget(mm_box);
-  tables->addWidget(co_box);
+  matmul_ = add_titled_table(tables, tr("<b>Matmul rates</b>"), model_->matmul_table(), "MatmulTable");
+  collective_ = add_titled_table(tables, tr("<b>Collective fits</b> t(x) = latency + x / bandwidth, x = bytes one rank sends"),
+                                 model_->collective_table(), "CollectiveTable");
   collective_->horizontalHeader()->setStretchLastSection(false);
   tables->setStretchFactor(0, 2);
   tables->setStretchFactor(1, 3);

@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "core/data/manifest.h"
+#include "ui/panel_widgets.h"
 #include "ui/plan_state.h"
 #include "ui/prepare_data_dialog.h"
 #include "core/handover.h"
@@ -45,9 +46,7 @@ QString describe(const QString& path) {
 
 DataPicker::DataPicker(PlanState* state, QWidget* parent) : QWidget(parent), state_(state) {
   setObjectName("DataPicker");
-  auto* col = new QVBoxLayout(this);
-  col->setContentsMargins(0, 0, 0, 0);
-  col->setSpacing(4);
+  auto* col = new_column_layout(this, {0, 0, 0, 0}, 4);
   auto* row = new QHBoxLayout;
   path_ = new QLineEdit(this);
   path_->setObjectName("data");

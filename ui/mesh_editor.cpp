@@ -15,6 +15,7 @@
 
 #include "ui/axis_colors.h"
 #include "ui/data_picker.h"
+#include "ui/panel_widgets.h"
 #include "ui/plan_state.h"
 #include "ui/theme.h"
 
@@ -40,9 +41,7 @@ std::string owner_of(const std::string& field) {
 
 MeshEditor::MeshEditor(PlanState* state, QWidget* parent) : QWidget(parent), state_(state) {
   setObjectName("MeshEditor");
-  auto* outer = new QVBoxLayout(this);
-  outer->setContentsMargins(12, 12, 12, 12);
-  outer->setSpacing(12);
+  auto* outer = new_column_layout(this, {12, 12, 12, 12}, 12);
 
   // Model.
   auto* model_box = new QGroupBox(tr("Model"), this);

@@ -6,6 +6,8 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include "ui/panel_widgets.h"
+
 namespace meshwork::ui {
 
 namespace {
@@ -61,9 +63,7 @@ ModeBar::ModeBar(QWidget* parent) : QWidget(parent), group_(new QButtonGroup(thi
   setObjectName("ModeBar");
   setAttribute(Qt::WA_StyledBackground);
   setFixedWidth(78);
-  auto* lay = new QVBoxLayout(this);
-  lay->setContentsMargins(0, 6, 0, 6);
-  lay->setSpacing(2);
+  auto* lay = new_column_layout(this, {0, 6, 0, 6}, 2);
   const struct { Mode mode; const char* text; const char* tip; } kModes[] = {
       {Mode::cluster, "Cluster", "Nodes, devices and links (Ctrl+1)"},
       {Mode::plan, "Plan", "Mesh shape, memory and the planner (Ctrl+2)"},

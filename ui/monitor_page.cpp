@@ -26,6 +26,7 @@
 #include "ui/flow_layout.h"
 #include "ui/format.h"
 #include "ui/metric_chart.h"
+#include "ui/panel_widgets.h"
 #include "ui/runs_model.h"
 #include "ui/store_worker.h"
 #include "ui/straggler_table.h"
@@ -70,9 +71,7 @@ std::vector<double> resample(const std::vector<store::Point>& points, const std:
 
 MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
     : QWidget(parent), worker_(worker), model_(new MonitorModel(worker, this)) {
-  auto* outer = new QVBoxLayout(this);
-  outer->setContentsMargins(12, 10, 12, 10);
-  outer->setSpacing(8);
+  auto* outer = new_column_layout(this, {12, 10, 12, 10}, 8);
 
   auto* head = new QHBoxLayout;
   back_ = new QPushButton(tr("← All runs"), this);

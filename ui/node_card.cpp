@@ -14,6 +14,7 @@
 #include <map>
 
 #include "ui/format.h"
+#include "ui/panel_widgets.h"
 #include "ui/theme.h"
 
 namespace meshwork::ui {
@@ -21,9 +22,7 @@ namespace meshwork::ui {
 NodeCard::NodeCard(QWidget* parent) : QFrame(parent) {
   setObjectName("NodeCard");
   setFixedWidth(kCardWidth);
-  auto* lay = new QVBoxLayout(this);
-  lay->setContentsMargins(16, 12, 14, 12);
-  lay->setSpacing(6);
+  auto* lay = new_column_layout(this, {16, 12, 14, 12}, 6);
   auto* head = new QHBoxLayout;
   auto* titles = new QVBoxLayout;
   titles->setSpacing(0);
@@ -55,32 +54,22 @@ NodeCard::NodeCard(QWidget* parent) : QFrame(parent) {
   progress_text_->setProperty("role", "muted");
   lay->addWidget(progress_text_);
 
-  error_ = new QLabel(this);
-  error_->setObjectName("NodeError");
+  error_ = add_wrapped_label(lay, this, "NodeError");
   error_->setTextFormat(Qt::RichText);
   error_->setProperty("role", "error");
-  error_->setWordWrap(true);
   error_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  lay->addWidget(error_);
   auto* err_row = new QHBoxLayout;
   err_row->addStretch();
   retry_ = new QPushButton(tr("Retry"), this);
   err_row->addWidget(retry_);
   lay->addLayout(err_row);
 
-  devices_ = new QLabel(this);
-  devices_->setObjectName("NodeDevices");
-  devices_->setWordWrap(true);
+  devices_ = add_wrapped_label(lay, this, "NodeDevices");
   devices_->setTextFormat(Qt::RichText);
-  lay->addWidget(devices_);
-  links_ = new QLabel(this);
-  links_->setWordWrap(true);
+  links_ = add_wrapped_label(lay, this);
   links_->setTextFormat(Qt::RichText);
-  lay->addWidget(links_);
-  ib_ = new QLabel(this);
-  ib_->setWordWrap(true);
+  ib_ = add_wrapped_label(lay, this);
   ib_->setProperty("role", "muted");
-  lay->addWidget(ib_);
 
   auto* ranks_row = new QHBoxLayout;
   auto* rl = new QLabel(tr("Ranks on this node"), this);

@@ -14,6 +14,7 @@
 #include <QVBoxLayout>
 
 #include "ui/axis_colors.h"
+#include "ui/panel_widgets.h"
 #include "ui/planner_model.h"
 #include "ui/plan_state.h"
 #include "ui/theme.h"
@@ -47,9 +48,7 @@ class ShareDelegate : public QStyledItemDelegate {
 PlannerPanel::PlannerPanel(PlanState* state, QWidget* parent)
     : QWidget(parent), state_(state), model_(new PlannerModel(this)), proxy_(new QSortFilterProxyModel(this)) {
   setObjectName("PlannerPanel");
-  auto* lay = new QVBoxLayout(this);
-  lay->setContentsMargins(0, 0, 0, 0);
-  lay->setSpacing(4);
+  auto* lay = new_column_layout(this, {0, 0, 0, 0}, 4);
   status_ = new QLabel(this);
   status_->setProperty("role", "muted");
   status_->setContentsMargins(8, 4, 8, 0);
@@ -59,18 +58,10 @@ PlannerPanel::PlannerPanel(PlanState* state, QWidget* parent)
   top->setContentsMargins(0, 0, 8, 0);
   top->setSpacing(4);
   top->addWidget(status_, 1);
-  trial_count_ = new QSpinBox(this);
-  trial_count_->setObjectName("TrialCount");
-  trial_count_->setRange(1, 16);
-  trial_count_->setValue(3);
+  trial_count_ = new_spin_box(this, "TrialCount", 1, 16, 3, tr("How many of the best predicted shapes that fit to try"));
   trial_count_->setPrefix(tr("K = "));
-  trial_count_->setToolTip(tr("How many of the best predicted shapes that fit to try"));
-  trial_steps_ = new QSpinBox(this);
-  trial_steps_->setObjectName("TrialSteps");
-  trial_steps_->setRange(1, 100000);
-  trial_steps_->setValue(20);
+  trial_steps_ = new_spin_box(this, "TrialSteps", 1, 100000, 20, tr("Optimizer steps each trial runs"));
   trial_steps_->setSuffix(tr(" steps"));
-  trial_steps_->setToolTip(tr("Optimizer steps each trial runs"));
   try_ = new QPushButton(this);
   try_->setObjectName("TryTopK");  // its text and tooltip: update_try()
   top->addWidget(trial_count_);

@@ -25,10 +25,21 @@ QString eta_text(double s) {
   return QObject::tr("%1 s").arg(int(s + 0.5));
 }
 
-QPushButton* browse_button(QWidget* parent, const QString& name) {
-  auto* b = new QPushButton(QObject::tr("Browse…"), parent);
-  b->setObjectName(name);
-  return b;
+// A form row of `edit` and a Browse… button (object name `button_name`) that puts the folder
+// picked in a dialog titled `caption` into `edit`.
+void add_folder_row(QFormLayout* form, const QString& label, QLineEdit* edit, const QString& button_name,
+                    const QString& caption) {
+  QWidget* parent = edit->parentWidget();
+  auto* row = new QHBoxLayout;
+  row->addWidget(edit);
+  auto* browse = new QPushButton(QObject::tr("Browse…"), parent);
+  browse->setObjectName(button_name);
+  row->addWidget(browse);
+  form->addRow(label, row);
+  QObject::connect(browse, &QPushButton::clicked, edit, [edit, parent, caption] {
+    const QString d = QFileDialog::getExistingDirectory(parent, caption);
+    if (!d.isEmpty()) edit->setText(d);
+  });
 }
 
 }  // namespace
@@ -42,15 +53,7 @@ PrepareDataDialog::PrepareDataDialog(QWidget* parent) : QDialog(parent) {
   tokenizer_ = new QLineEdit(this);
   tokenizer_->setObjectName("tokenizer");
   tokenizer_->setPlaceholderText(tr("model directory, tokenizer.json or tokenizer.model"));
-  auto* tok_row = new QHBoxLayout;
-  tok_row->addWidget(tokenizer_);
-  auto* tok_browse = browse_button(this, "browse_tokenizer");
-  tok_row->addWidget(tok_browse);
-  form->addRow(tr("Tokenizer"), tok_row);
-  connect(tok_browse, &QPushButton::clicked, this, [this] {
-    const QString d = QFileDialog::getExistingDirectory(this, tr("Model or tokenizer directory"));
-    if (!d.isEmpty()) tokenizer_->setText(d);
-  });
+  add_folder_row(form, tr("Tokenizer"), tokenizer_, "browse_tokenizer", tr("Model or tokenizer directory"));
 
   inputs_ = new QListWidget(this);
   inputs_->setObjectName("inputs");
@@ -79,15 +82,7 @@ PrepareDataDialog::PrepareDataDialog(QWidget* parent) : QDialog(parent) {
 
   output_ = new QLineEdit(this);
   output_->setObjectName("output");
-  auto* out_row = new QHBoxLayout;
-  out_row->addWidget(output_);
-  auto* out_browse = browse_button(this, "browse_output");
-  out_row->addWidget(out_browse);
-  form->addRow(tr("Output directory"), out_row);
-  connect(out_browse, &QPushButton::clicked, this, [this] {
-    const QString d = QFileDialog::getExistingDirectory(this, tr("Where the shards go"));
-    if (!d.isEmpty()) output_->setText(d);
-  });
+  add_folder_row(form, tr("Output directory"), output_, "browse_output", tr("Where the shards go"));
   outer->addLayout(form);
 
   bar_ = new QProgressBar(this);

@@ -8,10 +8,12 @@
 #include <QLineEdit>
 #include <QPushButton>
 #include <QVBoxLayout>
+#include <tuple>
 
 #include "remote/bundle.h"
 #include "ui/format.h"
 #include "ui/launch_controller.h"
+#include "ui/panel_widgets.h"
 #include "ui/theme.h"
 
 namespace meshwork::ui {
@@ -20,9 +22,7 @@ RuntimePanel::RuntimePanel(QWidget* parent) : QWidget(parent) {
   setObjectName("RuntimePanel");
   // One line (the Cluster page is already tall with the node cards and Slurm): the choice, then
   // the field that choice needs; the manifest's summary or the error on the line below.
-  auto* v = new QVBoxLayout(this);
-  v->setContentsMargins(9, 0, 9, 4);
-  v->setSpacing(2);
+  auto* v = new_column_layout(this, {9, 0, 9, 4}, 2);
   auto* row = new QHBoxLayout;
   row->addWidget(new QLabel(tr("<b>Runtime</b>"), this));
   mode_ = new QComboBox(this);
@@ -31,31 +31,21 @@ RuntimePanel::RuntimePanel(QWidget* parent) : QWidget(parent) {
   mode_->addItem(tr("Runtime bundle (.tar.zst) for bare nodes"));
   mode_->addItem(tr("The node's own torch (same wheel, another path)"));
   row->addWidget(mode_);
-  bundle_ = new QLineEdit(this);
-  bundle_->setObjectName("RuntimeBundle");
-  bundle_->setPlaceholderText(tr("meshtrain-cpu-….tar.zst (scripts/build --target bundle-cpu)"));
-  browse_ = new QPushButton(tr("Choose…"), this);
-  browse_->setObjectName("RuntimeBrowse");
-  row->addWidget(bundle_, 1);
-  row->addWidget(browse_);
+  std::tie(bundle_, browse_) = add_field_and_button(row, this, "RuntimeBundle",
+                                                    tr("meshtrain-cpu-….tar.zst (scripts/build --target bundle-cpu)"),
+                                                    tr("Choose…"), "RuntimeBrowse");
   node_torch_ = new QLineEdit(this);
   node_torch_->setObjectName("RuntimeNodeTorch");
   node_torch_->setPlaceholderText(tr("the nodes' site-packages, e.g. /opt/venv/lib/python3.11/site-packages"));
   row->addWidget(node_torch_, 1);
   row->addStretch(0);
   v->addLayout(row);
-  status_ = new QLabel(this);
-  status_->setObjectName("RuntimeStatus");
-  status_->setWordWrap(true);
+  status_ = add_wrapped_label(v, this, "RuntimeStatus");
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  v->addWidget(status_);
-  env_note_ = new QLabel(this);
-  env_note_->setObjectName("RuntimeEnvNote");
-  env_note_->setWordWrap(true);
+  env_note_ = add_wrapped_label(v, this, "RuntimeEnvNote");
   const QString env = LaunchController::env_bundle_path();
   env_note_->setText(tr("MESHWORK_BUNDLE=%1 is set: launches use that bundle, whatever is chosen here.").arg(env));
   env_note_->setVisible(!env.isEmpty());
-  v->addWidget(env_note_);
 
   connect(mode_, &QComboBox::currentIndexChanged, this, [this] {
     update_fields();

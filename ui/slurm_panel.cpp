@@ -11,6 +11,9 @@
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QVBoxLayout>
+#include <tuple>
+
+#include "ui/panel_widgets.h"
 
 namespace meshwork::ui {
 
@@ -20,13 +23,9 @@ SlurmPanel::SlurmPanel(QWidget* parent) : QWidget(parent) {
   auto* title = new QLabel(tr("<b>Slurm cluster</b>"), this);
   v->addWidget(title);
   auto* row = new QHBoxLayout;
-  login_ = new QLineEdit(this);
-  login_->setObjectName("SlurmLogin");
-  login_->setPlaceholderText(tr("login node: host, user@host:port, ssh_config alias, or local"));
-  probe_ = new QPushButton(tr("Read partitions"), this);
-  probe_->setObjectName("SlurmProbe");
-  row->addWidget(login_, 1);
-  row->addWidget(probe_);
+  std::tie(login_, probe_) = add_field_and_button(row, this, "SlurmLogin",
+                                                  tr("login node: host, user@host:port, ssh_config alias, or local"),
+                                                  tr("Read partitions"), "SlurmProbe");
   v->addLayout(row);
   table_ = new QTableWidget(0, 7, this);
   table_->setObjectName("SlurmPartitions");
@@ -38,10 +37,7 @@ SlurmPanel::SlurmPanel(QWidget* parent) : QWidget(parent) {
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->setMinimumHeight(110);
   v->addWidget(table_);
-  status_ = new QLabel(this);
-  status_->setObjectName("SlurmStatus");
-  status_->setWordWrap(true);
-  v->addWidget(status_);
+  status_ = add_wrapped_label(v, this, "SlurmStatus");
 
   auto* form = new QFormLayout;
   use_ = new QCheckBox(tr("Launch on Slurm (sbatch) instead of the nodes above"), this);

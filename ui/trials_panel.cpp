@@ -12,6 +12,7 @@
 #include "ui/format.h"
 #include "ui/launch_controller.h"
 #include "ui/node_prober.h"
+#include "ui/panel_widgets.h"
 #include "ui/slurm_panel.h"
 #include "ui/store_worker.h"
 #include "ui/trials_controller.h"
@@ -28,9 +29,7 @@ Error no_store() { return Error{"store", "", "the run store could not be opened"
 TrialsPanel::TrialsPanel(QWidget* parent)
     : QWidget(parent), controller_(new TrialsController(this)), model_(new TrialsModel(this)) {
   setObjectName("TrialsPanel");
-  auto* lay = new QVBoxLayout(this);
-  lay->setContentsMargins(0, 0, 0, 0);
-  lay->setSpacing(4);
+  auto* lay = new_column_layout(this, {0, 0, 0, 0}, 4);
   auto* top = new QHBoxLayout;
   top->setContentsMargins(8, 4, 8, 0);
   auto* label = new QLabel(tr("Trial group"), this);
