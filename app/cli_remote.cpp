@@ -29,6 +29,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <variant>
 
 #include "app/cli_remote_shared.h"
 #include "app/commands.h"
@@ -543,54 +544,57 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
 }
 
 namespace {
-// attach and stop: usage on --help or a wrong argument count, else the run they name.
-Result<std::optional<RunArg>> run_arg(const Parsed& p, const char* usage) {
-  if (p.switches.count("--help") || p.positional.size() != 1) {
+// attach and stop: their flags and the one run they name; or the exit code they end with here,
+// after the usage (on --help or a wrong argument count) or a refusal.
+struct RunCommand {
+  Parsed flags;
+  RunArg run;
+};
+std::variant<RunCommand, int> run_command(const Args& args, std::vector<FlagSpec> flags, std::string_view program,
+                                          const char* usage) {
+  auto p = parse(args, std::move(flags), program);
+  if (!p) return refuse(p.error());
+  if (p->switches.count("--help") || p->positional.size() != 1) {
     std::cout << usage << kSshHelp;
-    if (p.switches.count("--help")) return std::optional<RunArg>();
-    return Error{"RUN", std::to_string(p.positional.size()) + " given", "name exactly one run (id or name)"};
+    if (p->switches.count("--help")) return kExitOk;
+    return refuse(Error{"RUN", std::to_string(p->positional.size()) + " given", "name exactly one run (id or name)"});
   }
   RunArg r;
-  r.db = db_path(p);
-  auto id = resolve(r.db, p.positional[0]);
-  if (!id) return id.error();
+  r.db = db_path(*p);
+  auto id = resolve(r.db, p->positional[0]);
+  if (!id) return refuse(id.error());
   r.id = *id;
-  return std::optional<RunArg>(r);
+  return RunCommand{std::move(*p), r};
 }
 }  // namespace
 
 int attach_main(const Args& args) {
-  auto p = parse(args, {{"--db", "PATH", ""}}, "meshwork attach");
-  if (!p) return refuse(p.error());
-  auto run = run_arg(*p,
-                     "usage: meshwork attach RUN [--db PATH]\n"
-                     "Follows a launched run again (after a closed workbench or a lost link): backfills every\n"
-                     "metric the store lacks, then streams until the run ends.\n");
-  if (!run) return refuse(run.error());
-  if (!*run) return kExitOk;
-  if (auto slurm = load_slurm_info((*run)->db, (*run)->id); slurm.ok() && slurm->has_value()) {
-    return follow_slurm((*run)->db, (*run)->id, ssh_options(*p));
+  auto cmd = run_command(args, {{"--db", "PATH", ""}}, "meshwork attach",
+                         "usage: meshwork attach RUN [--db PATH]\n"
+                         "Follows a launched run again (after a closed workbench or a lost link): backfills every\n"
+                         "metric the store lacks, then streams until the run ends.\n");
+  if (const int* rc = std::get_if<int>(&cmd)) return *rc;
+  const auto& [p, run] = std::get<RunCommand>(cmd);
+  if (auto slurm = load_slurm_info(run.db, run.id); slurm.ok() && slurm->has_value()) {
+    return follow_slurm(run.db, run.id, ssh_options(p));
   }
-  auto rec = load_launch_record((*run)->db, (*run)->id);
+  auto rec = load_launch_record(run.db, run.id);
   if (!rec) return refuse(rec.error());
-  return follow((*run)->db, (*run)->id, *rec, ssh_options(*p));
+  return follow(run.db, run.id, *rec, ssh_options(p));
 }
 
 int stop_main(const Args& args) {
-  auto p = parse(args, {{"--db", "PATH", ""}, {"--grace", "SECONDS", ""}}, "meshwork stop");
-  if (!p) return refuse(p.error());
-  auto run = run_arg(*p,
-                     "usage: meshwork stop RUN [--db PATH] [--grace SECONDS]\n"
-                     "SIGTERM to every rank's process group on every node, SIGKILL after the grace period\n"
-                     "(default 5 s).\n");
-  if (!run) return refuse(run.error());
-  if (!*run) return kExitOk;
+  auto cmd = run_command(args, {{"--db", "PATH", ""}, {"--grace", "SECONDS", ""}}, "meshwork stop",
+                         "usage: meshwork stop RUN [--db PATH] [--grace SECONDS]\n"
+                         "SIGTERM to every rank's process group on every node, SIGKILL after the grace period\n"
+                         "(default 5 s).\n");
+  if (const int* rc = std::get_if<int>(&cmd)) return *rc;
+  const auto& [p, run] = std::get<RunCommand>(cmd);
   int grace = 5;
-  if (auto st = int_value(*p, "--grace", 0, 3600, grace); !st) return refuse(st.error());
-  if (auto st = stop_and_record((*run)->db, (*run)->id, ssh_options(*p), "`meshwork stop`", std::chrono::seconds(grace));
-      !st)
+  if (auto st = int_value(p, "--grace", 0, 3600, grace); !st) return refuse(st.error());
+  if (auto st = stop_and_record(run.db, run.id, ssh_options(p), "`meshwork stop`", std::chrono::seconds(grace)); !st)
     return refuse(st.error());
-  std::cout << "run " << (*run)->id << ": stopped\n";
+  std::cout << "run " << run.id << ": stopped\n";
   return kExitOk;
 }
 
