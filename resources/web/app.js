@@ -225,6 +225,19 @@ var MW = (function () {
     return Number((s / 3600).toPrecision(3)) + ' h';
   };
 
+  // Predicted vs measured, as the workbench shows them: milliseconds without the unit (123 / 12.3 /
+  // 1.23 / 0.123) and a relative error as a signed percentage (0.123 -> "+12.3 %").
+  MW.fmtPredMs = function (s) {
+    if (!isNum(s)) return '—';
+    var ms = s * 1000, a = Math.abs(ms);
+    if (a === 0) return '0';
+    return ms.toFixed(a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : 3);
+  };
+  MW.fmtSignedPercent = function (e) {
+    if (!isNum(e)) return '—';
+    var d = Math.abs(e * 100).toFixed(1);
+    return d === '0.0' ? '0.0 %' : (e < 0 ? '-' : '+') + d + ' %';
+  };
   MW.fmtPercent = function (x) { return isNum(x) ? Number((x * 100).toPrecision(3)) + '%' : '—'; };
 
   MW.fmtLoss = function (x) { return isNum(x) ? String(Number(x.toPrecision(5))) : '—'; };

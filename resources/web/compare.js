@@ -162,19 +162,6 @@
 
   // ---- predicted vs measured -------------------------------------------------------------------
 
-  // As the run page and the workbench: ms without the unit, the error as a signed percentage.
-  function fmtPredMs(s) {
-    if (!MW.isNum(s)) return '—';
-    var ms = s * 1000, a = Math.abs(ms);
-    if (a === 0) return '0';
-    return ms.toFixed(a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : 3);
-  }
-  function fmtErr(e) {
-    if (!MW.isNum(e)) return '—';
-    var d = Math.abs(e * 100).toFixed(1);
-    return d === '0.0' ? '0.0 %' : (e < 0 ? '-' : '+') + d + ' %';
-  }
-
   var predictions = new Map();  // run id -> {key: status|steps, body}
   var predSection = null;
   function predictionSection() {
@@ -251,8 +238,9 @@
       } else {
         var pr = p.predicted || {}, me = p.measured || {}, er = p.error || {};
         var pc = pr.comm_s || {}, mc = me.comm_s || {};
-        var cells = [fmtPredMs(pr.step_s), fmtPredMs(me.step_s), fmtErr(er.step_s), fmtPredMs(pr.compute_s), fmtPredMs(me.compute_s)];
-        axes.forEach(function (a) { cells.push(fmtPredMs(pc[a]), fmtPredMs(mc[a])); });
+        var cells = [MW.fmtPredMs(pr.step_s), MW.fmtPredMs(me.step_s), MW.fmtSignedPercent(er.step_s),
+                     MW.fmtPredMs(pr.compute_s), MW.fmtPredMs(me.compute_s)];
+        axes.forEach(function (a) { cells.push(MW.fmtPredMs(pc[a]), MW.fmtPredMs(mc[a])); });
         cells.push(String(p.basis));
         cells.forEach(function (c) { tr.appendChild(MW.el('td', { text: c })); });
         shown++;

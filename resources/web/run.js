@@ -36,24 +36,34 @@
     refreshFrame();
   });
 
-  function chart(key, opts) {
-    return new MW.Chart(MW.$('chart-' + key), MW.$('legend-' + key), Object.assign({
+  // A chart's card under `title` in the grid, before Problems: its legend (#legend-KEY) over its plot
+  // (#chart-KEY); opts.wide: the full width of the grid and taller.
+  function chart(key, title, opts) {
+    var wide = !!opts.wide;
+    var legend = MW.el('div', { className: 'chart-legend', id: 'legend-' + key });
+    var plot = MW.el('div', { className: wide ? 'chart tall' : 'chart', id: 'chart-' + key });
+    MW.$('charts').insertBefore(MW.el('div', { className: wide ? 'card wide' : 'card' }, [
+      MW.el('h2', { text: title }), legend, plot]), MW.$('problems-card'));
+    return new MW.Chart(plot, legend, Object.assign({
       xName: 'step', xFormat: MW.fmtNum, zoomCallback: onZoom, onReset: resetZoom
     }, opts));
   }
 
   var gibFmt = function (v) { return MW.isNum(v) ? Number(v.toPrecision(4)) + ' GiB' : '—'; };
   var charts = {
-    loss: chart('loss', { yFormat: MW.fmtLoss, legendFormat: MW.fmtLoss }),
-    lr: chart('lr', { yFormat: function (v) { return MW.isNum(v) ? (v === 0 ? '0' : v.toExponential(2)) : '—'; } }),
-    grad: chart('grad-norm', { yFormat: MW.fmtNum }),
-    tokens: chart('tokens', { yFormat: MW.fmtSI, legendFormat: MW.fmtRate }),
-    mfu: chart('mfu', { yFormat: MW.fmtPercent }),
-    mem: chart('mem', { dygraph: { includeZero: true }, yFormat: function (v) { return MW.isNum(v) ? String(Number(v.toPrecision(3))) : '—'; },
+    loss: chart('loss', 'Loss', { wide: true, yFormat: MW.fmtLoss, legendFormat: MW.fmtLoss }),
+    lr: chart('lr', 'Learning rate', {
+      yFormat: function (v) { return MW.isNum(v) ? (v === 0 ? '0' : v.toExponential(2)) : '—'; } }),
+    grad: chart('grad-norm', 'Gradient norm', { yFormat: MW.fmtNum }),
+    tokens: chart('tokens', 'Tokens/s', { yFormat: MW.fmtSI, legendFormat: MW.fmtRate }),
+    mfu: chart('mfu', 'MFU', { yFormat: MW.fmtPercent }),
+    mem: chart('mem', 'Memory per rank (GiB)', { dygraph: { includeZero: true },
+                        yFormat: function (v) { return MW.isNum(v) ? String(Number(v.toPrecision(3))) : '—'; },
                         legendFormat: gibFmt }),
-    comm: chart('comm', { yFormat: MW.fmtSeconds, dygraph: { stackedGraph: true, fillGraph: true, fillAlpha: 0.55 },
-                          emptyText: 'no communication or compute recorded' }),
-    step: chart('step', { yFormat: MW.fmtSeconds })
+    comm: chart('comm', 'Per-axis communication stacked under compute (s per step)', {
+      yFormat: MW.fmtSeconds, dygraph: { stackedGraph: true, fillGraph: true, fillAlpha: 0.55 },
+      emptyText: 'no communication or compute recorded' }),
+    step: chart('step', 'Step time', { yFormat: MW.fmtSeconds })
   };
   var chartList = Object.keys(charts).map(function (k) { return charts[k]; });
 
@@ -140,20 +150,6 @@
 
   // ---- predicted vs measured ------------------------------------------------------------------
 
-  // Milliseconds without the unit, as the workbench shows them: 123 / 12.3 / 1.23 / 0.123.
-  function fmtMs(s) {
-    if (!MW.isNum(s)) return '—';
-    var ms = s * 1000, a = Math.abs(ms);
-    if (a === 0) return '0';
-    return ms.toFixed(a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : 3);
-  }
-  // A relative error as a signed percentage: 0.123 -> "+12.3 %".
-  function fmtErr(e) {
-    if (!MW.isNum(e)) return '—';
-    var d = Math.abs(e * 100).toFixed(1);
-    return d === '0.0' ? '0.0 %' : (e < 0 ? '-' : '+') + d + ' %';
-  }
-
   // The section sits between the charts and the mesh; made here, text only.
   var predSection = null;
   function predictionSection() {
@@ -194,7 +190,8 @@
       var what = MW.el('td', { text: r[0] });
       if (r[4] && MW.AXIS_COLORS[r[4]]) what.style.color = MW.AXIS_COLORS[r[4]];
       body.appendChild(MW.el('tr', { className: 'prediction-row', dataset: { what: r[0] } }, [
-        what, MW.el('td', { text: fmtMs(r[1]) }), MW.el('td', { text: fmtMs(r[2]) }), MW.el('td', { text: fmtErr(r[3]) })]));
+        what, MW.el('td', { text: MW.fmtPredMs(r[1]) }), MW.el('td', { text: MW.fmtPredMs(r[2]) }),
+        MW.el('td', { text: MW.fmtSignedPercent(r[3]) })]));
     });
     table.appendChild(body);
     table.hidden = false;
