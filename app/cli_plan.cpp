@@ -115,16 +115,16 @@ std::string pad(const std::string& s, size_t width, bool right = true) {
 
 void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
   const int64_t global =
-      q.global_batch;  // 0: per shape micro_batch x dp
+      q.training.global_batch;  // 0: per shape micro_batch x dp
   out << "Model " << plan.model_name << " (" << format_count(static_cast<double>(plan.model_params))
       << " parameters) on " << q.nodes << " node(s) x " << q.gpus_per_node << " = "
       << plan.world_size << " ranks with " << format_bytes(static_cast<double>(q.device_memory_bytes))
       << " each\n";
-  out << "seq_len " << q.seq_len << ", micro_batch " << q.micro_batch << ", global_batch "
+  out << "seq_len " << q.training.seq_len << ", micro_batch " << q.training.micro_batch << ", global_batch "
       << (global > 0 ? std::to_string(global) : std::string("micro_batch x dp (per shape)")) << ", "
-      << to_string(q.precision) << ", activation checkpointing "
-      << to_string(q.activation_checkpointing) << ", attention "
-      << to_string(q.attention.value_or(default_attention_kernel(q.device))) << "\n\n";
+      << to_string(q.training.precision) << ", activation checkpointing "
+      << to_string(q.training.activation_checkpointing) << ", attention "
+      << to_string(q.estimate.memory.attention.value_or(default_attention_kernel(q.training.device))) << "\n\n";
   // GiB columns, or MiB when every total is below 1 GiB (tiny CPU models read 0.0 in GiB).
   int64_t largest = 0;
   for (const PlanEntry& e : plan.shapes) largest = std::max(largest, e.memory.total());
@@ -187,29 +187,29 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
          "miss of its runs: no prediction is closer); comm: share of the step spent communicating; "
          "! : see warnings\n";
   if (piped)
-    out << "pp: pipeline stages (" << to_string(q.pp_schedule)
-        << (q.pp_schedule == PipelineSchedule::interleaved_1f1b ? ", " + std::to_string(q.pp_virtual_stages) + " chunks per rank" : std::string())
+    out << "pp: pipeline stages (" << to_string(q.training.pp_schedule)
+        << (q.training.pp_schedule == PipelineSchedule::interleaved_1f1b ? ", " + std::to_string(q.training.pp_virtual_stages) + " chunks per rank" : std::string())
         << "); memory is the fullest stage's; bubble: share of the step the stages wait (in comm)\n";
-  if (q.calibration) {
+  if (q.estimate.calibration) {
     out << "Calibrated: compute and collectives from the calibration of cluster "
-        << q.calibration->fingerprint.id() << " measured " << q.calibration->measured_at
+        << q.estimate.calibration->fingerprint.id() << " measured " << q.estimate.calibration->measured_at
         << " (hardware defaults where it has no number)\n";
-    if (q.calibration->step_band() > 0) {
+    if (q.estimate.calibration->step_band() > 0) {
       char buf[240];
       std::snprintf(buf, sizeof buf,
                     "While it calibrated, the same split step moved %.0f%% from its first measurement to its last, "
                     "and its steps varied %.0f%% (interquartile range): no prediction is closer than ±%.0f%%\n",
-                    100 * q.calibration->step_drift, 100 * q.calibration->step_spread, 100 * q.calibration->step_band());
+                    100 * q.estimate.calibration->step_drift, 100 * q.estimate.calibration->step_spread, 100 * q.estimate.calibration->step_band());
       out << buf;
     }
   } else {
     out << "Hardware defaults (no calibration: meshwork calibrate, then --calibration)\n";
   }
-  if (q.fit) {
+  if (q.estimate.fit) {
     char buf[200];
     std::snprintf(buf, sizeof buf, "Fitted to %d stored run(s) of cluster %s on %s (median residual %.1f%%, worst %.1f%%)\n",
-                  q.fit->runs, q.fit->cluster.c_str(), q.fit->base.c_str(), 100 * q.fit->median_residual,
-                  100 * q.fit->worst_residual);
+                  q.estimate.fit->runs, q.estimate.fit->cluster.c_str(), q.estimate.fit->base.c_str(), 100 * q.estimate.fit->median_residual,
+                  100 * q.estimate.fit->worst_residual);
     out << buf;
   }
   bool header = false;
@@ -352,42 +352,42 @@ int plan_main(const Args& all_args) {
     if (from && imported) return *imported;
     return std::nullopt;
   };
-  TRY_ASSIGN(q.seq_len, flags.integer("--seq-len", 1, kMaxCount, whole, fallback(from ? from->seq_len : std::nullopt)));
-  TRY_ASSIGN(q.micro_batch,
+  TRY_ASSIGN(q.training.seq_len, flags.integer("--seq-len", 1, kMaxCount, whole, fallback(from ? from->seq_len : std::nullopt)));
+  TRY_ASSIGN(q.training.micro_batch,
              flags.integer("--micro-batch", 1, kMaxCount, whole, fallback(from ? from->micro_batch : std::nullopt)));
   std::optional<int> from_global = from ? from->global_batch : std::nullopt;
   if (from && !from_global && from->grad_accum_steps && from->mesh) {
     // Axolotl gives the batch per rank: global = micro x accumulation x dp, when dp is known.
     const MeshShape& m = *from->mesh;
     if (m[Axis::dp_replicate] >= 1 && m[Axis::dp_shard] >= 1)
-      from_global = static_cast<int>(q.micro_batch * *from->grad_accum_steps * m[Axis::dp_replicate] * m[Axis::dp_shard]);
+      from_global = static_cast<int>(q.training.micro_batch * *from->grad_accum_steps * m[Axis::dp_replicate] * m[Axis::dp_shard]);
     else if (*from->grad_accum_steps > 1)
       std::cerr << "  note: gradient_accumulation_steps " << *from->grad_accum_steps
                 << " with dp_shard left to the planner: give --global-batch to plan that batch\n";
   }
-  TRY_ASSIGN(q.global_batch, flags.integer("--global-batch", 1, kMaxCount, whole, from_value(from_global)));
+  TRY_ASSIGN(q.training.global_batch, flags.integer("--global-batch", 1, kMaxCount, whole, from_value(from_global)));
   if (from) {
-    if (from->precision) q.precision = *from->precision;
-    if (from->activation_checkpointing) q.activation_checkpointing = *from->activation_checkpointing;
-    if (from->device) q.device = *from->device;
+    if (from->precision) q.training.precision = *from->precision;
+    if (from->activation_checkpointing) q.training.activation_checkpointing = *from->activation_checkpointing;
+    if (from->device) q.training.device = *from->device;
   }
-  if (auto p = flags.value("--precision")) TRY_ASSIGN(q.precision, parse_precision(*p, "--precision"));
+  if (auto p = flags.value("--precision")) TRY_ASSIGN(q.training.precision, parse_precision(*p, "--precision"));
   if (auto ac = flags.value("--activation-checkpointing"))
-    TRY_ASSIGN(q.activation_checkpointing, parse_activation_checkpointing(*ac, "--activation-checkpointing"));
-  if (auto d = flags.value("--device")) TRY_ASSIGN(q.device, parse_device(*d, "--device"));
-  q.hardware = HardwareModel::for_device(q.device);
+    TRY_ASSIGN(q.training.activation_checkpointing, parse_activation_checkpointing(*ac, "--activation-checkpointing"));
+  if (auto d = flags.value("--device")) TRY_ASSIGN(q.training.device, parse_device(*d, "--device"));
+  q.estimate.hardware = HardwareModel::for_device(q.training.device);
   if (auto a = flags.value("--attention")) {
-    if (*a == "fused") q.attention = AttentionKernel::fused;
-    else if (*a == "materialized") q.attention = AttentionKernel::materialized;
+    if (*a == "fused") q.estimate.memory.attention = AttentionKernel::fused;
+    else if (*a == "materialized") q.estimate.memory.attention = AttentionKernel::materialized;
     else return fail(Error{"--attention", *a, "fused or materialized"});
   }
   if (auto r = flags.value("--reserve")) {
     if (*r == "0" || *r == "0B") {
-      q.reserve_bytes = 0;
+      q.estimate.memory.reserve_bytes = 0;
     } else {
       int64_t bytes = 0;
       TRY_ASSIGN(bytes, parse_size(*r, "--reserve"));
-      q.reserve_bytes = bytes;
+      q.estimate.memory.reserve_bytes = bytes;
     }
   }
   const std::string axis_allowed = "a whole number >= 1 (leave it out to let the planner choose)";
@@ -403,11 +403,11 @@ int plan_main(const Args& all_args) {
       q.fixed.set(Axis::pp, static_cast<int>(size));
     }
   }
-  if (auto sch = flags.value("--pp-schedule")) TRY_ASSIGN(q.pp_schedule, parse_pipeline_schedule(*sch, "--pp-schedule"));
+  if (auto sch = flags.value("--pp-schedule")) TRY_ASSIGN(q.training.pp_schedule, parse_pipeline_schedule(*sch, "--pp-schedule"));
   if (flags.value("--pp-virtual-stages")) {
     int64_t v = 0;
     TRY_ASSIGN(v, flags.integer("--pp-virtual-stages", 1, 64, "a whole number from 1 to 64", 1));
-    q.pp_virtual_stages = static_cast<int>(v);
+    q.training.pp_virtual_stages = static_cast<int>(v);
   }
   for (Axis a : kAxes) {
     if (a == Axis::pp) continue;
@@ -424,13 +424,13 @@ int plan_main(const Args& all_args) {
   if (auto c = flags.value("--calibration")) {
     auto cal = load_calibration(*c, flags.value("--db"));
     if (!cal.ok()) return fail(cal.error());
-    q.calibration = *cal;
+    q.estimate.calibration = *cal;
   }
 
   if (auto f = flags.value("--fit-runs")) {
-    auto fit = fit_stored_runs(*f, q.calibration, flags.value("--db"), std::cerr);
+    auto fit = fit_stored_runs(*f, q.estimate.calibration, flags.value("--db"), std::cerr);
     if (!fit.ok()) return fail(fit.error());
-    q.fit = std::make_shared<const RunFit>(std::move(*fit));
+    q.estimate.fit = std::make_shared<const RunFit>(std::move(*fit));
   }
 
   auto plan = make_plan(q);

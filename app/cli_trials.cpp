@@ -147,27 +147,27 @@ nlohmann::json query_json(const PlanQuery& q, const std::string& model) {
                       {"nodes", q.nodes},
                       {"gpus_per_node", q.gpus_per_node},
                       {"device_memory_bytes", q.device_memory_bytes},
-                      {"seq_len", q.seq_len},
-                      {"micro_batch", q.micro_batch},
-                      {"global_batch", q.global_batch},
-                      {"precision", std::string(to_string(q.precision))},
-                      {"activation_checkpointing", std::string(to_string(q.activation_checkpointing))},
-                      {"device", std::string(to_string(q.device))}};
-  if (q.calibration) j["calibration"] = q.calibration->fingerprint.id();
+                      {"seq_len", q.training.seq_len},
+                      {"micro_batch", q.training.micro_batch},
+                      {"global_batch", q.training.global_batch},
+                      {"precision", std::string(to_string(q.training.precision))},
+                      {"activation_checkpointing", std::string(to_string(q.training.activation_checkpointing))},
+                      {"device", std::string(to_string(q.training.device))}};
+  if (q.estimate.calibration) j["calibration"] = q.estimate.calibration->fingerprint.id();
   return j;
 }
 
 // The run config flags of one trial: the plan's settings, the shape, the steps (the global batch
 // the planner assumed: micro_batch x dp when it was left to each shape).
 Args trial_run_flags(const PlanQuery& q, const std::string& model, const MeshShape& shape, int steps) {
-  const int64_t global = q.global_batch > 0 ? q.global_batch : q.micro_batch * shape.group_size(GroupKind::dp);
+  const int64_t global = q.training.global_batch > 0 ? q.training.global_batch : q.training.micro_batch * shape.group_size(GroupKind::dp);
   Args a = {"--model", model,
-            "--seq-len", std::to_string(q.seq_len),
-            "--micro-batch", std::to_string(q.micro_batch),
+            "--seq-len", std::to_string(q.training.seq_len),
+            "--micro-batch", std::to_string(q.training.micro_batch),
             "--global-batch", std::to_string(global),
-            "--precision", std::string(to_string(q.precision)),
-            "--activation-checkpointing", std::string(to_string(q.activation_checkpointing)),
-            "--device", std::string(to_string(q.device)),
+            "--precision", std::string(to_string(q.training.precision)),
+            "--activation-checkpointing", std::string(to_string(q.training.activation_checkpointing)),
+            "--device", std::string(to_string(q.training.device)),
             "--steps", std::to_string(steps)};
   for (Axis ax : kAxes) {
     a.emplace_back(axis_flag(ax));

@@ -25,11 +25,11 @@ int export_plan(const PlanQuery& q, const Plan& plan, const PlanExportOptions& o
   request.config.model = options.model;
   request.config.training = options.training;
   TrainingConfig& t = request.config.training;
-  t.seq_len = static_cast<int>(q.seq_len);
-  t.micro_batch = static_cast<int>(q.micro_batch);
-  t.precision = q.precision;
-  t.activation_checkpointing = q.activation_checkpointing;
-  t.device = q.device;
+  t.seq_len = q.training.seq_len;
+  t.micro_batch = q.training.micro_batch;
+  t.precision = q.training.precision;
+  t.activation_checkpointing = q.training.activation_checkpointing;
+  t.device = q.training.device;
   request.num_machines = q.nodes;
   request.processes_per_machine = q.gpus_per_node;
   if (options.out) request.config_file = *options.out;  // the launch lines name the file written
@@ -40,8 +40,8 @@ int export_plan(const PlanQuery& q, const Plan& plan, const PlanExportOptions& o
     if (!e.fits) break;  // fitting shapes come first
     request.config.mesh = e.shape;
     // Without --global-batch the planner gives each shape micro_batch x dp (no accumulation).
-    t.global_batch = static_cast<int>(q.global_batch > 0 ? q.global_batch
-                                                         : q.micro_batch * e.shape[Axis::dp_replicate] * e.shape[Axis::dp_shard]);
+    t.global_batch = q.training.global_batch > 0 ? q.training.global_batch
+                                                 : q.training.micro_batch * e.shape.group_size(GroupKind::dp);
     auto exported = interop::export_config(request, options.format);
     if (!exported.ok()) {
       if (!first_refusal) first_refusal = exported.error();

@@ -43,9 +43,11 @@ int main(int argc, char** argv) {
   const int pp = layout.size(Axis::pp), v = t.pp_virtual_stages;
   const int64_t m = layout.grad_accum_steps();
 
-  MemoryQuery mq = layout.memory_query(*spec, DeviceKind::cpu);
-  mq.attention = AttentionKernel::fused;  // as bench/shapes_estimate.cpp
-  mq.reserve_bytes = 0;
+  MemoryModel knobs;
+  knobs.attention = AttentionKernel::fused;  // as bench/shapes_estimate.cpp
+  knobs.reserve_bytes = 0;
+  MemoryQuery mq = layout.memory_query(*spec, knobs);
+  mq.training.device = DeviceKind::cpu;  // the runs it is checked against are CPU runs
   const auto chunks = pipeline_cut(*spec, t.seq_len, pp, v);
   nlohmann::json stages = nlohmann::json::array();
   for (const MemoryBreakdown& b : estimate_memory_stages(mq)) {

@@ -48,21 +48,21 @@ int main(int argc, char** argv) {
   q.nodes = a.count("--nodes") ? std::stoi(a["--nodes"]) : 1;
   q.gpus_per_node = std::stoi(need("--world")) / q.nodes;
   q.device_memory_bytes = int64_t{1} << 40;  // CPU: everything "fits"; ranking by speed
-  q.seq_len = std::stoll(need("--seq-len"));
-  q.micro_batch = std::stoll(need("--micro-batch"));
-  q.global_batch = std::stoll(need("--global-batch"));
-  q.precision = Precision::fp32;
-  q.device = DeviceKind::cpu;
-  q.reserve_bytes = 0;
-  q.attention = AttentionKernel::fused;  // LibTorch runs flash SDPA on CPU too (bench/estimator_check.py)
-  q.hardware = HardwareModel::cpu();
+  q.training.seq_len = std::stoll(need("--seq-len"));
+  q.training.micro_batch = std::stoll(need("--micro-batch"));
+  q.training.global_batch = std::stoll(need("--global-batch"));
+  q.training.precision = Precision::fp32;
+  q.training.device = DeviceKind::cpu;
+  q.estimate.memory.reserve_bytes = 0;
+  q.estimate.memory.attention = AttentionKernel::fused;  // LibTorch runs flash SDPA on CPU too (bench/estimator_check.py)
+  q.estimate.hardware = HardwareModel::cpu();
   if (a.count("--calibration")) {
     auto cal = read_calibration_file(a["--calibration"]);
     if (!cal.ok()) {
       std::cerr << "shapes_estimate: " << cal.error().message() << "\n";
       return 2;
     }
-    q.calibration = *cal;
+    q.estimate.calibration = *cal;
   } else if (a.count("--calibration-records")) {
     std::vector<CalibrationRecord> records;
     for (int r = 0;; ++r) {
@@ -76,12 +76,12 @@ int main(int argc, char** argv) {
                 << cal.error().message() << "\n";
       return 2;
     }
-    q.calibration = *cal;
+    q.estimate.calibration = *cal;
   } else if (!a.count("--fit-db")) {
-    q.hardware.peak_flops_fp32 = q.hardware.peak_flops_bf16 = std::stod(need("--flops"));
-    q.hardware.efficiency = std::stod(need("--efficiency"));
-    q.hardware.intra_node_bytes_per_s = q.hardware.inter_node_bytes_per_s = std::stod(need("--bandwidth"));
-    q.hardware.latency_s = std::stod(need("--latency"));
+    q.estimate.hardware.peak_flops_fp32 = q.estimate.hardware.peak_flops_bf16 = std::stod(need("--flops"));
+    q.estimate.hardware.efficiency = std::stod(need("--efficiency"));
+    q.estimate.hardware.intra_node_bytes_per_s = q.estimate.hardware.inter_node_bytes_per_s = std::stod(need("--bandwidth"));
+    q.estimate.hardware.latency_s = std::stod(need("--latency"));
   }
   if (a.count("--fit-db")) {
     auto st = store::RunStore::open(a["--fit-db"]);
@@ -94,14 +94,14 @@ int main(int argc, char** argv) {
       std::cerr << "shapes_estimate: --fit-db: " << (set.ok() ? "no finished run stored" : set.error().message()) << "\n";
       return 2;
     }
-    auto fit = fit_runs(set->runs, q.calibration);
+    auto fit = fit_runs(set->runs, q.estimate.calibration);
     if (!fit.ok()) {
       std::cerr << "shapes_estimate: " << fit.error().message() << "\n";
       return 2;
     }
     fit->cluster = set->cluster;
     std::cerr << to_json(*fit).dump() << "\n";
-    q.fit = std::make_shared<const RunFit>(std::move(*fit));
+    q.estimate.fit = std::make_shared<const RunFit>(std::move(*fit));
   }
   auto plan = make_plan(q);
   if (!plan.ok()) {

@@ -209,9 +209,9 @@ std::vector<MeshShape> split_step_shapes(int world, int ranks_per_node) {
       if (d % tp == 0) shapes.push_back(MeshShape{world / d, 1, d / tp, tp});
     if (d > 1) shapes.push_back(MeshShape{world / d, d, 1, 1});
     // Across nodes, FSDP with tp inside the node as well: every tp group then has its own FSDP
-    // group over the link, all at once, the way a cluster's shapes put them (on the 2-core VM's
-    // two namespace nodes, 1 x 4 x 1 x 2 predicted from the one FSDP group of 1 x 8 x 1 x 1 came
-    // out 1.5x its measured step).
+    // group over the link, all at once, the way a cluster's shapes put them; one FSDP group alone
+    // does not share the link, and predicting the shared case from it is far off
+    // (docs/estimator.md, "Split steps").
     if (d > per_node)
       for (int tp = 2; tp <= per_node; ++tp)
         if (per_node % tp == 0) shapes.push_back(MeshShape{world / d, d / tp, 1, tp});

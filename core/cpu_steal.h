@@ -1,8 +1,8 @@
 // CPU steal: the time a hypervisor gave this machine's virtual CPUs to someone else.
 //
 // On a shared VM a burst of steal stops some ranks mid-step while the others wait for them at the
-// next collective, so a step measured during it is slower than the hardware is; on the 2-core VM
-// 4 ranks under 10-25 % steal ran their steps 30-60 % slower (docs/estimator.md, "Split steps").
+// next collective, so a step measured during it is slower than the hardware is, by far more than
+// the stolen share (docs/estimator.md, "Split steps", has the measurements).
 // `meshtrain calibrate` measures the steal over each split step and measures again what ran
 // under too much of it; bench/shapes.sh does the same with its runs. Bare metal reports 0.
 #pragma once

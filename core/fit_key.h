@@ -32,9 +32,9 @@ Result<FitTerm> parse_fit_term(std::string_view text, std::string_view field = "
 // once per step, in 25 MiB buckets) or kHsdpAllReduce (FSDP's shard, one all-reduce per module,
 // between the backward's reduce-scatters), and tp, whose collectives sit between the other
 // in-step groups' exchanges: b = cp, c = dp_shard. A tp collective waits for its slowest member,
-// and members that also wait on ring steps or FSDP gathers reach it further apart: on the 2-core
-// VM the same tp 2 group cost 0.90-0.95x its formula beside replicas, 1.0-1.1x beside dp_shard 2
-// and 1.25x beside cp 2, so one factor per group size put 2 x 1 x 1 x 2 19 % over (docs/estimator.md).
+// and members that also wait on ring steps or FSDP gathers reach it further apart, so the same tp
+// group costs a different share of its formula beside each of them; one factor per group size
+// alone mispredicts the shapes that mix them (the measurements: docs/estimator.md, "Split steps").
 inline constexpr int kDdpAllReduce = 1;
 inline constexpr int kHsdpAllReduce = 2;
 

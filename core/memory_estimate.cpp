@@ -51,6 +51,24 @@ MemoryBreakdown::Peak MemoryBreakdown::at_peak() const {
   return p;
 }
 
+std::vector<MemoryTerm> MemoryBreakdown::peak_terms() const {
+  std::vector<MemoryTerm> out;
+  if (backward_phase() >= step_phase()) {
+    out = {{"params", params, "held through backward"},
+           {"grads", grads_at_backward_peak, "gradients existing at the backward peak"},
+           {"optimizer", optimizer, "AdamW moments"},
+           {"activations", activations_total(), "saved activations + max(loss moment, last layer's backward)"},
+           {"buffers", buffers(), "gather and communication buffers"}};
+  } else {
+    out = {{"params", params, "held through the optimizer step"},
+           {"grads", grads, "every owned gradient"},
+           {"optimizer", optimizer, "AdamW moments"},
+           {"step temporaries", optimizer_step_temp, "AdamW step temporaries"}};
+  }
+  out.push_back({"reserve", reserve, "framework reserve"});
+  return out;
+}
+
 int64_t MemoryBreakdown::step_phase() const {
   return params + grads + optimizer + optimizer_step_temp;
 }
@@ -77,15 +95,25 @@ struct StageShare {
   bool embedding = true, head = true;
 };
 
+}  // namespace
+
+int64_t MemoryQuery::grad_accum_steps() const {
+  const int64_t per_step = int64_t{training.micro_batch} * shape.group_size(GroupKind::dp);
+  if (training.global_batch <= 0 || per_step <= 0 || training.global_batch % per_step != 0) return 1;
+  return training.global_batch / per_step;
+}
+
+namespace {
+
 StageShare stage_share(const MemoryQuery& q) {
   StageShare out;
   const ModelSpec& m = q.model;
   const int pp = std::max(1, q.shape[Axis::pp]);
   out.layers = out.held_layers = m.num_hidden_layers;
   if (pp == 1) return out;
-  const int v = q.pp_schedule == PipelineSchedule::interleaved_1f1b ? std::max(1, q.pp_virtual_stages) : 1;
+  const int v = q.training.pp_schedule == PipelineSchedule::interleaved_1f1b ? std::max(1, q.training.pp_virtual_stages) : 1;
   out.rank = std::clamp(q.pp_stage, 0, pp - 1);
-  const std::vector<PipelineChunk> chunks = pipeline_cut(m, q.seq_len, pp, v);
+  const std::vector<PipelineChunk> chunks = pipeline_cut(m, q.training.seq_len, pp, v);
   out.layers = 0;
   out.embedding = out.head = false;
   for (const PipelineChunk& c : chunks) {
@@ -96,7 +124,7 @@ StageShare stage_share(const MemoryQuery& q) {
   }
   int64_t held = 0, sends = 0;
   out.held_layers = 0;
-  for (const PipelineAction& a : pipeline_schedule(q.pp_schedule, pp, v, q.grad_accum_steps, out.rank)) {
+  for (const PipelineAction& a : pipeline_schedule(q.training.pp_schedule, pp, v, q.grad_accum_steps(), out.rank)) {
     const PipelineChunk& c = chunks[static_cast<size_t>(a.chunk)];
     const int sign = a.kind == PipelineAction::forward ? 1 : -1;
     held += sign * c.num_layers;
@@ -124,11 +152,11 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
     out.terms.push_back({std::move(name), bytes, std::move(formula)});
   };
 
-  const RankSizes z = rank_sizes(q.shape, q.micro_batch, q.seq_len, q.precision);
+  const RankSizes z = rank_sizes(q.shape, q.training.micro_batch, q.training.seq_len, q.training.precision);
   const int64_t t = z.t, cp = z.cp, n = z.n, b = z.b, s = z.s, s_cp = z.s_cp, T = z.T, c = z.c;
   const bool fsdp = n > 1;
-  const bool bf16 = q.precision == Precision::bf16;
-  const bool sp = k.sequence_parallel && t > 1;
+  const bool bf16 = q.training.precision == Precision::bf16;
+  const bool sp = q.training.sequence_parallel && t > 1;
   const int64_t t_sp = sp ? t : 1;
   const int64_t h = m.hidden_size;
   // Pipeline: this stage's decoder layers (L), whether it holds the embedding / the head, and the
@@ -137,7 +165,7 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
   const StageShare stage = stage_share(q);
   const int64_t L = stage.layers, La = stage.held_layers;
   const ParamLayout layout =
-      stage_param_layout(tp_param_layout(m, t, k.vocab_parallel), L, stage.embedding, stage.head);
+      stage_param_layout(tp_param_layout(m, t, q.trainer.vocab_parallel), L, stage.embedding, stage.head);
   out.pp_stage = stage.rank;
   out.stage_layers = L;
   out.held_layers = La;
@@ -145,9 +173,9 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
   const int64_t kv_loc = layout.kv_heads_per_rank * m.head_dim;
   const int64_t a_loc = std::max<int64_t>(1, m.num_attention_heads / t);
   const int64_t i_loc = m.intermediate_size / t;
-  const int64_t v_loc = k.vocab_parallel ? m.vocab_size / t : m.vocab_size;
+  const int64_t v_loc = q.trainer.vocab_parallel ? m.vocab_size / t : m.vocab_size;
 
-  out.attention = q.attention.value_or(default_attention_kernel(q.device));
+  out.attention = k.attention.value_or(default_attention_kernel(q.training.device));
   out.fsdp_shards = n;
   out.tokens = T;
   out.tp_params = layout.total_numel();
@@ -203,7 +231,7 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
   const int64_t layer_bytes =
       c * (norms_e + inputs_e + attn_e + scores_e + mlp_e) + 4 * attn_fp32_e;
 
-  if (q.activation_checkpointing == ActivationCheckpointing::none) {
+  if (q.training.activation_checkpointing == ActivationCheckpointing::none) {
     add(out.activations, "activations.norms", La * c * norms_e,
         f("L=%lld x %lld B x 4h=%lld x T=%lld / t_sp=%lld", La, c, 4 * h, T, t_sp));
     add(out.activations, "activations.matmul_inputs", La * c * inputs_e,
@@ -258,20 +286,20 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
   }
   int64_t transient = c * std::max(mlp_extra_e, attn_extra_e);
   transient = static_cast<int64_t>(k.backward_transient_layers * static_cast<double>(transient));
-  if (q.activation_checkpointing == ActivationCheckpointing::full) transient += layer_bytes;
+  if (q.training.activation_checkpointing == ActivationCheckpointing::full) transient += layer_bytes;
   add(out.backward_transient, "backward.layer", transient,
       f(attn_extra_e > mlp_extra_e
             ? "%lld B x (2 a s_kv + 2h - 4I/t - 2h/t_sp - h) x T=%lld (attention backward)"
             : "%lld B x (3I/t + 2h) x T=%lld (MLP backward)",
         c, T) +
-          (q.activation_checkpointing == ActivationCheckpointing::full
+          (q.training.activation_checkpointing == ActivationCheckpointing::full
                ? " + recomputed layer " + std::to_string(layer_bytes) + " B"
                : ""));
 
   // Gradients at the backward peak: zero_grad(set_to_none) frees them after each step, so with
   // no accumulation only the modules already through backward hold theirs at the peak (at most
   // the root and one layer); with accumulation they persist across micro-batches.
-  const bool grads_rebuilt = k.grads_freed_between_steps && q.grad_accum_steps <= 1;
+  const bool grads_rebuilt = k.grads_freed_between_steps && q.grad_accum_steps() <= 1;
   out.grads_at_backward_peak =
       grads_rebuilt ? 4 * (fsdp ? layout.sharded_root_numel(n) + layout.sharded_layer_numel(n)
                                 : layout.root_numel() + layout.layer_numel())
@@ -291,19 +319,19 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
           k.fsdp_prefetch_layers, Lp, c, Rp, c));
     add(out.gather_buffers, "fsdp.unsharded_grad", grad_unsharded,
         f("max(layer %lld, root %lld) params x %lld B", Lp, Rp, c + (bf16 ? 4 : 0)));
-    if (q.device == DeviceKind::cpu) {
+    if (q.training.device == DeviceKind::cpu) {
       // Gloo has no reduce-scatter of its own; meshtrain's (an all-to-all, then a local sum)
       // receives every member's block of the unit: a second fp32 unit while it runs.
       add(out.comm_buffers, "fsdp.reduce_scatter_recv", 4 * std::max(Lp, Rp),
           f("4 B x max(layer %lld, root %lld) params (Gloo all-to-all receive buffer)", Lp, Rp));
     }
-    if (k.fsdp_reduce_once_per_step && q.grad_accum_steps > 1) {
+    if (q.training.fsdp_grad_sync == FsdpGradSync::step && q.grad_accum_steps() > 1) {
       // --fsdp-grad-sync step: summed over the micro-batches before the last one,
       // reduce-scattered in the last backward: at its peak (its start) every unit still holds
       // its full fp32 sum.
       add(out.gather_buffers, "fsdp.accumulated_grads", 4 * layout.total_numel(),
           f("4 B x %lld unsharded parameters (gradients summed over %lld micro-batches)",
-            layout.total_numel(), q.grad_accum_steps));
+            layout.total_numel(), q.grad_accum_steps()));
     }
   } else if (bf16) {
     add(out.gather_buffers, "bf16_grads", 2 * layout.total_numel(),
@@ -344,7 +372,7 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
           grad_sends, c, h, T / t_sp));
   }
 
-  out.reserve = q.reserve_bytes.value_or(default_reserve_bytes(q.device));
+  out.reserve = k.reserve_bytes.value_or(default_reserve_bytes(q.training.device));
   out.terms.push_back({"reserve", out.reserve, "framework reserve"});
   return out;
 }

@@ -16,6 +16,7 @@
 #include "core/mesh.h"
 #include "core/model_spec.h"
 #include "core/run_config.h"
+#include "core/validation.h"
 
 namespace meshwork {
 
@@ -31,10 +32,11 @@ AttentionKernel default_attention_kernel(DeviceKind device);
 // tensors (~1 GiB on a GPU); 0 on CPU, where meshtrain counts tensor bytes exactly.
 int64_t default_reserve_bytes(DeviceKind device);
 
-// How the trainer behaves, as far as memory goes. Defaults follow meshtrain / torchtitan.
+// How the trainer and its framework behave, as far as memory goes, beyond what the run config
+// says (its settings are the query's TrainingConfig). Defaults follow meshtrain / torchtitan.
 struct MemoryModel {
-  bool sequence_parallel = true;  // when tp > 1: norms work on seq/tp shards
-  bool vocab_parallel = true;     // embedding and lm_head split over the vocabulary across tp
+  std::optional<AttentionKernel> attention;  // unset: default_attention_kernel(device)
+  std::optional<int64_t> reserve_bytes;      // unset: default_reserve_bytes(device)
   int fsdp_prefetch_layers = 1;   // layers all-gathered ahead of the one computing (FSDP2: 1)
   // fp32 tensors of logits size alive at the loss besides the logits themselves: the
   // log-softmax output saved for backward and its gradient.
@@ -50,32 +52,30 @@ struct MemoryModel {
   bool ddp_unit_buckets = true;
   // zero_grad(set_to_none = true), LibTorch's default: gradients are rebuilt during backward.
   bool grads_freed_between_steps = true;
-  // FSDP with gradient accumulation, meshtrain's --fsdp-grad-sync: false (default, FSDP2's
-  // default) reduce-scatters every micro-batch; true (FSDP2's set_requires_gradient_sync(False)
-  // on all but the last micro-batch) sums each unit's unsharded fp32 gradient locally and
-  // reduce-scatters once per step, so every unit's full gradient is held between micro-batches.
-  bool fsdp_reduce_once_per_step = false;
 };
 
+// Held by value, so a query kept (copied, stored, handed to a thread) never outlives its model
+// or its settings. ParallelLayout::memory_query() makes it for a checked layout.
 struct MemoryQuery {
-  // Held by value, so a query kept (copied, stored, handed to a thread) never outlives its model.
   ModelSpec model;  // required
-  MeshShape shape;                   // resolved (every size >= 1)
-  int64_t seq_len = 0;
-  int64_t micro_batch = 1;
-  Precision precision = Precision::bf16;
-  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
-  DeviceKind device = DeviceKind::cuda;
-  std::optional<AttentionKernel> attention;  // unset: default_attention_kernel(device)
-  std::optional<int64_t> reserve_bytes;      // unset: default_reserve_bytes(device)
-  int64_t grad_accum_steps = 1;              // > 1: gradients persist across micro-batches
-  // Pipeline (shape[Axis::pp] > 1): the schedule and chunks per rank decide how many
-  // micro-batches' activations a stage holds (core/pipeline_schedule.h); pp_stage is the stage
-  // rank estimated (estimate_memory_stages gives them all, worst_stage_memory the largest).
-  PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;
-  int pp_virtual_stages = 1;
+  MeshShape shape;  // resolved (every size >= 1)
+  // The run's training settings. The estimate reads seq_len, micro_batch, global_batch (the
+  // micro-batches a step accumulates: gradients persist across them), precision,
+  // activation_checkpointing, device, sequence_parallel (tp > 1: norms on seq/tp shards),
+  // fsdp_grad_sync (step: every unit's unsharded fp32 gradient summed locally between
+  // micro-batches, FSDP2's set_requires_gradient_sync(False)), and with pp > 1 pp_schedule and
+  // pp_virtual_stages (how many micro-batches' activations a stage holds,
+  // core/pipeline_schedule.h). A bare query: bf16 on a GPU, no accumulation (global_batch 0).
+  TrainingConfig training{.seq_len = 0, .global_batch = 0, .precision = Precision::bf16, .device = DeviceKind::cuda};
+  TrainerSupport trainer;  // vocab_parallel: embedding and lm_head split over the vocabulary across tp
+  // The pipeline stage estimated (estimate_memory_stages gives them all, worst_stage_memory the
+  // largest).
   int pp_stage = 0;
   MemoryModel knobs;
+
+  // Micro-batches per optimizer step on one dp rank: global_batch / (micro_batch x dp) when the
+  // batches are given and divide, else 1.
+  int64_t grad_accum_steps() const;
 };
 
 struct MemoryTerm {
@@ -117,6 +117,10 @@ struct MemoryBreakdown {
             total = 0;
   };
   Peak at_peak() const;
+  // The same moment as named parts, in the order a stacked bar shows them, summing to total():
+  // params, grads, optimizer, then activations and buffers when backward sets the peak or
+  // "step temporaries" when the optimizer step does, and reserve.
+  std::vector<MemoryTerm> peak_terms() const;
 
   AttentionKernel attention = AttentionKernel::fused;
   int64_t owned_params = 0;   // parameter elements stored on this rank (after tp and FSDP)

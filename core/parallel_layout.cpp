@@ -2,13 +2,6 @@
 
 namespace meshwork {
 
-Placement Placement::of(const RunConfig& config) {
-  Placement p;
-  p.world_size = config.world_size();
-  p.ranks_per_node = config.nodes.empty() ? static_cast<int>(p.world_size) : config.nodes.front().slots;
-  return p;
-}
-
 std::vector<std::string> LayoutCheck::error_texts() const {
   std::vector<std::string> out;
   for (const Diagnostic& d : report.errors()) out.push_back(d.text());
@@ -17,21 +10,14 @@ std::vector<std::string> LayoutCheck::error_texts() const {
 
 LayoutCheck ParallelLayout::check(const RunConfig& config, const ModelSpec* model, const Placement& placement,
                                   const TrainerSupport& support) {
-  // The one place a ShapeQuery is made: everything the rules look at, from the config and the
-  // placement.
+  // The one place a ShapeQuery is made: the config's shape and training settings, the model,
+  // the placement and the trainer.
   ShapeQuery q;
   q.shape = config.mesh;
-  q.world_size = placement.world_size;
-  q.gpus_per_node = placement.ranks_per_node;
+  q.placement = placement;
   if (model) q.model = *model;
-  q.seq_len = config.training.seq_len;
-  q.global_batch = config.training.global_batch;
-  q.micro_batch = config.training.micro_batch;
-  q.vocab_parallel = support.vocab_parallel;
-  q.links = placement.links;
-  q.allow_tp_cp_with_pure_replication = support.tp_cp_with_pure_replication;
-  q.pp_schedule = config.training.pp_schedule;
-  q.pp_virtual_stages = config.training.pp_virtual_stages;
+  q.training = config.training;
+  q.trainer = support;
 
   LayoutCheck out;
   out.report = validate_shape(q);
@@ -59,41 +45,41 @@ int64_t ParallelLayout::tokens_per_replica_step() const {
   return int64_t{training_.global_batch} * training_.seq_len / dp_size();
 }
 
-MemoryQuery ParallelLayout::memory_query(const ModelSpec& model, DeviceKind device) const {
+MemoryQuery ParallelLayout::memory_query(const ModelSpec& model, const MemoryModel& knobs) const {
   MemoryQuery q;
   q.model = model;
   q.shape = shape();
-  q.seq_len = training_.seq_len;
-  q.micro_batch = training_.micro_batch;
-  q.precision = training_.precision;
-  q.activation_checkpointing = training_.activation_checkpointing;
-  q.device = device;
-  q.grad_accum_steps = grad_accum_steps_;
-  q.knobs.sequence_parallel = training_.sequence_parallel;
-  q.knobs.vocab_parallel = support_.vocab_parallel;
-  q.knobs.fsdp_reduce_once_per_step = training_.fsdp_grad_sync == FsdpGradSync::step;
-  q.pp_schedule = training_.pp_schedule;
-  q.pp_virtual_stages = training_.pp_virtual_stages;
+  q.training = training_;
+  q.trainer = support_;
+  q.knobs = knobs;
   return q;
 }
 
-TimeQuery ParallelLayout::time_query(const ModelSpec& model, const HardwareModel& hardware) const {
+TimeQuery ParallelLayout::time_query(const ModelSpec& model, const EstimateOptions& options) const {
   TimeQuery q;
   q.model = model;
   q.shape = shape();
   q.gpus_per_node = ranks_per_node();
-  q.seq_len = training_.seq_len;
-  q.micro_batch = training_.micro_batch;
-  q.global_batch = training_.global_batch;
-  q.precision = training_.precision;
-  q.activation_checkpointing = training_.activation_checkpointing;
-  q.hardware = hardware;
-  q.sequence_parallel = training_.sequence_parallel;
-  q.vocab_parallel = support_.vocab_parallel;
-  q.fsdp_reduce_once_per_step = training_.fsdp_grad_sync == FsdpGradSync::step;
-  q.pp_schedule = training_.pp_schedule;
-  q.pp_virtual_stages = training_.pp_virtual_stages;
+  q.training = training_;
+  q.trainer = support_;
+  q.hardware = options.hardware;
+  q.calibration = options.calibration;
+  q.fit = options.fit;
   return q;
+}
+
+TimeQuery ParallelLayout::time_query(const ModelSpec& model, const HardwareModel& hardware) const {
+  EstimateOptions options;
+  options.hardware = hardware;
+  return time_query(model, options);
+}
+
+MemoryBreakdown worst_stage_memory(const ParallelLayout& layout, const ModelSpec& model, const EstimateOptions& options) {
+  return worst_stage_memory(layout.memory_query(model, options.memory));
+}
+
+TimeEstimate estimate_time(const ParallelLayout& layout, const ModelSpec& model, const EstimateOptions& options) {
+  return estimate_time(layout.time_query(model, options));
 }
 
 }  // namespace meshwork

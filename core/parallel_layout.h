@@ -2,7 +2,8 @@
 // launcher and meshtrain all ask, and nothing else (the role torchtitan's ParallelDims plays).
 //
 // It is made once, by ParallelLayout::check(), from
-//   - the run config (mesh, model, sequence length, batches, the trainer knobs),
+//   - the run config (mesh, model, its TrainingConfig: sequence length, batches, the trainer
+//     knobs; the layout keeps that TrainingConfig and hands it to the estimators' queries),
 //   - the placement: how many ranks, how many per node, how fast the links are,
 //   - what the trainer that will run it supports (TrainerSupport; Meshwork plans for meshtrain),
 // and it holds the resolved shape, the DeviceMesh over the nodes and every size derived from
@@ -13,7 +14,8 @@
 //   auto checked = ParallelLayout::check(config, &model, Placement::of(config));
 //   if (!checked.ok()) show(checked.report.errors());
 //   const ParallelLayout& layout = *checked.layout;
-//   layout.dp_size(); layout.fsdp_group(); layout.memory_query(...); layout.time_query(...);
+//   layout.dp_size(); layout.fsdp_group();
+//   worst_stage_memory(layout, model, options); estimate_time(layout, model, options);
 #pragma once
 
 #include <optional>
@@ -28,26 +30,6 @@
 #include "core/validation.h"
 
 namespace meshwork {
-
-// Where the ranks are: world_size ranks, ranks_per_node of them on each node (torchrun's
-// placement: rank r on node r / ranks_per_node).
-struct Placement {
-  int64_t world_size = 0;
-  int ranks_per_node = 0;  // 0: every rank on one node
-  LinkSpeeds links;        // 0 = unknown: no slow-link warning
-  // The config's own placement: the sum of its nodes' slots with the first node's slots per
-  // node, or (no nodes) the mesh product on one node.
-  static Placement of(const RunConfig& config);
-};
-
-// What the trainer that runs the layout can do. The default is meshtrain's.
-struct TrainerSupport {
-  // meshtrain all-reduces each rank's local (tp piece or cp-sharded) flat gradients over
-  // dp_replicate itself, so tp/cp combine with pure replication. (Accelerate refuses it because
-  // torch's DDP wrapper cannot hold DTensor parameters; see accelerate_refusal().)
-  bool tp_cp_with_pure_replication = true;
-  bool vocab_parallel = true;  // embedding and head split over the vocabulary across tp
-};
 
 struct LayoutCheck;
 
@@ -85,8 +67,16 @@ class ParallelLayout {
   const std::string& accelerate_refusal() const { return accelerate_refusal_; }
   const std::vector<Diagnostic>& warnings() const { return warnings_; }
 
-  // The estimators' queries for this layout (each holds its own copy of the model).
-  MemoryQuery memory_query(const ModelSpec& model, DeviceKind device) const;
+  // The run's training settings the layout was checked with, and what its trainer supports.
+  const TrainingConfig& training() const { return training_; }
+  const TrainerSupport& support() const { return support_; }
+
+  // The estimators' queries for this layout: its shape, ranks per node, training settings and
+  // trainer support, with the model and how to estimate (each query holds its own copies, so
+  // it may outlive the layout and go to another thread).
+  MemoryQuery memory_query(const ModelSpec& model, const MemoryModel& knobs = {}) const;
+  TimeQuery time_query(const ModelSpec& model, const EstimateOptions& options) const;
+  // With the hardware's defaults only (no calibration, no fit).
   TimeQuery time_query(const ModelSpec& model, const HardwareModel& hardware) const;
 
  private:
@@ -109,5 +99,11 @@ struct LayoutCheck {
   // "field: value: message" of each error, in rule order (the words every front end shows).
   std::vector<std::string> error_texts() const;
 };
+
+// A checked layout's estimates under `options`: the memory of its largest pipeline stage (the
+// one that decides whether it fits) and the step time. What `meshwork plan` and the workbench
+// show.
+MemoryBreakdown worst_stage_memory(const ParallelLayout& layout, const ModelSpec& model, const EstimateOptions& options);
+TimeEstimate estimate_time(const ParallelLayout& layout, const ModelSpec& model, const EstimateOptions& options);
 
 }  // namespace meshwork

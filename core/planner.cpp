@@ -48,12 +48,12 @@ Status check_input(const PlanQuery& q) {
     return Status::Ok();
   };
   for (auto st : {at_least_one("nodes", q.nodes), at_least_one("gpus_per_node", q.gpus_per_node),
-                  at_least_one("seq_len", q.seq_len), at_least_one("micro_batch", q.micro_batch)})
+                  at_least_one("seq_len", q.training.seq_len), at_least_one("micro_batch", q.training.micro_batch)})
     if (!st.ok()) return st;
   if (q.device_memory_bytes < 1)
     return Error{"gpu_memory", std::to_string(q.device_memory_bytes), "must be more than 0"};
-  if (q.global_batch < 0)
-    return Error{"global_batch", std::to_string(q.global_batch), "must be at least 1"};
+  if (q.training.global_batch < 0)
+    return Error{"global_batch", std::to_string(q.training.global_batch), "must be at least 1"};
   const int64_t world = int64_t{q.nodes} * q.gpus_per_node;
   int64_t fixed_product = 1;
   for (Axis a : kAxes) {
@@ -87,22 +87,11 @@ Result<Plan> make_plan(const PlanQuery& q) {
   plan.model_params = q.model.parameter_count();
 
   RunConfig config;
-  config.training.sequence_parallel = q.memory.sequence_parallel;
-  config.training.fsdp_grad_sync = q.memory.fsdp_reduce_once_per_step ? FsdpGradSync::step : FsdpGradSync::micro_batch;
-  config.training.seq_len = static_cast<int>(q.seq_len);
-  config.training.micro_batch = static_cast<int>(q.micro_batch);
-  config.training.global_batch = static_cast<int>(q.global_batch);
-  config.training.precision = q.precision;
-  config.training.activation_checkpointing = q.activation_checkpointing;
-  config.training.device = q.device;
-  config.training.pp_schedule = q.pp_schedule;
-  config.training.pp_virtual_stages = q.pp_virtual_stages;
+  config.training = q.training;
   Placement placement;
   placement.world_size = plan.world_size;
   placement.ranks_per_node = q.gpus_per_node;
-  placement.links = {q.hardware.intra_node_bytes_per_s, q.hardware.inter_node_bytes_per_s};
-  TrainerSupport support = q.trainer;
-  support.vocab_parallel = q.memory.vocab_parallel;
+  placement.links = {q.estimate.hardware.intra_node_bytes_per_s, q.estimate.hardware.inter_node_bytes_per_s};
 
   // Every axis given: that one shape, judged by the rules as it is (a product that misses the
   // world size is the mesh rule's refusal, in its words, not an empty plan).
@@ -111,7 +100,7 @@ Result<Plan> make_plan(const PlanQuery& q) {
       fully_fixed ? std::vector<MeshShape>{q.fixed} : enumerate_shapes(plan.world_size, q.fixed);
   for (const MeshShape& shape : candidates) {
     config.mesh = shape;
-    LayoutCheck checked = ParallelLayout::check(config, &q.model, placement, support);
+    LayoutCheck checked = ParallelLayout::check(config, &q.model, placement, q.trainer);
     if (!checked.ok()) {
       plan.rejected.push_back({shape, checked.report.errors()});
       continue;
@@ -122,16 +111,9 @@ Result<Plan> make_plan(const PlanQuery& q) {
     e.warnings = layout.warnings();
     e.accelerate_refusal = layout.accelerate_refusal();
 
-    MemoryQuery mq = layout.memory_query(q.model, q.device);
-    mq.attention = q.attention;
-    mq.reserve_bytes = q.reserve_bytes;
-    mq.knobs = q.memory;
-    e.memory = worst_stage_memory(mq);
+    e.memory = worst_stage_memory(layout, q.model, q.estimate);
     e.fits = e.memory.fits(q.device_memory_bytes);
-    TimeQuery tq = layout.time_query(q.model, q.hardware);
-    tq.calibration = q.calibration;
-    tq.fit = q.fit;
-    e.time = estimate_time(tq);
+    e.time = estimate_time(layout, q.model, q.estimate);
     plan.shapes.push_back(std::move(e));
   }
 

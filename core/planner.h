@@ -23,33 +23,25 @@ namespace meshwork {
 
 struct PlanQuery {
   ModelSpec model;
+  // The run's training settings, as a run config holds them; every shape is judged and
+  // estimated with them. seq_len must be given; global_batch 0 plans micro_batch x dp for each
+  // shape (no accumulation); with pp freed, pp_schedule and pp_virtual_stages judge the
+  // pipelined shapes (core/pipeline_schedule.h). A bare query: bf16 on GPUs.
+  TrainingConfig training{.seq_len = 0, .global_batch = 0, .precision = Precision::bf16, .device = DeviceKind::cuda};
   int nodes = 1;
   int gpus_per_node = 1;
   int64_t device_memory_bytes = 0;  // per rank (GPU memory, or a CPU rank's budget)
-  int64_t seq_len = 0;
-  int64_t micro_batch = 1;
-  int64_t global_batch = 0;  // 0: micro_batch x dp for each shape (no accumulation)
-  Precision precision = Precision::bf16;
-  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
-  DeviceKind device = DeviceKind::cuda;
   // Axes the user fixed: a size >= 1 stays as given; 0 or -1 leaves the axis free. pp is fixed
   // at 1 unless the caller frees it (fixed.set(Axis::pp, 0)): pipelined shapes need a schedule
   // and micro-batches, which the caller then chooses.
   MeshShape fixed{0, 0, 0, 0};
-  // The pipeline schedule pipelined shapes are judged with (core/pipeline_schedule.h).
-  PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;
-  int pp_virtual_stages = 1;
-  HardwareModel hardware = HardwareModel::h100();
-  // Measured on the cluster (`meshwork calibrate`, core/calibration.h): replaces `hardware`'s
-  // constants wherever it has a number (TimeEstimate says which).
-  std::optional<Calibration> calibration;
-  // Learnt from the cluster's stored runs (core/run_fit.h), fitted on the same base as
-  // `calibration` (that calibration, or none): each term of the step times its factor.
-  std::shared_ptr<const RunFit> fit;
-  MemoryModel memory;
-  std::optional<int64_t> reserve_bytes;      // unset: default_reserve_bytes(device)
-  std::optional<AttentionKernel> attention;  // unset: default_attention_kernel(device)
-  TrainerSupport trainer;  // what the trainer runs (meshtrain by default; core/parallel_layout.h)
+  // How memory and time are estimated: the trainer's memory behaviour, the hardware (its links
+  // are also the placement the slow-link rule judges), and, measured on the cluster, a
+  // calibration (`meshwork calibrate`, core/calibration.h: replaces the hardware's constants
+  // wherever it has a number; TimeEstimate says which) and a fit of its stored runs
+  // (core/run_fit.h, made on the same base as the calibration).
+  EstimateOptions estimate;
+  TrainerSupport trainer;  // what the trainer runs (meshtrain by default; core/validation.h)
 };
 
 struct PlanEntry {

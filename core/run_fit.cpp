@@ -61,17 +61,13 @@ std::vector<double> least_squares(const std::vector<double>& prior, const std::v
 // observations for its per-step seconds to be an unknown: the split steps' 1 and 2..8
 // micro-batches give 2x or more.
 //
-// That holds on every link. Until session 42 per-step seconds were fitted inside a node only:
-// the split steps then ran 1 and 2 micro-batches, and across nodes a micro-batch cost more in a
-// run of 8 than between those two short steps (tp 8 on the 2-core VM's two namespace nodes:
-// 0.26 s against 0.34 s, the link's queue filling under sustained traffic), so the per-step part
-// read off them put that run 18 % under. The second split step is now the run's own
-// accumulation, so theta and delta are read where the run is, not extrapolated. With the factor
-// alone across nodes (a relative least-squares compromise between 1 micro-batch and 8), tp 8
-// came out 11-16 % over its runs in both calibrations of session 42 (split steps: 0.51 s at 1
-// micro-batch, 3.19 s at 8; runs 3.04-3.13 s), where theta and delta give 3.19 s. A delta that
-// comes out negative (a micro-batch that costs more in the longer step) is still dropped and the
-// factor carries both (docs/estimator.md, "Split steps").
+// That holds on every link, across nodes too: there a micro-batch costs more in a long run than
+// between two short steps (the link's queue fills under sustained traffic), so the second split
+// step is the run's own accumulation and theta and delta are read where the run is, not
+// extrapolated; a factor alone would be a least-squares compromise between 1 micro-batch and the
+// run's count, wrong at both. A delta that comes out negative (a micro-batch that costs more in
+// the longer step) is still dropped and the factor carries both (the measurements behind this:
+// docs/estimator.md, "Split steps").
 constexpr double kSeparableSpread = 1.5;
 
 }  // namespace

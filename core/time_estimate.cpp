@@ -64,14 +64,14 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   const MeshShape& sh = q.shape;
   const HardwareModel& hw = q.hardware;
   const int64_t world = sh.world_size();
-  const RankSizes z = rank_sizes(sh, q.micro_batch, q.seq_len, q.precision);
+  const RankSizes z = rank_sizes(sh, q.training.micro_batch, q.training.seq_len, q.training.precision);
   const int64_t t = z.t, cp = z.cp, n_fsdp = z.n, mb = z.b, s = z.s;
   const int64_t r = sh[Axis::dp_replicate];
   const int64_t dp = int64_t{sh[Axis::dp_replicate]} * sh[Axis::dp_shard];
-  const int64_t global = q.global_batch > 0 ? q.global_batch : mb * dp;
+  const int64_t global = q.training.global_batch > 0 ? q.training.global_batch : mb * dp;
   out.grad_accum_steps = std::max<int64_t>(1, global / (mb * dp));
   const double ga = static_cast<double>(out.grad_accum_steps);
-  const bool full_ac = q.activation_checkpointing == ActivationCheckpointing::full;
+  const bool full_ac = q.training.activation_checkpointing == ActivationCheckpointing::full;
   const double c = static_cast<double>(z.c);
   const double L = static_cast<double>(part.layers);  // this stage's decoder layers
   const double pp = static_cast<double>(std::max(1, sh[Axis::pp]));
@@ -92,12 +92,12 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   out.tokens_per_step = static_cast<double>(global) * static_cast<double>(s);
   const int ranks_per_node = q.gpus_per_node > 0 ? q.gpus_per_node : static_cast<int>(world);
   const Calibration* cal = q.calibration ? &*q.calibration : nullptr;
-  double peak = hw.peak_flops(q.precision);
+  double peak = hw.peak_flops(q.training.precision);
   double efficiency = hw.efficiency;
   if (cal) {
     // tp narrows every matmul of a layer and cp shortens its tokens: the rate of matmuls split
     // tp x cp ways (smaller matrices run slower on the same cores).
-    if (std::optional<double> rate = cal->matmul_flops(q.precision, ranks_per_node, static_cast<int>(t * cp))) {
+    if (std::optional<double> rate = cal->matmul_flops(q.training.precision, ranks_per_node, static_cast<int>(t * cp))) {
       peak = *rate;
       out.compute_calibrated = true;
       // The measured rate is what the matmuls already reach, so HardwareModel::efficiency (the
@@ -122,7 +122,7 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     return lookup_factor(cal->step_factors, key, /*any_link=*/false);
   };
   const int ci = static_cast<int>(FitTerm::compute);
-  out.term_key[ci] = FitKey{FitTerm::compute, LinkKind::intra_node, static_cast<int>(t), static_cast<int>(cp), q.precision};
+  out.term_key[ci] = FitKey{FitTerm::compute, LinkKind::intra_node, static_cast<int>(t), static_cast<int>(cp), q.training.precision};
   out.term_s[ci] = out.compute_s;
   // (A correction is factor x formula + per-step seconds, core/fit_key.h.)
   if (fit) {
@@ -181,7 +181,7 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     }
   };
   const ParamLayout layout =
-      stage_param_layout(tp_param_layout(m, t, q.vocab_parallel), part.layers, part.embedding, part.head);
+      stage_param_layout(tp_param_layout(m, t, q.trainer.vocab_parallel), part.layers, part.embedding, part.head);
   const double T = static_cast<double>(z.T);  // tokens per rank
   const double root_modules = layout.root.empty() ? 0.0 : 1.0;
   const double h = static_cast<double>(m.hidden_size);
@@ -226,11 +226,11 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   // all-gathers the parameters in the compute dtype for forward and again for backward
   // (reshard after forward), one
   // collective per module (the layers and the root); the fp32 gradients are reduce-scattered
-  // every micro-batch, or once per step with fsdp_reduce_once_per_step (no sync on
+  // every micro-batch, or once per step with fsdp_grad_sync = step (no sync on
   // accumulation micro-batches).
   if (n_fsdp > 1) {
     const double P = static_cast<double>(layout.total_numel());
-    const double reductions = q.fsdp_reduce_once_per_step ? 1.0 : ga;
+    const double reductions = q.training.fsdp_grad_sync == FsdpGradSync::step ? 1.0 : ga;
     const double modules = L + root_modules;
     charge(Axis::dp_shard, FitTerm::fsdp, GroupKind::dp_shard_cp, n_fsdp,
            {{Collective::all_gather, ga * 2 * modules, ga * 2 * ring_bytes_sent(Collective::all_gather, P * c, n_fsdp)},
@@ -316,8 +316,8 @@ TimeEstimate estimate_time(const TimeQuery& q) {
     whole.layers = m.num_hidden_layers;
     return estimate_stage(q, whole);
   }
-  const int v = q.pp_schedule == PipelineSchedule::interleaved_1f1b ? std::max(1, q.pp_virtual_stages) : 1;
-  const std::vector<PipelineChunk> chunks = pipeline_cut(m, q.seq_len, pp, v);
+  const int v = q.training.pp_schedule == PipelineSchedule::interleaved_1f1b ? std::max(1, q.training.pp_virtual_stages) : 1;
+  const std::vector<PipelineChunk> chunks = pipeline_cut(m, q.training.seq_len, pp, v);
   double total_cost = 0;
   for (const PipelineChunk& c : chunks) total_cost += c.cost;
   std::vector<StagePart> parts(static_cast<size_t>(pp));
@@ -344,7 +344,7 @@ TimeEstimate estimate_time(const TimeQuery& q) {
     if (e.step_s > stages[worst].step_s) worst = static_cast<size_t>(r);
   }
   const int64_t micro_batches = stages.front().grad_accum_steps;
-  const double fwd_share = q.activation_checkpointing == ActivationCheckpointing::full ? 0.25 : 1.0 / 3.0;
+  const double fwd_share = q.training.activation_checkpointing == ActivationCheckpointing::full ? 0.25 : 1.0 / 3.0;
   std::vector<double> forward_s, backward_s;
   for (const PipelineChunk& c : chunks) {
     const size_t r = static_cast<size_t>(c.rank);
@@ -355,8 +355,8 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   }
 
   // The hop: one activation (or its gradient) to the neighbour stage.
-  const RankSizes z = rank_sizes(q.shape, q.micro_batch, q.seq_len, q.precision);
-  const int64_t t_sp = q.sequence_parallel && z.t > 1 ? z.t : 1;
+  const RankSizes z = rank_sizes(q.shape, q.training.micro_batch, q.training.seq_len, q.training.precision);
+  const int64_t t_sp = q.training.sequence_parallel && z.t > 1 ? z.t : 1;
   const double hop_bytes = static_cast<double>(z.T) * static_cast<double>(m.hidden_size) *
                            static_cast<double>(z.c) / static_cast<double>(t_sp);
   const int ranks_per_node = q.gpus_per_node > 0 ? q.gpus_per_node : static_cast<int>(q.shape.world_size());
@@ -371,10 +371,10 @@ TimeEstimate estimate_time(const TimeQuery& q) {
   const double hop_s = ab.latency_s + hop_bytes / ab.bytes_per_s;
 
   TimeEstimate out = stages[worst];
-  auto timeline = simulate_pipeline(q.pp_schedule, pp, v, micro_batches, forward_s, backward_s, hop_s);
+  auto timeline = simulate_pipeline(q.training.pp_schedule, pp, v, micro_batches, forward_s, backward_s, hop_s);
   const double tail_s = *std::max_element(tail.begin(), tail.end());
   const double step = (timeline ? timeline->step_s : pipelined[worst] * (micro_batches + pp - 1.0) / micro_batches) + tail_s;
-  out.pp_bubble_fraction = timeline ? timeline->bubble_fraction : pipeline_bubble_fraction(q.pp_schedule, pp, v, micro_batches);
+  out.pp_bubble_fraction = timeline ? timeline->bubble_fraction : pipeline_bubble_fraction(q.training.pp_schedule, pp, v, micro_batches);
   AxisComm& ax = out.comm[Axis::pp];
   ax.seconds = std::max(0.0, step - out.step_s);
   ax.crosses_nodes = crosses;

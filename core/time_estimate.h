@@ -40,42 +40,59 @@ struct HardwareModel {
     return p == Precision::bf16 ? peak_flops_bf16 : peak_flops_fp32;
   }
   static HardwareModel h100();  // the defaults above
-  // A 2-core CPU box running Gloo: ~50 GFLOP/s fp32 (MKL on 2 cores), shared-memory/loopback
-  // ~2 GB/s between local ranks, 10 GbE (1.25 GB/s) between nodes, 50 us per message.
+  // CPU ranks on Gloo: a small box's matmul rate, shared-memory/loopback links between local
+  // ranks, 10 GbE between nodes and Gloo's per-message cost, so that an uncalibrated CPU
+  // estimate has the right order of magnitude (the figures: docs/estimator.md, "Hardware
+  // defaults"). `meshwork calibrate` replaces them with the cluster's own.
   static HardwareModel cpu();
-  static HardwareModel for_device(DeviceKind d) { return d == DeviceKind::cuda ? h100() : cpu(); }
+  // GPUs of one node joined by PCIe only (no NVLink): a PCIe Gen4 x16 link per direction.
+  static constexpr double kPcieIntraNodeBytesPerS = 32e9;
+  // The defaults for the device; nvlink = false: CUDA nodes whose GPUs share PCIe only (the
+  // intra-node link is kPcieIntraNodeBytesPerS).
+  static HardwareModel for_device(DeviceKind d, bool nvlink = true) {
+    if (d != DeviceKind::cuda) return cpu();
+    HardwareModel h = h100();
+    if (!nvlink) h.intra_node_bytes_per_s = kPcieIntraNodeBytesPerS;
+    return h;
+  }
 };
 
 // The fraction of a calibrated matmul rate a whole training step reaches when the calibration
-// did not measure it (Calibration::step_efficiency 0): bench/shapes.sh measured 0.67-0.79 for
-// meshtrain on CPU (one rank training alone against its own calibrated rate).
+// did not measure it (Calibration::step_efficiency 0). A step runs norms, attention, the
+// optimizer and the framework between its matmuls, so it stays below the matmul rate; the value
+// is what meshtrain's CPU runs reached (docs/estimator.md, "Hardware defaults").
 inline constexpr double kUnmeasuredStepEfficiency = 0.7;
 
+// Held by value, so a query kept (copied, stored, handed to a thread) never outlives its model
+// or its settings. ParallelLayout::time_query() makes it for a checked layout.
 struct TimeQuery {
-  // Held by value, so a query kept (copied, stored, handed to a thread) never outlives its model.
   ModelSpec model;  // required
-  MeshShape shape;                   // resolved
-  int gpus_per_node = 0;             // 0: one node
-  int64_t seq_len = 0;
-  int64_t micro_batch = 1;
-  int64_t global_batch = 0;  // 0: micro_batch * dp_replicate * dp_shard (no accumulation)
-  Precision precision = Precision::bf16;
-  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
+  MeshShape shape;  // resolved
+  int gpus_per_node = 0;  // 0: one node
+  // The run's training settings. The estimate reads seq_len, micro_batch, global_batch (0:
+  // micro_batch x dp_replicate x dp_shard, no accumulation), precision,
+  // activation_checkpointing, sequence_parallel, fsdp_grad_sync (FSDP with accumulation:
+  // reduce-scatter every micro-batch or once per step) and with pp > 1 pp_schedule and
+  // pp_virtual_stages. A bare query: bf16, one micro-batch per step (global_batch 0).
+  TrainingConfig training{.seq_len = 0, .global_batch = 0, .precision = Precision::bf16, .device = DeviceKind::cuda};
+  TrainerSupport trainer;  // vocab_parallel: the lm_head split over the vocabulary across tp
   HardwareModel hardware;
-  bool sequence_parallel = true;
-  bool vocab_parallel = true;
-  // Pipeline (shape[Axis::pp] > 1): the schedule and chunks per rank (interleaved-1f1b).
-  PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;
-  int pp_virtual_stages = 1;
-  // FSDP with accumulation: reduce-scatter once per step (meshtrain --fsdp-grad-sync step) or
-  // every micro-batch (false, the default).
-  bool fsdp_reduce_once_per_step = false;
   // Measured on the cluster (core/calibration.h): where it has a matmul rate or a collective's
   // alpha-beta fit, that replaces HardwareModel's peak x efficiency, latency and bandwidth.
   std::optional<Calibration> calibration;
   // Learnt from the cluster's past runs (core/run_fit.h): each term of the step is multiplied by
   // its fitted factor. The fit must have been made on the same base (this calibration, or none).
   std::shared_ptr<const RunFit> fit;
+};
+
+// How a layout's memory and step time are estimated beyond the run's own settings: how the
+// trainer holds memory, the hardware, and what was measured on the cluster. The planner and the
+// workbench pass one value (ParallelLayout::memory_query / time_query, make_plan).
+struct EstimateOptions {
+  MemoryModel memory;
+  HardwareModel hardware = HardwareModel::h100();
+  std::optional<Calibration> calibration;  // as TimeQuery::calibration
+  std::shared_ptr<const RunFit> fit;        // as TimeQuery::fit, on the same base
 };
 
 struct AxisComm {
@@ -119,6 +136,8 @@ struct TimeEstimate {
   std::array<FitKey, kFitTermCount> term_key{};
 
   const AxisComm& axis(Axis a) const { return comm[a]; }
+  // The axis communicates at all in this step (its collectives are counted).
+  bool communicates(Axis a) const { return comm[a].collectives > 0 || comm[a].seconds > 0; }
 };
 
 // Matmul parameters N in 6N (Kaplan et al. 2020): every parameter except the embedding lookup

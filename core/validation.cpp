@@ -8,6 +8,13 @@ namespace meshwork {
 
 std::string_view to_string(Severity s) { return s == Severity::error ? "error" : "warning"; }
 
+Placement Placement::of(const RunConfig& config) {
+  Placement p;
+  p.world_size = config.world_size();
+  p.ranks_per_node = config.nodes.empty() ? static_cast<int>(p.world_size) : config.nodes.front().slots;
+  return p;
+}
+
 std::string Diagnostic::text() const { return field + ": " + value + ": " + message; }
 
 bool ShapeReport::ok() const {
@@ -61,11 +68,11 @@ struct Checker {
 // Sizes >= 1 (one -1 allowed) and product == world. Returns false when the shape is unusable
 // for the remaining rules.
 bool check_mesh(const ShapeQuery& q, Checker& c) {
-  if (q.world_size < 1) {
-    c.error("world_size", num(q.world_size), "must be at least 1");
+  if (q.placement.world_size < 1) {
+    c.error("world_size", num(q.placement.world_size), "must be at least 1");
     return false;
   }
-  auto resolved = resolve_shape(q.shape, q.world_size);
+  auto resolved = resolve_shape(q.shape, q.placement.world_size);
   if (!resolved.ok()) {
     const Error& e = resolved.error();
     c.error(e.field, e.value, e.allowed);
@@ -77,7 +84,7 @@ bool check_mesh(const ShapeQuery& q, Checker& c) {
   // used with pure data parallelism (dp_replicate_size > 1, dp_shard_size == 1)": DDP wraps the
   // whole model and cannot hold DTensor-sharded (tp) or cp-split parameters; FSDP can.
   if (s[Axis::dp_replicate] > 1 && s[Axis::dp_shard] == 1 && (s[Axis::tp] > 1 || s[Axis::cp] > 1)) {
-    if (q.allow_tp_cp_with_pure_replication) {
+    if (q.trainer.tp_cp_with_pure_replication) {
       c.report.accelerate_refusal =
           "Accelerate refuses tp/cp with pure replication (dp_replicate > 1, dp_shard = 1): its DDP "
           "wrapper cannot hold tp/cp-sharded parameters; meshtrain runs it, for Accelerate shard "
@@ -117,7 +124,7 @@ void check_model(const ShapeQuery& q, const MeshShape& s, Checker& c) {
     c.error("tp", num(tp),
             "must divide intermediate_size (" + num(m.intermediate_size) +
                 "): the MLP is split column-wise over tp");
-  if (q.vocab_parallel && m.vocab_size % tp != 0)
+  if (q.trainer.vocab_parallel && m.vocab_size % tp != 0)
     c.error("tp", num(tp),
             "must divide vocab_size (" + num(m.vocab_size) +
                 "): embedding and output head are split over the vocabulary");
@@ -125,71 +132,71 @@ void check_model(const ShapeQuery& q, const MeshShape& s, Checker& c) {
   // (itself included: transformers masks kv < q - window + 1). With seq_len <= window that is the
   // whole causal prefix, which is what meshtrain computes; a longer sequence would be trained
   // under a different mask than the model's, so it is refused by name, never ignored.
-  if (m.sliding_window > 0 && q.seq_len > m.sliding_window) {
+  if (m.sliding_window > 0 && q.training.seq_len > m.sliding_window) {
     const std::string layers = m.sliding_window_from_layer > 0
                                    ? "layers " + num(m.sliding_window_from_layer) + ".." + num(m.num_hidden_layers - 1)
                                    : "every layer";
     c.error("model.sliding_window", num(m.sliding_window),
-            "at least seq_len (" + num(q.seq_len) + "): meshtrain computes full causal attention, and " +
+            "at least seq_len (" + num(q.training.seq_len) + "): meshtrain computes full causal attention, and " +
                 m.sliding_window_field + " puts a " + num(m.sliding_window) + "-token window on " + layers +
                 " (train with seq_len <= " + num(m.sliding_window) + ", or a config without the window)");
   }
-  if (q.seq_len > 0 && m.max_position_embeddings > 0 && q.seq_len > m.max_position_embeddings)
-    c.warning("seq_len", num(q.seq_len),
+  if (q.training.seq_len > 0 && m.max_position_embeddings > 0 && q.training.seq_len > m.max_position_embeddings)
+    c.warning("seq_len", num(q.training.seq_len),
               "exceeds the model's max_position_embeddings (" + num(m.max_position_embeddings) +
                   "): positions beyond it were never trained");
 }
 
 void check_sequence(const ShapeQuery& q, const MeshShape& s, Checker& c) {
-  if (q.seq_len <= 0) return;
+  if (q.training.seq_len <= 0) return;
   const int64_t d = seq_len_divisor(s);
-  if (q.seq_len % d == 0) return;
+  if (q.training.seq_len % d == 0) return;
   // Rank i of a cp ring gets chunks i and 2cp-1-i of each sequence (equal causal work per rank).
   if (s[Axis::cp] > 1)
-    c.error("seq_len", num(q.seq_len),
+    c.error("seq_len", num(q.training.seq_len),
             "must be a multiple of 2*cp*tp = " + num(d) +
                 " (load-balanced causal context parallel with sequence parallel)");
   else
-    c.error("seq_len", num(q.seq_len), "must be a multiple of tp = " + num(d) + " (sequence parallel)");
+    c.error("seq_len", num(q.training.seq_len), "must be a multiple of tp = " + num(d) + " (sequence parallel)");
 }
 
 void check_batch(const ShapeQuery& q, const MeshShape& s, Checker& c) {
-  if (q.micro_batch < 0 || (q.micro_batch == 0 && q.global_batch > 0)) {
-    c.error("micro_batch", num(q.micro_batch), "must be at least 1");
+  if (q.training.micro_batch < 0 || (q.training.micro_batch == 0 && q.training.global_batch > 0)) {
+    c.error("micro_batch", num(q.training.micro_batch), "must be at least 1");
     return;
   }
-  if (q.global_batch < 0) {
-    c.error("global_batch", num(q.global_batch), "must be at least 1");
+  if (q.training.global_batch < 0) {
+    c.error("global_batch", num(q.training.global_batch), "must be at least 1");
     return;
   }
-  if (q.global_batch == 0 || q.micro_batch == 0) return;
+  if (q.training.global_batch == 0 || q.training.micro_batch == 0) return;
   // Each dp rank (dp_replicate x dp_shard of them; cp and tp ranks share their samples) runs
   // micro_batch sequences per forward/backward and accumulates until global_batch is reached.
-  const int64_t per_step = q.micro_batch * s[Axis::dp_replicate] * s[Axis::dp_shard];
-  if (q.global_batch % per_step != 0) {
-    c.error("global_batch", num(q.global_batch),
+  const int64_t per_step = int64_t{q.training.micro_batch} * s[Axis::dp_replicate] * s[Axis::dp_shard];
+  if (q.training.global_batch % per_step != 0) {
+    c.error("global_batch", num(q.training.global_batch),
             "must be a multiple of micro_batch*dp_replicate*dp_shard = " + num(per_step));
   } else {
-    c.report.grad_accum_steps = q.global_batch / per_step;
+    c.report.grad_accum_steps = q.training.global_batch / per_step;
   }
 }
 
 void check_placement(const ShapeQuery& q, const MeshShape& s, Checker& c) {
   if (s[Axis::tp] <= 1) return;
-  const int gpn = q.gpus_per_node > 0 ? q.gpus_per_node : static_cast<int>(q.world_size);
+  const int gpn = q.placement.ranks_per_node > 0 ? q.placement.ranks_per_node : static_cast<int>(q.placement.world_size);
   auto mesh = DeviceMesh::create(s, gpn);
   if (!mesh.ok()) return;
   const bool crosses = mesh->any_group_crosses_nodes(GroupKind::tp);
   if (crosses) {
     std::string msg = "the tp group spans more than one node (" + num(gpn) +
                       " ranks per node): tp all-gathers and reduce-scatters every layer";
-    if (q.links.inter_node_bytes_per_s > 0)
-      msg += " over the " + gbps(q.links.inter_node_bytes_per_s) + " inter-node link";
+    if (q.placement.links.inter_node_bytes_per_s > 0)
+      msg += " over the " + gbps(q.placement.links.inter_node_bytes_per_s) + " inter-node link";
     c.warning("tp", num(s[Axis::tp]), msg + "; keep tp within a node");
-  } else if (q.links.intra_node_bytes_per_s > 0 &&
-             q.links.intra_node_bytes_per_s < q.slow_tp_link_bytes_per_s) {
+  } else if (q.placement.links.intra_node_bytes_per_s > 0 &&
+             q.placement.links.intra_node_bytes_per_s < q.slow_tp_link_bytes_per_s) {
     c.warning("tp", num(s[Axis::tp]),
-              "runs over a slow intra-node link (" + gbps(q.links.intra_node_bytes_per_s) +
+              "runs over a slow intra-node link (" + gbps(q.placement.links.intra_node_bytes_per_s) +
                   ", less than " + gbps(q.slow_tp_link_bytes_per_s) +
                   "): tp communicates every layer; prefer dp_shard");
   }
@@ -197,8 +204,8 @@ void check_placement(const ShapeQuery& q, const MeshShape& s, Checker& c) {
 
 void check_pipeline(const ShapeQuery& q, const MeshShape& s, Checker& c) {
   const int64_t pp = s[Axis::pp];
-  const int64_t v = q.pp_virtual_stages;
-  const bool interleaved = q.pp_schedule == PipelineSchedule::interleaved_1f1b;
+  const int64_t v = q.training.pp_virtual_stages;
+  const bool interleaved = q.training.pp_schedule == PipelineSchedule::interleaved_1f1b;
   if (v < 1) {
     c.error("pp_virtual_stages", num(v), "must be a whole number >= 1");
     return;
@@ -210,7 +217,7 @@ void check_pipeline(const ShapeQuery& q, const MeshShape& s, Checker& c) {
   }
   if (!interleaved && v != 1) {
     c.error("pp_virtual_stages", num(v),
-            "must be 1 with " + std::string(to_string(q.pp_schedule)) +
+            "must be 1 with " + std::string(to_string(q.training.pp_schedule)) +
                 " (chunks of layers per rank are for interleaved-1f1b)");
     return;
   }
@@ -230,22 +237,22 @@ void check_pipeline(const ShapeQuery& q, const MeshShape& s, Checker& c) {
   const int64_t m = c.report.grad_accum_steps;
   const std::string what = "micro-batches per step (global_batch / (micro_batch*dp_replicate*dp_shard) = " +
                            num(m) + ")";
-  switch (q.pp_schedule) {
+  switch (q.training.pp_schedule) {
     case PipelineSchedule::one_f_one_b:
       if (m < pp)
-        c.error("global_batch", num(q.global_batch),
+        c.error("global_batch", num(q.training.global_batch),
                 "gives " + what + ", fewer than pp = " + num(pp) +
                     ": 1f1b needs at least one micro-batch per stage (raise global_batch or use gpipe)");
       break;
     case PipelineSchedule::interleaved_1f1b:
       if (m % pp != 0)
-        c.error("global_batch", num(q.global_batch),
+        c.error("global_batch", num(q.training.global_batch),
                 "gives " + what + ", not a multiple of pp = " + num(pp) +
                     ": interleaved-1f1b runs its micro-batches pp at a time");
       break;
     case PipelineSchedule::gpipe:
       if (m < pp)
-        c.warning("global_batch", num(q.global_batch),
+        c.warning("global_batch", num(q.training.global_batch),
                   "gives " + what + ", fewer than pp = " + num(pp) + ": some stages sit idle all step");
       break;
   }
@@ -261,9 +268,9 @@ ShapeReport validate_shape(const ShapeQuery& q) {
   ShapeReport report;
   report.shape = q.shape;
   Checker c{report};
-  if (q.gpus_per_node < 0)
-    c.error("gpus_per_node", num(q.gpus_per_node), "must be at least 1");
-  if (q.seq_len < 0) c.error("seq_len", num(q.seq_len), "must be at least 1");
+  if (q.placement.ranks_per_node < 0)
+    c.error("gpus_per_node", num(q.placement.ranks_per_node), "must be at least 1");
+  if (q.training.seq_len < 0) c.error("seq_len", num(q.training.seq_len), "must be at least 1");
   if (!check_mesh(q, c)) return report;
   const MeshShape s = report.shape;
   if (q.model) check_model(q, s, c);

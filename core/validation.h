@@ -36,29 +36,43 @@ struct LinkSpeeds {
   double inter_node_bytes_per_s = 0;  // between nodes (InfiniBand, Ethernet)
 };
 
-// Everything the rules look at. Batch/sequence fields <= 0 are "not given" and skip their rules;
-// an unset model skips the model rules.
-struct ShapeQuery {
-  MeshShape shape;           // one axis may be -1 (filled from world_size)
+// Where the ranks are: world_size ranks, ranks_per_node of them on each node (torchrun's
+// placement: rank r on node r / ranks_per_node).
+struct Placement {
   int64_t world_size = 0;
-  int gpus_per_node = 0;     // 0: all ranks on one node
+  int ranks_per_node = 0;  // 0: every rank on one node
+  LinkSpeeds links;        // 0 = unknown: no slow-link warning
+  // The config's own placement: the sum of its nodes' slots with the first node's slots per
+  // node, or (no nodes) the mesh product on one node.
+  static Placement of(const RunConfig& config);
+};
+
+// What the trainer that runs the layout can do. The default is meshtrain's.
+struct TrainerSupport {
+  // meshtrain all-reduces each rank's local (tp piece or cp-sharded) flat gradients over
+  // dp_replicate itself, so tp/cp combine with pure replication. Accelerate refuses it because
+  // torch's DDP wrapper cannot hold DTensor parameters: false accepts only what Accelerate
+  // accepts; true accepts the shape and marks it with Accelerate's reason
+  // (ShapeReport::accelerate_refusal).
+  bool tp_cp_with_pure_replication = true;
+  bool vocab_parallel = true;  // embedding and head split over the vocabulary across tp
+};
+
+// Everything the rules look at: the shape, where its ranks sit, the model, the run's training
+// settings and what the trainer supports. ParallelLayout::check() makes it from a run config.
+struct ShapeQuery {
+  MeshShape shape;  // one axis may be -1 (filled from placement.world_size)
+  Placement placement;
   std::optional<ModelSpec> model;  // unset: the model rules are skipped
-  int64_t seq_len = 0;
-  int64_t global_batch = 0;  // sequences per optimizer step over the whole mesh
-  int64_t micro_batch = 0;   // sequences per forward/backward on one rank
-  bool vocab_parallel = true;  // embedding / lm_head sharded over tp along the vocabulary
-  LinkSpeeds links;
+  // The rules read seq_len, global_batch (sequences per optimizer step over the whole mesh),
+  // micro_batch (sequences per forward/backward on one rank), pp_schedule and
+  // pp_virtual_stages (with pp > 1: interleaved-1f1b needs >= 2 chunks per rank). A sequence or
+  // batch <= 0 is "not given" and skips its rules; a bare query gives none.
+  TrainingConfig training{.seq_len = 0, .global_batch = 0, .micro_batch = 0};
+  TrainerSupport trainer;
   // tp exchanges activations every layer; below this it is called a slow link (default: less
   // than a PCIe Gen5 x16's ~64 GB/s, i.e. anything without NVLink).
   double slow_tp_link_bytes_per_s = 64e9;
-  // Accelerate refuses tp/cp with pure replication (DDP cannot hold tp/cp-sharded parameters).
-  // meshtrain replicates tp/cp shards itself (plain gradient all-reduce over dp_replicate) and
-  // runs such shapes: true (ParallelLayout's TrainerSupport) accepts them and marks them with
-  // Accelerate's reason (ShapeReport::accelerate_refusal).
-  bool allow_tp_cp_with_pure_replication = true;
-  // With pp > 1: the schedule and the chunks of layers per rank (interleaved-1f1b: >= 2).
-  PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;
-  int pp_virtual_stages = 1;
 };
 
 struct ShapeReport {

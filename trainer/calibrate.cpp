@@ -371,7 +371,7 @@ class Calibrator {
       if (cuda_) {
         // A split that would not fit the device is not measured (the whole cut model on one rank
         // at 1 x 1 is a large share of a big model's embedding and head).
-        const int64_t need = estimate_memory(checked.layout->memory_query(cut, DeviceKind::cuda)).total();
+        const int64_t need = estimate_memory(checked.layout->memory_query(cut)).total();
         const int64_t have = device_memory_bytes();
         // Every rank must skip alike (the split's groups are collective): one that does not fit
         // anywhere is skipped everywhere.

@@ -24,21 +24,25 @@ std::vector<std::string> model_presets() { return preset_names(); }
 Result<ModelSpec> model_of(const RunConfig& config) { return model_spec_from_run_model(config.model); }
 
 namespace {
-// core's hardware defaults for the device, with the intra-node link the cluster cards report.
-meshwork::HardwareModel hardware_for(const ClusterFacts& cluster) {
-  meshwork::HardwareModel h = meshwork::HardwareModel::for_device(cluster.device);
-  if (cluster.device == DeviceKind::cuda)
-    for (bool fast : cluster.fast_links)
-      if (!fast) h.intra_node_bytes_per_s = 32e9;  // PCIe Gen4 x16 (the slow-link rule, below)
-  return h;
+// Every node's GPUs joined by NVLink (the cluster cards' fast links); unknown counts as fast.
+bool all_links_fast(const ClusterFacts& cluster) {
+  return std::all_of(cluster.fast_links.begin(), cluster.fast_links.end(), [](bool f) { return f; });
 }
 
-// The time query of `layout` with the cluster's calibration, when it has one.
-meshwork::TimeQuery time_query_of(const ParallelLayout& layout, const ModelSpec& model, const ClusterFacts& cluster) {
-  meshwork::TimeQuery q = layout.time_query(model, hardware_for(cluster));
-  if (cluster.calibration) q.calibration = *cluster.calibration;
-  q.fit = cluster.fit;  // made on the same base (RunFitModel::fit_for)
-  return q;
+// core's hardware model of the cluster's device and links, with the cluster's calibration and
+// fit when it has them: how core estimates this cluster's shapes.
+EstimateOptions estimate_options(const ClusterFacts& cluster) {
+  EstimateOptions o;
+  o.hardware = HardwareModel::for_device(cluster.device, all_links_fast(cluster));
+  if (cluster.calibration) o.calibration = *cluster.calibration;
+  o.fit = cluster.fit;  // made on the same base (RunFitModel::fit_for)
+  return o;
+}
+
+// The run's training settings on the cluster's device (the cluster decides where it runs).
+RunConfig on_cluster_device(RunConfig config, const ClusterFacts& cluster) {
+  config.training.device = cluster.device;
+  return config;
 }
 
 std::string this_hostname() {
@@ -99,9 +103,11 @@ struct Basis {
   }
 };
 
-Basis basis_of(const MemoryBreakdown& m) {
-  return {!m.calibration_id.empty(), m.compute_calibrated, m.comm_calibrated, m.comm_used,
-          m.compute_fitted,          m.comm_fitted,        m.fit_runs};
+Basis basis_of(const MemoryEstimate& m) {
+  AxisArray<bool> used{};
+  for (Axis a : kAxes) used[a] = m.time.communicates(a);
+  return {!m.calibration_id.empty(), m.time.compute_calibrated, m.time.comm_calibrated, used,
+          m.time.compute_fitted,     m.time.comm_fitted,        m.fit_runs};
 }
 Basis basis_of(const PlanRow& r) {
   bool any = r.compute_calibrated;
@@ -143,31 +149,31 @@ std::string join_words(const std::vector<std::string>& v) {
 
 }  // namespace
 
-std::string time_basis(const MemoryBreakdown& m) { return basis_tag(basis_of(m)); }
+std::string time_basis(const MemoryEstimate& m) { return basis_tag(basis_of(m)); }
 std::string time_basis(const PlanRow& r) { return basis_tag(basis_of(r)); }
 
-std::string time_basis_detail(const MemoryBreakdown& m) {
+std::string time_basis_detail(const MemoryEstimate& m) {
   std::string text;
   if (m.calibration_id.empty()) {
     text = "No stored calibration of these nodes: the step time uses core's hardware defaults "
            "(peak FLOP/s x efficiency, link latency and bandwidth). Cluster > Calibrate measures them.";
   } else {
     std::vector<std::string> measured, defaults;
-    (m.compute_calibrated ? measured : defaults).push_back("compute");
+    (m.time.compute_calibrated ? measured : defaults).push_back("compute");
     for (Axis a : kAxes) {
-        if (m.comm_used[a]) (m.comm_calibrated[a] ? measured : defaults).push_back(std::string(axis_name(a)) + " communication");
+        if (m.time.communicates(a)) (m.time.comm_calibrated[a] ? measured : defaults).push_back(std::string(axis_name(a)) + " communication");
     }
     text = "Calibration " + m.calibration_id.substr(0, 8) + " of these nodes, measured " + m.calibration_measured_at + ".";
     if (!measured.empty()) text += " From it: " + join_words(measured) + ".";
     if (!defaults.empty()) text += " From core's defaults (not measured for this shape): " + join_words(defaults) + ".";
   }
-  text += band_sentence(m.step_band);
+  text += band_sentence(m.time.step_band);
   const Basis b = basis_of(m);
   if (!b.fitted()) return text;
   std::vector<std::string> fitted, unfitted;
-  (m.compute_fitted ? fitted : unfitted).push_back("compute");
+  (m.time.compute_fitted ? fitted : unfitted).push_back("compute");
   for (Axis a : kAxes) {
-    if (m.comm_used[a]) (m.comm_fitted[a] ? fitted : unfitted).push_back(std::string(axis_name(a)) + " communication");
+    if (m.time.communicates(a)) (m.time.comm_fitted[a] ? fitted : unfitted).push_back(std::string(axis_name(a)) + " communication");
   }
   auto percent = [](double f) { return std::to_string(static_cast<int>(f * 100 + 0.5)) + " %"; };
   text += " Fitted to the " + runs_text(m.fit_runs) + " of these nodes in the store (the formulas scaled to what " +
@@ -191,18 +197,15 @@ std::string time_basis_detail(const PlanRow& r) {
   return text + "." + band_sentence(r.step_band);
 }
 
-// The placement core checks against. Link speeds are what the cluster cards show: NVLink-joined
-// GPUs count as fast, PCIe-only boxes as PCIe Gen4 x16 (~32 GB/s); unknown (CPU ranks, unprobed
-// nodes) stays 0 so core raises no slow-link warning it cannot back up.
+// The placement core checks against. The intra-node link is core's hardware model of the
+// cluster's GPUs (NVLink, or PCIe when a card reports no fast link); unknown (CPU ranks) stays 0
+// so core raises no slow-link warning it cannot back up.
 Placement placement_of(const ClusterFacts& cluster) {
   Placement p;
   p.world_size = cluster.world_size;
   p.ranks_per_node = cluster.ranks_per_node;
-  if (cluster.device == DeviceKind::cuda) {
-    bool all_fast = true;
-    for (bool f : cluster.fast_links) all_fast = all_fast && f;
-    p.links.intra_node_bytes_per_s = all_fast ? 450e9 : 32e9;
-  }
+  if (cluster.device == DeviceKind::cuda)
+    p.links.intra_node_bytes_per_s = estimate_options(cluster).hardware.intra_node_bytes_per_s;
   return p;
 }
 
@@ -224,66 +227,44 @@ std::vector<Diagnostic> validate(const RunConfig& config, const ClusterFacts& cl
   return out;
 }
 
-Result<MemoryBreakdown> estimate_memory(const RunConfig& config, const ClusterFacts& cluster) {
+Result<MemoryEstimate> estimate_memory(const RunConfig& config, const ClusterFacts& cluster) {
   auto model = model_of(config);
   if (!model) return model.error();
-  const LayoutCheck checked = ParallelLayout::check(config, &*model, placement_of(cluster));
+  const LayoutCheck checked = ParallelLayout::check(on_cluster_device(config, cluster), &*model, placement_of(cluster));
   if (!checked.ok()) return checked.report.first_error();
   const ParallelLayout& layout = *checked.layout;
-  const meshwork::MemoryQuery q = layout.memory_query(*model, cluster.device);
-  const meshwork::MemoryBreakdown m = meshwork::worst_stage_memory(q);
+  const EstimateOptions options = estimate_options(cluster);
 
-  // The bar shows the phase that sets the peak (core: total = max(backward, step) + reserve), so
-  // its segments add up to core's total.
-  MemoryBreakdown out;
-  out.terms = {{"params", double(m.params)}, {"grads", double(m.grads)}, {"optimizer", double(m.optimizer)}};
-  if (m.backward_phase() >= m.step_phase()) {
-    out.terms.push_back({"activations", double(m.activations_total())});
-    out.terms.push_back({"buffers", double(m.buffers())});
-  } else {
-    out.terms.push_back({"step temporaries", double(m.optimizer_step_temp)});
-  }
-  out.terms.push_back({"reserve", double(m.reserve)});
-  out.total_bytes = double(m.total());
+  MemoryEstimate out;
+  out.memory = meshwork::worst_stage_memory(layout, *model, options);
+  out.time = meshwork::estimate_time(layout, *model, options);
   out.stages = layout.size(Axis::pp);
-  out.worst_stage = m.pp_stage;
-  out.stage_layers = static_cast<int>(m.stage_layers);
-  const meshwork::TimeEstimate t = meshwork::estimate_time(time_query_of(layout, *model, cluster));
-  out.pp_bubble_fraction = t.pp_bubble_fraction;
-  out.tokens_per_s = t.tokens_per_s;
-  out.mfu = t.mfu;
-  out.step_seconds = t.step_s;
-  out.step_band = t.step_band;
-  out.compute_calibrated = t.compute_calibrated;
-  out.compute_fitted = t.compute_fitted;
-  bool fitted = t.compute_fitted;
-  for (Axis a : kAxes) {
-    out.comm_calibrated[a] = t.comm_calibrated[a];
-    out.comm_used[a] = t.comm[a].collectives > 0 || t.comm[a].seconds > 0;
-    out.comm_fitted[a] = t.comm_fitted[a];
-    fitted = fitted || t.comm_fitted[a];
-  }
   if (cluster.calibration) {
     out.calibration_id = cluster.calibration->fingerprint.id();
     out.calibration_measured_at = cluster.calibration->measured_at;
   }
+  bool fitted = out.time.compute_fitted;
+  for (Axis a : kAxes) fitted = fitted || out.time.comm_fitted[a];
   if (cluster.fit && fitted) {
     out.fit_runs = cluster.fit->runs;
     out.fit_median_residual = cluster.fit->median_residual;
     out.fit_worst_residual = cluster.fit->worst_residual;
   }
+  const meshwork::MemoryBreakdown& m = out.memory;
+  const double total = double(m.total());
   out.capacity_bytes = cluster.device_memory_bytes;
   out.fits = cluster.device_memory_bytes <= 0 || m.fits(int64_t(cluster.device_memory_bytes));
-  // The term named when it does not fit: the largest one, i.e. the one worth shrinking first.
-  const auto largest = std::max_element(out.terms.begin(), out.terms.end(),
+  // The part named when it does not fit: the largest one, i.e. the one worth shrinking first.
+  const std::vector<meshwork::MemoryTerm> parts = m.peak_terms();
+  const auto largest = std::max_element(parts.begin(), parts.end(),
                                         [](auto& a, auto& b) { return a.bytes < b.bytes; });
   if (!out.fits) {
     out.breaking_term = largest->name;
-    out.verdict = "over by " + meshwork::format_bytes(out.total_bytes - out.capacity_bytes) +
+    out.verdict = "over by " + meshwork::format_bytes(total - out.capacity_bytes) +
                   "; the largest term is " + largest->name + " (" +
-                  meshwork::format_bytes(largest->bytes) + ")";
+                  meshwork::format_bytes(double(largest->bytes)) + ")";
   } else if (out.capacity_bytes > 0) {
-    out.verdict = meshwork::format_bytes(out.capacity_bytes - out.total_bytes) + " headroom · " +
+    out.verdict = meshwork::format_bytes(out.capacity_bytes - total) + " headroom · " +
                   std::string(meshwork::to_string(m.attention)) + " attention · " +
                   std::to_string(m.fsdp_shards) + "-way sharded optimizer state";
   }
@@ -295,25 +276,16 @@ Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterF
   if (!model) return model.error();
   meshwork::PlanQuery q;
   q.model = *model;
+  q.training = on_cluster_device(config, cluster).training;
   q.nodes = cluster.num_nodes;
   q.gpus_per_node = cluster.ranks_per_node;
   q.device_memory_bytes = static_cast<int64_t>(cluster.device_memory_bytes);
-  q.seq_len = config.training.seq_len;
-  q.micro_batch = config.training.micro_batch;
-  q.global_batch = config.training.global_batch;
-  q.precision = config.training.precision;
-  q.activation_checkpointing = config.training.activation_checkpointing;
-  q.device = cluster.device;
-  q.hardware = hardware_for(cluster);
-  if (cluster.calibration) q.calibration = *cluster.calibration;
-  q.fit = cluster.fit;  // made on the same base (RunFitModel::fit_for)
+  q.estimate = estimate_options(cluster);
   // Stages follow the editor: the planner keeps its pp (1 by default; the ranked shapes then
   // have that many stages) and enumerates pp too when it is auto, judging pipelined shapes with
   // the run's schedule.
   const int pp = config.mesh[Axis::pp];
   q.fixed.set(Axis::pp, pp < 1 ? 0 : pp);
-  q.pp_schedule = config.training.pp_schedule;
-  q.pp_virtual_stages = config.training.pp_virtual_stages;
   auto plan = meshwork::make_plan(q);
   if (!plan) return plan.error();
   std::vector<PlanRow> rows;
@@ -334,7 +306,7 @@ Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterF
     r.comm_fitted = e.time.comm_fitted;
     bool fitted = e.time.compute_fitted;
     for (Axis a : kAxes) {
-      r.comm_used[a] = e.time.comm[a].collectives > 0 || e.time.comm[a].seconds > 0;
+      r.comm_used[a] = e.time.communicates(a);
       fitted = fitted || e.time.comm_fitted[a];
     }
     if (cluster.fit && fitted) r.fit_runs = cluster.fit->runs;

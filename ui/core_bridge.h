@@ -11,11 +11,13 @@
 
 #include "core/calibration.h"
 #include "core/error.h"
+#include "core/memory_estimate.h"
 #include "core/mesh.h"
 #include "core/model_spec.h"
 #include "core/run_fit.h"
 #include "core/run_config.h"
 #include "core/store/calibration_store.h"
+#include "core/time_estimate.h"
 #include "core/validation.h"
 
 namespace meshwork::ui {
@@ -43,7 +45,7 @@ struct ClusterFacts {
   std::shared_ptr<const Calibration> calibration;
   // The time model fitted to the stored runs of these nodes (core/run_fit.h), on the same base as
   // `calibration` (RunFitModel, on the store worker): each term of the step is multiplied by its
-  // factor (TimeQuery::fit, PlanQuery::fit). Null: not fitted (no runs of these nodes).
+  // factor (TimeQuery::fit, EstimateOptions::fit). Null: not fitted (no runs of these nodes).
   std::shared_ptr<const RunFit> fit;
 };
 
@@ -59,49 +61,36 @@ ClusterFingerprint cluster_node_set(DeviceKind device, const std::vector<NodeCon
 const store::StoredCalibration* calibration_for_cluster(const std::vector<store::StoredCalibration>& stored,
                                                         DeviceKind device, const std::vector<NodeConfig>& nodes);
 
-struct MemoryTerm {
-  std::string name;  // "params", "grads", "optimizer", "activations", "buffers", "reserve"
-  double bytes = 0;
-};
-
-struct MemoryBreakdown {
-  std::vector<MemoryTerm> terms;
-  double total_bytes = 0;
+// What the memory bar shows for the configuration on this cluster: core's estimates as core
+// made them, and what only the view adds (the device's capacity, the verdict, where the step
+// time's numbers came from). The bar's parts are memory.peak_terms(), which sum to
+// memory.total().
+struct MemoryEstimate {
+  meshwork::MemoryBreakdown memory;  // core's worst_stage_memory: the stage that needs the most
+  meshwork::TimeEstimate time;       // core's estimate_time for the same layout, shown beside the bar
+  int stages = 1;                    // pipeline stages (the layout's pp); memory.pp_stage is the worst
   double capacity_bytes = 0;
   bool fits = true;
-  std::string breaking_term;  // the term that tips it over capacity (core's choice)
+  std::string breaking_term;  // the part that tips it over capacity (the largest)
   std::string verdict;        // a sentence about it
-  // Pipeline stages (pp > 1): the bar is the stage that needs the most (core's
-  // worst_stage_memory), which holds stage_layers decoder layers.
-  int stages = 1, worst_stage = 0, stage_layers = 0;
-  double pp_bubble_fraction = 0;  // the step's share the stages wait (core's simulated schedule)
-  // core's step-time estimate for the same shape, shown beside the bar.
-  double tokens_per_s = 0;
-  double mfu = 0;
-  double step_seconds = 0;
-  double step_band = 0;  // core's TimeEstimate::step_band: how far step_seconds can be trusted; 0 unknown
-  // Where the step time's numbers came from (core's TimeEstimate flags): the compute rate and,
-  // per axis in kAxes order, every collective's alpha-beta fit from the cluster's calibration
-  // (ClusterFacts::calibration), or core's hardware defaults.
-  bool compute_calibrated = false;
-  AxisArray<bool> comm_calibrated{};
-  AxisArray<bool> comm_used{};  // the axis communicates at all (its collectives are counted)
-  std::string calibration_id;       // fingerprint id of the calibration used; "" = none (defaults)
+  // The calibration the step time used (ClusterFacts::calibration): its fingerprint id and date;
+  // "" = none (core's hardware defaults). time says which numbers it gave.
+  std::string calibration_id;
   std::string calibration_measured_at;
-  // Which terms the fit of the cluster's stored runs (ClusterFacts::fit) corrected, and the fit.
-  bool compute_fitted = false;
-  AxisArray<bool> comm_fitted{};
-  int fit_runs = 0;                 // runs the fit learnt from; 0 = no fit used
+  // The fit of the cluster's stored runs (ClusterFacts::fit) when it corrected a term
+  // (time.compute_fitted, time.comm_fitted): the runs it learnt from (0 = no fit used) and how
+  // well it agreed with them.
+  int fit_runs = 0;
   double fit_median_residual = 0, fit_worst_residual = 0;
 };
 
 // "calibrated" (compute and every communicating axis from the calibration), "partly calibrated"
 // or "defaults", with " + fitted to N runs" (or "fitted to N runs" on the defaults) when the fit
 // of the cluster's stored runs corrected a term: the tag shown next to the predicted step time.
-std::string time_basis(const MemoryBreakdown& m);
+std::string time_basis(const MemoryEstimate& m);
 // One sentence per source: what came from the calibration (named by id and date), what from
 // core's defaults, and what the fit of stored runs corrected.
-std::string time_basis_detail(const MemoryBreakdown& m);
+std::string time_basis_detail(const MemoryEstimate& m);
 
 struct PlanRow {
   MeshShape shape;
@@ -112,7 +101,7 @@ struct PlanRow {
   double step_seconds = 0;
   double step_band = 0;            // core's TimeEstimate::step_band (relative; 0 unknown)
   AxisArray<double> comm_share{};  // per axis, fraction of step time, kAxes order
-  bool compute_calibrated = false;     // as MemoryBreakdown's: from ClusterFacts::calibration
+  bool compute_calibrated = false;     // as MemoryEstimate::time's: from ClusterFacts::calibration
   AxisArray<bool> comm_calibrated{};
   AxisArray<bool> comm_used{};     // the axis communicates at all
   bool compute_fitted = false;         // corrected by ClusterFacts::fit
@@ -144,7 +133,7 @@ std::vector<Diagnostic> validate(const RunConfig& config, const ClusterFacts& cl
 Result<MeshShape> resolved_shape(const RunConfig& config, const ClusterFacts& cluster);
 
 // Per-rank memory of the configuration (shape must resolve).
-Result<MemoryBreakdown> estimate_memory(const RunConfig& config, const ClusterFacts& cluster);
+Result<MemoryEstimate> estimate_memory(const RunConfig& config, const ClusterFacts& cluster);
 
 // Every valid shape for the cluster, ranked best first.
 Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterFacts& cluster);

@@ -16,7 +16,7 @@ MemoryPanel::MemoryPanel(QWidget* parent) : QWidget(parent) {
   setObjectName("MemoryPanel");
 }
 
-void MemoryPanel::set_breakdown(const std::optional<MemoryBreakdown>& breakdown,
+void MemoryPanel::set_breakdown(const std::optional<MemoryEstimate>& breakdown,
                                 const QString& error, const QString& device_name) {
   breakdown_ = breakdown;
   error_ = error;
@@ -26,15 +26,15 @@ void MemoryPanel::set_breakdown(const std::optional<MemoryBreakdown>& breakdown,
 
 QString MemoryPanel::headline() const {
   if (!breakdown_) return error_.isEmpty() ? tr("Estimating memory…") : error_;
-  const MemoryBreakdown& b = *breakdown_;
+  const MemoryEstimate& b = *breakdown_;
   QString amount = tr("%1 of %2 per rank")
-                       .arg(format_bytes(b.total_bytes), format_bytes(b.capacity_bytes));
+                       .arg(format_bytes(double(b.memory.total())), format_bytes(b.capacity_bytes));
   if (b.stages > 1)
     amount += tr(" (worst of %1 stages: stage %2, %3 layers; bubble %4)")
                   .arg(b.stages)
-                  .arg(b.worst_stage)
-                  .arg(b.stage_layers)
-                  .arg(format_percent(b.pp_bubble_fraction));
+                  .arg(b.memory.pp_stage)
+                  .arg(qint64(b.memory.stage_layers))
+                  .arg(format_percent(b.time.pp_bubble_fraction));
   if (!shape_valid_) return tr("Shape not valid (see the editor) · would use %1").arg(amount);
   if (b.fits) return tr("Fits: %1").arg(amount);
   QString s = tr("Does not fit: %1").arg(amount);
@@ -43,12 +43,12 @@ QString MemoryPanel::headline() const {
 }
 
 QString MemoryPanel::time_basis() const {
-  if (!breakdown_ || breakdown_->tokens_per_s <= 0) return {};
+  if (!breakdown_ || breakdown_->time.tokens_per_s <= 0) return {};
   return QString::fromStdString(ui::time_basis(*breakdown_));
 }
 
 QString MemoryPanel::time_basis_detail() const {
-  if (!breakdown_ || breakdown_->tokens_per_s <= 0) return {};
+  if (!breakdown_ || breakdown_->time.tokens_per_s <= 0) return {};
   return QString::fromStdString(ui::time_basis_detail(*breakdown_));
 }
 
@@ -75,25 +75,26 @@ void MemoryPanel::paintEvent(QPaintEvent*) {
   p.drawText(QRectF(tx, area.top(), right - tx, fm.height()), Qt::AlignLeft | Qt::AlignVCenter,
              fm.elidedText(headline(), Qt::ElideRight, right - tx));
   if (!breakdown_) return;
-  const MemoryBreakdown& b = *breakdown_;
+  const MemoryEstimate& b = *breakdown_;
+  const std::vector<meshwork::MemoryTerm> terms = b.memory.peak_terms();  // sum to the total
 
   // Bar: scale so both the total and the capacity line fit with a margin.
-  const double scale_max = std::max(b.total_bytes, b.capacity_bytes) * 1.06;
+  const double scale_max = std::max(double(b.memory.total()), b.capacity_bytes) * 1.06;
   const QRectF bar(area.left(), area.top() + fm.height() + 10, area.width(), 26);
   p.setPen(Qt::NoPen);
   p.setBrush(dark ? QColor("#2a2e33") : QColor("#eceef1"));
   p.drawRoundedRect(bar, 3, 3);
   double x = bar.left();
-  for (size_t i = 0; i < b.terms.size(); ++i) {
-    const double w = scale_max > 0 ? bar.width() * b.terms[i].bytes / scale_max : 0;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const double w = scale_max > 0 ? bar.width() * double(terms[i].bytes) / scale_max : 0;
     QRectF seg(x, bar.top(), w, bar.height());
     segments_.push_back(seg);
     p.setBrush(memory_term_color(static_cast<int>(i), dark));
     p.drawRect(seg);
-    if (w > fm.horizontalAdvance(QString::fromStdString(b.terms[i].name)) + 10) {
+    if (w > fm.horizontalAdvance(QString::fromStdString(terms[i].name)) + 10) {
       p.setPen(dark ? QColor("#111418") : QColor("#ffffff"));
       if (i >= 3) p.setPen(QColor("#111418"));
-      p.drawText(seg, Qt::AlignCenter, QString::fromStdString(b.terms[i].name));
+      p.drawText(seg, Qt::AlignCenter, QString::fromStdString(terms[i].name));
       p.setPen(Qt::NoPen);
     }
     x += w;
@@ -117,10 +118,10 @@ void MemoryPanel::paintEvent(QPaintEvent*) {
   // Legend: term, swatch, amount.
   double lx = area.left();
   const double ly = bar.bottom() + 8 + fm.height();
-  for (size_t i = 0; i < b.terms.size(); ++i) {
-    const QString t = QStringLiteral("%1 %2").arg(QString::fromStdString(b.terms[i].name),
-                                                  format_bytes(b.terms[i].bytes));
-    const bool breaking = !b.fits && b.terms[i].name == b.breaking_term;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const QString t = QStringLiteral("%1 %2").arg(QString::fromStdString(terms[i].name),
+                                                  format_bytes(double(terms[i].bytes)));
+    const bool breaking = !b.fits && terms[i].name == b.breaking_term;
     p.setPen(Qt::NoPen);
     p.setBrush(memory_term_color(static_cast<int>(i), dark));
     p.drawRoundedRect(QRectF(lx, ly + 3, 11, fm.height() - 6), 2, 2);
@@ -136,7 +137,7 @@ void MemoryPanel::paintEvent(QPaintEvent*) {
   // Bottom line: the verdict on the left, core's speed estimate for the same shape on the right.
   const QRectF bottom(area.left(), ly + fm.height() + 4, area.width(), fm.height());
   double verdict_width = bottom.width();
-  if (b.tokens_per_s > 0) {
+  if (b.time.tokens_per_s > 0) {
     // The tag at the right end: measured numbers (calibrated, or fitted to stored runs) in the
     // "ok" colour, partly calibrated in the warning colour, defaults muted.
     const QString basis = time_basis();
@@ -155,8 +156,8 @@ void MemoryPanel::paintEvent(QPaintEvent*) {
     p.drawText(basis_rect_, Qt::AlignCenter, basis);
     p.setFont(font());
     const QString speed = tr("≈ %1 · MFU %2 · step %3")
-                              .arg(format_tokens_per_s(b.tokens_per_s), format_percent(b.mfu),
-                                   format_seconds(b.step_seconds));
+                              .arg(format_tokens_per_s(b.time.tokens_per_s), format_percent(b.time.mfu),
+                                   format_seconds(b.time.step_s));
     p.setPen(muted_text_color());
     const QRectF speed_rect(bottom.left(), bottom.top(), bottom.width() - tag_w - 8, bottom.height());
     p.drawText(speed_rect, Qt::AlignRight | Qt::AlignVCenter, speed);
@@ -176,11 +177,12 @@ void MemoryPanel::mouseMoveEvent(QMouseEvent* e) {
     QToolTip::showText(e->globalPosition().toPoint(), time_basis_detail(), this);
     return;
   }
-  for (size_t i = 0; i < segments_.size() && i < breakdown_->terms.size(); ++i) {
+  const std::vector<meshwork::MemoryTerm> terms = breakdown_->memory.peak_terms();
+  for (size_t i = 0; i < segments_.size() && i < terms.size(); ++i) {
     if (segments_[i].contains(e->position())) {
-      const auto& t = breakdown_->terms[i];
+      const auto& t = terms[i];
       QToolTip::showText(e->globalPosition().toPoint(),
-                         QStringLiteral("%1: %2").arg(QString::fromStdString(t.name), format_bytes(t.bytes)),
+                         QStringLiteral("%1: %2").arg(QString::fromStdString(t.name), format_bytes(double(t.bytes))),
                          this);
       return;
     }

@@ -19,9 +19,9 @@ class MemoryPanel : public QWidget {
   Q_OBJECT
  public:
   explicit MemoryPanel(QWidget* parent = nullptr);
-  void set_breakdown(const std::optional<MemoryBreakdown>& breakdown, const QString& error,
+  void set_breakdown(const std::optional<MemoryEstimate>& breakdown, const QString& error,
                      const QString& device_name);
-  const std::optional<MemoryBreakdown>& breakdown() const { return breakdown_; }
+  const std::optional<MemoryEstimate>& breakdown() const { return breakdown_; }
   // When core rejects the shape the estimate is still shown, but marked as about an invalid shape.
   void set_shape_valid(bool valid) { shape_valid_ = valid; update(); }
   // The headline as shown, e.g. "Does not fit: ..." (tests read it).
@@ -41,7 +41,7 @@ class MemoryPanel : public QWidget {
   void mouseMoveEvent(QMouseEvent*) override;
 
  private:
-  std::optional<MemoryBreakdown> breakdown_;
+  std::optional<MemoryEstimate> breakdown_;
   QString error_;
   QString device_name_;
   bool shape_valid_ = true;

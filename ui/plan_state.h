@@ -32,7 +32,7 @@ class PlanState : public QObject {
   const std::optional<DeviceMesh>& mesh() const { return mesh_; }
 
   // Latest estimate and plan (empty until the worker answers, or with the reason they failed).
-  const std::optional<MemoryBreakdown>& memory() const { return memory_; }
+  const std::optional<MemoryEstimate>& memory() const { return memory_; }
   const std::string& memory_error() const { return memory_error_; }
   const std::vector<PlanRow>& plan() const { return plan_; }
   const std::string& plan_error() const { return plan_error_; }
@@ -73,7 +73,7 @@ class PlanState : public QObject {
   ClusterFacts cluster_;
   std::vector<Diagnostic> diagnostics_;
   std::optional<DeviceMesh> mesh_;
-  std::optional<MemoryBreakdown> memory_;
+  std::optional<MemoryEstimate> memory_;
   std::string memory_error_;
   std::vector<PlanRow> plan_;
   std::string plan_error_;

@@ -212,9 +212,9 @@ TimeQuery calibrated_query(const ModelSpec& m, MeshShape shape, int gpus_per_nod
   q.model = m;
   q.shape = shape;
   q.gpus_per_node = gpus_per_node;
-  q.seq_len = 256;
-  q.micro_batch = 1;
-  q.precision = Precision::fp32;
+  q.training.seq_len = 256;
+  q.training.micro_batch = 1;
+  q.training.precision = Precision::fp32;
   q.hardware.peak_flops_fp32 = 1;  // absurd: a test fails loudly if a default leaks in
   q.hardware.intra_node_bytes_per_s = q.hardware.inter_node_bytes_per_s = 1;
   q.hardware.latency_s = 1;
@@ -239,7 +239,7 @@ TimeQuery calibrated_query(const ModelSpec& m, MeshShape shape, int gpus_per_nod
 TEST(CalibratedEstimate, ComputeUsesMeasuredRateAndStepEfficiency) {
   ModelSpec tiny = preset("tiny");
   TimeQuery q = calibrated_query(tiny, {1, 1, 1, 1}, 1);
-  q.global_batch = 4;
+  q.training.global_batch = 4;
   TimeEstimate t = estimate_time(q);
   // 4 sequences x 256 tokens x 935,808 FLOPs / (1 rank x 2 GFLOP/s x 0.5).
   EXPECT_DOUBLE_EQ(t.compute_s, 4 * 256 * 935'808.0 / (2e9 * 0.5));
@@ -325,7 +325,7 @@ TEST(CalibratedEstimate, AnUnmeasuredStepEfficiencyIsNotTheDatasheetEfficiencyAg
   EXPECT_NEAR(e.compute_s, e.tokens_per_step * e.hardware_flops_per_token / (1 * 2e9 * kUnmeasuredStepEfficiency),
               1e-12);
   // No calibrated rate (bf16 was not measured): the datasheet peak x HardwareModel::efficiency.
-  q.precision = Precision::bf16;
+  q.training.precision = Precision::bf16;
   const TimeEstimate d = estimate_time(q);
   EXPECT_FALSE(d.compute_calibrated);
   EXPECT_NEAR(d.compute_s, d.tokens_per_step * d.hardware_flops_per_token / (1 * q.hardware.peak_flops_bf16 * 0.1),

@@ -60,11 +60,11 @@ TEST(MemoryEstimate, TinySingleRankFp32Materialized) {
   MemoryQuery q;
   q.model = tiny;
   q.shape = {1, 1, 1, 1};
-  q.seq_len = 256;
-  q.micro_batch = 2;
-  q.precision = Precision::fp32;
-  q.device = DeviceKind::cpu;
-  q.attention = AttentionKernel::materialized;
+  q.training.seq_len = 256;
+  q.training.micro_batch = 2;
+  q.training.precision = Precision::fp32;
+  q.training.device = DeviceKind::cpu;
+  q.knobs.attention = AttentionKernel::materialized;
   MemoryBreakdown m = estimate_memory(q);
   EXPECT_EQ(m.attention, AttentionKernel::materialized);
   EXPECT_EQ(m.reserve, 0);
@@ -100,11 +100,11 @@ TEST(MemoryEstimate, FusedAttentionKeepsNoScores) {
   MemoryQuery q;
   q.model = tiny;
   q.shape = {1, 1, 1, 1};
-  q.seq_len = 256;
-  q.micro_batch = 2;
-  q.precision = Precision::fp32;
-  q.device = DeviceKind::cuda;
-  q.reserve_bytes = 0;
+  q.training.seq_len = 256;
+  q.training.micro_batch = 2;
+  q.training.precision = Precision::fp32;
+  q.training.device = DeviceKind::cuda;
+  q.knobs.reserve_bytes = 0;
   MemoryBreakdown m = estimate_memory(q);
   EXPECT_EQ(m.attention, AttentionKernel::fused);
   EXPECT_EQ(term(m, "activations.attention_scores"), -1);
@@ -112,8 +112,8 @@ TEST(MemoryEstimate, FusedAttentionKeepsNoScores) {
   EXPECT_EQ(term(m, "activations.attention"), 2 * (4 * 192 + 4 * 8) * 512);
   EXPECT_EQ(default_reserve_bytes(DeviceKind::cuda), int64_t{1} << 30);
   // LibTorch runs the flash kernel on CPU too: the same activations, no reserve.
-  q.device = DeviceKind::cpu;
-  q.reserve_bytes.reset();
+  q.training.device = DeviceKind::cpu;
+  q.knobs.reserve_bytes.reset();
   MemoryBreakdown cpu = estimate_memory(q);
   EXPECT_EQ(cpu.attention, AttentionKernel::fused);
   EXPECT_EQ(cpu.activations, m.activations);
@@ -126,11 +126,11 @@ TEST(MemoryEstimate, SmallFsdpTpBf16) {
   MemoryQuery q;
   q.model = small;
   q.shape = {1, 2, 1, 2};
-  q.seq_len = 512;
-  q.micro_batch = 1;
-  q.precision = Precision::bf16;
-  q.device = DeviceKind::cuda;
-  q.reserve_bytes = 0;
+  q.training.seq_len = 512;
+  q.training.micro_batch = 1;
+  q.training.precision = Precision::bf16;
+  q.training.device = DeviceKind::cuda;
+  q.knobs.reserve_bytes = 0;
   MemoryBreakdown m = estimate_memory(q);
   // tp shard: 4 layers x 393,728 + 128*256 + 256 = 1,607,936; FSDP over 2 halves it.
   EXPECT_EQ(m.tp_params, 1'607'936);
@@ -146,7 +146,7 @@ TEST(MemoryEstimate, SmallFsdpTpBf16) {
   // NCCL reduce-scatters natively: no receive buffer of a whole unit (Gloo's all-to-all has one).
   EXPECT_EQ(term(m, "fsdp.reduce_scatter_recv"), -1);
   MemoryQuery on_cpu = q;
-  on_cpu.device = DeviceKind::cpu;
+  on_cpu.training.device = DeviceKind::cpu;
   EXPECT_EQ(term(estimate_memory(on_cpu), "fsdp.reduce_scatter_recv"), 4 * 393'728);
   // Sequence parallel halves the norm activations: 4 x 256 x 512 / 2 elements, 2 B, 4 layers.
   EXPECT_EQ(term(m, "activations.norms"), 4 * 2 * (4 * 256 * 512 / 2));
@@ -157,15 +157,15 @@ TEST(MemoryEstimate, SmallFsdpTpBf16) {
   // One micro-batch a step: nothing is summed between micro-batches.
   EXPECT_EQ(term(m, "fsdp.accumulated_grads"), -1);
   // Two, reduce-scatter every micro-batch (the default, FSDP2's): shard gradients only.
-  q.grad_accum_steps = 2;
+  q.training.global_batch = 4;  // 2 micro-batches of 1 on each of the dp = 2 ranks
   EXPECT_EQ(term(estimate_memory(q), "fsdp.accumulated_grads"), -1);
   // Once per step (--fsdp-grad-sync step): every unit's unsharded (tp shard) fp32 gradient is
   // held until the last backward reduce-scatters it: 4 B x 1,607,936.
-  q.knobs.fsdp_reduce_once_per_step = true;
+  q.training.fsdp_grad_sync = FsdpGradSync::step;
   EXPECT_EQ(term(estimate_memory(q), "fsdp.accumulated_grads"), 4 * 1'607'936);
-  q.knobs.fsdp_reduce_once_per_step = false;
+  q.training.fsdp_grad_sync = FsdpGradSync::micro_batch;
   EXPECT_EQ(estimate_memory(q).total() + 4 * 1'607'936,
-            [&] { MemoryQuery s = q; s.knobs.fsdp_reduce_once_per_step = true; return estimate_memory(s).total(); }());
+            [&] { MemoryQuery s = q; s.training.fsdp_grad_sync = FsdpGradSync::step; return estimate_memory(s).total(); }());
 }
 
 TEST(MemoryEstimate, ContextParallelDividesSequence) {
@@ -173,9 +173,9 @@ TEST(MemoryEstimate, ContextParallelDividesSequence) {
   MemoryQuery q;
   q.model = small;
   q.shape = {1, 1, 1, 1};
-  q.seq_len = 1024;
-  q.precision = Precision::fp32;
-  q.device = DeviceKind::cuda;
+  q.training.seq_len = 1024;
+  q.training.precision = Precision::fp32;
+  q.training.device = DeviceKind::cuda;
   MemoryBreakdown one = estimate_memory(q);
   q.shape = {1, 1, 4, 1};
   MemoryBreakdown four = estimate_memory(q);
@@ -194,17 +194,17 @@ TEST(MemoryEstimate, FullCheckpointingKeepsLayerInputs) {
   MemoryQuery q;
   q.model = small;
   q.shape = {1, 1, 1, 1};
-  q.seq_len = 256;
-  q.precision = Precision::fp32;
-  q.device = DeviceKind::cpu;
-  q.activation_checkpointing = ActivationCheckpointing::full;
+  q.training.seq_len = 256;
+  q.training.precision = Precision::fp32;
+  q.training.device = DeviceKind::cpu;
+  q.training.activation_checkpointing = ActivationCheckpointing::full;
   MemoryBreakdown m = estimate_memory(q);
   EXPECT_EQ(term(m, "activations.checkpoints"), 4 * 4 * 256 * 256);  // L x 4 B x h x T
   // One recomputed layer: (4h + 2h + 4q + a*s + 4I) x T x 4 B with q = 256, a = 8.
   const int64_t per_token = 4 * 256 + 2 * 256 + 4 * 256 + 8 * 256 + 4 * 768;
   EXPECT_GE(m.backward_transient, 4 * per_token * 256);  // recomputed layer + its gradients
   MemoryQuery none = q;
-  none.activation_checkpointing = ActivationCheckpointing::none;
+  none.training.activation_checkpointing = ActivationCheckpointing::none;
   EXPECT_LT(m.activations, estimate_memory(none).activations);
 }
 
@@ -213,9 +213,9 @@ TEST(MemoryEstimate, ReplicationBucketAndBf16Copies) {
   MemoryQuery q;
   q.model = tiny;
   q.shape = {4, 1, 1, 1};
-  q.seq_len = 64;
-  q.precision = Precision::bf16;
-  q.device = DeviceKind::cpu;
+  q.training.seq_len = 64;
+  q.training.precision = Precision::bf16;
+  q.training.device = DeviceKind::cpu;
   MemoryBreakdown m = estimate_memory(q);
   EXPECT_EQ(m.owned_params, 106'816);  // no sharding
   EXPECT_EQ(m.params, 4 * 106'816 + 2 * 106'816);

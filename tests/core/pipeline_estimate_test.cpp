@@ -21,13 +21,13 @@ MemoryQuery memory_query(const ModelSpec& m, MeshShape shape, PipelineSchedule s
   MemoryQuery q;
   q.model = m;
   q.shape = shape;
-  q.seq_len = 1024;
-  q.micro_batch = 1;
-  q.precision = Precision::fp32;
-  q.device = DeviceKind::cpu;
-  q.grad_accum_steps = micro_batches;
-  q.pp_schedule = schedule;
-  q.pp_virtual_stages = virtual_stages;
+  q.training.seq_len = 1024;
+  q.training.micro_batch = 1;
+  q.training.precision = Precision::fp32;
+  q.training.device = DeviceKind::cpu;
+  q.training.global_batch = static_cast<int>(micro_batches * shape.group_size(GroupKind::dp));  // micro_batches a step
+  q.training.pp_schedule = schedule;
+  q.training.pp_virtual_stages = virtual_stages;
   return q;
 }
 
@@ -53,13 +53,13 @@ TimeQuery time_query(const ModelSpec& m, MeshShape shape, int64_t global_batch, 
   q.model = m;
   q.shape = shape;
   q.gpus_per_node = 8;
-  q.seq_len = 1024;
-  q.micro_batch = 1;
-  q.global_batch = global_batch;
-  q.precision = Precision::fp32;
+  q.training.seq_len = 1024;
+  q.training.micro_batch = 1;
+  q.training.global_batch = global_batch;
+  q.training.precision = Precision::fp32;
   q.hardware = unit_hw();
-  q.pp_schedule = schedule;
-  q.pp_virtual_stages = virtual_stages;
+  q.training.pp_schedule = schedule;
+  q.training.pp_virtual_stages = virtual_stages;
   return q;
 }
 

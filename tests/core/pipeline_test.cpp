@@ -160,45 +160,45 @@ TEST(PipelineValidation, RulesNameTheFieldTheValueAndWhatIsAllowed) {
   const ModelSpec m = llama_like(4);
   ShapeQuery q;
   q.model = m;
-  q.world_size = 8;
-  q.gpus_per_node = 8;
-  q.seq_len = 64;
-  q.micro_batch = 1;
+  q.placement.world_size = 8;
+  q.placement.ranks_per_node = 8;
+  q.training.seq_len = 64;
+  q.training.micro_batch = 1;
 
   // 1f1b with fewer micro-batches than stages: global 4 over dp_shard 2 = 2 micro-batches < pp 4.
   q.shape = MeshShape(1, 2, 1, 1, 4);
-  q.global_batch = 4;
+  q.training.global_batch = 4;
   ShapeReport r = validate_shape(q);
   EXPECT_TRUE(has(r, Severity::error, "global_batch"));
   EXPECT_NE(message(r, "global_batch").find("fewer than pp = 4"), std::string::npos) << message(r, "global_batch");
-  q.global_batch = 8;
+  q.training.global_batch = 8;
   EXPECT_TRUE(validate_shape(q).ok());
   // gpipe runs it, with a warning.
-  q.global_batch = 4;
-  q.pp_schedule = PipelineSchedule::gpipe;
+  q.training.global_batch = 4;
+  q.training.pp_schedule = PipelineSchedule::gpipe;
   r = validate_shape(q);
   EXPECT_TRUE(r.ok());
   EXPECT_TRUE(has(r, Severity::warning, "global_batch"));
   // Interleaved: V >= 2, layers >= pp V, micro-batches a multiple of pp.
-  q.pp_schedule = PipelineSchedule::interleaved_1f1b;
-  q.global_batch = 8;
+  q.training.pp_schedule = PipelineSchedule::interleaved_1f1b;
+  q.training.global_batch = 8;
   r = validate_shape(q);
   EXPECT_TRUE(has(r, Severity::error, "pp_virtual_stages"));
-  q.pp_virtual_stages = 2;  // 4 stages x 2 chunks > 4 layers
+  q.training.pp_virtual_stages = 2;  // 4 stages x 2 chunks > 4 layers
   r = validate_shape(q);
   EXPECT_TRUE(has(r, Severity::error, "pp"));
   EXPECT_NE(message(r, "pp").find("num_hidden_layers (4)"), std::string::npos) << message(r, "pp");
   const ModelSpec deep = llama_like(8);
   q.model = deep;
   EXPECT_TRUE(validate_shape(q).ok());
-  q.global_batch = 12;  // 6 micro-batches, not a multiple of 4
+  q.training.global_batch = 12;  // 6 micro-batches, not a multiple of 4
   EXPECT_TRUE(has(validate_shape(q), Severity::error, "global_batch"));
   // V != 1 without interleaving.
-  q.global_batch = 8;
-  q.pp_schedule = PipelineSchedule::one_f_one_b;
+  q.training.global_batch = 8;
+  q.training.pp_schedule = PipelineSchedule::one_f_one_b;
   EXPECT_TRUE(has(validate_shape(q), Severity::error, "pp_virtual_stages"));
   // Tied embeddings cannot be cut across stages.
-  q.pp_virtual_stages = 1;
+  q.training.pp_virtual_stages = 1;
   const ModelSpec tied = llama_like(8, true);
   q.model = tied;
   EXPECT_TRUE(has(validate_shape(q), Severity::error, "pp"));

@@ -15,10 +15,10 @@ PlanQuery cluster_2x8(const std::string& model = "llama-3.1-8b") {
   q.nodes = 2;
   q.gpus_per_node = 8;
   q.device_memory_bytes = 80LL << 30;
-  q.seq_len = 8192;
-  q.micro_batch = 1;
-  q.precision = Precision::bf16;
-  q.device = DeviceKind::cuda;
+  q.training.seq_len = 8192;
+  q.training.micro_batch = 1;
+  q.training.precision = Precision::bf16;
+  q.training.device = DeviceKind::cuda;
   return q;
 }
 
@@ -143,7 +143,7 @@ TEST(Planner, InvalidInput) {
   q.device_memory_bytes = 0;
   EXPECT_EQ(make_plan(q).error().field, "gpu_memory");
   q = cluster_2x8();
-  q.global_batch = 12;  // no dp size in {1,2,4,8,16} with 12 % dp == 0 except 1,2,4
+  q.training.global_batch = 12;  // no dp size in {1,2,4,8,16} with 12 % dp == 0 except 1,2,4
   auto plan = make_plan(q);
   ASSERT_TRUE(plan.ok());
   for (const auto& e : plan->shapes)

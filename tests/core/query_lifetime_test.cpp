@@ -11,6 +11,7 @@
 
 #include "core/calibration_records.h"
 #include "core/parallel_layout.h"
+#include "core/planner.h"
 #include "core/run_fit.h"
 
 using namespace meshwork;
@@ -19,6 +20,11 @@ using namespace meshwork;
 static_assert(std::is_same_v<decltype(TimeQuery::model), ModelSpec>);
 static_assert(std::is_same_v<decltype(MemoryQuery::model), ModelSpec>);
 static_assert(std::is_same_v<decltype(ShapeQuery::model), std::optional<ModelSpec>>);
+// Nor to the run's training settings: each holds its own TrainingConfig.
+static_assert(std::is_same_v<decltype(TimeQuery::training), TrainingConfig>);
+static_assert(std::is_same_v<decltype(MemoryQuery::training), TrainingConfig>);
+static_assert(std::is_same_v<decltype(ShapeQuery::training), TrainingConfig>);
+static_assert(std::is_same_v<decltype(PlanQuery::training), TrainingConfig>);
 
 namespace {
 
@@ -58,7 +64,7 @@ TEST(QueryLifetime, TimeAndMemoryQueriesOutliveTheirModel) {
     LayoutCheck checked = ParallelLayout::check(config, spec.get(), Placement::of(config));
     ASSERT_TRUE(checked.ok());
     time_query = checked.layout->time_query(*spec, HardwareModel::cpu());
-    memory_query = checked.layout->memory_query(*spec, DeviceKind::cpu);
+    memory_query = checked.layout->memory_query(*spec);
     time_before = estimate_time(*time_query);
     memory_before = estimate_memory(*memory_query);
   }  // the model the queries were made from is gone
@@ -93,8 +99,8 @@ TEST(QueryLifetime, AQueryCopiedOutOfARunObservationOutlivesIt) {
 TEST(QueryLifetime, AShapeQueryOutlivesItsModel) {
   ShapeQuery q;
   q.shape = MeshShape{1, 1, 1, 3};  // tiny's heads are not a multiple of 3
-  q.world_size = 3;
-  q.seq_len = 258;
+  q.placement.world_size = 3;
+  q.training.seq_len = 258;
   {
     auto spec = std::make_unique<ModelSpec>(*load_model_spec("tiny"));
     q.model = *spec;

@@ -23,10 +23,10 @@ TimeQuery query(MeshShape shape, int gpus_per_node = 4) {
   q.model = *tiny();
   q.shape = shape;
   q.gpus_per_node = gpus_per_node;
-  q.seq_len = 256;
-  q.micro_batch = 1;
-  q.global_batch = 8;
-  q.precision = Precision::fp32;
+  q.training.seq_len = 256;
+  q.training.micro_batch = 1;
+  q.training.global_batch = 8;
+  q.training.precision = Precision::fp32;
   q.hardware = HardwareModel::cpu();
   return q;
 }
@@ -234,7 +234,7 @@ RunObservation observed_affine(MeshShape shape, int64_t global_batch, double the
                                double theta_tp, double delta_tp) {
   RunObservation o;
   TimeQuery q = query(shape);
-  q.global_batch = global_batch;
+  q.training.global_batch = global_batch;
   o.query = std::make_shared<TimeQuery>(q);
   const TimeEstimate e = estimate_time(q);
   o.measured.compute_s = theta_c * e.term_s[static_cast<int>(FitTerm::compute)] + delta_c;

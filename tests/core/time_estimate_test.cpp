@@ -25,9 +25,9 @@ TimeQuery query(const ModelSpec& m, MeshShape shape, int64_t seq = 256) {
   q.model = m;
   q.shape = shape;
   q.gpus_per_node = 8;
-  q.seq_len = seq;
-  q.micro_batch = 1;
-  q.precision = Precision::fp32;
+  q.training.seq_len = seq;
+  q.training.micro_batch = 1;
+  q.training.precision = Precision::fp32;
   q.hardware = unit_hw();
   return q;
 }
@@ -47,8 +47,8 @@ TEST(TimeEstimate, FlopsPerToken) {
 TEST(TimeEstimate, SingleRankComputeAndMfu) {
   ModelSpec tiny = preset("tiny");
   TimeQuery q = query(tiny, {1, 1, 1, 1});
-  q.micro_batch = 2;
-  q.global_batch = 4;  // 2 accumulation steps
+  q.training.micro_batch = 2;
+  q.training.global_batch = 4;  // 2 accumulation steps
   q.hardware.efficiency = 0.4;
   TimeEstimate t = estimate_time(q);
   // 6 x (106,816 - 16,384) + 12 x 2 x 64 x 256 = 542,592 + 393,216 = 935,808 FLOPs per token.
@@ -65,7 +65,7 @@ TEST(TimeEstimate, FullCheckpointingRecomputesForward) {
   ModelSpec tiny = preset("tiny");
   TimeQuery q = query(tiny, {1, 1, 1, 1});
   const double base = estimate_time(q).compute_s;
-  q.activation_checkpointing = ActivationCheckpointing::full;
+  q.training.activation_checkpointing = ActivationCheckpointing::full;
   TimeEstimate t = estimate_time(q);
   EXPECT_DOUBLE_EQ(t.compute_s, base * 4.0 / 3.0);
   EXPECT_NEAR(t.mfu, 0.75, 1e-12);  // model FLOPs only: the recompute is not useful work
@@ -96,9 +96,9 @@ TEST(TimeEstimate, FsdpBytes) {
   // 2 x 2 x 3/4 x 4P; reduce-scatters 2 x 3/4 x 4P (every micro-batch, the default) = 4.5 x 4P,
   // or 3/4 x 4P once per step (--fsdp-grad-sync step) = 3.75 x 4P.
   TimeQuery q = query(small, {1, 4, 1, 1});
-  q.global_batch = 8;
+  q.training.global_batch = 8;
   EXPECT_DOUBLE_EQ(estimate_time(q).axis(Axis::dp_shard).bytes, 4.5 * 12'854'272.0);
-  q.fsdp_reduce_once_per_step = true;
+  q.training.fsdp_grad_sync = FsdpGradSync::step;
   EXPECT_DOUBLE_EQ(estimate_time(q).axis(Axis::dp_shard).bytes, 3.75 * 12'854'272.0);
 }
 

@@ -27,8 +27,8 @@ ModelSpec spec(int64_t heads, int64_t kv, int64_t inter = 1024, int64_t vocab = 
 ShapeQuery query(MeshShape shape, int64_t world) {
   ShapeQuery q;
   q.shape = shape;
-  q.world_size = world;
-  q.gpus_per_node = 8;
+  q.placement.world_size = world;
+  q.placement.ranks_per_node = 8;
   return q;
 }
 
@@ -69,7 +69,7 @@ TEST(Validation, SizesAtLeastOne) {
 TEST(Validation, TensorOrContextWithPureReplicationRefusedOnlyWhenTheTrainerCannot) {
   // Accelerate's rule, for a trainer that cannot replicate tp/cp pieces.
   ShapeQuery no_pure = query({2, 1, 1, 4}, 8);
-  no_pure.allow_tp_cp_with_pure_replication = false;
+  no_pure.trainer.tp_cp_with_pure_replication = false;
   ShapeReport tp = validate_shape(no_pure);
   ASSERT_FALSE(tp.ok());
   EXPECT_EQ(tp.errors()[0].field, "dp_shard");
@@ -139,35 +139,35 @@ TEST(Validation, IntermediateAndVocabDivisibleByTp) {
   ASSERT_EQ(r.errors().size(), 2u);
   EXPECT_NE(r.errors()[0].message.find("intermediate_size (1004)"), std::string::npos);
   EXPECT_NE(r.errors()[1].message.find("vocab_size (1002)"), std::string::npos);
-  q.vocab_parallel = false;
+  q.trainer.vocab_parallel = false;
   EXPECT_EQ(validate_shape(q).errors().size(), 1u);
 }
 
 TEST(Validation, SeqLenForContextParallel) {
   ShapeQuery q = query({1, 2, 2, 2}, 8);
-  q.seq_len = 16;  // 2*cp*tp = 8 divides 16
+  q.training.seq_len = 16;  // 2*cp*tp = 8 divides 16
   EXPECT_TRUE(validate_shape(q).ok());
-  q.seq_len = 12;
+  q.training.seq_len = 12;
   ShapeReport r = validate_shape(q);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.errors()[0].text(),
             "seq_len: 12: must be a multiple of 2*cp*tp = 8 (load-balanced causal context "
             "parallel with sequence parallel)");
   ShapeQuery cp_only = query({1, 2, 4, 1}, 8);
-  cp_only.seq_len = 12;  // 2*cp = 8 does not divide 12
+  cp_only.training.seq_len = 12;  // 2*cp = 8 does not divide 12
   EXPECT_FALSE(validate_shape(cp_only).ok());
-  cp_only.seq_len = 24;
+  cp_only.training.seq_len = 24;
   EXPECT_TRUE(validate_shape(cp_only).ok());
 }
 
 TEST(Validation, SeqLenForSequenceParallel) {
   ShapeQuery q = query({1, 2, 1, 4}, 8);
-  q.seq_len = 10;
+  q.training.seq_len = 10;
   ShapeReport r = validate_shape(q);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.errors()[0].field, "seq_len");
   EXPECT_NE(r.errors()[0].message.find("multiple of tp = 4"), std::string::npos);
-  q.seq_len = 12;
+  q.training.seq_len = 12;
   EXPECT_TRUE(validate_shape(q).ok());
 }
 
@@ -175,7 +175,7 @@ TEST(Validation, SeqLenBeyondMaxPositionsWarns) {
   ModelSpec m = spec(8, 8);
   ShapeQuery q = query({1, 8, 1, 1}, 8);
   q.model = m;
-  q.seq_len = 8192;
+  q.training.seq_len = 8192;
   ShapeReport r = validate_shape(q);
   EXPECT_TRUE(r.ok());
   EXPECT_TRUE(has(r, Severity::warning, "seq_len"));
@@ -183,24 +183,24 @@ TEST(Validation, SeqLenBeyondMaxPositionsWarns) {
 
 TEST(Validation, GlobalBatchDivisibleByMicroBatchTimesDp) {
   ShapeQuery q = query({2, 2, 1, 2}, 8);
-  q.micro_batch = 2;
-  q.global_batch = 16;  // 2 * (2*2) = 8 per step, 2 accumulation steps
+  q.training.micro_batch = 2;
+  q.training.global_batch = 16;  // 2 * (2*2) = 8 per step, 2 accumulation steps
   ShapeReport ok = validate_shape(q);
   EXPECT_TRUE(ok.ok());
   EXPECT_EQ(ok.grad_accum_steps, 2);
-  q.global_batch = 12;
+  q.training.global_batch = 12;
   ShapeReport r = validate_shape(q);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.errors()[0].text(),
             "global_batch: 12: must be a multiple of micro_batch*dp_replicate*dp_shard = 8");
-  q.micro_batch = 0;
+  q.training.micro_batch = 0;
   EXPECT_TRUE(has(validate_shape(q), Severity::error, "micro_batch"));
 }
 
 TEST(Validation, TpGroupCrossingNodesWarns) {
   ShapeQuery q = query({1, 1, 1, 16}, 16);
-  q.gpus_per_node = 8;
-  q.links.inter_node_bytes_per_s = 50e9;
+  q.placement.ranks_per_node = 8;
+  q.placement.links.inter_node_bytes_per_s = 50e9;
   ShapeReport r = validate_shape(q);
   EXPECT_TRUE(r.ok());
   ASSERT_EQ(r.warnings().size(), 1u);
@@ -209,7 +209,7 @@ TEST(Validation, TpGroupCrossingNodesWarns) {
   EXPECT_NE(r.warnings()[0].message.find("50 GB/s"), std::string::npos);
   // tp = 4 with 6 GPUs per node: the second group (ranks 4..7) straddles nodes 0 and 1.
   ShapeQuery straddle = query({1, 3, 1, 4}, 12);
-  straddle.gpus_per_node = 6;
+  straddle.placement.ranks_per_node = 6;
   EXPECT_TRUE(has(validate_shape(straddle), Severity::warning, "tp"));
   ShapeQuery inside = query({1, 2, 1, 8}, 16);
   EXPECT_TRUE(validate_shape(inside).warnings().empty());
@@ -217,12 +217,12 @@ TEST(Validation, TpGroupCrossingNodesWarns) {
 
 TEST(Validation, TpOverSlowLinkWarns) {
   ShapeQuery q = query({1, 2, 1, 4}, 8);
-  q.links.intra_node_bytes_per_s = 32e9;  // PCIe Gen4 x16
+  q.placement.links.intra_node_bytes_per_s = 32e9;  // PCIe Gen4 x16
   ShapeReport r = validate_shape(q);
   EXPECT_TRUE(r.ok());
   ASSERT_EQ(r.warnings().size(), 1u);
   EXPECT_NE(r.warnings()[0].message.find("slow intra-node link (32 GB/s"), std::string::npos);
-  q.links.intra_node_bytes_per_s = 450e9;  // NVLink
+  q.placement.links.intra_node_bytes_per_s = 450e9;  // NVLink
   EXPECT_TRUE(validate_shape(q).warnings().empty());
 }
 
@@ -290,9 +290,9 @@ TEST(Validation, SlidingWindowShorterThanSeqLenIsRefused) {
   m.sliding_window_field = "sliding_window";
   ShapeQuery q = query({1, 8, 1, 1}, 8);
   q.model = m;
-  q.seq_len = 4096;
+  q.training.seq_len = 4096;
   EXPECT_TRUE(validate_shape(q).ok());
-  q.seq_len = 8192;
+  q.training.seq_len = 8192;
   ShapeReport r = validate_shape(q);
   EXPECT_FALSE(r.ok());
   EXPECT_TRUE(has(r, Severity::error, "model.sliding_window"));

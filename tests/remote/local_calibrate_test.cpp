@@ -165,8 +165,8 @@ TEST(LocalCalibrate, TwoRanksGiveACalibrationTheEstimatorAccepts) {
     q.model = tiny;
     q.shape = shape;
     q.gpus_per_node = 2;
-    q.seq_len = 64;
-    q.precision = Precision::fp32;
+    q.training.seq_len = 64;
+    q.training.precision = Precision::fp32;
     q.hardware = HardwareModel::cpu();
     q.calibration = cal;
     TimeEstimate t = estimate_time(q);

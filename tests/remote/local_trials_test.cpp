@@ -43,11 +43,11 @@ PlanQuery plan_query() {
   q.nodes = 1;
   q.gpus_per_node = 2;
   q.device_memory_bytes = int64_t{1} << 30;
-  q.seq_len = 64;
-  q.micro_batch = 1;
-  q.precision = Precision::fp32;
-  q.device = DeviceKind::cpu;
-  q.hardware = HardwareModel::for_device(DeviceKind::cpu);
+  q.training.seq_len = 64;
+  q.training.micro_batch = 1;
+  q.training.precision = Precision::fp32;
+  q.training.device = DeviceKind::cpu;
+  q.estimate.hardware = HardwareModel::for_device(DeviceKind::cpu);
   return q;
 }
 

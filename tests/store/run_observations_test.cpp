@@ -42,10 +42,10 @@ TimeEstimate formula(const MeshShape& m) {
   q.model = tiny;
   q.shape = m;
   q.gpus_per_node = 4;
-  q.seq_len = 256;
-  q.micro_batch = 1;
-  q.global_batch = 8;
-  q.precision = Precision::fp32;
+  q.training.seq_len = 256;
+  q.training.micro_batch = 1;
+  q.training.global_batch = 8;
+  q.training.precision = Precision::fp32;
   q.hardware = HardwareModel::cpu();
   return estimate_time(q);
 }
@@ -117,8 +117,8 @@ TEST(RunObservations, MeasuredMeansLeaveTheWarmUpStepOut) {
   ASSERT_TRUE(o->query);
   EXPECT_EQ(o->query->shape.compact(), m.compact());
   EXPECT_EQ(o->query->gpus_per_node, 4);
-  EXPECT_EQ(o->query->global_batch, 8);
-  EXPECT_EQ(o->query->seq_len, 256);
+  EXPECT_EQ(o->query->training.global_batch, 8);
+  EXPECT_EQ(o->query->training.seq_len, 256);
 }
 
 TEST(RunObservations, RunsThatCannotBeJudgedSayWhy) {

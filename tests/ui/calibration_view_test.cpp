@@ -293,11 +293,11 @@ class CalibrationViewTest : public QObject {
     w.set_mode(Mode::plan);
     MemoryPanel* panel = w.plan_page()->memory();
     QTRY_COMPARE_WITH_TIMEOUT(panel->time_basis(), QStringLiteral("calibrated"), 20000);
-    const ui::MemoryBreakdown& m = *w.plan()->memory();
+    const ui::MemoryEstimate& m = *w.plan()->memory();
     QCOMPARE(QString::fromStdString(m.calibration_id), QString::fromStdString(local.fingerprint.id()));
-    QVERIFY(m.compute_calibrated);
-    QVERIFY(m.comm_used[Axis::dp_shard]);
-    QVERIFY(m.comm_calibrated[Axis::dp_shard]);
+    QVERIFY(m.time.compute_calibrated);
+    QVERIFY(m.time.communicates(Axis::dp_shard));
+    QVERIFY(m.time.comm_calibrated[Axis::dp_shard]);
     QVERIFY(panel->time_basis_detail().contains(QString::fromStdString(local.fingerprint.id()).left(8)));
     QVERIFY(panel->time_basis_detail().contains(QStringLiteral("dp_shard communication")));
     // The number is core's estimate with the calibration (and differs from the defaults').
@@ -312,8 +312,8 @@ class CalibrationViewTest : public QObject {
     tq.calibration = local;
     const TimeEstimate calibrated = estimate_time(tq);
     QVERIFY(calibrated.compute_calibrated);
-    QCOMPARE(m.step_seconds, calibrated.step_s);
-    QVERIFY(std::abs(m.step_seconds - defaults_s) > 1e-6 * defaults_s);
+    QCOMPARE(m.time.step_s, calibrated.step_s);
+    QVERIFY(std::abs(m.time.step_s - defaults_s) > 1e-6 * defaults_s);
     // The Cluster view says so too.
     QVERIFY2(w.cluster_panel()->calibration_status().contains(QStringLiteral("Calibrated")),
              qPrintable(w.cluster_panel()->calibration_status()));
@@ -339,7 +339,7 @@ class CalibrationViewTest : public QObject {
     w.plan()->set_config(gpu);
     QTRY_COMPARE_WITH_TIMEOUT(panel->time_basis(), QStringLiteral("defaults"), 20000);
     QVERIFY(w.plan()->memory()->calibration_id.empty());
-    QVERIFY(!w.plan()->memory()->compute_calibrated);
+    QVERIFY(!w.plan()->memory()->time.compute_calibrated);
     QVERIFY(panel->time_basis_detail().contains(QStringLiteral("No stored calibration")));
     QVERIFY(w.cluster_panel()->calibration_status().contains(QStringLiteral("Not calibrated")));
   }

@@ -321,12 +321,12 @@ class RunFitViewTest : public QObject {
     const TimeEstimate expected = estimate_time(q);
     QVERIFY(expected.compute_fitted);
     QVERIFY(expected.comm_fitted[Axis::dp_shard]);
-    const ui::MemoryBreakdown& m = *w.plan()->memory();
-    QCOMPARE(m.step_seconds, expected.step_s);
-    QCOMPARE(m.tokens_per_s, expected.tokens_per_s);
-    QVERIFY(std::abs(m.step_seconds - unfitted) > 0.1 * unfitted);  // compute measured 1.5x the formula
+    const ui::MemoryEstimate& m = *w.plan()->memory();
+    QCOMPARE(m.time.step_s, expected.step_s);
+    QCOMPARE(m.time.tokens_per_s, expected.tokens_per_s);
+    QVERIFY(std::abs(m.time.step_s - unfitted) > 0.1 * unfitted);  // compute measured 1.5x the formula
     QCOMPARE(m.fit_runs, 3);
-    QVERIFY(m.compute_fitted);
+    QVERIFY(m.time.compute_fitted);
     QVERIFY(m.calibration_id.empty());
     const QString detail = panel->time_basis_detail();
     QVERIFY2(detail.contains(QStringLiteral("No stored calibration")), qPrintable(detail));
@@ -356,13 +356,13 @@ class RunFitViewTest : public QObject {
       qc.fit = on_cal;
       const TimeEstimate e = estimate_time(qc);
       QVERIFY(e.compute_calibrated && e.compute_fitted);
-      QCOMPARE(w.plan()->memory()->step_seconds, e.step_s);
+      QCOMPARE(w.plan()->memory()->time.step_s, e.step_s);
       QCOMPARE(QString::fromStdString(w.plan()->memory()->calibration_id), QString::fromStdString(cal.fingerprint.id()));
       QVERIFY(panel->time_basis_detail().contains(QString::fromStdString(cal.fingerprint.id()).left(8)));
       QVERIFY(panel->time_basis_detail().contains(QStringLiteral("Fitted to the 3 runs")));
       // The calibration's drift (7 %) or the fit's median residual, whichever is larger.
       QVERIFY(e.step_band >= 0.07);
-      QCOMPARE(w.plan()->memory()->step_band, e.step_band);
+      QCOMPARE(w.plan()->memory()->time.step_band, e.step_band);
       const QString band = QStringLiteral("No prediction is closer than ± %1 %").arg(static_cast<int>(100 * e.step_band + 0.5));
       QVERIFY2(panel->time_basis_detail().contains(band), qPrintable(panel->time_basis_detail()));
     }
@@ -383,7 +383,7 @@ class RunFitViewTest : public QObject {
       TimeQuery qc = query_of(w.plan()->config());
       qc.calibration = cal;
       qc.fit = four;
-      QCOMPARE(w.plan()->memory()->step_seconds, estimate_time(qc).step_s);
+      QCOMPARE(w.plan()->memory()->time.step_s, estimate_time(qc).step_s);
     }
     QTRY_VERIFY_WITH_TIMEOUT(planner->rowCount() >= 3 && planner->row_at(0).fit_runs == 4, 20000);
     check_planner(planner, config, four, cal, QStringLiteral("calibrated + fitted to 4 runs"));
@@ -397,7 +397,7 @@ class RunFitViewTest : public QObject {
     w.plan()->set_config(gpu);
     QTRY_COMPARE_WITH_TIMEOUT(panel->time_basis(), QStringLiteral("defaults"), 20000);
     QCOMPARE(w.plan()->memory()->fit_runs, 0);
-    QVERIFY(!w.plan()->memory()->compute_fitted);
+    QVERIFY(!w.plan()->memory()->time.compute_fitted);
   }
 
   void runsOfAnotherHostAreNotUsed() {
@@ -433,10 +433,10 @@ class RunFitViewTest : public QObject {
     QVERIFY2(fits->error().isEmpty(), qPrintable(fits->error()));
     MemoryPanel* panel = w.plan_page()->memory();
     QTRY_COMPARE_WITH_TIMEOUT(panel->time_basis(), QStringLiteral("defaults"), 20000);
-    const ui::MemoryBreakdown& m = *w.plan()->memory();
+    const ui::MemoryEstimate& m = *w.plan()->memory();
     QCOMPARE(m.fit_runs, 0);
-    QVERIFY(!m.compute_fitted);
-    QCOMPARE(m.step_seconds, estimate_time(query_of(w.plan()->config())).step_s);
+    QVERIFY(!m.time.compute_fitted);
+    QCOMPARE(m.time.step_s, estimate_time(query_of(w.plan()->config())).step_s);
     QVERIFY(!panel->time_basis_detail().contains(QStringLiteral("Fitted")));
     PlannerModel* planner = w.plan_page()->planner()->model();
     QTRY_VERIFY_WITH_TIMEOUT(planner->rowCount() >= 3, 20000);

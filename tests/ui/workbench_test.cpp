@@ -48,8 +48,8 @@ void choose_axis(MeshEditor* editor, Axis axis, int size) {
 // when the panel shows none.
 double panel_term(const MemoryPanel* panel, const std::string& name) {
   if (!panel->breakdown()) return -1;
-  for (const MemoryTerm& t : panel->breakdown()->terms)
-    if (t.name == name) return t.bytes;
+  for (const MemoryTerm& t : panel->breakdown()->memory.peak_terms())
+    if (t.name == name) return double(t.bytes);
   return -1;
 }
 
@@ -99,7 +99,7 @@ class WorkbenchTest : public QObject {
     test::set_gpu_cluster(w, 2, 8);
     w.plan()->set_config(base_config(w, "llama-3.1-8b"));
     QTRY_VERIFY(w.plan()->memory().has_value());
-    const double before = w.plan()->memory()->total_bytes;
+    const double before = double(w.plan()->memory()->memory.total());
     MeshView* view = w.plan_page()->view();
     view->set_group_kind(GroupKind::tp);
     QCOMPARE(view->mesh()->shape()[Axis::tp], 1);
@@ -115,8 +115,8 @@ class WorkbenchTest : public QObject {
     QVERIFY(w.plan_page()->editor()->axis_combo(Axis::dp_shard)->currentText().contains("auto (4)"));
     // The memory estimate follows off the GUI thread: tp = 4 splits the parameters 4 more ways.
     QTRY_VERIFY(memory_spy.count() >= 1);
-    QTRY_VERIFY(w.plan()->memory() && w.plan()->memory()->total_bytes != before);
-    QCOMPARE(w.plan_page()->memory()->breakdown()->total_bytes, w.plan()->memory()->total_bytes);
+    QTRY_VERIFY(w.plan()->memory() && double(w.plan()->memory()->memory.total()) != before);
+    QCOMPARE(w.plan_page()->memory()->breakdown()->memory.total(), w.plan()->memory()->memory.total());
     QVERIFY(w.plan_page()->memory()->headline().contains("GiB"));
     QVERIFY(w.launch_action()->isEnabled());
   }
@@ -141,8 +141,8 @@ class WorkbenchTest : public QObject {
     ModelSpec tiny = *load_model_spec("tiny");
     ShapeQuery q;
     q.shape = MeshShape{1, -1, 1, 16};
-    q.world_size = 16;
-    q.gpus_per_node = 8;
+    q.placement.world_size = 16;
+    q.placement.ranks_per_node = 8;
     q.model = tiny;
     const ShapeReport report = validate_shape(q);
     QVERIFY(!report.ok());
@@ -171,8 +171,8 @@ class WorkbenchTest : public QObject {
     // would do, in core's words, under the mesh.
     ShapeQuery q;
     q.shape = c.mesh;
-    q.world_size = 16;
-    q.gpus_per_node = 8;
+    q.placement.world_size = 16;
+    q.placement.ranks_per_node = 8;
     const ShapeReport report = validate_shape(q);
     QVERIFY(report.ok());
     QVERIFY(!report.accelerate_refusal.empty());
@@ -300,12 +300,12 @@ class WorkbenchTest : public QObject {
     // The bar is core's worst stage, which holds part of the 32 layers (the cut gives the stage
     // without the head more of them).
     QTRY_VERIFY(w.plan_page()->memory()->breakdown().has_value());
-    const MemoryBreakdown& b = *w.plan_page()->memory()->breakdown();
+    const MemoryEstimate& b = *w.plan_page()->memory()->breakdown();
     QCOMPARE(b.stages, 2);
-    QVERIFY(b.stage_layers > 0 && b.stage_layers < 32);
-    QVERIFY(b.pp_bubble_fraction > 0 && b.pp_bubble_fraction < 0.5);
+    QVERIFY(b.memory.stage_layers > 0 && b.memory.stage_layers < 32);
+    QVERIFY(b.time.pp_bubble_fraction > 0 && b.time.pp_bubble_fraction < 0.5);
     const QString headline = w.plan_page()->memory()->headline();
-    QVERIFY2(headline.contains(QString("worst of 2 stages: stage %1, %2 layers").arg(b.worst_stage).arg(b.stage_layers)),
+    QVERIFY2(headline.contains(QString("worst of 2 stages: stage %1, %2 layers").arg(b.memory.pp_stage).arg(qint64(b.memory.stage_layers))),
              qPrintable(headline));
   }
 
@@ -420,9 +420,10 @@ class WorkbenchTest : public QObject {
     auto want_memory = estimate_memory(picked, w.plan()->cluster());
     auto want_plan = plan_shapes(picked, w.plan()->cluster());
     QVERIFY(want_memory.ok() && want_plan.ok() && !want_plan->empty());
-    const auto want_params = std::find_if(want_memory->terms.begin(), want_memory->terms.end(),
+    const std::vector<MemoryTerm> want_terms = want_memory->memory.peak_terms();
+    const auto want_params = std::find_if(want_terms.begin(), want_terms.end(),
                                           [](const MemoryTerm& t) { return t.name == "params"; });
-    QVERIFY(want_params != want_memory->terms.end());
+    QVERIFY(want_params != want_terms.end());
     QVERIFY(want_params->bytes != tiny_params);  // else the test could not tell a change
 
     // The model picker's "Open model directory…" entry, chosen as a user would; the directory
@@ -440,9 +441,9 @@ class WorkbenchTest : public QObject {
     QVERIFY(w.plan_page()->editor()->message_for("model").isEmpty());
 
     // The memory panel now shows the directory's model, not the default's.
-    QTRY_COMPARE(panel_term(panel, "params"), want_params->bytes);
+    QTRY_COMPARE(panel_term(panel, "params"), double(want_params->bytes));
     QVERIFY(panel_term(panel, "params") != tiny_params);
-    QCOMPARE(panel->breakdown()->total_bytes, want_memory->total_bytes);
+    QCOMPARE(panel->breakdown()->memory.total(), want_memory->memory.total());
     // The planner's table was recomputed for it: core's rows for the new model, row by row.
     QTRY_VERIFY(!w.plan()->busy() && table->rowCount() == int(want_plan->size()) &&
                 table->row_at(0).memory_bytes == (*want_plan)[0].memory_bytes);
