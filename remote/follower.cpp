@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <ctime>
-#include <regex>
 #include <thread>
 
+#include "core/exit_record.h"
 #include "remote/parse_util.h"
 #include "remote/probe_parsers.h"
 #include "remote/run_layout.h"
@@ -19,12 +19,20 @@ using namespace detail;
 
 std::string RootCause::text() const {
   std::string out = "node " + std::to_string(node) + " (" + host + ")";
-  if (rank >= 0) out += ", rank " + std::to_string(rank);
-  if (signal > 0) {
+  if (rank >= 0) {
+    RankFailure f;
+    f.exit_code = exit_code;
+    f.signal = signal;
+    out += ", rank " + std::to_string(rank) + ": " + f.how();
+    if (!last_phase.empty()) out += " " + last_phase;
+  } else if (!reason.empty()) {
+    out += ": " + reason;
+  } else if (signal > 0) {
     out += ": killed by signal " + std::to_string(signal);
   } else {
     out += ": exit code " + std::to_string(exit_code);
   }
+  if (!source.empty()) out += "\n" + source;
   if (!stderr_tail.empty()) out += "\n" + stderr_tail;
   return out;
 }
@@ -117,10 +125,8 @@ std::string read_tail(Node& node, const std::string& path, size_t bytes) {
 
 }  // namespace
 
-// The supervisor says which rank failed and how in its stderr (meshtrain's supervisor contract:
-// a line naming "rank R" and "exit code C" or "signal S"). Without one, the node's status is all
-// we know.
-RootCause RunFollower::diagnose(Node& node, size_t index, const NodeExit& exit) {
+// What the node's exit status alone says (its supervisor left no record, or it was not read).
+RootCause RunFollower::from_status(size_t index, const NodeExit& exit) const {
   RootCause rc;
   rc.node = index;
   rc.host = rec_.nodes[index].host;
@@ -128,33 +134,52 @@ RootCause RunFollower::diagnose(Node& node, size_t index, const NodeExit& exit) 
   rc.exit_code = exit.status;
   rc.signal = exit.signal();
   rc.time = exit.time;
+  return rc;
+}
+
+// The supervisor's exit record says which rank failed, on which node, how, when and after which
+// step (trainer/supervisor.cpp writes it before it stops its ranks). Without one (the supervisor
+// was killed outright) the node's status is all we know. Either way the tails of the failing
+// rank's log and of the supervisor's stderr go along for the user.
+RootCause RunFollower::diagnose(Node& node, size_t index, const NodeExit& exit) {
+  RootCause rc = from_status(index, exit);
   const std::string dir = rec_.nodes[index].run_dir + "/";
-  const std::string err = read_tail(node, dir + node_file(static_cast<int>(index), ".err"), 8192);
-  const int first = rec_.first_rank(index);
-  static const std::regex rank_re(R"(rank[ =]?(\d+))", std::regex::icase);
-  // meshtrain: "rank 3 on node 1: killed by signal KILL (9)" / "...: exited with code 1".
-  static const std::regex sig_re(R"(signal\s+(?:[A-Z]+\s+)?\(?(\d+)\)?)", std::regex::icase);
-  static const std::regex code_re(R"(code\s+(-?\d+))", std::regex::icase);
-  for (const std::string& line : split_lines(err)) {
-    std::smatch m;
-    if (!std::regex_search(line, m, rank_re)) continue;
-    const int r = std::stoi(m[1]);
-    if (r < first || r >= first + rec_.nodes[index].slots) continue;
-    const bool failing = line.find("fail") != std::string::npos || line.find("signal") != std::string::npos ||
-                         line.find("exit") != std::string::npos || line.find("died") != std::string::npos ||
-                         line.find("killed") != std::string::npos;
-    if (!failing) continue;
-    rc.rank = r;
-    if (std::regex_search(line, m, sig_re)) {
-      rc.signal = std::stoi(m[1]);
-    } else if (std::regex_search(line, m, code_re)) {
-      rc.exit_code = std::stoi(m[1]);
-      rc.signal = 0;
-    }
-    break;  // the first failing rank the supervisor reports
+  const std::string record_file = exit_record_file(static_cast<int>(index));
+  auto text = node.read_range(dir + record_file, 0, 64u << 10);
+  std::optional<ExitRecord> record;
+  if (!text) {
+    rc.source = "no exit record: " + record_file + ": " + text.error().message();
+  } else if (!text->has_value()) {
+    rc.source = "no exit record: " + record_file + " does not exist (its supervisor ended before it could write one)";
+  } else if (auto parsed = parse_exit_record(**text); !parsed) {
+    rc.source = "no exit record: " + record_file + ": " + parsed.error().message();
+  } else {
+    record = *parsed;
   }
+  if (record) {
+    rc.from_record = true;
+    rc.source = "from the exit record " + record_file + " (" + std::string(to_string(record->outcome)) + ")";
+    if (const auto& f = record->failure) {
+      rc.rank = f->rank;
+      rc.exit_code = f->exit_code;
+      rc.signal = f->signal;
+      rc.time = f->time;
+      rc.last_phase = f->when();
+      rc.first_hand = f->node == static_cast<int>(index);
+      if (f->node >= 0 && static_cast<size_t>(f->node) < rec_.nodes.size()) {
+        rc.node = static_cast<size_t>(f->node);
+        rc.host = rec_.nodes[rc.node].host;
+      }
+    } else {
+      rc.exit_code = record->exit_code;
+      rc.signal = 0;
+      rc.reason = record->reason;
+      rc.time = record->time;
+    }
+  }
+  const std::string err = read_tail(node, dir + node_file(static_cast<int>(index), ".err"), 8192);
   std::string tail;
-  if (rc.rank >= 0) {
+  if (rc.rank >= 0 && rc.first_hand) {  // a relayed failure's rank log is on another node
     tail = tail_lines(read_tail(node, dir + rank_log_file(rc.rank), 4096), 15);
     if (!tail.empty()) tail = rank_log_file(rc.rank) + ":\n" + tail;
   }
@@ -205,16 +230,8 @@ void RunFollower::record_end(Node* node, size_t index, const NodeExit& finished,
   exits_[index] = finished;
   if (was_stopped) stopped_nodes_ = true;
   if (finished.status != 0 && !user_stop_ && !was_stopped) {
-    RootCause rc;
-    if (node) {
-      rc = diagnose(*node, index, finished);
-    } else {
-      rc.node = index;
-      rc.host = host;
-      rc.exit_status = rc.exit_code = finished.status;
-      rc.signal = finished.signal();
-      rc.time = finished.time;
-    }
+    RootCause rc = node ? diagnose(*node, index, finished) : from_status(index, finished);
+    if (!node) rc.source = "no exit record: node " + std::to_string(index) + " could not be reached to read it";
     event("error", "node " + std::to_string(index) + " ended: " + rc.text());
     failures_.push_back(std::move(rc));
     if (opt_.stop_all_on_failure) stop_requested_ = true;
@@ -382,11 +399,13 @@ Result<FollowOutcome> RunFollower::run() {
     return out;
   }
   if (!failures_.empty()) {
-    // The first failure: a node whose supervisor blamed one of its own ranks beats one that only
-    // relays another node's failure (its exit may even come first: it stops faster); then time.
+    // The first failure: a failing rank named by an exit record beats a node that only ended
+    // (its exit may even come first: it stops faster); then the rank that failed first; of two
+    // records of the same failure, the failing rank's own supervisor's (it has the rank's log).
     auto first = std::min_element(failures_.begin(), failures_.end(), [](const RootCause& a, const RootCause& b) {
       if ((a.rank >= 0) != (b.rank >= 0)) return a.rank >= 0;
-      return a.time < b.time;
+      if (a.time != b.time) return a.time < b.time;
+      return a.first_hand && !b.first_hand;
     });
     out.state = FollowOutcome::State::failed;
     out.root_cause = *first;

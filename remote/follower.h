@@ -12,7 +12,8 @@
 //
 // The follower also watches how each node's supervisor ends (node<i>.exit). When one fails it
 // stops every node (the supervisors already tell each other through the rendezvous store; this
-// is the safety net) and records the first failure as the run's root cause.
+// is the safety net) and records the first failure as the run's root cause, read from the
+// supervisors' exit records (exit-node<i>.json, core/exit_record.h).
 #pragma once
 
 #include <atomic>
@@ -37,15 +38,22 @@
 
 namespace meshwork::remote {
 
+// Why a node ended badly, from its supervisor's exit record (core/exit_record.h) when it left
+// one, else from the node's exit status alone.
 struct RootCause {
-  size_t node = 0;
+  size_t node = 0;      // the failing rank's node when the record names one, else the node that ended
   std::string host;
-  int rank = -1;        // the failing global rank when the supervisor named it, else -1
+  int rank = -1;        // the failing global rank when the record names it, else -1
   int exit_status = 0;  // the supervisor's status (128+signal when killed by a signal)
   int exit_code = 0;    // the failing rank's exit code when reported, else the supervisor's
   int signal = 0;       // the failing rank's (or supervisor's) signal, 0 if none
-  double time = 0;
-  std::string stderr_tail;  // the failing rank's log tail, or the supervisor's stderr tail
+  double time = 0;      // when the rank was seen to end, else when the node ended (unix seconds)
+  std::string last_phase;   // what the rank was doing: "after step 7", "during startup", ...
+  std::string reason;       // the record's words when it names no rank (stopped, store lost)
+  bool from_record = false;  // read from the node's exit record (else its exit status only)
+  bool first_hand = false;   // the failing rank's own supervisor's record, not relayed by another
+  std::string source;        // where the facts came from, in words (the record's file name)
+  std::string stderr_tail;  // the failing rank's log tail and the supervisor's stderr tail
   std::string text() const;  // one paragraph for `runs`, events and the CLI
 };
 
@@ -115,6 +123,7 @@ class RunFollower {
   Result<bool> drain(Node& node, size_t index, std::vector<uint64_t>& offsets);
   Status load_offsets(size_t index, std::vector<uint64_t>& offsets);
   RootCause diagnose(Node& node, size_t index, const NodeExit& exit);
+  RootCause from_status(size_t index, const NodeExit& exit) const;
   void report_restarts(Node& node, size_t index, size_t& seen);
   void event(const std::string& level, const std::string& text);
 

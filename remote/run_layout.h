@@ -9,6 +9,7 @@
 //     node<i>.pgid                     process group of node i's supervisor (= its pid)
 //     node<i>.out / node<i>.err        the supervisor's stdout / stderr
 //     node<i>.exit                     "<exit status> <unix time>" once the supervisor ended
+//     exit-node<i>.json                how node i's supervisor ended (core/exit_record.h)
 //     rank<r>.log, metrics-rank<r>.jsonl, ...   written by meshtrain for its global ranks
 #pragma once
 

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/exit_record.h"
 #include "core/metrics.h"
 #include "trainer/store.h"
 
@@ -35,7 +36,8 @@ struct Child {
   int rank = 0;
   pid_t pid = -1;
   bool running = false;
-  int status = 0;  // waitpid status once exited
+  int status = 0;      // waitpid status once exited
+  double ended = 0;    // unix seconds, when it was reaped
 };
 
 std::string describe(int status) {
@@ -59,6 +61,26 @@ bool has_end_record(const fs::path& metrics_file) {
   return last.find("\"type\":\"end\"") != std::string::npos;
 }
 
+// The last `bytes` of a file (a rank's metrics file grows by a line per step: only its end
+// tells what the rank did last).
+std::string file_tail(const fs::path& path, std::streamoff bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return {};
+  const std::streamoff size = in.tellg();
+  const std::streamoff from = size > bytes ? size - bytes : 0;
+  in.seekg(from);
+  std::string s(static_cast<size_t>(size - from), '\0');
+  in.read(s.data(), static_cast<std::streamsize>(s.size()));
+  s.resize(static_cast<size_t>(in.gcount()));
+  return s;
+}
+
+std::string host_name() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
 void append_line(const fs::path& path, const std::string& line) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   if (fd < 0) return;
@@ -79,12 +101,20 @@ class Supervisor {
       std::ofstream pid(fs::path(o_.run_dir) / ("supervisor-node" + std::to_string(node_) + ".pid"));
       pid << getpid() << "\n";
     }
+    // A record an earlier attempt left (--max-restarts starts the supervisor again in the same
+    // directory) must never describe this one.
+    std::error_code ec;
+    fs::remove(record_path(), ec);
     try {
       store_ = std::make_unique<StoreHandle>(o_.master_addr, o_.master_port, node_ == 0,
                                              std::chrono::minutes(5));
     } catch (const std::exception& e) {
-      std::cerr << "meshtrain: --master-addr: " << o_.master_addr << ":" << o_.master_port
-                << ": a reachable TCPStore (" << first_line(e.what()) << ")\n";
+      const std::string why = "--master-addr: " + o_.master_addr + ":" + std::to_string(o_.master_port) +
+                              ": a reachable TCPStore (" + first_line(e.what()) + ")";
+      std::cerr << "meshtrain: " << why << "\n";
+      ExitRecord rec = record(ExitOutcome::start_failed, 1);
+      rec.reason = why;
+      write_record(rec);
       return 1;
     }
     say("node ", node_, ": starting ", n_, " ranks, mesh ", shape_.to_string());
@@ -92,9 +122,10 @@ class Supervisor {
     std::signal(SIGINT, on_signal);
     for (int i = 0; i < n_; ++i) {
       if (!spawn(i)) {
-        fail_all("rank " + std::to_string(node_ * n_ + i) + " on node " + std::to_string(node_) +
-                 ": could not be started");
-        return 3;
+        ExitRecord rec = record(ExitOutcome::start_failed, 3);
+        rec.reason = "rank " + std::to_string(node_ * n_ + i) + " on node " + std::to_string(node_) +
+                     ": could not be started";
+        return end_run(rec, -1, /*publish=*/true);
       }
     }
     auto last_poll = Clock::now();
@@ -107,48 +138,36 @@ class Supervisor {
           if (c.pid != pid) continue;
           c.running = false;
           c.status = status;
+          c.ended = now_unix();
           if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
             const Child& culprit = first_cause(c);
-            std::string why = "rank " + std::to_string(culprit.rank) + " on node " +
-                              std::to_string(node_) + ": " + describe(culprit.status);
+            ExitRecord rec = own_failure(culprit);
             // A rank that merely exited with an error, or died of SIGPIPE writing to a socket
             // whose other end went away, may have lost a peer on another node: give that
             // node's supervisor a second to say so, and report the root cause (seen: rank 3
             // SIGKILLed on node 1 reported as "rank 1 on node 0: killed by signal PIPE").
             if (!killed_outright(culprit.status))
-              if (auto remote = remote_failure(std::chrono::seconds(1))) why = *remote;
-            say(why);
-            publish_failure(why);
-            stop_local(why, culprit.rank);
-            std::cerr << "meshtrain: " << why << "\n";
-            return 3;
+              if (auto remote = remote_failure(std::chrono::seconds(1))) rec = relayed(*remote);
+            return end_run(rec, culprit.rank, /*publish=*/true);
           }
           say("rank ", c.rank, " finished");
         }
       }
       if (std::none_of(children_.begin(), children_.end(), [](const Child& c) { return c.running; }))
         return finish();
-      if (int sig = g_signal.load()) {
-        const std::string why = "node " + std::to_string(node_) + ": supervisor received signal " +
-                                sigabbrev_np(sig);
-        publish_failure("stopped: " + why);
-        stop_local("stopped: " + why, -1);
-        std::cerr << "meshtrain: stopped: " << why << "\n";
-        return 3;
-      }
+      if (int sig = g_signal.load()) return end_run(stopped_by(sig), -1, /*publish=*/true);
       if (Clock::now() - last_poll > std::chrono::milliseconds(200)) {
         last_poll = Clock::now();
-        std::optional<std::string> failed;
+        std::optional<ExitRecord> ended;
         try {
-          failed = store_->try_get("meshwork/failed");
+          if (auto failed = store_->try_get("meshwork/failed")) ended = relayed(*failed);
         } catch (const std::exception& e) {
-          failed = "lost the run's store on " + o_.master_addr + ":" + std::to_string(o_.master_port);
+          ended = record(ExitOutcome::store_lost, 3);
+          ended->reason = "lost the run's store on " + o_.master_addr + ":" + std::to_string(o_.master_port);
         }
-        if (failed) {
-          say("another node reports: ", *failed);
-          stop_local(*failed, -1);
-          std::cerr << "meshtrain: " << *failed << "\n";
-          return 3;
+        if (ended) {
+          say("another node reports: ", ended->reason);
+          return end_run(*ended, -1, /*publish=*/false);
         }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -218,6 +237,7 @@ class Supervisor {
       if (c.running && waitpid(c.pid, &status, WNOHANG) == c.pid) {
         c.running = false;
         c.status = status;
+        c.ended = now_unix();
       }
     if (killed_outright(first.status)) return first;
     for (const auto& c : children_)
@@ -242,11 +262,93 @@ class Supervisor {
     return std::nullopt;
   }
 
-  void publish_failure(const std::string& why) {
+  // The other supervisors read this node's record from the store (relayed() below).
+  void publish_failure(const ExitRecord& rec) {
     try {
-      if (!store_->try_get("meshwork/failed")) store_->set("meshwork/failed", why);
+      if (!store_->try_get("meshwork/failed")) store_->set("meshwork/failed", to_json(rec).dump());
     } catch (...) {
     }
+  }
+
+  fs::path record_path() const { return fs::path(o_.run_dir) / exit_record_file(node_); }
+
+  ExitRecord record(ExitOutcome outcome, int exit_code) const {
+    ExitRecord r;
+    r.node = node_;
+    r.host = host_name();
+    r.outcome = outcome;
+    r.exit_code = exit_code;
+    r.time = now_unix();
+    return r;
+  }
+
+  // One of this node's ranks ended badly: which, how, when, and its last step as its metrics
+  // file shows it.
+  ExitRecord own_failure(const Child& c) const {
+    ExitRecord r = record(ExitOutcome::rank_failed, 3);
+    RankFailure f;
+    f.rank = c.rank;
+    f.node = node_;
+    if (WIFSIGNALED(c.status)) {
+      f.signal = WTERMSIG(c.status);
+    } else {
+      f.exit_code = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 255;
+    }
+    f.time = c.ended;
+    const fs::path mf = fs::path(o_.run_dir) / ("metrics-rank" + std::to_string(c.rank) + ".jsonl");
+    f.progress = rank_progress(file_tail(mf, 64 << 10));
+    r.failure = f;
+    r.reason = "rank " + std::to_string(c.rank) + " on node " + std::to_string(node_) + ": " + describe(c.status);
+    return r;
+  }
+
+  // What another node published: its failure becomes this node's record too.
+  ExitRecord relayed(const std::string& published) const {
+    ExitRecord r = record(ExitOutcome::peer_failed, 3);
+    auto peer = parse_exit_record(published);
+    if (!peer) {
+      r.reason = published;
+      return r;
+    }
+    if (peer->outcome == ExitOutcome::stopped) r.outcome = ExitOutcome::stopped;
+    r.reason = peer->reason;
+    r.failure = peer->failure;
+    return r;
+  }
+
+  ExitRecord stopped_by(int sig) const {
+    ExitRecord r = record(ExitOutcome::stopped, 3);
+    r.reason = "stopped: node " + std::to_string(node_) + ": supervisor received signal " + sigabbrev_np(sig);
+    return r;
+  }
+
+  // Written before anything that may take a while (stopping the ranks), so a supervisor killed
+  // meanwhile still leaves it; a temporary file renamed into place, so a reader sees all or none.
+  void write_record(const ExitRecord& rec) {
+    const fs::path path = record_path();
+    const fs::path tmp = path.string() + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << to_json(rec).dump() << "\n";
+      if (!out.flush()) {
+        say("could not write ", tmp.string());
+        return;
+      }
+    }
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec) say("could not rename ", tmp.string(), ": ", ec.message());
+  }
+
+  // The run ends on this node: record why, tell the others (unless they told us), stop the
+  // local ranks and say why on stderr.
+  int end_run(const ExitRecord& rec, int failed_rank, bool publish) {
+    say(rec.reason);
+    write_record(rec);
+    if (publish) publish_failure(rec);
+    stop_local(rec.reason, failed_rank);
+    std::cerr << "meshtrain: " << rec.reason << "\n";
+    return rec.exit_code;
   }
 
   // SIGTERM every live local rank, SIGKILL after 2 s; then give every rank that ended without
@@ -301,10 +403,15 @@ class Supervisor {
             if (store_->try_get("meshwork/done/" + std::to_string(n))) ++done;
           if (done == o_.nnodes) break;
           if (auto f = store_->try_get("meshwork/failed")) {
-            std::cerr << "meshtrain: " << *f << "\n";
+            const ExitRecord rec = relayed(*f);
+            write_record(rec);
+            std::cerr << "meshtrain: " << rec.reason << "\n";
             return 3;
           }
-          if (g_signal.load()) return 3;
+          if (int sig = g_signal.load()) {
+            write_record(stopped_by(sig));
+            return 3;
+          }
           std::this_thread::sleep_for(std::chrono::milliseconds(200));
         }
       }
@@ -312,13 +419,8 @@ class Supervisor {
       say("store: ", first_line(e.what()));
     }
     say("node ", node_, ": all ranks finished");
+    write_record(record(ExitOutcome::ok, 0));
     return 0;
-  }
-
-  void fail_all(const std::string& why) {
-    publish_failure(why);
-    stop_local(why, -1);
-    std::cerr << "meshtrain: " << why << "\n";
   }
 
   const TrainerOptions& o_;

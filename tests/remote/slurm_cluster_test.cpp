@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/calibration.h"
+#include "core/exit_record.h"
 #include "core/metrics.h"
 #include "core/store/calibration_store.h"
 #include "core/store/run_observations.h"
@@ -375,7 +376,21 @@ TEST_F(SlurmRun, KilledRankFailsTheRunWithSlurmsStateAndTheRankNamed) {
   const std::string& why = info.summary.exit_reason;
   EXPECT_NE(why.find("Slurm job " + info.cluster["slurm"]["job_id"].get<std::string>() + ": FAILED"),
             std::string::npos) << why;
-  EXPECT_NE(why.find("node 1 (Slurm node n2), rank 3: killed by signal 9"), std::string::npos) << why;
+  // The root cause is node 1's exit record (the job's nodes share the login node's run
+  // directory): the rank, its node, the signal and its last step, in the words the user reads.
+  auto record = parse_exit_record(test::read_text(fs::path(rec.nodes[1].run_dir) / exit_record_file(1)));
+  ASSERT_TRUE(record.ok()) << record.error().message();
+  EXPECT_EQ(record->outcome, ExitOutcome::rank_failed);
+  ASSERT_TRUE(record->failure.has_value());
+  EXPECT_EQ(record->failure->rank, 3);
+  EXPECT_EQ(record->failure->node, 1);
+  EXPECT_EQ(record->failure->signal, SIGKILL);
+  EXPECT_EQ(record->failure->progress.phase, RankPhase::training);
+  EXPECT_GE(record->failure->progress.last_step, 0);
+  EXPECT_NE(why.find("node 1 (Slurm node n2), rank 3: killed by signal 9 (SIGKILL) after step " +
+                     std::to_string(record->failure->progress.last_step)),
+            std::string::npos) << why;
+  EXPECT_NE(why.find("from the exit record exit-node1.json (rank_failed)"), std::string::npos) << why;
   EXPECT_NE(test::read_text(tmp_ / "bg.err").find("rank 3"), std::string::npos);
   expect_store_equals_files(id, rec);
 }

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/exit_record.h"
 #include "core/follow_stream.h"
 #include "core/metrics.h"
 #include "tests/trainer/meshtrain_runs.h"
@@ -175,7 +176,9 @@ TEST(Meshtrain, ResumeEqualsUninterruptedRun) {
 }
 
 // Two nodes (two supervisors on this machine, as the remote launcher starts them): a run
-// completes; then a rank on node 1 is killed and node 0's supervisor stops too, naming it.
+// completes; then a rank on node 1 is killed and node 0's supervisor stops too, naming it. Each
+// supervisor leaves its exit record: ok after the first run; after the kill node 1's names the
+// rank, the signal and its last step, and node 0's the same failure, relayed.
 TEST(Meshtrain, TwoSupervisorsShareFailures) {
   fs::path d = temp_dir("nodes");
   fs::path n0 = d / "n0", n1 = d / "n1";
@@ -193,6 +196,14 @@ TEST(Meshtrain, TwoSupervisorsShareFailures) {
   EXPECT_EQ(wait_exit(b), 0) << slurp(n1 / "stderr.txt");
   EXPECT_EQ(wait_exit(a), 0) << slurp(n0 / "stderr.txt");
   EXPECT_EQ(steps_of(d / "run" / "metrics-rank1.jsonl").size(), 3u);
+  for (int node : {0, 1}) {
+    auto ok = parse_exit_record(slurp(d / "run" / exit_record_file(node)));
+    ASSERT_TRUE(ok.ok()) << ok.error().message();
+    EXPECT_EQ(ok->outcome, ExitOutcome::ok) << "node " << node;
+    EXPECT_EQ(ok->exit_code, 0);
+    EXPECT_EQ(ok->node, node);
+    EXPECT_FALSE(ok->failure.has_value());
+  }
 
   fs::remove_all(d / "run");
   port = next_port();
@@ -212,6 +223,25 @@ TEST(Meshtrain, TwoSupervisorsShareFailures) {
   EXPECT_LT(took, 10.0);
   EXPECT_NE(slurp(n0 / "stderr.txt").find("rank 1 on node 1"), std::string::npos) << slurp(n0 / "stderr.txt");
   EXPECT_NE(slurp(n1 / "stderr.txt").find("rank 1 on node 1"), std::string::npos) << slurp(n1 / "stderr.txt");
+  auto own = parse_exit_record(slurp(d / "run" / exit_record_file(1)));
+  ASSERT_TRUE(own.ok()) << own.error().message();
+  EXPECT_EQ(own->outcome, ExitOutcome::rank_failed);
+  EXPECT_EQ(own->exit_code, 3);
+  ASSERT_TRUE(own->failure.has_value());
+  EXPECT_EQ(own->failure->rank, 1);
+  EXPECT_EQ(own->failure->node, 1);
+  EXPECT_EQ(own->failure->signal, SIGKILL);
+  EXPECT_EQ(own->failure->progress.phase, RankPhase::training);
+  EXPECT_GE(own->failure->progress.last_step, 0);  // it had logged a step before the kill
+  auto relayed = parse_exit_record(slurp(d / "run" / exit_record_file(0)));
+  ASSERT_TRUE(relayed.ok()) << relayed.error().message();
+  EXPECT_EQ(relayed->outcome, ExitOutcome::peer_failed);
+  EXPECT_EQ(relayed->exit_code, 3);
+  ASSERT_TRUE(relayed->failure.has_value());
+  EXPECT_EQ(relayed->failure->rank, 1);
+  EXPECT_EQ(relayed->failure->node, 1);
+  EXPECT_EQ(relayed->failure->signal, SIGKILL);
+  EXPECT_EQ(relayed->failure->time, own->failure->time);
 }
 
 TEST(MeshtrainCli, RefusesBadValuesNamingTheFlag) {
