@@ -70,7 +70,9 @@ class Fields {
   std::optional<Error> integer(const char* key, int64_t& out, int64_t lo, int64_t hi, bool required = true) {
     if (!j_.contains(key)) return required ? missing(key, "a whole number") : std::nullopt;
     const auto& v = j_.at(key);
-    if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+    // An unsigned value past int64's range would wrap in get<int64_t>(): refused first.
+    const bool too_big = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi);
+    if (!v.is_number_integer() || too_big || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
       return Error{prefix_ + key, shown(v),
                    "a whole number from " + std::to_string(lo) + " to " + std::to_string(hi)};
     out = v.get<int64_t>();

@@ -122,6 +122,8 @@ TEST(ExitRecord, ErrorsNameTheFieldTheValueAndWhatIsAllowed) {
             "failure.phase: \"lunch\": one of startup, training, ended");
   EXPECT_EQ(error_after([](nlohmann::json& j) { j["failure"]["last_step"] = -2; }),
             "failure.last_step: -2: a whole number from -1 to 9223372036854775807");
+  EXPECT_EQ(error_after([](nlohmann::json& j) { j["failure"]["last_step"] = UINT64_MAX; }),
+            "failure.last_step: 18446744073709551615: a whole number from -1 to 9223372036854775807");
   EXPECT_EQ(error_after([](nlohmann::json& j) { j["failure"] = 3; }), "failure: 3: a JSON object");
   EXPECT_EQ(error_after([](nlohmann::json& j) { j.erase("failure"); }),
             "failure: (missing): the failed rank, when \"outcome\" is \"rank_failed\"");
