@@ -1,7 +1,6 @@
 #include "trainer/calibrate.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +14,6 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
-#include <torch/version.h>
 
 #include "core/calibration_records.h"
 #include "core/cpu_steal.h"
@@ -30,6 +28,8 @@
 #include "trainer/model.h"
 #include "trainer/optimizer.h"
 #include "trainer/parallelize.h"
+#include "trainer/rank_context.h"
+#include "trainer/step.h"
 #include "trainer/supervisor.h"
 
 namespace meshwork::trainer {
@@ -38,9 +38,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double now_unix() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Per-iteration times are summarised by their median (core's meshwork::median): on a shared
@@ -102,25 +99,10 @@ int iterations(int64_t bytes) { return bytes <= (64 << 10) ? 20 : bytes <= (1 <<
 class Calibrator {
  public:
   Calibrator(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec& spec)
-      : o_(o),
-        env_(env),
-        spec_(spec),
-        rank_(env.rank),
-        log_(fs::path(o.run_dir) / ("rank" + std::to_string(env.rank) + ".log"),
-             std::getenv("MESHWORK_SUPERVISED") == nullptr && env.rank == 0),
-        sink_(fs::path(o.run_dir) / ("metrics-rank" + std::to_string(env.rank) + ".jsonl"), o.metrics,
-              o.metrics.empty() && env.rank == 0) {}
+      : o_(o), env_(env), spec_(spec), rank_(env.rank), ctx_(o, env), log_(ctx_.log), sink_(ctx_.sink) {}
 
   int run() {
-    if (!sink_.ok()) {
-      std::cerr << "meshtrain: --metrics: " << o_.metrics << ": a writable file\n";
-      return 2;
-    }
-    {
-      std::ofstream pid(fs::path(o_.run_dir) / ("rank" + std::to_string(rank_) + ".pid"));
-      pid << getpid() << "\n";
-    }
-    try {
+    return ctx_.run([this] {
       if (int rc = setup()) return rc;
       announce();
       // The split steps first, in a process as fresh as a training run's. After the collectives'
@@ -136,63 +118,29 @@ class Calibrator {
       for (size_t i = 0; i < comms_.size(); ++i) measure_collectives(i);
       comms_.front()->barrier(comms_.front()->world());
       if (rank_ == 0) write_calibration_file();
-      end("ok", "");
+      ctx_.end("ok", "");
       return 0;
-    } catch (const std::exception& e) {
-      std::string what = e.what();
-      if (auto nl = what.find('\n'); nl != std::string::npos) what = what.substr(0, nl);
-      log_("failed: ", e.what());
-      end("failed", what);
-      return 3;
-    }
+    });
   }
 
  private:
+  // The rank context has set the threads and the device.
   int setup() {
-    // Threads as a training rank gets them: the node's cores split between its ranks.
-    threads_ = std::max(1, usable_cores() / std::max(1, env_.local_world_size));
-    at::set_num_threads(threads_);
-    cuda_ = o_.run.training.device == DeviceKind::cuda;
-    if (cuda_) {
-      if (!torch::cuda::is_available()) {
-        end("failed", "--device cuda: no CUDA device is visible");
-        return 2;
-      }
-      c10::cuda::set_device(static_cast<c10::DeviceIndex>(env_.local_rank));
-      device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank));
-    }
+    threads_ = ctx_.threads();
+    cuda_ = ctx_.cuda();
+    device_ = ctx_.device();
     // One communicator per group layout, in the same order on every rank (each is collective).
     std::vector<Probe> ps = probes(env_.world_size, env_.local_world_size);
     if (ps.empty()) ps.push_back({MeshShape{1, env_.world_size, 1, 1}, GroupKind::dp_shard, LinkKind::intra_node});
     for (size_t i = 0; i < ps.size(); ++i) {
-      CommOptions co = comm_options(ps[i].shape, "meshwork/calibrate/" + std::to_string(i));
-      co.host_store = i == 0 && rank_ == 0 && !env_.store_hosted;
-      auto comm = Communicator::create(co);
-      if (!comm.ok()) {
-        log_(comm.error().message());
-        end("failed", comm.error().message());
-        return 3;
-      }
+      auto comm = ctx_.connect(ps[i].shape, /*first=*/i == 0, "meshwork/calibrate/" + std::to_string(i));
+      if (!comm.ok()) return ctx_.fail(3, comm.error().message());
       comms_.push_back(std::move(*comm));
     }
     probes_ = ps;
     log_("calibrate: rank ", rank_, " of ", env_.world_size, " (", env_.local_world_size, " per node), ",
          threads_, " threads, ", probes_.size(), " group layout(s)");
     return 0;
-  }
-
-  // One communicator of this rank on `shape`, its groups named under `prefix` (unique per layout).
-  CommOptions comm_options(const MeshShape& shape, const std::string& prefix) const {
-    CommOptions co;
-    co.rank = rank_;
-    co.world_size = env_.world_size;
-    co.ranks_per_node = env_.local_world_size;
-    co.shape = shape;
-    co.device = o_.run.training.device;
-    co.master_addr = env_.master_addr;
-    co.master_port = env_.master_port;
-    co.group_prefix = prefix;
-    return co;
   }
 
   void write(const std::string& kind, nlohmann::json fields) {
@@ -205,20 +153,10 @@ class Calibrator {
   }
 
   void announce() {
-    const Communicator& c = *comms_.front();
-    StartRecord sr;
-    sr.rank = rank_;
-    sr.time = now_unix();
-    char host[256] = {0};
-    gethostname(host, sizeof host - 1);
-    sr.host = host;
-    sr.pid = getpid();
-    sr.node = c.mesh().node_of(rank_);
-    sr.world = env_.world_size;
+    StartRecord sr = ctx_.start_record(*comms_.front());
     sr.mesh = o_.run.mesh.world_size() == env_.world_size ? o_.run.mesh : probes_.front().shape;
     sr.config = to_json(o_.run);
-    sr.versions = {{"meshtrain", MESHWORK_VERSION}, {"torch", TORCH_VERSION}, {"backend", cuda_ ? "nccl" : "gloo"},
-                   {"threads", threads_}, {"task", "calibrate"}};
+    sr.versions["task"] = "calibrate";
     sink_.write(to_json_line(sr));
     if (env_.local_rank == 0)
       write("node", {{"node", sr.node}, {"host", sr.host}, {"ranks_per_node", env_.local_world_size},
@@ -474,59 +412,34 @@ class Calibrator {
   SplitResult measure_split_step(const SplitStep& split, const ModelSpec& cut) {
     const RunConfig& config = split.config;
     const ParallelLayout& layout = *split.layout.layout;
-    const int micro_batches = split.micro_batches;
     const MeshShape& shape = config.mesh;
-    // The first probe's communicator hosts the store (comm_options leaves host_store off); every
-    // measurement's groups get their own names, repeats included.
-    auto created = Communicator::create(comm_options(shape, "meshwork/calibrate/split/" + std::to_string(split_index_++)));
+    // The first probe's communicator hosts the store; every measurement's groups get their own
+    // names, repeats included.
+    auto created = ctx_.connect(shape, /*first=*/false, "meshwork/calibrate/split/" + std::to_string(split_index_++));
     if (!created.ok()) throw std::runtime_error("split " + shape.to_string() + ": " + created.error().message());
     Communicator& comm = **created;
     const TrainingConfig& t = config.training;
-    const bool bf16 = t.precision == Precision::bf16;
     Model model(cut);
-    ParallelizeOptions po;
-    po.sequence_parallel = t.sequence_parallel;
-    po.compute_dtype = bf16 ? at::kBFloat16 : at::kFloat;
-    po.device = device_;
+    ParallelizeOptions po = parallelize_options(t, layout, device_);
     po.seed = 1234;
-    po.fsdp_grad_sync_per_step = t.fsdp_grad_sync == FsdpGradSync::step;
-    po.fsdp_group = layout.fsdp_group();
     auto pm = parallelize(model, comm, po);
     AdamW opt;
     opt.weight_decay = o_.weight_decay;
     opt.init(pm->params());
-    ForwardOptions fo;
-    fo.activation_checkpointing = t.activation_checkpointing == ActivationCheckpointing::full;
-    fo.compute_dtype = po.compute_dtype;
-    fo.positions = pm->positions(t.seq_len, device_);
-    fo.rope = model.rope_tables(t.seq_len / shape[Axis::cp], fo, device_);
-    // The same sequences on every rank (cp ranks must agree; the values do not matter).
-    at::manual_seed(1234);
+    // The same sequences on every rank (cp ranks must agree; the values do not matter), from a
+    // generator of their own: ranks that are threads of one process (the tests) share torch's.
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1234);
     const at::Tensor seqs =
-        at::randint(cut.vocab_size, {t.micro_batch, t.seq_len + 1}, at::TensorOptions().dtype(at::kLong)).to(device_);
-    const at::Tensor inputs = pm->shard_sequence(seqs.narrow(1, 0, t.seq_len));
-    const at::Tensor targets = pm->shard_sequence(seqs.narrow(1, 1, t.seq_len));
-    const double tokens = static_cast<double>(layout.tokens_per_replica_step()) * layout.dp_size();
-    // As Trainer::train_step: forward and backward of each micro-batch (the gradient sync armed
-    // before the last), the norm, AdamW, the loss all-reduce.
+        at::randint(cut.vocab_size, {t.micro_batch, t.seq_len + 1}, gen, at::TensorOptions().dtype(at::kLong)).to(device_);
+    const std::pair<at::Tensor, at::Tensor> batch{pm->shard_sequence(seqs.narrow(1, 0, t.seq_len)),
+                                                  pm->shard_sequence(seqs.narrow(1, 1, t.seq_len))};
+    // The step training runs (trainer/step.h), on one batch for every micro-batch.
+    // (split.micro_batches is the layout's accumulation.)
+    StepParts parts = step_parts(t, layout, model, *pm, comm, opt, device_);
+    const MicroBatches same_batch = [&batch](int64_t) { return batch; };
     auto step = [&] {
-      comm.times().reset();
-      const auto t0 = Clock::now();
-      at::Tensor loss_sum;
-      for (int m = 0; m < micro_batches; ++m) {
-        if (m == micro_batches - 1) pm->arm_gradient_sync();
-        loss_sum = pm->loss_sum(inputs, targets, fo);
-        (loss_sum / tokens).backward();
-      }
-      pm->finish_gradients();
-      (void)pm->grad_norm();
-      opt.update(pm->params(), 1e-4, 1.0);
-      pm->zero_grad();
-      at::Tensor loss = loss_sum.detach().to(at::kDouble).reshape({1});
-      comm.all_reduce(loss, GroupKind::dp_cp);
-      (void)loss.item<double>();
-      sync();
-      return Timed{since(t0), comm.times().seconds};
+      const StepResult r = run_step(parts, /*lr=*/1e-4, same_batch);
+      return Timed{r.step_s, comm.times().seconds};
     };
     comm.barrier(comm.world());
     const auto cpu0 = read_cpu_times();
@@ -634,21 +547,13 @@ class Calibrator {
     log_("calibrate: wrote calibration.json (fingerprint ", cal->fingerprint.id(), ")");
   }
 
-  void end(const std::string& status, const std::string& reason) {
-    EndRecord e;
-    e.rank = rank_;
-    e.time = now_unix();
-    e.status = status;
-    e.reason = reason;
-    sink_.write(to_json_line(e));
-  }
-
   const TrainerOptions& o_;
   const LaunchEnv& env_;
   const ModelSpec& spec_;
   const int rank_;
-  Log log_;
-  MetricsSink sink_;
+  RankContext ctx_;  // log, metrics, pid file, threads, device, end record
+  Log& log_;
+  MetricsSink& sink_;
   int threads_ = 1;
   bool cuda_ = false;
   at::Device device_ = at::kCPU;

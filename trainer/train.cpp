@@ -1,7 +1,5 @@
 #include "trainer/train.h"
 
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -17,7 +15,6 @@
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
-#include <torch/version.h>
 
 #include "core/mesh_json.h"
 #include "core/metrics.h"
@@ -34,7 +31,8 @@
 #include "trainer/optimizer.h"
 #include "trainer/parallelize.h"
 #include "trainer/parallelize_pp.h"
-#include "trainer/supervisor.h"
+#include "trainer/rank_context.h"
+#include "trainer/step.h"
 
 namespace meshwork::trainer {
 namespace fs = std::filesystem;
@@ -60,10 +58,6 @@ void reset_peak_rss() {
   f << "5";
 }
 
-double now_unix() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 // Achieved matmul TFLOP/s of this rank with its threads (all local ranks measure at once, after
 // a barrier, so each sees its share of the machine). A square matmul of n does 2 n^3 FLOPs.
 double measure_peak_tflops(at::Device device, at::ScalarType dtype) {
@@ -84,11 +78,6 @@ double measure_peak_tflops(at::Device device, at::ScalarType dtype) {
   return 2.0 * n * n * n * iters / elapsed / 1e12;
 }
 
-// What one optimizer step measured (the step record's inputs).
-struct StepResult {
-  double loss = 0, lr = 0, grad_norm = 0, step_s = 0;
-};
-
 // One rank's training: set up (data, communicators, the parallelized model, AdamW), resume,
 // then train steps (gradient accumulation, global-norm clipping, metrics) with checkpoints.
 // Every method that can fail returns the process exit code, 0 to go on.
@@ -106,19 +95,20 @@ class Trainer {
   int resume();
   void announce();
   int train();
-  StepResult train_step(int64_t step);
+  StepResult train_step(int64_t step, double lr);
+  // The sequences of micro-batch m of `step` this dp rank reads, [micro_batch, seq_len + 1], in
+  // buf_ (a view of it on CPU).
   Tensor micro_batch(const TokenData& data, int64_t step, int64_t m);
-  // Micro-batch m's (inputs, targets), this rank's cp shards, in tensors of their own.
+  // Micro-batch m's (inputs, targets), this rank's cp shards: views of one reused buffer unless
+  // a pipeline holds several micro-batches at once, then tensors of their own.
   std::pair<Tensor, Tensor> micro_batch_shards(const TokenData& data, int64_t step, int64_t m);
-  void record_step(int64_t step, const StepResult& s);
+  void record_step(int64_t step, double lr, const StepResult& s);
   void save_checkpoint(int64_t steps_done);
   void evaluate(int64_t steps_done);
   int save_hf();
 
-  // Ends the run with `msg` (log, end record and, when tell, rank 0's stderr); returns `code`.
-  int fail(int code, const std::string& msg, bool tell = false);
-  void end(const std::string& status, const std::string& reason);
-  fs::path run_file(const std::string& name) const { return fs::path(o_.run_dir) / name; }
+  int fail(int code, const std::string& msg, bool tell = false) { return ctx_.fail(code, msg, tell); }
+  fs::path run_file(const std::string& name) const { return ctx_.run_file(name); }
 
   const TrainerOptions& o_;
   const LaunchEnv& env_;
@@ -127,10 +117,9 @@ class Trainer {
   const MeshShape& shape_;
   const TrainingConfig& t_;
   const int rank_;
-  Log log_;
-  MetricsSink sink_;
-
-  int threads_ = 1;
+  RankContext ctx_;  // log, metrics, pid file, threads, device, end record
+  Log& log_;
+  MetricsSink& sink_;
   bool cuda_ = false;
   at::Device device_ = at::kCPU;
   at::ScalarType dtype_ = at::kFloat;
@@ -147,12 +136,11 @@ class Trainer {
   AdamW opt_;
   // Data-parallel coordinates: who reads which sequences.
   int64_t dp_size_ = 1, dp_rank_ = 0, accum_ = 1;
-  double global_tokens_ = 0;
   fs::path ckpt_dir_;
   std::string meta_;  // the checkpoint's meta.json (what resume must match)
   int64_t start_step_ = 0;
   double peak_ = 0, flops_per_token_ = 0;
-  ForwardOptions fo_;
+  StepParts step_;  // what run_step() works on (trainer/step.h)
   std::vector<int64_t> buf_;  // one micro-batch of token ids (seq_len + 1 per sequence)
 };
 
@@ -165,67 +153,26 @@ Trainer::Trainer(const TrainerOptions& o, const LaunchEnv& env, const ModelSpec&
       shape_(layout.shape()),
       t_(o.run.training),
       rank_(env.rank),
-      log_(run_file("rank" + std::to_string(env.rank) + ".log"),
-           std::getenv("MESHWORK_SUPERVISED") == nullptr && env.rank == 0),
-      sink_(run_file("metrics-rank" + std::to_string(env.rank) + ".jsonl"), o.metrics,
-            o.metrics.empty() && env.rank == 0) {}
-
-void Trainer::end(const std::string& status, const std::string& reason) {
-  EndRecord e;
-  e.rank = rank_;
-  e.time = now_unix();
-  e.status = status;
-  e.reason = reason;
-  sink_.write(to_json_line(e));
-}
-
-int Trainer::fail(int code, const std::string& msg, bool tell) {
-  log_(msg);
-  end("failed", msg);
-  if (tell && rank_ == 0) std::cerr << "meshtrain: " << msg << "\n";
-  return code;
-}
+      ctx_(o, env),
+      log_(ctx_.log),
+      sink_(ctx_.sink) {}
 
 int Trainer::run() {
-  if (!sink_.ok()) {
-    std::cerr << "meshtrain: --metrics: " << o_.metrics << ": a writable file\n";
-    return 2;
-  }
-  {
-    std::ofstream pid(run_file("rank" + std::to_string(rank_) + ".pid"));
-    pid << getpid() << "\n";
-  }
   std::signal(SIGTERM, on_stop);
   std::signal(SIGINT, on_stop);
-  try {
+  return ctx_.run([this] {
     if (int rc = setup()) return rc;
     if (int rc = resume()) return rc;
     announce();
     return train();
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    if (auto nl = what.find('\n'); nl != std::string::npos) what = what.substr(0, nl);
-    log_("failed: ", e.what());
-    end("failed", what);
-    return 3;
-  }
+  });
 }
 
-// Threads, device, data, communicators, the parallelized model and its optimizer.
+// Data, communicators, the parallelized model and its optimizer (the rank context has set the
+// threads and the device).
 int Trainer::setup() {
-  // Threads: the node's cores split between its ranks (docs/design.md, "Facts").
-  threads_ = std::max(1, usable_cores() / std::max(1, env_.local_world_size));
-  at::set_num_threads(threads_);
-  cuda_ = t_.device == DeviceKind::cuda;
-  if (cuda_) {
-    if (!torch::cuda::is_available()) {
-      end("failed", "--device cuda: no CUDA device is visible");
-      log_("--device: cuda: no CUDA device is visible");
-      return 2;
-    }
-    c10::cuda::set_device(static_cast<c10::DeviceIndex>(env_.local_rank));
-    device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank));
-  }
+  cuda_ = ctx_.cuda();
+  device_ = ctx_.device();
   dtype_ = t_.precision == Precision::bf16 ? at::kBFloat16 : at::kFloat;
 
   data_path_ = o_.run.data.is_string() ? fs::path(o_.run.data.get<std::string>()) : default_data_path();
@@ -257,12 +204,8 @@ int Trainer::setup() {
   dp_size_ = layout_.dp_size();
   dp_rank_ = dp_group.rank;
   accum_ = layout_.grad_accum_steps();
-  global_tokens_ = static_cast<double>(t_.global_batch) * t_.seq_len;
   flops_per_token_ = model_->flops_per_token(t_.seq_len);
-  fo_.activation_checkpointing = t_.activation_checkpointing == ActivationCheckpointing::full;
-  fo_.compute_dtype = dtype_;
-  fo_.positions = pm_->positions(t_.seq_len, device_);
-  fo_.rope = model_->rope_tables(t_.seq_len / shape_[Axis::cp], fo_, device_);
+  step_ = step_parts(t_, layout_, *model_, *pm_, *comm_, opt_, device_);
   buf_.resize(static_cast<size_t>(t_.micro_batch) * (t_.seq_len + 1));
   if (shape_[Axis::pp] > 1) {
     PipelineOptions po;
@@ -276,28 +219,20 @@ int Trainer::setup() {
     po.dtype = dtype_;
     po.device = device_;
     pipeline_ = std::make_unique<PipelineStage>(*pm_, *comm_, std::move(po));
+    step_.pipeline = pipeline_.get();
   }
   return 0;
 }
 
 int Trainer::connect() {
-  CommOptions co;
-  co.rank = rank_;
-  co.world_size = env_.world_size;
-  co.ranks_per_node = env_.local_world_size;
-  co.shape = shape_;
-  co.device = t_.device;
-  co.master_addr = env_.master_addr;
-  co.master_port = env_.master_port;
-  co.host_store = rank_ == 0 && !env_.store_hosted;
-  auto comm = Communicator::create(co);
+  auto comm = ctx_.connect(shape_, /*first=*/true);
   if (!comm.ok()) return fail(3, comm.error().message());
   comm_ = std::move(*comm);
   const MeshCoord coord = comm_->mesh().coord_of(rank_);
   log_("rank ", rank_, " of ", env_.world_size, " (node-local ", env_.local_rank, "/",
        env_.local_world_size, "), mesh ", shape_.to_string(), ", coords (",
        shape_[Axis::pp] > 1 ? "stage " + std::to_string(coord[Axis::pp]) + ": " : std::string(), coord[Axis::dp_replicate],
-       ",", coord[Axis::dp_shard], ",", coord[Axis::cp], ",", coord[Axis::tp], "), ", threads_,
+       ",", coord[Axis::dp_shard], ",", coord[Axis::cp], ",", coord[Axis::tp], "), ", ctx_.threads(),
        " threads, data ", data_path_.string(), " (", data_->num_tokens(), " tokens)");
   return 0;
 }
@@ -324,12 +259,13 @@ int Trainer::build_model() {
   const int64_t rss_before = proc_status_bytes("VmRSS");
   reset_peak_rss();
   const auto t0 = std::chrono::steady_clock::now();
-  po.sequence_parallel = t_.sequence_parallel;
-  po.compute_dtype = dtype_;
-  po.device = device_;
+  const ParallelizeOptions run = parallelize_options(t_, layout_, device_);
+  po.sequence_parallel = run.sequence_parallel;
+  po.compute_dtype = run.compute_dtype;
+  po.device = run.device;
+  po.fsdp_grad_sync_per_step = run.fsdp_grad_sync_per_step;
+  po.fsdp_group = run.fsdp_group;
   po.seed = t_.seed;
-  po.fsdp_grad_sync_per_step = t_.fsdp_grad_sync == FsdpGradSync::step;
-  po.fsdp_group = layout_.fsdp_group();
   pm_ = parallelize(*model_, *comm_, po);
   if (checkpoint_) {
     record_load(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), rss_before);
@@ -484,24 +420,12 @@ void Trainer::announce() {
   peak_ = t_.peak_tflops > 0 ? t_.peak_tflops : measure_peak_tflops(device_, dtype_);
   log_("peak ", peak_, " TFLOP/s per rank (", t_.peak_tflops > 0 ? "given" : "measured", ")");
 
-  StartRecord sr;
-  sr.rank = rank_;
-  sr.time = now_unix();
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  sr.host = host;
-  sr.pid = getpid();
-  sr.node = comm_->mesh().node_of(rank_);
-  sr.world = env_.world_size;
+  StartRecord sr = ctx_.start_record(*comm_);
   sr.mesh = shape_;
   RunConfig ran = o_.run;
   ran.mesh = shape_;
   sr.config = to_json(ran);
   sr.peak_tflops = peak_;
-  sr.versions = {{"meshtrain", MESHWORK_VERSION},
-                 {"torch", TORCH_VERSION},
-                 {"backend", cuda_ ? "nccl" : "gloo"},
-                 {"threads", threads_}};
   sink_.write(to_json_line(sr));
 }
 
@@ -509,7 +433,7 @@ int Trainer::train() {
   for (int64_t step = start_step_; step < t_.steps; ++step) {
     if (int sig = g_stop_signal.load()) {
       log_("stopped by signal ", sig, " before step ", step);
-      end("stopped", "signal " + std::to_string(sig));
+      ctx_.end("stopped", "signal " + std::to_string(sig));
       return 128 + sig;
     }
     // MESHTRAIN_PROFILE=PATH (developer aid, bench/ and docs/trainer.md): the operators of
@@ -530,7 +454,8 @@ int Trainer::train() {
     } else if (profiled) {
       profile = std::make_unique<torch::autograd::profiler::RecordProfile>(trace);
     }
-    record_step(step, train_step(step));
+    const double lr = learning_rate(t_, step);
+    record_step(step, lr, train_step(step, lr));
     if (profiled && cuda_) torch::autograd::profiler::disableProfiler()->save(trace);
     if (t_.checkpoint_every > 0 && (step + 1) % t_.checkpoint_every == 0) save_checkpoint(step + 1);
     if (eval_data_ && t_.eval_every > 0 && (step + 1) % t_.eval_every == 0) evaluate(step + 1);
@@ -540,7 +465,7 @@ int Trainer::train() {
   if (int rc = save_hf()) return rc;
   comm_->barrier(comm_->world());
   log_("done: ", t_.steps, " steps");
-  end("ok", "");
+  ctx_.end("ok", "");
   return 0;
 }
 
@@ -570,13 +495,11 @@ void Trainer::evaluate(int64_t steps_done) {
   const auto t0 = std::chrono::steady_clock::now();
   Tensor local = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device_));
   for (int64_t b = 0; b < eval_batches_ && pipeline_; ++b)
-    local += pipeline_->eval_step([&](int64_t m) { return micro_batch_shards(*eval_data_, b, m); }, fo_);
+    local += pipeline_->eval_step([&](int64_t m) { return micro_batch_shards(*eval_data_, b, m); }, step_.forward);
   for (int64_t b = 0; b < eval_batches_ && !pipeline_; ++b)
     for (int64_t m = 0; m < accum_; ++m) {
-      Tensor seqs = micro_batch(*eval_data_, b, m);
-      Tensor inputs = pm_->shard_sequence(seqs.narrow(1, 0, t_.seq_len));
-      Tensor targets = pm_->shard_sequence(seqs.narrow(1, 1, t_.seq_len));
-      local += pm_->eval_loss_sum(inputs, targets, fo_).to(at::kDouble);
+      auto [inputs, targets] = micro_batch_shards(*eval_data_, b, m);
+      local += pm_->eval_loss_sum(inputs, targets, step_.forward).to(at::kDouble);
     }
   comm_->all_reduce(local, GroupKind::dp_cp);
   if (pipeline_) comm_->all_reduce(local, GroupKind::pp);  // the loss is on the last stage
@@ -591,7 +514,6 @@ void Trainer::evaluate(int64_t steps_done) {
   log_("eval after step ", steps_done, ": loss ", r.loss, " over ", r.tokens, " tokens");
 }
 
-// The sequences of micro-batch m of `step` this dp rank reads, [micro_batch, seq_len + 1].
 Tensor Trainer::micro_batch(const TokenData& data, int64_t step, int64_t m) {
   auto idx = TokenData::batch_indices(step, t_.global_batch, dp_rank_, dp_size_, m, t_.micro_batch);
   for (size_t i = 0; i < idx.size(); ++i)
@@ -600,62 +522,29 @@ Tensor Trainer::micro_batch(const TokenData& data, int64_t step, int64_t m) {
 }
 
 std::pair<Tensor, Tensor> Trainer::micro_batch_shards(const TokenData& data, int64_t step, int64_t m) {
-  // micro_batch() reads into one reused buffer: a pipeline holds several micro-batches at once.
-  Tensor seqs = micro_batch(data, step, m).clone();
+  Tensor seqs = micro_batch(data, step, m);
+  // A pipeline holds several micro-batches at once; without one, a micro-batch is done with
+  // before the next is read into the same buffer (run_step's order).
+  if (pipeline_) seqs = seqs.clone();
+  // cp ranks of one replica read the same sequences and keep their load-balanced chunks.
   return {pm_->shard_sequence(seqs.narrow(1, 0, t_.seq_len)), pm_->shard_sequence(seqs.narrow(1, 1, t_.seq_len))};
 }
 
-// Forward/backward over the accumulation micro-batches, gradient finishing, clipping, AdamW.
-StepResult Trainer::train_step(int64_t step) {
-  comm_->times().reset();
+// One step of the run through the step runner (trainer/step.h), which calibration times too;
+// here only the batch's source and the memory peaks the step record reports.
+StepResult Trainer::train_step(int64_t step, double lr) {
   if (cuda_) c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
   else reset_cpu_peak();
-  const auto t0 = std::chrono::steady_clock::now();
-  StepResult r;
-  r.lr = learning_rate(t_, step);
-
-  Tensor local_loss = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device_));
-  if (pipeline_)
-    local_loss = pipeline_->train_step([&](int64_t m) { return micro_batch_shards(*data_, step, m); },
-                                       global_tokens_, fo_);
-  for (int64_t m = 0; m < accum_ && !pipeline_; ++m) {
-    Tensor seqs = micro_batch(*data_, step, m);
-    // cp ranks of one replica read the same sequences and keep their load-balanced chunks.
-    Tensor inputs = pm_->shard_sequence(seqs.narrow(1, 0, t_.seq_len));
-    Tensor targets = pm_->shard_sequence(seqs.narrow(1, 1, t_.seq_len));
-    if (m == accum_ - 1) pm_->arm_gradient_sync();
-    Tensor loss_sum = pm_->loss_sum(inputs, targets, fo_);
-    // Mean over every token of the global batch: each rank's share divided by the global
-    // token count, gradients summed over ranks (parallelize_dp.h).
-    (loss_sum / global_tokens_).backward();
-    local_loss += loss_sum.detach().to(at::kDouble);
-  }
-  pm_->finish_gradients();
-  r.grad_norm = pm_->grad_norm();
-  // torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1.
-  // The coefficient is applied inside the optimizer's pass over the gradients.
-  double clip = 1.0;
-  if (t_.max_grad_norm > 0) {
-    const double coef = t_.max_grad_norm / (r.grad_norm + 1e-6);
-    if (coef < 1) clip = coef;
-  }
-  opt_.update(pm_->params(), r.lr, clip);
-  pm_->zero_grad();
-  comm_->all_reduce(local_loss, GroupKind::dp_cp);
-  if (pipeline_) comm_->all_reduce(local_loss, GroupKind::pp);  // the loss is on the last stage
-  r.loss = local_loss.item<double>() / global_tokens_;
-  if (cuda_) torch::cuda::synchronize();
-  r.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
+  return run_step(step_, lr, [this, step](int64_t m) { return micro_batch_shards(*data_, step, m); });
 }
 
-void Trainer::record_step(int64_t step, const StepResult& s) {
+void Trainer::record_step(int64_t step, double lr, const StepResult& s) {
   StepRecord r;
   r.step = step;
   r.rank = rank_;
   r.time = now_unix();
   r.loss = s.loss;
-  r.lr = s.lr;
+  r.lr = lr;
   r.grad_norm = s.grad_norm;
   // A data-parallel replica's tokens; tp/cp ranks of one replica share them (docs/metrics.md).
   r.tokens = layout_.tokens_per_replica_step();

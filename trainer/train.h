@@ -1,7 +1,9 @@
 // One rank of a meshtrain run: builds the communicators and the parallelized model
-// (parallelize.h), then runs the training loop (gradient accumulation, global-norm clipping,
-// AdamW with warmup + cosine, metrics, checkpoints). The pieces live in their own files:
-// optimizer.h (AdamW), lr_schedule.h, metrics_sink.h, checkpoint.h, cpu_memory.h.
+// (parallelize.h), then runs the training loop (a step per global batch, warmup + cosine LR,
+// metrics, checkpoints, evaluation). The pieces live in their own files: rank_context.h (the
+// rank's files, threads, device and communicators, shared with calibration), step.h (the step
+// itself: gradient accumulation, global-norm clipping, AdamW; calibration times the same
+// function), optimizer.h (AdamW), lr_schedule.h, metrics_sink.h, checkpoint.h, cpu_memory.h.
 #pragma once
 
 #include "core/parallel_layout.h"

@@ -1,0 +1,84 @@
+#include "trainer/step.h"
+
+#include <chrono>
+
+#include <torch/cuda.h>
+
+namespace meshwork::trainer {
+namespace {
+
+StepObserver g_observer;  // set_step_observer()
+
+}  // namespace
+
+void set_step_observer(StepObserver observer) { g_observer = std::move(observer); }
+
+StepResult run_step(StepParts& p, double lr, const MicroBatches& batches) {
+  ParallelModel& pm = *p.model;
+  Communicator& comm = *p.comm;
+  comm.times().reset();
+  const auto t0 = std::chrono::steady_clock::now();
+  StepResult r;
+  at::Tensor local_loss;
+  if (p.pipeline) {
+    local_loss = p.pipeline->train_step(batches, p.global_tokens, p.forward);
+  } else {
+    local_loss = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(p.device));
+    for (int64_t m = 0; m < p.micro_batches; ++m) {
+      auto [inputs, targets] = batches(m);
+      if (m == p.micro_batches - 1) pm.arm_gradient_sync();
+      at::Tensor loss_sum = pm.loss_sum(inputs, targets, p.forward);
+      // Mean over every token of the global batch: each rank's share divided by the global
+      // token count, gradients summed over ranks (parallelize_dp.h).
+      (loss_sum / p.global_tokens).backward();
+      local_loss += loss_sum.detach().to(at::kDouble);
+    }
+  }
+  pm.finish_gradients();
+  r.grad_norm = pm.grad_norm();
+  // torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1.
+  // The coefficient is applied inside the optimizer's pass over the gradients.
+  double clip = 1.0;
+  if (p.max_grad_norm > 0) {
+    const double coef = p.max_grad_norm / (r.grad_norm + 1e-6);
+    if (coef < 1) clip = coef;
+  }
+  p.optimizer->update(pm.params(), lr, clip);
+  pm.zero_grad();
+  comm.all_reduce(local_loss, GroupKind::dp_cp);
+  if (p.pipeline) comm.all_reduce(local_loss, GroupKind::pp);  // the loss is on the last stage
+  r.loss = local_loss.item<double>() / p.global_tokens;
+  if (p.device.is_cuda()) torch::cuda::synchronize();
+  r.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (g_observer) g_observer(comm.rank(), r);
+  return r;
+}
+
+ParallelizeOptions parallelize_options(const TrainingConfig& t, const ParallelLayout& layout, at::Device device) {
+  ParallelizeOptions po;
+  po.sequence_parallel = t.sequence_parallel;
+  po.compute_dtype = t.precision == Precision::bf16 ? at::kBFloat16 : at::kFloat;
+  po.device = device;
+  po.fsdp_grad_sync_per_step = t.fsdp_grad_sync == FsdpGradSync::step;
+  po.fsdp_group = layout.fsdp_group();
+  return po;
+}
+
+StepParts step_parts(const TrainingConfig& t, const ParallelLayout& layout, const Model& model, ParallelModel& pm,
+                     Communicator& comm, AdamW& optimizer, at::Device device) {
+  StepParts p;
+  p.model = &pm;
+  p.comm = &comm;
+  p.optimizer = &optimizer;
+  p.forward.activation_checkpointing = t.activation_checkpointing == ActivationCheckpointing::full;
+  p.forward.compute_dtype = t.precision == Precision::bf16 ? at::kBFloat16 : at::kFloat;
+  p.forward.positions = pm.positions(t.seq_len, device);
+  p.forward.rope = model.rope_tables(t.seq_len / layout.shape()[Axis::cp], p.forward, device);
+  p.micro_batches = layout.grad_accum_steps();
+  p.global_tokens = static_cast<double>(t.global_batch) * t.seq_len;
+  p.max_grad_norm = t.max_grad_norm;
+  p.device = device;
+  return p;
+}
+
+}  // namespace meshwork::trainer
