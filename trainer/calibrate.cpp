@@ -424,8 +424,7 @@ class Calibrator {
     po.seed = 1234;
     auto pm = parallelize(model, comm, po);
     AdamW opt;
-    opt.weight_decay = o_.weight_decay;
-    opt.init(pm->params());
+    init_optimizer(opt, t, *pm);
     // The same sequences on every rank (cp ranks must agree; the values do not matter), from a
     // generator of their own: ranks that are threads of one process (the tests) share torch's.
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1234);

@@ -27,7 +27,6 @@ struct TrainerOptions {
   std::string run_dir = "meshtrain-run";
   std::string checkpoint_dir;       // empty: run_dir/checkpoints
   bool resume = false;
-  double weight_decay = 0.1;
   // Launch (torchrun's names). nproc_per_node without RANK in the environment: supervise.
   int nproc_per_node = 0;
   int nnodes = 1;

@@ -81,4 +81,9 @@ StepParts step_parts(const TrainingConfig& t, const ParallelLayout& layout, cons
   return p;
 }
 
+void init_optimizer(AdamW& optimizer, const TrainingConfig& t, ParallelModel& pm) {
+  (void)t;
+  optimizer.init(pm.params());
+}
+
 }  // namespace meshwork::trainer

@@ -73,4 +73,8 @@ ParallelizeOptions parallelize_options(const TrainingConfig& t, const ParallelLa
 StepParts step_parts(const TrainingConfig& t, const ParallelLayout& layout, const Model& model, ParallelModel& pm,
                      Communicator& comm, AdamW& optimizer, at::Device device);
 
+// The optimizer of a run of `t` over this rank's parallelized parameters (its moments allocated
+// here): training and calibration set it up alike, so calibration times the update training runs.
+void init_optimizer(AdamW& optimizer, const TrainingConfig& t, ParallelModel& pm);
+
 }  // namespace meshwork::trainer

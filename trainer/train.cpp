@@ -271,8 +271,7 @@ int Trainer::build_model() {
     record_load(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), rss_before);
     checkpoint_.reset();  // unmaps the files
   }
-  opt_.weight_decay = o_.weight_decay;
-  opt_.init(pm_->params());
+  init_optimizer(opt_, t_, *pm_);
   return 0;
 }
 
