@@ -3,7 +3,8 @@
 // against what was found (core/parallel_layout.h), deploy meshtrain and the run config
 // (run_config.json), record the run in the store, start one supervisor per node with
 // meshtrain_command() (launch.h); then follow (follower.h), attach again later, or
-// stop_and_record(). No Qt here; the GUI calls these from worker threads and gets progress
+// stop_and_record(). launch_run() and launch_slurm_run() (slurm_run.h) are one pipeline with two
+// starters (launch_pipeline.h). No Qt here; the GUI calls these from worker threads and gets progress
 // through the callbacks.
 #pragma once
 

@@ -1,14 +1,8 @@
 #include "remote/slurm_run.h"
 
 #include <condition_variable>
-#include <ctime>
-#include <random>
 
-#include "core/model_spec.h"
-#include "core/parallel_layout.h"
-#include "remote/bundle.h"
-#include "remote/data_placement.h"
-#include "remote/node_torch.h"
+#include "remote/launch_pipeline.h"
 #include "remote/parse_util.h"
 #include "remote/run_layout.h"
 #include "core/shell_quote.h"
@@ -96,214 +90,150 @@ Result<SlurmJob> query_slurm_job(Node& login, const std::string& job_id, bool* t
 
 namespace {
 
-LaunchError launch_error(Error e, ErrorKind kind) {
-  e.kind = kind;
-  return LaunchError{std::move(e), {}};
-}
-
 nlohmann::json options_json(const SlurmJobOptions& o) {
   return {{"partition", o.partition}, {"nodes", o.nodes},       {"gpus_per_node", o.gpus_per_node},
           {"nproc_per_node", o.ranks_per_node()}, {"account", o.account}, {"qos", o.qos},
           {"time", o.time}, {"sbatch_args", o.sbatch_args}};
 }
 
+// A Slurm job: the files go to the login node (the job's nodes share its run directory), and one
+// sbatch job starts every node.
+class SlurmTarget final : public LaunchTarget {
+ public:
+  explicit SlurmTarget(const SlurmLaunchRequest& req) : req_(req) {}
+
+  std::variant<int, LaunchError> check_request(const LaunchRequest&) override {
+    if (Status st = check_slurm_options(req_.job); !st) return launch_invalid(st.error());
+    auto spec = parse_host_spec(req_.login.empty() ? "local" : req_.login);
+    if (!spec) return launch_invalid(spec.error());
+    site.hosts = {*spec};
+    return req_.job.ranks_per_node();
+  }
+
+  std::optional<LaunchError> reach(const LaunchRequest& req, const LaunchStepFn& step) override {
+    step("connecting to the login node " + site.hosts.front().to_string());
+    auto conn = connect_node(site.hosts.front(), req.ssh);
+    if (auto* e = std::get_if<ConnectError>(&conn)) return launch_failed(e->error);
+    site.nodes.push_back(std::move(std::get<0>(conn)));
+    auto info = probe_node(login());
+    if (!info) return launch_failed(info.error());
+    site.probes.push_back(*info);
+    auto cluster = probe_slurm(login());
+    if (!cluster) return launch_failed(cluster.error());
+    cluster_ = *cluster;
+    return std::nullopt;
+  }
+
+  std::vector<NodeConfig> run_nodes(int nproc) const override {
+    std::vector<NodeConfig> out;
+    for (int i = 0; i < req_.job.nodes; ++i) {
+      out.push_back(NodeConfig{"slurm-node" + std::to_string(i), nproc, {{"slurm", true}}});
+    }
+    return out;
+  }
+
+  std::optional<LaunchError> check_devices(const LaunchPlan& plan, const LaunchStepFn& step) override {
+    if (plan.config.training.device != DeviceKind::cuda) return std::nullopt;
+    if (req_.job.gpus_per_node < plan.nproc_per_node) {
+      return launch_invalid(Error{"--gpus-per-node", std::to_string(req_.job.gpus_per_node),
+                                  "at least the ranks per node (" + std::to_string(plan.nproc_per_node) +
+                                      ") for a CUDA run"});
+    }
+    if (plan.bundle) {
+      // The login node's driver says nothing about the compute nodes', which Slurm has not
+      // picked yet: the SSH launch's driver check (cuda_driver.h) cannot be made before
+      // submission here.
+      step("warning: the CUDA driver of the job's nodes is not checked against the bundle's CUDA " +
+           plan.bundle->cuda_requirement + " before submission (Slurm picks the nodes)");
+    }
+    return std::nullopt;
+  }
+
+  void describe(const LaunchRequest&, const LaunchPlan& plan, const StagedRun& staged,
+                LaunchRecord& rec) const override {
+    // Every Slurm node is followed through the login node, in the shared run directory.
+    for (int i = 0; i < req_.job.nodes; ++i) {
+      rec.nodes.push_back({site.hosts.front().to_string(), plan.nproc_per_node, staged.run_dirs.front(), ""});
+    }
+  }
+
+  std::variant<nlohmann::json, LaunchError> submit(const LaunchPlan& plan, const StagedRun& staged,
+                                                   const LaunchRecord& rec, const LaunchStepFn& step) override {
+    const std::string& run_dir = staged.run_dirs.front();
+    SlurmJobOptions job = req_.job;
+    if (job.job_name.empty()) job.job_name = "meshwork-" + plan.config.name;
+    const std::string script = slurm_batch_script(rec, job);
+    const std::string dir = shell_quote(run_dir);
+    auto wrote = login().exec("cat > " + dir + "/" + kSlurmScriptFile + " && chmod 0700 " + dir + "/" + kSlurmScriptFile,
+                              std::chrono::seconds(30), script);
+    if (!wrote || wrote->exit_code != 0) {
+      return launch_failed(wrote ? Error{login().name(), run_dir + "/" + kSlurmScriptFile,
+                                         "cannot be written: " + std::string(trim(wrote->err))}
+                                 : wrote.error());
+    }
+
+    step("submitting (sbatch)");
+    auto sub = login().exec("cd " + dir + " && sbatch --parsable ./" + kSlurmScriptFile, std::chrono::seconds(60), {});
+    if (!sub) return launch_failed(sub.error());
+    if (sub->exit_code != 0) {
+      // sbatch's own words: "invalid partition specified: nope", "Invalid account or
+      // account/partition combination specified", ...
+      std::string words(trim(sub->err));
+      if (words.empty()) words = std::string(trim(sub->out));
+      (void)login().exec("rm -rf -- " + dir, std::chrono::seconds(30), {});  // nothing of a refused run stays
+      // sbatch's words do not always name the option ("Requested partition configuration not
+      // available now" for a denied account): say what was submitted, and the partitions there are.
+      std::string asked = "partition " + (job.partition.empty() ? std::string("(the default)") : job.partition);
+      if (!job.account.empty()) asked += ", account " + job.account;
+      if (!job.qos.empty()) asked += ", QOS " + job.qos;
+      if (!job.time.empty()) asked += ", time " + job.time;
+      std::string partitions;
+      for (const auto& part : cluster_.partitions) partitions += (partitions.empty() ? "" : ", ") + part.name;
+      return launch_invalid(Error{"sbatch", "refused the job (" + asked + ")",
+                                  words + (partitions.empty() ? "" : " [partitions on this cluster: " + partitions + "]")});
+    }
+    auto job_id = parse_sbatch_job_id(sub->out);
+    if (!job_id) return launch_failed(job_id.error());
+    job_id_ = *job_id;
+    job_ = job;
+    step("submitted as Slurm job " + job_id_);
+
+    nlohmann::json parts = nlohmann::json::array();
+    for (const auto& p : cluster_.partitions) {
+      parts.push_back({{"name", p.name}, {"nodes", p.nodes}, {"gpus_per_node", p.gpus_per_node.count},
+                       {"time_limit", p.time_limit}, {"default", p.is_default}});
+    }
+    return nlohmann::json{{"slurm", {{"job_id", job_id_}, {"login", site.hosts.front().to_string()},
+                                     {"script", script}, {"options", options_json(job)}, {"partitions", parts},
+                                     {"bundle", plan.bundle ? plan.bundle->sha256 : std::string()}}}};
+  }
+
+  void withdraw() override { (void)login().exec("scancel " + shell_quote(job_id_), std::chrono::seconds(30), {}); }
+
+  std::optional<LaunchError> start(store::RunStore& store, store::RunId id, const LaunchPlan& plan, const StagedRun&,
+                                   const LaunchRecord&, const LaunchStepFn&) override {
+    // sbatch started it already; the store says so.
+    (void)store.add_event(id, "info", "submitted as Slurm job " + job_id_ + " (" + std::to_string(job_.nodes) +
+                                          " node(s) x " + std::to_string(plan.nproc_per_node) + " rank(s)" +
+                                          (job_.partition.empty() ? "" : ", partition " + job_.partition) + ")");
+    return std::nullopt;
+  }
+
+ private:
+  Node& login() { return *site.nodes.front(); }
+
+  const SlurmLaunchRequest& req_;
+  SlurmClusterInfo cluster_;
+  SlurmJobOptions job_;
+  std::string job_id_;
+};
+
 }  // namespace
 
 std::variant<LaunchedRun, LaunchError> launch_slurm_run(const std::filesystem::path& db,
                                                         const SlurmLaunchRequest& req) {
-  auto step = [&](const std::string& s) {
-    if (req.base.on_step) req.base.on_step(s);
-  };
-  if (Status st = check_slurm_options(req.job); !st) return launch_error(st.error(), ErrorKind::invalid_input);
-  auto spec = parse_host_spec(req.login.empty() ? "local" : req.login);
-  if (!spec) return launch_error(spec.error(), ErrorKind::invalid_input);
-  // What runs: a runtime bundle (deployed once to the shared filesystem through the login node),
-  // a meshtrain moved to the nodes' torch wheel (--node-torch), or this machine's meshtrain.
-  std::optional<BundleManifest> bundle;
-  if (!req.base.bundle_path.empty() && !req.base.node_torch.empty()) {
-    return launch_error(Error{"--node-torch", req.base.node_torch, "not with --bundle (a bundle carries its own LibTorch)"},
-                        ErrorKind::invalid_input);
-  }
-  if (!req.base.bundle_path.empty()) {
-    auto b = load_bundle(req.base.bundle_path);
-    if (!b) return launch_error(b.error(), ErrorKind::invalid_input);
-    bundle = *b;
-  } else if (req.base.trainer_path.empty() || !std::filesystem::exists(req.base.trainer_path)) {
-    return launch_error(Error{"--meshtrain", req.base.trainer_path, "must be the meshtrain binary to deploy"},
-                        ErrorKind::invalid_input);
-  }
-  const int nproc = req.job.ranks_per_node();
-
-  step("connecting to the login node " + spec->to_string());
-  auto conn = connect_node(*spec, req.base.ssh);
-  if (auto* e = std::get_if<ConnectError>(&conn)) return launch_error(e->error, ErrorKind::remote);
-  std::unique_ptr<Node> login = std::move(std::get<0>(conn));
-  auto info = probe_node(*login);
-  if (!info) return launch_error(info.error(), ErrorKind::remote);
-  auto cluster = probe_slurm(*login);
-  if (!cluster) return launch_error(cluster.error(), ErrorKind::remote);
-
-  step("checking the layout");
-  RunConfig config = req.base.config;
-  if (config.name.empty()) config.name = "run";
-  config.nodes.clear();
-  for (int i = 0; i < req.job.nodes; ++i) {
-    config.nodes.push_back(NodeConfig{"slurm-node" + std::to_string(i), nproc, {{"slurm", true}}});
-  }
-  auto model = model_spec_from_run_model(config.model);
-  if (!model) return launch_error(model.error(), ErrorKind::invalid_input);
-  const LayoutCheck checked = ParallelLayout::check(config, &*model, Placement::of(config));
-  if (!checked.ok()) {
-    LaunchError e = launch_error(checked.report.first_error(), ErrorKind::invalid_input);
-    for (const Diagnostic& d : checked.report.errors()) e.more.push_back(d.to_error());
-    return e;
-  }
-  config.mesh = checked.layout->shape();
-  if (config.training.device == DeviceKind::cuda && req.job.gpus_per_node < nproc) {
-    return launch_error(Error{"--gpus-per-node", std::to_string(req.job.gpus_per_node),
-                              "at least the ranks per node (" + std::to_string(nproc) + ") for a CUDA run"},
-                        ErrorKind::invalid_input);
-  }
-  if (bundle && config.training.device == DeviceKind::cuda) {
-    if (bundle->flavour != "cuda") {
-      return launch_error(Error{"--bundle", bundle->archive_path,
-                                "is the " + bundle->flavour + " flavour: a --device cuda run needs the cuda flavour "
-                                "(scripts/bundle cuda)"},
-                          ErrorKind::invalid_input);
-    }
-    // The login node's driver says nothing about the compute nodes', which Slurm has not picked
-    // yet: the SSH launch's driver check (cuda_driver.h) cannot be made before submission here.
-    step("warning: the CUDA driver of the job's nodes is not checked against the bundle's CUDA " +
-         bundle->cuda_requirement + " before submission (Slurm picks the nodes)");
-  }
-  if (req.base.max_restarts > 0 && config.training.checkpoint_every <= 0) {
-    step("warning: --max-restarts without --checkpoint-every K: a restart begins again at step 0");
-  }
-
-  // The job's nodes share the login node's run directory: the data is checked there and, when
-  // absent, uploaded with the run (data_placement.h).
-  auto data_uploads = place_run_data(config, {login.get()}, step);
-  if (!data_uploads) return launch_error(data_uploads.error(), ErrorKind::invalid_input);
-
-  step("deploying to the shared run directory");
-  const std::string run_name = new_run_dir_name();
-  const auto cfg_path = std::filesystem::temp_directory_path() / ("meshwork-" + run_name + ".json");
-  if (auto st = save_run_config(config, cfg_path); !st) return launch_error(st.error(), ErrorKind::io);
-  const std::string trainer_name = "meshtrain";
-  DeployFile trainer{req.base.trainer_path, trainer_name, 0700, {}};
-  const auto retarget_dir = std::filesystem::temp_directory_path() / ("meshwork-" + run_name + "-trainer");
-  if (!req.base.node_torch.empty()) {
-    auto moved = retarget_trainer(req.base.trainer_path, req.base.node_torch, retarget_dir);
-    if (!moved) {
-      std::filesystem::remove(cfg_path);
-      return launch_error(moved.error(), ErrorKind::invalid_input);
-    }
-    trainer.local_path = *moved;
-  }
-  if (bundle) {
-    // Once for the whole cluster: the compute nodes read it from the shared filesystem (the
-    // bundle root, like the run root, must be on it), so it goes to the login node only; skipped
-    // when there, resumed after a cut link (bundle.h).
-    step("deploying the runtime bundle to the shared filesystem (" + req.base.bundle_root + ")");
-    BundleDeployOptions opts;
-    opts.root = req.base.bundle_root;
-    opts.reconnect = [&](size_t) { return connect_node(*spec, req.base.ssh); };
-    std::vector<std::unique_ptr<Node>> one;
-    one.push_back(std::move(login));
-    auto results = deploy_bundle_all(one, *bundle, opts, req.base.on_deploy);
-    login = std::move(one.front());
-    if (!results.front()) {
-      std::filesystem::remove(cfg_path);
-      return launch_error(results.front().error(), ErrorKind::remote);
-    }
-    trainer = DeployFile{"", trainer_name, 0700, req.base.bundle_root + "/" + bundle->sha256 + "/" + bundle->trainer};
-  }
-  std::vector<DeployFile> files = {trainer, DeployFile{cfg_path.string(), kRunConfigFile, 0600, {}}};
-  files.insert(files.end(), data_uploads->begin(), data_uploads->end());
-  auto deployed = deploy_all({login.get()}, req.base.remote_root, run_name, files, trainer_name, req.base.on_deploy);
-  std::filesystem::remove(cfg_path);
-  std::filesystem::remove_all(retarget_dir);
-  if (!deployed.ok()) return launch_error(deployed.nodes.front().error(), ErrorKind::remote);
-  const std::string run_dir = deployed.nodes.front()->run_dir;
-
-  LaunchRecord rec;
-  rec.trainer = trainer_name;
-  for (int i = 0; i < req.job.nodes; ++i) rec.nodes.push_back({spec->to_string(), nproc, run_dir, ""});
-  rec.max_restarts = req.base.max_restarts;
-  rec.subcommand = req.base.subcommand;
-  rec.master_port = req.base.master_port;
-  if (rec.master_port == 0) {
-    std::random_device rd;
-    rec.master_port = 29500 + static_cast<int>(rd() % 2000);
-  }
-  SlurmJobOptions job = req.job;
-  if (job.job_name.empty()) job.job_name = "meshwork-" + config.name;
-  const std::string script = slurm_batch_script(rec, job);
-  const std::string dir = shell_quote(run_dir);
-  auto wrote = login->exec("cat > " + dir + "/" + kSlurmScriptFile + " && chmod 0700 " + dir + "/" + kSlurmScriptFile,
-                           std::chrono::seconds(30), script);
-  if (!wrote || wrote->exit_code != 0) {
-    return launch_error(wrote ? Error{login->name(), run_dir + "/" + kSlurmScriptFile,
-                                      "cannot be written: " + std::string(trim(wrote->err))}
-                              : wrote.error(),
-                        ErrorKind::remote);
-  }
-
-  step("submitting (sbatch)");
-  auto sub = login->exec("cd " + dir + " && sbatch --parsable ./" + kSlurmScriptFile, std::chrono::seconds(60), {});
-  if (!sub) return launch_error(sub.error(), ErrorKind::remote);
-  if (sub->exit_code != 0) {
-    // sbatch's own words: "invalid partition specified: nope", "Invalid account or
-    // account/partition combination specified", ...
-    std::string words(trim(sub->err));
-    if (words.empty()) words = std::string(trim(sub->out));
-    (void)login->exec("rm -rf -- " + dir, std::chrono::seconds(30), {});  // nothing of a refused run stays
-    // sbatch's words do not always name the option ("Requested partition configuration not
-    // available now" for a denied account): say what was submitted, and the partitions there are.
-    std::string asked = "partition " + (job.partition.empty() ? std::string("(the default)") : job.partition);
-    if (!job.account.empty()) asked += ", account " + job.account;
-    if (!job.qos.empty()) asked += ", QOS " + job.qos;
-    if (!job.time.empty()) asked += ", time " + job.time;
-    std::string partitions;
-    for (const auto& part : cluster->partitions) partitions += (partitions.empty() ? "" : ", ") + part.name;
-    return launch_error(Error{"sbatch", "refused the job (" + asked + ")",
-                              words + (partitions.empty() ? "" : " [partitions on this cluster: " + partitions + "]")},
-                        ErrorKind::invalid_input);
-  }
-  auto job_id = parse_sbatch_job_id(sub->out);
-  if (!job_id) return launch_error(job_id.error(), ErrorKind::remote);
-
-  step("recording the run (Slurm job " + *job_id + ")");
-  auto store = store::RunStore::open(db);
-  auto cancel = [&] { (void)login->exec("scancel " + shell_quote(*job_id), std::chrono::seconds(30), {}); };
-  if (!store) {
-    cancel();
-    return launch_error(store.error(), store.error().kind);
-  }
-  nlohmann::json parts = nlohmann::json::array();
-  for (const auto& p : cluster->partitions) {
-    parts.push_back({{"name", p.name}, {"nodes", p.nodes}, {"gpus_per_node", p.gpus_per_node.count},
-                     {"time_limit", p.time_limit}, {"default", p.is_default}});
-  }
-  nlohmann::json cluster_json = {
-      {"launch", to_json(rec)},
-      {"probes", nlohmann::json::array({to_json(*info)})},
-      {"slurm", {{"job_id", *job_id}, {"login", spec->to_string()}, {"script", script},
-                 {"options", options_json(job)}, {"partitions", parts},
-                 {"bundle", bundle ? bundle->sha256 : std::string()}}}};
-  auto id = (*store)->create_run(config.name, to_json(config), cluster_json);
-  if (!id) {
-    cancel();
-    return launch_error(id.error(), id.error().kind);
-  }
-  (void)(*store)->add_event(*id, "info", "submitted as Slurm job " + *job_id + " (" + std::to_string(job.nodes) +
-                                             " node(s) x " + std::to_string(nproc) + " rank(s)" +
-                                             (job.partition.empty() ? "" : ", partition " + job.partition) + ")");
-  LaunchedRun out;
-  out.id = *id;
-  out.record = rec;
-  out.probes.push_back(*info);
-  return out;
+  SlurmTarget target(req);
+  return launch_through(db, req.base, target);
 }
 
 Result<std::optional<SlurmRunInfo>> load_slurm_info(const std::filesystem::path& db, store::RunId run) {

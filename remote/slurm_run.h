@@ -1,12 +1,13 @@
 // Runs on a Slurm cluster, through its login node (an SSH host like any other, or "local" when
-// the workbench runs on the login node). The same run path as an SSH launch (run_control.h):
-// the run config is checked by core, shipped as run_config.json into a run directory on the
-// login node's (shared) filesystem, and every node runs meshtrain_command(); only the start and
-// the stop differ: an sbatch script (slurm_script.h) instead of one SSH command per node, scancel
-// instead of signals. The store keeps the run as for SSH plus cluster.slurm {job_id, script,
-// login, options}; the follower reads the nodes' files from the shared run directory through the
-// login node (one LaunchRecord entry per Slurm node, each naming the login host), and Slurm's
-// state (scontrol) says whether the job still runs, why it waits, and why it ended.
+// the workbench runs on the login node). The same launch pipeline as an SSH launch
+// (launch_pipeline.h): the run config is checked by core, shipped as run_config.json into a run
+// directory on the login node's (shared) filesystem, and every node runs meshtrain_command();
+// only the start and the stop differ: an sbatch script (slurm_script.h) instead of one SSH
+// command per node, scancel instead of signals. The store keeps the run as for SSH plus
+// cluster.slurm {job_id, script, login, options}; the follower reads the nodes' files from the
+// shared run directory through the login node (one LaunchRecord entry per Slurm node, each naming
+// the login host), and Slurm's state (scontrol) says whether the job still runs, why it waits,
+// and why it ended.
 #pragma once
 
 #include <atomic>
