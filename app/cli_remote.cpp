@@ -296,6 +296,7 @@ Result<RunConfig> launch_config(const Parsed& p) {
   if (Status st = int_value(p, "--nproc-per-node", 1, 1 << 20, nproc); !st) return st.error();
   if (!hosts->empty()) {
     config.nodes.clear();
+    config.source = SshNodesSource{};  // the hosts named here, whatever the file's cluster was
     for (const HostEntry& h : *hosts) {
       if (h.slots > 0 && nproc > 0 && h.slots != nproc)
         return Error{"slots", h.spec.to_string() + " slots=" + std::to_string(h.slots),

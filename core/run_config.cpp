@@ -112,9 +112,12 @@ nlohmann::json to_json(const RunConfig& c) {
     node["slots"] = n.slots;
     nodes.push_back(node);
   }
+  nlohmann::json cluster = {{"nodes", nodes}};
+  // Only for a Slurm partition: an SSH config is written exactly as before the source existed.
+  if (is_slurm(c.source)) cluster["source"] = to_json(c.source);
   return {{"v", RunConfig::kVersion}, {"name", c.name},         {"model", c.model},
           {"mesh", mesh},             {"training", training},   {"data", c.data},
-          {"eval_data", c.eval_data}, {"save_hf", c.save_hf},   {"cluster", {{"nodes", nodes}}}};
+          {"eval_data", c.eval_data}, {"save_hf", c.save_hf},   {"cluster", cluster}};
 }
 
 namespace {
@@ -250,6 +253,11 @@ Result<RunConfig> run_config_from_json(const nlohmann::json& doc) {
   if (doc.contains("cluster")) {
     const auto& cl = doc.at("cluster");
     if (!cl.is_object()) return Error{"cluster", dump_value(cl), "must be an object"};
+    if (cl.contains("source")) {
+      auto source = cluster_source_from_json(cl.at("source"), "cluster.source");
+      if (!source) return source.error();
+      c.source = *source;
+    }
     if (cl.contains("nodes")) {
       const auto& nodes = cl.at("nodes");
       if (!nodes.is_array()) return Error{"cluster.nodes", dump_value(nodes), "must be an array"};

@@ -11,7 +11,8 @@
 //              "init":"auto|hf|random","eval_every":..,"eval_batches":..,
 //              "pp_schedule":"gpipe|1f1b|interleaved-1f1b","pp_virtual_stages":..},
 //  "data": "<path>" | null, "eval_data": "<path>" | null, "save_hf": "<dir>" | "",
-//  "cluster":{"nodes":[{"host":"...","slots":N, ...}]}}
+//  "cluster":{["source":{"kind":"slurm",...},] "nodes":[{"host":"...","slots":N, ...}]}}
+//  (core/cluster_source.h: "source" only for a Slurm partition; without it the nodes are SSH nodes)
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/cluster_source.h"
 #include "core/error.h"
 #include "core/mesh.h"
 
@@ -108,6 +110,7 @@ struct RunConfig {
   nlohmann::json eval_data = nullptr;  // held-out shards (same format as data); null: no evaluation
   std::string save_hf;            // non-empty: export the final weights there as a Hugging Face directory
   std::vector<NodeConfig> nodes;  // empty: the local machine
+  ClusterSource source;           // where the nodes come from: SSH nodes, or a Slurm partition
 
   int world_size() const;  // sum of node slots, or the mesh product when no nodes are given
 };

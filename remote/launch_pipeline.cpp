@@ -103,7 +103,7 @@ std::variant<LaunchPlan, LaunchError> prepare_launch(const LaunchRequest& req, L
   // The config as the nodes will run it: the target's nodes, nothing but host and slots.
   RunConfig config = req.config;
   if (config.name.empty()) config.name = "run";
-  config.nodes = target.run_nodes(plan.nproc_per_node);
+  target.place(config, plan.nproc_per_node);
   auto checked = check_launch_layout(std::move(config));
   if (auto* e = std::get_if<LaunchError>(&checked)) return *e;
   plan.config = std::get<RunConfig>(std::move(checked));

@@ -90,8 +90,9 @@ class LaunchTarget {
   virtual std::variant<int, LaunchError> check_request(const LaunchRequest& req) = 0;
   // Connects to and probes the site.
   virtual std::optional<LaunchError> reach(const LaunchRequest& req, const LaunchStepFn& step) = 0;
-  // The run config's nodes as the ranks see them (the layout is checked over these).
-  virtual std::vector<NodeConfig> run_nodes(int nproc_per_node) const = 0;
+  // The run config's nodes as the ranks see them (the layout is checked over these) and their
+  // source.
+  virtual void place(RunConfig& config, int nproc_per_node) const = 0;
   // What the checked plan needs of the nodes' devices (GPUs per node, a bundle's CUDA driver).
   virtual std::optional<LaunchError> check_devices(const LaunchPlan& plan, const LaunchStepFn& step) = 0;
   // The launch record's nodes and master address.

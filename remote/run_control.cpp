@@ -21,6 +21,12 @@ void parallel_for(size_t n, F&& fn) {
 class SshTarget final : public LaunchTarget {
  public:
   std::variant<int, LaunchError> check_request(const LaunchRequest& req) override {
+    if (const SlurmPartitionSource* slurm = slurm_source(req.config.source)) {
+      return launch_invalid(Error{"cluster.source", std::string("slurm (partition ") +
+                                                        (slurm->partition.empty() ? "(default)" : slurm->partition) + ")",
+                                  "a Slurm partition's run is submitted through its login node "
+                                  "(meshwork launch --slurm, or \"Launch on Slurm\" in the workbench)"});
+    }
     std::vector<NodeConfig> node_configs = req.config.nodes;
     if (node_configs.empty()) {
       node_configs.push_back(NodeConfig{"local", static_cast<int>(req.config.mesh.world_size()), {}});
@@ -79,10 +85,10 @@ class SshTarget final : public LaunchTarget {
     return std::nullopt;
   }
 
-  std::vector<NodeConfig> run_nodes(int nproc) const override {
-    std::vector<NodeConfig> out;  // hosts in one spelling
-    for (const HostSpec& h : site.hosts) out.push_back(NodeConfig{h.to_string(), nproc, {}});
-    return out;
+  void place(RunConfig& config, int nproc) const override {
+    config.nodes.clear();  // hosts in one spelling
+    for (const HostSpec& h : site.hosts) config.nodes.push_back(NodeConfig{h.to_string(), nproc, {}});
+    config.source = SshNodesSource{};
   }
 
   std::optional<LaunchError> check_devices(const LaunchPlan& plan, const LaunchStepFn& step) override {

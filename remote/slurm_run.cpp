@@ -124,12 +124,22 @@ class SlurmTarget final : public LaunchTarget {
     return std::nullopt;
   }
 
-  std::vector<NodeConfig> run_nodes(int nproc) const override {
-    std::vector<NodeConfig> out;
-    for (int i = 0; i < req_.job.nodes; ++i) {
-      out.push_back(NodeConfig{"slurm-node" + std::to_string(i), nproc, {{"slurm", true}}});
-    }
-    return out;
+  void place(RunConfig& config, int nproc) const override {
+    // Slurm names the hosts when the job starts: the config names the partition and its job
+    // nodes by index.
+    SlurmPartitionSource source;
+    if (const SlurmPartitionSource* asked = slurm_source(req_.base.config.source)) source = *asked;
+    source.login = site.hosts.front().to_string();
+    source.partition = req_.job.partition;
+    source.nodes = req_.job.nodes;
+    source.ranks_per_node = nproc;
+    source.gpus_per_node = req_.job.gpus_per_node;
+    const SlurmPartition* partition =
+        req_.job.partition.empty() ? cluster_.default_partition() : cluster_.find(req_.job.partition);
+    if (partition && !partition->gpus_per_node.type.empty()) source.gpu_type = partition->gpus_per_node.type;
+    config.nodes.clear();
+    for (int i = 0; i < req_.job.nodes; ++i) config.nodes.push_back(NodeConfig{slurm_node_name(source, i), nproc, {}});
+    config.source = source;
   }
 
   std::optional<LaunchError> check_devices(const LaunchPlan& plan, const LaunchStepFn& step) override {

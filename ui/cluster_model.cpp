@@ -100,6 +100,34 @@ void ClusterModel::clear() {
   Q_EMIT cluster_changed();
 }
 
+void ClusterModel::show_slurm_partition(const SlurmPartitionSource& partition, int cpus_per_node,
+                                        double memory_bytes_per_node) {
+  source_ = partition;
+  clear();
+  std::vector<NodeInfo> rows;
+  for (int i = 0; i < partition.nodes; ++i) {
+    NodeInfo n;
+    n.host = QString::fromStdString(slurm_node_name(partition, i));
+    n.hostname = n.host;
+    n.state = NodeInfo::State::online;
+    n.slots = partition.ranks_per_node;
+    n.cpu_cores = std::max(1, cpus_per_node);
+    n.memory_bytes = memory_bytes_per_node;
+    // The GPU memory as declared for the partition; 0 (not known) leaves the capacity unknown
+    // rather than assumed (summary() skips it).
+    const QString gpu = partition.gpu_type.empty() ? QStringLiteral("GPU (Slurm GRES)")
+                                                   : QStringLiteral("GPU %1 (Slurm GRES)").arg(QString::fromStdString(partition.gpu_type));
+    for (int g = 0; g < partition.gpus_per_node; ++g) n.gpus.push_back(GpuInfo{gpu, partition.gpu_memory_bytes});
+    rows.push_back(std::move(n));
+  }
+  add_nodes(rows);
+}
+
+void ClusterModel::show_nodes(const std::vector<NodeConfig>& configs, const ClusterSource& source) {
+  source_ = source;
+  from_node_configs(configs);  // one reset of every row
+}
+
 ClusterSummary ClusterModel::summary() const {
   ClusterSummary s;
   s.num_nodes = rowCount();

@@ -8,6 +8,7 @@
 #include <QStringList>
 #include <vector>
 
+#include "core/cluster_source.h"
 #include "core/run_config.h"
 
 namespace meshwork::ui {
@@ -73,6 +74,15 @@ class ClusterModel : public QAbstractListModel {
   void set_slots(int row, int slots);
   void clear();
 
+  // Where the nodes come from: SSH nodes (probed one by one) or a Slurm partition (one row per
+  // job node, from the Slurm section). Views and the launcher ask this, not the rows' names.
+  const ClusterSource& source() const { return source_; }
+  bool is_slurm() const { return meshwork::is_slurm(source_); }
+  // The partition's job nodes as rows (one insertion), replacing every row.
+  void show_slurm_partition(const SlurmPartitionSource& partition, int cpus_per_node, double memory_bytes_per_node);
+  // Saved rows (a run config's nodes) and where they come from, replacing every row.
+  void show_nodes(const std::vector<NodeConfig>& configs, const ClusterSource& source = SshNodesSource{});
+
   ClusterSummary summary() const;
   // The nodes as the run config stores them (host, slots, and what the probe found in "extra"),
   // and back: loading a config restores cards without probing again.
@@ -87,6 +97,7 @@ class ClusterModel : public QAbstractListModel {
 
   std::vector<NodeInfo> nodes_;
   QHash<QString, int> row_of_host_;
+  ClusterSource source_;
 };
 
 }  // namespace meshwork::ui

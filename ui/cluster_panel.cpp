@@ -263,6 +263,8 @@ NodeCard* ClusterPanel::card(const QString& host) { return grid_->reveal(model_-
 
 QString ClusterPanel::add_error() const { return add_error_->isHidden() ? QString() : add_error_->text(); }
 
+QString ClusterPanel::summary_text() const { return summary_->text(); }
+
 void ClusterPanel::update_summary() {
   // Summary line over the cards.
   const ClusterSummary s = model_->summary();
@@ -277,6 +279,10 @@ void ClusterPanel::update_summary() {
                "remove the CPU-only nodes to plan for the GPUs").arg(gpu_nodes).arg(cpu_nodes);
   else if (s.device_memory_bytes > 0)
     text += tr(" · %1 per rank (%2)").arg(format_bytes(s.device_memory_bytes), s.device_name);
+  else if (const SlurmPartitionSource* slurm = slurm_source(model_->source()); slurm && slurm->gpus_per_node > 0)
+    text += tr(" · GPU memory of partition %1 not known (sinfo does not report it): the memory estimate is "
+               "not checked against it until it is declared in the Slurm section")
+                .arg(slurm->partition.empty() ? tr("(default)") : QString::fromStdString(slurm->partition));
   summary_->setText(text);
   update_calibration_row();  // which nodes are online changes what Calibrate would measure
 }
@@ -319,14 +325,14 @@ std::vector<NodeConfig> ClusterPanel::calibration_nodes(QString* refusal, bool f
   std::vector<NodeConfig> out;
   // The row is updated once per event-loop turn while probes run: host and ranks are all it
   // needs (the probe's facts in NodeConfig::extra only when a launch is built).
+  if (model_->is_slurm()) {
+    *refusal = tr("Calibrate measures SSH nodes or this machine: for a Slurm partition run "
+                  "`meshwork calibrate --slurm`, or turn \"Launch on Slurm\" off");
+    return {};
+  }
   const std::vector<NodeConfig> all = full ? model_->to_node_configs() : host_slots();
   for (size_t i = 0; i < all.size(); ++i) {
     const NodeInfo& n = model_->node(static_cast<int>(i));
-    if (n.host.startsWith(QLatin1String("slurm-node"))) {
-      *refusal = tr("Calibrate measures SSH nodes or this machine: for a Slurm partition run "
-                    "`meshwork calibrate --slurm`, or turn \"Launch on Slurm\" off");
-      return {};
-    }
     // Nodes not online are left out: a calibration is of the nodes it measured.
     if (n.state == NodeInfo::State::online) out.push_back(all[i]);
   }

@@ -52,6 +52,7 @@ class ClusterPanel : public QWidget {
   NodeCard* card(const QString& host);
   NodeGrid* grid() const { return grid_; }
   QString add_error() const;
+  QString summary_text() const;  // the line over the cards: nodes, ranks, memory per rank
   // When false, unknown host keys are asked about with a dialog; tests answer directly.
   void set_ask_host_keys(bool ask) { ask_host_keys_ = ask; }
 

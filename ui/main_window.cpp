@@ -153,7 +153,11 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
   plan_page_->trials()->set_launcher(launcher_);
   // Calibrations of the cluster (read on the store worker) feed the estimates; Calibrate runs
   // through the launcher with the plan's model.
-  cluster_panel_->set_calibration(store_, launcher_, [this] { return plan_->config(); });
+  cluster_panel_->set_calibration(store_, launcher_, [this] {
+    RunConfig c = plan_->config();
+    c.source = cluster_->source();
+    return c;
+  });
   connect(cluster_panel_->calibrations(), &CalibrationModel::changed, this, &MainWindow::sync_cluster_to_plan);
   // So do the time model's fit to the cluster's stored runs (refitted on the worker as runs end).
   connect(cluster_panel_->calibrations()->run_fits(), &RunFitModel::changed, this, &MainWindow::sync_cluster_to_plan);
@@ -331,32 +335,16 @@ void MainWindow::update_stop_state() {
 // is turned off.
 void MainWindow::apply_slurm_to_cluster() {
   const bool on = slurm_panel_->enabled_for_launch();
-  const bool showing_slurm = !cluster_->nodes().empty() && cluster_->node(0).host.startsWith("slurm-node");
   if (!on) {
-    if (showing_slurm) {
-      cluster_->clear();
-      cluster_->from_node_configs(nodes_before_slurm_);
-    }
+    if (cluster_->is_slurm()) cluster_->show_nodes(nodes_before_slurm_);
     return;
   }
-  if (!showing_slurm) nodes_before_slurm_ = cluster_->to_node_configs();
-  cluster_->clear();
-  std::vector<NodeInfo> nodes;  // the partition's nodes go in as one batch (one model insertion)
-  for (int i = 0; i < slurm_panel_->plan_nodes(); ++i) {
-    NodeInfo n;
-    n.host = QStringLiteral("slurm-node%1").arg(i);
-    n.hostname = QStringLiteral("%1 node %2").arg(QString::fromStdString(slurm_panel_->job().partition)).arg(i);
-    n.state = NodeInfo::State::online;
-    n.slots = slurm_panel_->plan_ranks_per_node();
-    n.cpu_cores = std::max(1, slurm_panel_->plan_cpus_per_node());
-    n.memory_bytes = slurm_panel_->plan_memory_bytes_per_node();
-    // sinfo reports GPU counts and types, not their memory: 80 GiB (an H100/A100 80GB) is assumed
-    // for planning; the nodes' own nvidia-smi is what meshtrain sees when the job runs.
-    for (int g = 0; g < slurm_panel_->plan_gpus_per_node(); ++g)
-      n.gpus.push_back(GpuInfo{QStringLiteral("GPU (Slurm GRES)"), 80.0 * (1ull << 30)});
-    nodes.push_back(std::move(n));
-  }
-  cluster_->add_nodes(nodes);
+  if (!cluster_->is_slurm()) nodes_before_slurm_ = cluster_->to_node_configs();
+  // sinfo reports GPU counts and types, not their memory: the plan gets the memory declared in
+  // the Slurm section, or none (the summary says it is not known); the nodes' own nvidia-smi is
+  // what meshtrain sees when the job runs.
+  cluster_->show_slurm_partition(slurm_panel_->plan_source(), slurm_panel_->plan_cpus_per_node(),
+                                 slurm_panel_->plan_memory_bytes_per_node());
 }
 
 void MainWindow::launch_from_plan() {
@@ -372,6 +360,7 @@ void MainWindow::launch_from_plan() {
   RunConfig c = plan_->config();
   if (plan_->mesh()) c.mesh = plan_->mesh()->shape();  // "auto" resolved, as validated
   c.nodes = cluster_->to_node_configs();
+  c.source = cluster_->source();
   if (c.name.empty()) {
     const std::string model = c.model.is_string() ? c.model.get<std::string>() : std::string("model");
     c.name = model + " " + c.mesh.compact();
@@ -402,8 +391,9 @@ void MainWindow::attach_running() {
           auto info = s->get_run(r.id);
           if (!info || !info->cluster.contains("launch")) continue;
           // A Slurm run is followed with Slurm's state; the marker tells attach which.
-          found.emplace_back(r.id, info->cluster.contains("slurm") ? nlohmann::json{{"slurm", true}}
-                                                                   : info->cluster["launch"]);
+          found.emplace_back(r.id, is_slurm(stored_cluster_source(info->config, info->cluster))
+                                       ? nlohmann::json{{"slurm", true}}
+                                       : info->cluster["launch"]);
         }
         return found;
       },
@@ -473,7 +463,7 @@ bool MainWindow::load_config(const QString& path) {
     statusBar()->showMessage(error_line(config.error()), 8000);
     return false;
   }
-  if (!config->nodes.empty()) cluster_->from_node_configs(config->nodes);
+  if (!config->nodes.empty()) cluster_->show_nodes(config->nodes, config->source);
   plan_->set_config(*config);
   config_path_ = path;
   setWindowTitle(tr("Meshwork — %1").arg(QFileInfo(path).fileName()));
@@ -484,6 +474,7 @@ bool MainWindow::load_config(const QString& path) {
 bool MainWindow::save_config(const QString& path) {
   RunConfig c = plan_->config();
   c.nodes = cluster_->to_node_configs();
+  c.source = cluster_->source();
   if (Status s = save_run_config(c, path.toStdString()); !s) {
     QMessageBox::warning(this, tr("Cannot save configuration"), error_text(s.error()));
     statusBar()->showMessage(error_line(s.error()), 8000);
@@ -590,7 +581,7 @@ void MainWindow::restore_settings() {
     auto doc = nlohmann::json::parse(last.toStdString(), nullptr, false);
     if (!doc.is_discarded())
       if (auto c = run_config_from_json(doc)) {
-        if (!c->nodes.empty()) cluster_->from_node_configs(c->nodes);
+        if (!c->nodes.empty()) cluster_->show_nodes(c->nodes, c->source);
         plan_->set_config(*c);
       }
   }

@@ -2,6 +2,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -51,6 +52,14 @@ SlurmPanel::SlurmPanel(QWidget* parent) : QWidget(parent) {
   gpus_->setRange(0, 1024);
   ranks_ = new QSpinBox(this);
   ranks_->setRange(1, 1024);
+  gpu_memory_ = new QDoubleSpinBox(this);
+  gpu_memory_->setObjectName("SlurmGpuMemory");
+  gpu_memory_->setRange(0, 4096);
+  gpu_memory_->setDecimals(0);
+  gpu_memory_->setSuffix(tr(" GiB"));
+  gpu_memory_->setSpecialValueText(tr("not known (sinfo does not say)"));
+  gpu_memory_->setToolTip(tr("Memory of one GPU of the partition, for the memory estimate: sinfo reports "
+                             "GPU counts and types, not their memory"));
   account_ = new QLineEdit(this);
   qos_ = new QLineEdit(this);
   time_ = new QLineEdit(this);
@@ -61,6 +70,7 @@ SlurmPanel::SlurmPanel(QWidget* parent) : QWidget(parent) {
   form->addRow(tr("Nodes"), nodes_);
   form->addRow(tr("GPUs per node"), gpus_);
   form->addRow(tr("Ranks per node"), ranks_);
+  form->addRow(tr("GPU memory"), gpu_memory_);
   form->addRow(tr("Account"), account_);
   form->addRow(tr("QOS"), qos_);
   form->addRow(tr("Time limit"), time_);
@@ -81,6 +91,7 @@ SlurmPanel::SlurmPanel(QWidget* parent) : QWidget(parent) {
     Q_EMIT job_changed();
   });
   for (QSpinBox* s : {nodes_, gpus_, ranks_}) connect(s, &QSpinBox::valueChanged, this, &SlurmPanel::job_changed);
+  connect(gpu_memory_, &QDoubleSpinBox::valueChanged, this, &SlurmPanel::job_changed);
 }
 
 QString SlurmPanel::login() const { return login_->text().trimmed(); }
@@ -171,5 +182,21 @@ int SlurmPanel::plan_cpus_per_node() const {
   if (i < 0 || i >= partitions_.size()) return 0;
   return partitions_[i]["cpus_per_node"].toInt();
 }
+
+SlurmPartitionSource SlurmPanel::plan_source() const {
+  SlurmPartitionSource src;
+  const remote::SlurmJobOptions j = job();
+  src.login = login().toStdString();
+  src.partition = j.partition;
+  src.nodes = plan_nodes();
+  src.ranks_per_node = plan_ranks_per_node();
+  src.gpus_per_node = plan_gpus_per_node();
+  const int i = partition_->currentIndex();
+  if (i >= 0 && i < partitions_.size()) src.gpu_type = partitions_[i]["gpu_type"].toString().toStdString();
+  src.gpu_memory_bytes = gpu_memory_->value() * double(1ull << 30);
+  return src;
+}
+
+void SlurmPanel::set_gpu_memory_gib(double gib) { gpu_memory_->setValue(gib); }
 
 }  // namespace meshwork::ui

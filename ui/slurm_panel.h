@@ -11,10 +11,12 @@
 #include <QVariantMap>
 #include <QWidget>
 
+#include "core/cluster_source.h"
 #include "remote/slurm_script.h"
 
 class QCheckBox;
 class QComboBox;
+class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
 class QPushButton;
@@ -51,6 +53,10 @@ class SlurmPanel : public QWidget {
   int plan_gpus_per_node() const;
   double plan_memory_bytes_per_node() const;  // sinfo's memory of the chosen partition's nodes
   int plan_cpus_per_node() const;
+  // The partition as the plan and the run config see it: the job's fields, the GRES type, and
+  // the GPU memory as declared here (sinfo reports no GPU memory; 0 = not known, never assumed).
+  SlurmPartitionSource plan_source() const;
+  void set_gpu_memory_gib(double gib);
 
   Q_SLOT void request_probe();
 
@@ -68,6 +74,7 @@ class SlurmPanel : public QWidget {
   QSpinBox* nodes_;
   QSpinBox* gpus_;
   QSpinBox* ranks_;
+  QDoubleSpinBox* gpu_memory_;  // GiB per GPU; 0 = not known
   QLineEdit* account_;
   QLineEdit* qos_;
   QLineEdit* time_;

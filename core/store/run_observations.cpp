@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "core/cluster_source.h"
 #include "core/parallel_layout.h"
 #include "core/store/compare_frame.h"
 
@@ -39,8 +40,8 @@ Result<ClusterFingerprint> run_node_set(RunStore* store, RunId run, const RunInf
   // is what a calibration through the same launcher records; "local" is this machine, and a
   // Slurm job's nodes (the launcher reached only the login node) are known by their own names.
   nlohmann::json launched;
-  if (info.cluster.is_object() && !info.cluster.contains("slurm") && info.cluster.contains("launch") &&
-      info.cluster["launch"].is_object())
+  if (!is_slurm(stored_cluster_source(info.config, info.cluster)) && info.cluster.is_object() &&
+      info.cluster.contains("launch") && info.cluster["launch"].is_object())
     launched = info.cluster["launch"].value("nodes", nlohmann::json());
   for (auto& [node, n] : nodes) {
     n.devices = per_node[node];

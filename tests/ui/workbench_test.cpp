@@ -28,6 +28,7 @@
 #include "ui/node_card.h"
 #include "ui/plan_page.h"
 #include "ui/plan_state.h"
+#include "ui/slurm_panel.h"
 #include "ui/planner_model.h"
 #include "ui/planner_panel.h"
 
@@ -369,6 +370,52 @@ class WorkbenchTest : public QObject {
     });
     QVERIFY(!w.load_config(bad.fileName()));
     QCOMPARE(w.plan()->config().mesh, (MeshShape{2, 4, 1, 2}));
+  }
+
+  // A Slurm partition is the cluster's source, not a host-name prefix: its rows carry the GPU
+  // memory declared in the Slurm section, and with none declared the summary says it is not known
+  // (sinfo reports counts and types only) instead of assuming one. Saved and loaded with the config.
+  void slurmPartitionPlansWithTheDeclaredGpuMemoryNeverAnAssumedOne() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("slurm.json");
+    {
+      MainWindow w(false);
+      QVariantMap gpu{{"name", "gpu"}, {"default", true}, {"up", true}, {"nodes", 4}, {"idle", 4},
+                      {"gpus_per_node", 8}, {"gpu_type", "h100"}, {"cpus_per_node", 64},
+                      {"memory_mb", 512000.0}, {"time_limit", "1:00:00"}};
+      w.slurm_panel()->set_login("login1");
+      w.slurm_panel()->set_partitions("login1", {gpu});
+      w.slurm_panel()->set_nodes(2);
+      w.slurm_panel()->set_enabled_for_launch(true);
+      QVERIFY(w.cluster()->is_slurm());
+      QCOMPARE(w.cluster()->rowCount(), 2);
+      QCOMPARE(w.cluster()->node(1).gpus.size(), size_t(8));
+      QCOMPARE(w.cluster()->summary().device, DeviceKind::cuda);
+      QCOMPARE(w.cluster()->summary().device_memory_bytes, 0.0);
+      QTRY_VERIFY2(w.cluster_panel()->summary_text().contains("GPU memory of partition gpu not known"),
+                   qPrintable(w.cluster_panel()->summary_text()));
+      w.slurm_panel()->set_gpu_memory_gib(80);
+      QCOMPARE(w.cluster()->summary().device_memory_bytes, 80.0 * (1ull << 30));
+      QTRY_COMPARE(w.plan()->cluster().device_memory_bytes, 80.0 * (1ull << 30));
+      QTRY_VERIFY2(!w.cluster_panel()->summary_text().contains("not known"),
+                   qPrintable(w.cluster_panel()->summary_text()));
+      const SlurmPartitionSource* src = slurm_source(w.cluster()->source());
+      QVERIFY(src);
+      QCOMPARE(src->login, std::string("login1"));
+      QCOMPARE(src->gpu_type, std::string("h100"));
+      QVERIFY(w.save_config(path));
+      w.slurm_panel()->set_enabled_for_launch(false);
+      QVERIFY(!w.cluster()->is_slurm());
+    }
+    auto saved = load_run_config(path.toStdString());
+    QVERIFY(saved.ok());
+    QVERIFY(is_slurm(saved->source));
+    QCOMPARE(slurm_source(saved->source)->partition, std::string("gpu"));
+    MainWindow w(false);
+    QVERIFY(w.load_config(path));
+    QVERIFY(w.cluster()->is_slurm());
+    QCOMPARE(w.cluster()->rowCount(), 2);
+    QCOMPARE(w.cluster()->summary().device_memory_bytes, 80.0 * (1ull << 30));
   }
 
   void modelFromConfigJsonAndItsErrors() {
