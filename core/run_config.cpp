@@ -97,6 +97,7 @@ nlohmann::json to_json(const RunConfig& c) {
       {"sequence_parallel", t.sequence_parallel},
       {"fsdp_grad_sync", to_string(t.fsdp_grad_sync)},
       {"max_grad_norm", t.max_grad_norm},
+      {"weight_decay", t.weight_decay},
       {"peak_tflops", t.peak_tflops},
       {"init", to_string(t.init)},
       {"eval_every", t.eval_every},
@@ -223,6 +224,12 @@ Result<RunConfig> run_config_from_json(const nlohmann::json& doc) {
       const auto& v = t.at("sequence_parallel");
       if (!v.is_boolean()) return Error{p + "sequence_parallel", dump_value(v), "must be true or false"};
       tc.sequence_parallel = v.get<bool>();
+    }
+    if (t.contains("weight_decay")) {
+      const auto& v = t.at("weight_decay");
+      if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > kMaxWeightDecay)
+        return Error{p + "weight_decay", dump_value(v), "must be a number from 0 to 1"};
+      tc.weight_decay = v.get<double>();
     }
     for (auto [key, out] : {std::pair{"max_grad_norm", &tc.max_grad_norm}, std::pair{"peak_tflops", &tc.peak_tflops}}) {
       if (!t.contains(key)) continue;

@@ -7,7 +7,7 @@
 //  "training":{"steps":..,"seq_len":..,"global_batch":..,"micro_batch":..,"lr":..,"warmup_steps":..,
 //              "seed":..,"precision":"fp32|bf16","activation_checkpointing":"none|full",
 //              "device":"cpu|cuda","checkpoint_every":..,"sequence_parallel":true,
-//              "fsdp_grad_sync":"micro-batch|step","max_grad_norm":..,"peak_tflops":..,
+//              "fsdp_grad_sync":"micro-batch|step","max_grad_norm":..,"weight_decay":..,"peak_tflops":..,
 //              "init":"auto|hf|random","eval_every":..,"eval_batches":..,
 //              "pp_schedule":"gpipe|1f1b|interleaved-1f1b","pp_virtual_stages":..},
 //  "data": "<path>" | null, "eval_data": "<path>" | null, "save_hf": "<dir>" | "",
@@ -64,6 +64,9 @@ Result<PipelineSchedule> parse_pipeline_schedule(std::string_view text, std::str
 
 // The largest learning rate a run config may hold (the file reader and the --lr flag alike).
 inline constexpr double kMaxLearningRate = 10;
+// The largest weight decay a run config may hold (torch's AdamW takes any; beyond 1 a weight
+// changes sign within a step at lr 1, which no user means).
+inline constexpr double kMaxWeightDecay = 1;
 
 struct TrainingConfig {
   int steps = 100;
@@ -80,6 +83,10 @@ struct TrainingConfig {
   bool sequence_parallel = true;  // tp > 1: norms and residuals on sequence shards over tp
   FsdpGradSync fsdp_grad_sync = FsdpGradSync::micro_batch;
   double max_grad_norm = 1.0;     // clip to this global L2 norm; 0: off
+  // AdamW's decoupled weight decay: each step multiplies a weight by 1 - lr * weight_decay.
+  // At most kMaxWeightDecay, so that with the largest lr the factor stays >= 0 only for sane
+  // runs; 0 turns it off.
+  double weight_decay = 0.1;
   double peak_tflops = 0;         // one rank's peak for MFU; 0: a matmul measured at start
   WeightInit init = WeightInit::auto_;  // initial weights: checkpoint (hf) or seed (random)
   // Validation on the held-out data (RunConfig::eval_data): every eval_every steps (0: only at

@@ -32,9 +32,11 @@ RunConfigFlag int_flag(std::string name, std::string arg, std::string help, int 
 
 // A flag that sets one double field of training (> 0 when strictly positive), at most `max` (the
 // file reader's bound for the field, so a flag never makes a config the file refuses).
+std::string exact(double d);  // 17 significant digits: reads back to the same double
+
 RunConfigFlag real_flag(std::string name, std::string arg, std::string help, double TrainingConfig::*field,
                         bool positive, double max = 1e9) {
-  const std::string allowed = positive ? "a number > 0" : "a number >= 0";
+  const std::string allowed = positive ? "a number > 0" : max < 1e9 ? "a number from 0 to " + exact(max) : "a number >= 0";
   return {name, std::move(arg), std::move(help), [name, field, positive, max, allowed](RunConfig& c, const std::string& v) -> Status {
             const double min = positive ? std::numeric_limits<double>::denorm_min() : 0.0;
             auto r = parse_number(name, v, min, max, allowed);
@@ -161,6 +163,8 @@ std::vector<RunConfigFlag> make_flags() {
                }});
   f.push_back(real_flag("--max-grad-norm", "X", "clip gradients to this global L2 norm (default 1.0; 0: off)",
                         &T::max_grad_norm, false));
+  f.push_back(real_flag("--weight-decay", "X", "AdamW's decoupled weight decay, 0 to 1 (default 0.1; 0: off)",
+                        &T::weight_decay, false, kMaxWeightDecay));
   return f;
 }
 
@@ -216,6 +220,7 @@ std::vector<std::string> run_config_to_flags(const RunConfig& c) {
   add("--checkpoint-every", std::to_string(t.checkpoint_every));
   if (t.peak_tflops > 0) add("--peak-tflops", exact(t.peak_tflops));
   add("--max-grad-norm", exact(t.max_grad_norm));
+  add("--weight-decay", exact(t.weight_decay));
   if (c.eval_data.is_string()) add("--eval-data", c.eval_data.get<std::string>());
   add("--eval-every", std::to_string(t.eval_every));
   add("--eval-batches", std::to_string(t.eval_batches));

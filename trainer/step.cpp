@@ -82,7 +82,7 @@ StepParts step_parts(const TrainingConfig& t, const ParallelLayout& layout, cons
 }
 
 void init_optimizer(AdamW& optimizer, const TrainingConfig& t, ParallelModel& pm) {
-  (void)t;
+  optimizer.weight_decay = t.weight_decay;
   optimizer.init(pm.params());
 }
 

@@ -60,6 +60,7 @@ TEST(RunConfigFlags, WrittenBackReadsBackEqual) {
   c.mesh = MeshShape{1, 2, 1, 2};
   c.training.lr = 1e-7;  // std::to_string would write 0.000000
   c.training.max_grad_norm = 0.3;
+  c.training.weight_decay = 0.01;
   c.training.peak_tflops = 1.0 / 3;
   c.training.fsdp_grad_sync = FsdpGradSync::step;
   c.training.sequence_parallel = false;

@@ -18,6 +18,7 @@ TEST(RunConfig, RoundTripsThroughJsonAndFile) {
   c.training.activation_checkpointing = ActivationCheckpointing::full;
   c.training.eval_every = 25;
   c.training.eval_batches = 4;
+  c.training.weight_decay = 0.05;
   c.eval_data = "/data/val";
   c.save_hf = "/out/hf";
   c.nodes = {{"local", 4, {{"gpus", 0}}}, {"user@host:2222", 4, nlohmann::json::object()}};
@@ -56,6 +57,9 @@ TEST(RunConfig, BadValuesNameTheField) {
   auto e = run_config_from_json({{"eval_data", 3}});
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.error().message(), "eval_data: 3: must be a path or null");
+  auto w = run_config_from_json({{"training", {{"weight_decay", 1.5}}}});
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().message(), "training.weight_decay: 1.5: must be a number from 0 to 1");
   auto k = run_config_from_json({{"training", {{"eval_every", -1}}}});
   ASSERT_FALSE(k.ok());
   EXPECT_EQ(k.error().field, "training.eval_every");
