@@ -133,6 +133,9 @@ remote::LaunchRequest LaunchController::request(const RunConfig& config) {
   req.bundle_path = bundle_path().toStdString();
   req.node_torch = node_torch().toStdString();
   req.ssh = ssh_;
+  // Where the run directories go on the nodes: `--remote-root` of `meshwork launch`, for the
+  // workbench's launches (a scratch or project filesystem instead of the login directory).
+  if (const QByteArray root = qgetenv("MESHWORK_REMOTE_ROOT"); !root.isEmpty()) req.remote_root = root.toStdString();
   // Callbacks run on launch threads: hop to this object's thread through queued calls.
   QPointer<LaunchController> self(this);
   req.on_step = [self](const std::string& s) {

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "remote/data_placement.h"
+#include "tests/scratch_dirs.h"
 
 namespace fs = std::filesystem;
 using namespace meshwork::remote;
@@ -16,9 +17,8 @@ using namespace meshwork::remote;
 namespace {
 
 fs::path prepared_dir() {
-  const fs::path d = fs::temp_directory_path() / ("data-placement-test-" + std::to_string(getpid())) / "shards";
-  fs::remove_all(d.parent_path());
-  fs::create_directories(d);
+  const fs::path root = fs::temp_directory_path() / ("data-placement-test-" + std::to_string(getpid()));
+  const fs::path d = ::meshwork::test::fresh_scratch_dir(root, root / "shards");
   for (const char* f : {"train_000001.bin", "train_000000.bin", "manifest.json", "notes.txt"})
     std::ofstream(d / f) << f;
   return d;

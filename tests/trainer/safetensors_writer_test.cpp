@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "trainer/hf/safetensors.h"
+#include "tests/scratch_dirs.h"
 
 namespace fs = std::filesystem;
 using namespace meshwork;
@@ -23,10 +24,8 @@ using namespace meshwork::trainer::hf;
 namespace {
 
 fs::path test_dir(const std::string& name) {
-  const fs::path d = fs::path(::testing::TempDir()) / ("st-writer-" + std::to_string(getpid()) + "-" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  const fs::path root = fs::path(::testing::TempDir()) / ("st-writer-" + std::to_string(getpid()));
+  return ::meshwork::test::fresh_scratch_dir(root, root / name);
 }
 
 std::string slurp(const fs::path& p) {

@@ -18,6 +18,7 @@
 #include "trainer/optimizer.h"
 #include "trainer/options.h"
 #include "trainer/parallelize_dp.h"
+#include "tests/scratch_dirs.h"
 
 namespace fs = std::filesystem;
 
@@ -25,8 +26,8 @@ namespace meshwork::trainer {
 namespace {
 
 fs::path tmp(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("meshtrain-parts-" + std::to_string(getpid()));
-  fs::create_directories(d);
+  const fs::path d = fs::temp_directory_path() / ("meshtrain-parts-" + std::to_string(getpid()));
+  if (!fs::exists(d)) ::meshwork::test::fresh_scratch_dir(d, d);
   return d / name;
 }
 

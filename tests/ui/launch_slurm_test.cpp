@@ -126,6 +126,8 @@ class LaunchSlurmTest : public QObject {
     if (!QFile::exists(MESHWORK_TEST_CLUSTER_DIR "/slurm/slurm.conf")) QSKIP("no test Slurm (fixture slurm_up)");
     qputenv("MESHWORK_DB", dir_.filePath("runs.db").toLocal8Bit());
     qputenv("MESHWORK_MESHTRAIN", QByteArray(MESHWORK_MESHTRAIN_BIN));
+    // Run directories in this test's scratch, not the nodes' ~/.cache (the nodes share this filesystem).
+    qputenv("MESHWORK_REMOTE_ROOT", dir_.filePath("node-runs").toLocal8Bit());
   }
 
   void addSlurmClusterLaunchWatchStop() {
@@ -173,6 +175,9 @@ class LaunchSlurmTest : public QObject {
       QCOMPARE(text->toPlainText(), QString::fromStdString(script));
       auto rec = remote::launch_record_from_json(info->cluster["launch"]);
       QVERIFY(rec.ok());
+      // The run directory is under MESHWORK_REMOTE_ROOT, as --remote-root puts it for the CLI.
+      QVERIFY2(QString::fromStdString(rec->nodes[0].run_dir).startsWith(dir_.filePath("node-runs") + "/"),
+               rec->nodes[0].run_dir.c_str());
       QFile file(QString::fromStdString(rec->nodes[0].run_dir + "/job.sbatch"));
       QVERIFY(file.open(QIODevice::ReadOnly));
       QCOMPARE(QString::fromUtf8(file.readAll()), text->toPlainText());

@@ -4,6 +4,7 @@
 // CPU rank each, Gloo across the namespaces), followed into a temporary store and drawn live.
 // Skips when the fixture is not up (it needs root; ctest sets it up: fixture cluster_up).
 #include <QAction>
+#include <QDir>
 #include <QFile>
 #include <QLabel>
 #include <QProcess>
@@ -83,6 +84,8 @@ class LaunchSshTest : public QObject {
     if (test::cluster_nodes().size() < 2) QSKIP("no test cluster (run under ctest: fixture cluster_up)");
     qputenv("MESHWORK_DB", dir_.filePath("runs.db").toLocal8Bit());
     qputenv("MESHWORK_MESHTRAIN", QByteArray(MESHWORK_MESHTRAIN_BIN));
+    // Run directories in this test's scratch, not the nodes' ~/.cache (the nodes share this filesystem).
+    qputenv("MESHWORK_REMOTE_ROOT", dir_.filePath("node-runs").toLocal8Bit());
   }
 
   void launchOnTwoSshNodesFromTheGui() {
@@ -130,6 +133,11 @@ class LaunchSshTest : public QObject {
     RunsModel* runs = w.runs_page()->model();
     QTRY_VERIFY(runs->find(run) && runs->find(run)->final_loss.has_value());
     QCOMPARE(runs->find(run)->world, 2);
+    // The run directory went under MESHWORK_REMOTE_ROOT (the nodes share this filesystem).
+    bool found = false;
+    for (const QString& d : QDir(dir_.filePath("node-runs")).entryList(QDir::Dirs | QDir::NoDotAndDotDot))
+      found |= QFile::exists(dir_.filePath("node-runs/" + d + "/run_config.json"));
+    QVERIFY2(found, qPrintable(dir_.filePath("node-runs")));
   }
   // Issue 17: the runtime bundle chosen in the Cluster mode's Runtime section, launched on the
   // fixture's bare nodes (no torch there: only the bundle runs). The run's page shows each node's
