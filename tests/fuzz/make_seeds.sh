@@ -8,7 +8,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 source "$root/scripts/env.sh"
 out="$root/tests/fuzz/seeds"
 rm -rf "$out"
-mkdir -p "$out"/{metrics_line,model_config,run_config,host,probe,safetensors,tfevents,trainer_state,follow_stream,calibration,slurm,ecosystem_config}
+mkdir -p "$out"/{metrics_line,model_config,run_config,host,probe,safetensors,tfevents,trainer_state,follow_stream,calibration,slurm,ecosystem_config,exit_record}
 
 # metrics lines: one seed per distinct record type and shape of line
 for f in "$root"/tests/ui/data/*.jsonl "$root"/tests/store/data/*.jsonl; do
@@ -127,4 +127,11 @@ done
 { prefix 1; cat "$root/tests/interop/data/axolotl_nd_parallel.yaml"; } > "$out/ecosystem_config/axolotl"
 { prefix 2; cat "$root/tests/interop/data/torchtitan_llama3_8b.toml"; } > "$out/ecosystem_config/torchtitan"
 { prefix 3; cat "$root/tests/interop/data/accelerate_tp_hsdp.yaml"; } > "$out/ecosystem_config/detected"
+# exit records as the supervisor writes them (core/exit_record.h; first byte 0), and metrics
+# tails for rank_progress (first byte 1)
+{ prefix 0; printf '%s' '{"v":1,"node":0,"host":"n0","outcome":"ok","exit_code":0,"time":1765012345.5,"reason":""}'; } > "$out/exit_record/ok"
+{ prefix 0; printf '%s' '{"v":1,"node":1,"host":"n2","outcome":"rank_failed","exit_code":3,"time":1765012345.5,"reason":"rank 3 on node 1: killed by signal KILL (9)","failure":{"rank":3,"node":1,"signal":9,"time":1765012345.2,"phase":"training","last_step":7}}'; } > "$out/exit_record/rank-killed"
+{ prefix 0; printf '%s' '{"v":1,"node":0,"host":"n0","outcome":"peer_failed","exit_code":3,"time":1765012346,"reason":"node 1 failed","failure":{"rank":2,"node":1,"exit_code":1,"time":1765012345.9,"phase":"startup","last_step":-1}}'; } > "$out/exit_record/peer-failed"
+{ prefix 0; printf '%s' '{"v":1,"node":2,"host":"n3","outcome":"store_lost","exit_code":4,"time":1765012350,"reason":"the rendezvous store went away","failure":null}'; } > "$out/exit_record/store-lost"
+{ prefix 1; tail -n 4 "$root/tests/ui/data/ddp-2x1.jsonl"; } > "$out/exit_record/metrics-tail"
 echo "seeds: $(find "$out" -type f | wc -l) files in $out"

@@ -21,6 +21,7 @@
 #include "remote/run_layout.h"
 #include "core/shell_quote.h"
 #include "cli_process.h"
+#include "killed_rank_checks.h"
 #include "test_util.h"
 
 namespace meshwork::remote {
@@ -337,21 +338,9 @@ TEST_F(ClusterRun, KilledRankStopsEveryRankOnEveryNodeWithRootCause) {
   EXPECT_EQ(info->summary.status, "failed");
   const std::string& why = info->summary.exit_reason;
   std::cout << "[ root cause ] " << why.substr(0, why.find("rank3.log")) << "\n";
-  // The root cause is node 1's exit record, which its supervisor wrote: the rank, its node, the
-  // signal and the last step it logged, in the record and in the words the user reads.
-  auto record = parse_exit_record(test::read_text(fs::path(rec.nodes[1].run_dir) / exit_record_file(1)));
-  ASSERT_TRUE(record.ok()) << record.error().message();
-  EXPECT_EQ(record->outcome, ExitOutcome::rank_failed);
-  ASSERT_TRUE(record->failure.has_value());
-  EXPECT_EQ(record->failure->rank, 3);
-  EXPECT_EQ(record->failure->node, 1);
-  EXPECT_EQ(record->failure->signal, SIGKILL);
-  EXPECT_EQ(record->failure->progress.phase, RankPhase::training);
-  EXPECT_GE(record->failure->progress.last_step, 1);  // it had logged 2 steps before the kill
-  EXPECT_NE(why.find("node 1 (node1), rank 3: killed by signal 9 (SIGKILL) after step " +
-                     std::to_string(record->failure->progress.last_step)),
-            std::string::npos) << why;
-  EXPECT_NE(why.find("from the exit record exit-node1.json (rank_failed)"), std::string::npos) << why;
+  // The root cause is node 1's exit record, which its supervisor wrote (rank 3 had logged 2
+  // steps before the kill).
+  test::expect_rank3_killed_on_node1(rec.nodes[1].run_dir, why, "node1", 1);
   EXPECT_NE(why.find("rank3.log"), std::string::npos) << why;  // the failing rank's log tail
   EXPECT_NE(why.find("node1.err"), std::string::npos) << why;  // the stderr tail
   expect_store_equals_files(id, rec);

@@ -27,6 +27,7 @@
 #include "remote/run_layout.h"
 #include "core/shell_quote.h"
 #include "cli_process.h"
+#include "killed_rank_checks.h"
 #include "test_util.h"
 
 namespace meshwork::remote {
@@ -378,19 +379,7 @@ TEST_F(SlurmRun, KilledRankFailsTheRunWithSlurmsStateAndTheRankNamed) {
             std::string::npos) << why;
   // The root cause is node 1's exit record (the job's nodes share the login node's run
   // directory): the rank, its node, the signal and its last step, in the words the user reads.
-  auto record = parse_exit_record(test::read_text(fs::path(rec.nodes[1].run_dir) / exit_record_file(1)));
-  ASSERT_TRUE(record.ok()) << record.error().message();
-  EXPECT_EQ(record->outcome, ExitOutcome::rank_failed);
-  ASSERT_TRUE(record->failure.has_value());
-  EXPECT_EQ(record->failure->rank, 3);
-  EXPECT_EQ(record->failure->node, 1);
-  EXPECT_EQ(record->failure->signal, SIGKILL);
-  EXPECT_EQ(record->failure->progress.phase, RankPhase::training);
-  EXPECT_GE(record->failure->progress.last_step, 0);
-  EXPECT_NE(why.find("node 1 (Slurm node n2), rank 3: killed by signal 9 (SIGKILL) after step " +
-                     std::to_string(record->failure->progress.last_step)),
-            std::string::npos) << why;
-  EXPECT_NE(why.find("from the exit record exit-node1.json (rank_failed)"), std::string::npos) << why;
+  test::expect_rank3_killed_on_node1(rec.nodes[1].run_dir, why, "Slurm node n2", 0);
   EXPECT_NE(test::read_text(tmp_ / "bg.err").find("rank 3"), std::string::npos);
   expect_store_equals_files(id, rec);
 }
