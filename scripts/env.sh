@@ -9,5 +9,9 @@ export CCACHE_BASEDIR="$MESHWORK_ROOT"
 # Builds in other folders (build-*, fresh clones) reuse each other's objects: debug info keeps
 # the first builder's paths, which nothing here relies on.
 export CCACHE_NOHASHDIR=1
-export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
+# Not include_file_mtime/ctime: ccache then refuses to store an object whose headers changed while
+# it compiled. With them, a header saved mid-build stored the old object under the new header's
+# hash, and every later build of that content linked it: two layouts of one struct in one
+# program (a crash in a destructor far from the edit).
+export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros}"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
