@@ -110,9 +110,12 @@ Basis basis_of(const MemoryEstimate& m) {
           m.time.compute_fitted,     m.time.comm_fitted,        m.fit_runs};
 }
 Basis basis_of(const PlanRow& r) {
-  bool any = r.compute_calibrated;
-  for (bool c : r.comm_calibrated) any = any || c;
-  return {any, r.compute_calibrated, r.comm_calibrated, r.comm_used, r.compute_fitted, r.comm_fitted, r.fit_runs};
+  const TimeEstimate& t = r.entry.time;
+  bool any = t.compute_calibrated;
+  for (bool c : t.comm_calibrated) any = any || c;
+  AxisArray<bool> used{};
+  for (Axis a : kAxes) used[a] = t.communicates(a);
+  return {any, t.compute_calibrated, t.comm_calibrated, used, t.compute_fitted, t.comm_fitted, r.fit_runs};
 }
 
 std::string runs_text(int n) { return std::to_string(n) + (n == 1 ? " run" : " runs"); }
@@ -184,17 +187,17 @@ std::string time_basis_detail(const MemoryEstimate& m) {
 }
 
 std::string time_basis_detail(const PlanRow& r) {
-  const Basis b = basis_of(r);
-  const bool fitted = b.fitted();
+  const TimeEstimate& t = r.entry.time;
+  const bool fitted = basis_of(r).fitted();
   const std::string fit = " × fit of " + runs_text(r.fit_runs);
-  std::string text = std::string("compute: ") + (r.compute_calibrated ? "calibration" : "defaults") +
-                     (fitted && r.compute_fitted ? fit : "");
+  std::string text = std::string("compute: ") + (t.compute_calibrated ? "calibration" : "defaults") +
+                     (fitted && t.compute_fitted ? fit : "");
   for (Axis a : kAxes) {
-    if (!r.comm_used[a]) continue;
-    text += "; " + std::string(axis_name(a)) + ": " + (r.comm_calibrated[a] ? "calibration" : "defaults") +
-            (fitted && r.comm_fitted[a] ? fit : "");
+    if (!t.communicates(a)) continue;
+    text += "; " + std::string(axis_name(a)) + ": " + (t.comm_calibrated[a] ? "calibration" : "defaults") +
+            (fitted && t.comm_fitted[a] ? fit : "");
   }
-  return text + "." + band_sentence(r.step_band);
+  return text + "." + band_sentence(t.step_band);
 }
 
 // The placement core checks against. The intra-node link is core's hardware model of the
@@ -289,30 +292,14 @@ Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterF
   auto plan = meshwork::make_plan(q);
   if (!plan) return plan.error();
   std::vector<PlanRow> rows;
-  for (const meshwork::PlanEntry& e : plan->shapes) {
+  for (meshwork::PlanEntry& e : plan->shapes) {
     PlanRow r;
-    r.shape = e.shape;
-    r.fits = e.fits;
-    r.memory_bytes = double(e.memory.total());
-    r.tokens_per_s = e.time.tokens_per_s;
-    r.mfu = e.time.mfu;
-    r.step_seconds = e.time.step_s;
-    r.step_band = e.time.step_band;
-    for (Axis a : kAxes)
-      r.comm_share[a] = e.time.step_s > 0 ? e.time.comm[a].seconds / e.time.step_s : 0;
-    r.compute_calibrated = e.time.compute_calibrated;
-    r.comm_calibrated = e.time.comm_calibrated;
-    r.compute_fitted = e.time.compute_fitted;
-    r.comm_fitted = e.time.comm_fitted;
     bool fitted = e.time.compute_fitted;
-    for (Axis a : kAxes) {
-      r.comm_used[a] = e.time.communicates(a);
-      fitted = fitted || e.time.comm_fitted[a];
-    }
+    for (Axis a : kAxes) fitted = fitted || e.time.comm_fitted[a];
     if (cluster.fit && fitted) r.fit_runs = cluster.fit->runs;
-    r.accelerate_refusal = e.accelerate_refusal;
     for (const Diagnostic& w : e.warnings) r.note += (r.note.empty() ? "" : "\n") + w.text();
     if (!e.accelerate_refusal.empty()) r.note += (r.note.empty() ? "" : "\n") + e.accelerate_refusal;
+    r.entry = std::move(e);
     rows.push_back(std::move(r));
   }
   return rows;

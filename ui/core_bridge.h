@@ -14,6 +14,7 @@
 #include "core/memory_estimate.h"
 #include "core/mesh.h"
 #include "core/model_spec.h"
+#include "core/planner.h"
 #include "core/run_fit.h"
 #include "core/run_config.h"
 #include "core/store/calibration_store.h"
@@ -92,26 +93,19 @@ std::string time_basis(const MemoryEstimate& m);
 // core's defaults, and what the fit of stored runs corrected.
 std::string time_basis_detail(const MemoryEstimate& m);
 
+// One of the planner's ranked shapes: core's PlanEntry as make_plan() gave it (shape, fits,
+// memory, time with its calibrated/fitted flags and step_band, warnings, accelerate_refusal;
+// a shape Accelerate would refuse is kept and marked) and what only the view adds.
 struct PlanRow {
-  MeshShape shape;
-  bool fits = false;
-  double memory_bytes = 0;
-  double tokens_per_s = 0;
-  double mfu = 0;
-  double step_seconds = 0;
-  double step_band = 0;            // core's TimeEstimate::step_band (relative; 0 unknown)
-  AxisArray<double> comm_share{};  // per axis, fraction of step time, kAxes order
-  bool compute_calibrated = false;     // as MemoryEstimate::time's: from ClusterFacts::calibration
-  AxisArray<bool> comm_calibrated{};
-  AxisArray<bool> comm_used{};     // the axis communicates at all
-  bool compute_fitted = false;         // corrected by ClusterFacts::fit
-  AxisArray<bool> comm_fitted{};
-  int fit_runs = 0;                    // runs the fit learnt from; 0 = no fit used
-  std::string note;                    // why it does not fit / a warning
-  // Non-empty when Accelerate would refuse this shape (meshtrain runs it): core's reason. The
-  // planner keeps such rows and marks them.
-  std::string accelerate_refusal;
+  meshwork::PlanEntry entry;
+  int fit_runs = 0;   // runs the fit (ClusterFacts::fit) learnt from when it corrected a term; 0 = no fit used
+  std::string note;   // core's warnings and Accelerate's refusal, one per line (the row's tooltip)
 };
+
+// The share of the step the axis's collectives take (0..1; 0 when the step time is unknown).
+inline double comm_share(const meshwork::TimeEstimate& t, Axis a) {
+  return t.step_s > 0 ? t.comm[a].seconds / t.step_s : 0;
+}
 
 // The same tag for a planner row ("calibrated + fitted to 4 runs", "defaults", ...), and per term
 // where its number came from ("compute: calibration × fit of 4 runs; dp_shard: defaults").

@@ -31,8 +31,10 @@ int PlannerModel::columnCount(const QModelIndex& parent) const { return parent.i
 QVariant PlannerModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rowCount()) return {};
   const PlanRow& r = rows_[static_cast<size_t>(index.row())];
+  const PlanEntry& e = r.entry;
+  const TimeEstimate& t = e.time;
   const int col = index.column();
-  if (role == Qt::FontRole && r.shape == current_) {
+  if (role == Qt::FontRole && e.shape == current_) {
     QFont f;
     f.setBold(true);
     return f;
@@ -45,25 +47,25 @@ QVariant PlannerModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::ToolTipRole && !r.note.empty()) return QString::fromStdString(r.note);
   if (role == Qt::TextAlignmentRole)
     return col == Shape || col == Basis ? int(Qt::AlignLeft | Qt::AlignVCenter) : int(Qt::AlignRight | Qt::AlignVCenter);
-  if (role == Qt::ForegroundRole && col == Fits) return QBrush(r.fits ? ok_color() : error_color());
-  if (role == Qt::ForegroundRole && col == Shape && !r.accelerate_refusal.empty()) return QBrush(warning_color());
-  if (role == Qt::ForegroundRole && !r.fits && col != Fits) return QBrush(muted_text_color());
+  if (role == Qt::ForegroundRole && col == Fits) return QBrush(e.fits ? ok_color() : error_color());
+  if (role == Qt::ForegroundRole && col == Shape && !e.accelerate_refusal.empty()) return QBrush(warning_color());
+  if (role == Qt::ForegroundRole && !e.fits && col != Fits) return QBrush(muted_text_color());
   if (role == Qt::ForegroundRole && col == Basis) {
     const std::string b = time_basis(r);
     return QBrush(b == "defaults" ? muted_text_color() : (b.rfind("partly", 0) == 0 ? warning_color() : ok_color()));
   }
-  if (col >= CommFirst && col < Basis && role == ShareRole) return r.comm_share[kAxes[static_cast<size_t>(col - CommFirst)]];
+  if (col >= CommFirst && col < Basis && role == ShareRole) return comm_share(t, kAxes[static_cast<size_t>(col - CommFirst)]);
   if (role == SortRole) {
     switch (col) {
       case Rank: return index.row();
-      case Shape: return QString::fromStdString(r.shape.compact());
-      case Fits: return r.fits ? 1 : 0;
-      case Memory: return r.memory_bytes;
-      case TokensPerS: return r.tokens_per_s;
-      case Mfu: return r.mfu;
-      case StepTime: return r.step_seconds;
+      case Shape: return QString::fromStdString(e.shape.compact());
+      case Fits: return e.fits ? 1 : 0;
+      case Memory: return double(e.memory.total());
+      case TokensPerS: return t.tokens_per_s;
+      case Mfu: return t.mfu;
+      case StepTime: return t.step_s;
       case Basis: return QString::fromStdString(time_basis(r));
-      default: return r.comm_share[kAxes[static_cast<size_t>(col - CommFirst)]];
+      default: return comm_share(t, kAxes[static_cast<size_t>(col - CommFirst)]);
     }
   }
   if (role != Qt::DisplayRole) return {};
@@ -71,17 +73,17 @@ QVariant PlannerModel::data(const QModelIndex& index, int role) const {
     case Rank: return index.row() + 1;
     case Shape:
       // Marked, not hidden: meshtrain runs the shape, Accelerate would not (the tooltip says why).
-      return r.accelerate_refusal.empty() ? format_shape(r.shape, QStringLiteral(" × "))
-                                          : tr("⚠ %1 · not Accelerate").arg(format_shape(r.shape, QStringLiteral(" × ")));
-    case Fits: return r.fits ? tr("✓ fits") : tr("✗ no");
-    case Memory: return format_bytes(r.memory_bytes);
-    case TokensPerS: return format_tokens_per_s(r.tokens_per_s);
-    case Mfu: return format_percent(r.mfu);
+      return e.accelerate_refusal.empty() ? format_shape(e.shape, QStringLiteral(" × "))
+                                          : tr("⚠ %1 · not Accelerate").arg(format_shape(e.shape, QStringLiteral(" × ")));
+    case Fits: return e.fits ? tr("✓ fits") : tr("✗ no");
+    case Memory: return format_bytes(double(e.memory.total()));
+    case TokensPerS: return format_tokens_per_s(t.tokens_per_s);
+    case Mfu: return format_percent(t.mfu);
     case StepTime:
-      return r.step_band > 0 ? tr("%1 ± %2").arg(format_seconds(r.step_seconds), format_percent(r.step_band))
-                             : format_seconds(r.step_seconds);
+      return t.step_band > 0 ? tr("%1 ± %2").arg(format_seconds(t.step_s), format_percent(t.step_band))
+                             : format_seconds(t.step_s);
     case Basis: return QString::fromStdString(time_basis(r));
-    default: return format_percent(r.comm_share[kAxes[static_cast<size_t>(col - CommFirst)]]);
+    default: return format_percent(comm_share(t, kAxes[static_cast<size_t>(col - CommFirst)]));
   }
 }
 

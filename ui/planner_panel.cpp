@@ -104,7 +104,7 @@ PlannerPanel::PlannerPanel(PlanState* state, QWidget* parent)
 void PlannerPanel::apply_row(int view_row) {
   const QModelIndex src = proxy_->mapToSource(proxy_->index(view_row, 0));
   if (!src.isValid()) return;
-  apply_shape(model_->row_at(src.row()).shape);
+  apply_shape(model_->row_at(src.row()).entry.shape);
 }
 
 void PlannerPanel::apply_shape(const MeshShape& shape) { state_->set_shape(shape); }
@@ -116,7 +116,7 @@ void PlannerPanel::set_trials_running(bool running) {
 
 void PlannerPanel::update_try() {
   int fits = 0;
-  for (const PlanRow& r : state_->plan()) fits += r.fits;
+  for (const PlanRow& r : state_->plan()) fits += r.entry.fits;
   try_->setText(tr("Try the top %1").arg(trial_count_->value()));
   try_->setEnabled(fits > 0 && !trials_running_);
   if (trials_running_) try_->setToolTip(tr("Trials are running (the Trials tab)"));
@@ -135,7 +135,7 @@ void PlannerPanel::refresh() {
     status_->setText(QString::fromStdString(state_->plan_error()));
   } else {
     int fits = 0;
-    for (const PlanRow& r : state_->plan()) fits += r.fits;
+    for (const PlanRow& r : state_->plan()) fits += r.entry.fits;
     status_->setText(tr("%1 valid shapes for %2 ranks, %3 fit in memory · ranked by core's planner · "
                         "click a row to apply it")
                          .arg(state_->plan().size())
@@ -148,7 +148,7 @@ void PlannerPanel::refresh() {
   for (int c = 0; c < PlannerModel::ColumnCount; ++c) table_->setColumnWidth(c, kWidths[c]);
   // The pp column only when a shape has stages (the planner enumerates pp only when asked).
   bool staged = false;
-  for (const PlanRow& r : state_->plan()) staged = staged || r.shape[Axis::pp] > 1;
+  for (const PlanRow& r : state_->plan()) staged = staged || r.entry.shape[Axis::pp] > 1;
   table_->setColumnHidden(PlannerModel::CommFirst + static_cast<int>(axis_index(Axis::pp)), !staged);
   update_try();
 }

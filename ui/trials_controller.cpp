@@ -43,7 +43,7 @@ bool TrialsController::start(const RunConfig& base, const std::vector<PlanRow>& 
   }
   std::vector<PlanRow> chosen;
   for (const PlanRow& r : rows)
-    if (r.fits && static_cast<int>(chosen.size()) < k) chosen.push_back(r);
+    if (r.entry.fits && static_cast<int>(chosen.size()) < k) chosen.push_back(r);
   if (chosen.empty()) {
     Q_EMIT failed(tr("No shape of the plan fits in memory: nothing to try"));
     return false;
@@ -61,11 +61,11 @@ bool TrialsController::start(const RunConfig& base, const std::vector<PlanRow>& 
   // What was planned, as the workbench showed it, and the run config every trial starts from.
   nlohmann::json planned = nlohmann::json::array();
   for (const PlanRow& r : rows)
-    planned.push_back({{"shape", to_json(r.shape)},
-                       {"fits", r.fits},
-                       {"tokens_per_s", r.tokens_per_s},
-                       {"step_time_s", r.step_seconds},
-                       {"memory_bytes", r.memory_bytes}});
+    planned.push_back({{"shape", to_json(r.entry.shape)},
+                       {"fits", r.entry.fits},
+                       {"tokens_per_s", r.entry.time.tokens_per_s},
+                       {"step_time_s", r.entry.time.step_s},
+                       {"memory_bytes", double(r.entry.memory.total())}});
   const nlohmann::json doc = {{"planned_by", "workbench"}, {"k", k}, {"steps", steps},
                               {"config", to_json(base_)}, {"rows", planned}};
   store_->post<Created>(
@@ -76,7 +76,7 @@ bool TrialsController::start(const RunConfig& base, const std::vector<PlanRow>& 
         if (!id) return {0, QString::fromStdString(id.error().message())};
         for (size_t i = 0; i < chosen.size(); ++i) {
           const PlanRow& r = chosen[i];
-          const store::TrialPrediction p{r.shape, r.tokens_per_s, r.step_seconds, static_cast<int64_t>(r.memory_bytes)};
+          const store::TrialPrediction p{r.entry.shape, r.entry.time.tokens_per_s, r.entry.time.step_s, r.entry.memory.total()};
           if (Status st = store::add_trial_entry(*s, *id, static_cast<int>(i) + 1, p); !st)
             return {0, QString::fromStdString(st.error().message())};
         }
@@ -117,13 +117,13 @@ void TrialsController::launch_next() {
   }
   const PlanRow& row = chosen_[static_cast<size_t>(next_)];
   RunConfig c = base_;
-  c.mesh = row.shape;
-  c.name = "trial " + std::to_string(trial_) + " #" + std::to_string(next_ + 1) + " " + row.shape.compact();
+  c.mesh = row.entry.shape;
+  c.name = "trial " + std::to_string(trial_) + " #" + std::to_string(next_ + 1) + " " + row.entry.shape.compact();
   Q_EMIT progress(tr("Trial %1 #%2/%3 (%4): launching, %5 steps")
                       .arg(trial_)
                       .arg(next_ + 1)
                       .arg(count())
-                      .arg(format_shape(row.shape, QStringLiteral("×")))
+                      .arg(format_shape(row.entry.shape, QStringLiteral("×")))
                       .arg(steps_));
   awaiting_launch_ = true;
   // A launch that cannot start answers launch_failed at once (on_launch_failed moves on).

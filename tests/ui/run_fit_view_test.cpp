@@ -235,18 +235,19 @@ void check_planner(PlannerModel* planner, const RunConfig& config, const std::sh
   QVERIFY(planner->rowCount() >= 3);
   for (int row = 0; row < planner->rowCount(); ++row) {
     const PlanRow& r = planner->row_at(row);
+    const TimeEstimate& t = r.entry.time;
     RunConfig c = config;
-    c.mesh = r.shape;
+    c.mesh = r.entry.shape;
     TimeQuery q = query_of(c);
     q.calibration = calibration;
     q.fit = fit;
     const TimeEstimate expected = estimate_time(q);
-    const QString what = QString::fromStdString(r.shape.compact());
-    QVERIFY2(std::abs(r.step_seconds - expected.step_s) <= 1e-12 * expected.step_s,
-             qPrintable(QStringLiteral("%1: step %2, core %3").arg(what).arg(r.step_seconds).arg(expected.step_s)));
+    const QString what = QString::fromStdString(r.entry.shape.compact());
+    QVERIFY2(std::abs(t.step_s - expected.step_s) <= 1e-12 * expected.step_s,
+             qPrintable(QStringLiteral("%1: step %2, core %3").arg(what).arg(t.step_s).arg(expected.step_s)));
     QCOMPARE(planner->index(row, PlannerModel::Basis).data().toString(), tag);
     // How far to trust it: core's band, shown beside the step time when there is one.
-    QCOMPARE(r.step_band, expected.step_band);
+    QCOMPARE(t.step_band, expected.step_band);
     const QString step = planner->index(row, PlannerModel::StepTime).data().toString();
     QVERIFY2(step.contains(QStringLiteral("± ") + format_percent(expected.step_band)) == (expected.step_band > 0) &&
                  step.contains(QStringLiteral("±")) == (expected.step_band > 0),
@@ -263,6 +264,16 @@ void check_planner(PlannerModel* planner, const RunConfig& config, const std::sh
       QCOMPARE(tip.contains(axis + QStringLiteral(": calibration") + fitted) ||
                    tip.contains(axis + QStringLiteral(": defaults") + fitted),
                expected.comm_fitted[a]);
+    }
+    // The comm columns: the share of core's step each axis's collectives take.
+    for (Axis a : kAxes) {
+      const double shown =
+          planner->index(row, PlannerModel::CommFirst + static_cast<int>(axis_index(a))).data(PlannerModel::ShareRole).toDouble();
+      const double want = expected.step_s > 0 ? expected.comm[a].seconds / expected.step_s : 0;
+      QVERIFY2(std::abs(shown - want) <= 1e-12, qPrintable(QStringLiteral("%1 %2: share %3, core %4")
+                                                                .arg(what, QString::fromStdString(std::string(axis_name(a))))
+                                                                .arg(shown)
+                                                                .arg(want)));
     }
   }
 }
@@ -366,10 +377,10 @@ class RunFitViewTest : public QObject {
       const QString band = QStringLiteral("No prediction is closer than ± %1 %").arg(static_cast<int>(100 * e.step_band + 0.5));
       QVERIFY2(panel->time_basis_detail().contains(band), qPrintable(panel->time_basis_detail()));
     }
-    QTRY_VERIFY_WITH_TIMEOUT(planner->rowCount() >= 3 && planner->row_at(0).compute_calibrated &&
+    QTRY_VERIFY_WITH_TIMEOUT(planner->rowCount() >= 3 && planner->row_at(0).entry.time.compute_calibrated &&
                                  planner->row_at(0).fit_runs == 3, 20000);
     check_planner(planner, config, on_cal, cal, QStringLiteral("calibrated + fitted to 3 runs"));
-    QVERIFY(planner->row_at(0).step_band >= 0.07);
+    QVERIFY(planner->row_at(0).entry.time.step_band >= 0.07);
 
     // Another finished run of these nodes is learnt once the store says its runs changed.
     {

@@ -186,7 +186,7 @@ class TrialsTest : public QObject {
     const std::vector<PlanRow> rows = w.plan()->plan();
     std::vector<PlanRow> best;
     for (const PlanRow& r : rows)
-      if (r.fits && best.size() < 2) best.push_back(r);
+      if (r.entry.fits && best.size() < 2) best.push_back(r);
     QCOMPARE(best.size(), size_t{2});
 
     planner->trial_count()->setValue(2);
@@ -217,10 +217,10 @@ class TrialsTest : public QObject {
     for (int row = 0; row < 2; ++row) {
       const store::TrialResult& r = m->result_at(row);
       const PlanRow& planned = best.at(static_cast<size_t>(r.position - 1));
-      QCOMPARE(r.predicted.shape, planned.shape);
-      QCOMPARE(r.predicted.tokens_per_s, planned.tokens_per_s);
-      QCOMPARE(r.predicted.step_s, planned.step_seconds);
-      QCOMPARE(static_cast<double>(r.predicted.peak_bytes), planned.memory_bytes);
+      QCOMPARE(r.predicted.shape, planned.entry.shape);
+      QCOMPARE(r.predicted.tokens_per_s, planned.entry.time.tokens_per_s);
+      QCOMPARE(r.predicted.step_s, planned.entry.time.step_s);
+      QCOMPARE(r.predicted.peak_bytes, planned.entry.memory.total());
       QVERIFY(r.peak_bytes && *r.peak_bytes > 0);
       QVERIFY(r.run.has_value());
     }

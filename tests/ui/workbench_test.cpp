@@ -186,7 +186,7 @@ class WorkbenchTest : public QObject {
     QTRY_VERIFY(planner->rowCount() > 3);
     int marked = 0, plain = 0;
     for (int r = 0; r < planner->rowCount(); ++r) {
-      const PlanRow& row = planner->row_at(r);
+      const PlanEntry& row = planner->row_at(r).entry;
       const bool refused = row.shape[Axis::dp_replicate] > 1 && row.shape[Axis::dp_shard] == 1 &&
                            (row.shape[Axis::tp] > 1 || row.shape[Axis::cp] > 1);
       QCOMPARE(!row.accelerate_refusal.empty(), refused);
@@ -223,7 +223,7 @@ class WorkbenchTest : public QObject {
     MeshShape target;
     for (int r = 0; r < table->model()->rowCount(); ++r) {
       const int src = qobject_cast<QSortFilterProxyModel*>(table->model())->mapToSource(table->model()->index(r, 0)).row();
-      target = planner->model()->row_at(src).shape;
+      target = planner->model()->row_at(src).entry.shape;
       if (!(target == w.plan()->mesh()->shape()) && target[Axis::tp] > 1) {
         row = r;
         break;
@@ -453,7 +453,7 @@ class WorkbenchTest : public QObject {
     QVERIFY(w.plan()->config().model == nlohmann::json("tiny"));
     QTRY_VERIFY(!w.plan()->busy() && panel_term(panel, "params") > 0 && table->rowCount() > 0);
     const double tiny_params = panel_term(panel, "params");
-    const double tiny_first_row_memory = table->row_at(0).memory_bytes;
+    const int64_t tiny_first_row_memory = table->row_at(0).entry.memory.total();
 
     // A model directory as save_pretrained leaves it: config.json beside the weights.
     QTemporaryDir dir;
@@ -493,13 +493,15 @@ class WorkbenchTest : public QObject {
     QCOMPARE(panel->breakdown()->memory.total(), want_memory->memory.total());
     // The planner's table was recomputed for it: core's rows for the new model, row by row.
     QTRY_VERIFY(!w.plan()->busy() && table->rowCount() == int(want_plan->size()) &&
-                table->row_at(0).memory_bytes == (*want_plan)[0].memory_bytes);
+                table->row_at(0).entry.memory.total() == (*want_plan)[0].entry.memory.total());
     for (int r = 0; r < table->rowCount(); ++r) {
-      QCOMPARE(table->row_at(r).shape, (*want_plan)[size_t(r)].shape);
-      QCOMPARE(table->row_at(r).memory_bytes, (*want_plan)[size_t(r)].memory_bytes);
-      QCOMPARE(table->row_at(r).tokens_per_s, (*want_plan)[size_t(r)].tokens_per_s);
+      const PlanEntry& shown = table->row_at(r).entry;
+      const PlanEntry& want = (*want_plan)[size_t(r)].entry;
+      QCOMPARE(shown.shape, want.shape);
+      QCOMPARE(shown.memory.total(), want.memory.total());
+      QCOMPARE(shown.time.tokens_per_s, want.time.tokens_per_s);
     }
-    QVERIFY(table->row_at(0).memory_bytes != tiny_first_row_memory);
+    QVERIFY(table->row_at(0).entry.memory.total() != tiny_first_row_memory);
   }
 
   void badHostShowsErrorUnderField() {
