@@ -1,7 +1,8 @@
 // `meshwork serve`: the run store for browsers (docs/web.md).
-//   meshwork serve [--db PATH] [--listen ADDR:PORT] [--token-file PATH]
-// On 127.0.0.1 (the default) it serves this machine. Any other address needs the token: made
-// once (0600) and printed once; every start prints a fresh one-time login link.
+//   meshwork serve [--db PATH] [--listen ADDR:PORT] [--token-file PATH] [--public-name NAME]
+//                  [--tls-cert FILE --tls-key FILE | --insecure-http]
+// On 127.0.0.1 (the default) it serves this machine. Any other address needs the token (made
+// once, 0600, printed once; every start prints a fresh one-time login link) and speaks TLS.
 #include <QCoreApplication>
 #include <algorithm>
 #include <csignal>
@@ -16,13 +17,22 @@ namespace meshwork::cli {
 
 namespace {
 constexpr const char* kUsage =
-    "usage: meshwork serve [--db PATH] [--listen ADDR:PORT] [--token-file PATH]\n"
+    "usage: meshwork serve [--db PATH] [--listen ADDR:PORT] [--token-file PATH] [--public-name NAME]\n"
+    "                      [--tls-cert FILE --tls-key FILE | --insecure-http]\n"
     "Serves the run store read-only to browsers: the runs list, each run live, and compare.\n"
     "  --db PATH           the run store (default $XDG_DATA_HOME/meshwork/runs.db)\n"
     "  --listen ADDR:PORT  default 127.0.0.1:8765; port 0 picks a free one. An address other\n"
     "                      than loopback requires the token (Authorization: Bearer TOKEN, or the\n"
     "                      cookie the printed one-time link sets)\n"
-    "  --token-file PATH   where the token is kept, 0600 (default $XDG_CONFIG_HOME/meshwork/web-token)\n";
+    "  --token-file PATH   where the token is kept, 0600 (default $XDG_CONFIG_HOME/meshwork/web-token)\n"
+    "  --public-name NAME  a name browsers use for this server (a DNS alias, a proxy's name);\n"
+    "                      repeatable. localhost, IP addresses and this machine's host name are\n"
+    "                      always allowed; a request naming any other host is refused (421)\n"
+    "  --tls-cert FILE     PEM certificate (chain) for HTTPS; with --tls-key. Off loopback without\n"
+    "  --tls-key FILE      them a self-signed certificate is made at start and its SHA-256\n"
+    "                      fingerprint printed: compare it with the one the browser shows\n"
+    "  --insecure-http     off loopback, serve plain HTTP (the token, login link and session\n"
+    "                      cookie then cross the network in clear)\n";
 
 void quit_on_signal(int) { QCoreApplication::quit(); }
 }  // namespace
@@ -33,7 +43,10 @@ int serve_main(const Args& args) {
     std::cout << kUsage;
     return kExitOk;
   }
-  auto f = parse_args(args, {{"--db", "PATH", ""}, {"--listen", "ADDR:PORT", ""}, {"--token-file", "PATH", ""}},
+  auto f = parse_args(args,
+                      {{"--db", "PATH", ""}, {"--listen", "ADDR:PORT", ""}, {"--token-file", "PATH", ""},
+                       {"--public-name", "NAME", ""}, {"--tls-cert", "FILE", ""}, {"--tls-key", "FILE", ""},
+                       {"--insecure-http", "", ""}},
                       "meshwork serve");
   if (!f) return fail(f.error());
   if (!f->positional.empty()) return fail(Error{"argument", f->positional[0], "serve takes no arguments (see --help)"});
@@ -45,6 +58,15 @@ int serve_main(const Args& args) {
     o.listen = *parsed;
   }
   if (auto t = f->value("--token-file")) o.token_file = *t;
+  for (const auto& [flag, value] : f->given) {
+    if (flag != "--public-name") continue;
+    if (!web::parse_host_header(value) || value.find(':') != std::string::npos)
+      return fail(Error{"--public-name", value, "a host name (letters, digits, '-', '.'; no port)"});
+    o.public_names.push_back(value);
+  }
+  if (auto c = f->value("--tls-cert")) o.tls_cert = *c;
+  if (auto k = f->value("--tls-key")) o.tls_key = *k;
+  o.insecure_http = f->has("--insecure-http");
   int argc = 1;
   char name[] = "meshwork";
   char* argv[] = {name, nullptr};
@@ -54,6 +76,13 @@ int serve_main(const Args& args) {
   // Scripts (and the workbench, which starts this as a child) read the first line for the URL.
   std::cout << "meshwork serve: " << (*server)->base_url().toStdString() << "/ (store " << o.db.string()
             << "; read-only; Ctrl-C stops)" << std::endl;
+  if ((*server)->tls())
+    std::cout << "TLS: " << ((*server)->tls_self_signed() ? "self-signed certificate made now" : "certificate from --tls-cert")
+              << ", SHA-256 fingerprint " << (*server)->tls_fingerprint().toStdString() << std::endl;
+  else if (!o.listen.address.isLoopback())
+    std::cout << "warning: plain HTTP off loopback (--insecure-http): the login link, the session cookie and "
+                 "Bearer tokens cross the network in clear"
+              << std::endl;
   if ((*server)->token_required()) {
     const auto file = o.token_file.empty() ? web::default_token_path() : o.token_file;
     if ((*server)->token_created())
@@ -63,7 +92,9 @@ int serve_main(const Args& args) {
       std::cout << "token: in " << file.string() << " (0600)" << std::endl;
     auto link = (*server)->new_login_link();
     if (!link) return fail(link.error());
-    std::cout << "open once to sign this browser in (valid 10 minutes): " << link->toStdString() << std::endl;
+    std::cout << "open once to sign this browser in (valid 10 minutes; the session lasts 12 hours or until "
+                 "this server stops): "
+              << link->toStdString() << std::endl;
   }
   std::signal(SIGINT, quit_on_signal);
   std::signal(SIGTERM, quit_on_signal);

@@ -15,15 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Compares in time that does not depend on where the strings differ (a remote guesser learns
-// nothing from how long a wrong token takes to refuse).
-bool same_secret(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 bool is_token(std::string_view t) {
   return t.size() == 64 && std::all_of(t.begin(), t.end(), [](char c) {
            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
@@ -38,6 +29,13 @@ std::string_view trim(std::string_view s) {
 }
 
 }  // namespace
+
+bool same_secret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
 
 fs::path default_token_path() {
   if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) return fs::path(xdg) / "meshwork" / "web-token";
@@ -107,18 +105,26 @@ bool Access::allows(std::string_view authorization, std::string_view cookie) con
   if (!required_) return true;
   authorization = trim(authorization);
   if (authorization.substr(0, 7) == "Bearer " && same_secret(trim(authorization.substr(7)), token_)) return true;
-  // Cookie: a=b; meshwork_token=...; c=d
+  // Cookie: a=b; meshwork_session_8765=...; c=d
   while (!cookie.empty()) {
     const size_t semi = cookie.find(';');
     const std::string_view pair = trim(cookie.substr(0, semi));
     const size_t eq = pair.find('=');
-    if (eq != std::string_view::npos && pair.substr(0, eq) == kTokenCookie &&
-        same_secret(pair.substr(eq + 1), token_))
+    if (eq != std::string_view::npos && pair.substr(0, eq) == cookie_name_ &&
+        sessions_.valid(pair.substr(eq + 1)))
       return true;
     if (semi == std::string_view::npos) break;
     cookie.remove_prefix(semi + 1);
   }
   return false;
+}
+
+void Access::set_port(quint16 port) { cookie_name_ = std::string(kSessionCookiePrefix) + std::to_string(port); }
+
+Result<std::string> Access::log_in(std::string_view code) {
+  if (!redeem(code))
+    return Error{"code", "", "not a login code, used already, or older than 10 minutes: restart `meshwork serve` for a new link"};
+  return sessions_.open();
 }
 
 Result<std::string> Access::new_login_code() {

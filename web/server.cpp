@@ -16,6 +16,7 @@
 
 #include "core/store/run_store.h"
 #include "core/handover.h"
+#include "web/tls.h"
 
 namespace meshwork::web {
 
@@ -33,7 +34,8 @@ QByteArray content_type(const QString& name) {
 }
 
 // Every answer: what it is, how long it may be kept, and what the page may load (only this
-// server's own files and its WebSocket: no inline script, no other origin, no framing).
+// server's own files and its WebSocket: no inline script or style, no other origin, no framing).
+// connect-src 'self' covers the page's own ws:/wss: origin (CSP Level 3).
 void reply(QHttpServerResponder& r, Status status, const QByteArray& type, const QByteArray& body,
            const std::vector<std::pair<QByteArray, QByteArray>>& extra = {}) {
   r.writeStatusLine(status);
@@ -44,8 +46,8 @@ void reply(QHttpServerResponder& r, Status status, const QByteArray& type, const
   r.writeHeader("X-Frame-Options", "DENY");
   r.writeHeader("Referrer-Policy", "no-referrer");
   r.writeHeader("Content-Security-Policy",
-                "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; style-src 'self' "
-                "'unsafe-inline'; frame-ancestors 'none'");
+                "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self'; "
+                "base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
   for (const auto& [k, v] : extra) r.writeHeader(k, v);
   r.writeBody(body);
 }
@@ -65,6 +67,31 @@ QByteArray header(const QHttpServerRequest& request, const QByteArray& name) {
   for (const auto& [k, v] : request.headers())
     if (k.compare(name, Qt::CaseInsensitive) == 0) return v;
   return {};
+}
+
+// Off loopback TLS is the rule: the user's certificate or one made now; plain HTTP only when
+// asked for by name. On loopback plain HTTP, or TLS when a certificate is given.
+Result<std::optional<TlsIdentity>> choose_tls(const WebServer::Options& o, const HostAllowList& hosts) {
+  const bool loopback = o.listen.address.isLoopback();
+  if (o.tls_cert.empty() != o.tls_key.empty())
+    return Error{o.tls_cert.empty() ? "--tls-cert" : "--tls-key", "missing",
+                 "--tls-cert FILE and --tls-key FILE go together"};
+  if (o.insecure_http && !o.tls_cert.empty())
+    return Error{"--insecure-http", "", "plain HTTP or --tls-cert/--tls-key, not both"};
+  if (!o.tls_cert.empty()) {
+    auto t = tls_from_files(o.tls_cert, o.tls_key);
+    if (!t) return t.error();
+    return std::optional<TlsIdentity>(std::move(*t));
+  }
+  if (loopback || o.insecure_http) return std::optional<TlsIdentity>();
+  const std::vector<std::string>& names = hosts.names();  // the public names among them
+  std::vector<QHostAddress> addresses = {QHostAddress::LocalHost, QHostAddress::LocalHostIPv6};
+  if (o.listen.address != QHostAddress::Any && o.listen.address != QHostAddress::AnyIPv4 &&
+      o.listen.address != QHostAddress::AnyIPv6)
+    addresses.push_back(o.listen.address);
+  auto t = tls_self_signed(names, addresses);
+  if (!t) return t.error();
+  return std::optional<TlsIdentity>(std::move(*t));
 }
 
 }  // namespace
@@ -133,6 +160,16 @@ Result<std::unique_ptr<WebServer>> WebServer::start(const Options& o, QObject* p
   }
   std::unique_ptr<WebServer> s(new WebServer(std::make_unique<Api>(std::move(*store)), std::move(access), parent));
   s->token_created_ = created;
+  s->hosts_ = HostAllowList(o.public_names);
+  if (!o.public_names.empty()) s->public_name_ = QString::fromStdString(o.public_names.front());
+  auto tls = choose_tls(o, s->hosts_);
+  if (!tls) return tls.error();
+  if (*tls) {
+    s->sslSetup((*tls)->config);
+    s->tls_ = true;
+    s->tls_self_signed_ = (*tls)->self_signed;
+    s->tls_fingerprint_ = (*tls)->fingerprint;
+  }
   const quint16 port = s->listen(o.listen.address, o.listen.port);
   if (port == 0)
     return Error{"--listen", o.listen.address.toString().toStdString() + ":" + std::to_string(o.listen.port),
@@ -142,15 +179,17 @@ Result<std::unique_ptr<WebServer>> WebServer::start(const Options& o, QObject* p
   s->pool_.setMaxThreadCount(std::max(2, QThread::idealThreadCount()));
   s->address_ = o.listen.address;
   s->port_ = port;
+  s->access_.set_port(port);
   s->poll_timer_.setInterval(std::max(20, o.poll_ms));
   return s;
 }
 
 QString WebServer::base_url() const {
-  const QString host = address_.protocol() == QAbstractSocket::IPv6Protocol
+  const QString host = !public_name_.isEmpty() ? public_name_
+                       : address_.protocol() == QAbstractSocket::IPv6Protocol
                            ? QStringLiteral("[%1]").arg(address_.toString())
                            : address_.toString();
-  return QStringLiteral("http://%1:%2").arg(host).arg(port_);
+  return QStringLiteral("%1://%2:%3").arg(tls_ ? QStringLiteral("https") : QStringLiteral("http"), host).arg(port_);
 }
 
 Result<QString> WebServer::new_login_link() {
@@ -165,11 +204,27 @@ void WebServer::missingHandler(const QHttpServerRequest&, QTcpSocket* socket) {
 }
 
 bool WebServer::handleRequest(const QHttpServerRequest& request, QTcpSocket* socket) {
-  // Qt HTTP Server 6.4 upgrades a WebSocket request once a handler says it took it (true) and
-  // has written nothing: the upgraded socket comes back through accept_websockets(), which
-  // checks who asks and for what as strictly as below.
-  if (header(request, "Upgrade").compare("websocket", Qt::CaseInsensitive) == 0) return true;
+  // Qt HTTP Server 6.4 treats a request as a WebSocket upgrade when `Upgrade: websocket` comes
+  // with a `Connection` header containing "upgrade" (its own test, repeated here).
+  const bool websocket = header(request, "Upgrade").compare("websocket", Qt::CaseInsensitive) == 0;
+  const bool upgrade = websocket && header(request, "Connection").toLower().contains("upgrade");
   QHttpServerResponder r = makeResponder(request, socket);
+  // Before anything else, upgrades included: a name that is not this server's is a page of
+  // another site reaching here by DNS rebinding (web/host_check.h).
+  if (const QByteArray host = header(request, "Host"); !hosts_.allows_host(host.toStdString())) {
+    reply_error(r, 421,
+                Error{"Host", host.left(64).toStdString(),
+                      "not a name of this server: " + hosts_.describe() + " (add one with --public-name NAME)"});
+    return !upgrade;  // an upgrade refused: false, and Qt closes the connection once this is sent
+  }
+  // Taken (true) with nothing written: the upgraded socket comes back through
+  // accept_websockets(), which checks who asks and for what as strictly as below.
+  if (upgrade) return true;
+  if (websocket) {
+    reply_error(r, 400, Error{"Connection", header(request, "Connection").left(64).toStdString(),
+                              "a WebSocket upgrade needs Connection: Upgrade"});
+    return true;
+  }
   const QUrl url = request.url();
   if (url.toEncoded().size() > kMaxUrlBytes) {
     reply_error(r, 414, Error{"url", std::to_string(url.toEncoded().size()) + " bytes", "at most 8192 bytes"});
@@ -186,12 +241,14 @@ bool WebServer::handleRequest(const QHttpServerRequest& request, QTcpSocket* soc
     const std::string code = query.queryItemValue(QStringLiteral("code")).toStdString();
     if (!access_.required()) {
       reply(r, Status::SeeOther, "text/plain", "", {{"Location", "/"}});
-    } else if (access_.redeem(code)) {
-      const QByteArray cookie = QByteArray(kTokenCookie.data(), static_cast<qsizetype>(kTokenCookie.size())) + "=" +
-                                QByteArray::fromStdString(access_.token()) + "; HttpOnly; SameSite=Strict; Path=/";
+    } else if (auto session = access_.log_in(code)) {
+      // A session of this instance, never the token; its name carries the port (web/access.h).
+      const QByteArray cookie = QByteArray::fromStdString(access_.cookie_name() + "=" + *session) +
+                                "; Max-Age=" + QByteArray::number(static_cast<qint64>(access_.sessions().lifetime().count())) +
+                                "; Path=/; HttpOnly; SameSite=Strict" + (tls_ ? "; Secure" : "");
       reply(r, Status::SeeOther, "text/plain", "", {{"Location", "/"}, {"Set-Cookie", cookie}});
     } else {
-      reply_error(r, 401, Error{"code", "", "not a login code, used already, or older than 10 minutes: restart `meshwork serve` for a new link"});
+      reply_error(r, 401, session.error());
     }
     return true;
   }
@@ -286,11 +343,11 @@ void WebServer::accept_websockets() {
     const auto refuse = [&](QWebSocketProtocol::CloseCode code, const QString& why) {
       ws->close(code, why);
     };
-    // A page of another site may open a WebSocket to this server with the browser's cookie:
-    // only pages this server served (same Origin as Host) are answered.
+    // A page of another site (or of another port of this host) may open a WebSocket to this
+    // server with the browser's cookie: only pages this server served are answered, by an
+    // Origin whose name is allowed and equals the request's Host (web/host_check.h).
     const QByteArray origin = req.rawHeader("Origin");
-    const QByteArray host = req.rawHeader("Host");
-    if (!origin.isEmpty() && QUrl(QString::fromUtf8(origin)).authority() != QString::fromUtf8(host)) {
+    if (!hosts_.allows_origin(origin.toStdString(), req.rawHeader("Host").toStdString(), tls_)) {
       refuse(QWebSocketProtocol::CloseCodePolicyViolated, QStringLiteral("origin: not this server's page"));
       continue;
     }

@@ -14,11 +14,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "web/access.h"
 #include "web/api.h"
+#include "web/host_check.h"
 
 class QWebSocket;
 
@@ -42,12 +44,23 @@ class WebServer : public QAbstractHttpServer {
     Listen listen;
     std::filesystem::path token_file;  // used only when the address is not loopback
     int poll_ms = 200;                 // how often live pages' runs are looked at
+    // Names browsers may use for this server besides localhost, IP addresses and this machine's
+    // host name (web/host_check.h); the first is the name the printed link uses.
+    std::vector<std::string> public_names;
+    // TLS (web/tls.h): a certificate and key, or on a non-loopback address without them a
+    // self-signed certificate made now. Plain HTTP off loopback only with insecure_http.
+    std::filesystem::path tls_cert, tls_key;
+    bool insecure_http = false;
   };
   // Opens the store read-only, sets up access and listens. Errors name the flag at fault.
   static Result<std::unique_ptr<WebServer>> start(const Options& options, QObject* parent = nullptr);
   ~WebServer() override;
 
-  QString base_url() const;  // http://ADDR:PORT
+  QString base_url() const;  // http(s)://NAME:PORT: the first public name, else the address
+  bool tls() const { return tls_; }
+  bool tls_self_signed() const { return tls_self_signed_; }
+  const QString& tls_fingerprint() const { return tls_fingerprint_; }  // SHA-256, "AB:CD:..."
+  const std::string& session_cookie_name() const { return access_.cookie_name(); }
   quint16 port() const { return port_; }
   bool token_required() const { return access_.required(); }
   bool token_created() const { return token_created_; }
@@ -82,6 +95,11 @@ class WebServer : public QAbstractHttpServer {
   std::vector<std::unique_ptr<Api>> idle_apis_;
   QThreadPool pool_;
   Access access_;
+  HostAllowList hosts_;
+  bool tls_ = false;
+  bool tls_self_signed_ = false;
+  QString tls_fingerprint_;
+  QString public_name_;
   bool token_created_ = false;
   QHostAddress address_;
   quint16 port_ = 0;

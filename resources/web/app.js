@@ -28,14 +28,27 @@ var MW = (function () {
 
   // ---- DOM -------------------------------------------------------------------------------------
 
-  // el('a', {href: '/', className: 'x', text: 'hi'}, [children]) - never parses HTML.
+  // Text from a run (names, configs, messages) as it is, with its bidirectional controls shown as
+  // <U+202E> instead of obeyed: a right-to-left override would make "safe\u202Eexe.txt" read
+  // "safetxt.exe". The few controls that matter: LRM/RLM/ALM, the embeddings and overrides
+  // (U+202A-202E) and the isolates (U+2066-2069).
+  var BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
+  MW.visible = function (s) {
+    return String(s).replace(BIDI_CONTROLS, function (c) {
+      return '<U+' + c.charCodeAt(0).toString(16).toUpperCase() + '>';
+    });
+  };
+
+  // el('a', {href: '/', className: 'x', text: 'hi'}, [children]) - never parses HTML; text is
+  // shown through MW.visible.
   MW.el = function (tag, props, children) {
     var e = document.createElement(tag);
     if (props) {
       Object.keys(props).forEach(function (k) {
         var v = props[k];
         if (v === undefined || v === null) return;
-        if (k === 'text') e.textContent = String(v);
+        if (k === 'text') e.textContent = MW.visible(v);
+        else if (k === 'title') e.title = MW.visible(v);
         else if (k === 'className') e.className = v;
         else if (k === 'dataset') Object.keys(v).forEach(function (d) { e.dataset[d] = v[d]; });
         else if (k in e && typeof v !== 'string') e[k] = v;
@@ -44,7 +57,7 @@ var MW = (function () {
     }
     (children || []).forEach(function (c) {
       if (c === null || c === undefined) return;
-      e.appendChild(typeof c === 'string' ? document.createTextNode(c) : c);
+      e.appendChild(typeof c === 'string' ? document.createTextNode(MW.visible(c)) : c);
     });
     return e;
   };
@@ -52,7 +65,7 @@ var MW = (function () {
   MW.svg = function (tag, attrs, children) {
     var e = document.createElementNS('http://www.w3.org/2000/svg', tag);
     Object.keys(attrs || {}).forEach(function (k) {
-      if (k === 'text') e.textContent = String(attrs[k]);
+      if (k === 'text') e.textContent = MW.visible(attrs[k]);
       else e.setAttribute(k, String(attrs[k]));
     });
     (children || []).forEach(function (c) { if (c) e.appendChild(c); });

@@ -96,8 +96,8 @@
     if (!run) return;
     state.status = run.status;
     if (MW.isNum(run.world)) state.world = run.world;
-    MW.$('run-name').textContent = run.name || ('run ' + run.id);
-    document.title = 'Meshwork · ' + (run.name || ('run ' + run.id));
+    MW.$('run-name').textContent = MW.visible(run.name || ('run ' + run.id));
+    document.title = 'Meshwork · ' + MW.visible(run.name || ('run ' + run.id));
     var dl = MW.clear(MW.$('facts'));
     [
       fact('status', MW.statusBadge(run.status, run.exit_reason || undefined)),
@@ -429,10 +429,10 @@
     renderRootCause(info.root_cause);
     renderProblems(info.problems);
     renderMesh(info);
-    MW.$('config').textContent = info.config === undefined ? '' : JSON.stringify(info.config, null, 2);
+    MW.$('config').textContent = info.config === undefined ? '' : MW.visible(JSON.stringify(info.config, null, 2));
     var slurm = info.slurm_script;
     MW.$('slurm-box').hidden = !(typeof slurm === 'string' && slurm);
-    MW.$('slurm').textContent = typeof slurm === 'string' ? slurm : '';
+    MW.$('slurm').textContent = typeof slurm === 'string' ? MW.visible(slurm) : '';
     var rankIn = MW.$('rank');
     if (MW.isNum(state.world)) rankIn.max = String(state.world - 1);
     state.infoDone = true;

@@ -1,6 +1,7 @@
 // The web view in a real headless Chromium (Debian `chromium`) against a served store: the runs
 // list, a run's charts (drawn, and with the points the API returned), a live run's new points,
-// compare with three runs and their config diff, and the token on a non-local listener.
+// compare with three runs and their config diff, the token and TLS on a non-local listener, and
+// run names that try to reorder themselves.
 // The server runs in this process (its event loop turns while the test waits on the browser).
 #include <QCoreApplication>
 #include <QDir>
@@ -56,7 +57,7 @@ class BrowserTest : public ::testing::Test {
     return s.ok() ? std::move(*s) : nullptr;
   }
   QString url(const WebServer& s, const QString& path) {
-    return QStringLiteral("http://127.0.0.1:%1%2").arg(s.port()).arg(path);
+    return QStringLiteral("%1://127.0.0.1:%2%3").arg(s.tls() ? "https" : "http").arg(s.port()).arg(path);
   }
   // Opens the page and waits until it says it drew everything (window.meshwork.ready).
   void open(const WebServer& s, const QString& path) {
@@ -177,8 +178,9 @@ TEST_F(BrowserTest, CompareOverlaysThreeRunsWithTheConfigDiff) {
 }
 
 TEST_F(BrowserTest, ANonLocalListenerAnswers401WithoutTheToken) {
-  auto s = serve("0.0.0.0:0");
+  auto s = serve("0.0.0.0:0");  // TLS with a self-signed certificate (Chromium told to accept it)
   ASSERT_TRUE(s);
+  ASSERT_TRUE(s->tls());
   QString error;
   ASSERT_TRUE(browser_->navigate(url(*s, "/"), &error)) << error.toStdString();
   EXPECT_TRUE(js("document.body.textContent").toString().contains("this server needs its token"));
@@ -189,6 +191,31 @@ TEST_F(BrowserTest, ANonLocalListenerAnswers401WithoutTheToken) {
   open(*s, link->mid(link->indexOf("/login")));
   EXPECT_EQ(js("window.meshwork.points").toInt(), 3);
   EXPECT_EQ(js("fetch('/api/runs').then(r => r.status)").toInt(), 200);
+  EXPECT_EQ(js("location.protocol").toString(), "https:");
+  // The session cookie is HttpOnly: the page's scripts cannot read it (or the token).
+  EXPECT_FALSE(js("document.cookie").toString().contains("meshwork"));
+  // The live socket: wss on the same listener, with the session cookie, under the CSP.
+  EXPECT_TRUE(browser_->wait_for(QStringLiteral("document.getElementById('live').className.includes('live-on')"),
+                                 20000, &error))
+      << error.toStdString() << ": " << js("document.getElementById('live').textContent").toString().toStdString();
+  EXPECT_TRUE(browser_->console_errors().isEmpty()) << browser_->console_errors().join("\n").toStdString();
+}
+
+TEST_F(BrowserTest, BidiControlsInRunNamesAreShownNotObeyed) {
+  // "safe<RLO>exe.txt" would read "safetxt.exe" if the override were obeyed.
+  const std::string name = "safe\u202Eexe.txt";
+  const store::RunId id = testing::finished_run(*writer_, RunSpec{name, testing::shape(1, 2, 1, 1)}, 20);
+  ASSERT_NE(id, 0);
+  auto s = serve("127.0.0.1:0");
+  ASSERT_TRUE(s);
+  open(*s, "/");
+  const QString list = js("document.querySelector('#runs-body').textContent").toString();
+  EXPECT_TRUE(list.contains("safe<U+202E>exe.txt")) << list.toStdString();
+  EXPECT_FALSE(list.contains(QChar(0x202E)));
+  open(*s, QStringLiteral("/run?id=%1").arg(id));
+  EXPECT_EQ(js("document.getElementById('run-name').textContent").toString(), "safe<U+202E>exe.txt");
+  EXPECT_FALSE(js("document.title").toString().contains(QChar(0x202E)));
+  EXPECT_FALSE(js("document.getElementById('config').textContent").toString().contains(QChar(0x202E)));
 }
 
 }  // namespace

@@ -69,6 +69,7 @@ class ServerTest : public ::testing::Test {
     o.listen = *parse_listen(listen);
     o.token_file = dir_ / "config" / "web-token";
     o.poll_ms = 50;
+    o.insecure_http = true;  // plain HTTP off loopback here; TLS is hostile_test.cpp's
     auto s = WebServer::start(o);
     EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message());
     return s.ok() ? std::move(*s) : nullptr;
@@ -217,7 +218,9 @@ TEST_F(ServerTest, AnotherAddressNeedsTheTokenAsHeaderOrOneTimeLinkCookie) {
   const QByteArray cookie = login.header("Set-Cookie");
   EXPECT_TRUE(cookie.contains("HttpOnly"));
   EXPECT_TRUE(cookie.contains("SameSite=Strict"));
+  EXPECT_TRUE(cookie.contains("Max-Age="));
   const QByteArray pair = cookie.left(cookie.indexOf(';'));
+  EXPECT_FALSE(pair.contains(QByteArray::fromStdString(s->token())));  // a session, not the token
   EXPECT_EQ(request(local(*s, "/api/runs"), "GET", {{"Cookie", "a=b; " + pair}}).status, 200);
   EXPECT_EQ(request(local(*s, path)).status, 401);  // used once
   EXPECT_EQ(request(local(*s, "/login?code=0123")).status, 401);
