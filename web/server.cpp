@@ -144,6 +144,10 @@ WebServer::~WebServer() {
 }
 
 Result<std::unique_ptr<WebServer>> WebServer::start(const Options& o, QObject* parent) {
+  // The TLS flags first: a mistake there is refused before a token file is made.
+  HostAllowList hosts(o.public_names);
+  auto tls = choose_tls(o, hosts);
+  if (!tls) return tls.error();
   store::RunStore::Options so;
   so.read_only = true;
   if (!std::filesystem::exists(o.db))
@@ -160,10 +164,8 @@ Result<std::unique_ptr<WebServer>> WebServer::start(const Options& o, QObject* p
   }
   std::unique_ptr<WebServer> s(new WebServer(std::make_unique<Api>(std::move(*store)), std::move(access), parent));
   s->token_created_ = created;
-  s->hosts_ = HostAllowList(o.public_names);
+  s->hosts_ = std::move(hosts);
   if (!o.public_names.empty()) s->public_name_ = QString::fromStdString(o.public_names.front());
-  auto tls = choose_tls(o, s->hosts_);
-  if (!tls) return tls.error();
   if (*tls) {
     s->sslSetup((*tls)->config);
     s->tls_ = true;
