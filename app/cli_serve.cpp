@@ -4,6 +4,7 @@
 // On 127.0.0.1 (the default) it serves this machine. Any other address needs the token (made
 // once, 0600, printed once; every start prints a fresh one-time login link) and speaks TLS.
 #include <QCoreApplication>
+#include <QLoggingCategory>
 #include <algorithm>
 #include <csignal>
 #include <iostream>
@@ -71,6 +72,10 @@ int serve_main(const Args& args) {
   char name[] = "meshwork";
   char* argv[] = {name, nullptr};
   QCoreApplication app(argc, argv);
+  // Qt HTTP Server warns once per WebSocket upgrade a handler refuses (a rebinding Host is
+  // answered 421 that way): the server logs nothing per request, so a hostile client cannot
+  // fill the terminal or a log file.
+  QLoggingCategory::setFilterRules(QStringLiteral("qt.httpserver.warning=false"));
   auto server = web::WebServer::start(o);
   if (!server) return fail(server.error());
   // Scripts (and the workbench, which starts this as a child) read the first line for the URL.

@@ -4,6 +4,7 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QHttpServerRequest>
+#include <QHostInfo>
 #include <QHttpServerResponder>
 #include <QNetworkRequest>
 #include <QPointer>
@@ -165,7 +166,11 @@ Result<std::unique_ptr<WebServer>> WebServer::start(const Options& o, QObject* p
   std::unique_ptr<WebServer> s(new WebServer(std::make_unique<Api>(std::move(*store)), std::move(access), parent));
   s->token_created_ = created;
   s->hosts_ = std::move(hosts);
-  if (!o.public_names.empty()) s->public_name_ = QString::fromStdString(o.public_names.front());
+  // The name links use: a browser elsewhere cannot open 0.0.0.0, but this machine's name.
+  const bool any = o.listen.address == QHostAddress::Any || o.listen.address == QHostAddress::AnyIPv4 ||
+                   o.listen.address == QHostAddress::AnyIPv6;
+  if (!o.public_names.empty()) s->link_name_ = QString::fromStdString(o.public_names.front());
+  else if (any) s->link_name_ = QHostInfo::localHostName();
   if (*tls) {
     s->sslSetup((*tls)->config);
     s->tls_ = true;
@@ -187,7 +192,7 @@ Result<std::unique_ptr<WebServer>> WebServer::start(const Options& o, QObject* p
 }
 
 QString WebServer::base_url() const {
-  const QString host = !public_name_.isEmpty() ? public_name_
+  const QString host = !link_name_.isEmpty() ? link_name_
                        : address_.protocol() == QAbstractSocket::IPv6Protocol
                            ? QStringLiteral("[%1]").arg(address_.toString())
                            : address_.toString();

@@ -56,7 +56,9 @@ class WebServer : public QAbstractHttpServer {
   static Result<std::unique_ptr<WebServer>> start(const Options& options, QObject* parent = nullptr);
   ~WebServer() override;
 
-  QString base_url() const;  // http(s)://NAME:PORT: the first public name, else the address
+  // http(s)://NAME:PORT: the first public name, else this machine's name on a wildcard
+  // address (0.0.0.0, ::), else the address.
+  QString base_url() const;
   bool tls() const { return tls_; }
   bool tls_self_signed() const { return tls_self_signed_; }
   const QString& tls_fingerprint() const { return tls_fingerprint_; }  // SHA-256, "AB:CD:..."
@@ -99,7 +101,7 @@ class WebServer : public QAbstractHttpServer {
   bool tls_ = false;
   bool tls_self_signed_ = false;
   QString tls_fingerprint_;
-  QString public_name_;
+  QString link_name_;  // base_url()'s host when not the address
   bool token_created_ = false;
   QHostAddress address_;
   quint16 port_ = 0;
