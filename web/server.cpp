@@ -13,6 +13,7 @@
 #include <QUrlQuery>
 #include <QWebSocket>
 
+#include <algorithm>
 #include <charconv>
 
 #include "core/store/run_store.h"
@@ -171,13 +172,22 @@ Result<std::unique_ptr<WebServer>> WebServer::start(const Options& o, QObject* p
                    o.listen.address == QHostAddress::AnyIPv6;
   if (!o.public_names.empty()) s->link_name_ = QString::fromStdString(o.public_names.front());
   else if (any) s->link_name_ = QHostInfo::localHostName();
+  // Our own QTcpServer: every socket gets its guard before Qt reads from it
+  // (web/connection_guard.h); with TLS the guard sees the decrypted bytes and its head timeout
+  // covers the handshake too.
+  auto* tcp = new GuardedTcpServer(o.limits, s.get());
   if (*tls) {
-    s->sslSetup((*tls)->config);
+    tcp->set_tls((*tls)->config);
     s->tls_ = true;
     s->tls_self_signed_ = (*tls)->self_signed;
     s->tls_fingerprint_ = (*tls)->fingerprint;
   }
-  const quint16 port = s->listen(o.listen.address, o.listen.port);
+  const quint16 port = tcp->listen(o.listen.address, o.listen.port) ? tcp->serverPort() : 0;
+  if (port != 0) {
+    s->bind(tcp);
+    tcp->bound();
+    s->tcp_ = tcp;
+  }
   if (port == 0)
     return Error{"--listen", o.listen.address.toString().toStdString() + ":" + std::to_string(o.listen.port),
                  "cannot listen there (in use, or not an address of this machine)"}
@@ -321,6 +331,7 @@ void WebServer::give_api(std::unique_ptr<Api> api) {
 void WebServer::answer_api(QHttpServerResponder&& responder, QTcpSocket* socket, std::string path, Params params) {
   auto r = std::make_shared<QHttpServerResponder>(std::move(responder));
   const QPointer<QTcpSocket> alive(socket);
+  ConnectionGuard::answering(socket);
   pool_.start(handed_over([this, r, alive, path = std::move(path), params = std::move(params)] {
     ApiReply a;
     if (auto api = take_api()) {
@@ -336,6 +347,7 @@ void WebServer::answer_api(QHttpServerResponder&& responder, QTcpSocket* socket,
         handed_over([r, alive, status = a.status, body = std::move(body)] {
           if (!alive || !alive->isOpen()) return;  // the client left while its query ran
           reply(*r, static_cast<Status>(status), "application/json", body);
+          ConnectionGuard::answered(alive);
         }),
         Qt::QueuedConnection);
   }));
@@ -345,6 +357,10 @@ void WebServer::accept_websockets() {
   while (hasPendingWebSocketConnections()) {
     std::unique_ptr<QWebSocket> ws = nextPendingWebSocketConnection();
     if (!ws) continue;
+    // The pages send nothing: nothing larger than a few KiB is assembled, and anything sent closes.
+    ws->setMaxAllowedIncomingFrameSize(static_cast<quint64>(tcp_->limits().max_websocket_frame_bytes));
+    ws->setMaxAllowedIncomingMessageSize(static_cast<quint64>(tcp_->limits().max_websocket_frame_bytes));
+    if (ConnectionGuard* guard = tcp_->guard_of(*ws)) guard->watch_websocket(ws.get());
     const QNetworkRequest& req = ws->request();
     const QUrl url = ws->requestUrl();
     const auto refuse = [&](QWebSocketProtocol::CloseCode code, const QString& why) {
@@ -367,7 +383,15 @@ void WebServer::accept_websockets() {
       continue;
     }
     if (live_.size() >= static_cast<size_t>(kMaxLiveClients)) {
-      refuse(QWebSocketProtocol::CloseCodeAbnormalDisconnection, QStringLiteral("too many live pages (256)"));
+      refuse(QWebSocketProtocol::CloseCodePolicyViolated, QStringLiteral("too many live pages (256)"));
+      continue;
+    }
+    const QHostAddress client = client_key(ws->peerAddress());
+    if (std::count_if(live_.begin(), live_.end(), [&](const auto& l) {
+          return client_key(l.first->peerAddress()) == client;
+        }) >= tcp_->limits().max_live_per_client) {
+      refuse(QWebSocketProtocol::CloseCodePolicyViolated,
+             QStringLiteral("too many live pages from this address (%1)").arg(tcp_->limits().max_live_per_client));
       continue;
     }
     Watch w;

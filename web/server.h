@@ -21,6 +21,7 @@
 #include "web/access.h"
 #include "web/api.h"
 #include "web/host_check.h"
+#include "web/connection_guard.h"
 
 class QWebSocket;
 
@@ -51,6 +52,7 @@ class WebServer : public QAbstractHttpServer {
     // self-signed certificate made now. Plain HTTP off loopback only with insecure_http.
     std::filesystem::path tls_cert, tls_key;
     bool insecure_http = false;
+    ConnectionLimits limits;           // what one client may make the server hold (docs/web.md)
   };
   // Opens the store read-only, sets up access and listens. Errors name the flag at fault.
   static Result<std::unique_ptr<WebServer>> start(const Options& options, QObject* parent = nullptr);
@@ -69,6 +71,7 @@ class WebServer : public QAbstractHttpServer {
   const std::string& token() const { return access_.token(); }
   Result<QString> new_login_link();  // base_url()/login?code=...
   int live_clients() const { return static_cast<int>(live_.size()); }
+  int open_connections() const { return tcp_ ? tcp_->open_connections() : 0; }
 
  protected:
   bool handleRequest(const QHttpServerRequest& request, QTcpSocket* socket) override;
@@ -105,6 +108,7 @@ class WebServer : public QAbstractHttpServer {
   bool token_created_ = false;
   QHostAddress address_;
   quint16 port_ = 0;
+  GuardedTcpServer* tcp_ = nullptr;  // a child of this server (bind)
   QMap<QString, QString> static_files_;  // served name -> resource path
   std::map<QWebSocket*, Watch> live_;
   QTimer poll_timer_;
