@@ -375,6 +375,7 @@ bool GuardedTcpServer::make_room(const QHostAddress& client) {
   ConnectionGuard* victim = nullptr;
   const auto rank = [](const ConnectionGuard* g) { return std::pair{g->closing(), g->idle_ns()}; };
   for (const auto& [g, address] : guards_) {
+    if (g->socket()->state() == QAbstractSocket::UnconnectedState) continue;  // closed, awaiting deletion
     if (!(g->evictable() || (server_full && g->closing() && !g->upgraded()))) continue;
     if (client_full && !server_full && address != client) continue;
     if (!victim || rank(g) > rank(victim)) victim = g;

@@ -441,6 +441,23 @@ TEST_F(LimitsTest, IdleSocketsOfOneClientCannotShutOutOthers) {
   for (int fd : idle) ::close(fd);
 }
 
+TEST_F(LimitsTest, AtTheServersConnectionCapTheLongestIdleGivesWay) {
+  ConnectionLimits limits;
+  limits.max_connections = 8;  // as under a low descriptor limit
+  limits.max_connections_per_client = 64;
+  auto s = serve(limits);
+  ASSERT_TRUE(s);
+  std::vector<int> idle;
+  run_on_thread([&] {
+    for (int i = 0; i < 80; ++i) idle.push_back(connect_to(s->port()));
+  });
+  EXPECT_LE(s->open_connections(), 8);
+  FloodResult r = flood_while_serving(s->port(), [&] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+  EXPECT_LE(s->open_connections(), 8);
+  expect_legit_served(r);
+  for (int fd : idle) ::close(fd);
+}
+
 // A WebSocket to /api/live by hand, so the test can send what no browser would.
 int open_live_socket(quint16 port, std::string& answer) {
   const int fd = connect_to(port);
