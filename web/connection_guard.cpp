@@ -19,6 +19,8 @@ namespace {
 // Descriptors the server needs besides its connections: the store (database, WAL and shared
 // memory for each worker's read-only connection), the listening socket, Qt's event plumbing.
 constexpr rlim_t kDescriptorReserve = 64;
+// How often a live page's socket is looked at for output left unread or input stuck.
+constexpr int kLiveCheckMs = 1000;
 
 bool is_token_char(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
@@ -114,12 +116,22 @@ void ConnectionGuard::before_qt() {
 }
 
 void ConnectionGuard::after_qt() {
+  if (upgrade_pending_ && !paused_) {
+    // Qt kept the connection after an Upgrade request (it answered it as HTTP): what follows
+    // it is HTTP again, not yet looked at, and Qt reads it next.
+    upgrade_pending_ = false;
+    const QByteArray rest = socket_->peek(socket_->bytesAvailable());
+    scan(rest.constData(), rest.size());
+    if (state_ == State::closing) return;
+  }
   seen_ = socket_->bytesAvailable();
   arm_timer();
 }
 
 void ConnectionGuard::scan(const char* data, qint64 n) {
-  for (qint64 i = 0; i < n && state_ != State::closing; ++i) {
+  // After an Upgrade request's head the bytes belong to the upgraded protocol (Qt hands the
+  // socket to its WebSocket server in this same turn), unless Qt keeps the connection (after_qt).
+  for (qint64 i = 0; i < n && state_ != State::closing && !upgrade_pending_; ++i) {
     const char c = data[i];
     // Blank lines between requests are allowed (RFC 9112 2.2) and belong to no head.
     if (state_ == State::line && head_bytes_ == 0 && (c == '\r' || c == '\n')) continue;
@@ -151,6 +163,7 @@ void ConnectionGuard::end_of_line() {
     header_count_ = 0;
     has_body_ = false;
     content_length_seen_ = false;
+    upgrade_ = false;
     line_.clear();
     return;
   }
@@ -181,6 +194,8 @@ void ConnectionGuard::end_of_line() {
     if (length > 0) has_body_ = true;
   } else if (name.compare("Transfer-Encoding", Qt::CaseInsensitive) == 0) {
     has_body_ = true;
+  } else if (name.compare("Upgrade", Qt::CaseInsensitive) == 0) {
+    upgrade_ = true;
   }
   line_.clear();
 }
@@ -191,6 +206,7 @@ void ConnectionGuard::end_of_head() {
     return;
   }
   ++requests_;
+  upgrade_pending_ = upgrade_;
   head_bytes_ = 0;
   state_ = State::line;
   line_.clear();
@@ -246,10 +262,7 @@ void ConnectionGuard::close_now() {
 }
 
 void ConnectionGuard::arm_timer() {
-  if (upgraded_) {
-    timer_.stop();
-    return;
-  }
+  if (upgraded_) return;  // the live check runs on its own period
   qint64 left = 0;
   if (state_ == State::closing) left = limits_.linger_ms - closing_.elapsed();
   else if (answering_ > 0) {
@@ -261,6 +274,14 @@ void ConnectionGuard::arm_timer() {
 }
 
 void ConnectionGuard::timed_out() {
+  if (upgraded_) {
+    // A live page's socket: a client that leaves what is sent unread, or sends a frame too large
+    // to wait for (Qt waits for a whole frame in the capped read buffer), is let go.
+    const bool input_stuck = socket_->readBufferSize() > 0 && socket_->bytesAvailable() >= socket_->readBufferSize();
+    if (socket_->bytesToWrite() > limits_.max_unsent_bytes || input_stuck) socket_->abort();
+    else timer_.start(kLiveCheckMs);
+    return;
+  }
   if (!before_) {
     // Qt handed the socket to its WebSocket server (which drops every other connection first).
     upgraded_ = true;
@@ -289,7 +310,7 @@ void ConnectionGuard::timed_out() {
 
 void ConnectionGuard::watch_websocket(QWebSocket* ws) {
   upgraded_ = true;
-  timer_.stop();
+  timer_.start(kLiveCheckMs);
   QPointer<QWebSocket> alive(ws);
   // Connected after QWebSocket's own reader: a close frame has been handled (the state is no
   // longer connected) when this runs; anything else -- a message, a ping -- closes the socket.

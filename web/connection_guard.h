@@ -93,6 +93,8 @@ class ConnectionGuard : public QObject {
   int header_count_ = 0;
   bool has_body_ = false;
   bool content_length_seen_ = false;
+  bool upgrade_ = false;          // this head asks for an Upgrade
+  bool upgrade_pending_ = false;  // ... and it is whole: what follows is not HTTP
   int64_t requests_ = 0;  // heads read whole on this connection
   qint64 seen_ = 0;  // bytes still unread after Qt's last turn
   int answering_ = 0;

@@ -527,6 +527,34 @@ TEST_F(LimitsTest, AFragmentedWebSocketMessageIsNotAssembled) {
   expect_legit_served(r);
 }
 
+TEST_F(LimitsTest, AHugeFrameSentWithTheHandshakeIsNotWaitedFor) {
+  auto s = serve();
+  ASSERT_TRUE(s);
+  std::string answer;
+  bool closed = false;
+  const FloodResult r = flood_while_serving(s->port(), [&] {
+    const int fd = connect_to(s->port(), 1000);
+    // The frame follows the upgrade request at once, before the 101: Qt reads it with its
+    // defaults and waits for all 96 MiB of it.
+    std::string head = "GET /api/live HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(s->port()) +
+                       "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                       "Sec-WebSocket-Version: 13\r\n\r\n";
+    head += static_cast<char>(0x82);
+    head += static_cast<char>(0x80 | 127);
+    for (int i = 7; i >= 0; --i) head += static_cast<char>(((96 * kMiB) >> (8 * i)) & 0xff);
+    head += std::string(4, '\0');
+    bool open = fd >= 0 && send_all(fd, head);
+    const std::string payload(64 * 1024, 'e');
+    for (int i = 0; open && i < 16; ++i) open = send_all(fd, payload) && drain(fd, answer);
+    closed = read_until_closed(fd, answer, 5000);
+    ::close(fd);
+  });
+  EXPECT_EQ(answer.substr(0, 12), "HTTP/1.1 101") << answer.substr(0, 200);
+  EXPECT_TRUE(closed);
+  EXPECT_LT(r.growth_kib, kMaxGrowthKiB);
+  expect_legit_served(r);
+}
+
 TEST_F(LimitsTest, APingFloodIsClosedNotAnswered) {
   auto s = serve();
   ASSERT_TRUE(s);
