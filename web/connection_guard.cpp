@@ -9,6 +9,7 @@
 #include <QWebSocket>
 
 #include <algorithm>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -391,10 +392,10 @@ bool GuardedTcpServer::make_room(const QHostAddress& client) {
   const bool client_full = !client.isNull() && of_client >= limits_.max_connections_per_client;
   const bool server_full = open_connections() >= limits_.max_connections;
   if (!client_full && !server_full) return true;
-  // The connection idle the longest gives way (one already refused first, then one between
-  // requests or still sending its head): a client holding sockets open cannot shut others out.
+  // One already refused gives way first, then one that has asked nothing yet, then the one idle
+  // the longest: a client holding sockets open cannot shut out those in use.
   ConnectionGuard* victim = nullptr;
-  const auto rank = [](const ConnectionGuard* g) { return std::pair{g->closing(), g->idle_ns()}; };
+  const auto rank = [](const ConnectionGuard* g) { return std::tuple{g->closing(), g->silent(), g->idle_ns()}; };
   for (const auto& [g, address] : guards_) {
     if (g->socket()->state() == QAbstractSocket::UnconnectedState) continue;  // closed, awaiting deletion
     if (!(g->evictable() || (server_full && g->closing() && !g->upgraded()))) continue;

@@ -37,7 +37,7 @@ struct ConnectionLimits {
   int max_header_count = 64;
   int64_t max_unsent_bytes = 1 << 20;  // answers written, not yet read: no further request is read
   int max_connections = 512;           // per server; lowered to what the descriptor limit allows
-  int max_connections_per_client = 32;  // HTTP connections per client address
+  int max_connections_per_client = 64;  // HTTP connections per client address (loopback users share one)
   int header_timeout_ms = 10'000;       // a request's head, from its first byte (or the accept)
   int idle_timeout_ms = 60'000;         // between requests, or while the client reads nothing
   int linger_ms = 2'000;                // after a refusal: the client may read the 4xx, then close
@@ -63,6 +63,7 @@ class ConnectionGuard : public QObject {
   bool closing() const { return state_ == State::closing; }
   bool evictable() const { return !upgraded_ && answering_ == 0 && state_ != State::closing; }
   qint64 idle_ns() const { return activity_.nsecsElapsed(); }
+  bool silent() const { return requests_ == 0 && head_bytes_ == 0; }  // has asked nothing yet
   QHostAddress client() const { return client_; }
   QTcpSocket* socket() const { return socket_; }
   void close_now();                    // without a word: evicted, or past a limit mid-answer

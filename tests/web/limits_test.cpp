@@ -1,7 +1,8 @@
 // `meshwork serve` against hostile clients (docs/web.md "Limits"): real sockets on loopback, each
 // flood in a client thread of its own while the server runs on this thread's event loop, the
 // process's resident memory (VmRSS) read throughout. Every loop is bounded by a byte count and a
-// deadline; a legitimate client asks for the runs list meanwhile.
+// deadline; a legitimate client asks for the runs list meanwhile. (One file of ~600 lines: every
+// case shares the raw-socket client and the flood harness at its top.)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -416,7 +417,7 @@ TEST_F(LimitsTest, IdleAndPartialConnectionsAreClosedWithinTheirTimeouts) {
 }
 
 TEST_F(LimitsTest, IdleSocketsOfOneClientCannotShutOutOthers) {
-  auto s = serve();  // the defaults: 32 connections per client address, 10 s for a head
+  auto s = serve();  // the defaults: 64 connections per client address, 10 s for a head
   ASSERT_TRUE(s);
   std::vector<int> idle;
   run_on_thread([&] {
@@ -424,15 +425,15 @@ TEST_F(LimitsTest, IdleSocketsOfOneClientCannotShutOutOthers) {
   });
   // Held open (and saying nothing) while others ask.
   FloodResult r = flood_while_serving(s->port(), [&] { std::this_thread::sleep_for(std::chrono::milliseconds(500)); });
-  // The server closed all but at most 32 of them (the longest idle first).
+  // The server closed all but at most 64 of them (the longest idle first).
   int closed = 0;
   for (int fd : idle) {
     pollfd p{fd, POLLIN, 0};
     char c;
     if (::poll(&p, 1, 0) > 0 && ::recv(fd, &c, 1, MSG_DONTWAIT) <= 0) ++closed;
   }
-  EXPECT_GE(closed, 80 - 32);
-  EXPECT_LE(s->open_connections(), 33);
+  EXPECT_GE(closed, 80 - 64);
+  EXPECT_LE(s->open_connections(), 65);
   expect_legit_served(r);
   std::pair<int, int64_t> after;
   run_on_thread([&] { after = get(s->port(), "/api/runs"); });
