@@ -93,7 +93,7 @@ class SshSession {
                      const ProgressFn& progress = {});
 
   // Starts `command` on an exec channel of its own, writes `stdin_data` to it (then EOF) and
-  // returns its stdout as a non-blocking stream (exec_stream.h). The stream uses this session:
+  // returns its stdout as a non-blocking stream (exec_stream.h). The stream uses this connection:
   // the session must outlive it, and while it is read no other call should use the session
   // from another thread (the follower keeps one session per stream).
   Result<std::unique_ptr<ExecStream>> open_stream(const std::string& command, const std::string& stdin_data);

@@ -254,7 +254,7 @@ TEST_F(HostileTest, TheLoginLinkOpensASessionNeverTheToken) {
   EXPECT_EQ(s->session_cookie_name(), name.toStdString());
 
   EXPECT_EQ(status_with_cookie(*s, "a=b; " + pair), 200);
-  // Neither the token in a cookie (the old way) nor this session under another port's name.
+  // Neither the token in a cookie (the old way) nor this login's cookie under another port's name.
   EXPECT_EQ(status_with_cookie(*s, name + "=" + QByteArray::fromStdString(s->token())), 401);
   EXPECT_EQ(status_with_cookie(*s, "meshwork_token=" + QByteArray::fromStdString(s->token())), 401);
   EXPECT_EQ(status_with_cookie(*s, "meshwork_session_1=" + id), 401);
