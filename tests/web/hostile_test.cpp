@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 
+#include "tests/web/one_run_store_test.h"
 #include "tests/web/web_fixture.h"
 #include "web/server.h"
 #include "web/tls.h"
@@ -111,16 +112,9 @@ Answer first_answer(const QByteArray& bytes) {
   return all.empty() ? Answer{} : all.front();
 }
 
-class HostileTest : public ::testing::Test {
+class HostileTest : public testing::OneRunStoreTest {
  protected:
-  void SetUp() override {
-    db_ = dir_ / "runs.db";
-    auto w = store::RunStore::open(db_);
-    ASSERT_TRUE(w.ok());
-    writer_ = std::move(*w);
-    run_ = testing::finished_run(*writer_, RunSpec{"alpha", testing::shape(1, 2, 1, 1)}, 20);
-    ASSERT_NE(run_, 0);
-  }
+  HostileTest() : OneRunStoreTest(20) {}
   WebServer::Options options(const std::string& listen) {
     WebServer::Options o;
     o.db = db_;
@@ -155,11 +149,6 @@ class HostileTest : public ::testing::Test {
     return first_answer(exchange(s.port(), get("/api/runs", here(s), "Cookie: " + cookie + "\r\n"), 1, 5000, tls))
         .status;
   }
-
-  TempDir dir_;
-  std::filesystem::path db_;
-  std::unique_ptr<store::RunStore> writer_;
-  store::RunId run_ = 0;
 };
 
 // A WebSocket opened with `req`: its close code and whether a live message arrived first.

@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/web/one_run_store_test.h"
 #include "tests/web/web_fixture.h"
 #include "web/server.h"
 
@@ -214,16 +215,9 @@ std::string stream_request(quint16 port, const std::string& head, const std::str
   return answer;
 }
 
-class LimitsTest : public ::testing::Test {
+class LimitsTest : public testing::OneRunStoreTest {
  protected:
-  void SetUp() override {
-    db_ = dir_ / "runs.db";
-    auto w = store::RunStore::open(db_);
-    ASSERT_TRUE(w.ok());
-    writer_ = std::move(*w);
-    run_ = testing::finished_run(*writer_, RunSpec{"alpha", testing::shape(1, 2, 1, 1)}, 3000);
-    ASSERT_NE(run_, 0);
-  }
+  LimitsTest() : OneRunStoreTest(3000) {}
   std::unique_ptr<WebServer> serve(const ConnectionLimits& limits = {}) {
     WebServer::Options o;
     o.db = db_;
@@ -262,11 +256,6 @@ class LimitsTest : public ::testing::Test {
     EXPECT_TRUE(r.legit_all_ok()) << seen;
     EXPECT_LT(r.legit_median_ms(), 100) << r.legit.size() << " legitimate requests";
   }
-
-  TempDir dir_;
-  std::filesystem::path db_;
-  std::unique_ptr<store::RunStore> writer_;
-  store::RunId run_ = 0;
 };
 
 TEST_F(LimitsTest, AHugeHeaderHeldOpenIsRefusedWith431BeforeItIsBuffered) {

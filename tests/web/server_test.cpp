@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "tests/web/one_run_store_test.h"
 #include "tests/web/web_fixture.h"
 #include "web/server.h"
 
@@ -53,16 +54,9 @@ Http request(const QString& url, const QByteArray& method = "GET",
   return h;
 }
 
-class ServerTest : public ::testing::Test {
+class ServerTest : public testing::OneRunStoreTest {
  protected:
-  void SetUp() override {
-    db_ = dir_ / "runs.db";
-    auto w = store::RunStore::open(db_);
-    ASSERT_TRUE(w.ok());
-    writer_ = std::move(*w);
-    run_ = testing::finished_run(*writer_, RunSpec{"alpha", testing::shape(1, 2, 1, 1)}, 50);
-    ASSERT_NE(run_, 0);
-  }
+  ServerTest() : OneRunStoreTest(50) {}
   std::unique_ptr<WebServer> serve(const std::string& listen) {
     WebServer::Options o;
     o.db = db_;
@@ -77,11 +71,6 @@ class ServerTest : public ::testing::Test {
   QString local(const WebServer& s, const QString& path) {
     return QStringLiteral("http://127.0.0.1:%1%2").arg(s.port()).arg(path);
   }
-
-  TempDir dir_;
-  std::filesystem::path db_;
-  std::unique_ptr<store::RunStore> writer_;
-  store::RunId run_ = 0;
 };
 
 TEST(ParseListen, AddressesPortsAndClearErrors) {
