@@ -74,6 +74,12 @@ std::string encode_exit(int64_t node, int status, double time, bool stopped, boo
          " " + (gone ? "gone" : "exit") + "\n";
 }
 
+std::string encode_stall(int64_t rank, std::string_view json) {
+  std::string out = "S " + std::to_string(rank) + " " + std::to_string(json.size()) + "\n";
+  out.append(json);
+  return out;
+}
+
 std::string encode_heartbeat(int64_t unix_ms) { return "H " + std::to_string(unix_ms) + "\n"; }
 
 std::string encode_end() { return "E\n"; }
@@ -91,15 +97,15 @@ Result<std::optional<Frame>> StreamParser::next() {
   const std::string_view rest = std::string_view(buf_).substr(pos_);
   const size_t nl = rest.find('\n');
   if (nl == std::string_view::npos) {
-    if (rest.size() > kMaxHeader) return bad(rest, "a frame header (V, F, R, X, H, E) of at most 256 bytes");
+    if (rest.size() > kMaxHeader) return bad(rest, "a frame header (V, F, R, X, S, H, E) of at most 256 bytes");
     return std::optional<Frame>();
   }
   // The same bound whether the header's newline has arrived or not: otherwise a long header
   // would be refused or read depending on how the stream was cut (a fuzz find).
-  if (nl > kMaxHeader) return bad(rest.substr(0, nl), "a frame header (V, F, R, X, H, E) of at most 256 bytes");
+  if (nl > kMaxHeader) return bad(rest.substr(0, nl), "a frame header (V, F, R, X, S, H, E) of at most 256 bytes");
   const std::string_view line = rest.substr(0, nl);
   const auto f = fields(line);
-  if (f.empty() || f[0].size() != 1) return bad(line, "a frame header starting with V, F, R, X, H or E");
+  if (f.empty() || f[0].size() != 1) return bad(line, "a frame header starting with V, F, R, X, S, H or E");
   Frame fr;
   size_t body_len = 0;
   const char k = f[0][0];
@@ -120,6 +126,17 @@ Result<std::optional<Frame>> StreamParser::next() {
       fr.kind = k == 'F' ? Frame::Kind::file : Frame::Kind::restart;
       body_len = static_cast<size_t>(len);
       if (rest.size() < nl + 1 + body_len) return std::optional<Frame>();  // the body is still coming
+      fr.body.assign(rest.substr(nl + 1, body_len));
+      break;
+    }
+    case 'S': {
+      int64_t len = 0;
+      if (!need(3) || !to_i64(f[1], fr.a) || !to_i64(f[2], len) || fr.a < 0 || len < 0 || len > (int64_t{1} << 24)) {
+        return bad(line, "S <rank> <len>, non-negative integers, len at most 16 MiB");
+      }
+      fr.kind = Frame::Kind::stall;
+      body_len = static_cast<size_t>(len);
+      if (rest.size() < nl + 1 + body_len) return std::optional<Frame>();
       fr.body.assign(rest.substr(nl + 1, body_len));
       break;
     }
@@ -144,7 +161,7 @@ Result<std::optional<Frame>> StreamParser::next() {
       fr.kind = Frame::Kind::end;
       break;
     default:
-      return bad(line, "a frame header starting with V, F, R, X, H or E");
+      return bad(line, "a frame header starting with V, F, R, X, S, H or E");
   }
   pos_ += nl + 1 + body_len;
   return std::optional<Frame>(std::move(fr));

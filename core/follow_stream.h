@@ -14,6 +14,13 @@
 //                                            time; stopped 1 when node<i>.stop exists; how is
 //                                            "exit" (the file) or "gone" (no process left and
 //                                            no file: the wrapper was killed, status 137)
+//   S <rank> <len>\n<len bytes>              a rank's stall report (changes only): a JSON object
+//                                            {"stalled":true|false,"process":"running"|"stopped"|
+//                                            "zombie"|"gone","flight":<FlightState JSON,
+//                                            core/flight_record.h>}; sent when the rank's flight
+//                                            record has not changed for the tail's --stall-ms,
+//                                            again when its process state changes, and once with
+//                                            "stalled":false when it moves again
 //   H <unix-ms>\n                            heartbeat, every ~2 s: the tail and the link live
 //   E\n                                      every node ended and its files are drained: the
 //                                            tail exits 0 after it
@@ -39,16 +46,18 @@ namespace meshwork::follow {
 inline constexpr int kStreamVersion = 1;
 
 struct Frame {
-  enum class Kind : char { hello = 'V', file = 'F', restart = 'R', exit = 'X', heartbeat = 'H', end = 'E' };
+  enum class Kind : char {
+    hello = 'V', file = 'F', restart = 'R', exit = 'X', stall = 'S', heartbeat = 'H', end = 'E'
+  };
   Kind kind = Kind::heartbeat;
   // V: a = version, b = pid. F: a = rank, b = offset. R: a = node, b = line index.
-  // X: a = node, b = status. H: b = unix milliseconds.
+  // X: a = node, b = status. S: a = rank. H: b = unix milliseconds.
   int64_t a = 0;
   int64_t b = 0;
   double time = 0;       // X: the exit time
   bool stopped = false;  // X
   bool gone = false;     // X: "gone" (no exit file, no process), not "exit"
-  std::string body;      // F, R
+  std::string body;      // F, R, S
 };
 
 // Encoders (the tail's side).
@@ -56,6 +65,7 @@ std::string encode_hello(int64_t pid);
 std::string encode_file(int64_t rank, uint64_t offset, std::string_view lines);
 std::string encode_restart(int64_t node, int64_t index, std::string_view line);
 std::string encode_exit(int64_t node, int status, double time, bool stopped, bool gone);
+std::string encode_stall(int64_t rank, std::string_view json);
 std::string encode_heartbeat(int64_t unix_ms);
 std::string encode_end();
 
