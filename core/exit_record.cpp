@@ -138,6 +138,10 @@ Result<RankFailure> failure_from_json(const nlohmann::json& j) {
   if (auto e = f.time("time", r.time)) return *e;
   if (auto e = f.word("phase", r.progress.phase, kPhases)) return *e;
   if (auto e = f.integer("last_step", r.progress.last_step, -1, std::numeric_limits<int64_t>::max())) return *e;
+  if (j.contains("reason")) {
+    if (!j.at("reason").is_string()) return Error{"failure.reason", shown(j.at("reason")), "a string"};
+    r.reason = j.at("reason").get<std::string>();
+  }
   return r;
 }
 
@@ -177,6 +181,22 @@ RankProgress rank_progress(std::string_view metrics_lines) {
   return p;
 }
 
+std::string failed_end_reason(std::string_view metrics_lines) {
+  std::string reason;
+  size_t pos = 0;
+  while (pos < metrics_lines.size()) {
+    const size_t nl = metrics_lines.find('\n', pos);
+    if (nl == std::string_view::npos) break;
+    const std::string_view line = metrics_lines.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (line.find("\"end\"") == std::string_view::npos) continue;  // cheap filter before parsing
+    auto rec = parse_metrics_line(line);
+    if (!rec) continue;
+    if (const auto* end = std::get_if<EndRecord>(&*rec); end && end->status == "failed") reason = end->reason;
+  }
+  return reason;
+}
+
 std::string RankFailure::how() const {
   if (signal > 0) {
     std::string out = "killed by signal " + std::to_string(signal);
@@ -187,13 +207,16 @@ std::string RankFailure::how() const {
 }
 
 std::string RankFailure::when() const {
+  std::string out;
   switch (progress.phase) {
-    case RankPhase::startup: return "during startup (no metrics record yet)";
-    case RankPhase::ended: return "after its end record";
+    case RankPhase::startup: out = "during startup (no metrics record yet)"; break;
+    case RankPhase::ended: out = "after its end record"; break;
     case RankPhase::training:
-      return progress.last_step < 0 ? "before its first step" : "after step " + std::to_string(progress.last_step);
+      out = progress.last_step < 0 ? "before its first step" : "after step " + std::to_string(progress.last_step);
+      break;
   }
-  return "";
+  if (!reason.empty()) out += ": " + reason;
+  return out;
 }
 
 std::string exit_record_file(int node) { return "exit-node" + std::to_string(node) + ".json"; }
@@ -217,6 +240,7 @@ nlohmann::json to_json(const ExitRecord& r) {
     fj["time"] = f.time;
     fj["phase"] = to_string(f.progress.phase);
     fj["last_step"] = f.progress.last_step;
+    if (!f.reason.empty()) fj["reason"] = f.reason;
     j["failure"] = std::move(fj);
   }
   return j;

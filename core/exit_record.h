@@ -9,6 +9,7 @@
 //   {"v":1,"node":1,"host":"n2","outcome":"rank_failed","exit_code":3,"time":1765012345.5,
 //    "reason":"rank 3 on node 1: killed by signal KILL (9)",
 //    "failure":{"rank":3,"node":1,"signal":9,"time":1765012345.2,"phase":"training","last_step":7}}
+// A failure may carry "reason": the rank's own end record's words (its watchdog's finding).
 //
 // A failure carries "signal" (> 0) when the rank was killed by one, else "exit_code".
 #pragma once
@@ -50,6 +51,9 @@ struct RankProgress {
 // The progress a rank's metrics lines show (any tail of the file: a partial or malformed line is
 // skipped). The last record decides: none = startup, end = ended, anything else = training.
 RankProgress rank_progress(std::string_view metrics_lines);
+// The reason of the last "failed" end record in those lines ("watchdog: all_reduce on dp_cp #12
+// waited 240 s; rank 1 never entered it"): the rank's own word on why it ended; "" when none.
+std::string failed_end_reason(std::string_view metrics_lines);
 
 struct RankFailure {
   int rank = -1;   // global rank
@@ -58,9 +62,11 @@ struct RankFailure {
   int signal = 0;     // the signal that killed it, 0 when it exited
   double time = 0;    // unix seconds, when its supervisor saw it end
   RankProgress progress;
+  std::string reason;  // the rank's own reason (failed_end_reason), "" when it gave none
   // "killed by signal 9 (SIGKILL)" / "exited with code 1".
   std::string how() const;
-  // "during startup" / "before its first step" / "after step 7" / "after its end record".
+  // "during startup" / "before its first step" / "after step 7" / "after its end record", then
+  // the rank's own reason when it gave one ("after step 7: watchdog: ...").
   std::string when() const;
 };
 

@@ -172,6 +172,18 @@ TEST(ExitRecord, RankProgressIsWhatTheLastCompleteMetricsLineShows) {
   RankFailure f;
   f.progress = ended;
   EXPECT_EQ(f.when(), "after its end record");
+  // A failed end record's reason is the rank's own word on why it ended.
+  end.reason = "watchdog: all_reduce on dp_cp #3 waited 5 s; rank 1 never entered it";
+  f.reason = failed_end_reason(lines + to_json_line(end) + "\n");
+  EXPECT_EQ(f.reason, end.reason);
+  EXPECT_EQ(f.when(), "after its end record: " + end.reason);
+  EXPECT_EQ(failed_end_reason(lines), "");
+  ExitRecord rec = killed_rank();
+  rec.failure->reason = f.reason;
+  auto back = exit_record_from_json(to_json(rec));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->failure->reason, end.reason);
+  f.reason.clear();
   f.progress = {RankPhase::training, -1};
   EXPECT_EQ(f.when(), "before its first step");
 }
