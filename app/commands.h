@@ -35,6 +35,7 @@ int stop_main(const Args& args);    // cli_remote.cpp
 int data_main(const Args& args);    // cli_data.cpp: data prepare|info
 int calibrate_main(const Args& args);  // cli_calibrate.cpp
 int serve_main(const Args& args);      // cli_serve.cpp: the run store for browsers
+int diagnose_main(const Args& args);   // cli_diagnose.cpp: where a run hangs or slows
 
 // `meshwork launch` with meshtrain's `subcommand` ("" trains): the one path from flags to a
 // launched, followed run (cli_remote.cpp). `after` (optional) runs once the run was followed to

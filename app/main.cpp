@@ -16,6 +16,7 @@ void print_usage(std::ostream& out) {
          "       meshwork deploy ...          put a runtime bundle on the nodes ahead of a launch\n"
          "       meshwork attach RUN          follow a running run again\n"
          "       meshwork stop RUN            stop a run on every node\n"
+         "       meshwork diagnose RUN        where a run hangs or slows (exit 3 when it does)\n"
          "       meshwork runs list|import|export|delete ...   the run store\n"
          "       meshwork data prepare|info ...   tokenize text into shards for training\n"
          "       meshwork serve ...           the run store live in a browser (runs, a run, compare)\n"
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
         {"plan", plan_main},     {"runs", runs_main},     {"probe", probe_main},
         {"launch", launch_main}, {"attach", attach_main}, {"stop", stop_main},
         {"data", data_main},     {"deploy", deploy_main}, {"calibrate", calibrate_main},
-        {"serve", serve_main}};
+        {"serve", serve_main},   {"diagnose", diagnose_main}};
     if (auto it = commands.find(cmd); it != commands.end()) {
       Args args(argv + 2, argv + argc);
       try {
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
       }
     }
     if (cmd.rfind("-", 0) != 0)
-      return fail(Error{"command", cmd, "allowed: plan, probe, launch, calibrate, deploy, attach, stop, runs, data, serve (or none for the GUI)"});
+      return fail(Error{"command", cmd, "allowed: plan, probe, launch, calibrate, deploy, attach, stop, diagnose, runs, data, serve (or none for the GUI)"});
   }
   return gui_main(argc, argv);
 }

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "core/follow_stream.h"
+#include "core/store/rank_states.h"
 #include "core/store/run_store.h"
 #include "core/store/store_writer.h"
 #include "remote/launch.h"
@@ -126,6 +127,10 @@ class RunFollower {
   RootCause from_status(size_t index, const NodeExit& exit) const;
   void report_restarts(Node& node, size_t index, size_t& seen);
   void event(const std::string& level, const std::string& text);
+  // Stall reports (S frames): kept until the next flush, which writes them and the follower's
+  // beat (core/store/rank_states.h) in one transaction; a flush is due at each heartbeat.
+  void stall_report(const follow::Frame& frame);
+  void flush_states();
 
   std::filesystem::path db_;
   store::RunId run_;
@@ -148,6 +153,9 @@ class RunFollower {
   std::atomic<uint64_t> resync_epoch_{0};  // bumped by a failed chunk: streams restart from the store
   std::mutex threads_mu_;
   std::vector<std::thread> extra_threads_;  // file-path fallbacks and stops started by workers
+  std::mutex states_mu_;
+  std::vector<store::StoredRankState> pending_states_;  // guarded by states_mu_
+  std::chrono::steady_clock::time_point last_beat_{};   // guarded by states_mu_
   std::mutex committed_mu_;
   std::map<std::string, std::deque<std::string>> committed_last_;  // on_committed's first lines
 };

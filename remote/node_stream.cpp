@@ -187,6 +187,40 @@ void RunFollower::read_stream(StreamGroup& g) {
   stream_lost(g, "the node's tail ended mid-stream");
 }
 
+void RunFollower::stall_report(const follow::Frame& f) {
+  // A report that does not parse is dropped: the diagnosis goes without it, the stream goes on.
+  const nlohmann::json j = nlohmann::json::parse(f.body, nullptr, false);
+  if (!j.is_object()) return;
+  store::StoredRankState st;
+  st.rank = static_cast<int>(f.a);
+  st.time = static_cast<double>(std::time(nullptr));
+  st.stalled = j.value("stalled", false);
+  st.process = j.value("process", std::string());
+  if (auto it = j.find("flight"); it != j.end() && it->is_object()) {
+    Result<FlightState> fs = flight_state_from_json(*it);
+    if (fs) st.flight = std::move(*fs);
+  }
+  std::lock_guard lock(states_mu_);
+  pending_states_.push_back(std::move(st));
+}
+
+void RunFollower::flush_states() {
+  std::vector<store::StoredRankState> states;
+  {
+    std::lock_guard lock(states_mu_);
+    const auto now = Clock::now();
+    if (pending_states_.empty() && now - last_beat_ < 2s) return;
+    last_beat_ = now;
+    states.swap(pending_states_);
+  }
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const double now = static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+  for (store::StoredRankState& st : states) st.time = now;
+  std::lock_guard lock(store_mu_);
+  (void)store::put_rank_states(*reader_, run_, states, now);
+}
+
 void RunFollower::handle_frame(StreamGroup& g, const follow::Frame& f) {
   using K = follow::Frame::Kind;
   auto node_of = [&](int64_t node) -> bool {
@@ -241,7 +275,11 @@ void RunFollower::handle_frame(StreamGroup& g, const follow::Frame& f) {
       record_end(failure ? control(g) : nullptr, static_cast<size_t>(f.a), exit, f.stopped);
       break;
     }
+    case K::stall:
+      stall_report(f);
+      break;
     case K::heartbeat:
+      flush_states();
       break;
     case K::end:
       g.done = true;

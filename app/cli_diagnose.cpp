@@ -1,0 +1,141 @@
+// `meshwork diagnose RUN [--json] [--db PATH] [--hang-after SECONDS]`: where a run hangs or slows,
+// from what the store holds (core/hang_diagnosis.h): the ranks' steps, the stall reports the
+// follower keeps (core/store/rank_states.h) and the ranks' end records.
+//
+// Exit 0 when healthy (or ended), 3 when hung, mismatched or straggling, 2 on bad input, 1 when the
+// store cannot be read. The JSON is Diagnosis::to_json() plus "run", "status" and "follower".
+#include <ctime>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "app/commands.h"
+#include "core/cli_args.h"
+#include "core/hang_diagnosis.h"
+#include "core/store/paths.h"
+#include "core/store/rank_states.h"
+#include "core/store/run_store.h"
+
+namespace meshwork::cli {
+
+namespace {
+
+const char* const kUsage =
+    "usage: meshwork diagnose RUN [--json] [--db PATH] [--hang-after SECONDS]\n"
+    "Says whether a run is healthy, hung (which ranks wait in which collective on which axis, and\n"
+    "the ranks they wait for: their node, pid, process state and phase), mismatched (ranks calling\n"
+    "different collectives at the same point) or straggling (which rank is slow, and in what).\n"
+    "A run is hung when no rank completed a step for --hang-after seconds (default: the larger of\n"
+    "60 s and 5 x the median step). The ranks' states come from the follower (`meshwork launch`,\n"
+    "`meshwork attach` or the workbench while it follows the run).\n"
+    "Exit 0: healthy or ended; 3: hung, mismatched or straggling.\n";
+
+double now_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+std::string seconds(double s) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(s < 1 ? 3 : 2) << s << " s";
+  return out.str();
+}
+
+void print_text(const Diagnosis& d, const store::DiagnosisSource& src, store::RunId run) {
+  std::cout << "run " << run << " (" << src.status << "): " << d.summary() << "\n";
+  if (!d.waiting.empty()) {
+    std::cout << "\nwaiting:\n";
+    for (const WaitingGroup& g : d.waiting) {
+      std::cout << "  " << g.op << " on " << g.axis << " #" << g.seq << " (" << g.bytes << " bytes): ranks "
+                << rank_ranges(g.ranks);
+      if (!g.missing.empty()) std::cout << "; never entered: " << rank_ranges(g.missing);
+      std::cout << "\n";
+    }
+  }
+  if (!d.culprits.empty()) {
+    std::cout << "\nculprits:\n";
+    for (const Culprit& c : d.culprits) {
+      std::cout << "  rank " << c.rank << "  node " << c.node << (c.host.empty() ? "" : " (" + c.host + ")")
+                << "  pid " << c.pid << "  " << (c.process.empty() ? "process unknown" : c.process) << "  "
+                << c.phase;
+      if (!c.ended.empty()) std::cout << "  ended: " << c.ended;
+      std::cout << "\n";
+    }
+  }
+  if (!d.mismatches.empty()) {
+    std::cout << "\nmismatches:\n";
+    for (const Mismatch& m : d.mismatches) {
+      std::cout << "  " << m.axis << " #" << m.seq << ":";
+      for (const MismatchSide& s : m.sides)
+        std::cout << "  [" << s.op << ", " << s.bytes << " bytes: ranks " << rank_ranges(s.ranks) << "]";
+      std::cout << "\n";
+    }
+  }
+  if (!d.stragglers.empty()) {
+    std::cout << "\nstragglers:\n";
+    for (const Straggler& s : d.stragglers) {
+      std::cout << "  rank " << s.rank << "  node " << s.node << (s.host.empty() ? "" : " (" + s.host + ")")
+                << "  slow in " << s.slow_in << ": " << seconds(s.seconds) << " per step (median rank "
+                << seconds(s.median_s) << ")\n";
+    }
+  }
+  for (const std::string& n : d.notes) std::cout << "note: " << n << "\n";
+}
+
+}  // namespace
+
+int diagnose_main(const Args& args) {
+  auto f = parse_args(args, {{"--db", "PATH", ""}, {"--json", "", ""}, {"--hang-after", "SECONDS", ""}},
+                      "meshwork diagnose");
+  if (!f) return fail(f.error());
+  if (f->help) {
+    std::cout << kUsage;
+    return kExitOk;
+  }
+  if (f->positional.size() != 1) {
+    std::cerr << kUsage;
+    return fail(Error{"RUN", std::to_string(f->positional.size()) + " given", "name exactly one run (id or name)"});
+  }
+  std::optional<double> hang_after;
+  if (f->has("--hang-after")) {
+    Result<double> t = f->number("--hang-after", 1, 7 * 86400, "seconds, 1 to 604800");
+    if (!t) return fail(t.error());
+    hang_after = *t;
+  }
+  const std::optional<std::string> db = f->value("--db");
+  auto s = store::RunStore::open(db ? std::filesystem::path(*db) : store::default_db_path());
+  if (!s) return fail(s.error());
+  Result<store::RunId> run = (*s)->resolve_run(f->positional[0]);
+  if (!run) return fail(run.error());
+  const double now = now_s();
+  Result<store::DiagnosisSource> src = store::diagnosis_source(**s, *run, now);
+  if (!src) return fail(src.error());
+  src->input.hang_after_s = hang_after;
+
+  const bool live = src->status == store::kStatusRunning || src->status == store::kStatusCreated;
+  Diagnosis d;
+  if (live) {
+    d = diagnose(src->input);
+    if (!src->follow_beat || now - *src->follow_beat > 10) {
+      d.notes.push_back(src->follow_beat ? "no follower has written for " + duration_words(now - *src->follow_beat) +
+                                               ": the ranks' states may be old (`meshwork attach RUN` follows it again)"
+                                         : "no follower has written the ranks' states: `meshwork attach RUN` follows it");
+    }
+  } else {
+    d.notes.push_back("the run ended: " + src->status);
+  }
+
+  if (f->has("--json")) {
+    nlohmann::json j = d.to_json();
+    j["run"] = *run;
+    j["status"] = src->status;
+    j["follower"] = src->follow_beat ? nlohmann::json(now - *src->follow_beat) : nlohmann::json(nullptr);
+    std::cout << j.dump(2) << "\n";
+  } else {
+    print_text(d, *src, *run);
+  }
+  return d.state == HealthState::healthy ? kExitOk : kExitNoFit;
+}
+
+}  // namespace meshwork::cli

@@ -1,0 +1,418 @@
+#include "core/hang_diagnosis.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+namespace meshwork {
+
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  double m = v[mid];
+  if (v.size() % 2 == 0) {
+    m = (m + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
+  }
+  return m;
+}
+
+// "backward layer 3", "data", ...
+std::string phase_words(const FlightState& f) {
+  std::string s(to_string(f.phase));
+  if (f.layer >= 0 && (f.phase == FlightPhase::forward || f.phase == FlightPhase::backward)) {
+    s += " layer " + std::to_string(f.layer);
+  }
+  return s;
+}
+
+std::string op_words(const FlightOp& op) {
+  return std::string(to_string(op.op)) + " on " + op.group.name() + " #" + std::to_string(op.seq);
+}
+
+// A group instance: which group (kind or world), which of its instances, which sequence number.
+struct WaitKey {
+  bool world = false;
+  int kind = 0;
+  int index = 0;
+  int64_t seq = 0;
+  auto tie() const { return std::tie(world, kind, index, seq); }
+  bool operator<(const WaitKey& o) const { return tie() < o.tie(); }
+};
+
+std::string seconds_text(double s) {
+  char buf[32];
+  if (s >= 10) std::snprintf(buf, sizeof buf, "%.0f s", s);
+  else if (s >= 1) std::snprintf(buf, sizeof buf, "%.1f s", s);
+  else std::snprintf(buf, sizeof buf, "%.0f ms", s * 1000);
+  return buf;
+}
+
+void find_stragglers(const DiagnosisInput& in, const std::unordered_map<int, const RankObservation*>& by_rank,
+                     Diagnosis& d) {
+  if (in.timings.size() < 2) return;
+  std::vector<double> compute;
+  for (const RankTiming& t : in.timings) compute.push_back(t.compute_s);
+  const double mc = median(compute);
+  AxisArray<double> median_comm;
+  for (Axis a : kAxes) {
+    std::vector<double> v;
+    for (const RankTiming& t : in.timings) v.push_back(t.comm_s[a]);
+    median_comm[a] = median(v);
+  }
+  // The axis the ranks wait on most (median over ranks): where a compute straggler's peers wait.
+  std::string busiest;
+  double busiest_s = 0;
+  for (Axis a : kAxes) {
+    if (median_comm[a] > busiest_s) {
+      busiest_s = median_comm[a];
+      busiest = std::string(axis_name(a));
+    }
+  }
+  auto place = [&](Straggler& s) {
+    auto it = by_rank.find(s.rank);
+    if (it != by_rank.end()) {
+      s.node = it->second->node;
+      s.host = it->second->host;
+    } else {
+      s.node = in.ranks_per_node > 0 ? s.rank / in.ranks_per_node : 0;
+    }
+  };
+  // Well above: 25 % more than the median rank and at least 5 ms more, so that the noise of a
+  // fast CPU step does not name anyone.
+  auto well_above = [](double v, double m) { return v > 1.25 * m && v - m > 0.005; };
+  for (const RankTiming& t : in.timings) {
+    if (well_above(t.compute_s, mc)) {
+      Straggler s;
+      s.rank = t.rank;
+      s.slow_in = "compute";
+      s.seconds = t.compute_s;
+      s.median_s = mc;
+      s.others_wait_on = busiest;
+      place(s);
+      d.stragglers.push_back(std::move(s));
+      continue;
+    }
+    for (Axis a : kAxes) {
+      if (in.shape[a] <= 1 || !well_above(t.comm_s[a], median_comm[a])) continue;
+      // A rank that waits on an axis more than its peers while its compute is normal: its link on
+      // that axis is slow (its peers waiting on it would show as compute stragglers instead).
+      if (t.compute_s > 1.1 * mc) continue;
+      Straggler s;
+      s.rank = t.rank;
+      s.slow_in = "waiting on " + std::string(axis_name(a));
+      s.seconds = t.comm_s[a];
+      s.median_s = median_comm[a];
+      place(s);
+      d.stragglers.push_back(std::move(s));
+      break;
+    }
+  }
+  // When most ranks are "slow" on an axis, it is the axis that is slow, not a rank.
+  if (d.stragglers.size() * 2 > in.timings.size()) {
+    d.notes.push_back("most ranks are equally slow: no single straggler (" +
+                      std::to_string(d.stragglers.size()) + " of " + std::to_string(in.timings.size()) +
+                      " ranks above the median)");
+    d.stragglers.clear();
+  }
+  std::sort(d.stragglers.begin(), d.stragglers.end(),
+            [](const Straggler& a, const Straggler& b) { return a.seconds - a.median_s > b.seconds - b.median_s; });
+}
+
+}  // namespace
+
+std::string_view to_string(HealthState state) {
+  switch (state) {
+    case HealthState::healthy: return "healthy";
+    case HealthState::hang: return "hang";
+    case HealthState::mismatch: return "mismatch";
+    case HealthState::straggler: return "straggler";
+  }
+  return "healthy";
+}
+
+std::string rank_ranges(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(ranks[i]);
+    if (j > i) out += (j == i + 1 ? ", " : "-") + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string duration_words(double seconds) {
+  const int64_t s = static_cast<int64_t>(std::llround(std::max(0.0, seconds)));
+  if (s < 60) return std::to_string(s) + " s";
+  if (s < 3600) {
+    const int64_t rest = s % 60;
+    return std::to_string(s / 60) + " min" + (rest ? " " + std::to_string(rest) + " s" : "");
+  }
+  const int64_t min = (s % 3600) / 60;
+  return std::to_string(s / 3600) + " h" + (min ? " " + std::to_string(min) + " min" : "");
+}
+
+Diagnosis diagnose(const DiagnosisInput& in) {
+  Diagnosis d;
+  std::unordered_map<int, const RankObservation*> by_rank;
+  by_rank.reserve(in.ranks.size());
+  for (const RankObservation& r : in.ranks) by_rank[r.rank] = &r;
+
+  std::vector<double> steps;
+  for (const RankTiming& t : in.timings) steps.push_back(t.step_s);
+  const double median_step = median(steps);
+  d.threshold_s = in.hang_after_s ? *in.hang_after_s : std::max(60.0, 5 * median_step);
+
+  double progress = in.started;
+  for (const RankObservation& r : in.ranks) progress = std::max(progress, r.last_step_time);
+  d.silent_s = progress > 0 ? std::max(0.0, in.now - progress) : 0;
+
+  if (d.silent_s < d.threshold_s) {
+    find_stragglers(in, by_rank, d);
+    if (!d.stragglers.empty()) d.state = HealthState::straggler;
+    return d;
+  }
+
+  Result<DeviceMesh> mesh = DeviceMesh::create(in.shape, std::max(1, in.ranks_per_node));
+  if (!mesh) {
+    d.state = HealthState::hang;
+    d.notes.push_back("the run's shape cannot be read: " + mesh.error().message());
+    return d;
+  }
+
+  // Waiters by group instance and sequence number.
+  std::map<WaitKey, std::vector<const RankObservation*>> waits;
+  for (const RankObservation& r : in.ranks) {
+    if (!r.flight || !r.flight->current) continue;
+    const FlightOp& op = *r.flight->current;
+    WaitKey k;
+    k.world = op.group.world;
+    k.kind = static_cast<int>(op.group.kind);
+    k.index = op.group.world ? 0 : mesh->group_index(r.rank, op.group.kind);
+    k.seq = op.seq;
+    waits[k].push_back(&r);
+  }
+
+  // waiter -> the members it waits for.
+  std::map<int, std::vector<int>> missing_of_waiter;
+  std::set<int> waiting_ranks;
+  for (const auto& [key, waiters] : waits) {
+    for (const RankObservation* w : waiters) waiting_ranks.insert(w->rank);
+  }
+  for (const auto& [key, waiters] : waits) {
+    const FlightOp& first = *waiters.front()->flight->current;
+    std::vector<int> members;
+    if (key.world) {
+      members.resize(static_cast<size_t>(mesh->world_size()));
+      for (int i = 0; i < mesh->world_size(); ++i) members[static_cast<size_t>(i)] = i;
+    } else {
+      members = mesh->group_members(waiters.front()->rank, first.group.kind);
+    }
+    std::set<int> here;
+    std::map<std::pair<std::string, int64_t>, std::vector<int>> sides;
+    double since = first.enter;
+    for (const RankObservation* w : waiters) {
+      here.insert(w->rank);
+      const FlightOp& op = *w->flight->current;
+      sides[{std::string(to_string(op.op)), op.bytes}].push_back(w->rank);
+      since = std::min(since, op.enter);
+    }
+    WaitingGroup g;
+    g.axis = first.group.name();
+    g.op = std::string(to_string(first.op));
+    g.seq = key.seq;
+    g.bytes = first.bytes;
+    g.since = since;
+    for (const RankObservation* w : waiters) g.ranks.push_back(w->rank);
+    std::sort(g.ranks.begin(), g.ranks.end());
+    for (int m : members) {
+      if (here.count(m)) continue;
+      auto it = by_rank.find(m);
+      // A member already past this sequence number on the group is not missing: it entered.
+      if (it != by_rank.end() && it->second->flight) {
+        const std::optional<int64_t> last = it->second->flight->last_seq_of(first.group);
+        if (last && *last >= key.seq) continue;
+      }
+      g.missing.push_back(m);
+    }
+    if (sides.size() > 1) {
+      Mismatch mm;
+      mm.axis = g.axis;
+      mm.seq = key.seq;
+      for (auto& [what, ranks] : sides) mm.sides.push_back({what.first, what.second, ranks});
+      std::sort(mm.sides.begin(), mm.sides.end(),
+                [](const MismatchSide& a, const MismatchSide& b) { return a.ranks.size() > b.ranks.size(); });
+      d.mismatches.push_back(std::move(mm));
+    }
+    for (const RankObservation* w : waiters) missing_of_waiter[w->rank] = g.missing;
+    d.waiting.push_back(std::move(g));
+  }
+  std::sort(d.waiting.begin(), d.waiting.end(),
+            [](const WaitingGroup& a, const WaitingGroup& b) { return a.ranks.size() > b.ranks.size(); });
+
+  // Culprits: waited for, waiting on no one.
+  std::map<int, std::vector<int>> waited_by;
+  for (const auto& [waiter, missing] : missing_of_waiter) {
+    for (int m : missing) {
+      if (!waiting_ranks.count(m)) waited_by[m].push_back(waiter);
+    }
+  }
+  // Nobody waits on a rank, yet ranks are gone or stopped: they are culprits too (a rank that
+  // died before anyone entered a collective with it).
+  for (const RankObservation& r : in.ranks) {
+    if (waiting_ranks.count(r.rank) || waited_by.count(r.rank)) continue;
+    if (r.process == "stopped" || r.process == "gone" || r.process == "zombie" || !r.ended.empty()) {
+      waited_by[r.rank];
+    }
+  }
+  for (auto& [rank, waiters] : waited_by) {
+    Culprit c;
+    c.rank = rank;
+    c.waited_by = waiters;
+    std::sort(c.waited_by.begin(), c.waited_by.end());
+    auto it = by_rank.find(rank);
+    if (it != by_rank.end()) {
+      const RankObservation& r = *it->second;
+      c.node = r.node;
+      c.host = r.host;
+      c.pid = r.pid;
+      c.process = r.process;
+      c.ended = r.ended;
+      if (r.flight) {
+        c.phase = phase_words(*r.flight);
+        c.last_activity = r.flight->activity;
+        if (!c.pid) c.pid = r.flight->pid;
+      } else {
+        c.phase = "moving (no stall reported)";
+      }
+    } else {
+      c.node = in.ranks_per_node > 0 ? rank / in.ranks_per_node : 0;
+      c.phase = "unknown (nothing heard from it)";
+    }
+    d.culprits.push_back(std::move(c));
+  }
+
+  if (!d.mismatches.empty()) d.state = HealthState::mismatch;
+  else d.state = HealthState::hang;
+  if (d.waiting.empty()) {
+    d.notes.push_back("no rank reported waiting inside a collective (no stall reports yet, or every rank "
+                      "is outside one)");
+  }
+  return d;
+}
+
+std::string Diagnosis::summary() const {
+  std::string s;
+  switch (state) {
+    case HealthState::healthy:
+      return "healthy: last step " + duration_words(silent_s) + " ago (a hang is declared after " +
+             duration_words(threshold_s) + ")";
+    case HealthState::straggler: {
+      s = "slow: ";
+      for (size_t i = 0; i < stragglers.size() && i < 3; ++i) {
+        const Straggler& st = stragglers[i];
+        if (i) s += "; ";
+        const bool named_host = !st.host.empty() && st.host != "node" + std::to_string(st.node);
+        s += "rank " + std::to_string(st.rank) + " (node" + std::to_string(st.node) +
+             (named_host ? " " + st.host : "") + ") is slow in " + st.slow_in + ": " +
+             seconds_text(st.seconds) + " per step against " + seconds_text(st.median_s) + " for the median rank";
+        if (!st.others_wait_on.empty()) s += "; the others wait on " + st.others_wait_on;
+      }
+      if (stragglers.size() > 3) s += "; and " + std::to_string(stragglers.size() - 3) + " more";
+      return s;
+    }
+    case HealthState::mismatch:
+      s = "mismatched collectives (a bug in the program, not a slow rank), no step for " + duration_words(silent_s);
+      for (const Mismatch& m : mismatches) {
+        s += ": at " + m.axis + " #" + std::to_string(m.seq);
+        for (size_t i = 0; i < m.sides.size(); ++i) {
+          const MismatchSide& side = m.sides[i];
+          s += (i ? " while " : " ") + std::string(side.ranks.size() == 1 ? "rank " : "ranks ") +
+               rank_ranges(side.ranks) + " call " + side.op + " of " + std::to_string(side.bytes) + " bytes";
+        }
+      }
+      return s;
+    case HealthState::hang:
+      break;
+  }
+  s = "hung for " + duration_words(silent_s);
+  for (size_t i = 0; i < waiting.size() && i < 3; ++i) {
+    const WaitingGroup& g = waiting[i];
+    s += std::string(i ? "; " : ": ") + (g.ranks.size() == 1 ? "rank " : "ranks ") + rank_ranges(g.ranks) +
+         (g.ranks.size() == 1 ? " waits" : " wait") + " in " + g.op + " on " + g.axis + " #" + std::to_string(g.seq);
+  }
+  if (waiting.size() > 3) s += "; " + std::to_string(waiting.size() - 3) + " more groups wait";
+  for (const Culprit& c : culprits) {
+    s += "; rank " + std::to_string(c.rank) + " (node" + std::to_string(c.node);
+    if (!c.host.empty() && c.host != "node" + std::to_string(c.node)) s += " " + c.host;
+    if (c.pid) s += ", pid " + std::to_string(c.pid);
+    s += ")";
+    s += c.waited_by.empty() ? " ended" : " never entered it";
+    if (!c.process.empty()) s += ": " + c.process;
+    if (!c.ended.empty()) s += " (" + c.ended + ")";
+    if (!c.phase.empty()) s += ", last in " + c.phase;
+  }
+  if (culprits.empty() && !waiting.empty()) s += "; no rank is missing from the waited groups";
+  return s;
+}
+
+nlohmann::json Diagnosis::to_json() const {
+  nlohmann::json j;
+  j["state"] = std::string(to_string(state));
+  j["silent_s"] = silent_s;
+  j["threshold_s"] = threshold_s;
+  j["culprits"] = nlohmann::json::array();
+  for (const Culprit& c : culprits) {
+    j["culprits"].push_back({{"rank", c.rank},
+                             {"node", c.node},
+                             {"host", c.host},
+                             {"pid", c.pid},
+                             {"phase", c.phase},
+                             {"process", c.process},
+                             {"ended", c.ended},
+                             {"last_activity", c.last_activity},
+                             {"waited_by", c.waited_by}});
+  }
+  j["waiting"] = nlohmann::json::array();
+  for (const WaitingGroup& g : waiting) {
+    j["waiting"].push_back({{"axis", g.axis},
+                            {"op", g.op},
+                            {"seq", g.seq},
+                            {"bytes", g.bytes},
+                            {"ranks", g.ranks},
+                            {"missing", g.missing},
+                            {"since", g.since}});
+  }
+  j["mismatches"] = nlohmann::json::array();
+  for (const Mismatch& m : mismatches) {
+    nlohmann::json sides = nlohmann::json::array();
+    for (const MismatchSide& s : m.sides) sides.push_back({{"op", s.op}, {"bytes", s.bytes}, {"ranks", s.ranks}});
+    j["mismatches"].push_back({{"axis", m.axis}, {"seq", m.seq}, {"sides", sides}});
+  }
+  j["stragglers"] = nlohmann::json::array();
+  for (const Straggler& s : stragglers) {
+    j["stragglers"].push_back({{"rank", s.rank},
+                               {"node", s.node},
+                               {"host", s.host},
+                               {"slow_in", s.slow_in},
+                               {"seconds", s.seconds},
+                               {"median_s", s.median_s},
+                               {"others_wait_on", s.others_wait_on}});
+  }
+  j["notes"] = notes;
+  j["summary"] = summary();
+  return j;
+}
+
+}  // namespace meshwork

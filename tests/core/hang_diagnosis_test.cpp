@@ -1,0 +1,276 @@
+// The diagnosis of hangs, mismatches and stragglers (core/hang_diagnosis.h) from ranks' reports
+// built as the follower stores them.
+#include "core/hang_diagnosis.h"
+
+#include <gtest/gtest.h>
+
+namespace meshwork {
+namespace {
+
+constexpr double kNow = 1'800'000'000.0;
+
+FlightGroup group(GroupKind k) { return FlightGroup{false, k}; }
+
+RankObservation rank_at(int rank, int per_node, int64_t last_step, double last_time) {
+  RankObservation r;
+  r.rank = rank;
+  r.node = rank / per_node;
+  r.host = "node" + std::to_string(r.node);
+  r.pid = 4000 + rank;
+  r.last_step = last_step;
+  r.last_step_time = last_time;
+  r.process = "running";
+  return r;
+}
+
+// A rank inside `op` on `g` at `seq` since `enter`, having entered the others' last seqs.
+void waiting_in(RankObservation& r, FlightGroup g, FlightOpKind op, int64_t seq, int64_t bytes, double enter,
+                std::vector<std::pair<FlightGroup, int64_t>> last_seq = {}) {
+  FlightState f;
+  f.rank = r.rank;
+  f.pid = r.pid;
+  f.step = r.last_step + 1;
+  f.phase = FlightPhase::backward;
+  f.layer = 0;
+  f.activity = enter;
+  FlightOp cur;
+  cur.group = g;
+  cur.op = op;
+  cur.seq = seq;
+  cur.bytes = bytes;
+  cur.enter = enter;
+  f.current = cur;
+  last_seq.push_back({g, seq});
+  f.last_seq = last_seq;
+  r.flight = f;
+  r.stalled = true;
+}
+
+void busy_in(RankObservation& r, FlightPhase phase, int layer, double since,
+             std::vector<std::pair<FlightGroup, int64_t>> last_seq) {
+  FlightState f;
+  f.rank = r.rank;
+  f.pid = r.pid;
+  f.step = r.last_step + 1;
+  f.phase = phase;
+  f.layer = layer;
+  f.phase_since = since;
+  f.activity = since;
+  f.last_seq = std::move(last_seq);
+  r.flight = f;
+  r.stalled = true;
+}
+
+DiagnosisInput four_ranks() {
+  DiagnosisInput in;
+  in.shape = MeshShape(1, 2, 1, 2);  // dp_shard 2 x tp 2: rank = 2 * dp_shard + tp
+  in.ranks_per_node = 2;
+  in.now = kNow;
+  in.started = kNow - 400;
+  for (int r = 0; r < 4; ++r) in.ranks.push_back(rank_at(r, 2, 41, kNow - 130));
+  for (int r = 0; r < 4; ++r) {
+    RankTiming t;
+    t.rank = r;
+    t.steps = 10;
+    t.step_s = 0.5;
+    t.compute_s = 0.4;
+    t.comm_s[Axis::dp_shard] = 0.1;
+    in.timings.push_back(t);
+  }
+  return in;
+}
+
+TEST(HangDiagnosis, AStoppedRankIsTheCulpritThroughAChainOfWaits) {
+  DiagnosisInput in = four_ranks();
+  const double t0 = kNow - 125;
+  // Rank 3 is stopped in backward layer 1; rank 1 waits for it on dp_shard ({1, 3}), rank 2 on
+  // tp ({2, 3}), and rank 0 waits for rank 2 on dp_shard ({0, 2}): rank 3 alone is to blame.
+  busy_in(in.ranks[3], FlightPhase::backward, 1, t0, {{group(GroupKind::dp_shard), 10}, {group(GroupKind::tp), 49}});
+  in.ranks[3].process = "stopped";
+  waiting_in(in.ranks[1], group(GroupKind::dp_shard), FlightOpKind::all_gather, 11, 4096, t0 + 1);
+  waiting_in(in.ranks[2], group(GroupKind::tp), FlightOpKind::all_reduce, 50, 512, t0 + 2,
+             {{group(GroupKind::dp_shard), 10}});
+  waiting_in(in.ranks[0], group(GroupKind::dp_shard), FlightOpKind::all_gather, 11, 4096, t0 + 1,
+             {{group(GroupKind::tp), 50}});
+
+  const Diagnosis d = diagnose(in);
+  EXPECT_EQ(d.state, HealthState::hang);
+  EXPECT_DOUBLE_EQ(d.threshold_s, 60);  // 5 x 0.5 s is less than a minute
+  EXPECT_NEAR(d.silent_s, 130, 1e-6);
+  ASSERT_EQ(d.culprits.size(), 1u);
+  const Culprit& c = d.culprits[0];
+  EXPECT_EQ(c.rank, 3);
+  EXPECT_EQ(c.node, 1);
+  EXPECT_EQ(c.pid, 4003);
+  EXPECT_EQ(c.process, "stopped");
+  EXPECT_EQ(c.phase, "backward layer 1");
+  EXPECT_EQ(c.waited_by, (std::vector<int>{1, 2}));
+  ASSERT_EQ(d.waiting.size(), 3u);  // dp_shard {0,2} #11, dp_shard {1,3} #11, tp {2,3} #50
+  bool saw_rank1 = false;
+  for (const WaitingGroup& g : d.waiting) {
+    if (g.ranks == std::vector<int>{1}) {
+      saw_rank1 = true;
+      EXPECT_EQ(g.axis, "dp_shard");
+      EXPECT_EQ(g.op, "all_gather");
+      EXPECT_EQ(g.seq, 11);
+      EXPECT_EQ(g.missing, std::vector<int>{3});
+    }
+  }
+  EXPECT_TRUE(saw_rank1);
+  const std::string s = d.summary();
+  EXPECT_NE(s.find("hung for 2 min 10 s"), std::string::npos) << s;
+  EXPECT_NE(s.find("rank 3 (node1, pid 4003) never entered it: stopped, last in backward layer 1"),
+            std::string::npos)
+      << s;
+  const nlohmann::json j = d.to_json();
+  EXPECT_EQ(j["state"], "hang");
+  EXPECT_EQ(j["culprits"][0]["rank"], 3);
+  EXPECT_EQ(j["culprits"][0]["process"], "stopped");
+  for (const char* key : {"rank", "node", "pid", "phase", "process"}) EXPECT_TRUE(j["culprits"][0].contains(key));
+  for (const char* key : {"axis", "op", "seq", "ranks"}) EXPECT_TRUE(j["waiting"][0].contains(key));
+}
+
+TEST(HangDiagnosis, SilenceShorterThanTheThresholdIsHealthy) {
+  DiagnosisInput in = four_ranks();
+  for (RankObservation& r : in.ranks) r.last_step_time = kNow - 20;
+  waiting_in(in.ranks[1], group(GroupKind::dp_shard), FlightOpKind::all_gather, 11, 4096, kNow - 19);
+  Diagnosis d = diagnose(in);
+  EXPECT_EQ(d.state, HealthState::healthy);
+  EXPECT_TRUE(d.culprits.empty());
+  // The threshold is settable: 10 s of silence with T = 5 s is a hang.
+  in.hang_after_s = 5;
+  d = diagnose(in);
+  EXPECT_EQ(d.state, HealthState::hang);
+  EXPECT_DOUBLE_EQ(d.threshold_s, 5);
+}
+
+TEST(HangDiagnosis, TheDefaultThresholdGrowsWithSlowSteps) {
+  DiagnosisInput in = four_ranks();
+  for (RankTiming& t : in.timings) t.step_s = 30;
+  for (RankObservation& r : in.ranks) r.last_step_time = kNow - 130;
+  const Diagnosis d = diagnose(in);
+  EXPECT_DOUBLE_EQ(d.threshold_s, 150);
+  EXPECT_EQ(d.state, HealthState::healthy);  // 130 s without a step is normal for 30 s steps
+}
+
+TEST(HangDiagnosis, DifferentOpsAtOneSequenceNumberAreAMismatchNamingBothSides) {
+  DiagnosisInput in = four_ranks();
+  waiting_in(in.ranks[0], group(GroupKind::tp), FlightOpKind::all_reduce, 7, 1024, kNow - 100);
+  waiting_in(in.ranks[1], group(GroupKind::tp), FlightOpKind::broadcast, 7, 1024, kNow - 100);
+  const Diagnosis d = diagnose(in);
+  EXPECT_EQ(d.state, HealthState::mismatch);
+  ASSERT_EQ(d.mismatches.size(), 1u);
+  EXPECT_EQ(d.mismatches[0].axis, "tp");
+  EXPECT_EQ(d.mismatches[0].seq, 7);
+  ASSERT_EQ(d.mismatches[0].sides.size(), 2u);
+  const std::string s = d.summary();
+  EXPECT_NE(s.find("rank 0 call all_reduce of 1024 bytes"), std::string::npos) << s;
+  EXPECT_NE(s.find("rank 1 call broadcast of 1024 bytes"), std::string::npos) << s;
+  // The same op with another size is a mismatch too.
+  waiting_in(in.ranks[1], group(GroupKind::tp), FlightOpKind::all_reduce, 7, 2048, kNow - 100);
+  EXPECT_EQ(diagnose(in).state, HealthState::mismatch);
+}
+
+TEST(HangDiagnosis, AGoneRankIsNamedWithItsEnd) {
+  DiagnosisInput in = four_ranks();
+  in.ranks[1].process = "gone";
+  in.ranks[1].ended = "failed: killed by signal KILL (9)";
+  waiting_in(in.ranks[3], group(GroupKind::dp_shard), FlightOpKind::all_gather, 4, 64, kNow - 100);
+  const Diagnosis d = diagnose(in);
+  ASSERT_EQ(d.state, HealthState::hang);
+  ASSERT_EQ(d.culprits.size(), 1u);
+  EXPECT_EQ(d.culprits[0].rank, 1);
+  EXPECT_EQ(d.culprits[0].process, "gone");
+  EXPECT_NE(d.summary().find("killed by signal KILL (9)"), std::string::npos) << d.summary();
+}
+
+TEST(HangDiagnosis, AMemberPastTheSequenceNumberIsNotMissing) {
+  DiagnosisInput in = four_ranks();
+  // Rank 0 waits at dp_shard #11; its peer rank 2 has entered #11 already (and left it).
+  waiting_in(in.ranks[0], group(GroupKind::dp_shard), FlightOpKind::all_gather, 11, 64, kNow - 100);
+  busy_in(in.ranks[2], FlightPhase::forward, 0, kNow - 100, {{group(GroupKind::dp_shard), 11}});
+  const Diagnosis d = diagnose(in);
+  ASSERT_EQ(d.waiting.size(), 1u);
+  EXPECT_TRUE(d.waiting[0].missing.empty());
+  EXPECT_TRUE(d.culprits.empty());
+}
+
+TEST(HangDiagnosis, ASlowRankIsAComputeStragglerAndItsPeersWaitOnTheirAxis) {
+  DiagnosisInput in = four_ranks();
+  for (RankObservation& r : in.ranks) r.last_step_time = kNow - 1;
+  for (RankTiming& t : in.timings) {
+    t.step_s = 0.9;
+    t.compute_s = 0.4;
+    t.comm_s[Axis::dp_shard] = 0.5;
+  }
+  in.timings[2].compute_s = 0.85;
+  in.timings[2].comm_s[Axis::dp_shard] = 0.05;
+  const Diagnosis d = diagnose(in);
+  EXPECT_EQ(d.state, HealthState::straggler);
+  ASSERT_EQ(d.stragglers.size(), 1u);
+  EXPECT_EQ(d.stragglers[0].rank, 2);
+  EXPECT_EQ(d.stragglers[0].node, 1);
+  EXPECT_EQ(d.stragglers[0].slow_in, "compute");
+  EXPECT_EQ(d.stragglers[0].others_wait_on, "dp_shard");
+  EXPECT_NE(d.summary().find("rank 2 (node1) is slow in compute"), std::string::npos) << d.summary();
+}
+
+TEST(HangDiagnosis, ARankWaitingLongerOnOneAxisIsSlowInThatAxis) {
+  DiagnosisInput in = four_ranks();
+  for (RankObservation& r : in.ranks) r.last_step_time = kNow - 1;
+  in.timings[1].comm_s[Axis::tp] = 0.3;  // tp is 2: its link is slow; its compute is normal
+  for (RankTiming& t : in.timings) t.comm_s[Axis::tp] = t.rank == 1 ? 0.3 : 0.02;
+  const Diagnosis d = diagnose(in);
+  ASSERT_EQ(d.stragglers.size(), 1u);
+  EXPECT_EQ(d.stragglers[0].rank, 1);
+  EXPECT_EQ(d.stragglers[0].slow_in, "waiting on tp");
+}
+
+TEST(HangDiagnosis, EvenRanksNameNoStraggler) {
+  DiagnosisInput in = four_ranks();
+  for (RankObservation& r : in.ranks) r.last_step_time = kNow - 1;
+  in.timings[0].compute_s = 0.41;  // noise
+  const Diagnosis d = diagnose(in);
+  EXPECT_EQ(d.state, HealthState::healthy);
+  EXPECT_TRUE(d.stragglers.empty());
+}
+
+TEST(HangDiagnosis, EightThousandRanksWaitingOnOneStoppedRank) {
+  // 1,024 nodes x 8: every rank but 5000 waits in the world's all-reduce; 5000 is stopped.
+  DiagnosisInput in;
+  in.shape = MeshShape(16, 64, 1, 8);
+  in.ranks_per_node = 8;
+  in.now = kNow;
+  in.started = kNow - 1000;
+  const FlightGroup world{true, GroupKind::dp};
+  for (int r = 0; r < 8192; ++r) {
+    in.ranks.push_back(rank_at(r, 8, 99, kNow - 300));
+    if (r == 5000) {
+      busy_in(in.ranks.back(), FlightPhase::data, -1, kNow - 299, {{world, 200}});
+      in.ranks.back().process = "stopped";
+    } else {
+      waiting_in(in.ranks.back(), world, FlightOpKind::all_reduce, 201, 8, kNow - 298);
+    }
+  }
+  const Diagnosis d = diagnose(in);
+  ASSERT_EQ(d.culprits.size(), 1u);
+  EXPECT_EQ(d.culprits[0].rank, 5000);
+  EXPECT_EQ(d.culprits[0].node, 625);
+  EXPECT_EQ(d.culprits[0].phase, "data");
+  ASSERT_EQ(d.waiting.size(), 1u);
+  EXPECT_EQ(d.waiting[0].axis, "world");
+  EXPECT_EQ(d.waiting[0].ranks.size(), 8191u);
+  EXPECT_NE(d.summary().find("ranks 0-4999, 5001-8191 wait in all_reduce on world #201"), std::string::npos)
+      << d.summary().substr(0, 300);
+}
+
+TEST(HangDiagnosis, RankRangesAndDurations) {
+  EXPECT_EQ(rank_ranges({5, 0, 1, 2, 3, 7, 8}), "0-3, 5, 7, 8");
+  EXPECT_EQ(rank_ranges({}), "");
+  EXPECT_EQ(duration_words(130), "2 min 10 s");
+  EXPECT_EQ(duration_words(45), "45 s");
+  EXPECT_EQ(duration_words(3780), "1 h 3 min");
+}
+
+}  // namespace
+}  // namespace meshwork
