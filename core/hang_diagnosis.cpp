@@ -174,8 +174,11 @@ Diagnosis diagnose(const DiagnosisInput& in) {
   const double median_step = median(steps);
   d.threshold_s = in.hang_after_s ? *in.hang_after_s : std::max(60.0, 5 * median_step);
 
-  double progress = in.started;
+  // The last step's time comes from its rank's node: a node's clock far off the workbench's
+  // shifts T by the skew (clusters keep their clocks in step; docs/diagnosis.md).
+  double progress = 0;
   for (const RankObservation& r : in.ranks) progress = std::max(progress, r.last_step_time);
+  if (progress == 0) progress = in.started;
   d.silent_s = progress > 0 ? std::max(0.0, in.now - progress) : 0;
 
   if (d.silent_s < d.threshold_s) {
