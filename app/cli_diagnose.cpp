@@ -1,6 +1,8 @@
 // `meshwork diagnose RUN [--json] [--db PATH] [--hang-after SECONDS]`: where a run hangs or slows,
 // from what the store holds (core/hang_diagnosis.h): the ranks' steps, the stall reports the
 // follower keeps (core/store/rank_states.h) and the ranks' end records.
+// `meshwork diagnose RUN --stack RANK [SSH options]`: that rank's native stack and log tail, read
+// on its node (remote/rank_inspect.h).
 //
 // Exit 0 when healthy (or ended), 3 when hung, mismatched or straggling, 2 on bad input, 1 when the
 // store cannot be read. The JSON is Diagnosis::to_json() plus "run", "status" and "follower".
@@ -15,6 +17,7 @@
 #include "core/store/paths.h"
 #include "core/store/rank_states.h"
 #include "core/store/run_store.h"
+#include "remote/rank_inspect.h"
 
 namespace meshwork::cli {
 
@@ -22,13 +25,39 @@ namespace {
 
 const char* const kUsage =
     "usage: meshwork diagnose RUN [--json] [--db PATH] [--hang-after SECONDS]\n"
+    "       meshwork diagnose RUN --stack RANK [--db PATH] [SSH options]\n"
     "Says whether a run is healthy, hung (which ranks wait in which collective on which axis, and\n"
     "the ranks they wait for: their node, pid, process state and phase), mismatched (ranks calling\n"
     "different collectives at the same point) or straggling (which rank is slow, and in what).\n"
     "A run is hung when no rank completed a step for --hang-after seconds (default: the larger of\n"
     "60 s and 5 x the median step). The ranks' states come from the follower (`meshwork launch`,\n"
     "`meshwork attach` or the workbench while it follows the run).\n"
-    "Exit 0: healthy or ended; 3: hung, mismatched or straggling.\n";
+    "Exit 0: healthy or ended; 3: hung, mismatched or straggling.\n"
+    "--stack RANK prints the rank's native stack (gdb, else eu-stack, else the kernel's wchan and\n"
+    "/proc/PID/stack) and the last lines of its log, read on its node over SSH.\n"
+    "SSH options: --ssh-config FILE  --known-hosts FILE  --identity FILE  --accept-new-host-keys\n";
+
+int stack_main(const ParsedArgs& f, const std::filesystem::path& db, store::RunId run) {
+  Result<int64_t> rank = f.integer("--stack", 0, 1 << 30, "a rank of the run");
+  if (!rank) return fail(rank.error());
+  remote::SshOptions ssh;
+  if (auto v = f.value("--ssh-config")) ssh.ssh_config = *v;
+  if (auto v = f.value("--known-hosts")) ssh.known_hosts = *v;
+  if (auto v = f.value("--identity")) ssh.identity = *v;
+  if (f.has("--accept-new-host-keys")) {
+    ssh.on_unknown_host_key = [](const std::string& host, const std::string& fp) {
+      std::cerr << "meshwork: added host key of " << host << ": " << fp << "\n";
+      return true;
+    };
+  }
+  Result<remote::RankInspection> r = remote::inspect_rank(db, run, static_cast<int>(*rank), ssh);
+  if (!r) return fail(r.error());
+  std::cout << "rank " << r->rank << " on node " << r->node << " (" << r->host << "), pid " << r->pid << ", stack by "
+            << r->tool << ":\n"
+            << r->stack << "\nlast lines of rank" << r->rank << ".log:\n"
+            << r->log_tail;
+  return kExitOk;
+}
 
 double now_s() {
   timespec ts{};
@@ -86,7 +115,15 @@ void print_text(const Diagnosis& d, const store::DiagnosisSource& src, store::Ru
 }  // namespace
 
 int diagnose_main(const Args& args) {
-  auto f = parse_args(args, {{"--db", "PATH", ""}, {"--json", "", ""}, {"--hang-after", "SECONDS", ""}},
+  auto f = parse_args(args,
+                      {{"--db", "PATH", ""},
+                       {"--json", "", ""},
+                       {"--hang-after", "SECONDS", ""},
+                       {"--stack", "RANK", ""},
+                       {"--ssh-config", "FILE", ""},
+                       {"--known-hosts", "FILE", ""},
+                       {"--identity", "FILE", ""},
+                       {"--accept-new-host-keys", "", ""}},
                       "meshwork diagnose");
   if (!f) return fail(f.error());
   if (f->help) {
@@ -103,11 +140,16 @@ int diagnose_main(const Args& args) {
     if (!t) return fail(t.error());
     hang_after = *t;
   }
-  const std::optional<std::string> db = f->value("--db");
-  auto s = store::RunStore::open(db ? std::filesystem::path(*db) : store::default_db_path());
+  const std::optional<std::string> db_flag = f->value("--db");
+  const std::filesystem::path db = db_flag ? std::filesystem::path(*db_flag) : store::default_db_path();
+  auto s = store::RunStore::open(db);
   if (!s) return fail(s.error());
   Result<store::RunId> run = (*s)->resolve_run(f->positional[0]);
   if (!run) return fail(run.error());
+  if (f->has("--stack")) {
+    s->reset();
+    return stack_main(*f, db, *run);
+  }
   const double now = now_s();
   Result<store::DiagnosisSource> src = store::diagnosis_source(**s, *run, now);
   if (!src) return fail(src.error());

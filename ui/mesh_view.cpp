@@ -34,6 +34,10 @@ void MeshView::set_mesh(const std::optional<DeviceMesh>& mesh, std::vector<bool>
   const bool same_place = mesh_ && mesh && mesh_->world_size() == mesh->world_size() &&
                           mesh_->gpus_per_node() == mesh->gpus_per_node();
   mesh_ = mesh;
+  if (!mesh_ || health_.size() != static_cast<size_t>(mesh_->world_size())) {
+    health_.clear();
+    health_notes_.clear();
+  }
   fast_links_ = std::move(fast_links);
   node_names_ = std::move(node_names);
   if (mesh_ && selected_ >= mesh_->world_size()) selected_ = -1;
@@ -205,9 +209,32 @@ int MeshView::rank_at(QPointF pos) const {
   return r < mesh_->world_size() ? r : -1;
 }
 
+void MeshView::set_rank_health(std::vector<RankHealth> states, std::vector<QString> notes) {
+  if (!mesh_ || states.size() != static_cast<size_t>(mesh_->world_size()) || notes.size() != states.size()) {
+    clear_rank_health();
+    return;
+  }
+  health_ = std::move(states);
+  health_notes_ = std::move(notes);
+  update();
+}
+
+void MeshView::clear_rank_health() {
+  if (health_.empty()) return;
+  health_.clear();
+  health_notes_.clear();
+  update();
+}
+
+RankHealth MeshView::rank_health(int rank) const {
+  if (rank < 0 || static_cast<size_t>(rank) >= health_.size()) return RankHealth::unknown;
+  return health_[static_cast<size_t>(rank)];
+}
+
 QColor MeshView::cell_fill(int rank) const {
   const bool dark = is_dark();
   if (!mesh_ || rank < 0 || rank >= mesh_->world_size()) return {};
+  if (!health_.empty()) return rank_health_color(health_[static_cast<size_t>(rank)], dark);
   if (group_count_ == mesh_->world_size())  // groups of one: nothing to tell apart
     return dark ? QColor("#3a3f45") : QColor("#e4e7eb");
   return group_shade(kind_, group_index_[static_cast<size_t>(rank)], group_count_, dark);

@@ -21,6 +21,7 @@
 
 #include "core/mesh.h"
 #include "ui/mesh_geometry.h"
+#include "ui/rank_health.h"
 
 namespace meshwork::ui {
 
@@ -69,6 +70,14 @@ class MeshView : public QWidget {
   int node_at(QPointF pos) const;            // -1 when none
   QString tooltip_at(QPointF pos) const;     // what hovering there shows ("" when nothing)
   const MeshGeometry& geometry() const { return geo_; }
+
+  // Live rank states (the Health view): while set, a cell's fill says what its rank does instead
+  // of its group, culprits get a thick outline and the tooltip the rank's words. Sized to the
+  // world; anything else clears them.
+  void set_rank_health(std::vector<RankHealth> states, std::vector<QString> notes);
+  void clear_rank_health();
+  bool showing_health() const { return !health_.empty(); }
+  RankHealth rank_health(int rank) const;
   int painted_items() const { return painted_; }  // cells, tiles and blocks the last paint drew
 
   QSize sizeHint() const override { return {720, 420}; }
@@ -139,6 +148,8 @@ class MeshView : public QWidget {
   std::vector<char> slow_node_;   // per node: one of its ranks is slow
   bool any_slow_ = false;
   bool any_cross_node_ = false;
+  std::vector<RankHealth> health_;  // per rank, empty when not showing health
+  std::vector<QString> health_notes_;
 };
 
 }  // namespace meshwork::ui

@@ -120,6 +120,12 @@ void MeshView::paint_ranks(QPainter& p, const MeshGeometry::Span& span) {
           p.drawText(c, Qt::AlignCenter, QString::number(rank));
         }
       }
+      if (rank_health(rank) == RankHealth::culprit) {
+        // The rank the others wait for: a thick frame in the text colour, seen in both themes.
+        p.setBrush(Qt::NoBrush);
+        p.setPen(QPen(palette().color(QPalette::WindowText), 3.0));
+        p.drawRoundedRect(c.adjusted(1.5, 1.5, -1.5, -1.5), 3, 3);
+      }
       if (rank_marked_slow(rank)) {
         // A dashed red frame and a corner notch: "this tp group is slow".
         p.setBrush(Qt::NoBrush);
@@ -258,6 +264,23 @@ void MeshView::paint_legend(QPainter& p, const QRectF& area) {
   double x = area.left() + 14;
   const double y1 = area.top() + 8, line = fm.height() + 6;
   p.setFont(font());
+  if (!health_.empty()) {
+    // Showing states: the legend says what each fill means, with how many ranks have it.
+    std::array<int, 5> count{};
+    for (RankHealth h : health_) ++count[static_cast<size_t>(h)];
+    for (RankHealth h : {RankHealth::computing, RankHealth::waiting, RankHealth::slow, RankHealth::culprit}) {
+      if (count[static_cast<size_t>(h)] == 0 && h != RankHealth::computing) continue;
+      p.setPen(Qt::NoPen);
+      p.setBrush(rank_health_color(h, dark));
+      p.drawRoundedRect(QRectF(x, y1 + 2, 14, fm.height() - 4), 2, 2);
+      x += 18;
+      const QString label = tr("%1 %2").arg(QString::fromLatin1(rank_health_name(h))).arg(count[static_cast<size_t>(h)]);
+      p.setPen(palette().color(QPalette::Text));
+      p.drawText(QPointF(x, y1 + fm.ascent()), label);
+      x += fm.horizontalAdvance(label) + 14;
+    }
+    return;
+  }
   // Line 1: the coloured kind, its shades and a count; on the right, the zoom.
   const int gsize = mesh_->shape().group_size(kind_);
   const int shades = std::min(group_count_, 4);
@@ -403,6 +426,7 @@ QString MeshView::tooltip_at(QPointF pos) const {
       tip += tr("<br>pipeline stage %1 of %2 (0 holds the embedding, %3 the head)").arg(stage_of(r)).arg(stages()).arg(stages() - 1);
     if (rank_marked_slow(r))
       tip += tr("<br><span style='color:%1'>its tp group crosses nodes or slow links</span>").arg(error_color().name());
+    if (!health_.empty()) tip += QStringLiteral("<br><b>%1</b>").arg(health_notes_[static_cast<size_t>(r)].toHtmlEscaped());
     return tip;
   }
   const int node = node_at(pos);

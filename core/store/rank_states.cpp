@@ -1,7 +1,9 @@
 #include "core/store/rank_states.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
+#include <tuple>
 
 #include "core/mesh_json.h"
 #include "core/store/sqlite.h"
@@ -199,6 +201,41 @@ Result<DiagnosisSource> diagnosis_source(RunStore& store, RunId run, double now,
   out.follow_beat = *beat;
   for (auto& [rank, o] : obs) in.ranks.push_back(std::move(o));
   return out;
+}
+
+Result<StepHeat> step_heat(RunStore& store, RunId run, int steps, int max_rows) {
+  StepHeat h;
+  sqlite3* db = store.handle();
+  int64_t world = 0, last = -1;
+  {
+    sql::Stmt q(db, "SELECT coalesce(max(rank), -1) + 1, coalesce(max(step), -1) FROM steps WHERE run = ?1");
+    q.bind(1, run);
+    Result<std::optional<std::pair<int64_t, int64_t>>> r = q.first([&] { return std::make_pair(q.int64(0), q.int64(1)); });
+    if (!r) return r.error();
+    if (*r) std::tie(world, last) = **r;
+  }
+  if (world <= 0 || last < 0 || steps <= 0 || max_rows <= 0) return h;
+  h.first_step = std::max<int64_t>(0, last - steps + 1);
+  h.steps = static_cast<int>(last - h.first_step + 1);
+  h.ranks_per_row = static_cast<int>((world + max_rows - 1) / max_rows);
+  h.rows = static_cast<int>((world + h.ranks_per_row - 1) / h.ranks_per_row);
+  const size_t cells = static_cast<size_t>(h.rows) * static_cast<size_t>(h.steps);
+  h.step_s.assign(cells, std::numeric_limits<double>::quiet_NaN());
+  h.wait_s.assign(cells, std::numeric_limits<double>::quiet_NaN());
+  std::string wait = "0";
+  for (Axis a : kAxes) wait += " + coalesce(v_comm_s_" + std::string(axis_name(a)) + ", 0)";
+  sql::Stmt q(db, "SELECT rank / ?3, step, max(v_step_s), max(" + wait +
+                      ") FROM steps WHERE run = ?1 AND step >= ?2 GROUP BY rank / ?3, step");
+  q.bind(1, run).bind(2, h.first_step).bind(3, h.ranks_per_row);
+  Status s = q.each_row([&] {
+    const int64_t row = q.int64(0), col = q.int64(1) - h.first_step;
+    if (row < 0 || row >= h.rows || col < 0 || col >= h.steps) return;
+    const size_t i = static_cast<size_t>(row) * static_cast<size_t>(h.steps) + static_cast<size_t>(col);
+    if (!q.is_null(2)) h.max_step_s = std::max(h.max_step_s, h.step_s[i] = q.real(2));
+    if (!q.is_null(3)) h.max_wait_s = std::max(h.max_wait_s, h.wait_s[i] = q.real(3));
+  });
+  if (!s) return s.error();
+  return h;
 }
 
 }  // namespace meshwork::store

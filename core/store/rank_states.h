@@ -49,4 +49,19 @@ struct DiagnosisSource {
 };
 Result<DiagnosisSource> diagnosis_source(RunStore& store, RunId run, double now, int recent_steps = 10);
 
+// A rank x step heat map of the last `steps` steps: per row (a rank, or a block of consecutive
+// ranks when there are more than `max_rows`: the block's slowest) and step, the step time and the
+// time spent waiting in collectives (the sum over axes). NaN where nothing was stored.
+struct StepHeat {
+  int64_t first_step = 0;
+  int steps = 0;
+  int rows = 0;
+  int ranks_per_row = 1;
+  std::vector<double> step_s;  // rows x steps, row-major
+  std::vector<double> wait_s;
+  double max_step_s = 0;
+  double max_wait_s = 0;
+};
+Result<StepHeat> step_heat(RunStore& store, RunId run, int steps = 64, int max_rows = 512);
+
 }  // namespace meshwork::store
