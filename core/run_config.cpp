@@ -106,6 +106,7 @@ nlohmann::json to_json(const RunConfig& c) {
   // Only when set: a config without stages is written exactly as before pp existed.
   if (t.pp_schedule != PipelineSchedule::one_f_one_b) training["pp_schedule"] = to_string(t.pp_schedule);
   if (t.pp_virtual_stages != 1) training["pp_virtual_stages"] = t.pp_virtual_stages;
+  if (t.collective_timeout != TrainingConfig{}.collective_timeout) training["collective_timeout"] = t.collective_timeout;
   nlohmann::json nodes = nlohmann::json::array();
   for (const NodeConfig& n : c.nodes) {
     nlohmann::json node = n.extra.is_object() ? n.extra : nlohmann::json::object();
@@ -188,7 +189,8 @@ Result<RunConfig> run_config_from_json(const nlohmann::json& doc) {
                                  std::tuple{"checkpoint_every", 0, &tc.checkpoint_every},
                                  std::tuple{"eval_every", 0, &tc.eval_every},
                                  std::tuple{"eval_batches", 0, &tc.eval_batches},
-                                 std::tuple{"pp_virtual_stages", 1, &tc.pp_virtual_stages}}) {
+                                 std::tuple{"pp_virtual_stages", 1, &tc.pp_virtual_stages},
+                                 std::tuple{"collective_timeout", 1, &tc.collective_timeout}}) {
       if (Status s = read_int(t, p, key, min, *out); !s) return s.error();
     }
     if (t.contains("lr")) {

@@ -98,6 +98,10 @@ struct TrainingConfig {
   // (>= 2; 1 for the others). Written to the file only when they are not the defaults.
   PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;
   int pp_virtual_stages = 1;
+  // meshtrain's watchdog: a rank inside one collective longer than this many seconds names the
+  // group members that never entered it (or a mismatch) and stops the run. The default fires
+  // before Gloo's own 5 minute timeout. Written to the file only when not the default.
+  int collective_timeout = 240;
   bool operator==(const TrainingConfig&) const = default;
 };
 

@@ -146,6 +146,10 @@ std::vector<RunConfigFlag> make_flags() {
                         &T::device));
   f.push_back(int_flag("--checkpoint-every", "K", "save a checkpoint every K steps (default 0: never)",
                        &T::checkpoint_every, 0));
+  f.push_back(int_flag("--collective-timeout", "SECONDS",
+                       "meshtrain's watchdog: a rank waiting in one collective this long names the ranks that never "
+                       "entered it and stops the run (default 240, before Gloo's 5 minutes)",
+                       &T::collective_timeout, 1));
   f.push_back(real_flag("--peak-tflops", "X", "peak TFLOP/s of one rank for MFU (default: measured matmul at start)",
                         &T::peak_tflops, true));
   f.push_back(path_flag("--eval-data", "PATH", "held-out .bin shard or directory: validation loss in the metrics",
@@ -219,6 +223,8 @@ std::vector<std::string> run_config_to_flags(const RunConfig& c) {
   add("--init", std::string(to_string(t.init)));
   add("--checkpoint-every", std::to_string(t.checkpoint_every));
   if (t.peak_tflops > 0) add("--peak-tflops", exact(t.peak_tflops));
+  if (t.collective_timeout != TrainingConfig{}.collective_timeout)
+    add("--collective-timeout", std::to_string(t.collective_timeout));
   add("--max-grad-norm", exact(t.max_grad_norm));
   add("--weight-decay", exact(t.weight_decay));
   if (c.eval_data.is_string()) add("--eval-data", c.eval_data.get<std::string>());
