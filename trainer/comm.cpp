@@ -1,5 +1,6 @@
 #include "trainer/comm.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -101,7 +102,19 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const CommOptions& op
 }
 
 Communicator::Communicator(CommOptions options, DeviceMesh mesh)
-    : options_(std::move(options)), mesh_(std::move(mesh)) {}
+    : options_(std::move(options)), mesh_(std::move(mesh)) {
+  if (const char* m = std::getenv("MESHTRAIN_TEST_MISMATCH")) {
+    int rank = -1;
+    long long step = -1;
+    if (std::sscanf(m, "%d:%lld", &rank, &step) == 2 && rank == options_.rank) test_mismatch_step_ = step;
+  }
+}
+
+bool Communicator::test_mismatch_now() {
+  if (test_mismatch_step_ < 0 || !flight_ || flight_->layout().step != test_mismatch_step_) return false;
+  test_mismatch_step_ = -1;
+  return true;
+}
 
 Communicator::~Communicator() = default;
 
@@ -181,11 +194,18 @@ void Communicator::finish(const Group& g, Clock::time_point start) {
 
 void Communicator::all_reduce(at::Tensor& t, const Group& g, bool max) {
   if (g.size() == 1) return;
+  if (test_mismatch_now()) {
+    at::Tensor out = at::empty({g.size() * t.numel()}, t.options());
+    all_gather(out, t, g);
+    return;
+  }
   auto start = Clock::now();
+  flight_enter(g, FlightOpKind::all_reduce, static_cast<int64_t>(t.nbytes()));
   std::vector<at::Tensor> ts{t};
   c10d::AllreduceOptions o;
   o.reduceOp = max ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
   g.backend->allreduce(ts, o)->wait();
+  flight_exit();
   finish(g, start);
 }
 
@@ -193,6 +213,7 @@ Communicator::Pending Communicator::all_reduce_start(at::Tensor& t, const Group&
   Pending p;
   p.group = &g;
   if (g.size() == 1) return p;
+  p.flight = flight_start(g, FlightOpKind::all_reduce, static_cast<int64_t>(t.nbytes()));
   std::vector<at::Tensor> ts{t};
   p.work = g.backend->allreduce(ts);
   return p;
@@ -201,12 +222,14 @@ Communicator::Pending Communicator::all_reduce_start(at::Tensor& t, const Group&
 void Communicator::wait(Pending& p) {
   if (!p.work) return;
   auto start = Clock::now();
+  if (flight_ && p.flight.group >= 0) flight_->wait(p.flight);
   p.work->wait();
   p.work.reset();
   if (p.work2) {
     p.work2->wait();
     p.work2.reset();
   }
+  if (p.flight.group >= 0) flight_exit();
   finish(*p.group, start);
 }
 
@@ -217,6 +240,7 @@ Communicator::Pending Communicator::send_recv_start(const at::Tensor& send_t, in
               "send_recv_start: both buffers must be contiguous");
   Pending p;
   p.group = &g;
+  p.flight = flight_start(g, FlightOpKind::send_recv, static_cast<int64_t>(send_t.nbytes()));
   std::vector<at::Tensor> s{send_t};
   std::vector<at::Tensor> r{recv_t};
   p.work = g.backend->send(s, dst, tag);
@@ -228,6 +252,7 @@ Communicator::Pending Communicator::send_start(const at::Tensor& t, int dst, con
   TORCH_CHECK(t.is_contiguous(), "send_start: the buffer must be contiguous");
   Pending p;
   p.group = &g;
+  p.flight = flight_start(g, FlightOpKind::send, static_cast<int64_t>(t.nbytes()));
   std::vector<at::Tensor> s{t};
   p.work = g.backend->send(s, dst, tag);
   return p;
@@ -246,6 +271,7 @@ Communicator::Pending Communicator::all_gather_start(at::Tensor& out, const at::
               "all_gather_start: both buffers must be contiguous");
   at::Tensor input = in.view(-1);
   at::Tensor output = out.view(-1);
+  p.flight = flight_start(g, FlightOpKind::all_gather, static_cast<int64_t>(in.nbytes()));
   p.work = gather_flat(*g.backend, output, input);
   return p;
 }
@@ -258,10 +284,12 @@ void Communicator::all_gather(at::Tensor& out, const at::Tensor& in, const Group
   }
   TORCH_CHECK(out.is_contiguous(), "all_gather: the output must be contiguous");
   auto start = Clock::now();
+  flight_enter(g, FlightOpKind::all_gather, static_cast<int64_t>(in.nbytes()));
   // Gloo wants output dim 0 = n x input dim 0: gather flat views, whatever the shapes.
   at::Tensor input = in.contiguous().view(-1);
   at::Tensor output = out.view(-1);
   gather_flat(*g.backend, output, input)->wait();
+  flight_exit();
   finish(g, start);
 }
 
@@ -274,6 +302,7 @@ void Communicator::reduce_scatter(at::Tensor& out, const at::Tensor& in, const G
   }
   TORCH_CHECK(out.is_contiguous(), "reduce_scatter: the output must be contiguous");
   auto start = Clock::now();
+  flight_enter(g, FlightOpKind::reduce_scatter, static_cast<int64_t>(in.nbytes()));
   // Flat views: chunk i of the input is member i's block, whatever the shapes.
   at::Tensor input = in.contiguous().view(-1);
   if (options_.device == DeviceKind::cuda || options_.reduce_scatter == ReduceScatterImpl::native) {
@@ -290,31 +319,38 @@ void Communicator::reduce_scatter(at::Tensor& out, const at::Tensor& in, const G
     acc.copy_(view[0]);
     for (int64_t i = 1; i < n; ++i) acc.add_(view[i]);
   }
+  flight_exit();
   finish(g, start);
 }
 
 void Communicator::broadcast(at::Tensor& t, int root, const Group& g) {
   if (g.size() == 1) return;
   auto start = Clock::now();
+  flight_enter(g, FlightOpKind::broadcast, static_cast<int64_t>(t.nbytes()));
   std::vector<at::Tensor> ts{t};
   c10d::BroadcastOptions o;
   o.rootRank = root;
   g.backend->broadcast(ts, o)->wait();
+  flight_exit();
   finish(g, start);
 }
 
 void Communicator::send(const at::Tensor& t, int peer, const Group& g, int tag) {
   auto start = Clock::now();
+  flight_enter(g, FlightOpKind::send, static_cast<int64_t>(t.nbytes()));
   std::vector<at::Tensor> ts{t.contiguous()};
   g.backend->send(ts, peer, tag)->wait();
+  flight_exit();
   finish(g, start);
 }
 
 void Communicator::recv(at::Tensor& t, int peer, const Group& g, int tag) {
   TORCH_CHECK(t.is_contiguous(), "recv: the buffer must be contiguous");
   auto start = Clock::now();
+  flight_enter(g, FlightOpKind::recv, static_cast<int64_t>(t.nbytes()));
   std::vector<at::Tensor> ts{t};
   g.backend->recv(ts, peer, tag)->wait();
+  flight_exit();
   finish(g, start);
 }
 
@@ -322,6 +358,7 @@ void Communicator::send_recv(const at::Tensor& send_t, int dst, at::Tensor& recv
                              const Group& g, int tag) {
   TORCH_CHECK(recv_t.is_contiguous(), "send_recv: the receive buffer must be contiguous");
   auto start = Clock::now();
+  flight_enter(g, FlightOpKind::send_recv, static_cast<int64_t>(send_t.nbytes()));
   std::vector<at::Tensor> s{send_t.contiguous()};
   std::vector<at::Tensor> r{recv_t};
   // Post both before waiting: in a ring every member sends and receives at once, so blocking
@@ -330,12 +367,14 @@ void Communicator::send_recv(const at::Tensor& send_t, int dst, at::Tensor& recv
   auto wr = g.backend->recv(r, src, tag);
   ws->wait();
   wr->wait();
+  flight_exit();
   finish(g, start);
 }
 
 void Communicator::barrier(const Group& g) {
   if (g.size() == 1) return;
   auto start = Clock::now();
+  flight_enter(g, FlightOpKind::barrier, 0);
   if (options_.device == DeviceKind::cuda) {
     // NCCL's barrier needs a device guess; an all-reduce of one element is the same fence.
     at::Tensor one = at::ones({1}, at::TensorOptions().device(at::kCUDA));
@@ -344,6 +383,7 @@ void Communicator::barrier(const Group& g) {
   } else {
     g.backend->barrier()->wait();
   }
+  flight_exit();
   finish(g, start);
 }
 

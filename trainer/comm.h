@@ -31,6 +31,7 @@
 #include "core/error.h"
 #include "core/mesh.h"
 #include "core/run_config.h"
+#include "trainer/flight_recorder.h"
 
 namespace c10d {
 class Store;
@@ -125,6 +126,7 @@ class Communicator {
     c10::intrusive_ptr<c10d::Work> work;
     c10::intrusive_ptr<c10d::Work> work2;  // send_recv_start: the receive
     const Group* group = nullptr;
+    FlightRecorder::Ticket flight;  // entered at the start, waited in at wait()
   };
   Pending all_reduce_start(at::Tensor& t, const Group& g);
   // Asynchronous all_gather (same contract as all_gather); `in` and `out` must stay alive and
@@ -153,12 +155,29 @@ class Communicator {
   c10::intrusive_ptr<c10d::Store> store() const;
   ReduceScatterImpl reduce_scatter_impl() const { return options_.reduce_scatter; }
   void set_reduce_scatter_impl(ReduceScatterImpl impl) { options_.reduce_scatter = impl; }
+  // The flight recorder every collective is marked in (null: none). Not owned.
+  void set_flight(FlightRecorder* flight) { flight_ = flight; }
+  FlightRecorder* flight() const { return flight_; }
 
  private:
   Communicator(CommOptions options, DeviceMesh mesh);
   Status connect();
   c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& prefix, int rank, int size);
   void finish(const Group& g, std::chrono::steady_clock::time_point start);
+  // The flight recorder's marks (no-ops without one).
+  void flight_enter(const Group& g, FlightOpKind op, int64_t bytes) {
+    if (flight_) flight_->enter(g.world ? kFlightWorldSlot : static_cast<int>(g.kind), op, bytes);
+  }
+  FlightRecorder::Ticket flight_start(const Group& g, FlightOpKind op, int64_t bytes) {
+    return flight_ ? flight_->start(g.world ? kFlightWorldSlot : static_cast<int>(g.kind), op, bytes)
+                   : FlightRecorder::Ticket{};
+  }
+  void flight_exit() {
+    if (flight_) flight_->exit();
+  }
+  // MESHTRAIN_TEST_MISMATCH=<rank>:<step> (tests only): true once, at that rank's first
+  // all-reduce of that step, which then runs an all-gather instead: a program bug to diagnose.
+  bool test_mismatch_now();
 
   CommOptions options_;
   DeviceMesh mesh_;
@@ -166,6 +185,8 @@ class Communicator {
   std::array<Group, kGroupKinds.size()> groups_;
   Group world_;
   CommTimes times_;
+  FlightRecorder* flight_ = nullptr;
+  int64_t test_mismatch_step_ = -1;  // MESHTRAIN_TEST_MISMATCH's step for this rank, -1: none
 };
 
 }  // namespace meshwork::trainer

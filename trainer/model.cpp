@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "core/rope.h"
+#include "trainer/flight_recorder.h"
 #include "trainer/fused_ops.h"
 
 namespace meshwork::trainer {
@@ -100,6 +101,7 @@ struct CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
     ctx->saved_data["layer"] = layer;
     ctx->saved_data["model"] = reinterpret_cast<int64_t>(model);
     ctx->saved_data["weights"] = reinterpret_cast<int64_t>(weights);
+    ctx->saved_data["flight"] = reinterpret_cast<int64_t>(thread_flight());
     const int unit = Model::block_unit(static_cast<int>(layer));
     Tensor flat = weights->acquire(unit);
     Tensor y = model->block_forward(static_cast<int>(layer), flat, x, cos, sin);
@@ -112,6 +114,8 @@ struct CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
     const int layer = static_cast<int>(ctx->saved_data["layer"].toInt());
     auto* model = reinterpret_cast<const Model*>(ctx->saved_data["model"].toInt());
     auto* weights = reinterpret_cast<WeightSource*>(ctx->saved_data["weights"].toInt());
+    if (auto* flight = reinterpret_cast<FlightRecorder*>(ctx->saved_data["flight"].toInt()))
+      flight->phase(FlightPhase::backward, layer);
     Tensor x = saved[0].detach().requires_grad_(true);
     {
       at::AutoGradMode grad(true);
@@ -336,14 +340,22 @@ at::Tensor Model::chunk_forward(const PipelineChunk& chunk, const at::Tensor& in
     if (!chunk.head) x = weights.release(0, x);
   }
   auto [cos, sin] = options.rope ? *options.rope : rope_tables(targets.size(1), options, targets.device());
-  const bool ckpt = options.activation_checkpointing && at::GradMode::is_enabled();
+  const bool training = at::GradMode::is_enabled();
+  const bool ckpt = options.activation_checkpointing && training;
+  // The flight recorder's phase per decoder layer (evaluation keeps its own phase): forward here;
+  // backward from a hook on the block's output, which runs just before the block's backward
+  // (with checkpointing, CheckpointedBlock::backward marks it).
+  FlightRecorder* flight = training ? thread_flight() : nullptr;
   for (int l = chunk.first_layer; l < chunk.first_layer + chunk.num_layers; ++l) {
+    if (flight) flight->phase(FlightPhase::forward, l);
     if (ckpt) {
       x = CheckpointedBlock::apply(x, cos, sin, static_cast<int64_t>(l), this, &weights);
     } else {
       const int unit = block_unit(l);
       Tensor flat = weights.acquire(unit);
       x = weights.release(unit, block_forward(l, flat, x, cos, sin));
+      if (flight && x.requires_grad())
+        x.register_hook([flight, l](const at::TensorBase&) { flight->phase(FlightPhase::backward, l); });
     }
   }
   if (!chunk.head) return x;

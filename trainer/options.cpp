@@ -75,6 +75,9 @@ const std::vector<Flag>& flags() {
       text_flag("--checkpoint-dir", "DIR", "sharded checkpoints (default RUN_DIR/checkpoints)", &O::checkpoint_dir,
                 "a directory path"),
       switch_flag("--resume", "continue from the latest complete checkpoint in the checkpoint directory", &O::resume),
+      switch_flag("--no-flight-recorder",
+                  "no flight record (RUN_DIR/flight-rank<r>.bin) and no watchdog: only to measure their cost",
+                  &O::no_flight_recorder),
       int_flag("--nproc-per-node", "N", "ranks on this node; without RANK in the environment, spawn and supervise them",
                &O::nproc_per_node, 1, kMaxCount, "a whole number >= 1"),
       int_flag("--nnodes", "N", "nodes (default 1)", &O::nnodes, 1, kMaxCount, "a whole number >= 1"),
@@ -170,6 +173,7 @@ std::vector<std::string> to_args(const TrainerOptions& o) {
   add("--run-dir", o.run_dir);
   if (!o.checkpoint_dir.empty()) add("--checkpoint-dir", o.checkpoint_dir);
   if (o.resume) a.push_back("--resume");
+  if (o.no_flight_recorder) a.push_back("--no-flight-recorder");
   return a;
 }
 

@@ -33,6 +33,9 @@ struct TrainerOptions {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;              // 0: not given (resolve_master_port)
+  // --no-flight-recorder: no RUN_DIR/flight-rank<r>.bin and no watchdog. Only for measuring the
+  // recorder's cost (bench/flight_bench.sh): a run without it cannot say where it hangs.
+  bool no_flight_recorder = false;
   bool check_only = false;          // --check: validate the run against the placement and exit
   bool calibrate = false;           // `meshtrain calibrate ...`: measure the cluster (trainer/calibrate.h)
   bool help = false;

@@ -1,5 +1,9 @@
 #include "trainer/rank_context.h"
 
+#include <thread>
+
+#include "trainer/watchdog.h"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -66,6 +70,9 @@ int RankContext::run(const std::function<int()>& task) {
     }
     return task();
   } catch (const std::exception& e) {
+    // The watchdog found this rank's collective past its timeout and ends the process with its
+    // finding; a peer it stopped makes this collective fail meanwhile, with an error naming none.
+    if (watchdog_firing()) std::this_thread::sleep_for(std::chrono::minutes(5));
     std::string what = e.what();
     if (auto nl = what.find('\n'); nl != std::string::npos) what = what.substr(0, nl);
     log("failed: ", e.what());

@@ -4,6 +4,8 @@
 
 #include <torch/cuda.h>
 
+#include "trainer/flight_recorder.h"
+
 namespace meshwork::trainer {
 namespace {
 
@@ -27,7 +29,9 @@ StepResult run_step(StepParts& p, double lr, const MicroBatches& batches) {
     for (int64_t m = 0; m < p.micro_batches; ++m) {
       auto [inputs, targets] = batches(m);
       if (m == p.micro_batches - 1) pm.arm_gradient_sync();
+      flight_phase(FlightPhase::forward);
       at::Tensor loss_sum = pm.loss_sum(inputs, targets, p.forward);
+      flight_phase(FlightPhase::backward);  // the head's; each decoder layer marks its own
       // Mean over every token of the global batch: each rank's share divided by the global
       // token count, gradients summed over ranks (parallelize_dp.h).
       (loss_sum / p.global_tokens).backward();
@@ -35,6 +39,7 @@ StepResult run_step(StepParts& p, double lr, const MicroBatches& batches) {
     }
   }
   pm.finish_gradients();
+  flight_phase(FlightPhase::optimizer);
   r.grad_norm = pm.grad_norm();
   // torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1.
   // The coefficient is applied inside the optimizer's pass over the gradients.

@@ -296,9 +296,12 @@ class Supervisor {
     }
     f.time = c.ended;
     const fs::path mf = fs::path(o_.run_dir) / ("metrics-rank" + std::to_string(c.rank) + ".jsonl");
-    f.progress = rank_progress(file_tail(mf, 64 << 10));
+    const std::string tail = file_tail(mf, 64 << 10);
+    f.progress = rank_progress(tail);
+    f.reason = failed_end_reason(tail);  // e.g. its watchdog's finding
     r.failure = f;
     r.reason = "rank " + std::to_string(c.rank) + " on node " + std::to_string(node_) + ": " + describe(c.status);
+    if (!f.reason.empty()) r.reason += ": " + f.reason;
     return r;
   }
 

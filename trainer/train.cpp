@@ -1,5 +1,8 @@
 #include "trainer/train.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -23,6 +26,7 @@
 #include "trainer/comm.h"
 #include "trainer/cpu_memory.h"
 #include "trainer/data.h"
+#include "trainer/flight_recorder.h"
 #include "trainer/hf/checkpoint_loader.h"
 #include "trainer/hf/export.h"
 #include "trainer/lr_schedule.h"
@@ -33,6 +37,7 @@
 #include "trainer/parallelize_pp.h"
 #include "trainer/rank_context.h"
 #include "trainer/step.h"
+#include "trainer/watchdog.h"
 
 namespace meshwork::trainer {
 namespace fs = std::filesystem;
@@ -88,6 +93,8 @@ class Trainer {
 
  private:
   int setup();
+  void open_flight_recorder();
+  void start_watchdog();
   int connect();
   int build_model();
   int open_hf_checkpoint(ParallelizeOptions& po);
@@ -141,6 +148,8 @@ class Trainer {
   int64_t start_step_ = 0;
   double peak_ = 0, flops_per_token_ = 0;
   StepParts step_;  // what run_step() works on (trainer/step.h)
+  std::unique_ptr<FlightRecorder> flight_;  // null with --no-flight-recorder
+  std::unique_ptr<Watchdog> watchdog_;      // with the flight recorder
   std::vector<int64_t> buf_;  // one micro-batch of token ids (seq_len + 1 per sequence)
 };
 
@@ -161,6 +170,7 @@ int Trainer::run() {
   std::signal(SIGTERM, on_stop);
   std::signal(SIGINT, on_stop);
   return ctx_.run([this] {
+    open_flight_recorder();
     if (int rc = setup()) return rc;
     if (int rc = resume()) return rc;
     announce();
@@ -224,10 +234,48 @@ int Trainer::setup() {
   return 0;
 }
 
+// RUN_DIR/flight-rank<r>.bin from the start, so that a rank stuck in its rendezvous shows it.
+// A recorder that cannot be made is logged, not fatal: training goes on without it.
+void Trainer::open_flight_recorder() {
+  if (o_.no_flight_recorder) return;
+  auto f = FlightRecorder::open(run_file(flight_file(rank_)), rank_, static_cast<int64_t>(getpid()));
+  if (!f.ok()) {
+    log_("flight recorder off: ", f.error().message());
+    return;
+  }
+  flight_ = std::move(*f);
+  set_thread_flight(flight_.get());
+}
+
+// The watchdog over this rank's collectives (trainer/watchdog.h). What it finds ends the rank:
+// the reason in its log and end record, exit code 4, and the supervisor stops the run with it.
+void Trainer::start_watchdog() {
+  if (!flight_) return;
+  WatchdogConfig wc;
+  wc.timeout_s = t_.collective_timeout;
+  wc.grace_s = std::clamp(wc.timeout_s / 4, 2.0, 10.0);
+  wc.poll_s = std::min(1.0, wc.timeout_s / 5);
+  wc.rank = rank_;
+  wc.store_host = env_.master_addr;
+  wc.store_port = env_.master_port;
+  for (GroupKind k : kGroupKinds) wc.members[static_cast<size_t>(k)] = comm_->group(k).members;
+  wc.members[kFlightWorldSlot] = comm_->world().members;
+  watchdog_ = std::make_unique<Watchdog>(*flight_, std::move(wc), [this](const std::string& reason, const FlightState& st) {
+    log_(reason);
+    log_("flight record: ", to_json(st).dump());
+    ctx_.end("failed", reason);
+    if (rank_ == 0 && !std::getenv("MESHWORK_SUPERVISED")) std::cerr << "meshtrain: " << reason << "\n";
+    std::cerr.flush();
+    std::_Exit(4);
+  });
+}
+
 int Trainer::connect() {
   auto comm = ctx_.connect(shape_, /*first=*/true);
   if (!comm.ok()) return fail(3, comm.error().message());
   comm_ = std::move(*comm);
+  comm_->set_flight(flight_.get());
+  start_watchdog();
   const MeshCoord coord = comm_->mesh().coord_of(rank_);
   log_("rank ", rank_, " of ", env_.world_size, " (node-local ", env_.local_rank, "/",
        env_.local_world_size, "), mesh ", shape_.to_string(), ", coords (",
@@ -406,6 +454,7 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   s.exp_avg_sq = opt_.exp_avg_sq;
   s.rng = at::detail::getDefaultCPUGenerator().get_state();
   const fs::path sd = checkpoint_step_dir(ckpt_dir_, steps_done);
+  flight_phase(FlightPhase::checkpoint);
   if (Status st = save_rank_state(sd, rank_, s); !st.ok()) throw std::runtime_error(st.error().message());
   comm_->barrier(comm_->world());
   if (rank_ == 0)
@@ -433,6 +482,7 @@ int Trainer::train() {
     if (int sig = g_stop_signal.load()) {
       log_("stopped by signal ", sig, " before step ", step);
       ctx_.end("stopped", "signal " + std::to_string(sig));
+      flight_phase(FlightPhase::ended);
       return 128 + sig;
     }
     // MESHTRAIN_PROFILE=PATH (developer aid, bench/ and docs/trainer.md): the operators of
@@ -454,6 +504,7 @@ int Trainer::train() {
       profile = std::make_unique<torch::autograd::profiler::RecordProfile>(trace);
     }
     const double lr = learning_rate(t_, step);
+    if (flight_) flight_->step(step);
     record_step(step, lr, train_step(step, lr));
     if (profiled && cuda_) torch::autograd::profiler::disableProfiler()->save(trace);
     if (t_.checkpoint_every > 0 && (step + 1) % t_.checkpoint_every == 0) save_checkpoint(step + 1);
@@ -465,6 +516,7 @@ int Trainer::train() {
   comm_->barrier(comm_->world());
   log_("done: ", t_.steps, " steps");
   ctx_.end("ok", "");
+  flight_phase(FlightPhase::ended);
   return 0;
 }
 
@@ -491,6 +543,7 @@ int Trainer::save_hf() {
 // b*G .. b*G + G - 1 of the eval data (data.h's order, the same for every shape), read by the
 // data-parallel ranks as a training step reads its batch; forward only, every rank taking part.
 void Trainer::evaluate(int64_t steps_done) {
+  flight_phase(FlightPhase::eval);
   const auto t0 = std::chrono::steady_clock::now();
   Tensor local = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device_));
   for (int64_t b = 0; b < eval_batches_ && pipeline_; ++b)
@@ -534,7 +587,10 @@ std::pair<Tensor, Tensor> Trainer::micro_batch_shards(const TokenData& data, int
 StepResult Trainer::train_step(int64_t step, double lr) {
   if (cuda_) c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
   else reset_cpu_peak();
-  return run_step(step_, lr, [this, step](int64_t m) { return micro_batch_shards(*data_, step, m); });
+  return run_step(step_, lr, [this, step](int64_t m) {
+    flight_phase(FlightPhase::data);
+    return micro_batch_shards(*data_, step, m);
+  });
 }
 
 void Trainer::record_step(int64_t step, double lr, const StepResult& s) {
