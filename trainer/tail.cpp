@@ -16,6 +16,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/flight_record.h"
 #include "core/follow_stream.h"
 
 namespace meshwork::trainer {
@@ -29,6 +30,16 @@ struct TailOptions {
   bool liveness = true;
   bool restarts = false;
   size_t chunk_bytes = 4u << 20;
+  int stall_ms = 3000;
+};
+
+// What the tail last saw of a rank's flight record (S frames: changes only).
+struct FlightWatch {
+  uint64_t generation = 0;
+  bool seen = false;
+  std::chrono::steady_clock::time_point changed;
+  bool stalled = false;         // an S frame with "stalled":true was sent last
+  std::string process;          // the process state that frame carried
 };
 
 struct RankFile {
@@ -36,6 +47,7 @@ struct RankFile {
   size_t node = 0;  // index into Tail::nodes_
   uint64_t offset = 0;
   int fd = -1;
+  FlightWatch flight;
 };
 
 struct NodeState {
@@ -47,6 +59,24 @@ struct NodeState {
 int64_t unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// A process's state as /proc/<pid>/stat tells it: running (R, S, D, I: on a CPU or waiting in
+// the kernel), stopped (T, t: a signal or a debugger), zombie (Z, X), or gone (no such process).
+std::string process_state(int64_t pid) {
+  if (pid <= 0) return "gone";
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!in || !std::getline(in, stat)) return "gone";
+  const size_t paren = stat.rfind(')');  // the command name may hold spaces and parentheses
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return "gone";
+  switch (stat[paren + 2]) {
+    case 'T':
+    case 't': return "stopped";
+    case 'Z':
+    case 'X': return "zombie";
+    default: return "running";
+  }
 }
 
 // Whole-file read of a small file; nullopt when it does not exist.
@@ -119,6 +149,9 @@ class Tail {
         if (!nodes_[f.node].ended && drain(f)) progressed = true;
       }
       const auto now = std::chrono::steady_clock::now();
+      for (auto& f : files_) {
+        if (!nodes_[f.node].ended) watch_flight(f, now);
+      }
       const bool check = now >= next_check;
       if (check) next_check = now + std::chrono::milliseconds(o_.heartbeat_ms);
       for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -178,6 +211,37 @@ class Tail {
     out_ += follow::encode_file(f.rank, f.offset, got.substr(0, nl + 1));
     f.offset += nl + 1;
     return true;
+  }
+
+  // The rank's flight record (core/flight_record.h): an S frame when its generation has not
+  // moved for --stall-ms, again when its process state changes, and once with "stalled":false
+  // when it moves again. A rank without a record (not started, or an older meshtrain) sends
+  // none; one that ended its run is not stalled.
+  void watch_flight(RankFile& f, std::chrono::steady_clock::time_point now) {
+    auto state = read_flight_file(path(flight_file(f.rank)));
+    if (!state.ok()) return;
+    FlightWatch& w = f.flight;
+    if (!w.seen || state->generation != w.generation) {
+      const bool was_stalled = w.stalled;
+      w.seen = true;
+      w.generation = state->generation;
+      w.changed = now;
+      w.stalled = false;
+      if (was_stalled) stall_frame(f.rank, false, process_state(state->pid), *state);
+      return;
+    }
+    if (state->phase == FlightPhase::ended) return;
+    if (now - w.changed < std::chrono::milliseconds(o_.stall_ms)) return;
+    const std::string process = process_state(state->pid);
+    if (w.stalled && process == w.process) return;
+    w.stalled = true;
+    w.process = process;
+    stall_frame(f.rank, true, process, *state);
+  }
+
+  void stall_frame(int rank, bool stalled, const std::string& process, const FlightState& state) {
+    const nlohmann::json body = {{"stalled", stalled}, {"process", process}, {"flight", to_json(state)}};
+    out_ += follow::encode_stall(rank, body.dump());
   }
 
   // node<i>.exit, or (liveness, at a check) no live process: the node ended. Its files are
@@ -312,6 +376,9 @@ int tail_main(const std::vector<std::string>& args) {
     } else if (a == "--chunk-bytes") {
       if (!value(4096, 1ll << 30, v)) return 2;
       o.chunk_bytes = static_cast<size_t>(v);
+    } else if (a == "--stall-ms") {
+      if (!value(100, 3600000, v)) return 2;
+      o.stall_ms = static_cast<int>(v);
     } else if (a == "--no-liveness") {
       o.liveness = false;
     } else if (a == "--restarts") {
@@ -319,7 +386,7 @@ int tail_main(const std::vector<std::string>& args) {
     } else {
       std::cerr << "meshtrain: tail: " << a
                 << ": unknown; allowed: --dir DIR, --poll-ms N, --heartbeat-ms N, --chunk-bytes N, "
-                   "--no-liveness, --restarts\n";
+                   "--stall-ms N, --no-liveness, --restarts\n";
       return 2;
     }
   }
