@@ -1,0 +1,262 @@
+// The flight recorder seen from outside, with real processes: `meshtrain tail`'s S frames for a
+// process that writes a flight record (trainer/flight_recorder.h) and then stops moving, is
+// stopped, moves again and dies; and the real meshtrain with two Gloo ranks: a rank stopped by
+// SIGSTOP shows where it is and where its peer waits for it; a mismatched collective (the
+// test-only MESHTRAIN_TEST_MISMATCH) is named, both sides, by the watchdog in the end records and
+// the supervisor's exit record.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <string>
+#include <thread>
+
+#include "core/exit_record.h"
+#include "core/flight_record.h"
+#include "core/follow_stream.h"
+#include "core/metrics.h"
+#include "tests/trainer/meshtrain_runs.h"
+#include "trainer/flight_recorder.h"
+
+using namespace meshwork;
+using namespace meshwork::test;
+
+namespace {
+
+volatile std::sig_atomic_t g_move = 0;
+void on_usr1(int) { g_move = 1; }
+
+// A rank stand-in: writes its flight record through the real recorder, then moves (a step) only
+// when told by SIGUSR1.
+[[noreturn]] void recording_child(const fs::path& file) {
+  std::signal(SIGUSR1, on_usr1);
+  auto rec = trainer::FlightRecorder::open(file, 0, getpid());
+  if (!rec.ok()) _exit(3);
+  (*rec)->phase(FlightPhase::forward, 1);
+  int64_t step = 0;
+  while (true) {
+    if (g_move) {
+      g_move = 0;
+      (*rec)->step(++step);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// Reads the tail's stdout until an S frame arrives (the test's deadline is ctest's timeout: the
+// frames come in order, so every wait below ends).
+struct TailReader {
+  int fd = -1;
+  follow::StreamParser parser;
+  nlohmann::json next_stall() {
+    while (true) {
+      auto f = parser.next();
+      EXPECT_TRUE(f.ok());
+      if (!f.ok()) return nullptr;
+      if (*f) {
+        if ((*f)->kind == follow::Frame::Kind::stall) {
+          EXPECT_EQ((*f)->a, 0);
+          return nlohmann::json::parse((*f)->body);
+        }
+        continue;
+      }
+      char buf[4096];
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n <= 0) return nullptr;
+      parser.feed(std::string_view(buf, static_cast<size_t>(n)));
+    }
+  }
+};
+
+fs::path flight_path(const fs::path& dir, int rank) { return dir / flight_file(rank); }
+
+// The state of a rank's record once its generation has held still for a while (its process is
+// stopped, or it waits in a collective).
+FlightState settled_state(const fs::path& file) {
+  uint64_t last = 0;
+  int same = 0;
+  while (true) {
+    auto s = read_flight_file(file);
+    EXPECT_TRUE(s.ok()) << s.error().message();
+    if (!s.ok()) return {};
+    same = s->generation == last ? same + 1 : 0;
+    last = s->generation;
+    if (same >= 10) return *s;  // a second without a change
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// Every op entered on every group has completed (none in flight, none waited in).
+bool all_completed(const FlightState& s) {
+  if (s.current) return false;
+  for (const auto& [group, seq] : s.last_seq) {
+    bool done = false;
+    for (const auto& op : s.recent) done = done || (op.group == group && op.seq == seq);
+    if (!done) return false;
+  }
+  return true;
+}
+
+std::string end_reason(const fs::path& metrics) {
+  std::ifstream in(metrics);
+  std::string line, reason;
+  while (std::getline(in, line)) {
+    auto r = parse_metrics_line(line);
+    if (r.ok() && std::holds_alternative<EndRecord>(*r)) reason = std::get<EndRecord>(*r).reason;
+  }
+  return reason;
+}
+
+}  // namespace
+
+TEST(MeshtrainTailFlight, ReportsAStallItsProcessStatesAndTheMoveAgain) {
+  const fs::path dir = temp_dir("tail-flight");
+  const pid_t child = fork();
+  if (child == 0) recording_child(flight_path(dir, 0));
+  while (!fs::exists(flight_path(dir, 0))) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+
+  int in_pipe[2], out_pipe[2];
+  ASSERT_EQ(pipe(in_pipe), 0);
+  ASSERT_EQ(pipe(out_pipe), 0);
+  // Rank 1 is served too but has no flight record: it must send nothing.
+  const std::string request = follow::encode_request({{{0, 0, 2}}, {}});
+  const pid_t tail = fork();
+  if (tail == 0) {
+    dup2(in_pipe[0], 0);
+    dup2(out_pipe[1], 1);
+    close(in_pipe[1]);
+    close(out_pipe[0]);
+    execl(MESHTRAIN_BIN, MESHTRAIN_BIN, "tail", "--dir", dir.c_str(), "--no-liveness", "--poll-ms", "20",
+          "--stall-ms", "300", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(in_pipe[0]);
+  close(out_pipe[1]);
+  ASSERT_EQ(write(in_pipe[1], request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  TailReader reader;
+  reader.fd = out_pipe[0];
+
+  // Not moving: stalled, the process running (asleep), the record as the rank wrote it.
+  nlohmann::json s = reader.next_stall();
+  EXPECT_EQ(s.at("stalled"), true);
+  EXPECT_EQ(s.at("process"), "running");
+  auto flight = flight_state_from_json(s.at("flight"));
+  ASSERT_TRUE(flight.ok()) << flight.error().message();
+  EXPECT_EQ(flight->pid, child);
+  EXPECT_EQ(flight->phase, FlightPhase::forward);
+  EXPECT_EQ(flight->layer, 1);
+
+  // Stopped: the same stall again, with the new process state; continued: running again.
+  kill(child, SIGSTOP);
+  s = reader.next_stall();
+  EXPECT_EQ(s.at("stalled"), true);
+  EXPECT_EQ(s.at("process"), "stopped");
+  kill(child, SIGCONT);
+  s = reader.next_stall();
+  EXPECT_EQ(s.at("stalled"), true);
+  EXPECT_EQ(s.at("process"), "running");
+
+  // It moves: one "stalled":false with the new step.
+  kill(child, SIGUSR1);
+  s = reader.next_stall();
+  EXPECT_EQ(s.at("stalled"), false);
+  EXPECT_EQ(s.at("flight").at("step"), 1);
+
+  // It dies: stalled again (after --stall-ms), gone.
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  s = reader.next_stall();
+  EXPECT_EQ(s.at("stalled"), true);
+  EXPECT_EQ(s.at("process"), "gone");
+
+  kill(tail, SIGTERM);
+  waitpid(tail, &status, 0);
+  close(in_pipe[1]);
+  close(out_pipe[0]);
+}
+
+// Rank 1 stopped outside any collective: rank 0 ends up waiting in a collective on a group
+// whose sequence number is one past the last rank 1 entered there; rank 1's record shows its
+// step and phase. Continued, the run finishes.
+TEST(MeshtrainFlight, StoppedRankShowsWhereItIsAndWhereItsPeerWaits) {
+  const fs::path d = temp_dir("flight-sigstop");
+  // DDP: its only asynchronous collectives are the last micro-batch's gradient reductions, so
+  // the rank is often between collectives with none in flight.
+  Proc p = start(plus(base_args(d, 400), {"--nproc-per-node", "2", "--dp-replicate", "2"}), d);
+  const fs::path m1 = d / "metrics-rank1.jsonl";
+  while (steps_of(m1).empty()) {
+    ASSERT_EQ(waitpid(p.pid, nullptr, WNOHANG), 0) << slurp(d / "stderr.txt");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const pid_t victim = std::stoi(slurp(d / "rank1.pid"));
+  // Stop it until it is stopped between collectives with nothing in flight (its record is
+  // still while it is stopped).
+  FlightState stopped;
+  for (int attempt = 0;; ++attempt) {
+    ASSERT_LT(attempt, 200) << "rank 1 was never stopped between collectives";
+    kill(victim, SIGSTOP);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto s = read_flight_file(flight_path(d, 1));
+    ASSERT_TRUE(s.ok()) << s.error().message();
+    if (all_completed(*s) && s->phase != FlightPhase::ended) {
+      stopped = *s;
+      break;
+    }
+    kill(victim, SIGCONT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(37));
+  }
+  EXPECT_EQ(stopped.pid, victim);
+  EXPECT_GE(stopped.step, 1);
+  EXPECT_TRUE(stopped.phase == FlightPhase::data || stopped.phase == FlightPhase::forward ||
+              stopped.phase == FlightPhase::backward || stopped.phase == FlightPhase::optimizer)
+      << to_json(stopped).dump();
+
+  const FlightState waiting = settled_state(flight_path(d, 0));
+  ASSERT_TRUE(waiting.current.has_value()) << to_json(waiting).dump();
+  const int64_t peer_last = stopped.last_seq_of(waiting.current->group).value_or(0);
+  EXPECT_EQ(waiting.current->seq, peer_last + 1)
+      << "rank 0: " << to_json(waiting).dump() << "\nrank 1: " << to_json(stopped).dump();
+  // Rank 1 has not moved while stopped.
+  auto again = read_flight_file(flight_path(d, 1));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->generation, stopped.generation);
+
+  kill(victim, SIGCONT);
+  EXPECT_EQ(wait_exit(p), 0) << slurp(d / "stderr.txt");
+  EXPECT_EQ(steps_of(m1).size(), 400u);
+  auto ended = read_flight_file(flight_path(d, 1));
+  ASSERT_TRUE(ended.ok());
+  EXPECT_EQ(ended->phase, FlightPhase::ended);
+  EXPECT_FALSE(ended->current.has_value());
+}
+
+// Rank 1 calls an all-gather where rank 0 calls an all-reduce (the same group and sequence
+// number): both wait; the watchdogs (--collective-timeout 5) name the mismatch, both sides, in
+// the end records and the supervisor's exit record, and the run stops.
+TEST(MeshtrainFlight, WatchdogNamesAMismatchedCollective) {
+  const fs::path d = temp_dir("flight-mismatch");
+  setenv("MESHTRAIN_TEST_MISMATCH", "1:2", 1);
+  Proc p = start(plus(base_args(d, 10), {"--nproc-per-node", "2", "--dp-shard", "2", "--collective-timeout", "5"}), d);
+  unsetenv("MESHTRAIN_TEST_MISMATCH");
+  const int code = wait_exit(p);
+  EXPECT_NE(code, 0);
+  for (int r = 0; r < 2; ++r) {
+    const std::string reason = end_reason(d / ("metrics-rank" + std::to_string(r) + ".jsonl"));
+    EXPECT_NE(reason.find("watchdog: mismatch at "), std::string::npos) << "rank " << r << ": " << reason;
+    EXPECT_NE(reason.find("calls all_reduce"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("rank 1 calls all_gather"), std::string::npos) << reason;
+  }
+  EXPECT_LT(steps_of(d / "metrics-rank0.jsonl").size(), 3u);  // stopped at step 2
+  auto rec = parse_exit_record(slurp(d / exit_record_file(0)));
+  ASSERT_TRUE(rec.ok()) << rec.error().message();
+  ASSERT_TRUE(rec->failure.has_value());
+  EXPECT_EQ(rec->failure->exit_code, 4);
+  EXPECT_NE(rec->failure->reason.find("watchdog: mismatch at "), std::string::npos) << rec->failure->reason;
+  EXPECT_NE(rec->failure->when().find("rank 1 calls all_gather"), std::string::npos) << rec->failure->when();
+}
