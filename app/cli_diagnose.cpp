@@ -4,7 +4,7 @@
 // `meshwork diagnose RUN --stack RANK [SSH options]`: that rank's native stack and log tail, read
 // on its node (remote/rank_inspect.h).
 //
-// Exit 0 when healthy (or ended), 3 when hung, mismatched or straggling, 2 on bad input, 1 when the
+// Exit 0 when healthy (or ended ok), 3 when hung, mismatched, straggling or failed, 2 on bad input, 1 when the
 // store cannot be read. The JSON is Diagnosis::to_json() plus "run", "status" and "follower".
 #include <ctime>
 #include <iomanip>
@@ -32,7 +32,7 @@ const char* const kUsage =
     "A run is hung when no rank completed a step for --hang-after seconds (default: the larger of\n"
     "60 s and 5 x the median step). The ranks' states come from the follower (`meshwork launch`,\n"
     "`meshwork attach` or the workbench while it follows the run).\n"
-    "Exit 0: healthy or ended; 3: hung, mismatched or straggling.\n"
+    "Exit 0: healthy or ended ok; 3: hung, mismatched, straggling or failed.\n"
     "--stack RANK prints the rank's native stack (gdb, else eu-stack, else the kernel's wchan and\n"
     "/proc/PID/stack) and the last lines of its log, read on its node over SSH.\n"
     "SSH options: --ssh-config FILE  --known-hosts FILE  --identity FILE  --accept-new-host-keys\n";
@@ -165,7 +165,8 @@ int diagnose_main(const Args& args) {
                                          : "no follower has written the ranks' states: `meshwork attach RUN` follows it");
     }
   } else {
-    d.notes.push_back("the run ended: " + src->status);
+    Result<store::RunInfo> info = (*s)->get_run(*run);
+    d = diagnose_ended(src->input, src->status, info ? info->summary.exit_reason : std::string());
   }
 
   if (f->has("--json")) {

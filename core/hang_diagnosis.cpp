@@ -1,6 +1,7 @@
 #include "core/hang_diagnosis.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -54,27 +55,17 @@ std::string seconds_text(double s) {
   return buf;
 }
 
+// Ranks are compared with the other ranks of their pipeline stage only: stages differ by design
+// (the first holds the embedding, the last the head and the loss, and the first waits on pp for
+// the bubble), while the ranks of one stage do the same work.
 void find_stragglers(const DiagnosisInput& in, const std::unordered_map<int, const RankObservation*>& by_rank,
                      Diagnosis& d) {
   if (in.timings.size() < 2) return;
-  std::vector<double> compute;
-  for (const RankTiming& t : in.timings) compute.push_back(t.compute_s);
-  const double mc = median(compute);
-  AxisArray<double> median_comm;
-  for (Axis a : kAxes) {
-    std::vector<double> v;
-    for (const RankTiming& t : in.timings) v.push_back(t.comm_s[a]);
-    median_comm[a] = median(v);
-  }
-  // The axis the ranks wait on most (median over ranks): where a compute straggler's peers wait.
-  std::string busiest;
-  double busiest_s = 0;
-  for (Axis a : kAxes) {
-    if (median_comm[a] > busiest_s) {
-      busiest_s = median_comm[a];
-      busiest = std::string(axis_name(a));
-    }
-  }
+  const int64_t world = std::max<int64_t>(1, in.shape.world_size());
+  const int stages = std::max(1, in.shape[Axis::pp]);
+  const int64_t per_stage = std::max<int64_t>(1, world / stages);
+  std::map<int, std::vector<const RankTiming*>> by_stage;
+  for (const RankTiming& t : in.timings) by_stage[static_cast<int>(t.rank / per_stage)].push_back(&t);
   auto place = [&](Straggler& s) {
     auto it = by_rank.find(s.rank);
     if (it != by_rank.end()) {
@@ -84,45 +75,91 @@ void find_stragglers(const DiagnosisInput& in, const std::unordered_map<int, con
       s.node = in.ranks_per_node > 0 ? s.rank / in.ranks_per_node : 0;
     }
   };
-  // Well above: 25 % more than the median rank and at least 5 ms more, so that the noise of a
-  // fast CPU step does not name anyone.
-  auto well_above = [](double v, double m) { return v > 1.25 * m && v - m > 0.005; };
-  for (const RankTiming& t : in.timings) {
-    if (well_above(t.compute_s, mc)) {
-      Straggler s;
-      s.rank = t.rank;
-      s.slow_in = "compute";
-      s.seconds = t.compute_s;
-      s.median_s = mc;
-      s.others_wait_on = busiest;
-      place(s);
-      d.stragglers.push_back(std::move(s));
-      continue;
+  std::vector<Straggler> found;
+  size_t compared = 0;
+  for (const auto& [stage, ts] : by_stage) {
+    if (ts.size() < 2) continue;
+    compared += ts.size();
+    std::vector<double> compute, step;
+    for (const RankTiming* t : ts) {
+      compute.push_back(t->compute_s);
+      step.push_back(t->step_s);
     }
+    const double mc = median(compute);
+    // Well above: half as much again as the stage's median rank, and by at least a tenth of the
+    // median step (and 10 ms): the noise of ranks sharing a few cores names no one.
+    const double floor_s = std::max(0.01, 0.1 * median(step));
+    auto well_above = [&](double v, double m) { return v > 1.5 * m && v - m > floor_s; };
+    AxisArray<double> median_comm;
     for (Axis a : kAxes) {
-      if (in.shape[a] <= 1 || !well_above(t.comm_s[a], median_comm[a])) continue;
-      // A rank that waits on an axis more than its peers while its compute is normal: its link on
-      // that axis is slow (its peers waiting on it would show as compute stragglers instead).
-      if (t.compute_s > 1.1 * mc) continue;
-      Straggler s;
-      s.rank = t.rank;
-      s.slow_in = "waiting on " + std::string(axis_name(a));
-      s.seconds = t.comm_s[a];
-      s.median_s = median_comm[a];
-      place(s);
-      d.stragglers.push_back(std::move(s));
-      break;
+      std::vector<double> v;
+      for (const RankTiming* t : ts) v.push_back(t->comm_s[a]);
+      median_comm[a] = median(v);
+    }
+    // The axis the stage's ranks wait on most: where a compute straggler's peers wait.
+    std::string busiest;
+    double busiest_s = 0;
+    for (Axis a : kAxes) {
+      if (median_comm[a] > busiest_s) {
+        busiest_s = median_comm[a];
+        busiest = std::string(axis_name(a));
+      }
+    }
+    // With few ranks the median is pulled by the slow one itself (two ranks: the mean): judge
+    // each against the others alone.
+    const bool few = ts.size() < 5;
+    auto others_median = [&](const RankTiming* self, auto value) {
+      std::vector<double> v;
+      for (const RankTiming* t : ts)
+        if (t != self) v.push_back(value(*t));
+      return median(v);
+    };
+    for (const RankTiming* t : ts) {
+      const double mc_t = few ? others_median(t, [](const RankTiming& x) { return x.compute_s; }) : mc;
+      if (well_above(t->compute_s, mc_t)) {
+        Straggler s;
+        s.rank = t->rank;
+        s.slow_in = "compute";
+        s.seconds = t->compute_s;
+        s.median_s = mc_t;
+        s.others_wait_on = busiest;
+        place(s);
+        found.push_back(std::move(s));
+        continue;
+      }
+      for (Axis a : kAxes) {
+        const double m = few ? others_median(t, [a](const RankTiming& x) { return x.comm_s[a]; }) : median_comm[a];
+        if (in.shape[a] <= 1 || !well_above(t->comm_s[a], m)) continue;
+        // Waiting on an axis more than the stage's other ranks while computing as they do: its
+        // link on that axis is slow (peers waiting on a slow rank show it as compute instead).
+        if (t->compute_s > 1.1 * mc_t) continue;
+        Straggler s;
+        s.rank = t->rank;
+        s.slow_in = "waiting on " + std::string(axis_name(a));
+        s.seconds = t->comm_s[a];
+        s.median_s = m;
+        place(s);
+        found.push_back(std::move(s));
+        break;
+      }
     }
   }
-  // When most ranks are "slow" on an axis, it is the axis that is slow, not a rank.
-  if (d.stragglers.size() * 2 > in.timings.size()) {
-    d.notes.push_back("most ranks are equally slow: no single straggler (" +
-                      std::to_string(d.stragglers.size()) + " of " + std::to_string(in.timings.size()) +
-                      " ranks above the median)");
-    d.stragglers.clear();
+  // A rank slow in compute explains its peers' waits: they are not stragglers themselves.
+  const bool compute_straggler =
+      std::any_of(found.begin(), found.end(), [](const Straggler& s) { return s.slow_in == "compute"; });
+  if (compute_straggler) {
+    found.erase(std::remove_if(found.begin(), found.end(), [](const Straggler& s) { return s.slow_in != "compute"; }),
+                found.end());
   }
-  std::sort(d.stragglers.begin(), d.stragglers.end(),
+  // When most ranks are "slow", it is the run (or an axis) that is slow, not a rank.
+  if (found.size() * 2 > compared) {
+    d.notes.push_back("most ranks are equally slow: no single straggler (" + std::to_string(found.size()) + " of " +
+                      std::to_string(compared) + " ranks above their stage's median)");
+    return;
+  }
+  std::sort(found.begin(), found.end(),
             [](const Straggler& a, const Straggler& b) { return a.seconds - a.median_s > b.seconds - b.median_s; });
+  d.stragglers = std::move(found);
 }
 
 }  // namespace
@@ -133,6 +170,7 @@ std::string_view to_string(HealthState state) {
     case HealthState::hang: return "hang";
     case HealthState::mismatch: return "mismatch";
     case HealthState::straggler: return "straggler";
+    case HealthState::failed: return "failed";
   }
   return "healthy";
 }
@@ -194,7 +232,13 @@ Diagnosis diagnose(const DiagnosisInput& in) {
     return d;
   }
 
-  // Waiters by group instance and sequence number.
+  // A rank that cannot move (stopped, a zombie, gone, ended) blocks its groups even when its
+  // record shows it inside a collective (SIGSTOP lands mid-collective more often than not): it is
+  // a culprit, never a waiter.
+  auto cannot_move = [](const RankObservation& r) {
+    return r.process == "stopped" || r.process == "gone" || r.process == "zombie" || !r.ended.empty();
+  };
+  // Waiters by group instance and sequence number (stuck ranks included: they hold the op).
   std::map<WaitKey, std::vector<const RankObservation*>> waits;
   for (const RankObservation& r : in.ranks) {
     if (!r.flight || !r.flight->current) continue;
@@ -209,9 +253,10 @@ Diagnosis diagnose(const DiagnosisInput& in) {
 
   // waiter -> the members it waits for.
   std::map<int, std::vector<int>> missing_of_waiter;
-  std::set<int> waiting_ranks;
+  std::set<int> waiting_ranks;  // ranks that wait and could move on
   for (const auto& [key, waiters] : waits) {
-    for (const RankObservation* w : waiters) waiting_ranks.insert(w->rank);
+    for (const RankObservation* w : waiters)
+      if (!cannot_move(*w)) waiting_ranks.insert(w->rank);
   }
   for (const auto& [key, waiters] : waits) {
     const FlightOp& first = *waiters.front()->flight->current;
@@ -237,7 +282,8 @@ Diagnosis diagnose(const DiagnosisInput& in) {
     g.seq = key.seq;
     g.bytes = first.bytes;
     g.since = since;
-    for (const RankObservation* w : waiters) g.ranks.push_back(w->rank);
+    std::vector<int> stuck;  // inside the op but cannot finish it: the others wait on them too
+    for (const RankObservation* w : waiters) (cannot_move(*w) ? stuck : g.ranks).push_back(w->rank);
     std::sort(g.ranks.begin(), g.ranks.end());
     for (int m : members) {
       if (here.count(m)) continue;
@@ -258,8 +304,11 @@ Diagnosis diagnose(const DiagnosisInput& in) {
                 [](const MismatchSide& a, const MismatchSide& b) { return a.ranks.size() > b.ranks.size(); });
       d.mismatches.push_back(std::move(mm));
     }
-    for (const RankObservation* w : waiters) missing_of_waiter[w->rank] = g.missing;
-    d.waiting.push_back(std::move(g));
+    std::vector<int> blockers = g.missing;
+    blockers.insert(blockers.end(), stuck.begin(), stuck.end());
+    for (const RankObservation* w : waiters)
+      if (!cannot_move(*w)) missing_of_waiter[w->rank] = blockers;
+    if (!g.ranks.empty()) d.waiting.push_back(std::move(g));
   }
   std::sort(d.waiting.begin(), d.waiting.end(),
             [](const WaitingGroup& a, const WaitingGroup& b) { return a.ranks.size() > b.ranks.size(); });
@@ -275,9 +324,7 @@ Diagnosis diagnose(const DiagnosisInput& in) {
   // died before anyone entered a collective with it).
   for (const RankObservation& r : in.ranks) {
     if (waiting_ranks.count(r.rank) || waited_by.count(r.rank)) continue;
-    if (r.process == "stopped" || r.process == "gone" || r.process == "zombie" || !r.ended.empty()) {
-      waited_by[r.rank];
-    }
+    if (cannot_move(r)) waited_by[r.rank];
   }
   for (auto& [rank, waiters] : waited_by) {
     Culprit c;
@@ -294,6 +341,7 @@ Diagnosis diagnose(const DiagnosisInput& in) {
       c.ended = r.ended;
       if (r.flight) {
         c.phase = phase_words(*r.flight);
+        if (r.flight->current) c.phase = "inside " + op_words(*r.flight->current) + ", " + c.phase;
         c.last_activity = r.flight->activity;
         if (!c.pid) c.pid = r.flight->pid;
       } else {
@@ -315,9 +363,52 @@ Diagnosis diagnose(const DiagnosisInput& in) {
   return d;
 }
 
+Diagnosis diagnose_ended(const DiagnosisInput& in, std::string_view status, std::string_view reason) {
+  Diagnosis d;
+  if (status != "failed") {
+    d.notes.push_back("the run ended: " + std::string(status));
+    return d;
+  }
+  d.state = HealthState::failed;
+  if (!reason.empty()) d.notes.push_back(std::string(reason.substr(0, reason.find('\n'))));
+  // The rank the run's root cause names ("node 1 (node1), rank 3: killed by signal 9 ..."): the
+  // others failed because it did (their end records speak of lost connections).
+  int named = -1;
+  const std::string first_line(reason.substr(0, reason.find('\n')));
+  if (size_t p = first_line.find("rank "); p != std::string::npos) {
+    size_t q = p + 5;
+    while (q < first_line.size() && std::isdigit(static_cast<unsigned char>(first_line[q]))) ++q;
+    if (q > p + 5) named = std::stoi(first_line.substr(p + 5, q - p - 5));
+  }
+  for (const RankObservation& r : in.ranks) {
+    if (r.ended.rfind("failed", 0) != 0 || (named >= 0 && r.rank != named)) continue;
+    Culprit c;
+    c.rank = r.rank;
+    c.node = r.node;
+    c.host = r.host;
+    c.pid = r.pid;
+    c.process = "gone";
+    c.ended = r.ended;
+    if (r.flight) {
+      c.phase = phase_words(*r.flight);
+      c.last_activity = r.flight->activity;
+    }
+    d.culprits.push_back(std::move(c));
+  }
+  return d;
+}
+
 std::string Diagnosis::summary() const {
   std::string s;
   switch (state) {
+    case HealthState::failed:
+      s = "the run failed";
+      if (!notes.empty()) s += ": " + notes.front();
+      for (const Culprit& c : culprits) {
+        s += "; rank " + std::to_string(c.rank) + " (node" + std::to_string(c.node) +
+             (c.pid ? ", pid " + std::to_string(c.pid) : "") + "): gone, " + c.ended;
+      }
+      return s;
     case HealthState::healthy:
       return "healthy: last step " + duration_words(silent_s) + " ago (a hang is declared after " +
              duration_words(threshold_s) + ")";
@@ -361,7 +452,8 @@ std::string Diagnosis::summary() const {
     if (!c.host.empty() && c.host != "node" + std::to_string(c.node)) s += " " + c.host;
     if (c.pid) s += ", pid " + std::to_string(c.pid);
     s += ")";
-    s += c.waited_by.empty() ? " ended" : " never entered it";
+    const bool inside = c.phase.rfind("inside ", 0) == 0;
+    s += c.waited_by.empty() ? " blocks them" : inside ? " holds it up" : " never entered it";
     if (!c.process.empty()) s += ": " + c.process;
     if (!c.ended.empty()) s += " (" + c.ended + ")";
     if (!c.phase.empty()) s += ", last in " + c.phase;

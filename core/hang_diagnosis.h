@@ -64,7 +64,8 @@ struct DiagnosisInput {
   std::optional<double> hang_after_s;  // T; unset: max(60 s, 5 x median step)
 };
 
-enum class HealthState { healthy, hang, mismatch, straggler };
+// failed: the run ended with a failed rank (diagnose_ended); the others describe a live run.
+enum class HealthState { healthy, hang, mismatch, straggler, failed };
 std::string_view to_string(HealthState state);
 
 struct Culprit {
@@ -129,6 +130,9 @@ struct Diagnosis {
 };
 
 Diagnosis diagnose(const DiagnosisInput& input);
+// A run that ended: `failed` when it failed, its failed ranks (end records "failed: ...") the
+// culprits, "gone" with how they ended; else healthy with a note. `reason`: the run's exit reason.
+Diagnosis diagnose_ended(const DiagnosisInput& input, std::string_view status, std::string_view reason);
 
 // "0-6, 9, 11-12".
 std::string rank_ranges(std::vector<int> ranks);

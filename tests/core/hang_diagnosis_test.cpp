@@ -264,6 +264,64 @@ TEST(HangDiagnosis, EightThousandRanksWaitingOnOneStoppedRank) {
       << d.summary().substr(0, 300);
 }
 
+TEST(HangDiagnosis, ARankStoppedInsideACollectiveHoldsItUp) {
+  // SIGSTOP lands mid-collective more often than not: rank 3 is stopped inside dp_shard #12 with
+  // rank 1 ({1, 3}); rank 2 waits for it on tp #50 ({2, 3}); rank 0 waits for rank 1 on tp #40.
+  DiagnosisInput in = four_ranks();
+  const double t0 = kNow - 125;
+  waiting_in(in.ranks[3], group(GroupKind::dp_shard), FlightOpKind::reduce_scatter, 12, 4096, t0,
+             {{group(GroupKind::tp), 49}});
+  in.ranks[3].process = "stopped";
+  in.ranks[3].flight->layer = 1;
+  waiting_in(in.ranks[1], group(GroupKind::dp_shard), FlightOpKind::reduce_scatter, 12, 4096, t0,
+             {{group(GroupKind::tp), 39}});
+  waiting_in(in.ranks[2], group(GroupKind::tp), FlightOpKind::all_gather, 50, 512, t0);
+  waiting_in(in.ranks[0], group(GroupKind::tp), FlightOpKind::all_gather, 40, 512, t0);
+  const Diagnosis d = diagnose(in);
+  ASSERT_EQ(d.state, HealthState::hang) << d.summary();
+  ASSERT_EQ(d.culprits.size(), 1u) << d.summary();
+  EXPECT_EQ(d.culprits[0].rank, 3);
+  EXPECT_EQ(d.culprits[0].phase, "inside reduce_scatter on dp_shard #12, backward layer 1");
+  EXPECT_EQ(d.culprits[0].waited_by, (std::vector<int>{1, 2}));
+  for (const WaitingGroup& g : d.waiting) {
+    for (int r : g.ranks) EXPECT_NE(r, 3) << "a stopped rank is not a waiter";
+  }
+  EXPECT_NE(d.summary().find("rank 3 (node1, pid 4003) holds it up: stopped"), std::string::npos) << d.summary();
+}
+
+TEST(HangDiagnosis, PipelineStagesAreComparedWithinTheirStage) {
+  // pp 2 x tp 2: stage 0 (ranks 0, 1) waits on pp for the bubble; nobody is a straggler.
+  DiagnosisInput in = four_ranks();
+  in.shape = MeshShape(1, 1, 1, 2, 2);
+  for (RankObservation& r : in.ranks) r.last_step_time = kNow - 1;
+  for (RankTiming& t : in.timings) {
+    t.comm_s = {};
+    t.comm_s[Axis::pp] = t.rank < 2 ? 0.36 : 0.19;
+    t.compute_s = t.rank < 2 ? 0.1 : 0.27;
+    t.step_s = 0.46;
+  }
+  Diagnosis d = diagnose(in);
+  EXPECT_EQ(d.state, HealthState::healthy) << d.summary();
+  // Within stage 1, rank 3 computing twice as long as rank 2 is one.
+  in.timings[3].compute_s = 0.6;
+  d = diagnose(in);
+  ASSERT_EQ(d.stragglers.size(), 1u) << d.summary();
+  EXPECT_EQ(d.stragglers[0].rank, 3);
+}
+
+TEST(HangDiagnosis, AFailedRunBlamesTheRankItsRootCauseNames) {
+  DiagnosisInput in = four_ranks();
+  for (int r = 0; r < 3; ++r) in.ranks[static_cast<size_t>(r)].ended = "failed: Connection closed by peer";
+  in.ranks[3].ended = "failed: rank 3 on node 1: killed by signal KILL (9)";
+  const Diagnosis d = diagnose_ended(in, "failed", "node 1 (node1), rank 3: killed by signal 9 (SIGKILL) after step 4\nmore");
+  EXPECT_EQ(d.state, HealthState::failed);
+  ASSERT_EQ(d.culprits.size(), 1u);
+  EXPECT_EQ(d.culprits[0].rank, 3);
+  EXPECT_EQ(d.culprits[0].process, "gone");
+  EXPECT_NE(d.summary().find("killed by signal KILL (9)"), std::string::npos) << d.summary();
+  EXPECT_EQ(diagnose_ended(in, "ok", "").state, HealthState::healthy);
+}
+
 TEST(HangDiagnosis, RankRangesAndDurations) {
   EXPECT_EQ(rank_ranges({5, 0, 1, 2, 3, 7, 8}), "0-3, 5, 7, 8");
   EXPECT_EQ(rank_ranges({}), "");

@@ -1,0 +1,152 @@
+// Live hang diagnosis end to end on the namespace cluster (two nodes x two ranks, the real
+// meshtrain, the `meshwork` CLI as a user runs it): a rank stopped with SIGSTOP mid-run is named
+// by `meshwork diagnose RUN --json` (its node, pid, "stopped", its phase) with the collective and
+// axis the others wait in, and the diagnosis clears after SIGCONT; a rank killed is named as gone
+// with its signal; the culprit's native stack is fetched from its node.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "cluster_run_fixture.h"
+
+namespace meshwork::remote {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using test::Cli;
+using test::ClusterRun;
+using test::run_cli;
+using test::spawn_cli;
+using test::wait_exit;
+using test::wait_for;
+
+constexpr int kHangAfter = 5;  // T for the test; the default is max(60 s, 5 x the median step)
+
+class ClusterHang : public ClusterRun {
+ protected:
+  nlohmann::json diagnose(store::RunId id, int* code = nullptr) {
+    Cli r = run_cli({"diagnose", std::to_string(id), "--json", "--hang-after", std::to_string(kHangAfter), "--db",
+                     db_.string()},
+                    tmp_);
+    if (code) *code = r.code;
+    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    return j.is_object() ? j : nlohmann::json{{"state", "unparsed"}, {"out", r.out}, {"err", r.err}};
+  }
+
+  // Launches an endless run of `shape` (detached) and follows it with `meshwork attach`, as a
+  // workbench would; returns the attach process.
+  pid_t launch_and_follow(const std::string& name, const std::vector<std::string>& shape, store::RunId& id) {
+    auto args = launch_args(100000, name, true, shape);
+    args.push_back("--collective-timeout");
+    args.push_back("600");  // the watchdog stays out of this test
+    Cli r = run_cli(args, tmp_);
+    EXPECT_EQ(r.code, 0) << r.err;
+    id = only_run();
+    return spawn_cli({"attach", std::to_string(id), "--ssh-config", cluster_.ssh_config(), "--known-hosts",
+                      (tmp_ / "known_hosts").string(), "--db", db_.string()},
+                     tmp_);
+  }
+
+  void stop_and_wait(store::RunId id, pid_t attach) {
+    Cli stop = run_cli({"stop", std::to_string(id), "--ssh-config", cluster_.ssh_config(), "--known-hosts",
+                        (tmp_ / "known_hosts").string(), "--db", db_.string()},
+                       tmp_);
+    EXPECT_EQ(stop.code, 0) << stop.err;
+    wait_exit(attach);
+  }
+
+  // SIGSTOP rank 3 (node 1) mid-run: the diagnosis names it within T + 10 s; SIGCONT clears it.
+  void stop_rank3_and_expect_it_named(const std::string& name, const std::vector<std::string>& shape) {
+    store::RunId id = 0;
+    const pid_t attach = launch_and_follow(name, shape, id);
+    const LaunchRecord rec = record(id);
+    ASSERT_TRUE(wait_for([&] { return steps_in_file(rec, 3) >= 3; }, 180s)) << "rank 3 never stepped";
+    int code = -1;
+    nlohmann::json healthy = diagnose(id, &code);
+    EXPECT_EQ(healthy["state"], "healthy") << healthy.dump();
+    EXPECT_EQ(code, 0);
+
+    const pid_t victim = static_cast<pid_t>(std::stol(test::read_text(fs::path(rec.nodes[1].run_dir) / "rank3.pid")));
+    ASSERT_EQ(::kill(victim, SIGSTOP), 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    nlohmann::json d;
+    const bool named = wait_for([&] {
+      d = diagnose(id, &code);
+      return d["state"] == "hang" && !d["culprits"].empty() && !d["waiting"].empty();
+    }, std::chrono::seconds(kHangAfter + 10 + 5));
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cout << "[ measure ] " << name << ": SIGSTOP of rank 3 -> diagnosed after " << secs << " s (T = " << kHangAfter
+              << " s)\n[ diagnosis ] " << d.value("summary", d.dump()) << "\n";
+    ::kill(victim, SIGCONT);
+    ASSERT_TRUE(named) << d.dump(2);
+    EXPECT_LE(secs, kHangAfter + 10.0);
+    EXPECT_EQ(code, 3);
+    ASSERT_EQ(d["culprits"].size(), 1u) << d.dump(2);
+    const nlohmann::json& c = d["culprits"][0];
+    EXPECT_EQ(c["rank"], 3);
+    EXPECT_EQ(c["node"], 1);
+    EXPECT_EQ(c["pid"], victim);
+    EXPECT_EQ(c["process"], "stopped");
+    EXPECT_FALSE(c["phase"].get<std::string>().empty());
+    // Every waiting group waits on rank 3 or on a rank that does (rank 3 is their only culprit),
+    // in a collective of the run's axes.
+    std::set<std::string> axes;
+    for (const auto& w : d["waiting"]) {
+      axes.insert(w["axis"].get<std::string>());
+      EXPECT_FALSE(w["op"].get<std::string>().empty());
+      EXPECT_GT(w["seq"].get<int64_t>(), 0);
+      for (int r : w["ranks"]) EXPECT_NE(r, 3);
+    }
+    EXPECT_FALSE(axes.empty());
+
+    // The culprit's stack, from its node.
+    Cli stack = run_cli({"diagnose", std::to_string(id), "--stack", "3", "--ssh-config", cluster_.ssh_config(),
+                         "--known-hosts", (tmp_ / "known_hosts").string(), "--db", db_.string()},
+                        tmp_);
+    EXPECT_EQ(stack.code, 0) << stack.err;
+    EXPECT_NE(stack.out.find("rank 3 on node 1"), std::string::npos) << stack.out;
+    EXPECT_NE(stack.out.find("last lines of rank3.log"), std::string::npos) << stack.out;
+
+    // SIGCONT (above): the run goes on and the diagnosis clears.
+    const int before = steps_in_file(rec, 3);
+    EXPECT_TRUE(wait_for([&] { return steps_in_file(rec, 3) > before + 1; }, 60s)) << "rank 3 did not go on";
+    EXPECT_TRUE(wait_for([&] { return diagnose(id)["state"] == "healthy"; }, 30s)) << diagnose(id).dump(2);
+    stop_and_wait(id, attach);
+  }
+};
+
+TEST_F(ClusterHang, StoppedRankIsNamedWithTheCollectiveOthersWaitIn_DpShard2Tp2) {
+  stop_rank3_and_expect_it_named("hang dp_shard x tp", {"--dp-shard", "2", "--tp", "2"});
+}
+
+TEST_F(ClusterHang, StoppedRankIsNamedWithTheCollectiveOthersWaitIn_Pp2Tp2) {
+  stop_rank3_and_expect_it_named("hang pp x tp", {"--pp", "2", "--tp", "2"});
+}
+
+TEST_F(ClusterHang, KilledRankIsNamedGoneWithItsSignal) {
+  store::RunId id = 0;
+  const pid_t attach = launch_and_follow("killed", {"--dp-shard", "2", "--tp", "2"}, id);
+  const LaunchRecord rec = record(id);
+  ASSERT_TRUE(wait_for([&] { return steps_in_file(rec, 3) >= 2; }, 180s)) << "rank 3 never stepped";
+  const pid_t victim = static_cast<pid_t>(std::stol(test::read_text(fs::path(rec.nodes[1].run_dir) / "rank3.pid")));
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  EXPECT_EQ(wait_exit(attach), 3);
+  int code = -1;
+  const nlohmann::json d = diagnose(id, &code);
+  std::cout << "[ diagnosis ] " << d.value("summary", d.dump()) << "\n";
+  EXPECT_EQ(d["state"], "failed") << d.dump(2);
+  EXPECT_EQ(code, 3);
+  ASSERT_EQ(d["culprits"].size(), 1u) << d.dump(2);
+  EXPECT_EQ(d["culprits"][0]["rank"], 3);
+  EXPECT_EQ(d["culprits"][0]["node"], 1);
+  EXPECT_EQ(d["culprits"][0]["process"], "gone");
+  EXPECT_NE(d["culprits"][0]["ended"].get<std::string>().find("signal"), std::string::npos) << d.dump(2);
+}
+
+}  // namespace
+}  // namespace meshwork::remote
