@@ -60,10 +60,27 @@ class ClusterHang : public ClusterRun {
     wait_exit(attach);
   }
 
+  // Whatever a failed assertion skipped: the stopped rank continued, the endless run stopped,
+  // the follower gone (it would hold the test cluster's lock).
+  struct Cleanup {
+    ClusterHang* t;
+    store::RunId id;
+    pid_t attach;
+    pid_t victim = 0;
+    bool done = false;
+    ~Cleanup() {
+      if (victim > 0) ::kill(victim, SIGCONT);
+      if (done) return;
+      t->stop_and_wait(id, attach);
+      if (test::alive(attach)) ::kill(attach, SIGKILL);
+    }
+  };
+
   // SIGSTOP rank 3 (node 1) mid-run: the diagnosis names it within T + 10 s; SIGCONT clears it.
   void stop_rank3_and_expect_it_named(const std::string& name, const std::vector<std::string>& shape) {
     store::RunId id = 0;
     const pid_t attach = launch_and_follow(name, shape, id);
+    Cleanup cleanup{this, id, attach};
     const LaunchRecord rec = record(id);
     ASSERT_TRUE(wait_for([&] { return steps_in_file(rec, 3) >= 3; }, 180s)) << "rank 3 never stepped";
     int code = -1;
@@ -73,6 +90,7 @@ class ClusterHang : public ClusterRun {
 
     const pid_t victim = static_cast<pid_t>(std::stol(test::read_text(fs::path(rec.nodes[1].run_dir) / "rank3.pid")));
     ASSERT_EQ(::kill(victim, SIGSTOP), 0);
+    cleanup.victim = victim;
     const auto t0 = std::chrono::steady_clock::now();
     nlohmann::json d;
     const bool named = wait_for([&] {
@@ -116,6 +134,7 @@ class ClusterHang : public ClusterRun {
     const int before = steps_in_file(rec, 3);
     EXPECT_TRUE(wait_for([&] { return steps_in_file(rec, 3) > before + 1; }, 60s)) << "rank 3 did not go on";
     EXPECT_TRUE(wait_for([&] { return diagnose(id)["state"] == "healthy"; }, 30s)) << diagnose(id).dump(2);
+    cleanup.done = true;
     stop_and_wait(id, attach);
   }
 };
@@ -131,11 +150,13 @@ TEST_F(ClusterHang, StoppedRankIsNamedWithTheCollectiveOthersWaitIn_Pp2Tp2) {
 TEST_F(ClusterHang, KilledRankIsNamedGoneWithItsSignal) {
   store::RunId id = 0;
   const pid_t attach = launch_and_follow("killed", {"--dp-shard", "2", "--tp", "2"}, id);
+  Cleanup cleanup{this, id, attach};
   const LaunchRecord rec = record(id);
   ASSERT_TRUE(wait_for([&] { return steps_in_file(rec, 3) >= 2; }, 180s)) << "rank 3 never stepped";
   const pid_t victim = static_cast<pid_t>(std::stol(test::read_text(fs::path(rec.nodes[1].run_dir) / "rank3.pid")));
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
   EXPECT_EQ(wait_exit(attach), 3);
+  cleanup.done = true;
   int code = -1;
   const nlohmann::json d = diagnose(id, &code);
   std::cout << "[ diagnosis ] " << d.value("summary", d.dump()) << "\n";
