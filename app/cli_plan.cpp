@@ -21,6 +21,7 @@
 #include "app/commands.h"
 #include "app/plan_interop.h"
 #include "core/cli_args.h"
+#include "core/gpu_kinds.h"
 #include "core/planner.h"
 #include "core/run_config_flags.h"
 #include "core/store/calibration_store.h"
@@ -34,7 +35,7 @@ namespace meshwork::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: meshwork plan --model NAME|PATH --nodes N --gpus-per-node G --gpu-memory SIZE\n"
+    "usage: meshwork plan --model NAME|PATH --nodes N --gpus-per-node G --gpu-memory SIZE|--gpu KIND\n"
     "                     --seq-len S --micro-batch B [--global-batch GB]\n"
     "                     [--precision fp32|bf16] [--activation-checkpointing none|full]\n"
     "                     [--dp-replicate A] [--dp-shard B] [--cp C] [--tp D]\n"
@@ -51,6 +52,8 @@ constexpr const char* kUsage =
     "--pp auto also tries pipeline stages (pp x dp_replicate x dp_shard x cp x tp), judged with\n"
     "--pp-schedule (default 1f1b): the worst stage's memory, the bubble in the step time.\n"
     "SIZE: 80GiB, 80GB, 81920MiB. --device cpu estimates CPU ranks (no framework reserve).\n"
+    "--gpu KIND: GPUs of a known kind (h100-80gb, h200, b200, a100-40gb, a100-80gb, l40s, mi300x):\n"
+    "their memory (unless --gpu-memory is given), dense peak rates and links (core/gpu_kinds.h).\n"
     "--attention: fused (flash SDPA, what LibTorch runs on CUDA and CPU; the default) or\n"
     "materialized (an attention that keeps the seq x seq probabilities).\n"
     "--from FILE: start from an Accelerate or Axolotl YAML or a torchtitan TOML (model, mesh,\n"
@@ -81,7 +84,7 @@ const std::vector<std::string> kExportTrainingFlags = {"--lr", "--warmup-steps",
 
 // The help is kUsage.
 const std::vector<FlagSpec> kPlanFlags = {
-    {"--model", "NAME|PATH", ""}, {"--nodes", "N", ""}, {"--gpus-per-node", "G", ""}, {"--gpu-memory", "SIZE", ""},
+    {"--model", "NAME|PATH", ""}, {"--nodes", "N", ""}, {"--gpus-per-node", "G", ""}, {"--gpu-memory", "SIZE", ""}, {"--gpu", "KIND", ""},
     {"--seq-len", "S", ""}, {"--micro-batch", "B", ""}, {"--global-batch", "GB", ""},
     {"--precision", "fp32|bf16", ""}, {"--activation-checkpointing", "none|full", ""},
     {"--dp-replicate", "A", ""}, {"--dp-shard", "B", ""}, {"--cp", "C", ""}, {"--tp", "D", ""},
@@ -345,9 +348,13 @@ int plan_main(const Args& all_args) {
   if (int64_t{q.nodes} * q.gpus_per_node > (1 << 20))
     return fail(Error{"--nodes", std::to_string(q.nodes),
                       "nodes x gpus-per-node must be at most 1048576"});
+  std::optional<GpuKind> gpu;
+  if (auto g = flags.value("--gpu")) TRY_ASSIGN(gpu, find_gpu_kind(*g, "--gpu"));
   const std::optional<std::string> memory = flags.value("--gpu-memory");
-  if (!memory) return fail(Error{"--gpu-memory", "missing", "required: a size such as 80GiB, 80GB or 81920MiB"});
-  TRY_ASSIGN(q.device_memory_bytes, parse_size(*memory, "--gpu-memory"));
+  if (!memory && !gpu)
+    return fail(Error{"--gpu-memory", "missing", "required: a size such as 80GiB, 80GB or 81920MiB (or --gpu KIND)"});
+  if (memory) TRY_ASSIGN(q.device_memory_bytes, parse_size(*memory, "--gpu-memory"));
+  else q.device_memory_bytes = static_cast<int64_t>(gpu->memory_bytes);
   auto fallback = [&](std::optional<int> imported) -> std::optional<int64_t> {
     if (from && imported) return *imported;
     return std::nullopt;
@@ -376,6 +383,11 @@ int plan_main(const Args& all_args) {
     TRY_ASSIGN(q.training.activation_checkpointing, parse_activation_checkpointing(*ac, "--activation-checkpointing"));
   if (auto d = flags.value("--device")) TRY_ASSIGN(q.training.device, parse_device(*d, "--device"));
   q.estimate.hardware = HardwareModel::for_device(q.training.device);
+  if (gpu) {
+    if (q.training.device != DeviceKind::cuda)
+      return fail(Error{"--gpu", gpu->id, "GPUs: not with --device cpu"});
+    q.estimate.hardware = hardware_for(*gpu);
+  }
   if (auto a = flags.value("--attention")) {
     if (*a == "fused") q.estimate.memory.attention = AttentionKernel::fused;
     else if (*a == "materialized") q.estimate.memory.attention = AttentionKernel::materialized;

@@ -1,6 +1,7 @@
 #include "core/cluster_source.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace meshwork {
 
@@ -29,11 +30,52 @@ Status read_count(const nlohmann::json& j, const std::string& field, const char*
   return {};
 }
 
+// A figure of a described cluster: a number > 0 (an unknown figure would plan nothing).
+Status read_positive(const nlohmann::json& j, const std::string& field, const char* key, double& out) {
+  if (!j.contains(key)) return Error{field + "." + key, "missing", "a number > 0"};
+  const auto& v = j.at(key);
+  if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+    return Error{field + "." + key, shown(v), "a number > 0"};
+  out = v.get<double>();
+  return {};
+}
+
+Result<ClusterSource> described_from_json(const nlohmann::json& j, const std::string& field) {
+  DescribedClusterSource d;
+  for (Status st : {read_string(j, field, "name", d.name), read_string(j, field, "gpu", d.gpu),
+                    read_count(j, field, "nodes", 1, d.nodes), read_count(j, field, "gpus_per_node", 1, d.gpus_per_node),
+                    read_positive(j, field, "gpu_memory_bytes", d.gpu_memory_bytes),
+                    read_positive(j, field, "peak_flops_bf16", d.peak_flops_bf16),
+                    read_positive(j, field, "peak_flops_fp32", d.peak_flops_fp32),
+                    read_positive(j, field, "intra_node_bytes_per_s", d.intra_node_bytes_per_s),
+                    read_positive(j, field, "inter_node_bytes_per_s", d.inter_node_bytes_per_s)}) {
+    if (!st) return st.error();
+  }
+  return ClusterSource(d);
+}
+
 }  // namespace
 
-const char* cluster_source_kind(const ClusterSource& s) { return is_slurm(s) ? "slurm" : "ssh"; }
+const char* cluster_source_kind(const ClusterSource& s) {
+  return is_slurm(s) ? "slurm" : (is_described(s) ? "described" : "ssh");
+}
+
+std::string described_node_name(const DescribedClusterSource& s, int index) {
+  return (s.name.empty() ? std::string("described") : s.name) + " node " + std::to_string(index);
+}
 
 nlohmann::json to_json(const ClusterSource& s) {
+  if (const DescribedClusterSource* d = described_source(s))
+    return {{"kind", "described"},
+            {"name", d->name},
+            {"nodes", d->nodes},
+            {"gpus_per_node", d->gpus_per_node},
+            {"gpu", d->gpu},
+            {"gpu_memory_bytes", d->gpu_memory_bytes},
+            {"peak_flops_bf16", d->peak_flops_bf16},
+            {"peak_flops_fp32", d->peak_flops_fp32},
+            {"intra_node_bytes_per_s", d->intra_node_bytes_per_s},
+            {"inter_node_bytes_per_s", d->inter_node_bytes_per_s}};
   const SlurmPartitionSource* slurm = slurm_source(s);
   if (!slurm) return {{"kind", "ssh"}};
   nlohmann::json j = {{"kind", "slurm"},
@@ -54,7 +96,8 @@ Result<ClusterSource> cluster_source_from_json(const nlohmann::json& j, const st
   }
   const std::string kind = j.at("kind").get<std::string>();
   if (kind == "ssh") return ClusterSource(SshNodesSource{});
-  if (kind != "slurm") return Error{field + ".kind", kind, "must be \"ssh\" or \"slurm\""};
+  if (kind == "described") return described_from_json(j, field);
+  if (kind != "slurm") return Error{field + ".kind", kind, "must be \"ssh\", \"slurm\" or \"described\""};
   SlurmPartitionSource s;
   for (Status st : {read_string(j, field, "login", s.login), read_string(j, field, "partition", s.partition),
                     read_string(j, field, "gpu_type", s.gpu_type), read_count(j, field, "nodes", 1, s.nodes),

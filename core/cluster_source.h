@@ -8,6 +8,14 @@
 //                          "gpu_memory_bytes": 85899345920},
 //               "nodes": [...]}
 //
+// A cluster described by its hardware, planned before it exists (nothing is reached; nothing can
+// be launched on it): N nodes x G GPUs of a kind of core/gpu_kinds.h, or custom figures.
+//
+//   "cluster": {"source": {"kind": "described", "name": "64 x H100", "nodes": 64,
+//                          "gpus_per_node": 8, "gpu": "h100-80gb", "gpu_memory_bytes": ...,
+//                          "peak_flops_bf16": ..., "peak_flops_fp32": ...,
+//                          "intra_node_bytes_per_s": ..., "inter_node_bytes_per_s": ...}}
+//
 // No "source" (every file written before it existed, and every SSH config): SSH nodes.
 #pragma once
 
@@ -40,18 +48,40 @@ struct SlurmPartitionSource {
   bool operator==(const SlurmPartitionSource&) const = default;
 };
 
-using ClusterSource = std::variant<SshNodesSource, SlurmPartitionSource>;
+// A cluster described by hardware. Every figure is stored, so a custom kind (gpu "custom") and a
+// kind of the table plan alike and a file read later plans as it did when saved.
+struct DescribedClusterSource {
+  std::string name;  // the user's label ("64 x H100"); "" = none
+  int nodes = 1;
+  int gpus_per_node = 8;
+  std::string gpu = "h100-80gb";  // a core/gpu_kinds.h id, or "custom"
+  double gpu_memory_bytes = 0;    // per GPU
+  double peak_flops_bf16 = 0;     // per GPU, dense
+  double peak_flops_fp32 = 0;
+  double intra_node_bytes_per_s = 0;  // per direction, one GPU
+  double inter_node_bytes_per_s = 0;  // per GPU
+  bool operator==(const DescribedClusterSource&) const = default;
+};
+
+using ClusterSource = std::variant<SshNodesSource, SlurmPartitionSource, DescribedClusterSource>;
 
 inline bool is_slurm(const ClusterSource& s) { return std::holds_alternative<SlurmPartitionSource>(s); }
 inline const SlurmPartitionSource* slurm_source(const ClusterSource& s) {
   return std::get_if<SlurmPartitionSource>(&s);
 }
+inline bool is_described(const ClusterSource& s) { return std::holds_alternative<DescribedClusterSource>(s); }
+inline const DescribedClusterSource* described_source(const ClusterSource& s) {
+  return std::get_if<DescribedClusterSource>(&s);
+}
 
-// "ssh" or "slurm": the kind as the JSON names it.
+// The name of described node `index`: "<name> node 3" (a label, never a host).
+std::string described_node_name(const DescribedClusterSource& s, int index);
+
+// "ssh", "slurm" or "described": the kind as the JSON names it.
 const char* cluster_source_kind(const ClusterSource& s);
 
 nlohmann::json to_json(const ClusterSource& s);
-// Reads {"kind":"ssh"} or {"kind":"slurm", ...}; errors name `field` and the member
+// Reads {"kind":"ssh"}, {"kind":"slurm", ...} or {"kind":"described", ...}; errors name `field` and the member
 // ("cluster.source.nodes").
 Result<ClusterSource> cluster_source_from_json(const nlohmann::json& j, const std::string& field = "cluster.source");
 

@@ -115,8 +115,9 @@ nlohmann::json to_json(const RunConfig& c) {
     nodes.push_back(node);
   }
   nlohmann::json cluster = {{"nodes", nodes}};
-  // Only for a Slurm partition: an SSH config is written exactly as before the source existed.
-  if (is_slurm(c.source)) cluster["source"] = to_json(c.source);
+  // Only for a Slurm partition or a described cluster: an SSH config is written exactly as
+  // before the source existed.
+  if (!std::holds_alternative<SshNodesSource>(c.source)) cluster["source"] = to_json(c.source);
   return {{"v", RunConfig::kVersion}, {"name", c.name},         {"model", c.model},
           {"mesh", mesh},             {"training", training},   {"data", c.data},
           {"eval_data", c.eval_data}, {"save_hf", c.save_hf},   {"cluster", cluster}};

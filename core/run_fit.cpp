@@ -79,9 +79,15 @@ std::optional<TermCorrection> RunFit::factor(const FitKey& key) const {
 nlohmann::json to_json(const RunFit& fit) {
   nlohmann::json factors = nlohmann::json::array();
   for (const FitFactor& f : fit.factors) factors.push_back(to_json(f));
-  return {{"cluster", fit.cluster},     {"base", fit.base},
-          {"runs", fit.runs},           {"factors", factors},
-          {"worst_residual", fit.worst_residual}, {"median_residual", fit.median_residual}};
+  nlohmann::json j = {{"cluster", fit.cluster},     {"base", fit.base},
+                      {"runs", fit.runs},           {"factors", factors},
+                      {"worst_residual", fit.worst_residual}, {"median_residual", fit.median_residual}};
+  if (fit.out_of_sample)
+    j["out_of_sample"] = {{"unknowns", fit.unknowns},
+                          {"judged_runs", fit.judged_runs},
+                          {"in_sample_worst_residual", fit.in_sample_worst_residual},
+                          {"in_sample_median_residual", fit.in_sample_median_residual}};
+  return j;
 }
 
 Result<RunFit> fit_runs(const std::vector<RunObservation>& runs, const std::optional<Calibration>& base) {
@@ -210,6 +216,7 @@ Result<RunFit> fit_runs(const std::vector<RunObservation>& runs, const std::opti
   RunFit fit;
   fit.base = base ? "calibration " + base->fingerprint.id() : "defaults";
   fit.runs = used;
+  fit.unknowns = static_cast<int>(keys.size() + std::count(per_step.begin(), per_step.end(), true));
   for (const auto& [key, u] : index) fit.factors.push_back({key, theta[u], key_runs[u], delta[u]});
   std::vector<double> residuals;
   for (const Equation& e : eqs) {
@@ -219,6 +226,44 @@ Result<RunFit> fit_runs(const std::vector<RunObservation>& runs, const std::opti
   }
   fit.worst_residual = *std::max_element(residuals.begin(), residuals.end());
   fit.median_residual = median(residuals);
+  return fit;
+}
+
+Result<RunFit> fit_runs_out_of_sample(const std::vector<RunObservation>& runs, const std::optional<Calibration>& base) {
+  auto all = fit_runs(runs, base);
+  if (!all) return all.error();
+  const std::string counted = std::to_string(all->runs) + (all->runs == 1 ? " run" : " runs");
+  const std::string needed = "a fit of " + std::to_string(all->unknowns) + " unknowns needs " +
+                             std::to_string(all->unknowns + 1) +
+                             " runs or more: fewer leave it no run to be judged on that it did not learn from";
+  if (all->runs <= all->unknowns) return Error{"runs", counted, needed};
+  std::optional<Calibration> raw = base;
+  if (raw) raw->step_factors.clear();
+  std::vector<double> errors;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunObservation& held = runs[i];
+    const double measured = held.measured.step_s();
+    if (!held.query || !(measured > 0) || !std::isfinite(measured)) continue;
+    std::vector<RunObservation> others;
+    others.reserve(runs.size() - 1);
+    for (size_t k = 0; k < runs.size(); ++k)
+      if (k != i) others.push_back(runs[k]);
+    auto rest = fit_runs(others, base);
+    if (!rest || rest->runs < rest->unknowns) continue;  // the others alone cannot be fitted
+    TimeQuery q = *held.query;
+    q.calibration = raw;
+    q.fit = std::make_shared<const RunFit>(std::move(*rest));
+    const double predicted = estimate_time(q).step_s;
+    errors.push_back(std::abs(predicted - measured) / measured);
+  }
+  if (errors.empty()) return Error{"runs", counted, needed};
+  RunFit fit = std::move(*all);
+  fit.in_sample_worst_residual = fit.worst_residual;
+  fit.in_sample_median_residual = fit.median_residual;
+  fit.worst_residual = *std::max_element(errors.begin(), errors.end());
+  fit.median_residual = median(errors);
+  fit.judged_runs = static_cast<int>(errors.size());
+  fit.out_of_sample = true;
   return fit;
 }
 

@@ -81,6 +81,13 @@ struct RunFit {
   std::vector<FitFactor> factors;  // sorted by key
   double worst_residual = 0;   // max |fitted - measured| / measured over the equations
   double median_residual = 0;
+  int unknowns = 0;            // factors and per-step seconds solved for
+  // Judged out of sample (fit_runs_out_of_sample): worst_residual and median_residual are then
+  // the step errors of each run predicted by the fit of the OTHER runs (leave-one-out), and the
+  // residuals on the runs it learnt from are kept here.
+  bool out_of_sample = false;
+  int judged_runs = 0;  // runs predicted by the fit of the others
+  double in_sample_worst_residual = 0, in_sample_median_residual = 0;
 
   // The correction for `key` (core/fit_key.h, lookup_factor with any link): that key's; else
   // the medians over keys of the same term on the same link, then on any link; unset when no
@@ -93,6 +100,13 @@ nlohmann::json to_json(const RunFit& fit);
 // calibration, no fit) against what it measured. Observations with no positive measurement are
 // skipped. An Error when nothing is left to fit.
 Result<RunFit> fit_runs(const std::vector<RunObservation>& runs, const std::optional<Calibration>& base);
+
+// The fit a planner may use: fit_runs() of all the runs, judged on runs it did not learn from.
+// An Error, in words a planner shows beside its fallback (the calibration or the defaults),
+// when there are fewer runs than the fit has unknowns plus one (so that each run can be left out
+// and predicted by a fit of the others) or no run could be predicted that way. On success
+// median_residual and worst_residual are the leave-one-out step errors (RunFit::out_of_sample).
+Result<RunFit> fit_runs_out_of_sample(const std::vector<RunObservation>& runs, const std::optional<Calibration>& base);
 
 // Predicted against measured for one run, term by term (the run page and Compare show this).
 struct PredictionCheck {

@@ -258,6 +258,7 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     const double hidden = std::min({out.comm[a].seconds, frac * out.compute_s, budget});
     budget -= hidden;
     out.hidden_comm_s += hidden;
+    out.comm[a].hidden_s = hidden;
   }
   // After the overlap (which treats FSDP traffic as FSDP, whichever axes it crosses): the FSDP
   // group is dp_shard x cp, so charge its time to both axes as meshtrain's metrics do
@@ -269,6 +270,8 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     AxisComm& to = out.comm[Axis::cp];
     const double share = dc / (ds + dc);
     to.seconds += share * from.seconds;
+    to.hidden_s += share * from.hidden_s;
+    from.hidden_s -= share * from.hidden_s;
     to.bytes += share * from.bytes;
     to.crosses_nodes = to.crosses_nodes || from.crosses_nodes;
     from.seconds -= share * from.seconds;

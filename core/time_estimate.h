@@ -97,6 +97,7 @@ struct EstimateOptions {
 
 struct AxisComm {
   double seconds = 0;
+  double hidden_s = 0;        // of `seconds`, hidden behind compute (HardwareModel::overlap)
   double bytes = 0;           // bytes one rank sends per step on this axis
   bool crosses_nodes = false;  // the group spans nodes: inter-node bandwidth applies
   int collectives = 0;        // collectives (or ring steps for cp) per step
@@ -136,6 +137,10 @@ struct TimeEstimate {
   std::array<FitKey, kFitTermCount> term_key{};
 
   const AxisComm& axis(Axis a) const { return comm[a]; }
+  // The share of the step the axis's collectives hold up (0..1): its seconds less what hides
+  // behind compute, over the step. The axes' shares sum to (comm_s - hidden_comm_s) / step_s,
+  // `meshwork plan`'s comm column.
+  double exposed_share(Axis a) const { return step_s > 0 ? (comm[a].seconds - comm[a].hidden_s) / step_s : 0; }
   // The axis communicates at all in this step (its collectives are counted).
   bool communicates(Axis a) const { return comm[a].collectives > 0 || comm[a].seconds > 0; }
 };

@@ -27,6 +27,11 @@ class SshTarget final : public LaunchTarget {
                                   "a Slurm partition's run is submitted through its login node "
                                   "(meshwork launch --slurm, or \"Launch on Slurm\" in the workbench)"});
     }
+    if (const DescribedClusterSource* d = described_source(req.config.source)) {
+      return launch_invalid(Error{"cluster.source", "described (" + std::to_string(d->nodes) + " x " + std::to_string(d->gpus_per_node) + " " + d->gpu + ")",
+                                  "SSH nodes or a Slurm partition: a cluster described by hardware is for planning, "
+                                  "it has no nodes to launch on"});
+    }
     std::vector<NodeConfig> node_configs = req.config.nodes;
     if (node_configs.empty()) {
       node_configs.push_back(NodeConfig{"local", static_cast<int>(req.config.mesh.world_size()), {}});

@@ -22,6 +22,15 @@ QVariant ClusterModel::data(const QModelIndex& index, int role) const {
   }
 }
 
+QString oversubscription_text(const ClusterSummary& s) {
+  if (s.oversubscribed_ranks <= s.oversubscribed_cores || s.oversubscribed_cores <= 0) return {};
+  return QObject::tr("%1 ranks on %2 cores of %3: oversubscribed, the ranks take turns on the cores, so the "
+                     "estimates (a core per rank) are too fast; set at most %2 ranks on it")
+      .arg(s.oversubscribed_ranks)
+      .arg(s.oversubscribed_cores)
+      .arg(s.oversubscribed_node);
+}
+
 int ClusterModel::find(const QString& host) const { return row_of_host_.value(host, -1); }
 
 void ClusterModel::reindex() {
@@ -77,7 +86,8 @@ void ClusterModel::update_node(int row, const NodeInfo& node) {
   // Only a change of devices or slots changes the plan; progress ticks do not.
   const bool shape_changed = old.slots != node.slots || old.gpus.size() != node.gpus.size() ||
                              old.memory_bytes != node.memory_bytes ||
-                             old.fast_links != node.fast_links || old.cpu_cores != node.cpu_cores;
+                             old.fast_links != node.fast_links || old.cpu_cores != node.cpu_cores ||
+                             old.counted() != node.counted();  // a node that stops answering leaves the plan
   const bool renamed = old.host != node.host;
   old = node;
   if (renamed) reindex();
@@ -128,14 +138,41 @@ void ClusterModel::show_nodes(const std::vector<NodeConfig>& configs, const Clus
   from_node_configs(configs);  // one reset of every row
 }
 
+void ClusterModel::show_described(const DescribedClusterSource& cluster, const QString& gpu_name) {
+  source_ = cluster;
+  clear();
+  std::vector<NodeInfo> rows;
+  rows.reserve(static_cast<size_t>(cluster.nodes));
+  for (int i = 0; i < cluster.nodes; ++i) {
+    NodeInfo n;
+    n.host = QString::fromStdString(described_node_name(cluster, i));
+    n.hostname = n.host;
+    n.state = NodeInfo::State::online;
+    n.slots = cluster.gpus_per_node;
+    for (int g = 0; g < cluster.gpus_per_node; ++g) n.gpus.push_back(GpuInfo{gpu_name, cluster.gpu_memory_bytes});
+    n.links = QStringLiteral("%1 GB/s per GPU within the node, %2 GB/s between nodes (described)")
+                  .arg(cluster.intra_node_bytes_per_s / 1e9, 0, 'f', 0)
+                  .arg(cluster.inter_node_bytes_per_s / 1e9, 0, 'f', 0);
+    rows.push_back(std::move(n));
+  }
+  add_nodes(rows);
+}
+
 ClusterSummary ClusterModel::summary() const {
   ClusterSummary s;
-  s.num_nodes = rowCount();
-  if (nodes_.empty()) return s;
-  s.ranks_per_node = std::max(1, nodes_.front().slots);
-  // Nodes not probed yet (or unreachable) say nothing about devices; the probed ones decide.
-  bool any_known = false, gpus = true;
+  std::vector<const NodeInfo*> counted;
+  counted.reserve(nodes_.size());
   for (const NodeInfo& n : nodes_) {
+    if (n.counted()) counted.push_back(&n);
+    else s.unreachable << n.host;
+  }
+  s.num_nodes = static_cast<int>(counted.size());
+  if (counted.empty()) return s;
+  s.ranks_per_node = std::max(1, counted.front()->slots);
+  // Nodes not probed yet say nothing about devices; the probed ones decide.
+  bool any_known = false, gpus = true;
+  for (const NodeInfo* p : counted) {
+    const NodeInfo& n = *p;
     if (!n.has_gpus() && n.cpu_cores == 0) continue;
     any_known = true;
     gpus = gpus && n.has_gpus();
@@ -143,7 +180,15 @@ ClusterSummary ClusterModel::summary() const {
   gpus = gpus && any_known;
   s.device = gpus ? DeviceKind::cuda : DeviceKind::cpu;
   double min_mem = 0;
-  for (const NodeInfo& n : nodes_) {
+  for (const NodeInfo* p : counted) {
+    const NodeInfo& n = *p;
+    if (!n.has_gpus() && n.cpu_cores > 0 && n.slots > n.cpu_cores &&
+        (s.oversubscribed_cores == 0 ||
+         double(n.slots) / n.cpu_cores > double(s.oversubscribed_ranks) / s.oversubscribed_cores)) {
+      s.oversubscribed_ranks = n.slots;
+      s.oversubscribed_cores = n.cpu_cores;
+      s.oversubscribed_node = n.is_local() ? QStringLiteral("this machine") : n.host;
+    }
     s.world_size += std::max(1, n.slots);
     if (n.slots != s.ranks_per_node) s.uniform = false;
     s.fast_links.push_back(n.fast_links);
@@ -186,6 +231,15 @@ std::vector<NodeConfig> ClusterModel::to_node_configs() const {
     c.extra["ib_ports"] = ib;
     out.push_back(std::move(c));
   }
+  return out;
+}
+
+std::vector<NodeConfig> ClusterModel::counted_node_configs() const {
+  std::vector<NodeConfig> all = to_node_configs();
+  std::vector<NodeConfig> out;
+  out.reserve(all.size());
+  for (size_t i = 0; i < all.size(); ++i)
+    if (nodes_[i].counted()) out.push_back(std::move(all[i]));
   return out;
 }
 

@@ -35,12 +35,15 @@ struct NodeInfo {
   QStringList ib_ports;  // "mlx5_0 port 1: 400 Gb/s, Active"
   int slots = 1;         // ranks this node runs
   bool is_local() const { return host == QLatin1String("local"); }
+  // Counted in the plan: every node but one that did not answer (its probe failed, or its host
+  // key was not trusted). A node not probed yet counts with what is known of it.
+  bool counted() const { return state != State::failed && state != State::awaiting_key; }
   bool has_gpus() const { return !gpus.empty(); }
 };
 
 // What the plan needs to know about the cluster as a whole.
 struct ClusterSummary {
-  int num_nodes = 0;
+  int num_nodes = 0;           // counted nodes only (NodeInfo::counted)
   int world_size = 0;          // sum of slots
   int ranks_per_node = 1;      // slots of the first node (placement is uniform, as torchrun's)
   bool uniform = true;         // all nodes have the same slots
@@ -48,7 +51,16 @@ struct ClusterSummary {
   QString device_name;         // "NVIDIA H100 80GB HBM3" or "CPU"
   double device_memory_bytes = 0;  // per rank: smallest GPU, or node memory / slots on CPU
   std::vector<bool> fast_links;    // per node
+  QStringList unreachable;         // nodes left out: they did not answer (NodeInfo::counted)
+  // CPU ranks beyond a node's cores: the most oversubscribed counted CPU node (ranks > cores),
+  // its ranks and cores; 0 when none is.
+  int oversubscribed_ranks = 0;
+  int oversubscribed_cores = 0;
+  QString oversubscribed_node;
 };
+
+// "4 ranks on local's 2 cores: oversubscribed (…)" or "" when no node is.
+QString oversubscription_text(const ClusterSummary& s);
 
 class ClusterModel : public QAbstractListModel {
   Q_OBJECT
@@ -78,6 +90,10 @@ class ClusterModel : public QAbstractListModel {
   // job node, from the Slurm section). Views and the launcher ask this, not the rows' names.
   const ClusterSource& source() const { return source_; }
   bool is_slurm() const { return meshwork::is_slurm(source_); }
+  bool is_described() const { return meshwork::is_described(source_); }
+  // A cluster described by hardware: one row per node, each with its GPUs, online (nothing is
+  // probed), replacing every row.
+  void show_described(const DescribedClusterSource& cluster, const QString& gpu_name);
   // The partition's job nodes as rows (one insertion), replacing every row.
   void show_slurm_partition(const SlurmPartitionSource& partition, int cpus_per_node, double memory_bytes_per_node);
   // Saved rows (a run config's nodes) and where they come from, replacing every row.
@@ -87,6 +103,8 @@ class ClusterModel : public QAbstractListModel {
   // The nodes as the run config stores them (host, slots, and what the probe found in "extra"),
   // and back: loading a config restores cards without probing again.
   std::vector<NodeConfig> to_node_configs() const;
+  // The counted nodes only (NodeInfo::counted), as the plan places its ranks on them.
+  std::vector<NodeConfig> counted_node_configs() const;
   void from_node_configs(const std::vector<NodeConfig>& configs);
 
  Q_SIGNALS:

@@ -270,10 +270,22 @@ void ClusterPanel::update_summary() {
   const ClusterSummary s = model_->summary();
   int gpu_nodes = 0, cpu_nodes = 0;
   for (const NodeInfo& n : model_->nodes()) {
+    if (!n.counted()) continue;
     if (n.has_gpus()) ++gpu_nodes;
     else if (n.cpu_cores > 0) ++cpu_nodes;
   }
   QString text = tr("%1 node(s) · %2 ranks").arg(s.num_nodes).arg(s.world_size);
+  if (const DescribedClusterSource* d = described_source(model_->source()))
+    text = tr("Described cluster%1: %2 node(s) × %3 GPUs = %4 ranks (nothing reached; plan and export only)")
+               .arg(d->name.empty() ? QString() : QStringLiteral(" \u201c%1\u201d").arg(QString::fromStdString(d->name)))
+               .arg(d->nodes)
+               .arg(d->gpus_per_node)
+               .arg(s.world_size);
+  if (!s.unreachable.isEmpty()) {
+    QStringList shown = s.unreachable.mid(0, 4);
+    if (s.unreachable.size() > 4) shown << tr("%n more", nullptr, int(s.unreachable.size() - 4));
+    text += tr(" · %n unreachable node(s) not counted: %1", nullptr, int(s.unreachable.size())).arg(shown.join(", "));
+  }
   if (gpu_nodes > 0 && cpu_nodes > 0)
     text += tr(" · mixed: %1 GPU and %2 CPU-only node(s), so ranks are planned as CPU ranks; "
                "remove the CPU-only nodes to plan for the GPUs").arg(gpu_nodes).arg(cpu_nodes);
@@ -283,6 +295,7 @@ void ClusterPanel::update_summary() {
     text += tr(" · GPU memory of partition %1 not known (sinfo does not report it): the memory estimate is "
                "not checked against it until it is declared in the Slurm section")
                 .arg(slurm->partition.empty() ? tr("(default)") : QString::fromStdString(slurm->partition));
+  if (const QString over = oversubscription_text(s); !over.isEmpty()) text += QStringLiteral(" · ⚠ ") + over;
   summary_->setText(text);
   update_calibration_row();  // which nodes are online changes what Calibrate would measure
 }
@@ -325,6 +338,10 @@ std::vector<NodeConfig> ClusterPanel::calibration_nodes(QString* refusal, bool f
   std::vector<NodeConfig> out;
   // The row is updated once per event-loop turn while probes run: host and ranks are all it
   // needs (the probe's facts in NodeConfig::extra only when a launch is built).
+  if (model_->is_described()) {
+    *refusal = tr("A described cluster has no nodes to measure: calibrate a real one");
+    return {};
+  }
   if (model_->is_slurm()) {
     *refusal = tr("Calibrate measures SSH nodes or this machine: for a Slurm partition run "
                   "`meshwork calibrate --slurm`, or turn \"Launch on Slurm\" off");

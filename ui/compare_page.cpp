@@ -29,6 +29,7 @@
 #include "ui/metric_chart.h"
 #include "ui/runs_model.h"
 #include "ui/store_worker.h"
+#include "ui/core_bridge.h"
 #include "ui/theme.h"
 
 namespace meshwork::ui {
@@ -436,7 +437,19 @@ void ComparePage::fill_prediction() {
       cell(r, 6 + 2 * i, format_ms(c.predicted_comm_s[a]));
       cell(r, 7 + 2 * i, format_ms(c.measured_comm_s[a]));
     }
-    cell(r, columns - 1, QString::fromStdString(p.basis()))->setForeground(muted_text_color());
+    if (!p.calibrated && p.fitted_runs == 0) {
+      // Core's hardware defaults, not measured on these nodes: the error says how far they are
+      // from this cluster, not how good a calibrated prediction would be.
+      const QString why = tr("Uncalibrated estimate: core's hardware defaults, not measured on these nodes (they can miss "
+                             "by a factor of several). %1 measures the cluster.")
+                              .arg(QString::fromUtf8(kCalibrateAction));
+      QTableWidgetItem* basis = cell(r, columns - 1, tr("uncalibrated estimate · %1").arg(QString::fromUtf8(kCalibrateAction)));
+      basis->setForeground(warning_color());
+      basis->setToolTip(why);
+      prediction_->item(r, 3)->setToolTip(why);
+    } else {
+      cell(r, columns - 1, QString::fromStdString(p.basis()))->setForeground(muted_text_color());
+    }
   }
   prediction_->resizeColumnsToContents();
 }

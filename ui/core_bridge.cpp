@@ -33,7 +33,8 @@ bool all_links_fast(const ClusterFacts& cluster) {
 // fit when it has them: how core estimates this cluster's shapes.
 EstimateOptions estimate_options(const ClusterFacts& cluster) {
   EstimateOptions o;
-  o.hardware = HardwareModel::for_device(cluster.device, all_links_fast(cluster));
+  o.hardware = cluster.hardware && cluster.device == DeviceKind::cuda ? *cluster.hardware
+                                                                       : HardwareModel::for_device(cluster.device, all_links_fast(cluster));
   if (cluster.calibration) o.calibration = *cluster.calibration;
   o.fit = cluster.fit;  // made on the same base (RunFitModel::fit_for)
   return o;
@@ -121,7 +122,7 @@ Basis basis_of(const PlanRow& r) {
 std::string runs_text(int n) { return std::to_string(n) + (n == 1 ? " run" : " runs"); }
 
 std::string basis_tag(const Basis& b) {
-  std::string cal = "defaults";
+  std::string cal = "uncalibrated estimate";
   if (b.calibration) {
     bool all = b.compute_calibrated, any = b.compute_calibrated;
     for (Axis a : kAxes) {
@@ -129,19 +130,28 @@ std::string basis_tag(const Basis& b) {
       all = all && b.comm_calibrated[a];
       any = any || b.comm_calibrated[a];
     }
-    cal = all ? "calibrated" : (any ? "partly calibrated" : "defaults");
+    cal = all ? "calibrated" : (any ? "partly calibrated" : "uncalibrated estimate");
   }
   if (!b.fitted()) return cal;
   const std::string fit = "fitted to " + runs_text(b.fit_runs);
-  return cal == "defaults" ? fit : cal + " + " + fit;
+  return cal == "uncalibrated estimate" ? fit : cal + " + " + fit;
 }
 
-// core's TimeEstimate::step_band in words ("" when unknown).
-std::string band_sentence(double band) {
-  if (!(band > 0)) return "";
+// core's TimeEstimate::step_band in words; without one, that the defaults are unmeasured.
+std::string band_sentence(double band, bool measured) {
+  if (!(band > 0) && measured) return "";
+  if (!(band > 0))
+    return std::string(" Uncertainty: not measured on this cluster; core's hardware defaults can miss a step by a factor "
+                       "of several. ") + kCalibrateAction + " measures it.";
   return " No prediction is closer than ± " + std::to_string(static_cast<int>(100 * band + 0.5)) +
          " %: the cluster's own step times moved that much while it calibrated (or the fit missed its runs by that);"
          " a shape unlike the calibration's splits can miss by more.";
+}
+
+// Why the stored runs were not fitted, when that is why the estimate is not fitted.
+std::string fit_refusal_sentence(const std::string& refusal, bool fitted) {
+  if (fitted || refusal.empty()) return "";
+  return " Not fitted to the stored runs of these nodes: " + refusal + ".";
 }
 
 std::string join_words(const std::vector<std::string>& v) {
@@ -158,8 +168,8 @@ std::string time_basis(const PlanRow& r) { return basis_tag(basis_of(r)); }
 std::string time_basis_detail(const MemoryEstimate& m) {
   std::string text;
   if (m.calibration_id.empty()) {
-    text = "No stored calibration of these nodes: the step time uses core's hardware defaults "
-           "(peak FLOP/s x efficiency, link latency and bandwidth). Cluster > Calibrate measures them.";
+    text = "Uncalibrated estimate: no stored calibration of these nodes, so the step time uses core's hardware "
+           "defaults (peak FLOP/s x efficiency, link latency and bandwidth).";
   } else {
     std::vector<std::string> measured, defaults;
     (m.time.compute_calibrated ? measured : defaults).push_back("compute");
@@ -170,8 +180,9 @@ std::string time_basis_detail(const MemoryEstimate& m) {
     if (!measured.empty()) text += " From it: " + join_words(measured) + ".";
     if (!defaults.empty()) text += " From core's defaults (not measured for this shape): " + join_words(defaults) + ".";
   }
-  text += band_sentence(m.time.step_band);
   const Basis b = basis_of(m);
+  text += band_sentence(m.time.step_band, b.calibration || b.fitted());
+  text += fit_refusal_sentence(m.fit_refusal, b.fitted());
   if (!b.fitted()) return text;
   std::vector<std::string> fitted, unfitted;
   (m.time.compute_fitted ? fitted : unfitted).push_back("compute");
@@ -180,8 +191,9 @@ std::string time_basis_detail(const MemoryEstimate& m) {
   }
   auto percent = [](double f) { return std::to_string(static_cast<int>(f * 100 + 0.5)) + " %"; };
   text += " Fitted to the " + runs_text(m.fit_runs) + " of these nodes in the store (the formulas scaled to what " +
-          "they measured; median error " + percent(m.fit_median_residual) + ", worst " +
-          percent(m.fit_worst_residual) + "): corrected " + join_words(fitted) + ".";
+          "they measured; judged on runs it did not learn from, each predicted by the fit of the others: median error " +
+          percent(m.fit_median_residual) + ", worst " + percent(m.fit_worst_residual) + "): corrected " +
+          join_words(fitted) + ".";
   if (!unfitted.empty()) text += " Not in those runs (not corrected): " + join_words(unfitted) + ".";
   return text;
 }
@@ -197,7 +209,13 @@ std::string time_basis_detail(const PlanRow& r) {
     text += "; " + std::string(axis_name(a)) + ": " + (t.comm_calibrated[a] ? "calibration" : "defaults") +
             (fitted && t.comm_fitted[a] ? fit : "");
   }
-  return text + "." + band_sentence(t.step_band);
+  return text + "." + band_sentence(t.step_band, basis_of(r).calibration || fitted) +
+         fit_refusal_sentence(r.fit_refusal, fitted);
+}
+
+std::string uncertainty_text(const TimeEstimate& t) {
+  if (t.step_band > 0) return "± " + std::to_string(static_cast<int>(100 * t.step_band + 0.5)) + " %";
+  return "uncertainty unknown (uncalibrated)";
 }
 
 // The placement core checks against. The intra-node link is core's hardware model of the
@@ -227,6 +245,9 @@ std::vector<Diagnostic> validate(const RunConfig& config, const ClusterFacts& cl
   out.insert(out.end(), checked.report.diagnostics.begin(), checked.report.diagnostics.end());
   if (checked.ok() && !checked.layout->accelerate_refusal().empty())
     out.push_back({Severity::warning, "mesh", checked.layout->shape().compact(), checked.layout->accelerate_refusal()});
+  if (!cluster.oversubscription.empty())
+    out.push_back({Severity::warning, "cluster", std::to_string(cluster.ranks_per_node) + " ranks per node",
+                   cluster.oversubscription});
   return out;
 }
 
@@ -253,6 +274,7 @@ Result<MemoryEstimate> estimate_memory(const RunConfig& config, const ClusterFac
     out.fit_median_residual = cluster.fit->median_residual;
     out.fit_worst_residual = cluster.fit->worst_residual;
   }
+  out.fit_refusal = cluster.fit_refusal;
   const meshwork::MemoryBreakdown& m = out.memory;
   const double total = double(m.total());
   out.capacity_bytes = cluster.device_memory_bytes;
@@ -297,6 +319,8 @@ Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterF
     bool fitted = e.time.compute_fitted;
     for (Axis a : kAxes) fitted = fitted || e.time.comm_fitted[a];
     if (cluster.fit && fitted) r.fit_runs = cluster.fit->runs;
+    r.fit_refusal = cluster.fit_refusal;
+    if (!cluster.oversubscription.empty()) r.note = "cluster: " + cluster.oversubscription;
     for (const Diagnostic& w : e.warnings) r.note += (r.note.empty() ? "" : "\n") + w.text();
     if (!e.accelerate_refusal.empty()) r.note += (r.note.empty() ? "" : "\n") + e.accelerate_refusal;
     r.entry = std::move(e);

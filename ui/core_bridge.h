@@ -6,6 +6,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,22 @@ struct ClusterFacts {
   // `calibration` (RunFitModel, on the store worker): each term of the step is multiplied by its
   // factor (TimeQuery::fit, EstimateOptions::fit). Null: not fitted (no runs of these nodes).
   std::shared_ptr<const RunFit> fit;
+  // Why the stored runs of these nodes were not fitted, in core's words ("" when fitted or when
+  // there are none): the planner says so beside its fallback.
+  std::string fit_refusal;
+  // A cluster described by hardware (core/gpu_kinds.h): its peaks and links in place of core's
+  // defaults for the device. Unset: the defaults (HardwareModel::for_device).
+  std::optional<HardwareModel> hardware;
+  // CPU ranks beyond a node's cores ("" when none): named in the editor and the planner.
+  std::string oversubscription;
 };
+
+// The uncertainty an estimate states: the band of a calibration or of a fit judged out of sample
+// when there is one; without either, core's hardware defaults, which are not measured on this
+// cluster and can miss a step by a factor of several (docs/estimator.md, "Hardware defaults").
+std::string uncertainty_text(const meshwork::TimeEstimate& t);
+// The one action that calibrates, as the labels name it.
+inline constexpr const char* kCalibrateAction = "Cluster › Calibrate";
 
 // The cluster's nodes as a calibration's fingerprint names them (ClusterFingerprint: device
 // kind, per node the host as the launcher reaches it and the ranks it runs): "local" is this
@@ -82,7 +98,8 @@ struct MemoryEstimate {
   // (time.compute_fitted, time.comm_fitted): the runs it learnt from (0 = no fit used) and how
   // well it agreed with them.
   int fit_runs = 0;
-  double fit_median_residual = 0, fit_worst_residual = 0;
+  double fit_median_residual = 0, fit_worst_residual = 0;  // judged on runs the fit did not learn from
+  std::string fit_refusal;  // ClusterFacts::fit_refusal
 };
 
 // "calibrated" (compute and every communicating axis from the calibration), "partly calibrated"
@@ -99,13 +116,14 @@ std::string time_basis_detail(const MemoryEstimate& m);
 struct PlanRow {
   meshwork::PlanEntry entry;
   int fit_runs = 0;   // runs the fit (ClusterFacts::fit) learnt from when it corrected a term; 0 = no fit used
+  std::string fit_refusal;  // ClusterFacts::fit_refusal: why the stored runs were not fitted
   std::string note;   // core's warnings and Accelerate's refusal, one per line (the row's tooltip)
 };
 
-// The share of the step the axis's collectives take (0..1; 0 when the step time is unknown).
-inline double comm_share(const meshwork::TimeEstimate& t, Axis a) {
-  return t.step_s > 0 ? t.comm[a].seconds / t.step_s : 0;
-}
+// The share of the step the axis's collectives hold up (0..1; 0 when the step time is unknown):
+// core's exposed share, what hides behind compute left out, so the axes sum to `meshwork plan`'s
+// comm column.
+inline double comm_share(const meshwork::TimeEstimate& t, Axis a) { return t.exposed_share(a); }
 
 // The same tag for a planner row ("calibrated + fitted to 4 runs", "defaults", ...), and per term
 // where its number came from ("compute: calibration × fit of 4 runs; dp_shard: defaults").

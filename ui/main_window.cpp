@@ -34,6 +34,8 @@
 #include "ui/trials_panel.h"
 #include "ui/calibration_model.h"
 #include "ui/runtime_panel.h"
+#include "core/gpu_kinds.h"
+#include "ui/described_cluster_panel.h"
 #include "ui/slurm_panel.h"
 #include "ui/inspector.h"
 #include "ui/mesh_editor.h"
@@ -73,6 +75,7 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
   cluster_panel_->setParent(cluster_page);
   cluster_layout->addWidget(cluster_panel_, 1);
   cluster_layout->addWidget(slurm_panel_);
+  cluster_layout->addWidget(new DescribedClusterPanel(cluster_, cluster_page));  // a cluster described by hardware
   // What the nodes run meshtrain with: this machine's LibTorch, a runtime bundle, the node's torch.
   runtime_panel_ = new RuntimePanel(cluster_page);
   cluster_layout->addWidget(runtime_panel_);
@@ -417,20 +420,31 @@ void MainWindow::sync_cluster_to_plan() {
   f.device_name = s.device_name.toStdString();
   f.device_memory_bytes = s.device_memory_bytes;
   f.fast_links = s.fast_links;
-  if (CalibrationModel* c = cluster_panel_->calibrations()) {
-    const std::vector<NodeConfig> nodes = cluster_->to_node_configs();
+  f.oversubscription = oversubscription_text(s).toStdString();
+  const std::vector<NodeConfig> nodes = cluster_->counted_node_configs();  // the nodes that answered
+  if (const DescribedClusterSource* d = described_source(cluster_->source())) {
+    f.hardware = hardware_for(*d);  // nothing measured: its own figures
+  } else if (CalibrationModel* c = cluster_panel_->calibrations()) {
     f.calibration = c->for_cluster(f.device, nodes);
     c->run_fits()->set_cluster(f.device, nodes, f.calibration);  // refits when these differ
     f.fit = c->run_fits()->fit_for(f.device, nodes, f.calibration);
+    f.fit_refusal = c->run_fits()->refusal_for(f.device, nodes, f.calibration);
   }
-  plan_->set_cluster(f, cluster_->to_node_configs());
-  summary_label_->setText(tr("%1 node(s) · %2 ranks").arg(s.num_nodes).arg(s.world_size));
+  plan_->set_cluster(f, nodes);
+  summary_label_->setText(tr("%1 node(s) · %2 ranks").arg(s.num_nodes).arg(s.world_size) +
+                          (s.unreachable.isEmpty() ? QString() : tr(" · %n unreachable", nullptr, int(s.unreachable.size()))));
 }
 
 void MainWindow::update_launch_state() {
   if (launcher_->launching()) {
     launch_action()->setEnabled(false);
     launch_action()->setToolTip(tr("Launching…"));
+    return;
+  }
+  if (cluster_->is_described()) {
+    launch_action()->setEnabled(false);
+    launch_action()->setToolTip(tr("A described cluster has no nodes to launch on: plan and export, or go back to "
+                                   "the SSH nodes (Cluster mode)"));
     return;
   }
   const bool errors = plan_->has_errors();
@@ -522,7 +536,7 @@ Result<interop::ExportRequest> MainWindow::ecosystem_export_request() const {
   r.num_machines = plan_->cluster().num_nodes;
   r.processes_per_machine = plan_->cluster().ranks_per_node;
   const std::vector<NodeConfig> nodes = cluster_->to_node_configs();
-  if (!nodes.empty() && nodes.front().host != "local") r.main_address = nodes.front().host;
+  if (!nodes.empty() && nodes.front().host != "local" && !cluster_->is_described()) r.main_address = nodes.front().host;
   return r;
 }
 

@@ -27,8 +27,10 @@ namespace meshwork::ui {
 namespace {
 QStringList node_names(const ClusterModel& m) {
   QStringList out;
-  for (const NodeInfo& n : m.nodes())
+  for (const NodeInfo& n : m.nodes()) {
+    if (!n.counted()) continue;  // the plan places ranks on the nodes that answered only
     out << (n.is_local() ? QStringLiteral("local") : (n.hostname.isEmpty() ? n.host : n.hostname));
+  }
   return out;
 }
 }  // namespace

@@ -52,7 +52,8 @@ QVariant PlannerModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::ForegroundRole && !e.fits && col != Fits) return QBrush(muted_text_color());
   if (role == Qt::ForegroundRole && col == Basis) {
     const std::string b = time_basis(r);
-    return QBrush(b == "defaults" ? muted_text_color() : (b.rfind("partly", 0) == 0 ? warning_color() : ok_color()));
+    // Uncalibrated and partly calibrated in the warning colour: neither is measured in full.
+    return QBrush(b.rfind("uncalibrated", 0) == 0 || b.rfind("partly", 0) == 0 ? warning_color() : ok_color());
   }
   if (col >= CommFirst && col < Basis && role == ShareRole) return comm_share(t, kAxes[static_cast<size_t>(col - CommFirst)]);
   if (role == SortRole) {
@@ -95,9 +96,12 @@ QVariant PlannerModel::headerData(int section, Qt::Orientation o, int role) cons
     if (section == Shape) return tr("dp_replicate × dp_shard × cp × tp");
     if (section == Basis)
       return tr("Where the predicted numbers came from: the cluster's calibration, the time model fitted to "
-                "the stored runs of these nodes, or core's defaults (hover a row for each term)");
+                "the stored runs of these nodes (judged on runs it did not learn from), or core's uncalibrated "
+                "defaults, which %1 replaces (hover a row for each term and its uncertainty)")
+          .arg(QString::fromUtf8(kCalibrateAction));
     if (section >= CommFirst && section < Basis)
-      return tr("Share of the step spent in %1 collectives (core's estimate)")
+      return tr("Share of the step held up by %1 collectives (core's estimate; what overlaps compute is not "
+                "counted, so the columns add up to meshwork plan's comm)")
           .arg(axis_label(kAxes[static_cast<size_t>(section - CommFirst)]));
     if (section == Mfu) return tr("Model FLOPs utilisation predicted by core");
   }

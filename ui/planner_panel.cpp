@@ -128,6 +128,25 @@ void PlannerPanel::update_try() {
                          .arg(fits));
 }
 
+QString PlannerPanel::status_text() const { return status_->text(); }
+
+QString PlannerPanel::basis_notice() const {
+  QString text;
+  const ClusterFacts& c = state_->cluster();
+  bool uncalibrated = false;
+  for (const PlanRow& r : state_->plan())
+    uncalibrated = uncalibrated || time_basis(r).rfind("uncalibrated", 0) == 0;
+  if (uncalibrated)
+    text += tr("<br>⚠ Uncalibrated estimates (core's hardware defaults, not measured here; they can miss by a factor "
+               "of several): %1 measures this cluster.")
+                .arg(QString::fromUtf8(kCalibrateAction));
+  if (!c.fit_refusal.empty())
+    text += tr("<br>Not fitted to the stored runs: %1.").arg(QString::fromStdString(c.fit_refusal).toHtmlEscaped());
+  if (!c.oversubscription.empty())
+    text += tr("<br>⚠ %1.").arg(QString::fromStdString(c.oversubscription).toHtmlEscaped());
+  return text;
+}
+
 void PlannerPanel::refresh() {
   model_->set_rows(state_->plan());
   if (state_->mesh()) model_->set_current_shape(state_->mesh()->shape());
@@ -136,11 +155,13 @@ void PlannerPanel::refresh() {
   } else {
     int fits = 0;
     for (const PlanRow& r : state_->plan()) fits += r.entry.fits;
-    status_->setText(tr("%1 valid shapes for %2 ranks, %3 fit in memory · ranked by core's planner · "
-                        "click a row to apply it")
-                         .arg(state_->plan().size())
-                         .arg(state_->cluster().world_size)
-                         .arg(fits));
+    QString text = tr("%1 valid shapes for %2 ranks, %3 fit in memory · ranked by core's planner · "
+                      "click a row to apply it")
+                       .arg(state_->plan().size())
+                       .arg(state_->cluster().world_size)
+                       .arg(fits);
+    text += basis_notice();
+    status_->setText(text);
   }
   // Fixed widths sized for the formatted numbers, so all columns fit beside the inspector.
   static const int kWidths[] = {34, 112, 58, 88, 108, 56, 86, 48, 78, 56, 48, 48, 150};

@@ -35,6 +35,7 @@ class PlannerPanel : public QWidget {
   QPushButton* try_button() const { return try_; }
   // While trials run, "Try the top K" waits.
   void set_trials_running(bool running);
+  QString status_text() const;  // the line over the table (counts, basis, fit, oversubscription)
 
  Q_SIGNALS:
   void try_requested(int k, int steps);
@@ -42,6 +43,9 @@ class PlannerPanel : public QWidget {
  private:
   void refresh();
   void update_try();
+  // What the rows' numbers rest on when that needs saying: uncalibrated (and the action that
+  // calibrates), why the stored runs were not fitted, oversubscribed CPU nodes.
+  QString basis_notice() const;
 
   PlanState* state_;
   PlannerModel* model_;

@@ -15,6 +15,7 @@ struct Fitted {
   std::shared_ptr<const RunFit> fit;
   QStringList skipped;
   QString error;
+  std::string refusal;
 };
 }  // namespace
 
@@ -68,9 +69,10 @@ void RunFitModel::refresh() {
         }
         for (const std::string& why : set->skipped) out.skipped << QString::fromStdString(why);
         if (set->runs.empty()) return out;
-        auto fit = fit_runs(set->runs, calibration ? std::optional<Calibration>(*calibration) : std::nullopt);
+        // Judged on runs it did not learn from; too few runs for that: no fit, and the reason.
+        auto fit = fit_runs_out_of_sample(set->runs, calibration ? std::optional<Calibration>(*calibration) : std::nullopt);
         if (!fit) {
-          out.error = error_text(fit.error());
+          out.refusal = fit.error().message();
           return out;
         }
         fit->cluster = set->cluster;
@@ -81,13 +83,15 @@ void RunFitModel::refresh() {
         const bool again = job_.finish();
         ++loads_;
         const std::string json = r.fit ? to_json(*r.fit).dump() : std::string();
-        const bool different = r.node_set != fit_node_set_ || r.base != fit_base_ || json != fit_json_;
+        const bool different =
+            r.node_set != fit_node_set_ || r.base != fit_base_ || json != fit_json_ || r.refusal != refusal_;
         fit_node_set_ = r.node_set;
         fit_base_ = r.base;
         fit_ = std::move(r.fit);
         fit_json_ = json;
         skipped_ = std::move(r.skipped);
         error_ = std::move(r.error);
+        refusal_ = std::move(r.refusal);
         // Asked for other nodes or another base meanwhile: that fit is what the estimates want.
         const bool stale = r.node_set != node_set_ || r.base != base_;
         if (different) Q_EMIT changed();
@@ -102,6 +106,18 @@ std::shared_ptr<const RunFit> RunFitModel::fit_for(DeviceKind device, const std:
   if (fit_base_ != base_key(calibration.get())) return nullptr;
   if (fit_node_set_ != cluster_node_set(device, nodes).node_set_id()) return nullptr;
   return fit_;
+}
+
+}  // namespace meshwork::ui
+
+namespace meshwork::ui {
+
+std::string RunFitModel::refusal_for(DeviceKind device, const std::vector<NodeConfig>& nodes,
+                                     const std::shared_ptr<const Calibration>& calibration) const {
+  if (refusal_.empty() || nodes.empty()) return {};
+  if (fit_base_ != base_key(calibration.get())) return {};
+  if (fit_node_set_ != cluster_node_set(device, nodes).node_set_id()) return {};
+  return refusal_;
 }
 
 }  // namespace meshwork::ui

@@ -2,7 +2,7 @@
 // core/run_fit.h). For the cluster the workbench has (its node set: the hosts of its nodes,
 // "local" being this machine's hostname as runs record it, the ranks per node and the device)
 // the store's finished runs of that node set are read with store::load_observations() and fitted
-// with fit_runs() on the store worker (never on the GUI thread), on the same base the estimates
+// with fit_runs_out_of_sample() (judged on runs it did not learn from) on the store worker (never on the GUI thread), on the same base the estimates
 // use: the calibration chosen for the cluster (CalibrationModel::for_cluster), or core's defaults.
 // Refitted when the store's runs change (StoreWorker::runs_changed) or the cluster or its
 // calibration does (set_cluster). fit_for() hands the fit to the estimates and the planner only
@@ -41,6 +41,11 @@ class RunFitModel : public QObject {
   std::shared_ptr<const RunFit> fit_for(DeviceKind device, const std::vector<NodeConfig>& nodes,
                                         const std::shared_ptr<const Calibration>& calibration) const;
   std::shared_ptr<const RunFit> fit() const { return fit_; }  // the last completed fit (or null)
+  // Why these nodes' stored runs were not fitted (core's fit_runs_out_of_sample: too few runs to
+  // judge a fit on runs it did not learn from), when the last completed fit was for them; "".
+  std::string refusal_for(DeviceKind device, const std::vector<NodeConfig>& nodes,
+                          const std::shared_ptr<const Calibration>& calibration) const;
+  QString refusal() const { return QString::fromStdString(refusal_); }
   QString node_set_id() const { return QString::fromStdString(node_set_); }  // of the cluster asked for
   QStringList skipped() const { return skipped_; }  // "run 12: why" for runs of the cluster left out
   QString error() const { return error_; }          // why there is no fit ("" when fitted or no runs)
@@ -68,6 +73,7 @@ class RunFitModel : public QObject {
   std::string fit_json_;  // to tell a new fit from the same one again
   QStringList skipped_;
   QString error_;
+  std::string refusal_;
   int64_t loads_ = 0;
 };
 

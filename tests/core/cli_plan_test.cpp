@@ -292,3 +292,27 @@ TEST_F(CliPlanIntegration, CalibratedStepsCarryTheCalibrationsNoise) {
   EXPECT_NE(bad.err.find("step_noise.spread"), std::string::npos) << bad.err;
   fs::remove_all(dir);
 }
+
+// --gpu KIND: the kind's memory, peaks and links from core/gpu_kinds.h. An H100 80 GB plans as
+// --gpu-memory 80GiB does (the GPU defaults are an H100's); another kind changes the numbers.
+TEST_F(CliPlanIntegration, GpuKindGivesItsMemoryPeaksAndLinks) {
+  const std::string rest = "--model llama-3.1-8b --nodes 2 --gpus-per-node 8 --seq-len 8192 --micro-batch 1 --json";
+  CliRun by_size = plan(rest + " --gpu-memory 80GiB");
+  CliRun by_kind = plan(rest + " --gpu h100-80gb");
+  ASSERT_EQ(by_size.rc, 0) << by_size.err;
+  ASSERT_EQ(by_kind.rc, 0) << by_kind.err;
+  EXPECT_EQ(by_kind.out, by_size.out);
+  CliRun b200 = plan(rest + " --gpu b200");
+  ASSERT_EQ(b200.rc, 0) << b200.err;
+  const nlohmann::json h = nlohmann::json::parse(by_size.out), b = nlohmann::json::parse(b200.out);
+  EXPECT_GT(b["shapes"][0]["tokens_per_s"].get<double>(), 1.5 * h["shapes"][0]["tokens_per_s"].get<double>());
+  // --gpu-memory wins over the kind's memory.
+  CliRun small = plan(rest + " --gpu b200 --gpu-memory 8GiB");
+  EXPECT_EQ(small.rc, 3) << small.err;
+  CliRun bad = plan(rest + " --gpu toaster");
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_NE(bad.err.find("--gpu: toaster: one of h100-80gb, h200, b200"), std::string::npos) << bad.err;
+  CliRun cpu = plan(rest + " --gpu h200 --device cpu");
+  EXPECT_EQ(cpu.rc, 2);
+  EXPECT_NE(cpu.err.find("--gpu: h200: GPUs: not with --device cpu"), std::string::npos) << cpu.err;
+}

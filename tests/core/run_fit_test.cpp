@@ -419,3 +419,45 @@ TEST(RunFit, PerStepSecondsAreFittedAcrossNodesToo) {
   }
   EXPECT_NEAR(tq->factor, num / den, 1e-9);
 }
+
+// A fit a planner may use is judged on runs it did not learn from: none from fewer runs than
+// its unknowns plus one; with enough, each run is predicted by the fit of the others.
+TEST(RunFit, OutOfSampleNeedsMoreRunsThanUnknownsAndJudgesEachRunByTheOthers) {
+  const MeshShape s{1, 4, 1, 1};
+  auto one = fit_runs_out_of_sample({observed(s, 2, 1, 1, 1.5, 1)}, std::nullopt);
+  ASSERT_FALSE(one.ok());
+  EXPECT_EQ(one.error().message(),
+            "runs: 1 run: a fit of 2 unknowns needs 3 runs or more: fewer leave it no run to be judged on that it did "
+            "not learn from");
+  // In sample, the one run would be fitted exactly: the error a planner must not show.
+  auto in_sample = fit_runs({observed(s, 2, 1, 1, 1.5, 1)}, std::nullopt);
+  ASSERT_TRUE(in_sample.ok());
+  EXPECT_LT(in_sample->worst_residual, 1e-9);
+  EXPECT_EQ(in_sample->unknowns, 2);
+  EXPECT_FALSE(fit_runs_out_of_sample({observed(s, 2, 1, 1, 1.5, 1), observed(s, 2.2, 1, 1, 1.5, 1)}, std::nullopt).ok());
+
+  // Five runs measuring compute 2, 2.2, ... 2.8 x the formula (FSDP 1.5 x): each left out is
+  // predicted by the mean factor of the others.
+  std::vector<RunObservation> runs;
+  for (int i = 0; i < 5; ++i) runs.push_back(observed(s, 2 + 0.2 * i, 1, 1, 1.5, 1));
+  auto fit = fit_runs_out_of_sample(runs, std::nullopt);
+  ASSERT_TRUE(fit.ok()) << fit.error().message();
+  EXPECT_TRUE(fit->out_of_sample);
+  EXPECT_EQ(fit->unknowns, 2);
+  EXPECT_EQ(fit->judged_runs, 5);
+  auto all = fit_runs(runs, std::nullopt);
+  EXPECT_EQ(fit->in_sample_median_residual, all->median_residual);
+  EXPECT_GT(fit->median_residual, 0.01);
+  // Out of sample is worse than in sample: the held-out run pulled no factor towards itself.
+  EXPECT_GT(fit->worst_residual, all->worst_residual);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::vector<RunObservation> others = runs;
+    others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
+    auto rest = fit_runs(others, std::nullopt);
+    ASSERT_TRUE(rest.ok());
+    TimeQuery q = *runs[i].query;
+    q.fit = std::make_shared<const RunFit>(*rest);
+    const double error = std::abs(estimate_time(q).step_s - runs[i].measured.step_s()) / runs[i].measured.step_s();
+    EXPECT_LE(error, fit->worst_residual + 1e-12);
+  }
+}

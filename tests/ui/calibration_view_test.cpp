@@ -337,10 +337,10 @@ class CalibrationViewTest : public QObject {
     gpu.training.device = DeviceKind::cuda;
     gpu.training.global_batch = 16;
     w.plan()->set_config(gpu);
-    QTRY_COMPARE_WITH_TIMEOUT(panel->time_basis(), QStringLiteral("defaults"), 20000);
+    QTRY_COMPARE_WITH_TIMEOUT(panel->time_basis(), QStringLiteral("uncalibrated estimate"), 20000);
     QVERIFY(w.plan()->memory()->calibration_id.empty());
     QVERIFY(!w.plan()->memory()->time.compute_calibrated);
-    QVERIFY(panel->time_basis_detail().contains(QStringLiteral("No stored calibration")));
+    QVERIFY(panel->time_basis_detail().contains(QStringLiteral("no stored calibration")));
     QVERIFY(w.cluster_panel()->calibration_status().contains(QStringLiteral("Not calibrated")));
   }
 
@@ -358,7 +358,7 @@ class CalibrationViewTest : public QObject {
     ClusterPanel* panel = w.cluster_panel();
     QTRY_VERIFY(panel->calibrations()->loads() >= 1);
     QVERIFY(panel->calibration_status().contains(QStringLiteral("Not calibrated")));
-    QTRY_COMPARE(w.plan_page()->memory()->time_basis(), QStringLiteral("defaults"));
+    QTRY_COMPARE(w.plan_page()->memory()->time_basis(), QStringLiteral("uncalibrated estimate"));
     QPushButton* button = panel->calibrate_button();
     QVERIFY2(button->isEnabled(), qPrintable(button->toolTip()));
     QSignalSpy progress(panel->calibrator(), &CalibrateController::progress);

@@ -11,7 +11,12 @@
 //   - with a calibration of these nodes stored, the fit is made on the calibration's base and the
 //     tag says "calibrated + fitted to N runs"; a new finished run is learnt when the store says
 //     its runs changed;
-//   - runs of another host teach nothing about this machine: no fit, "defaults".
+//   - runs of another host teach nothing about this machine: no fit, "uncalibrated estimate";
+//   - with 1 and 2 stored runs (fewer than the fit's unknowns plus one) nothing is fitted: the
+//     planner shows the uncalibrated estimate with its stated uncertainty and why it is not
+//     fitted, never a fit's "0 %" judged on its own run; with 5 the fit is used and its error is
+//     each run predicted by the fit of the others;
+//   - more CPU ranks on a node than it has cores is named in the planner and the editor.
 #include <QTemporaryDir>
 #include <QTest>
 #include <cmath>
@@ -116,7 +121,7 @@ std::string local_node_set() {
 // A finished run of shape `m` on `host` (both ranks on node 0), its steps 1.. measuring the
 // formula's terms (defaults as the base) times the factors above; step 0, the warm-up, ten times
 // that (the fit leaves it out).
-store::RunId store_run(store::RunStore& s, const MeshShape& m, const std::string& host) {
+store::RunId store_run(store::RunStore& s, const MeshShape& m, const std::string& host, double scale = 1.0) {
   const nlohmann::json config = run_config_json(m);
   auto id = s.create_run("fit " + m.compact(), config, nlohmann::json::object());
   if (!id) qFatal("create_run: %s", id.error().message().c_str());
@@ -150,7 +155,7 @@ store::RunId store_run(store::RunStore& s, const MeshShape& m, const std::string
       sr.mfu = 0.01;
       sr.mem_bytes = int64_t{1} << 26;
       sr.mem_peak_bytes = int64_t{1} << 27;
-      const double warm = step == 0 ? 10.0 : 1.0;
+      const double warm = (step == 0 ? 10.0 : 1.0) * scale;
       sr.compute_s = warm * kCompute * term(FitTerm::compute);
       sr.comm_s = {};
       sr.comm_s[Axis::tp] = warm * kTp * term(FitTerm::tp);
@@ -185,8 +190,8 @@ std::shared_ptr<const RunFit> core_fit(const QString& db, const std::optional<Ca
   if (!set) qFatal("load_observations: %s", set.error().message().c_str());
   if (static_cast<int>(set->runs.size()) != expect_runs)
     qFatal("%d observations, expected %d", static_cast<int>(set->runs.size()), expect_runs);
-  auto fit = fit_runs(set->runs, base);
-  if (!fit) qFatal("fit_runs: %s", fit.error().message().c_str());
+  auto fit = fit_runs_out_of_sample(set->runs, base);
+  if (!fit) qFatal("fit_runs_out_of_sample: %s", fit.error().message().c_str());
   fit->cluster = set->cluster;
   return std::make_shared<const RunFit>(std::move(*fit));
 }
@@ -304,10 +309,18 @@ class RunFitViewTest : public QObject {
     const QString db = fresh_db();
     {
       auto s = open_store(db);
-      for (const MeshShape& m : history_) store_run(*s, m, hostname());
+      // Each shape twice, the second 4 % slower (runs differ by that much): more runs than the
+      // fit has unknowns, so each can be left out and predicted by the fit of the others.
+      for (const MeshShape& m : history_) {
+        store_run(*s, m, hostname());
+        store_run(*s, m, hostname(), 1.04);
+      }
     }
-    const std::shared_ptr<const RunFit> fit = core_fit(db, std::nullopt, 3);
-    QCOMPARE(fit->runs, 3);
+    const std::shared_ptr<const RunFit> fit = core_fit(db, std::nullopt, 6);
+    QCOMPARE(fit->runs, 6);
+    QVERIFY(fit->out_of_sample);
+    QVERIFY2(fit->unknowns < 6, qPrintable(QString::number(fit->unknowns)));
+    QVERIFY(fit->median_residual > 0);  // judged on runs it did not learn from
     QCOMPARE(QString::fromStdString(fit->base), QStringLiteral("defaults"));
 
     MainWindow w(false);
@@ -319,7 +332,7 @@ class RunFitViewTest : public QObject {
     w.set_mode(Mode::plan);
     RunFitModel* fits = w.cluster_panel()->calibrations()->run_fits();
     MemoryPanel* panel = w.plan_page()->memory();
-    QTRY_COMPARE_WITH_TIMEOUT(panel->time_basis(), QStringLiteral("fitted to 3 runs"), 20000);
+    QTRY_COMPARE_WITH_TIMEOUT(panel->time_basis(), QStringLiteral("fitted to 6 runs"), 20000);
     QCOMPARE(fits->node_set_id(), QString::fromStdString(local_node_set()));
     QVERIFY2(fits->error().isEmpty(), qPrintable(fits->error()));
     QVERIFY(fits->fit());
@@ -336,18 +349,18 @@ class RunFitViewTest : public QObject {
     QCOMPARE(m.time.step_s, expected.step_s);
     QCOMPARE(m.time.tokens_per_s, expected.tokens_per_s);
     QVERIFY(std::abs(m.time.step_s - unfitted) > 0.1 * unfitted);  // compute measured 1.5x the formula
-    QCOMPARE(m.fit_runs, 3);
+    QCOMPARE(m.fit_runs, 6);
     QVERIFY(m.time.compute_fitted);
     QVERIFY(m.calibration_id.empty());
     const QString detail = panel->time_basis_detail();
-    QVERIFY2(detail.contains(QStringLiteral("No stored calibration")), qPrintable(detail));
-    QVERIFY2(detail.contains(QStringLiteral("Fitted to the 3 runs of these nodes")), qPrintable(detail));
+    QVERIFY2(detail.contains(QStringLiteral("no stored calibration")), qPrintable(detail));
+    QVERIFY2(detail.contains(QStringLiteral("Fitted to the 6 runs of these nodes")), qPrintable(detail));
     QVERIFY2(detail.contains(QStringLiteral("corrected compute and dp_shard communication")), qPrintable(detail));
 
     // The planner's rows: core's estimate with the fit, shape by shape, and they say so.
     PlannerModel* planner = w.plan_page()->planner()->model();
-    QTRY_VERIFY_WITH_TIMEOUT(planner->rowCount() >= 3 && planner->row_at(0).fit_runs == 3, 20000);
-    check_planner(planner, config, fit, std::nullopt, QStringLiteral("fitted to 3 runs"));
+    QTRY_VERIFY_WITH_TIMEOUT(planner->rowCount() >= 3 && planner->row_at(0).fit_runs == 6, 20000);
+    check_planner(planner, config, fit, std::nullopt, QStringLiteral("fitted to 6 runs"));
     QCOMPARE(planner->headerData(PlannerModel::Basis, Qt::Horizontal, Qt::DisplayRole).toString(), QStringLiteral("Basis"));
 
     // A calibration of these nodes: the fit is made again on its base.
@@ -358,8 +371,8 @@ class RunFitViewTest : public QObject {
       QVERIFY(id.ok());
     }
     w.store_worker()->notify_runs_changed();
-    QTRY_COMPARE_WITH_TIMEOUT(panel->time_basis(), QStringLiteral("calibrated + fitted to 3 runs"), 20000);
-    const std::shared_ptr<const RunFit> on_cal = core_fit(db, cal, 3);
+    QTRY_COMPARE_WITH_TIMEOUT(panel->time_basis(), QStringLiteral("calibrated + fitted to 6 runs"), 20000);
+    const std::shared_ptr<const RunFit> on_cal = core_fit(db, cal, 6);
     QVERIFY(on_cal->base != "defaults");
     {
       TimeQuery qc = query_of(w.plan()->config());
@@ -370,7 +383,7 @@ class RunFitViewTest : public QObject {
       QCOMPARE(w.plan()->memory()->time.step_s, e.step_s);
       QCOMPARE(QString::fromStdString(w.plan()->memory()->calibration_id), QString::fromStdString(cal.fingerprint.id()));
       QVERIFY(panel->time_basis_detail().contains(QString::fromStdString(cal.fingerprint.id()).left(8)));
-      QVERIFY(panel->time_basis_detail().contains(QStringLiteral("Fitted to the 3 runs")));
+      QVERIFY(panel->time_basis_detail().contains(QStringLiteral("Fitted to the 6 runs")));
       // The calibration's drift (7 %) or the fit's median residual, whichever is larger.
       QVERIFY(e.step_band >= 0.07);
       QCOMPARE(w.plan()->memory()->time.step_band, e.step_band);
@@ -378,8 +391,8 @@ class RunFitViewTest : public QObject {
       QVERIFY2(panel->time_basis_detail().contains(band), qPrintable(panel->time_basis_detail()));
     }
     QTRY_VERIFY_WITH_TIMEOUT(planner->rowCount() >= 3 && planner->row_at(0).entry.time.compute_calibrated &&
-                                 planner->row_at(0).fit_runs == 3, 20000);
-    check_planner(planner, config, on_cal, cal, QStringLiteral("calibrated + fitted to 3 runs"));
+                                 planner->row_at(0).fit_runs == 6, 20000);
+    check_planner(planner, config, on_cal, cal, QStringLiteral("calibrated + fitted to 6 runs"));
     QVERIFY(planner->row_at(0).entry.time.step_band >= 0.07);
 
     // Another finished run of these nodes is learnt once the store says its runs changed.
@@ -388,16 +401,16 @@ class RunFitViewTest : public QObject {
       store_run(*s, shape(1, 2, 1, 1), hostname());
     }
     w.store_worker()->notify_runs_changed();
-    QTRY_COMPARE_WITH_TIMEOUT(panel->time_basis(), QStringLiteral("calibrated + fitted to 4 runs"), 20000);
-    const std::shared_ptr<const RunFit> four = core_fit(db, cal, 4);
+    QTRY_COMPARE_WITH_TIMEOUT(panel->time_basis(), QStringLiteral("calibrated + fitted to 7 runs"), 20000);
+    const std::shared_ptr<const RunFit> four = core_fit(db, cal, 7);
     {
       TimeQuery qc = query_of(w.plan()->config());
       qc.calibration = cal;
       qc.fit = four;
       QCOMPARE(w.plan()->memory()->time.step_s, estimate_time(qc).step_s);
     }
-    QTRY_VERIFY_WITH_TIMEOUT(planner->rowCount() >= 3 && planner->row_at(0).fit_runs == 4, 20000);
-    check_planner(planner, config, four, cal, QStringLiteral("calibrated + fitted to 4 runs"));
+    QTRY_VERIFY_WITH_TIMEOUT(planner->rowCount() >= 3 && planner->row_at(0).fit_runs == 7, 20000);
+    check_planner(planner, config, four, cal, QStringLiteral("calibrated + fitted to 7 runs"));
 
     // Other nodes (two GPU boxes): none of these runs are theirs, so no fit.
     test::set_gpu_cluster(w, 2, 8);
@@ -406,7 +419,7 @@ class RunFitViewTest : public QObject {
     gpu.training.device = DeviceKind::cuda;
     gpu.training.global_batch = 16;
     w.plan()->set_config(gpu);
-    QTRY_COMPARE_WITH_TIMEOUT(panel->time_basis(), QStringLiteral("defaults"), 20000);
+    QTRY_COMPARE_WITH_TIMEOUT(panel->time_basis(), QStringLiteral("uncalibrated estimate"), 20000);
     QCOMPARE(w.plan()->memory()->fit_runs, 0);
     QVERIFY(!w.plan()->memory()->time.compute_fitted);
   }
@@ -443,7 +456,7 @@ class RunFitViewTest : public QObject {
     QVERIFY(!fits->fit());
     QVERIFY2(fits->error().isEmpty(), qPrintable(fits->error()));
     MemoryPanel* panel = w.plan_page()->memory();
-    QTRY_COMPARE_WITH_TIMEOUT(panel->time_basis(), QStringLiteral("defaults"), 20000);
+    QTRY_COMPARE_WITH_TIMEOUT(panel->time_basis(), QStringLiteral("uncalibrated estimate"), 20000);
     const ui::MemoryEstimate& m = *w.plan()->memory();
     QCOMPARE(m.fit_runs, 0);
     QVERIFY(!m.time.compute_fitted);
@@ -451,7 +464,91 @@ class RunFitViewTest : public QObject {
     QVERIFY(!panel->time_basis_detail().contains(QStringLiteral("Fitted")));
     PlannerModel* planner = w.plan_page()->planner()->model();
     QTRY_VERIFY_WITH_TIMEOUT(planner->rowCount() >= 3, 20000);
-    check_planner(planner, config, nullptr, std::nullopt, QStringLiteral("defaults"));
+    check_planner(planner, config, nullptr, std::nullopt, QStringLiteral("uncalibrated estimate"));
+  }
+
+  // 1, 2 and 5 stored runs of one shape (the fit of that shape has 2 unknowns: compute and FSDP).
+  void fewRunsAreNotFittedAndSayWhy() {
+    for (int runs : {1, 2, 5}) {
+      const QString db = fresh_db();
+      {
+        auto s = open_store(db);
+        for (int i = 0; i < runs; ++i) store_run(*s, shape(1, 2, 1, 1), hostname(), 1.0 + 0.05 * i);
+      }
+      MainWindow w(false);
+      w.resize(1400, 900);
+      w.show();
+      test::set_local_cluster(w, kRanks);
+      const RunConfig config = tiny_config(w.plan()->config(), shape(1, 2, 1, 1));
+      w.plan()->set_config(config);
+      w.set_mode(Mode::plan);
+      RunFitModel* fits = w.cluster_panel()->calibrations()->run_fits();
+      QTRY_VERIFY_WITH_TIMEOUT(fits->loads() >= 1 && fits->node_set_id() == QString::fromStdString(local_node_set()), 20000);
+      w.store_worker()->drain();
+      PlannerModel* planner = w.plan_page()->planner()->model();
+      MemoryPanel* panel = w.plan_page()->memory();
+      const QString what = QStringLiteral("%1 run(s)").arg(runs);
+      if (runs < 5) {
+        QTRY_VERIFY_WITH_TIMEOUT(!fits->refusal().isEmpty(), 20000);
+        QVERIFY(!fits->fit());
+        QVERIFY2(fits->refusal().contains(QStringLiteral("a fit of 2 unknowns needs 3 runs or more")), qPrintable(fits->refusal()));
+        QTRY_COMPARE_WITH_TIMEOUT(panel->time_basis(), QStringLiteral("uncalibrated estimate"), 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(planner->rowCount() >= 3 && !w.plan()->busy(), 20000);
+        check_planner(planner, config, nullptr, std::nullopt, QStringLiteral("uncalibrated estimate"));
+        for (int row = 0; row < planner->rowCount(); ++row) {
+          const QString tip = planner->index(row, PlannerModel::Basis).data(Qt::ToolTipRole).toString();
+          QVERIFY2(tip.contains(QStringLiteral("Uncertainty: not measured on this cluster")), qPrintable(what + tip));
+          QVERIFY2(tip.contains(QStringLiteral("Cluster › Calibrate measures it")), qPrintable(what + tip));
+          QVERIFY2(tip.contains(QStringLiteral("Not fitted to the stored runs of these nodes: %1 run").arg(runs)), qPrintable(what + tip));
+          QVERIFY2(!tip.contains(QStringLiteral("0 %")), qPrintable(what + tip));
+        }
+        const QString status = w.plan_page()->planner()->status_text();
+        QVERIFY2(status.contains(QStringLiteral("Uncalibrated estimates")) && status.contains(QStringLiteral("Cluster › Calibrate")),
+                 qPrintable(status));
+        QVERIFY2(status.contains(QStringLiteral("Not fitted to the stored runs")), qPrintable(status));
+        const QString detail = panel->time_basis_detail();
+        QVERIFY2(detail.contains(QStringLiteral("Uncalibrated estimate")) && !detail.contains(QStringLiteral("median error")),
+                 qPrintable(detail));
+        continue;
+      }
+      const std::shared_ptr<const RunFit> fit = core_fit(db, std::nullopt, 5);
+      QCOMPARE(fit->unknowns, 2);
+      QCOMPARE(fit->judged_runs, 5);
+      QVERIFY(fit->median_residual > 0.01);  // the runs differ by 5 % steps: no run predicts itself
+      QTRY_COMPARE_WITH_TIMEOUT(panel->time_basis(), QStringLiteral("fitted to 5 runs"), 20000);
+      QTRY_VERIFY_WITH_TIMEOUT(planner->rowCount() >= 3 && planner->row_at(0).fit_runs == 5, 20000);
+      check_planner(planner, config, fit, std::nullopt, QStringLiteral("fitted to 5 runs"));
+      const QString detail = panel->time_basis_detail();
+      QVERIFY2(detail.contains(QStringLiteral("judged on runs it did not learn from")), qPrintable(detail));
+      const QString median = QStringLiteral("median error %1 %").arg(static_cast<int>(fit->median_residual * 100 + 0.5));
+      QVERIFY2(detail.contains(median), qPrintable(detail + " / " + median));
+      QCOMPARE(w.plan()->memory()->time.step_band, fit->median_residual);
+    }
+  }
+
+  // 4 CPU ranks on a node of 2 cores.
+  void oversubscribedNodeIsNamedInThePlannerAndTheEditor() {
+    fresh_db();
+    MainWindow w(false);
+    w.resize(1400, 900);
+    w.show();
+    test::set_local_cluster(w, 4);
+    w.plan()->set_config(tiny_config(w.plan()->config(), shape(1, 4, 1, 1)));
+    w.set_mode(Mode::plan);
+    PlannerModel* planner = w.plan_page()->planner()->model();
+    QTRY_VERIFY_WITH_TIMEOUT(planner->rowCount() >= 3 && !w.plan()->busy(), 20000);
+    const QString status = w.plan_page()->planner()->status_text();
+    QVERIFY2(status.contains(QStringLiteral("4 ranks on 2 cores of this machine: oversubscribed")), qPrintable(status));
+    QVERIFY(planner->index(0, PlannerModel::Shape).data(Qt::ToolTipRole).toString().contains(QStringLiteral("oversubscribed")));
+    bool named = false;
+    for (const Diagnostic& d : w.plan()->diagnostics())
+      named = named || (d.field == "cluster" && d.level == Severity::warning && d.message.find("oversubscribed") != std::string::npos);
+    QVERIFY(named);
+    QVERIFY(w.cluster_panel()->summary_text().contains(QStringLiteral("oversubscribed")));
+    // Within its cores: nothing said.
+    test::set_local_cluster(w, 2);
+    QTRY_VERIFY_WITH_TIMEOUT(!w.plan()->busy(), 20000);
+    QVERIFY(!w.plan_page()->planner()->status_text().contains(QStringLiteral("oversubscribed")));
   }
 };
 
