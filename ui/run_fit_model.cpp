@@ -72,7 +72,7 @@ void RunFitModel::refresh() {
         // Judged on runs it did not learn from; too few runs for that: no fit, and the reason.
         auto fit = fit_runs_out_of_sample(set->runs, calibration ? std::optional<Calibration>(*calibration) : std::nullopt);
         if (!fit) {
-          out.refusal = fit.error().message();
+          out.refusal = fit.error().value + ": " + fit.error().allowed;  // "1 run: a fit of 2 unknowns needs …"
           return out;
         }
         fit->cluster = set->cluster;

@@ -9,6 +9,7 @@
 
 #include "ui/cluster_model.h"
 #include "ui/cluster_panel.h"
+#include "ui/described_cluster_panel.h"
 #include "ui/ecosystem_export_dialog.h"
 #include "ui/main_window.h"
 #include "ui/mesh_view.h"
@@ -199,6 +200,28 @@ int render_screenshots(const QString& dir) {
       c.training.pp_schedule = PipelineSchedule::one_f_one_b;
     }, GroupKind::cp, 21, 2500);
     ok &= save_grab(w.get(), dir + "/plan-pipeline.png", kSettleMs);
+  }
+  {  // A hypothetical cluster: 64 nodes x 8 H100 80 GB described by hardware (nothing reached),
+     // the Cluster mode with its section, then the plan of Llama 3.1 70B on it, ranked.
+    auto w = open_window(*app, Theme::light);
+    auto* described = w->findChild<DescribedClusterPanel*>();
+    if (described) {
+      described->set_name(QStringLiteral("pod"));
+      described->set_nodes(64);
+      described->set_gpus_per_node(8);
+      described->set_kind(QStringLiteral("h100-80gb"));
+      described->plan_for_it();
+      w->set_mode(Mode::cluster);
+      ok &= save_grab(w.get(), dir + "/cluster-hypothetical.png", kSettleMs);
+      show_plan(*w, [](RunConfig& c) {
+        demo_run(c, "llama-3.1-70b", MeshShape{1, -1, 1, 8}, 4096, 512, ActivationCheckpointing::full);
+        c.name = "llama70b-pod";
+        c.training.micro_batch = 1;
+      }, std::nullopt, -1, 2500);
+      ok &= save_grab(w.get(), dir + "/plan-hypothetical.png", kSettleMs);
+    } else {
+      ok = false;
+    }
   }
   ok &= render_run_screenshots(dir, QString::fromLocal8Bit(qgetenv("MESHWORK_SCREENSHOT_RUNS"))) == 0;
   ok &= render_calibration_screenshot(dir) == 0;
