@@ -148,6 +148,7 @@ void ClusterModel::show_described(const DescribedClusterSource& cluster, const Q
     n.host = QString::fromStdString(described_node_name(cluster, i));
     n.hostname = n.host;
     n.state = NodeInfo::State::online;
+    n.described = true;
     n.slots = cluster.gpus_per_node;
     for (int g = 0; g < cluster.gpus_per_node; ++g) n.gpus.push_back(GpuInfo{gpu_name, cluster.gpu_memory_bytes});
     n.links = QStringLiteral("%1 GB/s per GPU within the node, %2 GB/s between nodes (described)")
@@ -269,6 +270,7 @@ void ClusterModel::from_node_configs(const std::vector<NodeConfig>& configs) {
     if (e.contains("ib_ports") && e["ib_ports"].is_array())
       for (const auto& p : e["ib_ports"])
         if (p.is_string()) n.ib_ports << QString::fromStdString(p.get<std::string>());
+    n.described = meshwork::is_described(source_);
     // A node restored from a file with devices in it counts as known; the user can re-probe.
     n.state = (n.cpu_cores > 0 || !n.gpus.empty()) ? NodeInfo::State::online
                                                    : NodeInfo::State::unprobed;

@@ -34,6 +34,7 @@ struct NodeInfo {
   bool fast_links = true;  // false when GPUs talk over PCIe only: tp across them is slow
   QStringList ib_ports;  // "mlx5_0 port 1: 400 Gb/s, Active"
   int slots = 1;         // ranks this node runs
+  bool described = false;  // a node of a cluster described by hardware: never reached
   bool is_local() const { return host == QLatin1String("local"); }
   // Counted in the plan: every node but one that did not answer (its probe failed, or its host
   // key was not trusted). A node not probed yet counts with what is known of it.

@@ -4,13 +4,13 @@
 
 #include <QComboBox>
 #include <QDoubleSpinBox>
-#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSettings>
 #include <QSpinBox>
+#include <QToolButton>
 #include <QVBoxLayout>
 
 #include "core/gpu_kinds.h"
@@ -36,81 +36,91 @@ QDoubleSpinBox* figure(QWidget* parent, double max, const QString& suffix, const
 DescribedClusterPanel::DescribedClusterPanel(ClusterModel* model, QWidget* parent) : QWidget(parent), model_(model) {
   setObjectName("DescribedClusterPanel");
   auto* lay = new QVBoxLayout(this);
-  lay->setContentsMargins(20, 8, 20, 8);
-  lay->setSpacing(6);
-  auto* heading = new QLabel(tr("Hypothetical cluster"), this);
-  heading->setProperty("role", "heading");
-  lay->addWidget(heading);
-  auto* intro = new QLabel(tr("Plan for GPUs you do not have open yet: describe the nodes by their hardware. Nothing is "
-                              "reached; the plan, the estimates and File › Export work as for a real cluster."),
-                           this);
-  intro->setProperty("role", "muted");
-  intro->setWordWrap(true);
-  lay->addWidget(intro);
-
-  auto* saved_row = new QHBoxLayout;
-  saved_row->addWidget(new QLabel(tr("Saved:"), this));
+  lay->setContentsMargins(20, 6, 20, 6);
+  lay->setSpacing(4);
+  // One line while unused (the toggle and the saved list); the form opens on demand, and by
+  // itself while a described cluster is planned.
+  auto* top = new QHBoxLayout;
+  toggle_ = new QToolButton(this);
+  toggle_->setObjectName("DescribedToggle");
+  toggle_->setCheckable(true);
+  toggle_->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  toggle_->setAutoRaise(true);
+  toggle_->setText(tr("Hypothetical cluster: plan for GPUs you do not have open yet"));
+  toggle_->setToolTip(tr("Describe the nodes by their hardware. Nothing is reached; the plan, the estimates and "
+                         "File › Export work as for a real cluster."));
+  top->addWidget(toggle_);
+  top->addStretch(1);
+  top->addWidget(new QLabel(tr("Saved:"), this));
   saved_combo_ = new QComboBox(this);
   saved_combo_->setObjectName("DescribedSaved");
-  saved_combo_->setMinimumContentsLength(24);
-  saved_row->addWidget(saved_combo_, 1);
+  saved_combo_->setMinimumContentsLength(28);
+  top->addWidget(saved_combo_);
   delete_ = new QPushButton(tr("Forget"), this);
   delete_->setToolTip(tr("Remove the chosen cluster from the saved list"));
-  saved_row->addWidget(delete_);
-  lay->addLayout(saved_row);
+  top->addWidget(delete_);
+  lay->addLayout(top);
 
-  auto* grid = new QGridLayout;
-  grid->setHorizontalSpacing(8);
-  name_ = new QLineEdit(this);
+  body_ = new QWidget(this);
+  auto* body = new QVBoxLayout(body_);
+  body->setContentsMargins(0, 0, 0, 0);
+  body->setSpacing(4);
+  name_ = new QLineEdit(body_);
   name_->setObjectName("DescribedName");
-  name_->setPlaceholderText(tr("name, e.g. 64 × H100"));
-  nodes_ = new QSpinBox(this);
+  name_->setPlaceholderText(tr("name, e.g. pod"));
+  nodes_ = new QSpinBox(body_);
   nodes_->setObjectName("DescribedNodes");
   nodes_->setRange(1, 100000);
   nodes_->setValue(64);
-  gpus_ = new QSpinBox(this);
+  gpus_ = new QSpinBox(body_);
   gpus_->setObjectName("DescribedGpus");
   gpus_->setRange(1, 64);
   gpus_->setValue(8);
-  kind_ = new QComboBox(this);
+  kind_ = new QComboBox(body_);
   kind_->setObjectName("DescribedKind");
   for (const GpuKind& k : gpu_kinds()) kind_->addItem(QString::fromStdString(k.name), QString::fromStdString(k.id));
   kind_->addItem(tr("Custom: memory, links and peak TFLOPS below"), kCustom);
-  grid->addWidget(new QLabel(tr("Name"), this), 0, 0);
-  grid->addWidget(name_, 0, 1, 1, 3);
-  grid->addWidget(new QLabel(tr("Nodes"), this), 1, 0);
-  grid->addWidget(nodes_, 1, 1);
-  grid->addWidget(new QLabel(tr("× GPUs per node"), this), 1, 2);
-  grid->addWidget(gpus_, 1, 3);
-  grid->addWidget(new QLabel(tr("GPU"), this), 2, 0);
-  grid->addWidget(kind_, 2, 1, 1, 3);
-  memory_gib_ = figure(this, 4096, tr(" GiB"), QStringLiteral("DescribedMemory"));
-  bf16_ = figure(this, 100000, tr(" TFLOPS bf16"), QStringLiteral("DescribedBf16"));
-  fp32_ = figure(this, 100000, tr(" TFLOPS fp32"), QStringLiteral("DescribedFp32"));
-  intra_ = figure(this, 100000, tr(" GB/s in node"), QStringLiteral("DescribedIntra"));
-  inter_ = figure(this, 100000, tr(" GB/s between nodes"), QStringLiteral("DescribedInter"));
+  auto* row = new QHBoxLayout;
+  row->addWidget(new QLabel(tr("Name"), body_));
+  row->addWidget(name_, 1);
+  row->addWidget(new QLabel(tr("Nodes"), body_));
+  row->addWidget(nodes_);
+  row->addWidget(new QLabel(tr("× GPUs"), body_));
+  row->addWidget(gpus_);
+  row->addWidget(kind_, 2);
+  body->addLayout(row);
+  memory_gib_ = figure(body_, 4096, tr(" GiB"), QStringLiteral("DescribedMemory"));
+  bf16_ = figure(body_, 100000, tr(" TFLOPS bf16"), QStringLiteral("DescribedBf16"));
+  fp32_ = figure(body_, 100000, tr(" TFLOPS fp32"), QStringLiteral("DescribedFp32"));
+  intra_ = figure(body_, 100000, tr(" GB/s in node"), QStringLiteral("DescribedIntra"));
+  inter_ = figure(body_, 100000, tr(" GB/s between nodes"), QStringLiteral("DescribedInter"));
   intra_->setToolTip(tr("Per GPU and direction within a node (NVLink 4: 450 GB/s; PCIe Gen4 x16: 32 GB/s)"));
   inter_->setToolTip(tr("Per GPU between nodes: its NIC (400 Gb/s InfiniBand = 50 GB/s)"));
   auto* figures = new QHBoxLayout;
-  for (QDoubleSpinBox* b : {memory_gib_, bf16_, fp32_, intra_, inter_}) figures->addWidget(b);
-  grid->addWidget(new QLabel(tr("Per GPU"), this), 3, 0);
-  grid->addLayout(figures, 3, 1, 1, 3);
-  lay->addLayout(grid);
-
+  figures->addWidget(new QLabel(tr("Per GPU"), body_));
+  for (QDoubleSpinBox* b : {memory_gib_, bf16_, fp32_, intra_, inter_}) figures->addWidget(b, 1);
+  body->addLayout(figures);
   auto* buttons = new QHBoxLayout;
-  plan_ = new QPushButton(tr("Plan for this cluster"), this);
+  plan_ = new QPushButton(tr("Plan for this cluster"), body_);
   plan_->setObjectName("DescribedPlan");
   plan_->setToolTip(tr("Plan on these nodes in place of the SSH nodes, and keep the cluster in the saved list"));
-  back_ = new QPushButton(tr("Back to the SSH nodes"), this);
+  back_ = new QPushButton(tr("Back to the SSH nodes"), body_);
   back_->setObjectName("DescribedBack");
-  state_ = new QLabel(this);
+  state_ = new QLabel(body_);
   state_->setObjectName("DescribedState");
   state_->setProperty("role", "muted");
   state_->setWordWrap(true);
   buttons->addWidget(plan_);
   buttons->addWidget(back_);
   buttons->addWidget(state_, 1);
-  lay->addLayout(buttons);
+  body->addLayout(buttons);
+  lay->addWidget(body_);
+  connect(toggle_, &QToolButton::toggled, this, [this](bool open) {
+    body_->setVisible(open);
+    toggle_->setArrowType(open ? Qt::DownArrow : Qt::RightArrow);
+  });
+  toggle_->setArrowType(Qt::RightArrow);
+  body_->hide();
 
   connect(kind_, &QComboBox::currentIndexChanged, this, [this] { fill_from_kind(); });
   connect(plan_, &QPushButton::clicked, this, &DescribedClusterPanel::plan_for_it);
@@ -261,6 +271,7 @@ void DescribedClusterPanel::store_saved() const {
 
 void DescribedClusterPanel::update_state() {
   const DescribedClusterSource* d = described_source(model_->source());
+  if (d) toggle_->setChecked(true);  // the form of the cluster being planned stays in view
   back_->setEnabled(d != nullptr);
   state_->setText(d ? tr("Planning for %1: nothing is reached, Launch and Calibrate wait for real nodes.").arg(label_of(*d))
                     : tr("Planning for the SSH nodes above."));

@@ -18,6 +18,7 @@ class QLabel;
 class QLineEdit;
 class QPushButton;
 class QSpinBox;
+class QToolButton;
 
 namespace meshwork::ui {
 
@@ -58,6 +59,8 @@ class DescribedClusterPanel : public QWidget {
   std::vector<DescribedClusterSource> saved_;
   std::vector<NodeConfig> nodes_before_;
   ClusterSource source_before_;
+  QToolButton* toggle_;
+  QWidget* body_;
   QComboBox* saved_combo_;
   QPushButton* delete_;
   QLineEdit* name_;

@@ -98,6 +98,7 @@ void NodeCard::set_node(const NodeInfo& n) {
   title_->setText(n.is_local() ? tr("This machine") : n.host);
   QString sub = n.is_local() ? tr("local · no SSH") : tr("SSH");
   if (!n.hostname.isEmpty()) sub = n.hostname + " · " + sub;
+  if (n.described) sub = tr("described by hardware");
   subtitle_->setText(sub);
   remove_->setVisible(!n.is_local());
 

@@ -212,6 +212,7 @@ int render_screenshots(const QString& dir) {
       described->set_kind(QStringLiteral("h100-80gb"));
       described->plan_for_it();
       w->set_mode(Mode::cluster);
+      w->resize(1500, 1200);  // the cards, the Slurm section and the described cluster's form
       ok &= save_grab(w.get(), dir + "/cluster-hypothetical.png", kSettleMs);
       show_plan(*w, [](RunConfig& c) {
         demo_run(c, "llama-3.1-70b", MeshShape{1, -1, 1, 8}, 4096, 512, ActivationCheckpointing::full);
