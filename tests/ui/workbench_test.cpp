@@ -326,6 +326,8 @@ class WorkbenchTest : public QObject {
       QTRY_COMPARE_WITH_TIMEOUT(w.cluster()->node(row).state, NodeInfo::State::failed, 20000);
       QVERIFY(!w.cluster_panel()->card(w.cluster()->node(row).host)->error_text().isEmpty());
     }
+    // Nodes that did not answer leave the plan.
+    QCOMPARE(w.plan()->cluster().world_size, w.cluster()->node(0).slots);
     // A malformed hostfile is refused with remote's words, naming file and line.
     QFile bad(dir.filePath("bad"));
     QVERIFY(bad.open(QIODevice::WriteOnly));
