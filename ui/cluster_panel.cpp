@@ -34,7 +34,10 @@ ClusterPanel::ClusterPanel(ClusterModel* model, NodeProber* prober, QWidget* par
   lay->setSpacing(8);
   auto* heading = new QLabel(tr("Cluster"), this);
   heading->setProperty("role", "heading");
-  lay->addWidget(heading);
+  heading_row_ = new QHBoxLayout;
+  heading_row_->addWidget(heading);
+  heading_row_->addStretch(1);
+  lay->addLayout(heading_row_);
   summary_ = new QLabel(this);
   summary_->setProperty("role", "muted");
   lay->addWidget(summary_);
@@ -150,6 +153,12 @@ ClusterPanel::ClusterPanel(ClusterModel* model, NodeProber* prober, QWidget* par
   });
   connect(prober_, &NodeProber::host_key_unknown, this, &ClusterPanel::on_host_key);
   update_summary();
+}
+
+void ClusterPanel::add_section(QWidget* header, QWidget* body) {
+  heading_row_->addWidget(header);
+  auto* lay = static_cast<QVBoxLayout*>(layout());
+  lay->insertWidget(lay->indexOf(calibration_row_) + 1, body);
 }
 
 void ClusterPanel::add_hosts(const QString& text) {

@@ -15,6 +15,7 @@
 #include "core/run_config.h"
 
 class QDialog;
+class QHBoxLayout;
 class QLabel;
 class QLineEdit;
 class QPushButton;
@@ -53,6 +54,9 @@ class ClusterPanel : public QWidget {
   NodeGrid* grid() const { return grid_; }
   QString add_error() const;
   QString summary_text() const;  // the line over the cards: nodes, ranks, memory per rank
+  // Another way to give the cluster (the hypothetical cluster): its header on the heading's line,
+  // its body under the calibration row.
+  void add_section(QWidget* header, QWidget* body);
   // When false, unknown host keys are asked about with a dialog; tests answer directly.
   void set_ask_host_keys(bool ask) { ask_host_keys_ = ask; }
 
@@ -90,6 +94,7 @@ class ClusterPanel : public QWidget {
 
   ClusterModel* model_;
   NodeProber* prober_;
+  QHBoxLayout* heading_row_;
   QLineEdit* host_edit_;
   QLabel* add_error_;
   QLabel* summary_;

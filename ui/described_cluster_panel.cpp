@@ -35,31 +35,34 @@ QDoubleSpinBox* figure(QWidget* parent, double max, const QString& suffix, const
 
 DescribedClusterPanel::DescribedClusterPanel(ClusterModel* model, QWidget* parent) : QWidget(parent), model_(model) {
   setObjectName("DescribedClusterPanel");
-  auto* lay = new QVBoxLayout(this);
-  lay->setContentsMargins(20, 6, 20, 6);
-  lay->setSpacing(4);
-  // One line while unused (the toggle and the saved list); the form opens on demand, and by
-  // itself while a described cluster is planned.
-  auto* top = new QHBoxLayout;
-  toggle_ = new QToolButton(this);
+  // The header (the toggle and the saved list) sits on the Cluster heading's line
+  // (ClusterPanel::add_section); this widget is the form, shown on demand and by itself while a
+  // described cluster is planned.
+  header_ = new QWidget(this);
+  header_->setObjectName("DescribedHeader");
+  auto* top = new QHBoxLayout(header_);
+  top->setContentsMargins(0, 0, 0, 0);
+  toggle_ = new QToolButton(header_);
   toggle_->setObjectName("DescribedToggle");
   toggle_->setCheckable(true);
   toggle_->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
   toggle_->setAutoRaise(true);
-  toggle_->setText(tr("Hypothetical cluster: plan for GPUs you do not have open yet"));
-  toggle_->setToolTip(tr("Describe the nodes by their hardware. Nothing is reached; the plan, the estimates and "
-                         "File › Export work as for a real cluster."));
+  toggle_->setText(tr("Hypothetical cluster"));
+  toggle_->setToolTip(tr("Plan for GPUs you do not have open yet: describe the nodes by their hardware. Nothing is "
+                         "reached; the plan, the estimates and File › Export work as for a real cluster."));
   top->addWidget(toggle_);
-  top->addStretch(1);
-  top->addWidget(new QLabel(tr("Saved:"), this));
-  saved_combo_ = new QComboBox(this);
+  saved_combo_ = new QComboBox(header_);
   saved_combo_->setObjectName("DescribedSaved");
-  saved_combo_->setMinimumContentsLength(28);
+  saved_combo_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  saved_combo_->setMinimumContentsLength(12);
+  saved_combo_->setToolTip(tr("The saved hypothetical clusters"));
   top->addWidget(saved_combo_);
-  delete_ = new QPushButton(tr("Forget"), this);
+  delete_ = new QPushButton(tr("Forget"), header_);
   delete_->setToolTip(tr("Remove the chosen cluster from the saved list"));
   top->addWidget(delete_);
-  lay->addLayout(top);
+  auto* lay = new QVBoxLayout(this);
+  lay->setContentsMargins(0, 0, 0, 4);
+  lay->setSpacing(4);
 
   body_ = new QWidget(this);
   auto* body = new QVBoxLayout(body_);
@@ -116,11 +119,11 @@ DescribedClusterPanel::DescribedClusterPanel(ClusterModel* model, QWidget* paren
   body->addLayout(buttons);
   lay->addWidget(body_);
   connect(toggle_, &QToolButton::toggled, this, [this](bool open) {
-    body_->setVisible(open);
+    setVisible(open);
     toggle_->setArrowType(open ? Qt::DownArrow : Qt::RightArrow);
   });
   toggle_->setArrowType(Qt::RightArrow);
-  body_->hide();
+  hide();
 
   connect(kind_, &QComboBox::currentIndexChanged, this, [this] { fill_from_kind(); });
   connect(plan_, &QPushButton::clicked, this, &DescribedClusterPanel::plan_for_it);
@@ -258,7 +261,7 @@ void DescribedClusterPanel::load_saved() {
       if (auto s = cluster_source_from_json(j))
         if (const DescribedClusterSource* d = described_source(*s)) saved_.push_back(*d);
   saved_combo_->clear();
-  saved_combo_->addItem(saved_.empty() ? tr("none yet: Plan for this cluster saves it") : tr("choose a saved cluster…"));
+  saved_combo_->addItem(saved_.empty() ? tr("none saved yet") : tr("saved clusters…"));
   for (const DescribedClusterSource& s : saved_) saved_combo_->addItem(label_of(s));
   delete_->setEnabled(!saved_.empty());
 }

@@ -48,6 +48,8 @@ class DescribedClusterPanel : public QWidget {
   bool use_saved(const QString& label);
   Q_SLOT void delete_saved();
   static QString label_of(const DescribedClusterSource& s);
+  // The toggle and the saved list, for the Cluster heading's line (ClusterPanel::add_section).
+  QWidget* header() const { return header_; }
 
  private:
   void fill_from_kind();
@@ -59,6 +61,7 @@ class DescribedClusterPanel : public QWidget {
   std::vector<DescribedClusterSource> saved_;
   std::vector<NodeConfig> nodes_before_;
   ClusterSource source_before_;
+  QWidget* header_;
   QToolButton* toggle_;
   QWidget* body_;
   QComboBox* saved_combo_;

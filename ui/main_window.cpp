@@ -75,7 +75,8 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
   cluster_panel_->setParent(cluster_page);
   cluster_layout->addWidget(cluster_panel_, 1);
   cluster_layout->addWidget(slurm_panel_);
-  cluster_layout->addWidget(new DescribedClusterPanel(cluster_, cluster_page));  // a cluster described by hardware
+  auto* described = new DescribedClusterPanel(cluster_, cluster_panel_);  // a cluster described by hardware
+  cluster_panel_->add_section(described->header(), described);
   // What the nodes run meshtrain with: this machine's LibTorch, a runtime bundle, the node's torch.
   runtime_panel_ = new RuntimePanel(cluster_page);
   cluster_layout->addWidget(runtime_panel_);
