@@ -12,14 +12,15 @@ struct Pair {
 };
 // Okabe-Ito: blue, bluish green, reddish purple, vermillion for the four axes; sky blue, orange and
 // a neutral grey-violet for the flattened groups, which are unions of axes.
-// pp, the outermost axis, takes Okabe-Ito's yellow, darkened on light backgrounds to stay legible.
+// pp, the outermost axis, takes Okabe-Ito's yellow, darkened on light backgrounds to stay legible;
+// so do sky blue and orange, which on white would fall under 3:1.
 constexpr std::array<Pair, 8> kGroupColors = {{
     {"#0072B2", "#4AA8E8"},  // dp_replicate
     {"#009E73", "#3CCB9F"},  // dp_shard
     {"#CC79A7", "#E6A0C8"},  // cp
     {"#D55E00", "#FF8A3D"},  // tp
-    {"#56B4E9", "#7FCBF5"},  // dp
-    {"#E69F00", "#F5B940"},  // dp_shard_cp
+    {"#3A93CC", "#7FCBF5"},  // dp
+    {"#C27C00", "#F5B940"},  // dp_shard_cp
     {"#7A6FA8", "#A99ED6"},  // dp_cp
     {"#A68A00", "#F0E442"},  // pp
 }};
@@ -54,6 +55,45 @@ QColor memory_term_color(int term_index, bool dark) {
   }};
   const Pair& p = kTerms[static_cast<size_t>(term_index) % kTerms.size()];
   return QColor(dark ? p.dark : p.light);
+}
+
+QColor run_color(int index, bool dark) {
+  // Crimson, teal, indigo, brown, magenta, olive, slate, khaki, forest, purple: away from the
+  // Okabe-Ito axis hues above in hue or lightness, darker on white and lighter on dark cards.
+  static constexpr std::array<Pair, kRunColorCount> kRuns = {{
+      {"#C23B4B", "#F0707E"},
+      {"#1F7F86", "#5CC4CC"},
+      {"#4453B8", "#8593F0"},
+      {"#8C5A3C", "#C99A78"},
+      {"#A8329A", "#E27BD3"},
+      {"#5B7A1E", "#A4C45A"},
+      {"#5F6B7A", "#AAB4C2"},
+      {"#857A50", "#CFC59A"},
+      {"#2E5E3E", "#7FB88E"},
+      {"#7B3FA0", "#C18BE6"},
+  }};
+  const Pair& p = kRuns[static_cast<size_t>(((index % kRunColorCount) + kRunColorCount) % kRunColorCount)];
+  return QColor(dark ? p.dark : p.light);
+}
+
+QColor metric_color(MetricSeries series, bool dark) {
+  // Clear of the axis hues, which only ever mean an axis.
+  switch (series) {
+    case MetricSeries::ink: return dark ? QColor("#e5e7eb") : QColor("#1f2937");
+    case MetricSeries::lr: return dark ? QColor("#c9a96e") : QColor("#8c6d31");
+    case MetricSeries::grad_norm: return dark ? QColor("#9fb0c4") : QColor("#4b5d73");
+    case MetricSeries::mfu: return dark ? QColor("#b59ac4") : QColor("#7d5a91");
+    case MetricSeries::compute: return dark ? QColor("#7d8594") : QColor("#858d9a");
+  }
+  return {};
+}
+
+QColor rank_color(int r, int n, bool dark) {
+  const double t = n <= 1 ? 0.0 : static_cast<double>(r) / (n - 1);
+  const QColor a = dark ? QColor("#93a4ba") : QColor("#334155");
+  const QColor b = dark ? QColor("#e8c468") : QColor("#b45309");
+  return QColor::fromRgbF(a.redF() + t * (b.redF() - a.redF()), a.greenF() + t * (b.greenF() - a.greenF()),
+                          a.blueF() + t * (b.blueF() - a.blueF()));
 }
 
 QString group_label(GroupKind kind) {

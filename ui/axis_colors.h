@@ -25,6 +25,20 @@ QColor group_shade(GroupKind kind, int index, int count, bool dark);
 // do not; neutral-ish so the capacity line and the red "does not fit" stand out.
 QColor memory_term_color(int term_index, bool dark);
 
+// The colour of run number `index` (Compare's runs, their thumbnails): hues and lightnesses the
+// axes do not use, so a run never reads as an axis, each at a contrast of at least 3:1 on the
+// theme's chart card. The dark variants are the web view's run colours too
+// (resources/web/app.js MW.COLORS, which a test holds to these).
+QColor run_color(int index, bool dark);
+inline constexpr int kRunColorCount = 10;  // then they repeat
+
+// The monitor's single-run series: the loss (and tokens/s), the learning rate, the gradient norm,
+// MFU and the compute layer of the time per step; each readable on the theme's chart card.
+enum class MetricSeries { ink, lr, grad_norm, mfu, compute };
+QColor metric_color(MetricSeries series, bool dark);
+// Rank `r` of `n` in the memory chart: a slate-to-amber ramp (ranks are not axes).
+QColor rank_color(int r, int n, bool dark);
+
 QString group_label(GroupKind kind);  // "dp_shard", "dp (replicate × shard)", ...
 
 // A 12 px rounded square in `color`: the swatch that ties an editor row or a button to its axis.

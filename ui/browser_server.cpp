@@ -1,8 +1,14 @@
 #include "ui/browser_server.h"
 
 #include <QCoreApplication>
+#include <QDesktopServices>
 #include <QDir>
+#include <QFile>
 #include <QRegularExpression>
+#include <QStandardPaths>
+#include <QTemporaryFile>
+#include <QTimer>
+#include <memory>
 
 namespace meshwork::ui {
 
@@ -56,6 +62,48 @@ void BrowserServer::read_output() {
   if (!m.hasMatch()) return;
   url_ = QUrl(m.captured(1));
   Q_EMIT ready(url_);
+}
+
+void BrowserServer::open_in_browser(const QUrl& url) {
+#if defined(Q_OS_UNIX) && !defined(Q_OS_MACOS)
+  // xdg-open and $BROWSER report a failure only through their exit code and stderr: a shell
+  // started detached runs the browser, keeps its stderr in a file and appends the exit code
+  // when it ends; the file is read for a few seconds. A browser that stays up is left alone.
+  const QString browser = qEnvironmentVariable("BROWSER").section(':', 0, 0).trimmed();
+  const QString program = browser.isEmpty() ? QStringLiteral("xdg-open") : browser;
+  auto log = std::make_shared<QTemporaryFile>(QDir::temp().filePath(QStringLiteral("meshwork-browser-XXXXXX.log")));
+  if (!log->open()) {
+    Q_EMIT browser_failed(tr("The browser was not started (no temporary file: %1). Open %2 yourself.")
+                              .arg(log->errorString(), url.toString()));
+    return;
+  }
+  log->close();
+  const QString script = QStringLiteral("\"$0\" \"$1\" >/dev/null 2>\"$2\"; echo \"meshwork-exit:$?\" >>\"$2\"");
+  if (!QProcess::startDetached(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), script, program, url.toString(), log->fileName()})) {
+    Q_EMIT browser_failed(tr("/bin/sh could not be started to open the browser. Open %1 yourself.").arg(url.toString()));
+    return;
+  }
+  auto* poll = new QTimer(this);
+  auto ticks = std::make_shared<int>(0);
+  connect(poll, &QTimer::timeout, this, [this, poll, ticks, log, program, url] {
+    QFile f(log->fileName());
+    const QString text = f.open(QIODevice::ReadOnly) ? QString::fromLocal8Bit(f.readAll()) : QString();
+    static const QRegularExpression exit_line(QStringLiteral("meshwork-exit:(\\d+)\\s*$"));
+    const auto m = exit_line.match(text);
+    if (!m.hasMatch() && ++*ticks < 50) return;  // 10 s: a browser still up by then started
+    poll->deleteLater();
+    if (!m.hasMatch() || m.captured(1) == QLatin1String("0")) return;
+    const QString said = text.left(m.capturedStart()).trimmed().section('\n', -4);
+    const QString why = m.captured(1) == QLatin1String("127") ? tr("%1 was not found").arg(program)
+                        : said.isEmpty() ? tr("%1 exited with code %2").arg(program, m.captured(1))
+                                         : tr("%1 exited with code %2: %3").arg(program, m.captured(1), said);
+    Q_EMIT browser_failed(tr("The browser did not open (%1). The server runs: open %2 yourself.").arg(why, url.toString()));
+  });
+  poll->start(200);
+#else
+  if (!QDesktopServices::openUrl(url))
+    Q_EMIT browser_failed(tr("The browser did not open. The server runs: open %1 yourself.").arg(url.toString()));
+#endif
 }
 
 }  // namespace meshwork::ui

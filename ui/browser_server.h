@@ -24,9 +24,16 @@ class BrowserServer : public QObject {
   // The `meshwork` executable beside the workbench; tests point it at the build's.
   void set_program(const QString& program) { program_ = program; }
 
+  // Opens `url` in the user's browser: $BROWSER's first command when set, else xdg-open (as Qt
+  // does), started detached so the browser outlives the workbench. A browser that cannot start,
+  // or that exits with an error within a few seconds (Chromium refuses to run as root without
+  // --no-sandbox), is reported by browser_failed() with its words and the URL to open by hand.
+  void open_in_browser(const QUrl& url);
+
  Q_SIGNALS:
   void ready(const QUrl& url);
   void failed(const QString& message);
+  void browser_failed(const QString& message);
 
  private:
   void read_output();

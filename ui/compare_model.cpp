@@ -7,17 +7,15 @@
 #include <set>
 
 #include "core/metrics.h"
+#include "ui/axis_colors.h"
 #include "ui/error_text.h"
 #include "ui/monitor_model.h"
 #include "ui/store_worker.h"
+#include "ui/theme.h"
 
 namespace meshwork::ui {
 
-QColor run_color(int index) {
-  static const char* k[] = {"#4E79A7", "#F28E2B", "#E15759", "#76B7B2", "#59A14F",
-                            "#EDC948", "#B07AA1", "#FF9DA7", "#9C755F", "#BAB0AC"};
-  return QColor(k[((index % 10) + 10) % 10]);
-}
+QColor run_color(int index) { return run_color(index, is_dark()); }
 
 CompareModel::CompareModel(StoreWorker* worker, QObject* parent)
     : QObject(parent), worker_(worker), cache_(std::make_shared<CompareCache>()) {

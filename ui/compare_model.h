@@ -67,8 +67,7 @@ class CompareModel : public QObject {
   int64_t predictions_loaded_ = 0;
 };
 
-// The ten colours runs get in Compare (Tableau 10: distinct from each other, and not the axis
-// hues' job).
+// The colour of run `index` in Compare in the current theme (axis_colors.h run_color).
 QColor run_color(int index);
 
 }  // namespace meshwork::ui

@@ -110,6 +110,12 @@ ComparePage::ComparePage(StoreWorker* worker, RunsModel* runs, QWidget* parent)
   cl->setSpacing(4);
   comm_ = new BarChart(tr("Communication per step, by axis"), BarChart::Kind::grouped, comm_box);
   cl->addWidget(comm_, 1);
+  // How the means were made, in words under the chart: as the value axis' title it was cut.
+  comm_note_ = new QLabel(comm_box);
+  comm_note_->setObjectName("CompareCommNote");
+  comm_note_->setProperty("role", "muted");
+  comm_note_->setWordWrap(true);
+  cl->addWidget(comm_note_);
   // Beneath the bars: what the time model predicted for each run against what it measured.
   prediction_ = new QTableWidget(comm_box);
   prediction_->setObjectName("ComparePrediction");
@@ -310,11 +316,10 @@ void ComparePage::draw(const std::shared_ptr<const CompareFrame>& fp) {
   int64_t sampled = 0, steps = 0;
   for (const CommStats& c : f.comm)
     if (!c.exact()) sampled = c.sampled_steps, steps = std::max(steps, c.steps);
-  comm_->set_data(cats, sets,
-                  steps == 0 ? tr("ms per step (mean over ranks, every step)")
-                             : tr("ms per step (mean over ranks; long runs: %1 sampled steps in %2 windows, of up to %3)")
-                                   .arg(sampled).arg(kCommWindows).arg(steps),
-                  absent);
+  comm_->set_data(cats, sets, tr("ms per step"), absent);
+  comm_note_->setText(steps == 0 ? tr("ms per step: the mean over ranks of every step")
+                                 : tr("ms per step: the mean over ranks; long runs: %1 sampled steps in %2 windows, of up to %3")
+                                       .arg(sampled).arg(kCommWindows).arg(steps));
 
   while (QLayoutItem* item = thumbs_->takeAt(0)) {
     delete item->widget();

@@ -75,6 +75,7 @@ class ComparePage : public QWidget {
   QSlider* smoothing_;
   QCheckBox* only_diff_;
   QLabel* hint_;
+  QLabel* comm_note_;  // how the bars' means were made
   MetricChart* chart_;
   BarChart* comm_;
   QHBoxLayout* thumbs_;

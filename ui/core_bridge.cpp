@@ -296,6 +296,52 @@ Result<MemoryEstimate> estimate_memory(const RunConfig& config, const ClusterFac
   return out;
 }
 
+namespace {
+// Why no shape of the cluster's rank count is valid, in the user's terms: when the global batch is
+// the reason (every shape is refused, but with a batch each shape can take some are valid), say
+// so and name a batch that works; else core's first refusal. Then what core says of the shape in
+// the editor, with its tp, so the note never speaks only of a shape the user is not using.
+Error no_valid_shape(PlanQuery q, const RunConfig& config, const ClusterFacts& cluster, const Error& refusal) {
+  const int world = q.nodes * q.gpus_per_node;
+  const int global_batch = q.training.global_batch, micro = std::max(1, q.training.micro_batch);
+  std::string note = "no shape of " + std::to_string(world) + (world == 1 ? " rank" : " ranks") + " is valid";
+  q.training.global_batch = 0;  // each shape takes micro_batch x its data-parallel size
+  auto any_batch = global_batch > 0 ? meshwork::make_plan(q) : Result<Plan>(refusal);
+  if (any_batch && !any_batch->shapes.empty()) {
+    // The smallest batch >= the user's that some otherwise valid shape takes.
+    int suggestion = 0;
+    for (const PlanEntry& e : any_batch->shapes) {
+      const int step = micro * e.shape[Axis::dp_replicate] * e.shape[Axis::dp_shard];
+      const int fit = (global_batch + step - 1) / step * step;
+      if (suggestion == 0 || fit < suggestion) suggestion = fit;
+    }
+    size_t taking = 0;
+    for (const PlanEntry& e : any_batch->shapes)
+      taking += suggestion % (micro * e.shape[Axis::dp_replicate] * e.shape[Axis::dp_shard]) == 0;
+    note += " with global batch " + std::to_string(global_batch) + ": the global batch is why. Each shape needs a "
+            "multiple of micro batch " + std::to_string(micro) + " × its data-parallel size (dp_replicate × dp_shard); "
+            "global batch " + std::to_string(suggestion) + " lets " + std::to_string(taking) +
+            (taking == 1 ? " shape run" : " shapes run");
+  } else {
+    note += ": " + refusal.message();
+  }
+  std::string shape;
+  for (Axis a : kAxes) {
+    const int size = config.mesh[a];
+    shape += (shape.empty() ? "" : " ") + std::string(axis_name(a)) + " " + (size < 1 ? std::string("auto") : std::to_string(size));
+  }
+  note += ". The editor's shape (" + shape + ")";
+  std::string editor_error;
+  for (const Diagnostic& d : validate(config, cluster))
+    if (is_error(d)) {
+      editor_error = d.text();
+      break;
+    }
+  note += editor_error.empty() ? " is valid on its own" : ": " + editor_error;
+  return Error{"planner", "", note};
+}
+}  // namespace
+
 Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterFacts& cluster) {
   auto model = model_of(config);
   if (!model) return model.error();
@@ -312,7 +358,7 @@ Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterF
   const int pp = config.mesh[Axis::pp];
   q.fixed.set(Axis::pp, pp < 1 ? 0 : pp);
   auto plan = meshwork::make_plan(q);
-  if (!plan) return plan.error();
+  if (!plan) return no_valid_shape(q, config, cluster, plan.error());
   std::vector<PlanRow> rows;
   for (meshwork::PlanEntry& e : plan->shapes) {
     PlanRow r;

@@ -305,6 +305,13 @@ bool LaunchController::following(store::RunId run) const {
   return it != active_.end() && !it->second->done;
 }
 
+std::vector<store::RunId> LaunchController::followed_runs() const {
+  std::vector<store::RunId> out;
+  for (const auto& [id, a] : active_)
+    if (!a->done) out.push_back(id);
+  return out;
+}
+
 void LaunchController::detach_all() {
   for (auto& [id, a] : active_)
     if (!a->done) a->with_follower([](remote::RunFollower& f) { f.detach(); });

@@ -69,6 +69,7 @@ class LaunchController : public QObject {
   // SIGTERM then SIGKILL to every rank of the run (the follower records it as stopped).
   void stop(store::RunId run);
   bool following(store::RunId run) const;
+  std::vector<store::RunId> followed_runs() const;  // the runs this workbench follows now
   void detach_all();  // stop following; the runs go on
 
   // SSH options for launch, follow and stop (the prober's: the same ssh_config, identity and

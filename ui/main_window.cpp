@@ -1,6 +1,5 @@
 #include "ui/main_window.h"
 
-#include <QDesktopServices>
 
 #include "ui/ecosystem_export_dialog.h"
 
@@ -12,6 +11,7 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QScrollArea>
 #include <QSettings>
 #include <QSplitter>
 #include <QStackedWidget>
@@ -43,6 +43,7 @@
 #include "ui/node_prober.h"
 #include "ui/plan_page.h"
 #include "ui/plan_state.h"
+#include "ui/notices.h"
 #include "ui/theme.h"
 
 namespace meshwork::ui {
@@ -80,7 +81,12 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
   // What the nodes run meshtrain with: this machine's LibTorch, a runtime bundle, the node's torch.
   runtime_panel_ = new RuntimePanel(cluster_page);
   cluster_layout->addWidget(runtime_panel_);
-  pages_->addWidget(cluster_page);
+  // It scrolls in a short window rather than raising the window's minimum height.
+  auto* cluster_scroll = new QScrollArea(pages_);
+  cluster_scroll->setWidgetResizable(true);
+  cluster_scroll->setFrameShape(QFrame::NoFrame);
+  cluster_scroll->setWidget(cluster_page);
+  pages_->addWidget(cluster_scroll);
   pages_->addWidget(plan_page_);
   runs_page_ = new RunsPage(store_, pages_);
   compare_page_ = new ComparePage(store_, runs_page_->model(), pages_);
@@ -257,9 +263,9 @@ void MainWindow::build_actions() {
   connect(launch, &QAction::triggered, this, &MainWindow::launch_from_plan);
   auto* stop = new QAction(tr("Stop run"), this);
   stop->setEnabled(false);
-  stop->setToolTip(tr("Stop the run shown (SIGTERM to every rank, SIGKILL after 5 s)"));
+  stop->setToolTip(tr("Stop the run shown or selected (SIGTERM to every rank, SIGKILL after 5 s)"));
   connect(stop, &QAction::triggered, this, [this] {
-    if (runs_page_->showing_run() && runs_page_->monitor()->run() != 0) launcher_->stop(runs_page_->monitor()->run());
+    if (const store::RunId run = runs_page_->stoppable_run()) launcher_->stop(run);
   });
   auto* compare = new QAction(tr("Compare selected runs"), this);
   compare->setToolTip(tr("Compare the runs selected in Runs"));
@@ -319,6 +325,7 @@ void MainWindow::wire_runs() {
   });
   connect(monitor, &MonitorPage::stop_requested, this, [this](qint64 run) { launcher_->stop(run); });
   connect(monitor->model(), &MonitorModel::frame_ready, this, [this] { update_stop_state(); });
+  connect(runs_page_, &RunsPage::stoppable_run_changed, this, [this] { update_stop_state(); });
   connect(runs_page_, &RunsPage::compare_requested, this, [this](const std::vector<store::RunId>& ids) {
     compare_page_->set_runs(ids);
     set_mode(Mode::compare);
@@ -328,10 +335,7 @@ void MainWindow::wire_runs() {
 }
 
 void MainWindow::update_stop_state() {
-  bool live = false;
-  if (const auto& f = runs_page_->monitor()->model()->frame(); f && runs_page_->showing_run())
-    live = f->summary.status == store::kStatusRunning || f->summary.status == store::kStatusCreated;
-  stop_action()->setEnabled(live);
+  stop_action()->setEnabled(runs_page_->stoppable_run() != 0);
 }
 
 // With "Launch on Slurm" on, the plan is made for the partition's nodes: the cluster model holds
@@ -559,7 +563,11 @@ void MainWindow::serve_in_browser() {
     connect(browser_server_, &BrowserServer::ready, this, [this](const QUrl& url) {
       statusBar()->showMessage(
           tr("Serving the run store at %1 (read-only, this machine only; stops with the workbench)").arg(url.toString()));
-      if (open_browser_) QDesktopServices::openUrl(url);
+      if (open_browser_) browser_server_->open_in_browser(url);
+    });
+    connect(browser_server_, &BrowserServer::browser_failed, this, [this](const QString& message) {
+      statusBar()->showMessage(message, 15000);
+      show_notice(this, QMessageBox::Warning, tr("Serve in the browser"), message, QStringLiteral("browser_failed"));
     });
     connect(browser_server_, &BrowserServer::failed, this, [this](const QString& message) {
       statusBar()->showMessage(tr("Serving in the browser stopped: %1").arg(message), 8000);
@@ -571,16 +579,7 @@ void MainWindow::serve_in_browser() {
 }
 
 void MainWindow::show_shortcuts() {
-  QMessageBox::information(this, tr("Keyboard shortcuts"),
-                           tr("<table cellspacing=4>"
-                              "<tr><td><b>Ctrl+1…4</b></td><td>Cluster, Plan, Runs, Compare</td></tr>"
-                              "<tr><td><b>F5</b></td><td>Probe nodes</td></tr>"
-                              "<tr><td><b>Ctrl+Return</b></td><td>Launch</td></tr>"
-                              "<tr><td><b>Ctrl+O / Ctrl+S</b></td><td>Open / save the run configuration</td></tr>"
-                              "<tr><td><b>Ctrl+M</b></td><td>Open a model config.json</td></tr>"
-                              "<tr><td><b>Ctrl+Shift+M</b></td><td>Open a model directory</td></tr>"
-                              "<tr><td><b>Ctrl+I</b></td><td>Show or hide the inspector</td></tr>"
-                              "<tr><td><b>Ctrl+Shift+D</b></td><td>Dark theme</td></tr></table>"));
+  QMessageBox::information(this, tr("Keyboard shortcuts"), shortcuts_html(this));
 }
 
 void MainWindow::restore_settings() {
@@ -631,8 +630,13 @@ void MainWindow::save_settings() {
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {
-  // Runs go on without the workbench: stop following them (the next start attaches again).
+  // Runs go on without the workbench: stop following them (the next start attaches again), and
+  // say so in a notice that outlives the window.
+  const auto live = launcher_->followed_runs();
   launcher_->detach_all();
+  if (!live.empty())
+    show_notice(nullptr, QMessageBox::Information, tr("The run goes on"), runs_go_on_text(live),
+                QStringLiteral("runs_go_on"));
   save_settings();
   e->accept();
 }

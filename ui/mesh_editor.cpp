@@ -13,6 +13,7 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "core/run_config.h"
 #include "ui/axis_colors.h"
 #include "ui/data_picker.h"
 #include "ui/panel_widgets.h"
@@ -27,7 +28,8 @@ std::string owner_of(const std::string& field) {
   static const std::vector<std::string> kOwners = [] {
     std::vector<std::string> o;
     for (Axis a : kAxes) o.emplace_back(axis_name(a));
-    for (const char* k : {"seq_len", "micro_batch", "global_batch", "precision", "activation_checkpointing", "data"})
+    for (const char* k : {"seq_len", "micro_batch", "global_batch", "precision", "activation_checkpointing", "data",
+                          "name", "steps", "lr", "warmup_steps"})
       o.emplace_back(k);
     return o;
   }();
@@ -37,11 +39,60 @@ std::string owner_of(const std::string& field) {
   if (field == "mesh" || field == "world_size") return "mesh";
   return "";
 }
+
+// The shortest decimal text of `v` that reads back as exactly `v`.
+QString shortest_text(double v) {
+  for (int digits = 1; digits < 17; ++digits) {
+    const QString t = QString::number(v, 'g', digits);
+    if (t.toDouble() == v) return t;
+  }
+  return QString::number(v, 'g', 17);
+}
 }  // namespace
 
 MeshEditor::MeshEditor(PlanState* state, QWidget* parent) : QWidget(parent), state_(state) {
   setObjectName("MeshEditor");
   auto* outer = new_column_layout(this, {12, 12, 12, 12}, 12);
+
+  // The run's basics: what the run is called and how long it trains.
+  auto* run_box = new QGroupBox(tr("Run"), this);
+  auto* rf = new QFormLayout(run_box);
+  rf->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  auto run_row = [&](const QString& label, QWidget* w, const char* field) {
+    w->setObjectName(field);
+    controls_[field] = w;
+    auto* col = new QVBoxLayout;
+    col->setSpacing(2);
+    col->addWidget(w);
+    col->addWidget(add_message_label(field));
+    rf->addRow(label, col);
+  };
+  name_ = new QLineEdit(run_box);
+  name_->setToolTip(tr("The run's name in Runs, Compare and the web view"));
+  run_row(tr("Name"), name_, "name");
+  connect(name_, &QLineEdit::editingFinished, this, [this] {
+    if (name_->text().toStdString() != state_->config().name) state_->set_name(name_->text().toStdString());
+  });
+  steps_ = new QSpinBox(run_box);
+  steps_->setRange(1, 100000000);
+  steps_->setAccelerated(true);
+  steps_->setKeyboardTracking(false);
+  steps_->setToolTip(tr("Optimizer steps to train"));
+  run_row(tr("Steps"), steps_, "steps");
+  lr_ = new QLineEdit(run_box);
+  lr_->setToolTip(tr("Peak learning rate, reached after the warmup (e.g. 3e-4); at most %1").arg(kMaxLearningRate));
+  run_row(tr("Learning rate"), lr_, "lr");
+  connect(lr_, &QLineEdit::editingFinished, this, &MeshEditor::push_lr);
+  warmup_ = new QSpinBox(run_box);
+  warmup_->setRange(0, 100000000);
+  warmup_->setAccelerated(true);
+  warmup_->setKeyboardTracking(false);
+  warmup_->setSuffix(tr(" steps"));
+  warmup_->setToolTip(tr("Steps of linear learning-rate warmup from 0"));
+  run_row(tr("Warmup"), warmup_, "warmup_steps");
+  connect(steps_, qOverload<int>(&QSpinBox::valueChanged), this, &MeshEditor::push_training);
+  connect(warmup_, qOverload<int>(&QSpinBox::valueChanged), this, &MeshEditor::push_training);
+  outer->addWidget(run_box);
 
   // Model.
   auto* model_box = new QGroupBox(tr("Model"), this);
@@ -197,7 +248,7 @@ void MeshEditor::refresh_colors() {
 }
 
 QLabel* MeshEditor::add_message_label(const std::string& field) {
-  auto* l = new QLabel(this);
+  auto* l = new WrappedLabel(this);
   l->setObjectName(QString::fromStdString("message_" + field));
   l->setWordWrap(true);
   l->setProperty("role", "error");
@@ -213,11 +264,30 @@ QWidget* MeshEditor::control(const std::string& field) const {
 
 QString MeshEditor::message_for(const std::string& field) const {
   auto it = messages_.find(field);
-  return it == messages_.end() || it->second->isHidden() ? QString() : it->second->text();
+  return it == messages_.end() || it->second->isHidden() ? QString() : it->second->text().remove(QChar(0x200B));
+}
+
+void MeshEditor::push_lr() {
+  // The file's and the --lr flag's rule (core/run_config.h): a number in (0, kMaxLearningRate].
+  const QString text = lr_->text().trimmed();
+  bool ok = false;
+  const double lr = text.toDouble(&ok);
+  if (!ok || !(lr > 0) || lr > kMaxLearningRate) {
+    lr_error_ = tr("%1: must be a number in (0, %2]").arg(text).arg(kMaxLearningRate);
+    show_diagnostics();
+    return;
+  }
+  lr_error_.clear();
+  TrainingConfig t = state_->config().training;
+  t.lr = lr;
+  if (t == state_->config().training) show_diagnostics();
+  else state_->set_training(t);
 }
 
 void MeshEditor::push_training() {
   TrainingConfig t = state_->config().training;
+  t.steps = steps_->value();
+  t.warmup_steps = warmup_->value();
   t.seq_len = seq_len_->value();
   t.micro_batch = micro_batch_->value();
   t.global_batch = global_batch_->value();
@@ -253,7 +323,15 @@ void MeshEditor::sync_from_state() {
   }
   {
     QSignalBlocker b1(seq_len_), b2(micro_batch_), b3(global_batch_), b4(precision_),
-        b5(checkpointing_), b6(model_);
+        b5(checkpointing_), b6(model_), b7(steps_), b8(warmup_);
+    if (!name_->hasFocus() || name_->text().toStdString() == c.name) name_->setText(QString::fromStdString(c.name));
+    steps_->setValue(c.training.steps);
+    warmup_->setValue(c.training.warmup_steps);
+    // The shortest text that reads back as the same double ("0.0003", "1e-07"), unless the
+    // field holds another spelling of the same value or an error the user is fixing.
+    bool same = false;
+    const double shown = lr_->text().trimmed().toDouble(&same);
+    if (lr_error_.isEmpty() && !(same && shown == c.training.lr)) lr_->setText(shortest_text(c.training.lr));
     seq_len_->setValue(c.training.seq_len);
     micro_batch_->setValue(c.training.micro_batch);
     global_batch_->setValue(c.training.global_batch);
@@ -302,13 +380,23 @@ void MeshEditor::show_diagnostics() {
     by_owner[owner] << text;
     has_error[owner] = has_error[owner] || is_error(d);
   }
+  if (!lr_error_.isEmpty()) {
+    by_owner["lr"].prepend(lr_error_);
+    has_error["lr"] = true;
+  }
   for (auto& [field, label] : messages_) {
     auto it = by_owner.find(field);
     if (it == by_owner.end()) {
       label->hide();
       label->clear();
     } else {
-      label->setText(it->second.join("\n"));
+      // Core's words may hold long runs without spaces ("micro_batch*dp_replicate*dp_shard"):
+      // an invisible break after each '*' and '/' lets them wrap instead of widening the editor
+      // past its column (message_for() gives the words without them).
+      QString text = it->second.join("\n");
+      text.replace(QLatin1Char('*'), QStringLiteral("*\u200B")).replace(QLatin1Char('/'), QStringLiteral("/\u200B"));
+      label->setText(text);
+      static_cast<WrappedLabel*>(label)->fit_height();
       label->setProperty("role", has_error[field] ? "error" : "warning");
       label->style()->unpolish(label);
       label->style()->polish(label);

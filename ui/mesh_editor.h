@@ -1,5 +1,6 @@
-// The mesh editor: one control per axis (only divisors of the world size, or "auto"), the model
-// picker, and the training knobs that change memory and speed. Edits go to PlanState; core's
+// The mesh editor: the run's basics (name, steps, learning rate, warmup), one control per axis
+// (only divisors of the world size, or "auto"), the model picker, and the training knobs that
+// change memory and speed. Edits go to PlanState; core's
 // diagnostics come back and are shown under the control whose field they name, in core's words.
 #pragma once
 
@@ -12,6 +13,7 @@
 
 class QComboBox;
 class QLabel;
+class QLineEdit;
 class QSpinBox;
 
 namespace meshwork::ui {
@@ -26,7 +28,7 @@ class MeshEditor : public QWidget {
 
   // Controls by field name, for tests and keyboard focus: "dp_replicate", "dp_shard", "cp", "tp",
   // "model", "seq_len", "micro_batch", "global_batch", "precision", "activation_checkpointing",
-  // "data" (the data path's line edit).
+  // "data" (the data path's line edit), and the run's basics: "name", "steps", "lr", "warmup_steps".
   QWidget* control(const std::string& field) const;
   QComboBox* axis_combo(Axis axis) const { return axis_[axis_index(axis)]; }
   // The message shown under a control ("" when none).
@@ -43,11 +45,17 @@ class MeshEditor : public QWidget {
   void sync_from_state();
   void show_diagnostics();
   void push_training();
+  void push_lr();  // the learning rate field, parsed; an unreadable value shows why under it
   QLabel* add_message_label(const std::string& field);
 
   PlanState* state_;
   std::array<QComboBox*, kAxisCount> axis_{};
   std::array<QLabel*, kAxisCount> swatches_{};
+  QLineEdit* name_ = nullptr;
+  QSpinBox* steps_ = nullptr;
+  QLineEdit* lr_ = nullptr;
+  QString lr_error_;  // the field's text is not a learning rate core accepts ("" when it is)
+  QSpinBox* warmup_ = nullptr;
   QComboBox* model_ = nullptr;
   QLabel* model_info_ = nullptr;
   QSpinBox* seq_len_ = nullptr;

@@ -341,6 +341,14 @@ void MeshView::wheelEvent(QWheelEvent* e) {
 
 void MeshView::leaveEvent(QEvent*) { set_hovered(-1, -1); }
 
+QList<QPair<QString, QString>> MeshView::keys() {
+  return {{tr("Arrows"), tr("Mesh view: select the next rank (up/down: a row of a node)")},
+          {tr("PgUp / PgDown"), tr("Mesh view: the same rank on the previous / next node")},
+          {tr("Esc"), tr("Mesh view: clear the selection")},
+          {tr("+ / −"), tr("Mesh view: zoom in / out")},
+          {tr("0"), tr("Mesh view: fit the whole mesh")}};
+}
+
 void MeshView::keyPressEvent(QKeyEvent* e) {
   if (!mesh_) return QWidget::keyPressEvent(e);
   const int n = mesh_->world_size();

@@ -28,6 +28,9 @@ namespace meshwork::ui {
 class MeshView : public QWidget {
   Q_OBJECT
  public:
+  // The keys keyPressEvent() handles, (keys, what they do) for Help's list of shortcuts.
+  static QList<QPair<QString, QString>> keys();
+
   // What one screen cell stands for at the current zoom.
   enum class Detail { ranks, nodes, blocks };
 

@@ -124,6 +124,31 @@ int MetricChart::add_line(const QString& name, const LineStyle& style) {
   return static_cast<int>(lines_.size()) - 1;
 }
 
+void MetricChart::set_line_color(int line, const QColor& color) {
+  if (line < 0 || line >= line_count() || lines_[line].area) return;
+  auto* proxy = static_cast<QLineSeries*>(lines_[line].proxy);
+  QPen pen = proxy->pen();
+  QColor c = color;
+  c.setAlphaF(pen.color().alphaF());
+  pen.setColor(c);
+  proxy->setPen(pen);
+  plot_.series()[static_cast<size_t>(line)].pen = pen;
+  data_changed();
+}
+
+void MetricChart::set_line_in_legend(int line, bool shown) {
+  if (line < 0 || line >= line_count()) return;
+  for (QLegendMarker* m : chart()->legend()->markers(lines_[line].proxy))
+    if (m->isVisible() != shown) m->setVisible(shown);
+}
+
+QStringList MetricChart::legend_names() const {
+  QStringList out;
+  for (QLegendMarker* m : chart()->legend()->markers())
+    if (m->isVisible()) out << m->label();
+  return out;
+}
+
 int MetricChart::add_area(const QString& name, const QColor& color) {
   auto* area = new QAreaSeries(new QLineSeries(chart()), new QLineSeries(chart()));
   area->setName(name);

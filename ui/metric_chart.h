@@ -20,6 +20,7 @@
 #include <QColor>
 #include <QPixmap>
 #include <QString>
+#include <QStringList>
 #include <array>
 #include <optional>
 #include <vector>
@@ -48,6 +49,11 @@ class MetricChart : public QChartView {
     bool right_axis = false;  // plotted against the secondary y axis (e.g. MFU next to tokens/s)
   };
   int add_line(const QString& name, const LineStyle& style);
+  // A line's colour in a new theme (its width, dash and opacity stay).
+  void set_line_color(int line, const QColor& color);
+  // Whether a line has an entry in the legend (e.g. eval loss only once there is one).
+  void set_line_in_legend(int line, bool shown);
+  QStringList legend_names() const;  // the names the legend shows, in order
   // A layer of a stacked area chart: layers are stacked in the order they are added.
   int add_area(const QString& name, const QColor& color);
   void clear_series();

@@ -35,20 +35,12 @@
 namespace meshwork::ui {
 
 namespace {
-// Metric colours stay clear of the four axis hues (axis_colors.h), which only ever mean an axis.
-QColor ink() { return is_dark() ? QColor("#e5e7eb") : QColor("#1f2937"); }
-QColor lr_color() { return is_dark() ? QColor("#c9a96e") : QColor("#8c6d31"); }
-QColor grad_color() { return is_dark() ? QColor("#9fb0c4") : QColor("#4b5d73"); }
-QColor mfu_color() { return is_dark() ? QColor("#b59ac4") : QColor("#7d5a91"); }
-QColor compute_color() { return is_dark() ? QColor("#6b7280") : QColor("#b8bec8"); }
-// Ranks: a sequential slate-to-teal ramp (memory lines are ranks, not axes).
-QColor rank_color(int r, int n) {
-  const double t = n <= 1 ? 0.0 : static_cast<double>(r) / (n - 1);
-  QColor a = is_dark() ? QColor("#93a4ba") : QColor("#334155");
-  QColor b = is_dark() ? QColor("#e8c468") : QColor("#b45309");
-  return QColor::fromRgbF(a.redF() + t * (b.redF() - a.redF()), a.greenF() + t * (b.greenF() - a.greenF()),
-                          a.blueF() + t * (b.blueF() - a.blueF()));
-}
+QColor ink() { return metric_color(MetricSeries::ink, is_dark()); }
+QColor lr_color() { return metric_color(MetricSeries::lr, is_dark()); }
+QColor grad_color() { return metric_color(MetricSeries::grad_norm, is_dark()); }
+QColor mfu_color() { return metric_color(MetricSeries::mfu, is_dark()); }
+QColor compute_color() { return metric_color(MetricSeries::compute, is_dark()); }
+QColor rank_color(int r, int n) { return meshwork::ui::rank_color(r, n, is_dark()); }
 QString status_style(const std::string& s) {
   QColor c = s == store::kStatusOk ? ok_color()
              : s == store::kStatusFailed ? error_color()
@@ -80,6 +72,7 @@ MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
   title_->setProperty("role", "heading");
   status_ = new QLabel(this);
   facts_ = new QLabel(this);
+  facts_->setObjectName("run_facts");
   facts_->setProperty("role", "muted");
   facts_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // long facts clip, never widen
   facts_->setMinimumWidth(80);
@@ -262,9 +255,10 @@ MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
 
   // Lines that do not depend on the run's shape.
   loss_->add_line(tr("raw"), {ink(), 1.0, 0.22, Qt::SolidLine, false, false});
-  loss_->add_line(tr("loss"), {ink(), 2.0, 1.0, Qt::SolidLine, false, false});
-  // Validation loss (--eval-data): a few points, drawn as its own line with a legend entry.
-  loss_->add_line(tr("eval loss"), {lr_color(), 2.0, 1.0, Qt::DashLine, true, false});
+  loss_->add_line(tr("loss"), {ink(), 2.0, 1.0, Qt::SolidLine, true, false});
+  // Validation loss (--eval-data): a few points, drawn as its own line with a legend entry once
+  // the run has one.
+  loss_->add_line(tr("eval loss"), {lr_color(), 2.0, 1.0, Qt::DashLine, false, false});
   lr_->add_line(tr("lr"), {lr_color(), 1.8, 1.0, Qt::SolidLine, false, false});
   grad_->add_line(tr("grad norm"), {grad_color(), 1.4, 1.0, Qt::SolidLine, false, false});
   tput_->add_line(tr("tokens/s (run)"), {ink(), 1.8, 1.0, Qt::SolidLine, true, false});
@@ -472,9 +466,10 @@ void MonitorPage::draw_header(const MonitorFrame& f) {
   status_->setStyleSheet(status_style(s.status));
   QStringList facts;
   facts << QStringLiteral("%1 = %2 ranks").arg(format_shape(s.shape)).arg(s.world)
-        << QString::fromStdString(s.model) << tr("step %1").arg(s.steps);
-  if (f.config.contains("training") && f.config["training"].contains("steps"))
-    facts.last() += QStringLiteral(" / %1").arg(f.config["training"]["steps"].get<int>() - 1);
+        << QString::fromStdString(s.model) << tr("step %1").arg(completed_steps(s));
+  // "step 100 / 100": steps completed of the config's steps, as Runs and the web view count.
+  if (f.config.contains("training") && f.config["training"].contains("steps") && f.config["training"]["steps"].is_number_integer())
+    facts.last() += QStringLiteral(" / %1").arg(f.config["training"]["steps"].get<int>());
   if (s.final_loss) facts << tr("loss %1").arg(*s.final_loss, 0, 'f', 4);
   if (const auto tps = run_tokens_per_s(s)) facts << format_tokens_per_s(*tps);
   facts_->setText(facts.join(QStringLiteral("  ·  ")));
@@ -564,6 +559,7 @@ void MonitorPage::draw(const std::shared_ptr<const MonitorFrame>& fp) {
   loss_->set_points(0, f.loss);
   loss_->set_points(1, smooth(f.loss, smoothing_weight_));
   loss_->set_points(2, f.eval_loss);
+  loss_->set_line_in_legend(2, !f.eval_loss.empty());
   // (Worded so it changes with the run's size, not with every frame's count of decimated points.)
   loss_->set_note(f.source_points > static_cast<int64_t>(f.loss.size())
                       ? tr("min/max per pixel of %1 points").arg(format_count(static_cast<double>(f.source_points)))
@@ -634,6 +630,14 @@ void MonitorPage::draw(const std::shared_ptr<const MonitorFrame>& fp) {
 
 void MonitorPage::refresh_colors() {
   for (MetricChart* c : {loss_, lr_, grad_, tput_, mem_, comm_}) c->apply_theme();
+  // The lines made once (in the constructor) take the new theme's colours here; the per-rank
+  // and per-axis ones are made again below.
+  for (int line : {0, 1}) loss_->set_line_color(line, ink());
+  loss_->set_line_color(2, lr_color());
+  lr_->set_line_color(0, lr_color());
+  grad_->set_line_color(0, grad_color());
+  tput_->set_line_color(0, ink());
+  tput_->set_line_color(1, mfu_color());
   breakdown_->apply_theme();
   series_world_ = -1;  // rebuild the per-rank series in the new theme's colours
   if (model_->frame()) draw(model_->frame());

@@ -9,6 +9,18 @@
 
 namespace meshwork::ui {
 
+WrappedLabel::WrappedLabel(QWidget* parent) : QLabel(parent) { setWordWrap(true); }
+
+void WrappedLabel::fit_height() {
+  const int needed = text().isEmpty() || width() <= 0 ? 0 : heightForWidth(width());
+  if (minimumHeight() != needed) setMinimumHeight(needed);
+}
+
+void WrappedLabel::resizeEvent(QResizeEvent* e) {
+  QLabel::resizeEvent(e);
+  fit_height();
+}
+
 QVBoxLayout* new_column_layout(QWidget* owner, const QMargins& margins, int spacing) {
   auto* column = new QVBoxLayout(owner);
   column->setContentsMargins(margins);

@@ -2,12 +2,12 @@
 // the others, a field with its button on a row, a named spin box. Each returns the widget it made, owned by `parent`.
 #pragma once
 
+#include <QLabel>
 #include <QMargins>
 #include <QString>
 #include <utility>
 
 class QBoxLayout;
-class QLabel;
 class QLineEdit;
 class QPushButton;
 class QSpinBox;
@@ -15,6 +15,20 @@ class QVBoxLayout;
 class QWidget;
 
 namespace meshwork::ui {
+
+// A word-wrapping label that asks its layout for the height its text needs at its width. Qt's
+// layouts (a form row, a row beside fields, a scroll area's column) give a wrapped QLabel the
+// height of its one-line hint, and its lines then overlap what follows.
+class WrappedLabel : public QLabel {
+ public:
+  explicit WrappedLabel(QWidget* parent = nullptr);
+  // Holds the label's minimum height at what its text needs at its width: call after setText()
+  // (a new width calls it by itself).
+  void fit_height();
+
+ protected:
+  void resizeEvent(QResizeEvent* e) override;
+};
 
 // The vertical layout of `owner`, with `margins` around it and `spacing` between its items.
 QVBoxLayout* new_column_layout(QWidget* owner, const QMargins& margins, int spacing);

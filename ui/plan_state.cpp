@@ -11,6 +11,9 @@ PlanState::PlanState(QObject* parent) : QObject(parent) {
   // One worker is enough: estimates are milliseconds, and jobs run in request order.
   pool_.setMaxThreadCount(2);
   config_.name = "untitled";
+  // A default run long enough to watch its curves form, short enough to finish while one waits
+  // (core's default, 100 steps of the tiny model, is over before the charts have a shape).
+  config_.training.steps = 1000;
   config_.mesh = MeshShape{1, -1, 1, 1};  // dp_shard fills the world by default (FSDP)
 }
 

@@ -49,15 +49,18 @@ PlannerPanel::PlannerPanel(PlanState* state, QWidget* parent)
     : QWidget(parent), state_(state), model_(new PlannerModel(this)), proxy_(new QSortFilterProxyModel(this)) {
   setObjectName("PlannerPanel");
   auto* lay = new_column_layout(this, {0, 0, 0, 0}, 4);
-  status_ = new QLabel(this);
+  status_ = new WrappedLabel(this);
+  status_->setObjectName("planner_status");
   status_->setProperty("role", "muted");
   status_->setContentsMargins(8, 4, 8, 0);
   status_->setWordWrap(true);
-  // The status beside "Try the top [K] for [N] steps".
+  // The status over the panel's width (a note of several lines stays short), then "Try the top
+  // [K] for [N] steps" at the right: side by side, a long note made the panel tall and wide.
+  lay->addWidget(status_);
   auto* top = new QHBoxLayout;
-  top->setContentsMargins(0, 0, 8, 0);
+  top->setContentsMargins(8, 0, 8, 0);
   top->setSpacing(4);
-  top->addWidget(status_, 1);
+  top->addStretch(1);
   trial_count_ = new_spin_box(this, "TrialCount", 1, 16, 3, tr("How many of the best predicted shapes that fit to try"));
   trial_count_->setPrefix(tr("K = "));
   trial_steps_ = new_spin_box(this, "TrialSteps", 1, 100000, 20, tr("Optimizer steps each trial runs"));
@@ -163,6 +166,7 @@ void PlannerPanel::refresh() {
     text += basis_notice();
     status_->setText(text);
   }
+  status_->fit_height();
   // Fixed widths sized for the formatted numbers, so all columns fit beside the inspector.
   static const int kWidths[] = {34, 112, 58, 88, 108, 56, 86, 48, 78, 56, 48, 48, 150};
   static_assert(sizeof kWidths / sizeof kWidths[0] == PlannerModel::ColumnCount);

@@ -17,6 +17,7 @@ class QTableView;
 namespace meshwork::ui {
 
 class PlanState;
+class WrappedLabel;
 class PlannerModel;
 
 class PlannerPanel : public QWidget {
@@ -51,7 +52,7 @@ class PlannerPanel : public QWidget {
   PlannerModel* model_;
   QSortFilterProxyModel* proxy_;
   QTableView* table_;
-  QLabel* status_;
+  WrappedLabel* status_;
   QSpinBox* trial_count_;
   QSpinBox* trial_steps_;
   QPushButton* try_;

@@ -131,7 +131,7 @@ int RunsModel::columnCount(const QModelIndex& parent) const { return parent.isVa
 
 QVariant RunsModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* names[] = {"Name", "Date", "Shape (rep×shard×cp×tp)", "Model", "Status", "Final loss", "Tokens/s", "Steps"};
+  static const char* names[] = {"Id", "Name", "Date", "Shape (rep×shard×cp×tp)", "Model", "Status", "Final loss", "Tokens/s", "Steps"};
   return tr(names[section]);
 }
 
@@ -148,6 +148,7 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
   const auto tps = run_tokens_per_s(s);
   if (role == kSortRole) {
     switch (index.column()) {
+      case kId: return static_cast<qlonglong>(s.id);
       case kDate: return s.created;
       case kLoss: return s.final_loss ? *s.final_loss : 1e300;
       case kTokens: return tps ? *tps : -1.0;
@@ -157,6 +158,7 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
   }
   if (role == Qt::DisplayRole || role == Qt::EditRole || role == Qt::ToolTipRole) {
     switch (index.column()) {
+      case kId: return QString::number(s.id);
       case kName: return role == Qt::ToolTipRole && !s.origin.empty() ? q(s.name + "\nimported from " + s.origin) : q(s.name);
       case kDate: return QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(s.created * 1000)).toString("yyyy-MM-dd HH:mm");
       case kShape: return format_shape(s.shape);
@@ -165,7 +167,7 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
         return role == Qt::ToolTipRole && !s.exit_reason.empty() ? q(s.status + ": " + s.exit_reason) : q(s.status);
       case kLoss: return s.final_loss ? QString::number(*s.final_loss, 'f', 4) : QString();
       case kTokens: return tps ? format_tokens_per_s(*tps) : QString();
-      case kSteps: return s.steps > 0 || s.points > 0 ? QString::number(s.steps + 1) : QString();
+      case kSteps: return completed_steps(s) > 0 ? QString::number(completed_steps(s)) : QString();
     }
   }
   if (role == Qt::ForegroundRole && index.column() == kStatus) {
@@ -173,7 +175,7 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
     if (s.status == store::kStatusStopped) return QBrush(warning_color());
     if (s.status == store::kStatusOk) return QBrush(ok_color());
   }
-  if (role == Qt::TextAlignmentRole && (index.column() == kLoss || index.column() == kTokens || index.column() == kSteps))
+  if (role == Qt::TextAlignmentRole && (index.column() == kId || index.column() == kLoss || index.column() == kTokens || index.column() == kSteps))
     return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
   return {};
 }

@@ -14,10 +14,15 @@
 
 namespace meshwork::ui {
 
+// Steps a run completed (1-based: the store keeps the highest 0-based step); 0 before the first.
+// Runs, the monitor and the web view all count this way ("step 100 / 100").
+inline int64_t completed_steps(const store::RunSummary& s) { return s.steps > 0 || s.points > 0 ? s.steps + 1 : 0; }
+
 class RunsModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  enum Column { kName, kDate, kShape, kModel, kStatus, kLoss, kTokens, kSteps, kColumns };
+  // The id first: two runs of one name otherwise differ only by their date.
+  enum Column { kId, kName, kDate, kShape, kModel, kStatus, kLoss, kTokens, kSteps, kColumns };
   static constexpr int kIdRole = Qt::UserRole + 1;    // the run id of a row
   static constexpr int kSortRole = Qt::UserRole + 2;  // numbers sort as numbers
 

@@ -18,12 +18,14 @@
 #include <QLineEdit>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSortFilterProxyModel>
 #include <QStackedWidget>
 #include <QTableView>
 #include <QVBoxLayout>
 
 #include "ui/flow_layout.h"
+#include "ui/monitor_model.h"
 #include "ui/monitor_page.h"
 #include "ui/runs_model.h"
 #include "ui/store_worker.h"
@@ -89,8 +91,14 @@ RunsPage::RunsPage(StoreWorker* worker, QWidget* parent)
   l->addWidget(table_, 1);
   stack_->addWidget(list);
 
-  monitor_ = new MonitorPage(worker, stack_);
-  stack_->addWidget(monitor_);
+  // The monitor scrolls in a short window (1024 x 700) instead of raising the window's minimum.
+  monitor_scroll_ = new QScrollArea(stack_);
+  monitor_scroll_->setWidgetResizable(true);
+  monitor_scroll_->setFrameShape(QFrame::NoFrame);
+  monitor_scroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  monitor_ = new MonitorPage(worker, monitor_scroll_);
+  monitor_scroll_->setWidget(monitor_);
+  stack_->addWidget(monitor_scroll_);
 
   connect(filter_, &QLineEdit::textChanged, proxy_, &QSortFilterProxyModel::setFilterFixedString);
   connect(filter_, &QLineEdit::textChanged, this, &RunsPage::update_buttons);
@@ -119,16 +127,32 @@ RunsPage::RunsPage(StoreWorker* worker, QWidget* parent)
   model_->refresh();
 }
 
-bool RunsPage::showing_run() const { return stack_->currentWidget() == monitor_; }
+bool RunsPage::showing_run() const { return stack_->currentWidget() == monitor_scroll_; }
 
 void RunsPage::open_run(store::RunId id) {
   monitor_->show_run(id);
-  stack_->setCurrentWidget(monitor_);
+  stack_->setCurrentWidget(monitor_scroll_);
+  Q_EMIT stoppable_run_changed();
 }
 
 void RunsPage::show_list() {
   stack_->setCurrentIndex(0);
   model_->refresh();
+  Q_EMIT stoppable_run_changed();
+}
+
+store::RunId RunsPage::stoppable_run() const {
+  const auto live = [](const std::string& status) {
+    return status == store::kStatusRunning || status == store::kStatusCreated;
+  };
+  if (showing_run()) {
+    const auto& f = monitor_->model()->frame();
+    return f && live(f->summary.status) ? monitor_->run() : 0;
+  }
+  const auto ids = selected_runs();
+  if (ids.size() != 1) return 0;
+  const store::RunSummary* s = model_->find(ids.front());
+  return s && live(s->status) ? s->id : 0;
 }
 
 std::vector<store::RunId> RunsPage::selected_runs() const {
@@ -156,6 +180,7 @@ void RunsPage::update_buttons() {
   delete_->setEnabled(n >= 1);
   compare_->setEnabled(n >= 2 && n <= 10);
   count_->setText(tr("%1 of %2 runs").arg(proxy_->rowCount()).arg(model_->rowCount()));
+  Q_EMIT stoppable_run_changed();
 }
 
 void RunsPage::delete_selected(bool confirm) {

@@ -17,6 +17,7 @@ class QSortFilterProxyModel;
 class QStackedWidget;
 class QTableView;
 class QLabel;
+class QScrollArea;
 
 namespace meshwork::ui {
 
@@ -39,6 +40,9 @@ class RunsPage : public QWidget {
   void show_list();
   bool showing_run() const;
   std::vector<store::RunId> selected_runs() const;
+  // The run the toolbar's Stop acts on: the run shown when it is live, else the one live run
+  // selected in the table; 0 when there is none.
+  store::RunId stoppable_run() const;
   void select_runs(const std::vector<store::RunId>& ids);
 
   // Actions (also on the buttons); tests call them with the answers a dialog would give.
@@ -57,6 +61,7 @@ class RunsPage : public QWidget {
  Q_SIGNALS:
   void compare_requested(const std::vector<meshwork::store::RunId>& runs);
   void status_message(const QString& text);
+  void stoppable_run_changed();  // the selection, the page shown or a run's status changed
 
  private:
   void update_buttons();
@@ -76,6 +81,7 @@ class RunsPage : public QWidget {
   QPushButton* delete_;
   QPushButton* export_;
   QCheckBox* follow_drops_;
+  QScrollArea* monitor_scroll_;
   MonitorPage* monitor_;
 };
 

@@ -37,7 +37,7 @@ TrialsPanel::TrialsPanel(QWidget* parent)
   top->addWidget(label);
   groups_ = new QComboBox(this);
   groups_->setObjectName("TrialGroups");
-  groups_->setMinimumContentsLength(24);
+  groups_->setMinimumContentsLength(12);  // narrow enough for the Plan page at 1024 px
   groups_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   top->addWidget(groups_);
   top->addStretch(1);

@@ -9,9 +9,10 @@ window.meshwork = { ready: false, points: 0, error: null };
 var MW = (function () {
   var MW = {};
 
-  // Run colours (one per run of a compare, one per rank in the memory chart).
-  MW.COLORS = ['#4E79A7', '#F28E2B', '#E15759', '#76B7B2', '#59A14F',
-               '#EDC948', '#B07AA1', '#FF9DA7', '#9C755F', '#BAB0AC'];
+  // Run colours (one per run of a compare, one per rank in the memory chart): the workbench's
+  // dark-theme run colours (ui/axis_colors.cpp run_color; a test holds the two alike).
+  MW.COLORS = ['#F0707E', '#5CC4CC', '#8593F0', '#C99A78', '#E27BD3',
+               '#A4C45A', '#AAB4C2', '#CFC59A', '#7FB88E', '#C18BE6'];
   // Mesh axes, as in the workbench (ui/axis_colors.cpp, dark variants), plus compute.
   MW.AXES = ['dp_replicate', 'dp_shard', 'cp', 'tp'];
   MW.AXIS_COLORS = { dp_replicate: '#4AA8E8', dp_shard: '#3CCB9F', cp: '#E6A0C8', tp: '#FF8A3D',

@@ -92,6 +92,15 @@
     return MW.el('div', null, [MW.el('dt', { text: label }), dd]);
   }
 
+  // "100 / 100": steps completed (1-based; the store keeps the highest 0-based step) of the
+  // config's steps, as the workbench's monitor and runs table count them.
+  function stepText(run) {
+    var done = MW.isNum(run.steps) && (run.steps > 0 || run.points > 0) ? run.steps + 1 : 0;
+    var cfg = state.info && state.info.config;
+    var total = cfg && cfg.training && MW.isNum(cfg.training.steps) ? cfg.training.steps : null;
+    return MW.fmtNum(done) + (total === null ? '' : ' / ' + MW.fmtNum(total));
+  }
+
   function renderFacts(run) {
     if (!run) return;
     state.status = run.status;
@@ -103,7 +112,7 @@
       fact('status', MW.statusBadge(run.status, run.exit_reason || undefined)),
       fact('shape', MW.shapeText(run)),
       fact('model', run.model || '—'),
-      fact('steps', MW.fmtNum(run.steps)),
+      fact('steps', stepText(run)),
       fact('final loss', MW.fmtLoss(run.final_loss)),
       fact('tokens/s', MW.fmtRate(run.tokens_per_s)),
       fact('world', MW.fmtNum(run.world)),
@@ -289,9 +298,12 @@
     peaks.forEach(function (l) { lists.push(l); });
     var n = MW.countPoints(lists);
 
-    var src = f.source_points;
-    MW.$('points').textContent = MW.fmtNum(n) + ' points' +
-      (MW.isNum(src) ? ' (of ' + MW.fmtNum(src) + ' stored)' : '');
+    // source_points: the loss's stored points in range; the loss line shows them all, or min/max
+    // per pixel column of them. n counts every chart's points together.
+    var src = f.source_points, shown = arr(f.loss).length;
+    var lossText = !MW.isNum(src) ? '' : shown >= src ? 'loss: all ' + MW.fmtNum(src) + ' stored points · '
+      : 'loss: ' + MW.fmtNum(shown) + ' of ' + MW.fmtNum(src) + ' stored points (min/max per pixel) · ';
+    MW.$('points').textContent = lossText + MW.fmtNum(n) + ' points in all charts';
     MW.$('points').dataset.points = String(n);
 
     state.frameDone = true;
@@ -434,7 +446,6 @@
     MW.$('slurm-box').hidden = !(typeof slurm === 'string' && slurm);
     MW.$('slurm').textContent = typeof slurm === 'string' ? MW.visible(slurm) : '';
     var rankIn = MW.$('rank');
-    if (MW.isNum(state.world)) rankIn.max = String(state.world - 1);
     state.infoDone = true;
     if (state.frame) drawFrame(state.frame);  // capacity may come from info
     else MW.setState({ ready: state.frameDone && state.infoDone });
@@ -458,10 +469,11 @@
 
   var rankIn = MW.$('rank');
   rankIn.addEventListener('change', function () {
-    var r = parseInt(rankIn.value, 10);
-    if (!isFinite(r) || r < -1) r = -1;
+    // "mean" (or anything not a rank) is the mean over ranks; the API's rank -1.
+    var text = rankIn.value.trim();
+    var r = /^\d+$/.test(text) ? parseInt(text, 10) : -1;
     if (MW.isNum(state.world) && r > state.world - 1) r = state.world - 1;
-    rankIn.value = String(r);
+    rankIn.value = r === -1 ? 'mean' : String(r);
     state.rank = r;
     MW.$('rank-hint').textContent = r === -1 ? 'mean over ranks' : 'rank ' + r;
     refreshFrame();

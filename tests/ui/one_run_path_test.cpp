@@ -2,11 +2,14 @@
 // (launch and plan) and `meshtrain` itself.
 //  - threeLaunchPathsShipTheSameRunConfig: the workbench's Launch, `meshwork launch` with flags
 //    and `meshwork launch --config` for the same inputs put byte-identical run_config.json files
-//    on the node and start the same meshtrain command line; each rank reports that config.
+//    on the node and start the same meshtrain command line; each rank reports that config. In the
+//    workbench the run's basics (name, steps, learning rate, warmup) are typed into the editor.
 //  - shapeTableIsJudgedAlikeEverywhere: 38 shapes that `meshwork plan`, the mesh editor and
 //    `meshtrain --check` accept and refuse identically, with the same words.
 #include <QAction>
 #include <QLabel>
+#include <QLineEdit>
+#include <QSpinBox>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -68,7 +71,7 @@ QStringList shown_messages(const MeshEditor* editor) {
   QStringList out;
   for (const QLabel* l : editor->findChildren<QLabel*>())
     if (l->isVisible() && (l->property("role") == "error" || l->property("role") == "warning") && !l->text().isEmpty())
-      out << l->text();
+      out << l->text().remove(QChar(0x200B));  // the invisible line-break hints the label adds
   return out;
 }
 
@@ -123,7 +126,39 @@ class OneRunPathTest : public QObject {
       w.show();
       test::set_local_cluster(w, 2);
       config = exact_config(w.plan()->config());
-      w.plan()->set_config(config);
+      // Everything but the run's basics from the test; those the user types, as the editor shows them.
+      RunConfig without_basics = config;
+      const RunConfig defaults = w.plan()->config();
+      without_basics.name = defaults.name;
+      without_basics.training.steps = defaults.training.steps;
+      without_basics.training.lr = defaults.training.lr;
+      without_basics.training.warmup_steps = defaults.training.warmup_steps;
+      w.plan()->set_config(without_basics);
+      MeshEditor* editor = w.plan_page()->editor();
+      const auto type_into = [&](const char* field, const QString& text) {
+        QWidget* control = editor->control(field);
+        QVERIFY2(control, field);
+        QLineEdit* edit = qobject_cast<QLineEdit*>(control);
+        if (!edit) edit = control->findChild<QLineEdit*>();  // a spin box's editor
+        QVERIFY2(edit, field);
+        edit->setFocus();
+        edit->selectAll();
+        QTest::keyClicks(edit, text);
+        QTest::keyClick(edit, Qt::Key_Return);
+      };
+      type_into("name", "one-path");
+      type_into("steps", "2");
+      type_into("lr", "1e-7");
+      type_into("warmup_steps", "1");
+      QCOMPARE(QString::fromStdString(to_json(w.plan()->config()).dump()), QString::fromStdString(to_json(config).dump()));
+      // A wrong learning rate is refused under its field, in the file's words, and changes nothing.
+      type_into("lr", "0");
+      QCOMPARE(editor->message_for("lr"), QStringLiteral("0: must be a number in (0, 10]"));
+      QCOMPARE(w.plan()->config().training.lr, 1e-7);
+      type_into("lr", "1e-7");
+      QVERIFY(editor->message_for("lr").isEmpty());
+      // A default run is long enough to watch.
+      QVERIFY(defaults.training.steps >= 500);
       w.set_mode(Mode::plan);
       QTRY_VERIFY2(w.launch_action()->isEnabled(), qPrintable(w.launch_action()->toolTip()));
       QSignalSpy launched(w.launcher(), &LaunchController::launched);
