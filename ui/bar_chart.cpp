@@ -20,7 +20,7 @@ namespace meshwork::ui {
 BarChart::BarChart(const QString& title, Kind kind, QWidget* parent) : QChartView(parent), kind_(kind), title_(title) {
   QChart* c = install_card_chart(this, Qt::AlignTop);
   setRenderHint(QPainter::Antialiasing, true);
-  setMinimumSize(180, 140);
+  setMinimumSize(180, 200);  // shorter, Qt Charts elides the axis labels to "..."
   // A chart changes as a whole (axes, labels, data): repaint the viewport as one rectangle. The
   // default (the union of every changed item's rectangle) makes the painter clip to a region of
   // many rectangles, through which Qt's raster engine draws each grid line span by span.

@@ -30,6 +30,7 @@
 #include "ui/runs_model.h"
 #include "ui/store_worker.h"
 #include "ui/core_bridge.h"
+#include "ui/panel_widgets.h"
 #include "ui/theme.h"
 
 namespace meshwork::ui {
@@ -108,13 +109,13 @@ ComparePage::ComparePage(StoreWorker* worker, RunsModel* runs, QWidget* parent)
   auto* cl = new QVBoxLayout(comm_box);
   cl->setContentsMargins(0, 0, 0, 0);
   cl->setSpacing(4);
-  comm_ = new BarChart(tr("Communication per step, by axis"), BarChart::Kind::grouped, comm_box);
+  // A short title: the column is narrow beside the thumbnails and the config diff.
+  comm_ = new BarChart(tr("Comm per step, by axis"), BarChart::Kind::grouped, comm_box);
   cl->addWidget(comm_, 1);
   // How the means were made, in words under the chart: as the value axis' title it was cut.
-  comm_note_ = new QLabel(comm_box);
+  comm_note_ = new WrappedLabel(comm_box);
   comm_note_->setObjectName("CompareCommNote");
   comm_note_->setProperty("role", "muted");
-  comm_note_->setWordWrap(true);
   cl->addWidget(comm_note_);
   // Beneath the bars: what the time model predicted for each run against what it measured.
   prediction_ = new QTableWidget(comm_box);
@@ -320,6 +321,7 @@ void ComparePage::draw(const std::shared_ptr<const CompareFrame>& fp) {
   comm_note_->setText(steps == 0 ? tr("ms per step: the mean over ranks of every step")
                                  : tr("ms per step: the mean over ranks; long runs: %1 sampled steps in %2 windows, of up to %3")
                                        .arg(sampled).arg(kCommWindows).arg(steps));
+  comm_note_->fit_height();
 
   while (QLayoutItem* item = thumbs_->takeAt(0)) {
     delete item->widget();

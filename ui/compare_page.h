@@ -22,6 +22,8 @@ class QTableWidget;
 
 namespace meshwork::ui {
 
+class WrappedLabel;
+
 class BarChart;
 class MetricChart;
 class RunsModel;
@@ -75,7 +77,7 @@ class ComparePage : public QWidget {
   QSlider* smoothing_;
   QCheckBox* only_diff_;
   QLabel* hint_;
-  QLabel* comm_note_;  // how the bars' means were made
+  WrappedLabel* comm_note_;  // how the bars' means were made
   MetricChart* chart_;
   BarChart* comm_;
   QHBoxLayout* thumbs_;

@@ -358,7 +358,11 @@ Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterF
   const int pp = config.mesh[Axis::pp];
   q.fixed.set(Axis::pp, pp < 1 ? 0 : pp);
   auto plan = meshwork::make_plan(q);
-  if (!plan) return no_valid_shape(q, config, cluster, plan.error());
+  // core's words for "every shape was refused" (core/planner.cpp); other errors (the model, the
+  // memory) are not about shapes and go as they are.
+  if (!plan && plan.error().message().find("no shape with the fixed axes is valid") != std::string::npos)
+    return no_valid_shape(q, config, cluster, plan.error());
+  if (!plan) return plan.error();
   std::vector<PlanRow> rows;
   for (meshwork::PlanEntry& e : plan->shapes) {
     PlanRow r;

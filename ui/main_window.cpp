@@ -214,7 +214,7 @@ void MainWindow::build_actions() {
     const QString path = QFileDialog::getSaveFileName(this, tr("Save the run configuration"), "meshwork-run.json", tr("JSON (*.json)"));
     if (!path.isEmpty()) save_config(path);
   });
-  save_as->setShortcut(QKeySequence::SaveAs);
+  save_as->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S));  // QKeySequence::SaveAs is none on some platforms
   file->addAction(tr("&Import Accelerate / Axolotl / torchtitan config…"), this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("Import a training config"), {},
                                                       tr("Training configs (*.yaml *.yml *.toml)"));

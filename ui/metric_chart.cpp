@@ -74,7 +74,9 @@ MetricChart::MetricChart(const QString& title, QWidget* parent) : QChartView(par
   // default (the union of every changed item's rectangle) makes the painter clip to a region of
   // many rectangles, through which Qt's raster engine draws each grid line span by span.
   setViewportUpdateMode(QGraphicsView::FullViewportUpdate);
-  setMinimumSize(180, 150);
+  // Tall enough for the title, the legend, a plot and a row of tick labels under it: shorter,
+  // Qt Charts squeezes the x axis and elides its labels and title to "...".
+  setMinimumSize(180, 220);
   set_title(title);
   apply_theme();
 }
@@ -382,7 +384,10 @@ void MetricChart::set_growing(bool growing) {
 void MetricChart::set_x_range(double x0, double x1) {
   if (x_asked_ == std::array<double, 2>{x0, x1} && x_->min() == x0 && x_->max() == x1) return;
   x_asked_ = std::array<double, 2>{x0, x1};
-  const double nice = nice_step((x1 - x0) / 5.0);
+  // Qt Charts gives each x label an equal share of the axis and elides what does not fit ("1..."
+  // for 1000): about 80 px a tick, at most 5 intervals.
+  const int intervals = std::clamp((width() - 80) / 80, 1, 5);
+  const double nice = nice_step((x1 - x0) / intervals);
   const double anchor = std::floor(x0 / nice) * nice;
   if (x_->tickInterval() == nice && x_->tickAnchor() == anchor && x_->tickType() == QValueAxis::TicksDynamic) {
     x_->setRange(x0, x1);  // the same ticks: one layout
@@ -393,6 +398,15 @@ void MetricChart::set_x_range(double x0, double x1) {
   x_->setTickInterval(nice);
   x_->setTickAnchor(anchor);
   x_->setTickType(QValueAxis::TicksDynamic);
+}
+
+void MetricChart::resizeEvent(QResizeEvent* e) {
+  QChartView::resizeEvent(e);
+  if (x_asked_) {  // the same range, ticks for the new width
+    const auto [x0, x1] = *x_asked_;
+    x_asked_.reset();
+    set_x_range(x0, x1);
+  }
 }
 
 void MetricChart::set_zoom(std::optional<std::pair<double, double>> range) {
