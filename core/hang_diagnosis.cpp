@@ -127,9 +127,12 @@ void find_stragglers(const DiagnosisInput& in, const std::unordered_map<int, con
         found.push_back(std::move(s));
         continue;
       }
+      // A wait is noisier than compute (it holds every peer's jitter): twice the others' and a
+      // quarter of the step more, before a link is called slow.
+      auto far_above = [&](double v, double m) { return v > 2 * m && v - m > std::max(0.01, 0.25 * median(step)); };
       for (Axis a : kAxes) {
         const double m = few ? others_median(t, [a](const RankTiming& x) { return x.comm_s[a]; }) : median_comm[a];
-        if (in.shape[a] <= 1 || !well_above(t->comm_s[a], m)) continue;
+        if (in.shape[a] <= 1 || !far_above(t->comm_s[a], m)) continue;
         // Waiting on an axis more than the stage's other ranks while computing as they do: its
         // link on that axis is slow (peers waiting on a slow rank show it as compute instead).
         if (t->compute_s > 1.1 * mc_t) continue;
@@ -456,7 +459,7 @@ std::string Diagnosis::summary() const {
     s += c.waited_by.empty() ? " blocks them" : inside ? " holds it up" : " never entered it";
     if (!c.process.empty()) s += ": " + c.process;
     if (!c.ended.empty()) s += " (" + c.ended + ")";
-    if (!c.phase.empty()) s += ", last in " + c.phase;
+    if (!c.phase.empty()) s += (inside ? ", " : ", last in ") + c.phase;
   }
   if (culprits.empty() && !waiting.empty()) s += "; no rank is missing from the waited groups";
   return s;
