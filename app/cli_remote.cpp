@@ -493,6 +493,8 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
                  "instead of --meshtrain, for nodes without LibTorch: uploaded once per node or shared\n"
                  "filesystem into --bundle-root (default ~/.cache/meshwork/bundles), skipped when there,\n"
                  "resumed after a cut link. A CUDA run checks each node's driver against the bundle first.\n"
+                 "--bundle cpu (or cuda): the bundle that came with meshwork (the installed package's, or\n"
+                 "the build tree's build/bundles/).\n"
                  "--node-torch DIR: the nodes have the same torch wheel, in site-packages DIR (absolute):\n"
                  "meshtrain is deployed with its library path moved there (no bundle needed).\n"
                  "--slurm: through a Slurm login node (--login, default this machine): an sbatch script\n"

@@ -18,6 +18,8 @@ int gui_main(int argc, char** argv) {
   QApplication::setOrganizationName("Meshwork");
   QApplication::setApplicationName("workbench");
   QApplication::setApplicationDisplayName("Meshwork");
+  // The menu entry (share/applications/meshwork.desktop) and its icon belong to this window.
+  QGuiApplication::setDesktopFileName("meshwork");
   ui::apply_theme(app, ui::Theme::light);
   // `meshwork --screenshots DIR`: render the main views to PNGs (scripts/screenshots) and exit.
   if (argc >= 3 && std::string(argv[1]) == "--screenshots") return ui::render_screenshots(argv[2]);

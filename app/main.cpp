@@ -4,11 +4,14 @@
 #include <string>
 
 #include "app/commands.h"
+#include "core/build_info.h"
+#include "core/resource_dir.h"
 
 namespace {
 
 void print_usage(std::ostream& out) {
   out << "usage: meshwork                     start the workbench (GUI)\n"
+         "       meshwork --version           version, commit, where the resources and docs are\n"
          "       meshwork plan ...            rank every mesh shape for a model and cluster\n"
          "       meshwork probe HOST...       detect GPUs, memory and links of nodes over SSH\n"
          "       meshwork launch ...          deploy meshtrain and run it, streaming into the store\n"
@@ -44,7 +47,9 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
     if (cmd == "--version") {
-      std::cout << "meshwork " << MESHWORK_VERSION << "\n";
+      std::cout << version_line("meshwork") << "\n"
+                << "resources: " << resource_dir().string() << "\n"
+                << "docs: " << docs_dir().string() << "\n";
       return kExitOk;
     }
     static const std::map<std::string, int (*)(const Args&)> commands = {

@@ -1,4 +1,5 @@
 #include "core/model_spec.h"
+#include "core/resource_dir.h"
 
 #include <unistd.h>
 
@@ -386,28 +387,7 @@ Result<ModelSpec> load_model_spec_file(const fs::path& path) {
   return model_spec_from_json(cfg, name);
 }
 
-namespace {
-
-fs::path executable_dir() {
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? fs::path() : exe.parent_path();
-}
-
-}  // namespace
-
-fs::path preset_dir() {
-  if (const char* env = std::getenv("MESHWORK_RESOURCE_DIR"); env && *env)
-    return fs::path(env) / "models";
-#ifdef MESHWORK_RESOURCE_DIR
-  {
-    std::error_code ec;
-    fs::path built = fs::path(MESHWORK_RESOURCE_DIR) / "models";
-    if (fs::is_directory(built, ec)) return built;
-  }
-#endif
-  return executable_dir() / ".." / "share" / "meshwork" / "models";
-}
+fs::path preset_dir() { return resource_dir() / "models"; }
 
 std::vector<std::string> preset_names() {
   std::vector<std::string> names;

@@ -88,8 +88,8 @@ std::vector<std::string> preset_names();
 std::optional<std::filesystem::path> hf_weights_dir(const nlohmann::json& model);
 // The "model" entry of a run config: a preset name / path (string) or an inline config (object).
 Result<ModelSpec> model_spec_from_run_model(const nlohmann::json& model);
-// Where presets are read from: $MESHWORK_RESOURCE_DIR/models if set, else the build-time
-// resource directory, else <executable dir>/../share/meshwork/models.
+// Where presets are read from: <resource_dir()>/models (core/resource_dir.h: the environment,
+// the install tree beside the executable, or the source tree).
 std::filesystem::path preset_dir();
 
 }  // namespace meshwork

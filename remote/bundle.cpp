@@ -12,6 +12,7 @@
 
 #include "remote/parse_util.h"
 #include "remote/probe_parsers.h"
+#include "core/resource_dir.h"
 #include "core/shell_quote.h"
 
 namespace meshwork::remote {
@@ -19,7 +20,20 @@ namespace meshwork::remote {
 using namespace detail;
 namespace fs = std::filesystem;
 
-Result<BundleManifest> load_bundle(const std::string& path) {
+std::string default_bundle_path(const std::string& flavour) {
+  const std::string name = "meshtrain-" + flavour + ".tar.zst";
+  const fs::path installed = resource_dir() / "bundles" / name;
+  std::error_code ec;
+  if (fs::exists(installed, ec)) return installed.string();
+  if (fs::path exe = executable_dir(); !exe.empty()) {
+    const fs::path built = (exe.parent_path() / "bundles" / name).lexically_normal();
+    if (fs::exists(built, ec)) return built.string();
+  }
+  return installed.string();
+}
+
+Result<BundleManifest> load_bundle(const std::string& named) {
+  const std::string path = (named == "cpu" || named == "cuda") ? default_bundle_path(named) : named;
   std::string json_path = path;
   const std::string suffix = ".tar.zst";
   if (path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0) {

@@ -39,8 +39,14 @@ struct BundleManifest {
   std::string trainer = "meshtrain";
 };
 
-// Reads a bundle: `path` is the .tar.zst (its manifest is the .json beside it) or the .json.
-// Checks that the archive exists with the manifest's size (the sha256 is checked on the node).
+// The bundle of a flavour ("cpu" or "cuda") that came with this meshwork:
+// <resource_dir()>/bundles/meshtrain-<flavour>.tar.zst when installed (the package carries the
+// cpu one), else the build tree's bundles/ beside bin/ (scripts/build --target bundle-<flavour>).
+std::string default_bundle_path(const std::string& flavour);
+
+// Reads a bundle: `path` is the .tar.zst (its manifest is the .json beside it), the .json, or a
+// flavour name, "cpu" or "cuda" (default_bundle_path). Checks that the archive exists with the
+// manifest's size (the sha256 is checked on the node).
 Result<BundleManifest> load_bundle(const std::string& path);
 
 // Opens a fresh connection to node i (after its link was lost).

@@ -1,4 +1,5 @@
 #include "trainer/data.h"
+#include "core/resource_dir.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -121,20 +122,7 @@ std::vector<int64_t> TokenData::batch_indices(int64_t step, int64_t global_batch
 }
 
 std::filesystem::path default_data_path() {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (const char* dir = std::getenv("MESHWORK_RESOURCE_DIR"); dir && *dir) {
-    fs::path p = fs::path(dir) / "data" / "kjv.bin";
-    if (fs::exists(p, ec)) return p;
-  }
-#ifdef MESHWORK_RESOURCE_DIR
-  {
-    fs::path p = fs::path(MESHWORK_RESOURCE_DIR) / "data" / "kjv.bin";
-    if (fs::exists(p, ec)) return p;
-  }
-#endif
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  return exe.parent_path().parent_path() / "share" / "meshwork" / "data" / "kjv.bin";
+  return resource_dir() / "data" / "kjv.bin";
 }
 
 }  // namespace meshwork::trainer

@@ -55,8 +55,8 @@ class TokenData {
   int64_t total_ = 0;
 };
 
-// The bundled corpus (resources/data/kjv.bin): $MESHWORK_RESOURCE_DIR/data, the build-time
-// resource directory, or <executable dir>/../share/meshwork/data.
+// The bundled corpus: <resource_dir()>/data/kjv.bin (core/resource_dir.h: the environment,
+// the install tree beside the executable, or the source tree).
 std::filesystem::path default_data_path();
 
 }  // namespace meshwork::trainer

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include <torch/version.h>
+
+#include "core/build_info.h"
 #include "core/model_spec.h"
 #include "core/parallel_layout.h"
 #include "trainer/hf/check.h"
@@ -45,6 +48,16 @@ extern "C" const char* __tsan_default_options() { return "report_bugs=0"; }
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   // `meshtrain tail ...`: the node side of following a run (trainer/tail.h); no LibTorch.
+  if (!args.empty() && args[0] == "--version") {
+#ifdef MESHWORK_CPU_FLAVOUR
+    const char* flavour = "cpu";
+#else
+    const char* flavour = "cuda";
+#endif
+    std::cout << version_line("meshtrain") << "\n"
+              << "torch " << TORCH_VERSION << " (" << flavour << " flavour)\n";
+    return kExitOk;
+  }
   if (!args.empty() && args[0] == "tail") return tail_main(std::vector<std::string>(args.begin() + 1, args.end()));
   // Before any tensor exists, so every CPU byte is counted (train.h).
   install_tracking_cpu_allocator();

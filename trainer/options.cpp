@@ -156,7 +156,7 @@ std::string usage() {
   const auto own = all.end() - static_cast<std::ptrdiff_t>(flags().size());
   out << "\nrun config flags (set the fields of --config's run config, or of the defaults):\n"
       << flags_help({all.begin(), own});
-  out << "\nprocess flags:\n" << flags_help({own, all.end()}) << flags_help({{"--help", "", "this text"}});
+  out << "\nprocess flags:\n" << flags_help({own, all.end()}) << flags_help({{"--help", "", "this text"}, {"--version", "", "version, commit and torch version"}});
   return out.str();
 }
 

@@ -18,8 +18,11 @@
 #include <QStatusBar>
 #include <QToolBar>
 #include <QToolButton>
+#include <QUrl>
 #include <QVBoxLayout>
 
+#include "core/build_info.h"
+#include "core/resource_dir.h"
 #include "ui/cluster_model.h"
 #include "ui/compare_page.h"
 #include "ui/ecosystem_export_dialog.h"
@@ -252,6 +255,7 @@ void MainWindow::build_actions() {
 
   auto* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&Keyboard shortcuts"), QKeySequence::HelpContents, this, &MainWindow::show_shortcuts);
+  help->addAction(tr("&About Meshwork"), this, &MainWindow::show_about);
 
   // The toolbar shows the current mode's one primary action.
   auto* probe = new QAction(tr("Probe nodes"), this);
@@ -580,6 +584,18 @@ void MainWindow::serve_in_browser() {
 
 void MainWindow::show_shortcuts() {
   QMessageBox::information(this, tr("Keyboard shortcuts"), shortcuts_html(this));
+}
+
+// The same version and commit as `meshwork --version`, and where the documentation is on this
+// machine (the package's /usr/share/doc/meshwork, or the checkout).
+void MainWindow::show_about() {
+  const QString docs = QString::fromStdString(docs_dir().string());
+  const QString readme = QUrl::fromLocalFile(docs + "/README.md").toString();
+  QMessageBox::about(this, tr("About Meshwork"),
+                     tr("<h3>Meshwork %1</h3><p>commit %2</p>"
+                        "<p>Configures, launches and watches N-D parallel training runs.</p>"
+                        "<p>Documentation: <a href=\"%3\">%4/README.md</a> and %4/docs/</p>")
+                         .arg(build_version(), build_commit(), readme, docs.toHtmlEscaped()));
 }
 
 void MainWindow::restore_settings() {

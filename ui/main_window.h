@@ -95,6 +95,7 @@ class MainWindow : public QMainWindow {
   void open_model_config();
   void open_model_directory();
   void show_shortcuts();
+  void show_about();
   void wire_runs();
   void update_stop_state();
 

@@ -1,4 +1,5 @@
 #include "core/data/tokenizer_worker.h"
+#include "core/resource_dir.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -25,16 +26,7 @@ std::string default_python() {
 }
 
 fs::path default_worker_script() {
-  std::error_code ec;
-  const char* name = "meshwork_tokenize.py";
-  if (const char* dir = std::getenv("MESHWORK_RESOURCE_DIR"); dir && *dir) {
-    fs::path p = fs::path(dir) / "python" / name;
-    if (fs::exists(p, ec)) return p;
-  }
-#ifdef MESHWORK_RESOURCE_DIR
-  if (fs::path p = fs::path(MESHWORK_RESOURCE_DIR) / "python" / name; fs::exists(p, ec)) return p;
-#endif
-  return fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "share" / "meshwork" / "python" / name;
+  return resource_dir() / "python" / "meshwork_tokenize.py";
 }
 
 Result<std::unique_ptr<TokenizerWorker>> TokenizerWorker::start(const std::string& python, const fs::path& script,

@@ -25,8 +25,8 @@ struct WorkerFrame {
 // The Python that runs the worker: $MESHWORK_PYTHON, else the one the build was configured with
 // (the bootstrap's env), else python3 on PATH.
 std::string default_python();
-// The worker script: $MESHWORK_RESOURCE_DIR/python, the source tree's resources/python, or
-// <executable dir>/../share/meshwork/python.
+// The worker script: <resource_dir()>/python/meshwork_tokenize.py (core/resource_dir.h: the
+// environment, the install tree beside the executable, or the source tree).
 std::filesystem::path default_worker_script();
 
 class TokenizerWorker {
