@@ -2,8 +2,8 @@
 #
 #   bin/meshwork                         the workbench and CLI
 #   bin/meshtrain                        the trainer (the cpu runtime bundle's, run path
-#                                        $ORIGIN/../lib/meshwork)
-#   lib/meshwork/*.so*                   LibTorch's CPU runtime from the torch wheel, private to
+#                                        $ORIGIN/../lib/meshwork/torch)
+#   lib/meshwork/torch/*.so*             LibTorch's CPU runtime from the torch wheel, private to
 #                                        meshtrain (no other program links it)
 #   share/meshwork/models, data, python  presets, the sample corpus, the tokenizer worker
 #                                        (core/resource_dir.h finds them from bin/)

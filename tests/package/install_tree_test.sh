@@ -29,13 +29,13 @@ for f in bin/meshwork bin/meshtrain share/meshwork/models/tiny.json share/meshwo
          share/meshwork/bundles/meshtrain-cpu.json share/applications/meshwork.desktop \
          share/icons/hicolor/scalable/apps/meshwork.svg share/doc/meshwork/README.md \
          share/doc/meshwork/docs/design.md share/doc/meshwork/copyright share/doc/meshwork/changelog.gz \
-         share/man/man1/meshwork.1.gz share/man/man1/meshtrain.1.gz lib/meshwork/libtorch_cpu.so; do
+         share/man/man1/meshwork.1.gz share/man/man1/meshtrain.1.gz lib/meshwork/torch/libtorch_cpu.so; do
   check "installed: $f" test -e "$PREFIX/$f"
 done
-check "meshtrain's run path is its private lib/meshwork" \
-  bash -c "readelf -d '$PREFIX/bin/meshtrain' | grep -q 'RPATH.*\\\$ORIGIN/../lib/meshwork'"
-check "meshtrain loads LibTorch from lib/meshwork" \
-  bash -c "env -u LD_LIBRARY_PATH ldd '$PREFIX/bin/meshtrain' | grep -q '$PREFIX/bin/../lib/meshwork/libtorch_cpu.so'"
+check "meshtrain's run path is its private lib/meshwork/torch" \
+  bash -c "readelf -d '$PREFIX/bin/meshtrain' | grep -q 'RPATH.*\\\$ORIGIN/../lib/meshwork/torch'"
+check "meshtrain loads LibTorch from lib/meshwork/torch" \
+  bash -c "env -u LD_LIBRARY_PATH ldd '$PREFIX/bin/meshtrain' | grep -q '$PREFIX/bin/../lib/meshwork/torch/libtorch_cpu.so'"
 
 mw_version="$("$PREFIX/bin/meshwork" --version)"
 mt_version="$("$PREFIX/bin/meshtrain" --version)"
@@ -57,8 +57,8 @@ check "meshwork launch --local --bundle cpu (the installed bundle)" \
 check "the bundle was unpacked from the installed archive" \
   bash -c "ls '$TMP'/bundles/*/bin/meshtrain > /dev/null"
 "$PREFIX/bin/meshwork" runs list --json > "$TMP/runs.json"
-check "the run is stored, succeeded, with its metrics: $(cat "$TMP/runs.json")" \
-  bash -c "grep -q '\"status\": \"succeeded\"' '$TMP/runs.json' && grep -qE '\"points\": [1-9]' '$TMP/runs.json'"
+check "the run is stored, ok, with its metrics: $(cat "$TMP/runs.json")" \
+  bash -c "grep -q '\"status\": \"ok\"' '$TMP/runs.json' && grep -qE '\"points\": [1-9]' '$TMP/runs.json'"
 
 echo "$((checks - failures)) of $checks checks passed"
 [ "$failures" = 0 ]
