@@ -59,6 +59,19 @@ std::variant<std::optional<BundleManifest>, LaunchError> choose_runtime(const La
   if (req.trainer_path.empty() || !std::filesystem::exists(req.trainer_path)) {
     return launch_invalid(Error{"--meshtrain", req.trainer_path, "must be the meshtrain binary to deploy"});
   }
+  // An installed meshtrain (bin/ beside share/meshwork/bundles, the Debian package) finds
+  // LibTorch by a run path relative to itself, which a copy in a run directory loses: the
+  // installed cpu bundle, the same meshtrain with its libraries, is what goes to the nodes.
+  if (req.node_torch.empty()) {
+    const auto installed = std::filesystem::path(req.trainer_path).parent_path() / ".." / "share" / "meshwork" /
+                           "bundles" / "meshtrain-cpu.tar.zst";
+    std::error_code ec;
+    if (std::filesystem::exists(installed, ec)) {
+      auto b = load_bundle(installed.lexically_normal().string());
+      if (!b) return launch_invalid(b.error());
+      return std::optional<BundleManifest>(*b);
+    }
+  }
   return std::optional<BundleManifest>();
 }
 

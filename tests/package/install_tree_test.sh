@@ -52,13 +52,15 @@ check "meshwork plan from the install" \
   "$PREFIX/bin/meshwork" plan --model llama-3.2-1b --nodes 1 --gpus-per-node 4 --gpu-memory 80GiB --seq-len 1024 --micro-batch 1
 check "meshtrain, 2 ranks, the installed corpus" \
   "$PREFIX/bin/meshtrain" --nproc-per-node 2 --dp-shard 2 --steps 3 --run-dir "$TMP/run"
+check "meshwork launch --local with the installed meshtrain (its bundle goes)" \
+  "$PREFIX/bin/meshwork" launch --local --nproc-per-node 2 --dp-shard 2 --steps 3 --bundle-root "$TMP/bundles"
 check "meshwork launch --local --bundle cpu (the installed bundle)" \
   "$PREFIX/bin/meshwork" launch --local --nproc-per-node 2 --dp-shard 2 --steps 3 --bundle cpu --bundle-root "$TMP/bundles"
 check "the bundle was unpacked from the installed archive" \
   bash -c "ls '$TMP'/bundles/*/bin/meshtrain > /dev/null"
 "$PREFIX/bin/meshwork" runs list --json > "$TMP/runs.json"
 check "the run is stored, ok, with its metrics: $(cat "$TMP/runs.json")" \
-  bash -c "grep -q '\"status\": \"ok\"' '$TMP/runs.json' && grep -qE '\"points\": [1-9]' '$TMP/runs.json'"
+  bash -c "[ \$(grep -c '\"status\": \"ok\"' '$TMP/runs.json') = 2 ] && [ \$(grep -cE '\"points\": [1-9]' '$TMP/runs.json') = 2 ]"
 
 echo "$((checks - failures)) of $checks checks passed"
 [ "$failures" = 0 ]
