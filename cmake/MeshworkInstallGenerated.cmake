@@ -7,6 +7,9 @@
 # Inputs: MESHWORK_BIN_DIR, MESHWORK_VERSION, MESHWORK_MAN_SCRATCH, MESHWORK_SOURCE_DIR,
 # MESHWORK_DOC, MESHWORK_PACKAGE_MAINTAINER.
 find_program(GZIP gzip REQUIRED)
+# A folder of its own per install: a package build and `ctest -R install_tree` may install at once.
+string(RANDOM LENGTH 8 suffix)
+set(MESHWORK_MAN_SCRATCH "${MESHWORK_MAN_SCRATCH}-${suffix}")
 
 function(help_text out)
   execute_process(COMMAND ${ARGN} OUTPUT_VARIABLE text ERROR_VARIABLE err RESULT_VARIABLE rc)

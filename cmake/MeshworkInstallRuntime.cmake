@@ -18,6 +18,9 @@ endif()
 file(REAL_PATH "${link}" archive)
 file(REAL_PATH "${MESHWORK_BUNDLE_DIR}/meshtrain-cpu.json" manifest)
 
+# A folder of its own per install: a package build and `ctest -R install_tree` may install at once.
+string(RANDOM LENGTH 8 suffix)
+set(MESHWORK_SCRATCH "${MESHWORK_SCRATCH}-${suffix}")
 file(REMOVE_RECURSE "${MESHWORK_SCRATCH}")
 file(ARCHIVE_EXTRACT INPUT "${archive}" DESTINATION "${MESHWORK_SCRATCH}" PATTERNS bin/meshtrain lib/*)
 file(GLOB libs "${MESHWORK_SCRATCH}/lib/*")
