@@ -102,6 +102,25 @@ bool all_completed(const FlightState& s) {
   return true;
 }
 
+// Stops `victim` (SIGSTOP) until it is stopped between collectives with nothing in flight (its
+// record is still while it is stopped); `stopped` is then its record.
+bool stop_between_collectives(pid_t victim, const fs::path& record, FlightState& stopped) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    kill(victim, SIGSTOP);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto s = read_flight_file(record);
+    EXPECT_TRUE(s.ok()) << s.error().message();
+    if (s.ok() && all_completed(*s) && s->phase != FlightPhase::ended) {
+      stopped = *s;
+      return true;
+    }
+    kill(victim, SIGCONT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(37));
+  }
+  ADD_FAILURE() << "the rank was never stopped between collectives";
+  return false;
+}
+
 std::string end_reason(const fs::path& metrics) {
   std::ifstream in(metrics);
   std::string line, reason;
@@ -195,22 +214,8 @@ TEST(MeshtrainFlight, StoppedRankShowsWhereItIsAndWhereItsPeerWaits) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   const pid_t victim = std::stoi(slurp(d / "rank1.pid"));
-  // Stop it until it is stopped between collectives with nothing in flight (its record is
-  // still while it is stopped).
   FlightState stopped;
-  for (int attempt = 0;; ++attempt) {
-    ASSERT_LT(attempt, 200) << "rank 1 was never stopped between collectives";
-    kill(victim, SIGSTOP);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    auto s = read_flight_file(flight_path(d, 1));
-    ASSERT_TRUE(s.ok()) << s.error().message();
-    if (all_completed(*s) && s->phase != FlightPhase::ended) {
-      stopped = *s;
-      break;
-    }
-    kill(victim, SIGCONT);
-    std::this_thread::sleep_for(std::chrono::milliseconds(37));
-  }
+  ASSERT_TRUE(stop_between_collectives(victim, flight_path(d, 1), stopped));
   EXPECT_EQ(stopped.pid, victim);
   EXPECT_GE(stopped.step, 1);
   EXPECT_TRUE(stopped.phase == FlightPhase::data || stopped.phase == FlightPhase::forward ||
@@ -259,4 +264,32 @@ TEST(MeshtrainFlight, WatchdogNamesAMismatchedCollective) {
   EXPECT_EQ(rec->failure->exit_code, 4);
   EXPECT_NE(rec->failure->reason.find("watchdog: mismatch at "), std::string::npos) << rec->failure->reason;
   EXPECT_NE(rec->failure->when().find("rank 1 calls all_gather"), std::string::npos) << rec->failure->when();
+}
+
+// Rank 1 stopped between collectives and left stopped: rank 0's watchdog (--collective-timeout 3)
+// names the collective it waits in and rank 1 as the one that never entered it, in its end
+// record and the supervisor's exit record; the run stops.
+TEST(MeshtrainFlight, WatchdogNamesTheRankThatNeverEntered) {
+  const fs::path d = temp_dir("flight-never-entered");
+  Proc p = start(plus(base_args(d, 400), {"--nproc-per-node", "2", "--dp-replicate", "2", "--collective-timeout", "3"}), d);
+  const fs::path m0 = d / "metrics-rank0.jsonl", m1 = d / "metrics-rank1.jsonl";
+  while (steps_of(m1).empty()) {
+    ASSERT_EQ(waitpid(p.pid, nullptr, WNOHANG), 0) << slurp(d / "stderr.txt");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const pid_t victim = std::stoi(slurp(d / "rank1.pid"));
+  FlightState stopped;
+  ASSERT_TRUE(stop_between_collectives(victim, flight_path(d, 1), stopped));
+  while (end_reason(m0).empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  kill(victim, SIGCONT);  // let the supervisor's stop reach it
+  EXPECT_NE(wait_exit(p), 0) << slurp(d / "stderr.txt");
+  const std::string reason = end_reason(m0);
+  EXPECT_EQ(reason.rfind("watchdog: ", 0), 0u) << reason;
+  EXPECT_NE(reason.find("rank 1 never entered it"), std::string::npos) << reason;
+  auto rec = parse_exit_record(slurp(d / exit_record_file(0)));
+  ASSERT_TRUE(rec.ok()) << rec.error().message();
+  ASSERT_TRUE(rec->failure.has_value());
+  EXPECT_EQ(rec->failure->rank, 0);
+  EXPECT_EQ(rec->failure->exit_code, 4);
+  EXPECT_EQ(rec->failure->reason, reason);
 }
