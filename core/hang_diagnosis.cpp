@@ -77,7 +77,10 @@ void find_stragglers(const DiagnosisInput& in, const std::unordered_map<int, con
   };
   std::vector<Straggler> found;
   size_t compared = 0;
-  for (const auto& [stage, ts] : by_stage) {
+  for (const auto& stage_ranks : by_stage) {
+    // A plain reference, not a structured binding: lambdas below capture it (clang 14 refuses
+    // captured bindings).
+    const std::vector<const RankTiming*>& ts = stage_ranks.second;
     if (ts.size() < 2) continue;
     compared += ts.size();
     std::vector<double> compute, step;
