@@ -23,15 +23,47 @@ namespace fs = std::filesystem;
 // The model adds the embedding V x H, a final RMSNorm H and an lm_head V x H unless tied.
 // Check: Llama-3.1-8B = 2*128256*4096 + 32*218,112,000 + 4096 = 8,030,261,248.
 // ---------------------------------------------------------------------------------------------
-int64_t ModelSpec::layer_parameter_count() const {
+int64_t ModelSpec::attention_parameter_count() const {
   const int64_t h = hidden_size;
   int64_t attn = h * q_dim() + 2 * h * kv_dim() + q_dim() * h;
   if (attention_bias) attn += q_dim() + 2 * kv_dim();
   if (o_proj_bias) attn += h;
+  if (qk_norm == QkNorm::per_head) attn += 2 * head_dim;
+  if (qk_norm == QkNorm::whole_projection) attn += q_dim() + kv_dim();
+  return attn;
+}
+
+int64_t ModelSpec::layer_parameter_count() const {
+  const int64_t h = hidden_size;
   int64_t mlp = 3 * h * intermediate_size;
   if (mlp_bias) mlp += 2 * intermediate_size + h;
   const int64_t norms = 2 * h;
-  return attn + mlp + norms;
+  return attention_parameter_count() + mlp + norms;
+}
+
+// A sparse layer (Qwen3MoeSparseMoeBlock, MixtralSparseMoeBlock, OlmoeSparseMoeBlock): the router
+// E x H and E experts of 3 x H x I_e, no biases. Check: Qwen3-30B-A3B = 2*151936*2048 + 2048 +
+// 48*(attention 2048*4096*2 + 2048*512*2 + 2*128, norms 2*2048, router 128*2048,
+// experts 128*3*2048*768) = 30,532,122,624, as transformers counts it.
+int64_t ModelSpec::expert_parameter_count() const { return 3 * hidden_size * moe.expert_intermediate_size; }
+int64_t ModelSpec::router_parameter_count() const { return moe.num_experts * hidden_size; }
+
+int64_t ModelSpec::sparse_layer_parameter_count() const {
+  return attention_parameter_count() + 2 * hidden_size + router_parameter_count() +
+         moe.num_experts * expert_parameter_count();
+}
+
+bool ModelSpec::layer_is_sparse(int64_t layer) const {
+  if (!is_moe()) return false;
+  if (std::find(moe.mlp_only_layers.begin(), moe.mlp_only_layers.end(), layer) != moe.mlp_only_layers.end())
+    return false;
+  return (layer + 1) % moe.decoder_sparse_step == 0;
+}
+
+int64_t ModelSpec::sparse_layer_count() const {
+  int64_t n = 0;
+  for (int64_t l = 0; l < num_hidden_layers; ++l) n += layer_is_sparse(l) ? 1 : 0;
+  return n;
 }
 
 int64_t ModelSpec::embedding_parameter_count() const { return vocab_size * hidden_size; }
@@ -41,8 +73,15 @@ int64_t ModelSpec::lm_head_parameter_count() const {
 }
 
 int64_t ModelSpec::parameter_count() const {
-  return embedding_parameter_count() + num_hidden_layers * layer_parameter_count() +
-         hidden_size /* final norm */ + lm_head_parameter_count();
+  const int64_t sparse = sparse_layer_count();
+  return embedding_parameter_count() + (num_hidden_layers - sparse) * layer_parameter_count() +
+         sparse * sparse_layer_parameter_count() + hidden_size /* final norm */ +
+         lm_head_parameter_count();
+}
+
+int64_t ModelSpec::active_parameter_count() const {
+  return parameter_count() -
+         sparse_layer_count() * (moe.num_experts - moe.experts_per_token) * expert_parameter_count();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -50,8 +89,18 @@ int64_t ModelSpec::parameter_count() const {
 // ---------------------------------------------------------------------------------------------
 namespace {
 
-constexpr const char* kSupported = "one of llama, mistral, qwen2 (LlamaForCausalLM, "
-                                   "MistralForCausalLM, Qwen2ForCausalLM)";
+constexpr const char* kSupported =
+    "one of llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, olmoe (LlamaForCausalLM, "
+    "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
+    "MixtralForCausalLM, OlmoeForCausalLM)";
+
+// model_type -> the class name config.json's "architectures" holds.
+constexpr std::pair<const char*, const char*> kArchitectures[] = {
+    {"llama", "LlamaForCausalLM"},     {"mistral", "MistralForCausalLM"},
+    {"qwen2", "Qwen2ForCausalLM"},     {"qwen3", "Qwen3ForCausalLM"},
+    {"qwen3_moe", "Qwen3MoeForCausalLM"}, {"mixtral", "MixtralForCausalLM"},
+    {"olmoe", "OlmoeForCausalLM"},
+};
 
 std::string field_name(const std::string& key) { return "model." + key; }
 
@@ -99,18 +148,18 @@ Result<std::optional<double>> get_double(const nlohmann::json& cfg, const std::s
   return std::optional<double>{it->get<double>()};
 }
 
-// "llama" | "mistral" | "qwen2" from model_type, else from architectures[0].
+// The model_type (kArchitectures' first column) from model_type, else from architectures[0].
 Result<std::string> detect_architecture(const nlohmann::json& cfg) {
   if (auto it = cfg.find("model_type"); it != cfg.end() && !it->is_null()) {
     const std::string mt = it->is_string() ? it->get<std::string>() : it->dump();
-    if (mt == "llama" || mt == "mistral" || mt == "qwen2") return mt;
+    for (const auto& [type, cls] : kArchitectures)
+      if (mt == type) return mt;
     return Error{"model.model_type", mt, kSupported};
   }
   if (auto it = cfg.find("architectures"); it != cfg.end() && it->is_array() && !it->empty()) {
     const std::string a = (*it)[0].is_string() ? (*it)[0].get<std::string>() : (*it)[0].dump();
-    if (a == "LlamaForCausalLM") return std::string("llama");
-    if (a == "MistralForCausalLM") return std::string("mistral");
-    if (a == "Qwen2ForCausalLM") return std::string("qwen2");
+    for (const auto& [type, cls] : kArchitectures)
+      if (a == cls) return std::string(type);
     return Error{"model.architectures", a, kSupported};
   }
   return Error{"model.model_type", "missing", kSupported};
@@ -188,9 +237,11 @@ Result<std::string> read_dtype(const nlohmann::json& cfg) {
 //  - else Mistral: every layer uses `sliding_window` unless it is null (MistralAttention);
 //  - else Qwen2: `use_sliding_window` true turns it on for layers >= `max_window_layers`
 //    (Qwen2Config builds layer_types that way).
-// Llama has no sliding window. Fills spec.sliding_window* (header comment of ModelSpec).
+//  - Mixtral as Mistral; Qwen3 as Qwen2; Qwen3-MoE: `use_sliding_window` turns it on for every
+//    layer (Qwen3MoeConfig sets sliding_window to None otherwise).
+// Llama and OLMoE have no sliding window. Fills spec.sliding_window* (header comment of ModelSpec).
 Status read_sliding_window(const nlohmann::json& cfg, ModelSpec& s) {
-  if (s.architecture == "llama") return {};
+  if (s.architecture == "llama" || s.architecture == "olmoe") return {};
   auto window = get_int(cfg, "sliding_window", false, 1);
   if (!window.ok()) return window.error();
   int64_t first = -1;
@@ -207,10 +258,17 @@ Status read_sliding_window(const nlohmann::json& cfg, ModelSpec& s) {
         field = "layer_types";
         break;
       }
-  } else if (s.architecture == "mistral") {
+  } else if (s.architecture == "mistral" || s.architecture == "mixtral") {
     if (*window) {
       first = 0;
       field = "sliding_window";
+    }
+  } else if (s.architecture == "qwen3_moe") {
+    auto use = get_bool(cfg, "use_sliding_window");
+    if (!use.ok()) return use.error();
+    if (use->value_or(false)) {
+      first = 0;
+      field = "use_sliding_window";
     }
   } else {
     auto use = get_bool(cfg, "use_sliding_window");
@@ -229,6 +287,82 @@ Status read_sliding_window(const nlohmann::json& cfg, ModelSpec& s) {
   s.sliding_window = **window;
   s.sliding_window_from_layer = first;
   s.sliding_window_field = field;
+  return {};
+}
+
+// The q/k norms and the experts, as each family's config class reads them (its defaults where
+// config.json is silent). Mixtral and OLMoE make every layer sparse and call their expert width
+// intermediate_size; Qwen3-MoE has moe_intermediate_size for experts and intermediate_size for
+// its dense layers. Settings meshtrain does not implement are refused rather than ignored.
+Status read_qk_norm_and_experts(const nlohmann::json& cfg, ModelSpec& s) {
+  const std::string& a = s.architecture;
+  if (a == "qwen3" || a == "qwen3_moe") s.qk_norm = QkNorm::per_head;
+  if (a == "olmoe") {
+    s.qk_norm = QkNorm::whole_projection;
+    // OlmoeAttention's q_norm is [hidden_size] and k_norm [hidden_size / heads * kv_heads]: they
+    // fit the projections only when head_dim is hidden_size / heads.
+    if (s.q_dim() != s.hidden_size)
+      return Error{"model.head_dim", std::to_string(s.head_dim),
+                   "hidden_size / num_attention_heads (" + std::to_string(s.hidden_size / s.num_attention_heads) +
+                       "): OLMoE's q/k norms span hidden_size"};
+    if (auto it = cfg.find("clip_qkv"); it != cfg.end() && !it->is_null())
+      return Error{"model.clip_qkv", dump_value(*it), "null (meshtrain does not clamp q, k and v)"};
+  }
+  if (a == "mixtral") {
+    if (auto it = cfg.find("router_jitter_noise"); it != cfg.end() && !it->is_null() &&
+                                                   !(it->is_number() && it->get<double>() == 0.0))
+      return Error{"model.router_jitter_noise", dump_value(*it), "0 (meshtrain routes without noise)"};
+  }
+  if (a != "qwen3_moe" && a != "mixtral" && a != "olmoe") return {};
+
+  MoeSpec& m = s.moe;
+  const bool qwen = a == "qwen3_moe";
+  const char* experts_key = a == "mixtral" ? "num_local_experts" : "num_experts";
+  MW_TRY(experts, get_int(cfg, experts_key, false, 0));
+  MW_TRY(top_k, get_int(cfg, "num_experts_per_tok", false, 1));
+  m.num_experts = experts.value_or(qwen ? 128 : a == "mixtral" ? 8 : 64);
+  m.experts_per_token = top_k.value_or(qwen ? 8 : a == "mixtral" ? 2 : 8);
+  if (qwen) {
+    MW_TRY(width, get_int(cfg, "moe_intermediate_size", false, 1));
+    m.expert_intermediate_size = width.value_or(768);
+  } else {
+    m.expert_intermediate_size = s.intermediate_size;
+  }
+  if (a == "mixtral") {
+    m.norm_topk_prob = true;  // MixtralTopKRouter always renormalises
+  } else {
+    MW_TRY(norm, get_bool(cfg, "norm_topk_prob"));
+    m.norm_topk_prob = norm.value_or(false);
+  }
+  if (auto it = cfg.find("router_aux_loss_coef"); it != cfg.end() && !it->is_null()) {
+    if (!it->is_number() || it->get<double>() < 0)
+      return Error{"model.router_aux_loss_coef", dump_value(*it), "a number >= 0"};
+    m.router_aux_loss_coef = it->get<double>();
+  } else {
+    m.router_aux_loss_coef = a == "olmoe" ? 0.01 : 0.001;
+  }
+  MW_TRY(router_logits, get_bool(cfg, "output_router_logits"));
+  m.output_router_logits = router_logits.value_or(false);
+  if (qwen) {
+    MW_TRY(step, get_int(cfg, "decoder_sparse_step", false, 1));
+    m.decoder_sparse_step = step.value_or(1);
+    if (auto it = cfg.find("mlp_only_layers"); it != cfg.end() && !it->is_null()) {
+      if (!it->is_array()) return Error{"model.mlp_only_layers", dump_value(*it), "a list of layer indices"};
+      for (const auto& v : *it) {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= s.num_hidden_layers)
+          return Error{"model.mlp_only_layers", dump_value(v),
+                       "layer indices from 0 to " + std::to_string(s.num_hidden_layers - 1)};
+        m.mlp_only_layers.push_back(v.get<int64_t>());
+      }
+    }
+  }
+  if (m.num_experts == 0) {  // Qwen3-MoE with no experts: every layer dense
+    m = MoeSpec{};
+    return {};
+  }
+  if (m.experts_per_token > m.num_experts)
+    return Error{"model.num_experts_per_tok", std::to_string(m.experts_per_token),
+                 "at most the number of experts (" + std::to_string(m.num_experts) + ")"};
   return {};
 }
 
@@ -267,6 +401,8 @@ Result<ModelSpec> model_spec_from_json(const nlohmann::json& cfg, std::string na
 
   if (hd) {
     s.head_dim = *hd;
+  } else if (s.architecture == "qwen3") {
+    s.head_dim = 128;  // Qwen3Config's default, not hidden_size / heads
   } else {
     if (s.hidden_size % s.num_attention_heads != 0)
       return Error{"model.hidden_size", std::to_string(s.hidden_size),
@@ -296,7 +432,12 @@ Result<ModelSpec> model_spec_from_json(const nlohmann::json& cfg, std::string na
     s.attention_bias = abias.value_or(false);
     s.o_proj_bias = s.attention_bias;
     s.mlp_bias = mbias.value_or(false);
-  }  // MistralAttention / MistralMLP have no biases at all.
+  } else if (s.architecture == "qwen3" || s.architecture == "qwen3_moe" || s.architecture == "olmoe") {
+    // Their attention passes config.attention_bias to q, k, v and o; their MLPs have no bias.
+    s.attention_bias = abias.value_or(false);
+    s.o_proj_bias = s.attention_bias;
+  }  // Mistral and Mixtral have no biases at all.
+  if (Status st = read_qk_norm_and_experts(cfg, s); !st.ok()) return st.error();
 
   MW_TRY(theta, get_double(cfg, "rope_theta"));
   MW_TRY(eps, get_double(cfg, "rms_norm_eps"));
@@ -306,7 +447,7 @@ Result<ModelSpec> model_spec_from_json(const nlohmann::json& cfg, std::string na
   s.rope_scaling = rope.second;
   MW_TRY(dtype, read_dtype(cfg));
   s.dtype = dtype;
-  s.rms_norm_eps = eps.value_or(s.architecture == "qwen2" ? 1e-6 : 1e-5);
+  s.rms_norm_eps = eps.value_or(s.architecture.starts_with("qwen") ? 1e-6 : 1e-5);
   if (Status st = read_sliding_window(cfg, s); !st.ok()) return st.error();
   // Every size estimate multiplies these numbers in int64: a model past 10^15 parameters (1,000x
   // the largest trained) is a typo or a hostile file, refused before anything overflows. The
@@ -316,10 +457,12 @@ Result<ModelSpec> model_spec_from_json(const nlohmann::json& cfg, std::string na
   const Wide h = s.hidden_size, qw = Wide{s.num_attention_heads} * s.head_dim,
              kvw = Wide{s.num_key_value_heads} * s.head_dim;
   bool too_big = h > kFactor || qw > kFactor || kvw > kFactor || s.intermediate_size > kFactor ||
-                 s.vocab_size > kFactor || s.num_hidden_layers > kFactor;
+                 s.vocab_size > kFactor || s.num_hidden_layers > kFactor ||
+                 s.moe.num_experts > kFactor || s.moe.expert_intermediate_size > kFactor;
   if (!too_big) {
+    const Wide experts = Wide{s.moe.num_experts} * (3 * h * s.moe.expert_intermediate_size + h);
     const Wide layer = 2 * h * qw + 2 * h * kvw + 3 * h * s.intermediate_size + 2 * qw + 3 * kvw +
-                       2 * s.intermediate_size + 4 * h;
+                       2 * s.intermediate_size + 4 * h + experts;
     too_big = 2 * Wide{s.vocab_size} * h + Wide{s.num_hidden_layers} * layer + h > Wide{1000000000000000};
   }
   if (too_big)
@@ -332,11 +475,10 @@ Result<ModelSpec> model_spec_from_json(const nlohmann::json& cfg, std::string na
 
 nlohmann::json model_spec_to_json(const ModelSpec& s) {
   nlohmann::json j;
-  const char* arch = s.architecture == "qwen2"     ? "Qwen2ForCausalLM"
-                     : s.architecture == "mistral" ? "MistralForCausalLM"
-                                                   : "LlamaForCausalLM";
-  j["architectures"] = {arch};
-  j["model_type"] = s.architecture.empty() ? "llama" : s.architecture;
+  const std::string type = s.architecture.empty() ? "llama" : s.architecture;
+  for (const auto& [t, cls] : kArchitectures)
+    if (type == t) j["architectures"] = {cls};
+  j["model_type"] = type;
   j["hidden_act"] = "silu";
   j["hidden_size"] = s.hidden_size;
   j["intermediate_size"] = s.intermediate_size;
@@ -357,16 +499,32 @@ nlohmann::json model_spec_to_json(const ModelSpec& s) {
   if (!s.dtype.empty()) j["torch_dtype"] = s.dtype;
   j["rms_norm_eps"] = s.rms_norm_eps;
   // Sliding window: said explicitly either way (MistralConfig's default is 4096, not null).
-  if (s.architecture == "mistral") {
-    j["sliding_window"] = s.sliding_window ? nlohmann::json(s.sliding_window) : nlohmann::json(nullptr);
-  } else if (s.architecture == "qwen2") {
+  const auto window = s.sliding_window ? nlohmann::json(s.sliding_window) : nlohmann::json(nullptr);
+  if (type == "mistral" || type == "mixtral") {
+    j["sliding_window"] = window;
+  } else if (type == "qwen2" || type == "qwen3") {
     j["use_sliding_window"] = s.sliding_window > 0;
-    j["sliding_window"] = s.sliding_window ? nlohmann::json(s.sliding_window) : nlohmann::json(nullptr);
+    j["sliding_window"] = window;
     j["max_window_layers"] = s.sliding_window ? s.sliding_window_from_layer : s.num_hidden_layers;
+  } else if (type == "qwen3_moe") {
+    j["use_sliding_window"] = s.sliding_window > 0;
+    j["sliding_window"] = window;
   }
-  if (s.architecture == "llama") {
+  if (type == "llama" || type == "qwen3" || type == "qwen3_moe" || type == "olmoe")
     j["attention_bias"] = s.attention_bias;
-    j["mlp_bias"] = s.mlp_bias;
+  if (type == "llama") j["mlp_bias"] = s.mlp_bias;
+  if (s.is_moe()) {
+    const MoeSpec& m = s.moe;
+    j[type == "mixtral" ? "num_local_experts" : "num_experts"] = m.num_experts;
+    j["num_experts_per_tok"] = m.experts_per_token;
+    if (type == "qwen3_moe") {
+      j["moe_intermediate_size"] = m.expert_intermediate_size;
+      j["decoder_sparse_step"] = m.decoder_sparse_step;
+      j["mlp_only_layers"] = m.mlp_only_layers;
+    }
+    if (type != "mixtral") j["norm_topk_prob"] = m.norm_topk_prob;
+    j["router_aux_loss_coef"] = m.router_aux_loss_coef;
+    j["output_router_logits"] = m.output_router_logits;
   }
   return j;
 }

@@ -1,6 +1,7 @@
-// Model specs: the architecture numbers of a Llama-style decoder (Llama, Mistral, Qwen2 families),
-// read from a Hugging Face config.json or a bundled preset (resources/models/<name>.json).
-// Both the estimator and meshtrain build from these; parameter counts are exact.
+// Model specs: the architecture numbers of a Llama-style decoder (Llama, Mistral, Qwen2, Qwen3
+// families) and of its mixture-of-experts relatives (Qwen3-MoE, Mixtral, OLMoE), read from a
+// Hugging Face config.json or a bundled preset (resources/models/<name>.json). Both the estimator
+// and meshtrain build from these; parameter counts are exact.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +28,41 @@ struct RopeScaling {
   bool operator==(const RopeScaling&) const = default;
 };
 
+// RMSNorm of queries and keys before RoPE. Qwen3 (and Qwen3-MoE) normalise each head's head_dim
+// slice with one [head_dim] weight shared by all heads; OLMoE normalises the whole q and k
+// projections ([q_dim] and [kv_dim] weights), so under tp the variance needs the whole row.
+enum class QkNorm { none, per_head, whole_projection };
+
+// Mixture of experts. The MLP of a sparse layer is `num_experts` SwiGLU experts of width
+// `expert_intermediate_size` and a router (a bias-free Linear hidden -> num_experts). Each token
+// goes to the `experts_per_token` experts of highest softmax probability, their outputs weighted by
+// those probabilities, renormalised to sum to 1 when `norm_topk_prob` (Mixtral always does). No
+// token is dropped. The load-balancing loss (transformers' load_balancing_loss_func) is added to
+// the language-model loss times `router_aux_loss_coef`.
+struct MoeSpec {
+  int64_t num_experts = 0;  // 0: a dense model
+  int64_t experts_per_token = 0;
+  int64_t expert_intermediate_size = 0;
+  bool norm_topk_prob = false;
+  double router_aux_loss_coef = 0.0;
+  // transformers adds the auxiliary loss to the loss only when config.json's output_router_logits
+  // is true (published configs say false); meshtrain follows the config, so losses compare.
+  bool output_router_logits = false;
+  // Qwen3-MoE's choice of sparse layers: layer i is sparse unless it is in mlp_only_layers or
+  // (i + 1) % decoder_sparse_step != 0; the others keep a dense MLP of intermediate_size.
+  // Mixtral and OLMoE: every layer is sparse (step 1, no list).
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  bool operator==(const MoeSpec&) const = default;
+};
+
 struct ModelSpec {
   std::string name;          // preset name or file stem
-  std::string architecture;  // "llama" | "mistral" | "qwen2"
+  // HF model_type: "llama" | "mistral" | "qwen2" | "qwen3" (dense); "qwen3_moe" | "mixtral" |
+  // "olmoe" (mixture of experts). Checkpoint tensor names follow it: Mixtral's experts are
+  // block_sparse_moe.experts.E.{w1,w3,w2} under block_sparse_moe.gate, the others'
+  // mlp.experts.E.{gate,up,down}_proj under mlp.gate.
+  std::string architecture;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
   int64_t num_hidden_layers = 0;
@@ -54,12 +87,26 @@ struct ModelSpec {
   int64_t sliding_window = 0;
   int64_t sliding_window_from_layer = 0;
   std::string sliding_window_field;  // the key that turned it on ("sliding_window", "use_sliding_window", "layer_types")
+  QkNorm qk_norm = QkNorm::none;
+  MoeSpec moe;
 
   // Exact number of parameters (embedding, per-layer attention/MLP/norm weights and biases,
-  // final norm, untied output head).
+  // router and every expert of the sparse layers, final norm, untied output head).
   int64_t parameter_count() const;
-  // Parameters of one decoder layer.
+  // The parameters one token's forward pass uses: every expert but its experts_per_token ones left
+  // out of each sparse layer (the "active" count MoE model cards quote). parameter_count() for a
+  // dense model.
+  int64_t active_parameter_count() const;
+  // Parameters of one dense decoder layer (attention, norms and an MLP of intermediate_size).
   int64_t layer_parameter_count() const;
+  // Parameters of one sparse layer: attention, norms, router and all num_experts experts.
+  int64_t sparse_layer_parameter_count() const;
+  int64_t attention_parameter_count() const;  // q, k, v, o weights, their biases, the q/k norms
+  int64_t expert_parameter_count() const;     // one expert: gate, up, down of expert_intermediate_size
+  int64_t router_parameter_count() const;     // num_experts x hidden
+  bool is_moe() const { return moe.num_experts > 0; }
+  bool layer_is_sparse(int64_t layer) const;
+  int64_t sparse_layer_count() const;
   // Parameters of the token embedding (vocab x hidden) and of the untied output head (0 if tied).
   int64_t embedding_parameter_count() const;
   int64_t lm_head_parameter_count() const;

@@ -81,6 +81,12 @@ int main(int argc, char** argv) {
     const std::string shown = o.run.model.is_string() ? o.run.model.get<std::string>() : "(inline config)";
     return refuse(Error{"--model", shown, spec.error().message(), spec.error().kind});
   }
+  // core reads every family (the planner estimates them all); the model here builds the dense
+  // decoder without q/k norms, so anything else is refused rather than trained as something else.
+  if (spec->is_moe() || spec->qk_norm != QkNorm::none)
+    return refuse(Error{"model.model_type", spec->architecture,
+                        "llama, mistral or qwen2 (meshtrain does not train this family yet; "
+                        "meshwork plan estimates it)"});
   auto env = launch_env(o);
   if (!env.ok()) return refuse(env.error());
   const bool supervise_mode = !env->from_env && o.nproc_per_node > 0;
