@@ -16,6 +16,7 @@
 #include "core/store/ingester.h"
 #include "core/metrics.h"
 #include "core/store/rank_states.h"
+#include "core/store/run_segments.h"
 #include "core/store/schema.h"
 #include "core/store/sqlite.h"
 
@@ -201,6 +202,7 @@ Status RunStore::delete_run(RunId run) {
     if (Status s = del.bind(1, run).run(); !s) return s;
   }
   if (Status s = forget_rank_states(db_, run); !s) return s;
+  if (Status s = forget_run_segments(db_, run); !s) return s;
   sql::Stmt del(db_, "DELETE FROM runs WHERE id = ?1");
   if (Status s = del.bind(1, run).run(); !s) return s;
   if (sqlite3_changes(db_) != 1) return no_run(run);
