@@ -5,7 +5,8 @@
 // on its node (remote/rank_inspect.h).
 //
 // Exit 0 when healthy (or ended ok), 3 when hung, mismatched, straggling or failed, 2 on bad input, 1 when the
-// store cannot be read. The JSON is Diagnosis::to_json() plus "run", "status" and "follower".
+// store cannot be read. The JSON is store::RunHealth::to_json(): Diagnosis::to_json() plus "run", "status"
+// and "follower" (the web view's /api/runs/ID/health answers the same).
 #include <ctime>
 #include <iomanip>
 #include <iostream>
@@ -71,8 +72,8 @@ std::string seconds(double s) {
   return out.str();
 }
 
-void print_text(const Diagnosis& d, const store::DiagnosisSource& src, store::RunId run) {
-  std::cout << "run " << run << " (" << src.status << "): " << d.summary() << "\n";
+void print_text(const Diagnosis& d, const std::string& status, store::RunId run) {
+  std::cout << "run " << run << " (" << status << "): " << d.summary() << "\n";
   if (!d.waiting.empty()) {
     std::cout << "\nwaiting:\n";
     for (const WaitingGroup& g : d.waiting) {
@@ -150,34 +151,11 @@ int diagnose_main(const Args& args) {
     s->reset();
     return stack_main(*f, db, *run);
   }
-  const double now = now_s();
-  Result<store::DiagnosisSource> src = store::diagnosis_source(**s, *run, now);
-  if (!src) return fail(src.error());
-  src->input.hang_after_s = hang_after;
-
-  const bool live = src->status == store::kStatusRunning || src->status == store::kStatusCreated;
-  Diagnosis d;
-  if (live) {
-    d = diagnose(src->input);
-    if (!src->follow_beat || now - *src->follow_beat > 10) {
-      d.notes.push_back(src->follow_beat ? "no follower has written for " + duration_words(now - *src->follow_beat) +
-                                               ": the ranks' states may be old (`meshwork attach RUN` follows it again)"
-                                         : "no follower has written the ranks' states: `meshwork attach RUN` follows it");
-    }
-  } else {
-    Result<store::RunInfo> info = (*s)->get_run(*run);
-    d = diagnose_ended(src->input, src->status, info ? info->summary.exit_reason : std::string());
-  }
-
-  if (f->has("--json")) {
-    nlohmann::json j = d.to_json();
-    j["run"] = *run;
-    j["status"] = src->status;
-    j["follower"] = src->follow_beat ? nlohmann::json(now - *src->follow_beat) : nlohmann::json(nullptr);
-    std::cout << j.dump(2) << "\n";
-  } else {
-    print_text(d, *src, *run);
-  }
+  Result<store::RunHealth> health = store::run_health(**s, *run, now_s(), hang_after);
+  if (!health) return fail(health.error());
+  const Diagnosis& d = health->diagnosis;
+  if (f->has("--json")) std::cout << health->to_json(*run).dump(2) << "\n";
+  else print_text(d, health->status, *run);
   return d.state == HealthState::healthy ? kExitOk : kExitNoFit;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <ctime>
 #include <set>
 #include <vector>
 
@@ -278,10 +279,11 @@ ApiReply Api::get(std::string_view path, const Params& params) {
     if (parts[2] == "frame") return frame(*id, params);
     if (parts[2] == "series") return series(*id, params);
     if (parts[2] == "prediction") return prediction(*id);
+    if (parts[2] == "health") return health(*id, params);
   }
   return error_reply(404, Error{"path", shown("/api" + std::string(path)),
                                 "one of /api/runs, /api/runs/ID, /api/runs/ID/frame, /api/runs/ID/series, "
-                                "/api/runs/ID/prediction, /api/compare (docs/web.md)"});
+                                "/api/runs/ID/prediction, /api/runs/ID/health, /api/compare (docs/web.md)"});
 }
 
 ApiReply Api::runs() {
@@ -430,6 +432,33 @@ ApiReply Api::prediction(RunId id) {
   }
   r.body = prediction_json(*p);
   r.body["run"] = id;
+  return r;
+}
+
+ApiReply Api::health(RunId id, const Params& params) {
+  std::optional<double> hang_after;
+  if (auto it = params.find("hang_after"); it != params.end()) {
+    auto t = finite_param(params, "hang_after");
+    if (!t) return error_reply(400, t.error());
+    if (**t < 1 || **t > 7 * 86400) return bad_request("hang_after", it->second, "seconds, 1 to 604800");
+    hang_after = *t;
+  }
+  // An unknown run is the request's fault (404); a run that cannot be diagnosed (another tool's
+  // run without a mesh shape) is an answer: 200, available false, as for the prediction.
+  if (auto info = store_->get_run(id); !info) return store_error(info.error());
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const double now = static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+  auto h = store::run_health(*store_, id, now, hang_after);
+  ApiReply r;
+  if (!h) {
+    const ErrorKind k = h.error().kind;
+    if (k == ErrorKind::io || k == ErrorKind::internal) return error_reply(500, h.error());
+    r.body = {{"available", false}, {"reason", h.error().message()}, {"run", id}};
+    return r;
+  }
+  // The same JSON as `meshwork diagnose RUN --json`.
+  r.body = h->to_json(id);
   return r;
 }
 

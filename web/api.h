@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/store/compare_frame.h"
+#include "core/store/rank_states.h"
 #include "core/store/run_observations.h"
 #include "core/store/run_store.h"
 
@@ -64,6 +65,7 @@ class Api {
   ApiReply series(store::RunId id, const Params& params);
   ApiReply compare(const Params& params);
   ApiReply prediction(store::RunId id);
+  ApiReply health(store::RunId id, const Params& params);
 
   std::unique_ptr<store::RunStore> store_;
   store::CompareCache cache_;

@@ -203,6 +203,38 @@ Result<DiagnosisSource> diagnosis_source(RunStore& store, RunId run, double now,
   return out;
 }
 
+nlohmann::json RunHealth::to_json(RunId run) const {
+  nlohmann::json j = diagnosis.to_json();
+  j["run"] = run;
+  j["status"] = status;
+  j["follower"] = follower_age_s ? nlohmann::json(*follower_age_s) : nlohmann::json(nullptr);
+  return j;
+}
+
+Result<RunHealth> run_health(RunStore& store, RunId run, double now, std::optional<double> hang_after_s) {
+  Result<DiagnosisSource> src = diagnosis_source(store, run, now);
+  if (!src) return src.error();
+  src->input.hang_after_s = hang_after_s;
+  RunHealth out;
+  out.status = src->status;
+  if (src->follow_beat) out.follower_age_s = now - *src->follow_beat;
+  if (src->status == kStatusRunning || src->status == kStatusCreated) {
+    out.diagnosis = diagnose(src->input);
+    // A follower writes its beat every ~2 s: older than that, what the store holds may be stale.
+    constexpr double kFollowerQuietS = 10;
+    if (!out.follower_age_s || *out.follower_age_s > kFollowerQuietS) {
+      out.diagnosis.notes.push_back(
+          out.follower_age_s ? "no follower has written for " + duration_words(*out.follower_age_s) +
+                                   ": the ranks' states may be old (`meshwork attach RUN` follows it again)"
+                             : "no follower has written the ranks' states: `meshwork attach RUN` follows it");
+    }
+  } else {
+    Result<RunInfo> info = store.get_run(run);
+    out.diagnosis = diagnose_ended(src->input, src->status, info ? info->summary.exit_reason : std::string());
+  }
+  return out;
+}
+
 Result<StepHeat> step_heat(RunStore& store, RunId run, int steps, int max_rows) {
   StepHeat h;
   sqlite3* db = store.handle();

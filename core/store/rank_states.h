@@ -49,6 +49,18 @@ struct DiagnosisSource {
 };
 Result<DiagnosisSource> diagnosis_source(RunStore& store, RunId run, double now, int recent_steps = 10);
 
+// The diagnosis as `meshwork diagnose` and the web view show it: diagnose() while the run is live
+// (with a note when no follower wrote for over 10 s: the states may be old), diagnose_ended()
+// once it ended. `hang_after_s`: T, unset for the default.
+struct RunHealth {
+  Diagnosis diagnosis;
+  std::string status;                    // the run's status word
+  std::optional<double> follower_age_s;  // seconds since a follower last wrote; unset when none did
+  // Diagnosis::to_json() plus "run", "status" and "follower" (follower_age_s, null when unset).
+  nlohmann::json to_json(RunId run) const;
+};
+Result<RunHealth> run_health(RunStore& store, RunId run, double now, std::optional<double> hang_after_s = {});
+
 // A rank x step heat map of the last `steps` steps: per row (a rank, or a block of consecutive
 // ranks when there are more than `max_rows`: the block's slowest) and step, the step time and the
 // time spent waiting in collectives (the sum over axes). NaN where nothing was stored.

@@ -1,7 +1,9 @@
 /* A run's page: GET /api/runs/ID (info) and /api/runs/ID/frame (every chart from one read);
  * live on /api/live?run=ID ({"type":"run"} -> re-fetch the frame, coalesced); predicted vs
  * measured from /api/runs/ID/prediction, asked again only when the run's status changes or its
- * steps grew noticeably (it reads the cluster's other runs). */
+ * steps grew noticeably (it reads the cluster's other runs); the run's health (hung, mismatched,
+ * straggling: /api/runs/ID/health, the JSON of `meshwork diagnose --json`) every 2 s while it is
+ * live, since a hang is time passing with nothing arriving, which the live pushes never see. */
 'use strict';
 
 (function () {
@@ -376,7 +378,9 @@
     var parts = [];
     if (totalRaw > coords.length) parts.push('first ' + MW.fmtNum(coords.length) + ' of ' + MW.fmtNum(totalRaw) + ' ranks');
     parts.push(nodes.length + (nodes.length === 1 ? ' node' : ' nodes'));
-    parts.push('colour: tp group (ranks with the same dp_replicate, dp_shard, cp)');
+    var byHealth = rankHealth();
+    parts.push(byHealth ? 'colour: what each rank does (computing, waiting, slow; culprits red and outlined)'
+      : 'colour: tp group (ranks with the same dp_replicate, dp_shard, cp)');
     parts.push('label: [dp_replicate, dp_shard, cp, tp]');
     note.textContent = parts.join(' · ');
 
@@ -412,8 +416,12 @@
         var cx = pad + (i % per) * (cw + gap), cy = head + pad + Math.floor(i / per) * (ch + gap);
         var tip = 'rank ' + r + ' · ' + hostText + (c ? ' · dp_replicate ' + c[0] + ', dp_shard ' + c[1] + ', cp ' + c[2] + ', tp ' + c[3] +
           (c.length > 4 ? ', pp stage ' + c[4] : '') : '');
-        var cell = MW.svg('g', { transform: 'translate(' + cx + ',' + cy + ')' }, [
-          MW.svg('rect', { class: 'mesh-rank', width: cw, height: ch, rx: big ? 3 : 1.5, fill: groupColor(c) }),
+        var rh = byHealth && MW.isNum(r) ? byHealth.get(r) || byHealth.rest : null;
+        if (rh) tip += ' · ' + rh.note;
+        var cell = MW.svg('g', { transform: 'translate(' + cx + ',' + cy + ')', 'data-rank': String(r),
+                                 'data-health': rh ? rh.state : '' }, [
+          MW.svg('rect', { class: 'mesh-rank' + (rh && rh.state === 'culprit' ? ' culprit' : ''), width: cw, height: ch,
+                           rx: big ? 3 : 1.5, fill: rh ? HEALTH_COLORS[rh.state] : groupColor(c) }),
           MW.svg('title', { text: tip })
         ]);
         if (big) {
@@ -456,6 +464,88 @@
     return MW.fetchJSON('/api/runs/' + id, 'info').then(renderInfo);
   });
 
+  // ---- health: hung, mismatched, straggling --------------------------------------------------
+
+  // The workbench's colours (ui/rank_health.cpp, dark theme).
+  var HEALTH_COLORS = { computing: '#2f5d4a', waiting: '#8a6d1d', slow: '#9a5a22', culprit: '#b3362f' };
+  var HEALTH_TITLES = { hang: 'Hung', mismatch: 'Mismatched collectives', straggler: 'Straggler', failed: 'Failed' };
+  var healthState = { data: null, inFlight: false, again: false, live: true };
+
+  function isLive(status) { return status === 'running' || status === 'created'; }
+
+  // Every rank's state from the diagnosis, as the workbench derives it (ui/health_model.cpp):
+  // a Map rank -> {state, note} and `rest` for ranks neither waiting nor blamed; null while the
+  // run is healthy (the mesh then keeps its tp-group colours).
+  function rankHealth() {
+    var d = healthState.data;
+    if (!d || typeof d.state !== 'string' || d.state === 'healthy') return null;
+    var hung = d.state === 'hang' || d.state === 'mismatch';
+    var m = new Map();
+    m.rest = { state: 'computing', note: hung ? 'moving (no stall reported)' : 'computing' };
+    arr(d.waiting).forEach(function (g) {
+      var note = 'waiting in ' + g.axis + ' ' + g.op + ' #' + g.seq;
+      arr(g.ranks).forEach(function (r) { m.set(r, { state: 'waiting', note: note }); });
+    });
+    arr(d.stragglers).forEach(function (s) { m.set(s.rank, { state: 'slow', note: 'slow in ' + s.slow_in }); });
+    arr(d.culprits).forEach(function (c) {
+      var words = arr(c.waited_by).length ? 'never entered the collective' : 'ended';
+      if (c.process) words += ': ' + c.process;
+      if (c.phase) words += ', last in ' + c.phase;
+      m.set(c.rank, { state: 'culprit', note: words });
+    });
+    return m;
+  }
+
+  function renderHealth(d) {
+    var prev = healthState.data;
+    healthState.data = d;
+    if (d && typeof d.status === 'string') healthState.live = isLive(d.status);
+    var box = MW.clear(MW.$('health'));
+    var bad = d && typeof d.state === 'string' && d.state !== 'healthy';
+    box.className = 'banner health' + (bad ? ' state-' + d.state.replace(/[^a-z]/g, '') : '');
+    if (bad) {
+      box.appendChild(MW.el('strong', { text: (HEALTH_TITLES[d.state] || d.state) + ': ' + String(d.summary || '') }));
+      var culprits = arr(d.culprits);
+      if (culprits.length) {
+        var table = MW.el('table', { className: 'culprits', id: 'health-culprits' });
+        table.appendChild(MW.el('thead', null, [MW.el('tr', null, ['rank', 'node', 'pid', 'process', 'phase', 'ended']
+          .map(function (t) { return MW.el('th', { text: t }); }))]));
+        var body = MW.el('tbody');
+        culprits.forEach(function (c) {
+          var node = String(c.node) + (c.host ? ' (' + c.host + ')' : '');
+          body.appendChild(MW.el('tr', { dataset: { rank: String(c.rank) } }, [
+            String(c.rank), node, MW.isNum(c.pid) && c.pid > 0 ? String(c.pid) : '—', c.process || 'unknown',
+            String(c.phase || '—'), String(c.ended || '')
+          ].map(function (t) { return MW.el('td', { text: t }); })));
+        });
+        table.appendChild(body);
+        box.appendChild(table);
+      }
+      arr(d.notes).forEach(function (n) { box.appendChild(MW.el('p', { className: 'hint', text: String(n) })); });
+    }
+    box.hidden = !bad;
+    MW.setState({ health: d && typeof d.state === 'string' ? d.state : null,
+                  healthCulprits: bad ? arr(d.culprits).length : 0, healthLoaded: (window.meshwork.healthLoaded || 0) + 1 });
+    // The mesh's colours follow the diagnosis: redrawn when it changed.
+    if (state.info && JSON.stringify(prev && [prev.state, prev.culprits, prev.waiting, prev.stragglers]) !==
+        JSON.stringify(d && [d.state, d.culprits, d.waiting, d.stragglers])) renderMesh(state.info);
+  }
+
+  // Plain fetch, as for the prediction: a health that cannot be read never raises the page's
+  // error banner (the run may be another tool's, without a mesh: {"available": false}).
+  function refreshHealth() {
+    if (healthState.inFlight) { healthState.again = true; return; }
+    healthState.inFlight = true;
+    fetch('/api/runs/' + id + '/health', { headers: { Accept: 'application/json' }, cache: 'no-store', credentials: 'same-origin' })
+      .then(function (res) { return res.ok ? res.json() : null; })
+      .then(function (d) { renderHealth(d && d.available === false ? null : d); }, function () { /* next tick */ })
+      .then(function () {
+        healthState.inFlight = false;
+        if (healthState.again) { healthState.again = false; refreshHealth(); }
+      });
+  }
+  setInterval(function () { if (healthState.live) refreshHealth(); }, 2000);
+
   // ---- controls --------------------------------------------------------------------------------
 
   var slider = MW.$('smoothing');
@@ -487,9 +577,11 @@
     if (m.type !== 'run') return;
     if (m.run !== undefined && String(m.run) !== id) return;
     refreshFrame();
+    if (m.status !== undefined && m.status !== state.status) refreshHealth();
     if ((m.status !== undefined && m.status !== state.status) || Date.now() - state.infoAt > 5000) refreshInfo();
-  }, function () { refreshFrame(); refreshInfo(); });
+  }, function () { refreshFrame(); refreshInfo(); refreshHealth(); });
 
   refreshInfo();
   refreshFrame();
+  refreshHealth();
 })();

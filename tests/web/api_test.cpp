@@ -262,8 +262,12 @@ TEST_F(ApiTest, BadRequestsGetAClearMessage) {
       {"/runs/" + a + "/files", {}, 404,
        "path: /api/runs/" + a +
            "/files: one of /api/runs, /api/runs/ID, /api/runs/ID/frame, /api/runs/ID/series, "
-           "/api/runs/ID/prediction, /api/compare (docs/web.md)"},
+           "/api/runs/ID/prediction, /api/runs/ID/health, /api/compare (docs/web.md)"},
       {"/runs/99999/prediction", {}, 404, "run: 99999: no such run in the store"},
+      {"/runs/99999/health", {}, 404, "run: 99999: no such run in the store"},
+      {"/runs/abc/health", {}, 400, "run: abc: a run id: a whole number >= 1"},
+      {"/runs/" + a + "/health", {{"hang_after", "0"}}, 400, "hang_after: 0: seconds, 1 to 604800"},
+      {"/runs/" + a + "/health", {{"hang_after", "inf"}}, 400, "hang_after: inf: a finite number"},
       {"/runs/abc/prediction", {}, 400, "run: abc: a run id: a whole number >= 1"},
   };
   for (const Case& c : cases) {
@@ -275,6 +279,54 @@ TEST_F(ApiTest, BadRequestsGetAClearMessage) {
   const ApiReply r = get("/runs/" + a + "/series", {{"key", std::string(5000, 'k')}});
   EXPECT_EQ(r.status, 400);
   EXPECT_LT(r.body["error"].get<std::string>().size(), 200u);
+}
+
+TEST_F(ApiTest, HealthNamesTheRankAHungRunWaitsForAsMeshworkDiagnoseDoes) {
+  const store::RunId hung = testing::hung_run(*writer_);
+  ASSERT_NE(hung, 0);
+  const ApiReply r = get("/runs/" + std::to_string(hung) + "/health");
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  const nlohmann::json& j = r.body;
+  EXPECT_EQ(j["state"], "hang");
+  EXPECT_EQ(j["run"], hung);
+  EXPECT_EQ(j["status"], "running");
+  ASSERT_TRUE(j["follower"].is_number());
+  ASSERT_EQ(j["culprits"].size(), 1u) << j.dump(2);
+  const nlohmann::json& c = j["culprits"][0];
+  EXPECT_EQ(c["rank"], 3);
+  EXPECT_EQ(c["node"], 1);
+  EXPECT_EQ(c["host"], "node1");
+  EXPECT_EQ(c["pid"], 4003);
+  EXPECT_EQ(c["process"], "stopped");
+  EXPECT_EQ(c["phase"], "backward layer 1");
+  EXPECT_EQ(c["waited_by"], nlohmann::json({1}));
+  ASSERT_EQ(j["waiting"].size(), 1u);
+  EXPECT_EQ(j["waiting"][0]["axis"], "dp_shard");
+  EXPECT_EQ(j["waiting"][0]["op"], "all_gather");
+  EXPECT_EQ(j["waiting"][0]["seq"], 12);
+  EXPECT_EQ(j["waiting"][0]["missing"], nlohmann::json({3}));
+  const std::string summary = j["summary"];
+  EXPECT_NE(summary.find("rank 3 (node1, pid 4003) never entered it: stopped, last in backward layer 1"),
+            std::string::npos)
+      << summary;
+
+  // The same JSON as `meshwork diagnose --json` (store::run_health), but for what the clock moves.
+  auto same = store::run_health(*writer_, hung, static_cast<double>(std::time(nullptr)));
+  ASSERT_TRUE(same.ok()) << same.error().message();
+  nlohmann::json cli = same->to_json(hung), web = j;
+  for (nlohmann::json* x : {&cli, &web})
+    for (const char* moving : {"silent_s", "follower", "summary"}) x->erase(moving);
+  EXPECT_EQ(web, cli);
+
+  // A finished run is healthy; T given that no run has been silent for is still a hang.
+  const ApiReply ok = get("/runs/" + std::to_string(id_a_) + "/health");
+  ASSERT_EQ(ok.status, 200) << ok.body.dump();
+  EXPECT_EQ(ok.body["state"], "healthy");
+  EXPECT_TRUE(ok.body["culprits"].empty());
+  const ApiReply week = get("/runs/" + std::to_string(hung) + "/health", {{"hang_after", "604800"}});
+  ASSERT_EQ(week.status, 200) << week.body.dump();
+  EXPECT_EQ(week.body["threshold_s"], 604800.0);
+  EXPECT_EQ(week.body["state"], "hang");
 }
 
 TEST_F(ApiTest, VersionsMoveWhenPointsArrive) {

@@ -8,8 +8,11 @@
 #include <QJsonArray>
 #include <QJsonObject>
 
+#include <ctime>
+
 #include <gtest/gtest.h>
 
+#include "core/store/rank_states.h"
 #include "tests/web/chromium.h"
 #include "tests/web/web_fixture.h"
 #include "web/api.h"
@@ -152,6 +155,67 @@ TEST_F(BrowserTest, ALiveRunsNewPointsAppear) {
   // Pushed by the server, re-read by the page: no reload.
   EXPECT_TRUE(browser_->wait_for(QStringLiteral("window.meshwork.lossPoints === 25"), 20000, &error))
       << error.toStdString() << " (lossPoints " << js("window.meshwork.lossPoints").toInt() << ")";
+}
+
+TEST_F(BrowserTest, AHungRunShowsItsCulpritInABannerAndOnTheMeshUntilItMovesAgain) {
+  const store::RunId hung = testing::hung_run(*writer_);
+  ASSERT_NE(hung, 0);
+  auto s = serve("127.0.0.1:0");
+  ASSERT_TRUE(s);
+  open(*s, QStringLiteral("/run?id=%1").arg(hung));
+  QString error;
+  ASSERT_TRUE(browser_->wait_for(QStringLiteral("window.meshwork.health === 'hang'"), 20000, &error))
+      << error.toStdString() << " (health " << js("String(window.meshwork.health)").toString().toStdString() << ")";
+  EXPECT_FALSE(js("document.getElementById('health').hidden").toBool());
+  const QString banner = js("document.getElementById('health').textContent").toString();
+  EXPECT_TRUE(banner.contains("Hung: hung for")) << banner.toStdString();
+  EXPECT_TRUE(banner.contains("rank 1 waits in all_gather on dp_shard #12")) << banner.toStdString();
+  // The culprit's row: rank, node (host), pid, process state, phase.
+  EXPECT_EQ(js("document.querySelectorAll('#health-culprits tbody tr').length").toInt(), 1);
+  EXPECT_EQ(js("Array.from(document.querySelectorAll('#health-culprits tbody td')).map(t => t.textContent).join('|')")
+                .toString(),
+            "3|1 (node1)|4003|stopped|backward layer 1|");
+  // The mesh: every rank coloured by what it does, the culprit outlined, its hover text saying why.
+  const auto cell = [&](int rank, const char* what) {
+    return js(QStringLiteral("(() => { const g = document.querySelector('#mesh-svg g[data-rank=\"%1\"]');"
+                             " return g ? %2 : null; })()")
+                  .arg(rank)
+                  .arg(what));
+  };
+  EXPECT_EQ(cell(3, "g.dataset.health").toString(), "culprit");
+  EXPECT_EQ(cell(1, "g.dataset.health").toString(), "waiting");
+  EXPECT_EQ(cell(0, "g.dataset.health").toString(), "computing");
+  EXPECT_EQ(cell(2, "g.dataset.health").toString(), "computing");
+  EXPECT_TRUE(cell(3, "g.querySelector('rect').classList.contains('culprit')").toBool());
+  EXPECT_FALSE(cell(1, "g.querySelector('rect').classList.contains('culprit')").toBool());
+  EXPECT_EQ(cell(3, "getComputedStyle(g.querySelector('rect')).strokeWidth").toString(), "2px");
+  EXPECT_NE(cell(3, "g.querySelector('rect').getAttribute('fill')").toString(),
+            cell(1, "g.querySelector('rect').getAttribute('fill')").toString());
+  EXPECT_TRUE(cell(3, "g.querySelector('title').textContent").toString().contains(
+      "never entered the collective: stopped, last in backward layer 1"));
+  EXPECT_TRUE(cell(1, "g.querySelector('title').textContent").toString().contains("waiting in dp_shard all_gather #12"));
+
+  // The rank moves again: its report says so and every rank completes a step now. Nothing else
+  // reloads the page: it asks for the run's health on its own while the run is live.
+  {
+    const double now = static_cast<double>(std::time(nullptr));
+    ASSERT_TRUE(store::put_rank_states(*writer_, hung,
+                                       {{1, now, false, "running", std::nullopt}, {3, now, false, "running", std::nullopt}},
+                                       now)
+                    .ok());
+    std::string lines;
+    for (int r = 0; r < 4; ++r) {
+      StepRecord rec = testing::step_of(RunSpec{"hung", testing::shape(1, 2, 1, 2)}, r, 6);
+      rec.time = now;
+      lines += to_json_line(rec) + "\n";
+    }
+    ASSERT_TRUE(writer_->ingest_chunk(hung, "moved.jsonl", 0, lines).ok());
+  }
+  ASSERT_TRUE(browser_->wait_for(QStringLiteral("window.meshwork.health === 'healthy'"), 20000, &error))
+      << error.toStdString() << " (health " << js("String(window.meshwork.health)").toString().toStdString() << ")";
+  EXPECT_TRUE(js("document.getElementById('health').hidden").toBool());
+  EXPECT_EQ(cell(3, "g.dataset.health").toString(), "");  // the tp-group colours again
+  EXPECT_TRUE(browser_->console_errors().isEmpty()) << browser_->console_errors().join("\n").toStdString();
 }
 
 TEST_F(BrowserTest, CompareOverlaysThreeRunsWithTheConfigDiff) {

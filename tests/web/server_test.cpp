@@ -230,6 +230,28 @@ TEST_F(ServerTest, AnotherAddressNeedsTheTokenAsHeaderOrOneTimeLinkCookie) {
             file.string() + ": others may read this token file: chmod 600 it (or delete it for a new token)");
 }
 
+TEST_F(ServerTest, HealthIsAnsweredUnderTheSameTokenAsEveryRunEndpoint) {
+  const store::RunId hung = testing::hung_run(*writer_);
+  ASSERT_NE(hung, 0);
+  auto s = serve("0.0.0.0:0");
+  ASSERT_TRUE(s);
+  const QString path = QStringLiteral("/api/runs/%1/health").arg(hung);
+  const Http none = request(local(*s, path));
+  EXPECT_EQ(none.status, 401);
+  EXPECT_FALSE(none.body.contains("culprits"));
+  EXPECT_EQ(request(local(*s, path), "POST", {{"Authorization", "Bearer " + QByteArray::fromStdString(s->token())}})
+                .status,
+            405);
+  const Http ok = request(local(*s, path), "GET", {{"Authorization", "Bearer " + QByteArray::fromStdString(s->token())}});
+  ASSERT_EQ(ok.status, 200) << ok.body.toStdString();
+  EXPECT_EQ(ok.header("Content-Type"), "application/json");
+  const nlohmann::json j = ok.json();
+  EXPECT_EQ(j["state"], "hang");
+  ASSERT_EQ(j["culprits"].size(), 1u);
+  EXPECT_EQ(j["culprits"][0]["rank"], 3);
+  EXPECT_EQ(j["culprits"][0]["process"], "stopped");
+}
+
 TEST_F(ServerTest, LivePagesHearOfNewPointsOverAWebSocket) {
   auto s = serve("127.0.0.1:0");
   ASSERT_TRUE(s);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <string>
 
@@ -11,7 +12,9 @@
 
 #include "core/mesh.h"
 #include "core/mesh_json.h"
+#include "core/flight_record.h"
 #include "core/metrics.h"
+#include "core/store/rank_states.h"
 #include "core/store/run_store.h"
 #include "tests/store/test_util.h"
 
@@ -133,6 +136,44 @@ inline store::RunId finished_run(store::RunStore& s, const RunSpec& spec, int64_
   if (id == 0 || !add_steps(s, id, spec, 0, steps - 1, offsets) || !end_run(s, id, spec, status, reason, offsets))
     return 0;
   return id;
+}
+
+// A run of 1x2x1x2 on two nodes (ranks 0-1 on node0, 2-3 on node1) that hangs: its last step
+// long ago, rank 1 waiting in all_gather on dp_shard #12 for rank 3 ({1, 3} is a dp_shard
+// group), which is stopped in backward layer 1 and never entered it. The stall reports go
+// through core/store/rank_states.h as the follower writes them, with its beat now.
+inline store::RunId hung_run(store::RunStore& s, const std::string& name = "hung") {
+  const RunSpec spec{name, shape(1, 2, 1, 2)};
+  const store::RunId id = create_run(s, spec);
+  std::vector<uint64_t> offsets;
+  if (id == 0 || !add_steps(s, id, spec, 0, 5, offsets)) return 0;
+  const double now = static_cast<double>(std::time(nullptr));
+  const FlightGroup dp_shard{false, GroupKind::dp_shard};
+  FlightState waiting;
+  waiting.rank = 1;
+  waiting.pid = 4001;
+  waiting.step = 6;
+  waiting.phase = FlightPhase::backward;
+  waiting.layer = 0;
+  FlightOp op;
+  op.group = dp_shard;
+  op.op = FlightOpKind::all_gather;
+  op.seq = 12;
+  op.bytes = 4096;
+  op.enter = now - 100;
+  waiting.current = op;
+  waiting.last_seq = {{dp_shard, 12}};
+  FlightState stopped;
+  stopped.rank = 3;
+  stopped.pid = 4003;
+  stopped.step = 6;
+  stopped.phase = FlightPhase::backward;
+  stopped.layer = 1;
+  stopped.activity = now - 101;
+  stopped.last_seq = {{dp_shard, 11}};
+  const Status put = store::put_rank_states(
+      s, id, {{1, now, true, "running", waiting}, {3, now, true, "stopped", stopped}}, now);
+  return put ? id : 0;
 }
 
 }  // namespace meshwork::web::testing
