@@ -3,7 +3,8 @@
 // by the `meshwork` CLI: launch dp_shard 2 x tp 2 on 2 nodes x 2 ranks (every metric in the store
 // equals the files), stop (scancel), a killed rank (Slurm's FAILED and the rank named), a time
 // limit (TIMEOUT), a bad partition or account (sbatch's refusal, nothing recorded), a queued job
-// (its pending reason shown), one meshtrain tail for the whole job.
+// (its pending reason shown), one meshtrain tail for the whole job, a stopped rank named by
+// `meshwork diagnose`.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -382,6 +383,69 @@ TEST_F(SlurmRun, KilledRankFailsTheRunWithSlurmsStateAndTheRankNamed) {
   test::expect_rank3_killed_on_node1(rec.nodes[1].run_dir, why, "Slurm node n2", 0);
   EXPECT_NE(test::read_text(tmp_ / "bg.err").find("rank 3"), std::string::npos);
   expect_store_equals_files(id, rec);
+}
+
+// A rank of the job stopped with SIGSTOP: the login node's one tail reports it stalled, the
+// follower (the launch itself) keeps the report in the store, and `meshwork diagnose --json`
+// names it (node, pid, "stopped", phase) with the collective the others wait in; after SIGCONT
+// the job goes on and the diagnosis clears.
+TEST_F(SlurmRun, StoppedRankIsNamedByDiagnoseThroughTheLoginNodesTail) {
+  const pid_t launch = spawn_cli(launch_args(100000, "slurm hang", {"--collective-timeout", "600"}), tmp_);
+  const store::RunId id = wait_run();
+  ASSERT_NE(id, 0) << test::read_text(tmp_ / "bg.err");
+  struct Cleanup {  // whatever a failed assertion skipped: the rank continued, the job cancelled
+    std::vector<std::string> stop;
+    fs::path tmp;
+    pid_t launch;
+    pid_t victim = 0;
+    ~Cleanup() {
+      if (victim > 0) ::kill(victim, SIGCONT);
+      run_cli(stop, tmp);
+      if (!wait_for([&] { return !alive(launch); }, 60s)) ::kill(launch, SIGKILL);
+      wait_exit(launch);
+    }
+  } cleanup{{"stop", std::to_string(id), "--ssh-config", cluster_.ssh_config(), "--known-hosts",
+             (tmp_ / "known_hosts").string(), "--identity", cluster_.identity(), "--db", db_.string()},
+            tmp_, launch};
+  const LaunchRecord rec = record(id);
+  ASSERT_TRUE(wait_for([&] { return steps_in_file(rec, 3) >= 6; }, 180s)) << test::read_text(tmp_ / "bg.err");
+  const auto pids = rank_pids(rec);
+  ASSERT_EQ(pids.size(), 4u);
+  auto diagnose = [&](int* code = nullptr) {
+    Cli r = run_cli({"diagnose", std::to_string(id), "--json", "--hang-after", "5", "--db", db_.string()}, tmp_);
+    if (code) *code = r.code;
+    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    return j.is_object() ? j : nlohmann::json{{"state", "unparsed"}, {"out", r.out}, {"err", r.err}};
+  };
+  ASSERT_EQ(::kill(pids[3], SIGSTOP), 0);
+  cleanup.victim = pids[3];
+  int code = -1;
+  nlohmann::json d;
+  const bool named = wait_for([&] {
+    d = diagnose(&code);
+    return d["state"] == "hang" && !d["culprits"].empty() && !d["waiting"].empty();
+  }, 30s);
+  ::kill(pids[3], SIGCONT);
+  std::cout << "[ diagnosis ] " << d.value("summary", d.dump()) << "\n";
+  ASSERT_TRUE(named) << d.dump(2) << events(id);
+  EXPECT_EQ(code, 3);
+  EXPECT_TRUE(d["follower"].is_number()) << d.dump(2);  // the launch follows and writes
+  ASSERT_EQ(d["culprits"].size(), 1u) << d.dump(2);
+  const nlohmann::json& c = d["culprits"][0];
+  EXPECT_EQ(c["rank"], 3);
+  EXPECT_EQ(c["node"], 1);
+  EXPECT_EQ(c["pid"], pids[3]);
+  EXPECT_EQ(c["process"], "stopped");
+  EXPECT_FALSE(c["phase"].get<std::string>().empty());
+  for (const auto& w : d["waiting"]) {
+    EXPECT_FALSE(w["op"].get<std::string>().empty());
+    EXPECT_TRUE(w["axis"] == "dp_shard" || w["axis"] == "tp" || w["axis"] == "world") << w.dump();
+    for (int r : w["ranks"]) EXPECT_NE(r, 3);
+  }
+
+  const int before = steps_in_file(rec, 3);
+  EXPECT_TRUE(wait_for([&] { return steps_in_file(rec, 3) > before + 1; }, 60s)) << "rank 3 did not go on";
+  EXPECT_TRUE(wait_for([&] { return diagnose()["state"] != "hang"; }, 30s)) << diagnose().dump(2);
 }
 
 // Slurm's shortest limit is one minute, and slurmctld checks limits every ~30 s: 60-90 s.
