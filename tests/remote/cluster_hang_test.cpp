@@ -2,10 +2,13 @@
 // meshtrain, the `meshwork` CLI as a user runs it): a rank stopped with SIGSTOP mid-run is named
 // by `meshwork diagnose RUN --json` (its node, pid, "stopped", its phase) with the collective and
 // axis the others wait in, and the diagnosis clears after SIGCONT; a rank killed is named as gone
-// with its signal; the culprit's native stack is fetched from its node.
+// with its signal; the culprit's native stack is fetched from its node; a rank slowed by a
+// SIGSTOP/SIGCONT duty cycle is named as the straggler, with what it is slow in, while the run
+// goes on.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -168,6 +171,91 @@ TEST_F(ClusterHang, KilledRankIsNamedGoneWithItsSignal) {
   EXPECT_EQ(d["culprits"][0]["node"], 1);
   EXPECT_EQ(d["culprits"][0]["process"], "gone");
   EXPECT_NE(d["culprits"][0]["ended"].get<std::string>().find("signal"), std::string::npos) << d.dump(2);
+}
+
+// Stops `pid` for `stopped` of every `period` from a thread of its own until destroyed; the
+// process is always left running (SIGCONT) however the test ends.
+class DutyCycle {
+ public:
+  DutyCycle(pid_t pid, std::chrono::milliseconds stopped, std::chrono::milliseconds period)
+      : pid_(pid), thread_([this, stopped, period] {
+          while (!quit_) {
+            ::kill(pid_, SIGSTOP);
+            std::this_thread::sleep_for(stopped);
+            ::kill(pid_, SIGCONT);
+            std::this_thread::sleep_for(period - stopped);
+          }
+        }) {}
+  ~DutyCycle() { end(); }
+  void end() {
+    quit_ = true;
+    if (thread_.joinable()) thread_.join();
+    ::kill(pid_, SIGCONT);
+  }
+
+ private:
+  pid_t pid_;
+  std::atomic<bool> quit_{false};
+  std::thread thread_;
+};
+
+TEST_F(ClusterHang, RankSlowedByAStopContDutyCycleIsNamedTheStragglerWhileTheRunGoesOn) {
+  store::RunId id = 0;
+  const pid_t attach = launch_and_follow("straggler", {"--dp-shard", "2", "--tp", "2"}, id);
+  Cleanup cleanup{this, id, attach};
+  const LaunchRecord rec = record(id);
+  ASSERT_TRUE(wait_for([&] { return steps_in_file(rec, 3) >= 12; }, 180s)) << "rank 3 never stepped";
+  const pid_t victim = static_cast<pid_t>(std::stol(test::read_text(fs::path(rec.nodes[1].run_dir) / "rank3.pid")));
+  cleanup.victim = victim;  // SIGCONT by the Cleanup too, after the cycle below has ended
+  auto cycle = std::make_unique<DutyCycle>(victim, 150ms, 300ms);
+  int code = -1;
+  nlohmann::json d;
+  auto rank3_straggles = [&](const nlohmann::json& j) {
+    if (j["state"] != "straggler") return false;
+    for (const auto& s : j["stragglers"])
+      if (s["rank"] == 3) return true;
+    return false;
+  };
+  // The medians are over the last 10 steps: named once most of them ran under the cycle.
+  const bool named = wait_for([&] {
+    d = diagnose(id, &code);
+    return rank3_straggles(d);
+  }, 180s);
+  const int steps_then = steps_in_file(rec, 3);
+  std::cout << "[ diagnosis ] " << d.value("summary", d.dump()) << "\n";
+  ASSERT_TRUE(named) << d.dump(2);
+  EXPECT_EQ(code, 3);
+  EXPECT_LT(d["silent_s"].get<double>(), kHangAfter);
+  // The run is alive: slow, not hung; nobody is blamed for a hang.
+  EXPECT_TRUE(d["culprits"].empty()) << d.dump(2);
+  EXPECT_TRUE(d["waiting"].empty()) << d.dump(2);
+  // Rank 3 is named on its node, slow in what it was doing when stopped: its own compute, or a
+  // collective of its axes it was inside (a stopped rank's time inside a collective is its own
+  // wait: tiny on CPU spends most of its step in tp collectives). Any other rank named waits in
+  // a collective (on rank 3 directly, or on a peer that waits on it: ranks 1 and 3 form a
+  // dp_shard group, 2 and 3 a tp group, 0 and 2 a dp_shard group): nobody else is slow in compute.
+  bool rank3_seen = false;
+  for (const auto& s : d["stragglers"]) {
+    const std::string slow_in = s["slow_in"];
+    const bool waiting = slow_in == "waiting on tp" || slow_in == "waiting on dp_shard";
+    if (s["rank"] == 3) {
+      rank3_seen = true;
+      EXPECT_EQ(s["node"], 1);
+      EXPECT_TRUE(slow_in == "compute" || waiting) << d.dump(2);
+      EXPECT_GT(s["seconds"].get<double>(), 1.5 * s["median_s"].get<double>()) << d.dump(2);
+    } else {
+      EXPECT_TRUE(waiting) << d.dump(2);
+    }
+  }
+  EXPECT_TRUE(rank3_seen);
+  EXPECT_NE(d["summary"].get<std::string>().find("rank 3 (node1"), std::string::npos) << d.dump(2);
+
+  // Running freely again, it steps on and is named no more.
+  cycle->end();
+  EXPECT_TRUE(wait_for([&] { return steps_in_file(rec, 3) > steps_then + 1; }, 60s)) << "rank 3 did not go on";
+  EXPECT_TRUE(wait_for([&] { return !rank3_straggles(diagnose(id)); }, 180s)) << diagnose(id).dump(2);
+  cleanup.done = true;
+  stop_and_wait(id, attach);
 }
 
 }  // namespace
