@@ -100,35 +100,9 @@ MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
   failure_->setVisible(false);
   outer->addWidget(failure_);
 
-  // Health: the diagnosis on its own timer (a hang is time passing with nothing arriving).
-  health_model_ = new HealthModel(worker, this);
-  auto* health_row = new QHBoxLayout;
-  health_banner_ = new QLabel(this);
-  health_banner_->setObjectName("HealthBanner");
-  health_banner_->setWordWrap(true);
-  health_banner_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  health_banner_->setProperty("role", "error");
-  health_button_ = new QPushButton(tr("Show on the mesh…"), this);
-  health_button_->setObjectName("ShowHealth");
-  health_button_->setToolTip(tr("Every rank coloured by what it does, the ranks the others wait for, their stacks, "
-                                "and step and wait times per rank and step"));
-  health_row->addWidget(health_banner_, 1);
-  health_row->addWidget(health_button_);
-  health_banner_->setVisible(false);
-  health_button_->setVisible(false);
-  outer->addLayout(health_row);
-  health_panel_ = std::make_unique<HealthPanel>();
-  health_panel_->setWindowTitle(tr("Run health — Meshwork"));
-  health_panel_->set_db(worker->db_path());
-  health_panel_->resize(1100, 760);
-  connect(health_button_, &QPushButton::clicked, this, &MonitorPage::show_health);
-  connect(health_model_, &HealthModel::report_ready, this, [this](HealthPtr r) {
-    const bool bad = r && !r->error && r->live && r->diagnosis.state != HealthState::healthy;
-    health_banner_->setVisible(bad);
-    health_button_->setVisible(bad || health_panel_->isVisible());
-    if (bad) health_banner_->setText(QString::fromStdString(r->diagnosis.summary()));
-    health_panel_->show_report(r);
-  });
+  // Health: the diagnosis' banner, the Health window (ui/health_bar.h).
+  health_ = new HealthBar(worker, this);
+  outer->addWidget(health_);
 
   deploy_box_ = new QWidget(this);
   auto* dl = new QVBoxLayout(deploy_box_);
@@ -289,11 +263,7 @@ void MonitorPage::show_run(store::RunId run) {
   }
   model_->set_pixels(loss_->width());
   model_->set_run(run);
-  health_model_->set_run(run);
-  if (run == 0) {
-    health_banner_->setVisible(false);
-    health_button_->setVisible(false);
-  }
+  health_->set_run(run);
   stop_->setText(tr("Stop run"));
   if (run == 0) {
     title_->setText(tr("No run"));
@@ -301,13 +271,6 @@ void MonitorPage::show_run(store::RunId run) {
     facts_->clear();
     stop_->setEnabled(false);
   }
-}
-
-void MonitorPage::show_health() {
-  health_panel_->show();
-  health_panel_->raise();
-  health_panel_->activateWindow();
-  health_model_->refresh();
 }
 
 void MonitorPage::begin_launch(const QString& name, int nodes) {

@@ -14,7 +14,7 @@
 #include <memory>
 
 #include "core/store/run_store.h"
-#include "ui/health_panel.h"
+#include "ui/health_bar.h"
 #include "ui/launch_controller.h"
 #include "ui/monitor_model.h"
 
@@ -59,12 +59,12 @@ class MonitorPage : public QWidget {
   MetricChart* memory_chart() const { return mem_; }
   MetricChart* comm_chart() const { return comm_; }
   BarChart* breakdown_chart() const { return breakdown_; }
-  // Where the run hangs or slows (ui/health_panel.h): the banner under the title says it, the
+  // Where the run hangs or slows (ui/health_bar.h): the banner under the title says it, the
   // button opens the Health view (a window of its own) on the mesh.
-  HealthModel* health_model() const { return health_model_; }
-  QLabel* health_banner() const { return health_banner_; }
-  HealthPanel* health_panel() const { return health_panel_.get(); }
-  void show_health();
+  HealthModel* health_model() const { return health_->model(); }
+  QLabel* health_banner() const { return health_->banner(); }
+  HealthPanel* health_panel() const { return health_->panel(); }
+  void show_health() { health_->show_health(); }
   // The rank of the per-rank charts: -1 (shown as "mean over ranks") or any rank of the run.
   QSpinBox* rank_picker() const { return ranks_; }
   StragglerTable* straggler_table() const { return stragglers_; }
@@ -112,10 +112,7 @@ class MonitorPage : public QWidget {
   QString slurm_script_;  // of the run shown, from its last frame
   QPushButton* back_;
   QLabel* failure_;
-  HealthModel* health_model_;
-  QLabel* health_banner_;
-  QPushButton* health_button_;
-  std::unique_ptr<HealthPanel> health_panel_;  // a top-level window, shown on demand
+  HealthBar* health_;
   QWidget* deploy_box_;
   QLabel* deploy_step_;
   QVBoxLayout* deploy_rows_;
