@@ -10,14 +10,20 @@ namespace meshwork::remote {
 std::string inspect_command(int64_t pid, const std::string& log_path, int log_lines) {
   const std::string p = std::to_string(pid);
   // gdb may wait forever on a process another tracer holds, or on a stopped one on old kernels:
-  // it gets a bounded time; so does eu-stack.
+  // it gets a bounded time; so does eu-stack. A debugger ended by that bound (or dying) while
+  // its attach stop is pending leaves the process stopped: a process that was not stopped before
+  // is continued, so fetching a stack never hangs the run; one the user stopped stays stopped.
   return "pid=" + p + "; "
+         "was=$(awk '{print $3}' /proc/$pid/stat 2>/dev/null); "
          "if [ ! -d /proc/$pid ]; then echo 'tool: proc'; echo \"process $pid: gone\"; "
          "elif command -v gdb >/dev/null 2>&1; then echo 'tool: gdb'; "
          "timeout 20 gdb -nx -p $pid -batch -ex 'set pagination off' -ex 'thread apply all bt' 2>&1 "
          "| grep -v '^\\[New LWP\\|^\\[Thread debugging\\|^Using host libthread' | tail -n 400; "
          "elif command -v eu-stack >/dev/null 2>&1; then echo 'tool: eu-stack'; timeout 20 eu-stack -p $pid 2>&1 | tail -n 400; "
          "else echo 'tool: proc'; fi; "
+         "now=$(awk '{print $3}' /proc/$pid/stat 2>/dev/null); "
+         "case \"$was\" in T|t) ;; *) case \"$now\" in T|t) kill -CONT $pid 2>/dev/null && "
+         "echo 'resumed: the debugger left it stopped';; esac;; esac; "
          "if [ -d /proc/$pid ]; then "
          "echo \"state: $(awk '{print $3}' /proc/$pid/stat 2>/dev/null)\"; "
          "for t in /proc/$pid/task/*; do echo \"thread ${t##*/} $(cat $t/comm 2>/dev/null): wchan $(cat $t/wchan 2>/dev/null)\"; done; "
