@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 #include <type_traits>
 
 #include "core/flight_record.h"
@@ -45,7 +46,10 @@ struct FlightLayout {
   double phase_since = 0;
   double activity = 0;
   uint32_t in_collective = 0;  // 1: `current` holds the op the rank is inside
-  uint32_t reserved = 0;
+  // flight_host_hash() of the host the rank runs on; 0 in records written before it was kept. A
+  // reader on another host (a tail on a Slurm login node reading a shared run directory) cannot
+  // see the rank's process in its own /proc, and says so instead of guessing.
+  uint32_t host_hash = 0;
   uint64_t completed = 0;      // collectives completed so far; ring[(completed - 1) % kFlightRing] is the newest
   FlightOpSlot current;
   FlightOpSlot ring[kFlightRing];
@@ -53,6 +57,16 @@ struct FlightLayout {
 };
 static_assert(std::is_trivially_copyable_v<FlightLayout>);
 static_assert(std::is_standard_layout_v<FlightLayout>);
+
+// FNV-1a of a hostname, never 0 (0 means "not recorded").
+inline uint32_t flight_host_hash(std::string_view host) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : host) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  return h ? h : 1;
+}
 
 inline int flight_group_slot(const FlightGroup& g) {
   return g.world ? kFlightWorldSlot : static_cast<int>(g.kind);

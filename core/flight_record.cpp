@@ -191,6 +191,7 @@ Result<FlightState> flight_state_of(const FlightLayout& l) {
   s.phase_since = l.phase_since;
   s.activity = l.activity;
   s.generation = l.generation;
+  s.host_hash = l.host_hash;
   if (l.in_collective) {
     if (auto e = check_slot(l.current, "current")) return *e;
     s.current = op_of(l.current);

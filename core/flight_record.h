@@ -75,6 +75,7 @@ struct FlightState {
   double phase_since = 0;  // unix seconds the phase began
   double activity = 0;     // unix seconds of the last change of anything in the record
   uint64_t generation = 0;  // bumped by every change (even when stable)
+  uint32_t host_hash = 0;   // flight_layout.h's: which host wrote it (not in the JSON)
   std::optional<FlightOp> current;
   std::vector<FlightOp> recent;  // completed, oldest first (at most kFlightRing)
   std::vector<std::pair<FlightGroup, int64_t>> last_seq;  // per group used, the last seq entered

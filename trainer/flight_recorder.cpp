@@ -29,10 +29,13 @@ FlightRecorder* thread_flight() { return t_flight; }
 void set_thread_flight(FlightRecorder* recorder) { t_flight = recorder; }
 
 Result<std::unique_ptr<FlightRecorder>> FlightRecorder::open(const std::filesystem::path& file, int rank,
-                                                             int64_t pid) {
+                                                             int64_t pid, std::string_view host) {
   FlightLayout init;
   init.rank = rank;
   init.pid = pid;
+  char name[256] = {};
+  if (host.empty() && ::gethostname(name, sizeof name - 1) == 0) host = name;
+  init.host_hash = flight_host_hash(host);
   init.phase = static_cast<int32_t>(FlightPhase::startup);
   init.phase_since = init.activity = wall_now();
   const std::filesystem::path tmp = file.string() + ".tmp";

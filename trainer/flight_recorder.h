@@ -24,7 +24,9 @@ class FlightRecorder {
  public:
   // Creates `file` (a whole initialized record written beside it and renamed into place, so a
   // reader never sees a partial one) and maps it. Errors name the file.
-  static Result<std::unique_ptr<FlightRecorder>> open(const std::filesystem::path& file, int rank, int64_t pid);
+  // `host`: the host the rank runs on (its hash is kept in the record); empty: this machine's name.
+  static Result<std::unique_ptr<FlightRecorder>> open(const std::filesystem::path& file, int rank, int64_t pid,
+                                                      std::string_view host = {});
   ~FlightRecorder();
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;

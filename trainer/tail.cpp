@@ -16,6 +16,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/flight_layout.h"
 #include "core/flight_record.h"
 #include "core/follow_stream.h"
 
@@ -63,7 +64,20 @@ int64_t unix_ms() {
 
 // A process's state as /proc/<pid>/stat tells it: running (R, S, D, I: on a CPU or waiting in
 // the kernel), stopped (T, t: a signal or a debugger), zombie (Z, X), or gone (no such process).
-std::string process_state(int64_t pid) {
+uint32_t this_host_hash() {
+  static const uint32_t hash = [] {
+    char name[256] = {};
+    ::gethostname(name, sizeof name - 1);
+    return flight_host_hash(name);
+  }();
+  return hash;
+}
+
+// The rank's process as this host's /proc shows it: "unknown" when the record says it runs on
+// another host (its pid here would be some other process, or none).
+std::string process_state(const FlightState& s) {
+  if (s.host_hash != 0 && s.host_hash != this_host_hash()) return "unknown";
+  const int64_t pid = s.pid;
   if (pid <= 0) return "gone";
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string stat;
@@ -227,12 +241,12 @@ class Tail {
       w.generation = state->generation;
       w.changed = now;
       w.stalled = false;
-      if (was_stalled) stall_frame(f.rank, false, process_state(state->pid), *state);
+      if (was_stalled) stall_frame(f.rank, false, process_state(*state), *state);
       return;
     }
     if (state->phase == FlightPhase::ended) return;
     if (now - w.changed < std::chrono::milliseconds(o_.stall_ms)) return;
-    const std::string process = process_state(state->pid);
+    const std::string process = process_state(*state);
     if (w.stalled && process == w.process) return;
     w.stalled = true;
     w.process = process;

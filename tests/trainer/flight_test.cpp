@@ -33,9 +33,10 @@ void on_usr1(int) { g_move = 1; }
 
 // A rank stand-in: writes its flight record through the real recorder, then moves (a step) only
 // when told by SIGUSR1.
-[[noreturn]] void recording_child(const fs::path& file) {
+// `host`: where the record says it runs (empty: this machine).
+[[noreturn]] void recording_child(const fs::path& file, std::string_view host = {}) {
   std::signal(SIGUSR1, on_usr1);
-  auto rec = trainer::FlightRecorder::open(file, 0, getpid());
+  auto rec = trainer::FlightRecorder::open(file, 0, getpid(), host);
   if (!rec.ok()) _exit(3);
   (*rec)->phase(FlightPhase::forward, 1);
   int64_t step = 0;
@@ -194,6 +195,46 @@ TEST(MeshtrainTailFlight, ReportsAStallItsProcessStatesAndTheMoveAgain) {
   EXPECT_EQ(s.at("stalled"), true);
   EXPECT_EQ(s.at("process"), "gone");
 
+  kill(tail, SIGTERM);
+  waitpid(tail, &status, 0);
+  close(in_pipe[1]);
+  close(out_pipe[0]);
+}
+
+// A record written on another host (a tail on a Slurm login node reading a shared run
+// directory): the process its pid names here is not the rank's, so the state is "unknown", even
+// though a process with that pid runs on this machine.
+TEST(MeshtrainTailFlight, ARankOfAnotherHostHasAnUnknownProcess) {
+  const fs::path dir = temp_dir("tail-flight-remote");
+  const pid_t child = fork();
+  if (child == 0) recording_child(flight_path(dir, 0), "gpu-node-17");
+  while (!fs::exists(flight_path(dir, 0))) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  int in_pipe[2], out_pipe[2];
+  ASSERT_EQ(pipe(in_pipe), 0);
+  ASSERT_EQ(pipe(out_pipe), 0);
+  const std::string request = follow::encode_request({{{0, 0, 1}}, {}});
+  const pid_t tail = fork();
+  if (tail == 0) {
+    dup2(in_pipe[0], 0);
+    dup2(out_pipe[1], 1);
+    close(in_pipe[1]);
+    close(out_pipe[0]);
+    execl(MESHTRAIN_BIN, MESHTRAIN_BIN, "tail", "--dir", dir.c_str(), "--no-liveness", "--poll-ms", "20",
+          "--stall-ms", "300", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(in_pipe[0]);
+  close(out_pipe[1]);
+  ASSERT_EQ(write(in_pipe[1], request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  TailReader reader;
+  reader.fd = out_pipe[0];
+  nlohmann::json s = reader.next_stall();
+  EXPECT_EQ(s.at("stalled"), true);
+  EXPECT_EQ(s.at("process"), "unknown");
+  EXPECT_EQ(s.at("flight").at("pid"), child);
+  int status = 0;
+  kill(child, SIGKILL);
+  waitpid(child, &status, 0);
   kill(tail, SIGTERM);
   waitpid(tail, &status, 0);
   close(in_pipe[1]);
