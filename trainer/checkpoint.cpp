@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -68,9 +69,104 @@ Status save_rank_state(const fs::path& step_dir, int rank, const RankState& s) {
   return write_atomic(step_dir / ("rank" + std::to_string(rank) + ".pt"), bytes.data(), bytes.size());
 }
 
-Status mark_complete(const fs::path& step_dir, const std::string& meta_json) {
-  if (Status s = write_atomic(step_dir / "meta.json", meta_json.data(), meta_json.size()); !s.ok())
+nlohmann::json slice_index_to_json(const SliceIndex& index) {
+  nlohmann::json tensors = nlohmann::json::object();
+  for (const auto& [name, g] : index) {
+    nlohmann::json slices = nlohmann::json::array();
+    for (const TensorSlice& s : g.slices)
+      slices.push_back({s.rank, s.slot, s.file_offset, s.start, s.count, s.rows, s.stride});
+    tensors[name] = {{"shape", g.shape}, {"slices", std::move(slices)}};
+  }
+  return {{"slice_fields", {"rank", "slot", "file_offset", "start", "count", "rows", "stride"}},
+          {"tensors", std::move(tensors)}};
+}
+
+Result<SliceIndex> slice_index_from_json(const nlohmann::json& doc, const std::string& where) {
+  if (!doc.is_object() || !doc.contains("tensors") || !doc["tensors"].is_object())
+    return Error{"--resume", where, "a slice index (\"tensors\": the pieces of every global tensor each rank file holds)"};
+  SliceIndex index;
+  try {
+    for (const auto& [name, t] : doc["tensors"].items()) {
+      GlobalTensor g;
+      g.shape = t.at("shape").get<std::vector<int64_t>>();
+      for (const auto& a : t.at("slices")) {
+        if (!a.is_array() || a.size() != 7) throw std::runtime_error("a slice of 7 numbers in " + name);
+        TensorSlice s{a[0].get<int>(), a[1].get<int>(), a[2].get<int64_t>(), a[3].get<int64_t>(),
+                      a[4].get<int64_t>(), a[5].get<int64_t>(), a[6].get<int64_t>()};
+        if (s.rank < 0 || s.slot < 0 || s.file_offset < 0 || s.start < 0 || s.count < 0 || s.rows < 1 || s.stride < 0)
+          throw std::runtime_error("non-negative offsets and counts in " + name);
+        g.slices.push_back(s);
+      }
+      index.emplace(name, std::move(g));
+    }
+  } catch (const std::exception& e) {
+    return Error{"--resume", where, std::string("a well-formed slice index (") + e.what() + ")"};
+  }
+  return index;
+}
+
+Status save_rank_slices(const fs::path& step_dir, int rank, const SliceIndex& slices) {
+  std::error_code ec;
+  fs::create_directories(step_dir, ec);
+  const std::string text = slice_index_to_json(slices).dump();
+  return write_atomic(step_dir / ("rank" + std::to_string(rank) + ".slices.json"), text.data(), text.size());
+}
+
+namespace {
+
+// Every rank's pieces in one index: a piece that a lower rank holds alike is dropped, and every
+// tensor must be covered exactly (the pieces of one tensor never overlap otherwise).
+Result<SliceIndex> merge_rank_slices(const fs::path& step_dir, int world) {
+  SliceIndex merged;
+  for (int r = 0; r < world; ++r) {
+    const fs::path path = step_dir / ("rank" + std::to_string(r) + ".slices.json");
+    std::ifstream in(path);
+    auto doc = nlohmann::json::parse(in, nullptr, false);
+    if (!in || doc.is_discarded()) return Error{"--checkpoint-dir", path.string(), "every rank's slice file"};
+    auto part = slice_index_from_json(doc, path.string());
+    if (!part.ok()) return part.error();
+    for (auto& [name, g] : *part) {
+      GlobalTensor& m = merged[name];
+      if (m.shape.empty()) m.shape = g.shape;
+      for (const TensorSlice& s : g.slices) {
+        const bool known = std::any_of(m.slices.begin(), m.slices.end(), [&](const TensorSlice& k) {
+          return k.start == s.start && k.count == s.count && k.rows == s.rows && k.stride == s.stride;
+        });
+        if (!known) m.slices.push_back(s);
+      }
+    }
+  }
+  for (const auto& [name, g] : merged) {
+    int64_t numel = 1, held = 0;
+    for (int64_t d : g.shape) numel *= d;
+    for (const TensorSlice& s : g.slices) held += s.count * s.rows;
+    if (held != numel)
+      return Error{"--checkpoint-dir", step_dir.string() + ": " + name,
+                   "pieces covering its " + std::to_string(numel) + " elements once (they hold " +
+                       std::to_string(held) + ")"};
+  }
+  return merged;
+}
+
+}  // namespace
+
+Status mark_complete(const fs::path& step_dir, const std::string& meta_json, int world) {
+  std::string meta = meta_json;
+  if (world > 0) {
+    auto merged = merge_rank_slices(step_dir, world);
+    if (!merged.ok()) return merged.error();
+    auto doc = nlohmann::json::parse(meta_json);
+    nlohmann::json index = slice_index_to_json(*merged);
+    doc["slice_fields"] = std::move(index["slice_fields"]);
+    doc["tensors"] = std::move(index["tensors"]);
+    meta = doc.dump();
+  }
+  if (Status s = write_atomic(step_dir / "meta.json", meta.data(), meta.size()); !s.ok())
     return s;
+  for (int r = 0; r < world; ++r) {
+    std::error_code ec;
+    fs::remove(step_dir / ("rank" + std::to_string(r) + ".slices.json"), ec);
+  }
   const std::string done = "complete\n";
   return write_atomic(step_dir / "COMPLETE", done.data(), done.size());
 }

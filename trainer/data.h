@@ -40,6 +40,9 @@ class TokenData {
   static std::vector<int64_t> batch_indices(int64_t step, int64_t global_batch, int64_t dp_rank,
                                             int64_t dp_size, int64_t micro, int64_t micro_batch);
   const std::vector<std::filesystem::path>& files() const { return files_; }
+  // The data position after `steps` optimizer steps: the sequences of the global order consumed
+  // so far, whatever the mesh shape (a checkpoint records it; resume continues from it).
+  static int64_t position_after(int64_t steps, int64_t global_batch) { return steps * global_batch; }
 
  private:
   struct Shard {

@@ -78,6 +78,12 @@ class ParallelModel {
     return tp_->sequence_parallel() ? local_seq_len / tp_->size() : local_seq_len;
   }
   const Model& model() const { return model_; }
+  // What a checkpoint needs to map this rank's flat parameters to the full tensors (reshard.h):
+  // each flat parameter's unit and shard, and tp's runs of a unit's local range.
+  const std::vector<FlatParam>& flat_params() const { return dp_->params(); }
+  std::vector<TensorParallel::SourceRun> source_runs(int unit, int64_t offset, int64_t count) const {
+    return tp_->source_runs(unit, offset, count);
+  }
   // This rank's cp tokens of [B, T] sequences, and their RoPE positions (none without cp).
   at::Tensor shard_sequence(const at::Tensor& x) const { return cp_->shard(x); }
   std::optional<at::Tensor> positions(int64_t seq_len, at::Device device) const;

@@ -36,6 +36,7 @@
 #include "trainer/parallelize.h"
 #include "trainer/parallelize_pp.h"
 #include "trainer/rank_context.h"
+#include "trainer/reshard.h"
 #include "trainer/step.h"
 #include "trainer/watchdog.h"
 
@@ -100,6 +101,7 @@ class Trainer {
   int open_hf_checkpoint(ParallelizeOptions& po);
   void record_load(double seconds, int64_t rss_before);
   int resume();
+  void record_resume(double seconds, int64_t rss_before, bool same_shape);
   void announce();
   int train();
   StepResult train_step(int64_t step, double lr);
@@ -389,7 +391,9 @@ void Trainer::record_load(double seconds, int64_t rss_before) {
 }
 
 // --resume: this rank's parameters, AdamW moments, step and RNG from the newest complete
-// checkpoint, which must be of the same model, mesh, global batch and seq len.
+// checkpoint, which must be of the same model, global batch and seq len; at the shape it was
+// saved at each rank reads its own file, at any other shape its pieces through the slice index
+// (trainer/reshard.h).
 int Trainer::resume() {
   ckpt_dir_ = o_.checkpoint_dir.empty() ? run_file("checkpoints") : fs::path(o_.checkpoint_dir);
   // What resume must match, and what `meshtrain export` needs to consolidate the ranks' files
@@ -422,33 +426,89 @@ int Trainer::resume() {
   }
   auto m = read_meta(*latest);
   auto saved = nlohmann::json::parse(m.ok() ? *m : "{}", nullptr, false);
-  auto want = nlohmann::json::parse(meta_);
-  if (saved.is_discarded() || saved["mesh"] != want["mesh"] || saved["model"] != want["model"] ||
-      saved["global_batch"] != want["global_batch"] || saved["seq_len"] != want["seq_len"] ||
-      saved.value("pp_virtual_stages", 1) != want.value("pp_virtual_stages", 1))
-    return fail(2, "--resume: " + latest->string() + ": a checkpoint of the same model, mesh, "
-                "global batch, seq len and pp_virtual_stages (saved " + (m.ok() ? *m : "?") + ")", /*tell=*/true);
-  auto st = load_rank_state(*latest, rank_);
-  if (!st.ok()) return fail(2, st.error().message());
+  const auto want = nlohmann::json::parse(meta_);
+  const std::string at = "--resume: " + latest->string() + ": ";
+  if (saved.is_discarded() || !saved.is_object()) return fail(2, at + "a checkpoint with a readable meta.json", true);
+  // Whatever the shape, the model, the sequence length and the global batch stay: they fix the
+  // data order and what a step is (gradient accumulation absorbs a change of data-parallel size).
+  for (const char* key : {"model", "seq_len", "global_batch"})
+    if (saved.value(key, nlohmann::json()) != want[key])
+      return fail(2, at + "a checkpoint of the same " + key + " as this run (saved " +
+                         saved.value(key, nlohmann::json()).dump() + ", this run " + want[key].dump() + ")", true);
+  if (saved.contains("model_config") && saved["model_config"] != want["model_config"])
+    return fail(2, at + "a checkpoint of the same model_config as this run (saved " + saved["model_config"].dump() +
+                       ", this run " + want["model_config"].dump() + ")", true);
+  const int64_t rss_before = proc_status_bytes("VmRSS");
+  reset_peak_rss();
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool same_shape = saved["mesh"] == want["mesh"] && saved.value("world", 0) == env_.world_size &&
+                          saved.value("pp_virtual_stages", 1) == want.value("pp_virtual_stages", 1);
   at::NoGradGuard ng;
-  std::vector<Tensor>& params = pm_->params();
-  for (size_t i = 0; i < params.size(); ++i) {
-    params[i].copy_(st->params[i]);
-    opt_.exp_avg[i].copy_(st->exp_avg[i]);
-    opt_.exp_avg_sq[i].copy_(st->exp_avg_sq[i]);
+  int64_t step = 0;
+  if (same_shape) {
+    // Every rank's own file, as it wrote it.
+    auto st = load_rank_state(*latest, rank_);
+    if (!st.ok()) return fail(2, st.error().message());
+    std::vector<Tensor>& params = pm_->params();
+    for (size_t i = 0; i < params.size(); ++i) {
+      params[i].copy_(st->params[i]);
+      opt_.exp_avg[i].copy_(st->exp_avg[i]);
+      opt_.exp_avg_sq[i].copy_(st->exp_avg_sq[i]);
+    }
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    gen.set_state(st->rng);
+    step = st->step;
+  } else {
+    const std::string shapes = "saved at mesh " + saved.value("mesh", std::string("?")) + " on " +
+                               saved.value("world", nlohmann::json()).dump() + " ranks, this run is mesh " +
+                               shape_.to_string() + " on " + std::to_string(env_.world_size);
+    for (const char* key : {"tensors", "step", "data_position"})
+      if (!saved.contains(key))
+        return fail(2, at + "a checkpoint with meta.json \"" + key + "\" (the slice index, step and data position "
+                           "that resuming at another shape needs; " + shapes + "; resume it at its own shape)", true);
+    auto reader = ShardReader::open(*latest, saved);
+    if (!reader.ok()) return fail(2, reader.error().message(), true);
+    if (Status s = load_resharded(**reader, *pm_, opt_); !s.ok()) return fail(2, s.error().message(), true);
+    auto rng = (*reader)->rng(rank_);
+    if (!rng.ok()) return fail(2, rng.error().message(), true);
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    gen.set_state(*rng);
+    step = saved["step"].get<int64_t>();
+    log_("resharded: ", shapes);
   }
-  opt_.step = st->step;
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  gen.set_state(st->rng);
-  start_step_ = st->step;
+  // The data position is in sequences of the global order: the same step at any shape.
+  if (saved.contains("data_position") &&
+      saved["data_position"].get<int64_t>() != TokenData::position_after(step, t_.global_batch))
+    return fail(2, at + "a data position of " + std::to_string(TokenData::position_after(step, t_.global_batch)) +
+                       " sequences after step " + std::to_string(step) + " at global batch " +
+                       std::to_string(t_.global_batch) + " (saved " + saved["data_position"].dump() + ")", true);
+  opt_.step = step;
+  start_step_ = step;
+  record_resume(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), rss_before,
+                same_shape);
   log_("resumed from ", latest->string(), " at step ", start_step_);
   return 0;
+}
+
+// What a resume cost this rank: its log and resume-rank<r>.json in the run directory: seconds,
+// the bytes of its parameters and AdamW moments, and its peak resident memory growth.
+void Trainer::record_resume(double seconds, int64_t rss_before, bool same_shape) {
+  int64_t state_bytes = 0;
+  for (const Tensor& p : pm_->params()) state_bytes += 3 * p.numel() * static_cast<int64_t>(p.element_size());
+  const int64_t peak = proc_status_bytes("VmHWM") - rss_before;
+  log_("resume read ", state_bytes / 1e6, " MB of parameters and moments in ", seconds, " s (",
+       same_shape ? "same shape" : "resharded", "); peak resident growth ", peak / 1e6, " MB");
+  std::ofstream f(run_file("resume-rank" + std::to_string(rank_) + ".json"));
+  f << nlohmann::json{{"rank", rank_}, {"seconds", seconds}, {"state_bytes", state_bytes},
+                      {"peak_rss_growth_bytes", peak}, {"resharded", !same_shape}}
+           .dump()
+    << "\n";
 }
 
 void Trainer::save_checkpoint(int64_t steps_done) {
   RankState s;
   s.step = steps_done;
-  s.data_position = steps_done * t_.global_batch;
+  s.data_position = TokenData::position_after(steps_done, t_.global_batch);
   s.params = pm_->params();
   s.exp_avg = opt_.exp_avg;
   s.exp_avg_sq = opt_.exp_avg_sq;
@@ -456,9 +516,16 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   const fs::path sd = checkpoint_step_dir(ckpt_dir_, steps_done);
   flight_phase(FlightPhase::checkpoint);
   if (Status st = save_rank_state(sd, rank_, s); !st.ok()) throw std::runtime_error(st.error().message());
+  if (Status st = save_rank_slices(sd, rank_, rank_slices(*pm_, rank_)); !st.ok())
+    throw std::runtime_error(st.error().message());
   comm_->barrier(comm_->world());
-  if (rank_ == 0)
-    if (Status st = mark_complete(sd, meta_); !st.ok()) throw std::runtime_error(st.error().message());
+  if (rank_ == 0) {
+    nlohmann::json meta = nlohmann::json::parse(meta_);
+    meta["step"] = steps_done;
+    meta["data_position"] = s.data_position;
+    if (Status st = mark_complete(sd, meta.dump(), env_.world_size); !st.ok())
+      throw std::runtime_error(st.error().message());
+  }
   log_("checkpoint ", sd.string());
 }
 

@@ -114,13 +114,15 @@ constexpr int kParitySteps = 10;
 // so the run is cached next to the binary, keyed by the binary's modification time: a rebuilt
 // meshtrain reruns it. Written to a temporary name and renamed (atomic), so tests that start
 // together may both compute it but never read half a file.
-inline const std::map<int64_t, StepRecord>& reference_run(const std::string& model = "tiny") {
+inline const std::map<int64_t, StepRecord>& reference_run(const std::string& model = "tiny",
+                                                           int steps = kParitySteps) {
   static std::map<std::string, std::map<int64_t, StepRecord>> refs;
-  auto known = refs.find(model);
+  const std::string key = model + "@" + std::to_string(steps);
+  auto known = refs.find(key);
   if (known != refs.end()) return known->second;
-  return refs[model] = [&] {
+  return refs[key] = [&] {
     const auto stamp = fs::last_write_time(MESHTRAIN_BIN).time_since_epoch().count();
-    auto args = base_args("", kParitySteps, model);
+    auto args = base_args("", steps, model);
     args.resize(args.size() - 4);  // run dir and port do not change the numbers
     std::string joined;
     for (const auto& a : args) joined += a + " ";
@@ -128,9 +130,9 @@ inline const std::map<int64_t, StepRecord>& reference_run(const std::string& mod
                            ("parity-reference-" + std::to_string(stamp) + "-" +
                             std::to_string(std::hash<std::string>{}(joined)) + ".jsonl");
     auto cached = steps_of(cache);
-    if (cached.size() == static_cast<size_t>(kParitySteps)) return cached;
-    fs::path d = temp_dir("reference-" + std::to_string(std::hash<std::string>{}(model)));
-    EXPECT_EQ(run(base_args(d, kParitySteps, model), d), 0) << slurp(d / "stderr.txt");
+    if (cached.size() == static_cast<size_t>(steps)) return cached;
+    fs::path d = temp_dir("reference-" + std::to_string(std::hash<std::string>{}(key)));
+    EXPECT_EQ(run(base_args(d, steps, model), d), 0) << slurp(d / "stderr.txt");
     const fs::path tmp = cache.string() + "." + std::to_string(getpid());
     std::error_code ec;
     fs::copy_file(d / "metrics-rank0.jsonl", tmp, fs::copy_options::overwrite_existing, ec);

@@ -62,6 +62,7 @@ Result<std::unique_ptr<MappedRankFile>> MappedRankFile::open(const std::filesyst
     auto dict = c10::impl::toTypedDict<std::string, at::Tensor>(unpickler.parse_ivalue().toGenericDict());
     for (size_t i = 0; dict.contains("param/" + std::to_string(i)); ++i)
       f->params_.push_back(dict.at("param/" + std::to_string(i)));
+    for (const auto& entry : dict) f->tensors_.emplace(entry.key(), entry.value());
   } catch (const std::exception& e) {
     std::string what = e.what();
     if (auto nl = what.find('\n'); nl != std::string::npos) what = what.substr(0, nl);
@@ -72,6 +73,7 @@ Result<std::unique_ptr<MappedRankFile>> MappedRankFile::open(const std::filesyst
 
 MappedRankFile::~MappedRankFile() {
   params_.clear();
+  tensors_.clear();
   if (map_) ::munmap(map_, size_);
 }
 

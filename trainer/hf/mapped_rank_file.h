@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,11 @@ class MappedRankFile {
 
   // "param/<i>" for i = 0.. while present (the flat parameter of unit i), as read-only views.
   const std::vector<at::Tensor>& params() const { return params_; }
+  // Any tensor of the file by its key ("exp_avg/3", "rng", ...) as a read-only view; null if absent.
+  const at::Tensor* find(const std::string& key) const {
+    auto it = tensors_.find(key);
+    return it == tensors_.end() ? nullptr : &it->second;
+  }
   const std::filesystem::path& path() const { return path_; }
   // Drops this process's pages of the mapping (MADV_DONTNEED); views stay valid and fault in
   // again from the page cache when read.
@@ -41,6 +47,7 @@ class MappedRankFile {
   void* map_ = nullptr;
   size_t size_ = 0;
   std::vector<at::Tensor> params_;
+  std::map<std::string, at::Tensor> tensors_;
 };
 
 }  // namespace meshwork::trainer::hf
