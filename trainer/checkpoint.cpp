@@ -3,10 +3,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <set>
+#include <tuple>
 
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/torch.h>
@@ -118,6 +119,8 @@ namespace {
 // tensor must be covered exactly (the pieces of one tensor never overlap otherwise).
 Result<SliceIndex> merge_rank_slices(const fs::path& step_dir, int world) {
   SliceIndex merged;
+  // Per tensor, the pieces already listed: (start, count, rows, stride).
+  std::map<std::string, std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>>> listed;
   for (int r = 0; r < world; ++r) {
     const fs::path path = step_dir / ("rank" + std::to_string(r) + ".slices.json");
     std::ifstream in(path);
@@ -128,12 +131,8 @@ Result<SliceIndex> merge_rank_slices(const fs::path& step_dir, int world) {
     for (auto& [name, g] : *part) {
       GlobalTensor& m = merged[name];
       if (m.shape.empty()) m.shape = g.shape;
-      for (const TensorSlice& s : g.slices) {
-        const bool known = std::any_of(m.slices.begin(), m.slices.end(), [&](const TensorSlice& k) {
-          return k.start == s.start && k.count == s.count && k.rows == s.rows && k.stride == s.stride;
-        });
-        if (!known) m.slices.push_back(s);
-      }
+      for (const TensorSlice& s : g.slices)
+        if (listed[name].emplace(s.start, s.count, s.rows, s.stride).second) m.slices.push_back(s);
     }
   }
   for (const auto& [name, g] : merged) {

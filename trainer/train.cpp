@@ -101,7 +101,7 @@ class Trainer {
   int open_hf_checkpoint(ParallelizeOptions& po);
   void record_load(double seconds, int64_t rss_before);
   int resume();
-  void record_resume(double seconds, int64_t rss_before, bool same_shape);
+  void record_resume(double seconds, int64_t rss_before, bool same_shape, bool indexed);
   void announce();
   int train();
   StepResult train_step(int64_t step, double lr);
@@ -391,9 +391,9 @@ void Trainer::record_load(double seconds, int64_t rss_before) {
 }
 
 // --resume: this rank's parameters, AdamW moments, step and RNG from the newest complete
-// checkpoint, which must be of the same model, global batch and seq len; at the shape it was
-// saved at each rank reads its own file, at any other shape its pieces through the slice index
-// (trainer/reshard.h).
+// checkpoint, which must be of the same model, global batch and seq len; each rank reads its
+// pieces through the slice index (trainer/reshard.h) at any shape, or, from a checkpoint without
+// one, its own whole file at the shape it was saved at.
 int Trainer::resume() {
   ckpt_dir_ = o_.checkpoint_dir.empty() ? run_file("checkpoints") : fs::path(o_.checkpoint_dir);
   // What resume must match, and what `meshtrain export` needs to consolidate the ranks' files
@@ -445,8 +445,25 @@ int Trainer::resume() {
                           saved.value("pp_virtual_stages", 1) == want.value("pp_virtual_stages", 1);
   at::NoGradGuard ng;
   int64_t step = 0;
-  if (same_shape) {
-    // Every rank's own file, as it wrote it.
+  const std::string shapes = "saved at mesh " + saved.value("mesh", std::string("?")) + " on " +
+                             saved.value("world", nlohmann::json()).dump() + " ranks, this run is mesh " +
+                             shape_.to_string() + " on " + std::to_string(env_.world_size);
+  if (saved.contains("tensors")) {
+    // Through the slice index, at any shape: each rank's pieces straight from the mapped files
+    // (at the same shape too: no copy of a whole file, a fraction of its memory and time).
+    for (const char* key : {"step", "data_position"})
+      if (!saved.contains(key)) return fail(2, at + "a checkpoint with meta.json \"" + key + "\"", true);
+    auto reader = ShardReader::open(*latest, saved);
+    if (!reader.ok()) return fail(2, reader.error().message(), true);
+    if (Status s = load_resharded(**reader, *pm_, opt_); !s.ok()) return fail(2, s.error().message(), true);
+    auto rng = (*reader)->rng(rank_);
+    if (!rng.ok()) return fail(2, rng.error().message(), true);
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    gen.set_state(*rng);
+    step = saved["step"].get<int64_t>();
+    if (!same_shape) log_("resharded: ", shapes);
+  } else if (same_shape) {
+    // A checkpoint without the index (an older meshtrain's): every rank loads its own file.
     auto st = load_rank_state(*latest, rank_);
     if (!st.ok()) return fail(2, st.error().message());
     std::vector<Tensor>& params = pm_->params();
@@ -459,22 +476,8 @@ int Trainer::resume() {
     gen.set_state(st->rng);
     step = st->step;
   } else {
-    const std::string shapes = "saved at mesh " + saved.value("mesh", std::string("?")) + " on " +
-                               saved.value("world", nlohmann::json()).dump() + " ranks, this run is mesh " +
-                               shape_.to_string() + " on " + std::to_string(env_.world_size);
-    for (const char* key : {"tensors", "step", "data_position"})
-      if (!saved.contains(key))
-        return fail(2, at + "a checkpoint with meta.json \"" + key + "\" (the slice index, step and data position "
-                           "that resuming at another shape needs; " + shapes + "; resume it at its own shape)", true);
-    auto reader = ShardReader::open(*latest, saved);
-    if (!reader.ok()) return fail(2, reader.error().message(), true);
-    if (Status s = load_resharded(**reader, *pm_, opt_); !s.ok()) return fail(2, s.error().message(), true);
-    auto rng = (*reader)->rng(rank_);
-    if (!rng.ok()) return fail(2, rng.error().message(), true);
-    at::Generator gen = at::detail::getDefaultCPUGenerator();
-    gen.set_state(*rng);
-    step = saved["step"].get<int64_t>();
-    log_("resharded: ", shapes);
+    return fail(2, at + "a checkpoint with meta.json \"tensors\" (the slice index that resuming at another "
+                       "shape needs; " + shapes + "; resume it at its own shape)", true);
   }
   // The data position is in sequences of the global order: the same step at any shape.
   if (saved.contains("data_position") &&
@@ -485,22 +488,24 @@ int Trainer::resume() {
   opt_.step = step;
   start_step_ = step;
   record_resume(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), rss_before,
-                same_shape);
+                same_shape, saved.contains("tensors"));
   log_("resumed from ", latest->string(), " at step ", start_step_);
   return 0;
 }
 
 // What a resume cost this rank: its log and resume-rank<r>.json in the run directory: seconds,
-// the bytes of its parameters and AdamW moments, and its peak resident memory growth.
-void Trainer::record_resume(double seconds, int64_t rss_before, bool same_shape) {
+// the bytes of its parameters and AdamW moments, its peak resident memory growth, and how it
+// read (docs/checkpoints.md).
+void Trainer::record_resume(double seconds, int64_t rss_before, bool same_shape, bool indexed) {
   int64_t state_bytes = 0;
   for (const Tensor& p : pm_->params()) state_bytes += 3 * p.numel() * static_cast<int64_t>(p.element_size());
   const int64_t peak = proc_status_bytes("VmHWM") - rss_before;
   log_("resume read ", state_bytes / 1e6, " MB of parameters and moments in ", seconds, " s (",
-       same_shape ? "same shape" : "resharded", "); peak resident growth ", peak / 1e6, " MB");
+       same_shape ? "same shape" : "resharded", indexed ? ", through the slice index" : ", its own whole file",
+       "); peak resident growth ", peak / 1e6, " MB");
   std::ofstream f(run_file("resume-rank" + std::to_string(rank_) + ".json"));
   f << nlohmann::json{{"rank", rank_}, {"seconds", seconds}, {"state_bytes", state_bytes},
-                      {"peak_rss_growth_bytes", peak}, {"resharded", !same_shape}}
+                      {"peak_rss_growth_bytes", peak}, {"resharded", !same_shape}, {"slice_index", indexed}}
            .dump()
     << "\n";
 }
