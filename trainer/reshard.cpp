@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "trainer/data.h"
 #include "trainer/hf/mapped_rank_file.h"
 
 namespace meshwork::trainer {
@@ -165,6 +166,75 @@ Status load_resharded(ShardReader& reader, ParallelModel& pm, AdamW& opt) {
     reader.release_pages();
   }
   return {};
+}
+
+Result<Restored> restore_checkpoint(const fs::path& step_dir, const nlohmann::json& run_meta, int rank,
+                                    ParallelModel& pm, AdamW& opt) {
+  using nlohmann::json;
+  const std::string dir = step_dir.string();
+  auto text = read_meta(step_dir);
+  const json saved = json::parse(text.ok() ? *text : "{}", nullptr, false);
+  if (saved.is_discarded() || !saved.is_object()) return Error{"--resume", dir, "a checkpoint with a readable meta.json"};
+  // Whatever the shape, the model, the sequence length and the global batch stay: they fix the
+  // data order and what a step is (gradient accumulation absorbs a change of data-parallel size).
+  for (const char* key : {"model", "seq_len", "global_batch", "model_config"}) {
+    if (!saved.contains(key) && std::string(key) == "model_config") continue;  // older checkpoints
+    if (saved.value(key, json()) != run_meta.value(key, json()))
+      return Error{"--resume", dir,
+                   std::string("a checkpoint of the same ") + key + " as this run (saved " +
+                       saved.value(key, json()).dump() + ", this run " + run_meta.value(key, json()).dump() + ")"};
+  }
+  const int world = run_meta.value("world", 0);
+  Restored out;
+  out.same_shape = saved.value("mesh", json()) == run_meta.value("mesh", json()) && saved.value("world", 0) == world &&
+                   saved.value("pp_virtual_stages", 1) == run_meta.value("pp_virtual_stages", 1);
+  out.indexed = saved.contains("tensors");
+  out.shapes = "saved at mesh " + saved.value("mesh", std::string("?")) + " on " + saved.value("world", json()).dump() +
+               " ranks, this run is mesh " + run_meta.value("mesh", std::string("?")) + " on " + std::to_string(world);
+  at::NoGradGuard no_grad;
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  if (out.indexed) {
+    // At any shape, the same one included: no copy of a whole file (docs/checkpoints.md).
+    for (const char* key : {"step", "data_position"})
+      if (!saved.contains(key)) return Error{"--resume", dir, std::string("a checkpoint with meta.json \"") + key + "\""};
+    auto reader = ShardReader::open(step_dir, saved);
+    if (!reader.ok()) return reader.error();
+    if (Status s = load_resharded(**reader, pm, opt); !s.ok()) return s.error();
+    auto rng = (*reader)->rng(rank);
+    if (!rng.ok()) return rng.error();
+    gen.set_state(*rng);
+    out.step = saved["step"].get<int64_t>();
+  } else if (out.same_shape) {
+    // A checkpoint without the index (an older meshtrain's): every rank loads its own file.
+    auto st = load_rank_state(step_dir, rank);
+    if (!st.ok()) return st.error();
+    std::vector<Tensor>& params = pm.params();
+    if (st->params.size() != params.size())
+      return Error{"--resume", (step_dir / ("rank" + std::to_string(rank) + ".pt")).string(),
+                   "a rank file of " + std::to_string(params.size()) + " flat parameters (it has " +
+                       std::to_string(st->params.size()) + ")"};
+    for (size_t i = 0; i < params.size(); ++i) {
+      params[i].copy_(st->params[i]);
+      opt.exp_avg[i].copy_(st->exp_avg[i]);
+      opt.exp_avg_sq[i].copy_(st->exp_avg_sq[i]);
+    }
+    gen.set_state(st->rng);
+    out.step = st->step;
+  } else {
+    return Error{"--resume", dir,
+                 "a checkpoint with meta.json \"tensors\" (the slice index that resuming at another shape needs; " +
+                     out.shapes + "; resume it at its own shape)"};
+  }
+  // The data position is in sequences of the global order: the same step at any shape.
+  const int64_t global_batch = run_meta.value("global_batch", int64_t{0});
+  const int64_t position = TokenData::position_after(out.step, global_batch);
+  if (saved.contains("data_position") && saved["data_position"].get<int64_t>() != position)
+    return Error{"--resume", dir,
+                 "a data position of " + std::to_string(position) + " sequences after step " +
+                     std::to_string(out.step) + " at global batch " + std::to_string(global_batch) + " (saved " +
+                     saved["data_position"].dump() + ")"};
+  opt.step = out.step;
+  return out;
 }
 
 }  // namespace meshwork::trainer

@@ -74,4 +74,18 @@ class ShardReader {
 // Fills every flat parameter of `pm` and its AdamW moments in `opt` from `reader` (module comment).
 Status load_resharded(ShardReader& reader, ParallelModel& pm, AdamW& opt);
 
+struct Restored {
+  int64_t step = 0;         // completed optimizer steps
+  bool same_shape = false;  // saved at this run's mesh, world and chunks per stage
+  bool indexed = false;     // read through the slice index (else this rank's own whole file)
+  std::string shapes;       // "saved at mesh … on N ranks, this run is mesh … on M"
+};
+
+// --resume from `step_dir` into `pm`, `opt` and the CPU generator. `run_meta` is this run's
+// meta.json (model, model_config, seq_len, global_batch, mesh, world, pp_virtual_stages): the
+// model, sequence length and global batch must be the checkpoint's; the shape may differ when the
+// checkpoint has a slice index. Errors name "--resume", the step directory and what differs.
+Result<Restored> restore_checkpoint(const std::filesystem::path& step_dir, const nlohmann::json& run_meta,
+                                    int rank, ParallelModel& pm, AdamW& opt);
+
 }  // namespace meshwork::trainer

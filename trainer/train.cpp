@@ -424,71 +424,15 @@ int Trainer::resume() {
     log_("--resume: no complete checkpoint in ", ckpt_dir_.string(), "; starting at step 0");
     return 0;
   }
-  auto m = read_meta(*latest);
-  auto saved = nlohmann::json::parse(m.ok() ? *m : "{}", nullptr, false);
-  const auto want = nlohmann::json::parse(meta_);
-  const std::string at = "--resume: " + latest->string() + ": ";
-  if (saved.is_discarded() || !saved.is_object()) return fail(2, at + "a checkpoint with a readable meta.json", true);
-  // Whatever the shape, the model, the sequence length and the global batch stay: they fix the
-  // data order and what a step is (gradient accumulation absorbs a change of data-parallel size).
-  for (const char* key : {"model", "seq_len", "global_batch"})
-    if (saved.value(key, nlohmann::json()) != want[key])
-      return fail(2, at + "a checkpoint of the same " + key + " as this run (saved " +
-                         saved.value(key, nlohmann::json()).dump() + ", this run " + want[key].dump() + ")", true);
-  if (saved.contains("model_config") && saved["model_config"] != want["model_config"])
-    return fail(2, at + "a checkpoint of the same model_config as this run (saved " + saved["model_config"].dump() +
-                       ", this run " + want["model_config"].dump() + ")", true);
   const int64_t rss_before = proc_status_bytes("VmRSS");
   reset_peak_rss();
   const auto t0 = std::chrono::steady_clock::now();
-  const bool same_shape = saved["mesh"] == want["mesh"] && saved.value("world", 0) == env_.world_size &&
-                          saved.value("pp_virtual_stages", 1) == want.value("pp_virtual_stages", 1);
-  at::NoGradGuard ng;
-  int64_t step = 0;
-  const std::string shapes = "saved at mesh " + saved.value("mesh", std::string("?")) + " on " +
-                             saved.value("world", nlohmann::json()).dump() + " ranks, this run is mesh " +
-                             shape_.to_string() + " on " + std::to_string(env_.world_size);
-  if (saved.contains("tensors")) {
-    // Through the slice index, at any shape: each rank's pieces straight from the mapped files
-    // (at the same shape too: no copy of a whole file, a fraction of its memory and time).
-    for (const char* key : {"step", "data_position"})
-      if (!saved.contains(key)) return fail(2, at + "a checkpoint with meta.json \"" + key + "\"", true);
-    auto reader = ShardReader::open(*latest, saved);
-    if (!reader.ok()) return fail(2, reader.error().message(), true);
-    if (Status s = load_resharded(**reader, *pm_, opt_); !s.ok()) return fail(2, s.error().message(), true);
-    auto rng = (*reader)->rng(rank_);
-    if (!rng.ok()) return fail(2, rng.error().message(), true);
-    at::Generator gen = at::detail::getDefaultCPUGenerator();
-    gen.set_state(*rng);
-    step = saved["step"].get<int64_t>();
-    if (!same_shape) log_("resharded: ", shapes);
-  } else if (same_shape) {
-    // A checkpoint without the index (an older meshtrain's): every rank loads its own file.
-    auto st = load_rank_state(*latest, rank_);
-    if (!st.ok()) return fail(2, st.error().message());
-    std::vector<Tensor>& params = pm_->params();
-    for (size_t i = 0; i < params.size(); ++i) {
-      params[i].copy_(st->params[i]);
-      opt_.exp_avg[i].copy_(st->exp_avg[i]);
-      opt_.exp_avg_sq[i].copy_(st->exp_avg_sq[i]);
-    }
-    at::Generator gen = at::detail::getDefaultCPUGenerator();
-    gen.set_state(st->rng);
-    step = st->step;
-  } else {
-    return fail(2, at + "a checkpoint with meta.json \"tensors\" (the slice index that resuming at another "
-                       "shape needs; " + shapes + "; resume it at its own shape)", true);
-  }
-  // The data position is in sequences of the global order: the same step at any shape.
-  if (saved.contains("data_position") &&
-      saved["data_position"].get<int64_t>() != TokenData::position_after(step, t_.global_batch))
-    return fail(2, at + "a data position of " + std::to_string(TokenData::position_after(step, t_.global_batch)) +
-                       " sequences after step " + std::to_string(step) + " at global batch " +
-                       std::to_string(t_.global_batch) + " (saved " + saved["data_position"].dump() + ")", true);
-  opt_.step = step;
-  start_step_ = step;
+  auto restored = restore_checkpoint(*latest, nlohmann::json::parse(meta_), rank_, *pm_, opt_);
+  if (!restored.ok()) return fail(2, restored.error().message(), /*tell=*/true);
+  if (!restored->same_shape) log_("resharded: ", restored->shapes);
+  start_step_ = restored->step;
   record_resume(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), rss_before,
-                same_shape, saved.contains("tensors"));
+                restored->same_shape, restored->indexed);
   log_("resumed from ", latest->string(), " at step ", start_step_);
   return 0;
 }
