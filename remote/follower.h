@@ -7,8 +7,8 @@
 // all of its ranks' files, its exit and a heartbeat over ONE SSH exec channel (the follow stream,
 // core/follow_stream.h); a few worker threads serve every node's stream from non-blocking reads
 // (node_stream.cpp). Nodes that share a host and run directory (a Slurm run: every entry names
-// the login node) share one stream. A node whose meshtrain has no `tail` (an older deploy), and
-// the local node, fall back to the per-file SFTP path (follow_node below).
+// the login node) share one stream; the local node runs its tail as a child process. A node whose
+// meshtrain has no `tail` (an older deploy) falls back to the per-file path (follow_node below).
 //
 // The follower also watches how each node's supervisor ends (node<i>.exit). When one fails it
 // stops every node (the supervisors already tell each other through the rendezvous store; this

@@ -6,17 +6,142 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "remote/exec_stream.h"
 #include "remote/node.h"
 #include "core/shell_quote.h"
 
 namespace meshwork::remote {
 
 namespace {
+
+// A command's stdout as a non-blocking pipe (the follow stream of a local `meshtrain tail`, as
+// SshExecStream is over SSH). The command runs in a process group of its own, ended (SIGTERM,
+// then reaped) when the stream is dropped; stdin gets `stdin_data`, then EOF.
+class LocalExecStream final : public ExecStream {
+ public:
+  static Result<std::unique_ptr<ExecStream>> start(const std::string& command, const std::string& stdin_data) {
+    int in[2], out[2], err[2];
+    if (pipe2(in, O_CLOEXEC) != 0) return Error{"local", "pipe", std::strerror(errno)};
+    if (pipe2(out, O_CLOEXEC) != 0) {
+      close(in[0]);
+      close(in[1]);
+      return Error{"local", "pipe", std::strerror(errno)};
+    }
+    if (pipe2(err, O_CLOEXEC) != 0) {
+      for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
+      return Error{"local", "pipe", std::strerror(errno)};
+    }
+    const pid_t pid = fork();
+    if (pid < 0) {
+      for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) close(fd);
+      return Error{"local", "fork", std::strerror(errno)};
+    }
+    if (pid == 0) {
+      setpgid(0, 0);
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    setpgid(pid, pid);  // as the child does: whichever runs first
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+    struct sigaction ign {}, old {};
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ign, &old);
+    for (size_t off = 0; off < stdin_data.size();) {
+      const ssize_t n = write(in[1], stdin_data.data() + off, stdin_data.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    sigaction(SIGPIPE, &old, nullptr);
+    close(in[1]);
+    fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
+    fcntl(err[0], F_SETFL, fcntl(err[0], F_GETFL) | O_NONBLOCK);
+    return std::unique_ptr<ExecStream>(new LocalExecStream(pid, out[0], err[0]));
+  }
+
+  ~LocalExecStream() override {
+    close(out_);
+    close(err_);
+    if (!reaped_) {
+      kill(-pid_, SIGTERM);
+      reap(0);
+    }
+  }
+
+  int poll_fd() const override { return out_; }
+
+  Result<size_t> read_some(std::string& out) override {
+    drain_stderr();
+    size_t got = 0;
+    char buf[65536];
+    while (!eof_) {
+      const ssize_t n = read(out_, buf, sizeof buf);
+      if (n > 0) {
+        out.append(buf, static_cast<size_t>(n));
+        got += static_cast<size_t>(n);
+      } else if (n == 0) {
+        eof_ = true;
+      } else if (errno == EINTR) {
+        continue;
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        break;
+      } else {
+        return Error{"local", "stream", std::strerror(errno)}.as(ErrorKind::remote);
+      }
+    }
+    return got;
+  }
+
+  bool at_eof() override { return eof_; }
+
+  int exit_status() override {
+    if (!eof_) return -1;
+    reap(0);
+    return status_;
+  }
+
+  std::string stderr_text() const override { return stderr_; }
+
+ private:
+  LocalExecStream(pid_t pid, int out, int err) : pid_(pid), out_(out), err_(err) {}
+
+  void drain_stderr() {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(err_, buf, sizeof buf)) > 0)
+      if (stderr_.size() < 8192) stderr_.append(buf, static_cast<size_t>(std::min<ssize_t>(n, 8192 - static_cast<ssize_t>(stderr_.size()))));
+  }
+
+  void reap(int flags) {
+    if (reaped_) return;
+    int status = 0;
+    pid_t r;
+    while ((r = waitpid(pid_, &status, flags)) < 0 && errno == EINTR) {
+    }
+    if (r != pid_) return;
+    reaped_ = true;
+    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  pid_t pid_;
+  int out_;
+  int err_;
+  bool eof_ = false;
+  bool reaped_ = false;
+  int status_ = -1;
+  std::string stderr_;
+};
 
 class LocalNode final : public Node {
  public:
@@ -147,6 +272,10 @@ class LocalNode final : public Node {
     in.read(out.data(), static_cast<std::streamsize>(max_bytes));
     out.resize(static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
     return std::optional<std::string>(std::move(out));
+  }
+
+  Result<std::unique_ptr<ExecStream>> open_stream(const std::string& command, const std::string& stdin_data) override {
+    return LocalExecStream::start(command, stdin_data);
   }
 
  private:

@@ -43,8 +43,8 @@ class Node {
   virtual Result<std::optional<std::string>> read_range(const std::string& path, uint64_t offset,
                                                         size_t max_bytes) = 0;
   // A long-running command whose stdout is read without blocking (the follow stream of
-  // `meshtrain tail`). Over SSH only: the local node reads its files directly and answers an
-  // Error, which tells the follower to use the file path.
+  // `meshtrain tail`): an SSH exec channel, or on the local node a child process's pipe. A node
+  // that cannot answers an Error, which tells the follower to use the file path.
   virtual Result<std::unique_ptr<ExecStream>> open_stream(const std::string& command, const std::string& stdin_data) {
     (void)stdin_data;
     return Error{name(), command.substr(0, 60), "streams need an SSH node"};

@@ -105,10 +105,6 @@ bool RunFollower::start_stream(StreamGroup& g) {
     return false;
   }
   g.conn = std::move(std::get<0>(conn));
-  if (g.conn->is_local()) {
-    fall_back(g, "the local node's files are read directly");
-    return false;
-  }
   // Everything queued is committed first: the stored offsets are the truth the tail starts from.
   g.epoch = resync_epoch_;
   writer_->flush();
