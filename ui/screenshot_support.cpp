@@ -48,7 +48,7 @@ void show_plan(MainWindow& w, const std::function<void(RunConfig&)>& edit, std::
   pump_events(settle_ms);
 }
 
-void plan_tiny_on_this_machine(MainWindow& w, const std::function<void(RunConfig&)>& edit) {
+void plan_tiny_on_this_machine(MainWindow& w, const std::function<void(RunConfig&)>& edit, int slots) {
   w.cluster()->clear();
   NodeInfo local;
   local.host = "local";
@@ -56,7 +56,7 @@ void plan_tiny_on_this_machine(MainWindow& w, const std::function<void(RunConfig
   local.state = NodeInfo::State::online;
   local.cpu_cores = QThread::idealThreadCount();
   local.memory_bytes = 8.0 * (1 << 30);
-  local.slots = 2;
+  local.slots = slots;
   w.cluster()->add_node(local);
   RunConfig c = w.plan()->config();
   c.model = "tiny";

@@ -45,8 +45,8 @@ std::unique_ptr<MainWindow> open_window(QApplication& app, Theme theme);
 void show_plan(MainWindow& w, const std::function<void(RunConfig&)>& edit, std::optional<GroupKind> kind = {},
                int rank = -1, int settle_ms = 800);
 
-// Makes this machine the window's only node (online, its cores, 2 slots: two CPU ranks) and puts
-// the tiny model on its CPUs (fp32, sequences of 128) into the plan, with edit() applied on top.
-void plan_tiny_on_this_machine(MainWindow& w, const std::function<void(RunConfig&)>& edit);
+// Makes this machine the window's only node (online, its cores, `slots` CPU ranks) and puts the
+// tiny model on its CPUs (fp32, sequences of 128) into the plan, with edit() applied on top.
+void plan_tiny_on_this_machine(MainWindow& w, const std::function<void(RunConfig&)>& edit, int slots = 2);
 
 }  // namespace meshwork::ui

@@ -100,7 +100,7 @@ bool render_cluster(MainWindow& w, const QString& path) {
 }
 }  // namespace
 
-int render_screenshots(const QString& dir) {
+int render_screenshots(const QString& dir, const QString& only) {
   QDir().mkpath(dir);
   // Never read or write the user's settings: a fresh, throw-away settings file.
   QTemporaryDir settings_dir;
@@ -108,6 +108,7 @@ int render_screenshots(const QString& dir) {
   // Nor the user's run store.
   QTemporaryDir store_dir;
   qputenv("MESHWORK_DB", QDir(store_dir.path()).filePath("runs.db").toLocal8Bit());
+  if (only == QLatin1String("health")) return render_health_screenshots(dir);
   auto* app = qobject_cast<QApplication*>(QCoreApplication::instance());
   bool ok = true;
 
@@ -226,6 +227,7 @@ int render_screenshots(const QString& dir) {
   }
   ok &= render_run_screenshots(dir, QString::fromLocal8Bit(qgetenv("MESHWORK_SCREENSHOT_RUNS"))) == 0;
   ok &= render_calibration_screenshot(dir) == 0;
+  ok &= render_health_screenshots(dir) == 0;
   if (!ok) std::cerr << "meshwork: screenshots: some images could not be written to " << dir.toStdString() << "\n";
   return ok ? 0 : 1;
 }

@@ -13,7 +13,8 @@ namespace meshwork::ui {
 // the part-2 pictures (render_run_screenshots) into a throw-away run store, never the user's.
 // $MESHWORK_SCREENSHOT_RUNS: a directory of recorded metrics files to import for runs/compare.
 // Returns 0 on success, 1 (with a message on stderr) on failure.
-int render_screenshots(const QString& dir);
+// `only` = "health": render_health_screenshots alone (with the same throw-away settings and store).
+int render_screenshots(const QString& dir, const QString& only = {});
 
 // monitor-live.png (a real run launched on this machine from the Launch action, grabbed mid-run;
 // skipped when no meshtrain binary is found), runs.png and compare.png (the recorded metrics files
@@ -23,5 +24,10 @@ int render_run_screenshots(const QString& dir, const QString& runs_data);
 // calibration.png: the Cluster view's Calibrate on this machine (a real 2-rank meshtrain
 // calibrate), then the calibration view on what it stored; skipped without meshtrain.
 int render_calibration_screenshot(const QString& dir);
+
+// straggler-heatmap.png and hang-mesh.png (the Health window) and hang-banner.png (the Monitor's
+// banner): a real 4-rank run on this machine, one rank slowed in its compute, then stopped;
+// skipped without meshtrain.
+int render_health_screenshots(const QString& dir);
 
 }  // namespace meshwork::ui
