@@ -67,7 +67,9 @@ constexpr const char* kUsage =
     "--fit-runs: learn from the cluster's finished runs in the run store: each term of the step\n"
     "(compute, tp, cp ring, FSDP, dp_replicate all-reduce) is scaled by the factor that fits what\n"
     "those runs measured (docs/estimator.md). auto: the nodes --calibration was measured on, else\n"
-    "the cluster with the most stored runs; or a cluster id as printed.\n"
+    "the cluster with the most stored runs; or a cluster id as printed. The fit is judged out of\n"
+    "sample (each run predicted by the fit of the others; its median miss is the step's ±) and is\n"
+    "refused when there are not more runs than it has unknowns.\n"
     "--try K: then launch the K best predicted shapes that fit on those nodes (the plan's --nodes\n"
     "and --gpus-per-node), one after another, --steps N optimizer steps each (default 20), through\n"
     "`meshwork launch` (its SSH, runtime and --lr/--warmup-steps/--seed/--data flags pass through).\n"
@@ -210,9 +212,15 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
   }
   if (q.estimate.fit) {
     char buf[200];
-    std::snprintf(buf, sizeof buf, "Fitted to %d stored run(s) of cluster %s on %s (median residual %.1f%%, worst %.1f%%)\n",
-                  q.estimate.fit->runs, q.estimate.fit->cluster.c_str(), q.estimate.fit->base.c_str(), 100 * q.estimate.fit->median_residual,
-                  100 * q.estimate.fit->worst_residual);
+    const RunFit& fit = *q.estimate.fit;
+    std::snprintf(buf, sizeof buf, "Fitted to %d stored run(s) of cluster %s on %s (%d unknowns)\n", fit.runs,
+                  fit.cluster.c_str(), fit.base.c_str(), fit.unknowns);
+    out << buf;
+    std::snprintf(buf, sizeof buf,
+                  "  its step error out of sample: median %.1f%%, worst %.1f%% (each of %d runs predicted by the fit of "
+                  "the others); on the runs it learnt from: median %.1f%%, worst %.1f%%\n",
+                  100 * fit.median_residual, 100 * fit.worst_residual, fit.judged_runs, 100 * fit.in_sample_median_residual,
+                  100 * fit.in_sample_worst_residual);
     out << buf;
   }
   bool header = false;
@@ -256,7 +264,9 @@ Result<Calibration> load_calibration(const std::string& value, const std::option
 }
 
 // --fit-runs: the fit of the cluster's finished runs in the store, on the same base as the plan
-// (its calibration, or the defaults). `notes` hears which runs were left out and why.
+// (its calibration, or the defaults), judged as the workbench's planner judges it: on runs it did
+// not learn from (store::fit_stored_runs). Too few runs for that is refused, not fitted in sample.
+// `notes` hears which runs were left out and why.
 Result<RunFit> fit_stored_runs(const std::string& value, const std::optional<Calibration>& calibration,
                                const std::optional<std::string>& db, std::ostream& notes) {
   const std::filesystem::path path = db ? std::filesystem::path(*db) : store::default_db_path();
@@ -267,17 +277,18 @@ Result<RunFit> fit_stored_runs(const std::string& value, const std::optional<Cal
   if (!st.ok()) return st.error();
   std::string cluster = value == "auto" ? "" : value;
   if (value == "auto" && calibration) cluster = calibration->fingerprint.node_set_id();
-  auto set = store::load_observations(st->get(), cluster);
-  if (!set.ok()) return set.error();
-  for (const std::string& why : set->skipped) notes << "  note: left out of the fit: " << why << "\n";
-  if (set->runs.empty())
+  auto stored = store::fit_stored_runs(st->get(), cluster, calibration);
+  if (!stored.ok()) return stored.error();
+  for (const std::string& why : stored->skipped) notes << "  note: left out of the fit: " << why << "\n";
+  if (stored->stored_runs == 0)
     return Error{"--fit-runs", value,
                  "a cluster with finished runs in " + path.string() +
                      (cluster.empty() ? std::string() : " (none of cluster " + cluster + ")")};
-  auto fit = fit_runs(set->runs, calibration);
-  if (!fit.ok()) return fit.error();
-  fit->cluster = set->cluster;
-  return fit;
+  if (!stored->fit)
+    return Error{"--fit-runs", value + " (cluster " + stored->cluster + ")",
+                 stored->refusal + "; finish more runs on these nodes, or plan without --fit-runs (" +
+                     (calibration ? "the calibration alone" : "the hardware defaults") + ")"};
+  return *stored->fit;
 }
 
 }  // namespace
@@ -462,7 +473,9 @@ int plan_main(const Args& all_args) {
     return export_plan(q, *plan, options);
   }
   if (flags.has("--json")) {
-    std::cout << plan_to_json(*plan).dump(2) << "\n";
+    nlohmann::json doc = plan_to_json(*plan);
+    if (q.estimate.fit) doc["fit"] = to_json(*q.estimate.fit);  // its out-of-sample error with it
+    std::cout << doc.dump(2) << "\n";
   } else {
     print_table(q, *plan, std::cout);
   }

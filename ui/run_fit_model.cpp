@@ -62,21 +62,15 @@ void RunFitModel::refresh() {
           out.error = error_text(store_unavailable());
           return out;
         }
-        auto set = store::load_observations(s, node_set);
-        if (!set) {
-          out.error = error_text(set.error());
-          return out;
-        }
-        for (const std::string& why : set->skipped) out.skipped << QString::fromStdString(why);
-        if (set->runs.empty()) return out;
         // Judged on runs it did not learn from; too few runs for that: no fit, and the reason.
-        auto fit = fit_runs_out_of_sample(set->runs, calibration ? std::optional<Calibration>(*calibration) : std::nullopt);
-        if (!fit) {
-          out.refusal = fit.error().value + ": " + fit.error().allowed;  // "1 run: a fit of 2 unknowns needs …"
+        auto fitted = store::fit_stored_runs(s, node_set, calibration ? std::optional<Calibration>(*calibration) : std::nullopt);
+        if (!fitted) {
+          out.error = error_text(fitted.error());
           return out;
         }
-        fit->cluster = set->cluster;
-        out.fit = std::make_shared<const RunFit>(std::move(*fit));
+        for (const std::string& why : fitted->skipped) out.skipped << QString::fromStdString(why);
+        out.fit = std::move(fitted->fit);
+        out.refusal = std::move(fitted->refusal);  // "1 run: a fit of 2 unknowns needs …"
         return out;
       },
       [this](Fitted r) {

@@ -149,6 +149,25 @@ Result<ObservationSet> load_observations(RunStore* store, const std::string& nod
   return best;
 }
 
+Result<StoredRunFit> fit_stored_runs(RunStore* store, const std::string& node_set_id,
+                                     const std::optional<Calibration>& base) {
+  auto set = load_observations(store, node_set_id);
+  if (!set) return set.error();
+  StoredRunFit out;
+  out.cluster = set->cluster;
+  out.skipped = std::move(set->skipped);
+  out.stored_runs = static_cast<int>(set->runs.size());
+  if (set->runs.empty()) return out;
+  auto fit = fit_runs_out_of_sample(set->runs, base);
+  if (!fit) {
+    out.refusal = fit.error().value + ": " + fit.error().allowed;
+    return out;
+  }
+  fit->cluster = set->cluster;
+  out.fit = std::make_shared<const RunFit>(std::move(*fit));
+  return out;
+}
+
 Result<std::optional<Calibration>> calibration_for_node_set(RunStore* store, const std::string& node_set_id) {
   auto all = list_calibrations(*store);
   if (!all) return all.error();

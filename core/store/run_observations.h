@@ -7,6 +7,7 @@
 // by the same id, so a calibration measured on the nodes a run used is that run's base.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,21 @@ struct ObservationSet {
 // with the most runs wins), newest first, at most `limit`, `exclude` left out.
 Result<ObservationSet> load_observations(RunStore* store, const std::string& node_set_id, int limit = 256,
                                          std::optional<RunId> exclude = std::nullopt);
+
+// The fit a planner may use for a cluster's stored runs: load_observations(), then
+// fit_runs_out_of_sample() on `base` (the CLI's plan --fit-runs and the workbench's planner both
+// take it from here, so both judge it the same way). No runs: fit null, refusal empty. Runs but
+// too few to judge a fit on runs it did not learn from: fit null and `refusal` says why in words a
+// planner shows beside its fallback ("1 run: a fit of 2 unknowns needs 3 runs or more: ...").
+struct StoredRunFit {
+  std::string cluster;                 // node_set_id() of the runs
+  std::shared_ptr<const RunFit> fit;   // judged out of sample (RunFit::out_of_sample)
+  std::string refusal;
+  int stored_runs = 0;                 // observations loaded
+  std::vector<std::string> skipped;    // "run 12: why", for runs of the cluster left out
+};
+Result<StoredRunFit> fit_stored_runs(RunStore* store, const std::string& node_set_id,
+                                     const std::optional<Calibration>& base);
 
 // The newest stored calibration measured on `node_set_id`'s nodes, if any.
 Result<std::optional<Calibration>> calibration_for_node_set(RunStore* store, const std::string& node_set_id);

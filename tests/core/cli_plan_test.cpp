@@ -169,13 +169,47 @@ nlohmann::json shape_of(const nlohmann::json& plan, const std::string& compact) 
 
 }  // namespace
 
+const std::string kFitCluster =
+    "--model tiny --nodes 1 --gpus-per-node 4 --gpu-memory 8GiB --seq-len 256 --micro-batch 1 "
+    "--global-batch 8 --precision fp32 --device cpu";
+
+// A finished run of plan shape `s` (4 CPU ranks on one host) written in meshtrain's own line
+// format into `dir` and imported into `db` with `meshwork runs import`: it measured `compute`
+// times the plan's compute and `comm` times its communication (step 0, warm-up, 50x: the fit
+// must leave it out).
+void store_run(const nlohmann::json& s, const fs::path& dir, const fs::path& db, double compute, double comm) {
+  const nlohmann::json mesh = {{"dp_replicate", s["dp_replicate"]}, {"dp_shard", s["dp_shard"]}, {"cp", s["cp"]}, {"tp", s["tp"]}};
+  const nlohmann::json config = {{"model", "tiny"}, {"mesh", mesh},
+                                 {"training", {{"steps", 4}, {"seq_len", 256}, {"global_batch", 8}, {"micro_batch", 1},
+                                               {"precision", "fp32"}, {"device", "cpu"}}}};
+  fs::create_directories(dir);
+  for (int r = 0; r < 4; ++r) {
+    std::ofstream f(dir / ("metrics-rank" + std::to_string(r) + ".jsonl"));
+    f << nlohmann::json{{"v", 1}, {"type", "start"}, {"rank", r}, {"time", 1000}, {"host", "fit-host"}, {"pid", 10 + r},
+                        {"node", 0}, {"world", 4}, {"mesh", mesh}, {"config", config}}.dump() << "\n";
+    for (int step = 0; step < 4; ++step) {
+      const double warm = step == 0 ? 50 : 1;
+      nlohmann::json comm_s = s["comm_s"];
+      double step_s = compute * warm * s["compute_s"].get<double>();
+      for (auto& [axis, v] : comm_s.items()) {
+        v = comm * warm * v.get<double>();
+        step_s += v.get<double>();
+      }
+      f << nlohmann::json{{"v", 1}, {"type", "step"}, {"step", step}, {"rank", r}, {"time", 1001 + step}, {"loss", 5.0},
+                          {"lr", 1e-3}, {"grad_norm", 1.0}, {"tokens", 512}, {"tokens_per_s", 100.0}, {"tflops", 0.1},
+                          {"mfu", 0.1}, {"mem_bytes", 1000}, {"mem_peak_bytes", 2000}, {"comm_s", comm_s},
+                          {"compute_s", compute * warm * s["compute_s"].get<double>()}, {"step_s", step_s}}.dump() << "\n";
+    }
+    f << nlohmann::json{{"v", 1}, {"type", "end"}, {"rank", r}, {"time", 1010}, {"status", "ok"}}.dump() << "\n";
+  }
+  ASSERT_EQ(meshwork("runs import " + dir.string() + " --db " + db.string()), 0) << dir;
+}
+
 TEST_F(CliPlanIntegration, FitRunsLearnsEachTermFromStoredRuns) {
-  // 4 CPU ranks on one node. Runs written in meshtrain's own line format measured 3x the
-  // plan's compute and 2x its communication (step 0, warm-up, 50x: the fit must leave it out);
-  // imported with `meshwork runs import`, then planned again with --fit-runs.
-  const std::string cluster =
-      "--model tiny --nodes 1 --gpus-per-node 4 --gpu-memory 8GiB --seq-len 256 --micro-batch 1 "
-      "--global-batch 8 --precision fp32 --device cpu";
+  // 4 CPU ranks on one node. Runs that measured 3x the plan's compute and 2x its communication,
+  // each shape three times (the fit of these 4 shapes has 8 unknowns and is judged on runs it did
+  // not learn from: it needs more runs than unknowns), then planned again with --fit-runs.
+  const std::string cluster = kFitCluster;
   CliRun base = plan(cluster + " --json");
   ASSERT_EQ(base.rc, 0) << base.err;
   const nlohmann::json plan0 = nlohmann::json::parse(base.out);
@@ -183,36 +217,12 @@ TEST_F(CliPlanIntegration, FitRunsLearnsEachTermFromStoredRuns) {
   fs::remove_all(dir);
   const fs::path db = dir / "runs.db";
   const std::vector<std::string> stored = {"4x1x1x1", "1x4x1x1", "1x1x1x4", "2x1x1x2"};
-  for (const std::string& compact : stored) {
-    const nlohmann::json s = shape_of(plan0, compact);
-    ASSERT_FALSE(s.is_null()) << compact;
-    const nlohmann::json mesh = {{"dp_replicate", s["dp_replicate"]}, {"dp_shard", s["dp_shard"]}, {"cp", s["cp"]}, {"tp", s["tp"]}};
-    const nlohmann::json config = {{"model", "tiny"}, {"mesh", mesh},
-                                   {"training", {{"steps", 4}, {"seq_len", 256}, {"global_batch", 8}, {"micro_batch", 1},
-                                                 {"precision", "fp32"}, {"device", "cpu"}}}};
-    const fs::path run = dir / compact;
-    fs::create_directories(run);
-    for (int r = 0; r < 4; ++r) {
-      std::ofstream f(run / ("metrics-rank" + std::to_string(r) + ".jsonl"));
-      f << nlohmann::json{{"v", 1}, {"type", "start"}, {"rank", r}, {"time", 1000}, {"host", "fit-host"}, {"pid", 10 + r},
-                          {"node", 0}, {"world", 4}, {"mesh", mesh}, {"config", config}}.dump() << "\n";
-      for (int step = 0; step < 4; ++step) {
-        const double warm = step == 0 ? 50 : 1;
-        nlohmann::json comm = s["comm_s"];
-        double step_s = 3 * warm * s["compute_s"].get<double>();
-        for (auto& [axis, v] : comm.items()) {
-          v = 2 * warm * v.get<double>();
-          step_s += v.get<double>();
-        }
-        f << nlohmann::json{{"v", 1}, {"type", "step"}, {"step", step}, {"rank", r}, {"time", 1001 + step}, {"loss", 5.0},
-                            {"lr", 1e-3}, {"grad_norm", 1.0}, {"tokens", 512}, {"tokens_per_s", 100.0}, {"tflops", 0.1},
-                            {"mfu", 0.1}, {"mem_bytes", 1000}, {"mem_peak_bytes", 2000}, {"comm_s", comm},
-                            {"compute_s", 3 * warm * s["compute_s"].get<double>()}, {"step_s", step_s}}.dump() << "\n";
-      }
-      f << nlohmann::json{{"v", 1}, {"type", "end"}, {"rank", r}, {"time", 1010}, {"status", "ok"}}.dump() << "\n";
+  for (int copy = 0; copy < 3; ++copy)
+    for (const std::string& compact : stored) {
+      const nlohmann::json s = shape_of(plan0, compact);
+      ASSERT_FALSE(s.is_null()) << compact;
+      store_run(s, dir / (compact + "-" + std::to_string(copy)), db, 3, 2);
     }
-    ASSERT_EQ(meshwork("runs import " + run.string() + " --db " + db.string()), 0) << compact;
-  }
 
   CliRun fitted = plan(cluster + " --fit-runs auto --db " + db.string() + " --json");
   ASSERT_EQ(fitted.rc, 0) << fitted.err;
@@ -230,13 +240,70 @@ TEST_F(CliPlanIntegration, FitRunsLearnsEachTermFromStoredRuns) {
       EXPECT_NEAR(s1["comm_s"][axis].get<double>(), 2 * s0["comm_s"][axis].get<double>(),
                   1e-6 * std::max(1e-9, s0["comm_s"][axis].get<double>())) << compact << " " << axis;
   }
+  // The fit goes with the plan, judged out of sample: each of the 12 runs predicted by the others.
+  ASSERT_TRUE(plan1.contains("fit")) << fitted.out;
+  EXPECT_EQ(plan1["fit"]["runs"], 12);
+  EXPECT_EQ(plan1["fit"]["out_of_sample"]["unknowns"], 8);
+  EXPECT_EQ(plan1["fit"]["out_of_sample"]["judged_runs"], 12);
   CliRun table = plan(cluster + " --fit-runs auto --db " + db.string());
   ASSERT_EQ(table.rc, 0) << table.err;
-  EXPECT_NE(table.out.find("Fitted to 4 stored run(s) of cluster "), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("Fitted to 12 stored run(s) of cluster "), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("its step error out of sample: median "), std::string::npos) << table.out;
 
   CliRun empty = plan(cluster + " --fit-runs auto --db " + (dir / "none.db").string());
   EXPECT_EQ(empty.rc, 2);
   EXPECT_EQ(empty.err.rfind("meshwork: --fit-runs: auto: runs stored in ", 0), 0u) << empty.err;
+  fs::remove_all(dir);
+}
+
+// One shape (compute and the dp_replicate all-reduce of 4: two unknowns) measured by 1, 2 and 3
+// runs that differ by a few percent: with 1 or 2 the CLI refuses to fit (no run would be left to
+// judge the fit on that it did not learn from) and says so; with 3 it fits, and the error it
+// reports is each run's miss when predicted by the fit of the other two, larger than the misses
+// on the runs it learnt from.
+TEST_F(CliPlanIntegration, FitRunsIsJudgedOutOfSampleAndRefusedFromTooFewRuns) {
+  CliRun base = plan(kFitCluster + " --json");
+  ASSERT_EQ(base.rc, 0) << base.err;
+  const nlohmann::json s = shape_of(nlohmann::json::parse(base.out), "4x1x1x1");
+  ASSERT_FALSE(s.is_null());
+  const fs::path dir = fs::temp_directory_path() / ("meshwork_cli_plan_oos_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const fs::path db = dir / "runs.db";
+  const std::vector<std::pair<double, double>> measured = {{3.0, 2.0}, {3.3, 1.9}, {2.8, 2.3}};
+  for (size_t n = 0; n < measured.size(); ++n) {
+    store_run(s, dir / ("run-" + std::to_string(n)), db, measured[n].first, measured[n].second);
+    const int runs = static_cast<int>(n) + 1;
+    CliRun r = plan(kFitCluster + " --fit-runs auto --db " + db.string() + " --json");
+    if (runs < 3) {
+      EXPECT_EQ(r.rc, 2) << runs << " run(s): " << r.out;
+      EXPECT_TRUE(r.out.empty()) << r.out;
+      const std::string said = std::to_string(runs) + (runs == 1 ? " run" : " runs") +
+                               ": a fit of 2 unknowns needs 3 runs or more: fewer leave it no run to be judged on "
+                               "that it did not learn from; finish more runs on these nodes, or plan without "
+                               "--fit-runs (the hardware defaults)";
+      EXPECT_EQ(r.err.rfind("meshwork: --fit-runs: auto (cluster ", 0), 0u) << r.err;
+      EXPECT_NE(r.err.find(said), std::string::npos) << r.err;
+      continue;
+    }
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const nlohmann::json fit = nlohmann::json::parse(r.out)["fit"];
+    EXPECT_EQ(fit["runs"], 3);
+    EXPECT_EQ(fit["out_of_sample"]["unknowns"], 2);
+    EXPECT_EQ(fit["out_of_sample"]["judged_runs"], 3);
+    const double median = fit["median_residual"].get<double>(), worst = fit["worst_residual"].get<double>();
+    const double in_median = fit["out_of_sample"]["in_sample_median_residual"].get<double>();
+    EXPECT_GT(median, 0.01) << fit.dump();
+    EXPECT_GE(worst, median);
+    EXPECT_GT(median, in_median) << fit.dump();
+    // The plan's step carries the out-of-sample median as its ± (what no prediction beats).
+    const nlohmann::json planned = shape_of(nlohmann::json::parse(r.out), "4x1x1x1");
+    EXPECT_NEAR(planned["step_band"].get<double>(), median, 1e-9) << planned.dump();
+    CliRun table = plan(kFitCluster + " --fit-runs auto --db " + db.string());
+    ASSERT_EQ(table.rc, 0) << table.err;
+    EXPECT_NE(table.out.find("Fitted to 3 stored run(s) of cluster "), std::string::npos) << table.out;
+    EXPECT_NE(table.out.find("(2 unknowns)"), std::string::npos) << table.out;
+    EXPECT_NE(table.out.find("(each of 3 runs predicted by the fit of the others)"), std::string::npos) << table.out;
+  }
   fs::remove_all(dir);
 }
 
