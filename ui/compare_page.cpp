@@ -15,6 +15,7 @@
 #include <QScrollArea>
 #include <QSlider>
 #include <QSplitter>
+#include <QStyledItemDelegate>
 #include <QTableWidget>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -44,6 +45,32 @@ qint64 now_ns() {
   }();
   return t.nsecsElapsed();
 }
+// A run's name as every part of the page shows it.
+QString run_label(const store::RunSummary& s) { return QStringLiteral("%1 #%2").arg(QString::fromStdString(s.name)).arg(s.id); }
+
+// Widest a run's column in the config diff and the prediction table gets: a few runs side by side
+// at 1024 px. A longer name is shortened in its middle (its "#id" stays) and whole in the tooltip.
+constexpr int kRunColumnMaxWidth = 170;
+
+// Draws each picker row within the list's visible width, shortened in the middle, so that a long
+// run name keeps its "#id" rather than running off the list's edge (the row's tooltip has it whole).
+class ElidedRowDelegate : public QStyledItemDelegate {
+ public:
+  using QStyledItemDelegate::QStyledItemDelegate;
+  void paint(QPainter* painter, const QStyleOptionViewItem& option, const QModelIndex& index) const override {
+    QStyleOptionViewItem o = option;
+    if (const auto* view = qobject_cast<const QAbstractItemView*>(o.widget))
+      o.rect.setRight(std::min(o.rect.right(), view->viewport()->rect().right()));
+    o.textElideMode = Qt::ElideMiddle;
+    QStyledItemDelegate::paint(painter, o, index);
+  }
+};
+
+void cap_run_columns(QTableWidget* table, int first_run_column) {
+  table->resizeColumnsToContents();
+  for (int c = first_run_column; c < table->columnCount(); ++c)
+    table->setColumnWidth(c, std::min(table->columnWidth(c), kRunColumnMaxWidth));
+}
 }  // namespace
 
 ComparePage::ComparePage(StoreWorker* worker, RunsModel* runs, QWidget* parent)
@@ -59,6 +86,10 @@ ComparePage::ComparePage(StoreWorker* worker, RunsModel* runs, QWidget* parent)
   auto* pick_title = new QLabel(tr("<b>Runs</b> (2–10)"), left);
   picker_ = new QListWidget(left);
   picker_->setObjectName("ComparePicker");
+  // Rows as wide as the list: long names shortened in the middle, whole in their tooltips.
+  picker_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  picker_->setTextElideMode(Qt::ElideMiddle);
+  picker_->setItemDelegate(new ElidedRowDelegate(picker_));
   ll->addWidget(pick_title);
   ll->addWidget(picker_, 1);
   split->addWidget(left);
@@ -126,6 +157,7 @@ ComparePage::ComparePage(StoreWorker* worker, RunsModel* runs, QWidget* parent)
   prediction_->setShowGrid(false);
   prediction_->setAlternatingRowColors(true);
   prediction_->setMaximumHeight(5 * 26 + 28);
+  prediction_->setTextElideMode(Qt::ElideMiddle);
   prediction_->setToolTip(tr("Predicted vs measured mean per step, in ms: what the planner's time model predicts for "
                              "each run's shape (its nodes' calibration and a fit of the cluster's other runs), "
                              "against what the run measured; error = (predicted - measured) / measured"));
@@ -156,9 +188,19 @@ ComparePage::ComparePage(StoreWorker* worker, RunsModel* runs, QWidget* parent)
   diff_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   diff_->setShowGrid(false);
   diff_->setAlternatingRowColors(true);
+  diff_->setTextElideMode(Qt::ElideMiddle);
+  diff_->horizontalHeader()->setTextElideMode(Qt::ElideMiddle);
   dl->addWidget(diff_, 1);
   lowl->addWidget(diff_box, 3);
-  vsplit->addWidget(lower);
+  // Short windows (1024 x 700): the bars, their note and the prediction table need more height
+  // than is left under the chart; the pane scrolls rather than laying them over each other.
+  auto* lower_scroll = new QScrollArea(vsplit);
+  lower_scroll->setObjectName("CompareLowerPane");
+  lower_scroll->setWidget(lower);
+  lower_scroll->setWidgetResizable(true);
+  lower_scroll->setFrameShape(QFrame::NoFrame);
+  lower_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  vsplit->addWidget(lower_scroll);
   vsplit->setStretchFactor(0, 3);
   vsplit->setStretchFactor(1, 2);
   vsplit->setSizes({520, 340});
@@ -216,9 +258,10 @@ void ComparePage::fill_picker() {
   filling_ = true;
   picker_->clear();
   for (const store::RunSummary& s : runs_model_->runs()) {
-    auto* item = new QListWidgetItem(QStringLiteral("%1  #%2\n%3 · %4").arg(QString::fromStdString(s.name)).arg(s.id)
-                                         .arg(format_shape(s.shape), QString::fromStdString(s.status)),
-                                     picker_);
+    const QString text = QStringLiteral("%1  #%2\n%3 · %4").arg(QString::fromStdString(s.name)).arg(s.id)
+                             .arg(format_shape(s.shape), QString::fromStdString(s.status));
+    auto* item = new QListWidgetItem(text, picker_);
+    item->setToolTip(text);
     item->setData(Qt::UserRole, QVariant::fromValue<qint64>(s.id));
     item->setFlags(Qt::ItemIsEnabled | Qt::ItemIsUserCheckable | Qt::ItemIsSelectable);
     const bool on = std::find(checked_.begin(), checked_.end(), s.id) != checked_.end();
@@ -282,7 +325,7 @@ void ComparePage::draw(const std::shared_ptr<const CompareFrame>& fp) {
   chart_->set_title(key);
   for (size_t i = 0; i < f.series.size(); ++i) {
     const QColor c = run_color(static_cast<int>(i));
-    const QString name = QStringLiteral("%1 #%2").arg(QString::fromStdString(f.runs[i].name)).arg(f.runs[i].id);
+    const QString name = run_label(f.runs[i]);
     if (smoothing) {
       const int raw = chart_->add_line(name + tr(" raw"), {c, 1.0, 0.25, Qt::SolidLine, false, false});
       chart_->set_points(raw, f.series[i].points);
@@ -298,7 +341,7 @@ void ComparePage::draw(const std::shared_ptr<const CompareFrame>& fp) {
   std::vector<bool> absent;
   for (size_t i = 0; i < f.runs.size(); ++i) {
     const auto& s = f.runs[i];
-    cats << QStringLiteral("%1 #%2").arg(QString::fromStdString(s.name)).arg(s.id);
+    cats << run_label(s);
     // Another tool's run carries no per-axis times: its column says so, rather than read as zero
     // (in the plot, where the words have room; an axis label is elided to the column's width).
     absent.push_back(i < f.comm.size() && !f.comm[i].recorded());
@@ -318,6 +361,10 @@ void ComparePage::draw(const std::shared_ptr<const CompareFrame>& fp) {
   for (const CommStats& c : f.comm)
     if (!c.exact()) sampled = c.sampled_steps, steps = std::max(steps, c.steps);
   comm_->set_data(cats, sets, tr("ms per step"), absent);
+  // The names under the bars are cut to their column's width: the tooltip names each column.
+  QStringList columns;
+  for (int i = 0; i < cats.size(); ++i) columns << tr("column %1: %2").arg(i + 1).arg(cats[i]);
+  comm_->setToolTip(columns.join('\n'));
   comm_note_->setText(steps == 0 ? tr("ms per step: the mean over ranks of every step")
                                  : tr("ms per step: the mean over ranks; long runs: %1 sampled steps in %2 windows, of up to %3")
                                        .arg(sampled).arg(kCommWindows).arg(steps));
@@ -328,7 +375,7 @@ void ComparePage::draw(const std::shared_ptr<const CompareFrame>& fp) {
     delete item;
   }
   for (size_t i = 0; i < f.runs.size(); ++i)
-    thumbs_->addWidget(new MeshThumb(f.shapes[i], QStringLiteral("%1 #%2").arg(QString::fromStdString(f.runs[i].name)).arg(f.runs[i].id),
+    thumbs_->addWidget(new MeshThumb(f.shapes[i], run_label(f.runs[i]),
                                      run_color(static_cast<int>(i)), thumbs_->parentWidget()));
   thumbs_->addStretch();
   fill_diff();
@@ -342,9 +389,10 @@ void ComparePage::fill_diff() {
   if (!f) return;
   const auto rows = config_diff(f->configs);
   QStringList head{tr("field")};
-  for (const auto& s : f->runs) head << QStringLiteral("%1 #%2").arg(QString::fromStdString(s.name)).arg(s.id);
+  for (const auto& s : f->runs) head << run_label(s);
   diff_->setColumnCount(static_cast<int>(head.size()));
   diff_->setHorizontalHeaderLabels(head);
+  for (int c = 1; c < diff_->columnCount(); ++c) diff_->horizontalHeaderItem(c)->setToolTip(head[c]);
   int n = 0;
   for (const DiffRow& r : rows)
     if (r.differs || !only_diff_->isChecked()) ++n;
@@ -368,7 +416,7 @@ void ComparePage::fill_diff() {
     }
     ++row;
   }
-  diff_->resizeColumnsToContents();
+  cap_run_columns(diff_, 1);
 }
 
 int ComparePage::prediction_column(const QString& header) const {
@@ -418,8 +466,9 @@ void ComparePage::fill_prediction() {
   };
   for (int r = 0; r < static_cast<int>(f->runs.size()); ++r) {
     const store::RunSummary& s = f->runs[static_cast<size_t>(r)];
-    cell(r, 0, QStringLiteral("%1 #%2").arg(QString::fromStdString(s.name)).arg(s.id))
-        ->setForeground(run_color(r));
+    QTableWidgetItem* name = cell(r, 0, run_label(s));
+    name->setForeground(run_color(r));
+    name->setToolTip(run_label(s));
     auto it = by_run.find(s.id);
     if (it == by_run.end() || !it->second->prediction) {
       // Not in yet, or predict_run's reason for not judging this run, in grey across the row.
@@ -459,6 +508,7 @@ void ComparePage::fill_prediction() {
     }
   }
   prediction_->resizeColumnsToContents();
+  prediction_->setColumnWidth(0, std::min(prediction_->columnWidth(0), kRunColumnMaxWidth));
 }
 
 bool ComparePage::export_chart_png(const QString& path) { return chart_->save_png(path); }

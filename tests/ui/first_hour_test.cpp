@@ -22,6 +22,7 @@
 #include <QGraphicsTextItem>
 #include <QLabel>
 #include <QLineEdit>
+#include <QListWidget>
 #include <QMessageBox>
 #include <QRegularExpression>
 #include <QScreen>
@@ -29,6 +30,7 @@
 #include <QSpinBox>
 #include <QStatusBar>
 #include <QTableView>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTimer>
@@ -44,6 +46,7 @@
 #include "ui/compare_page.h"
 #include "ui/launch_controller.h"
 #include "ui/mesh_editor.h"
+#include "ui/mesh_thumb.h"
 #include "ui/metric_chart.h"
 #include "ui/monitor_model.h"
 #include "ui/monitor_page.h"
@@ -498,6 +501,92 @@ class FirstHourTest : public QObject {
       QVERIFY2(bars.join("|").contains(QStringLiteral("Comm per step, by axis")), qPrintable(tag + ": " + bars.join(" | ")));
       QVERIFY2(bars.contains(QStringLiteral("ms per step")), qPrintable(tag + ": " + bars.join(" | ")));
     }
+  }
+
+  // Compare at 1024 x 700 with the long run names users give their runs: every place that names a
+  // run (the picker, the thumbnails, the bars' categories, the config diff's and the prediction
+  // table's columns, the chart's legend) either shows the whole name or, where it is shortened,
+  // gives the whole name as its tooltip, and nothing is wider than the page.
+  void compareNamesLongRunsInFullAt1024() {
+    fresh_db();
+    MainWindow w(false);
+    w.show();
+    w.resize(1024, 700);
+    const qint64 a = import(w.runs_page(), kData + "/fsdp-1x2.jsonl");
+    const qint64 b = import(w.runs_page(), kData + "/ddp-2x1.jsonl");
+    QVERIFY(a > 0 && b > 0);
+    const QString long_a = QStringLiteral("llama-tiny-fsdp-seq64-lr3e-4-warmup2-sweep-baseline");
+    const QString long_b = QStringLiteral("llama-tiny-ddp-seq64-lr3e-4-warmup2-sweep-candidate");
+    bool renamed_a = false, renamed_b = false;
+    w.runs_page()->model()->rename(a, long_a, [&](const QString&) { renamed_a = true; });
+    w.runs_page()->model()->rename(b, long_b, [&](const QString&) { renamed_b = true; });
+    QTRY_VERIFY(renamed_a && renamed_b);
+    w.runs_page()->model()->refresh();
+    QTRY_VERIFY(std::any_of(w.runs_page()->model()->runs().begin(), w.runs_page()->model()->runs().end(),
+                            [&](const auto& s) { return QString::fromStdString(s.name) == long_b; }));
+    w.set_mode(Mode::compare);
+    ComparePage* page = w.compare_page();
+    page->set_runs({a, b});
+    QTRY_VERIFY(page->comm_chart()->bar_count() > 0);
+    QTRY_VERIFY(page->prediction_table()->rowCount() == 2);
+    QTest::qWait(300);
+    QCOMPARE(w.size(), QSize(1024, 700));
+    if (const QString grabs = qEnvironmentVariable("MESHWORK_TEST_GRABS"); !grabs.isEmpty())
+      w.grab().save(grabs + "/compare-long-names-1024x700.png");
+    const QString full_a = QStringLiteral("%1 #%2").arg(long_a).arg(a), full_b = QStringLiteral("%1 #%2").arg(long_b).arg(b);
+
+    // The page fits the window: no part of it is cut by the window's edge.
+    QVERIFY2(page->width() <= w.width() && page->minimumSizeHint().width() <= page->width(),
+             qPrintable(QStringLiteral("page %1 px (needs %2) in a %3 px window").arg(page->width())
+                            .arg(page->minimumSizeHint().width()).arg(w.width())));
+    // The bars, their note and the prediction table each get their height: none is laid over
+    // another when the window is short.
+    auto* note = page->findChild<QWidget*>(QStringLiteral("CompareCommNote"));
+    QVERIFY(note && note->isVisible());
+    QVERIFY2(page->comm_chart()->height() >= page->comm_chart()->minimumHeight(),
+             qPrintable(QStringLiteral("bars %1 px high, need %2").arg(page->comm_chart()->height()).arg(page->comm_chart()->minimumHeight())));
+    QVERIFY2(!page->comm_chart()->geometry().intersects(note->geometry()) &&
+                 !note->geometry().intersects(page->prediction_table()->geometry()),
+             qPrintable(QStringLiteral("bars %1,%2 %3x%4, note at y %5 (%6 px), table at y %7")
+                            .arg(page->comm_chart()->x()).arg(page->comm_chart()->y()).arg(page->comm_chart()->width())
+                            .arg(page->comm_chart()->height()).arg(note->y()).arg(note->height()).arg(page->prediction_table()->y())));
+    // Shown whole, or shortened with the whole name a tooltip away.
+    const auto reachable = [](const QString& shown, const QString& tip, const QString& full) {
+      return shown.contains(full) || tip.contains(full);
+    };
+    // The picker: its rows are as wide as the list shows, the whole name in the tooltip.
+    auto* picker = page->findChild<QListWidget*>(QStringLiteral("ComparePicker"));
+    QVERIFY(picker);
+    for (int i = 0; i < picker->count(); ++i) {
+      QListWidgetItem* item = picker->item(i);
+      const QString full = item->data(Qt::UserRole).toLongLong() == a ? full_a : full_b;
+      const QString name = full.section(QStringLiteral(" #"), 0, 0);
+      const int text_width = QFontMetrics(picker->font()).horizontalAdvance(item->text().section('\n', 0, 0));
+      QVERIFY2(reachable(item->text(), item->toolTip(), name), qPrintable(item->text() + " / " + item->toolTip()));
+      QVERIFY2(text_width <= picker->viewport()->width() || item->toolTip().contains(name),
+               qPrintable(QStringLiteral("%1: %2 px in a %3 px list, no tooltip").arg(item->text()).arg(text_width)
+                              .arg(picker->viewport()->width())));
+    }
+    // The thumbnails: each names its run, whole in the tooltip when its caption is shortened.
+    const auto thumbs = page->findChildren<MeshThumb*>();
+    QCOMPARE(thumbs.size(), 2);
+    for (MeshThumb* t : thumbs) {
+      const QString full = t->toolTip().contains(full_a) ? full_a : full_b;
+      QVERIFY2(t->toolTip().contains(full), qPrintable(t->toolTip()));
+    }
+    // The config diff's and the prediction table's columns: their header's tooltip is the name.
+    for (QTableWidget* table : {page->diff_table(), page->prediction_table()}) {
+      QStringList names;
+      for (int c = 0; c < table->columnCount(); ++c)
+        if (QTableWidgetItem* h = table->horizontalHeaderItem(c)) names << h->text() + " / " + h->toolTip();
+      for (int r = 0; r < table->rowCount(); ++r)
+        if (QTableWidgetItem* it = table->item(r, 0)) names << it->text() + " / " + it->toolTip();
+      QVERIFY2(names.join('\n').contains(full_a) && names.join('\n').contains(full_b), qPrintable(names.join('\n')));
+    }
+    // The bars: a shortened category keeps the whole name as the bar chart's tooltip.
+    QVERIFY2(reachable(scene_texts(page->comm_chart()).join('\n'), page->comm_chart()->toolTip(), full_a) &&
+                 reachable(scene_texts(page->comm_chart()).join('\n'), page->comm_chart()->toolTip(), full_b),
+             qPrintable(scene_texts(page->comm_chart()).join(" | ") + " / " + page->comm_chart()->toolTip()));
   }
 };
 
