@@ -16,8 +16,10 @@ namespace meshwork::ui {
 // `only` = "health": render_health_screenshots alone (with the same throw-away settings and store).
 int render_screenshots(const QString& dir, const QString& only = {});
 
-// monitor-live.png (a real run launched on this machine from the Launch action, grabbed mid-run;
-// skipped when no meshtrain binary is found), runs.png and compare.png (the recorded metrics files
+// run-basics.png (the editor with its Run box: the run's name, steps, learning rate and warmup),
+// monitor-live.png and monitor-live-dark.png (a real run launched on this machine from the Launch
+// action, grabbed mid-run in the light theme, then the dark; skipped when no meshtrain binary is
+// found), runs.png and compare.png (the recorded metrics files
 // in `runs_data` imported as runs).
 int render_run_screenshots(const QString& dir, const QString& runs_data);
 

@@ -1,6 +1,7 @@
 // Screenshots of part 2 (runs, live monitor, compare), from real data: a real meshtrain run
 // launched on this machine from the Launch action (grabbed mid-run), and metrics files meshtrain
 // recorded (tests/ui/data, given by scripts/screenshots) imported as runs.
+#include <QAction>
 #include <QApplication>
 #include <QDir>
 #include <QFileInfo>
@@ -11,6 +12,8 @@
 #include "ui/compare_page.h"
 #include "ui/launch_controller.h"
 #include "ui/main_window.h"
+#include "ui/mesh_editor.h"
+#include "ui/plan_page.h"
 #include "ui/metric_chart.h"
 #include "ui/monitor_model.h"
 #include "ui/monitor_page.h"
@@ -42,6 +45,8 @@ int render_run_screenshots(const QString& dir, const QString& runs_data) {
     });
     w.set_mode(Mode::plan);
     pump_events(800);
+    // The editor's Run box (name, steps, learning rate, warmup) with the run's basics set.
+    ok &= save_grab(w.plan_page()->editor(), dir + "/run-basics.png", 300);
     qint64 run = 0;
     QString failure;
     QObject::connect(w.launcher(), &LaunchController::launched, &w, [&](qint64 id) { run = id; });
@@ -53,6 +58,18 @@ int render_run_screenshots(const QString& dir, const QString& runs_data) {
       // Mid-run: enough steps for the curves to have a shape.
       wait_for([&] { return m->loss_chart()->point_count(0) >= 40; }, 300000);
       ok &= save_grab(&w, dir + "/monitor-live.png", 500);
+      // The same live run in the dark theme, switched as a user switches it (View → Dark theme).
+      QAction* dark = nullptr;
+      for (QAction* a : w.findChildren<QAction*>())
+        if (a->text() == QObject::tr("&Dark theme")) dark = a;
+      if (dark) {
+        dark->setChecked(true);
+        ok &= save_grab(&w, dir + "/monitor-live-dark.png", 1500);
+        dark->setChecked(false);
+      } else {
+        std::cerr << "meshwork: screenshots: no View → Dark theme action: monitor-live-dark.png skipped\n";
+        ok = false;
+      }
       w.launcher()->stop(run);
       wait_for([&] { return !w.launcher()->following(run); }, 60000);
     } else {
