@@ -9,10 +9,13 @@
 //  - noticesWhereTheyBelong: Stop is enabled for a selected running run, Help lists every
 //    shortcut and the mesh keys, a browser that fails to start says so.
 //  - quittingWithALiveRunSaysItGoesOn: closing the window while a launched run trains leaves a
-//    notice that the run goes on, and the run does.
+//    notice that the run goes on, and the run does (stopped on every way out of the test, a
+//    failed check included).
 //  - layoutHoldsAtRealSizes: an error under Global batch does not squeeze the editor's fields; at
 //    1024 x 700 hiding the inspector leaves the window's size alone; tick labels of steps >= 1000
 //    and the Compare bar chart's title are not elided.
+//  - compareNamesLongRunsInFullAt1024: Compare at 1024 x 700 with long run names: each is whole
+//    or a tooltip away wherever it is shown, and the page fits the window.
 #include <QAction>
 #include <QApplication>
 #include <QDockWidget>
@@ -39,6 +42,7 @@
 
 #include "core/store/run_store.h"
 #include "remote/launch.h"
+#include "remote/node.h"
 #include "test_support.h"
 #include "ui/axis_colors.h"
 #include "ui/bar_chart.h"
@@ -111,6 +115,30 @@ QStringList scene_texts(QGraphicsView* view) {
   }
   return out;
 }
+
+// Stops, when it goes out of scope, every run of the store `db` that was launched (its launch
+// record names the nodes and run directories): a test that launches a run and fails partway
+// (a QVERIFY returns) must not leave meshtrain ranks training. stop_node() is safe on a node
+// that has already ended, so it runs whether or not the test stopped the run itself.
+struct StopLaunchedRunsOnExit {
+  QString db;
+  ~StopLaunchedRunsOnExit() {
+    auto store = store::RunStore::open(db.toStdString());
+    if (!store.ok()) return;
+    auto runs = (*store)->list_runs();
+    if (!runs.ok()) return;
+    const auto node = remote::make_local_node();
+    for (const store::RunSummary& s : *runs) {
+      auto info = (*store)->get_run(s.id);
+      if (!info.ok() || !info->cluster.contains("launch")) continue;
+      auto rec = remote::launch_record_from_json(info->cluster.at("launch"));
+      if (!rec.ok()) continue;
+      for (size_t i = 0; i < rec->nodes.size(); ++i)
+        if (Status stopped = remote::stop_node(*node, *rec, i); !stopped.ok())
+          qWarning("could not stop run %lld node %zu: %s", static_cast<long long>(s.id), i, stopped.error().message().c_str());
+    }
+  }
+};
 
 }  // namespace
 
@@ -332,6 +360,8 @@ class FirstHourTest : public QObject {
 
   void quittingWithALiveRunSaysItGoesOn() {
     const QString db = fresh_db();
+    // Declared before the window, so it runs after the window has closed, on every way out.
+    const StopLaunchedRunsOnExit stop_on_exit{db};
     MainWindow w(false);
     w.resize(1300, 850);
     w.show();
