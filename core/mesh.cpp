@@ -54,6 +54,10 @@ std::string_view group_name(GroupKind kind) {
   return "?";
 }
 
+std::string_view expert_group_name(ExpertGroupKind kind) {
+  return kind == ExpertGroupKind::ep ? "ep" : "efsdp";
+}
+
 std::optional<GroupKind> group_from_name(std::string_view name) {
   const std::string n = normalize(name);
   for (GroupKind k : kGroupKinds)
@@ -105,6 +109,7 @@ std::string MeshShape::to_string() const {
     if (!out.empty()) out += ' ';
     out += std::string(axis_name(a)) + "=" + std::to_string(size(a));
   }
+  if (ep != 1) out += " ep=" + std::to_string(ep);
   return out;
 }
 
@@ -116,6 +121,7 @@ std::string MeshShape::compact() const {
     out += (first ? "" : "x") + std::to_string(size(a));
     first = false;
   }
+  if (ep != 1) out += "/ep" + std::to_string(ep);
   return out;
 }
 
@@ -165,6 +171,9 @@ Result<DeviceMesh> DeviceMesh::create(const MeshShape& shape, int gpus_per_node)
                    "must be >= 1 (resolve -1 first)"};
   if (gpus_per_node < 1)
     return Error{"gpus_per_node", std::to_string(gpus_per_node), "must be >= 1"};
+  if (shape.ep < 1 || shape.expert_block_size() % shape.ep != 0)
+    return Error{std::string(kEpName), std::to_string(shape.ep),
+                 "must be >= 1 and divide dp_shard * cp * tp = " + std::to_string(shape.expert_block_size())};
   if (shape.world_size() > (1 << 24))
     return Error{"mesh", shape.compact(), "world size must be at most 16777216"};
   return DeviceMesh(shape, gpus_per_node);
@@ -286,6 +295,52 @@ bool DeviceMesh::group_crosses_nodes(int rank, GroupKind kind) const {
   }
   const int node_start = node_of(rank) * gpus_per_node_;
   return lo < node_start || hi >= node_start + gpus_per_node_;
+}
+
+// The sparse mesh's formula (top of mesh.h): a rank's block starts at rank - b, b = rank mod B.
+std::vector<int> DeviceMesh::expert_group_members(int rank, ExpertGroupKind kind) const {
+  if (rank < 0 || rank >= world_) throw std::out_of_range("rank outside the mesh");
+  const int block = shape_.expert_block_size(), ep = shape_.ep;
+  const int b = rank % block, block_start = rank - b;
+  std::vector<int> members;
+  if (kind == ExpertGroupKind::ep) {
+    for (int e = 0; e < ep; ++e) members.push_back(block_start + (b / ep) * ep + e);
+  } else {
+    for (int f = 0; f < block / ep; ++f) members.push_back(block_start + f * ep + b % ep);
+  }
+  return members;
+}
+
+int DeviceMesh::expert_group_rank(int rank, ExpertGroupKind kind) const {
+  const int b = rank % shape_.expert_block_size();
+  return kind == ExpertGroupKind::ep ? b % shape_.ep : b / shape_.ep;
+}
+
+std::vector<std::vector<int>> DeviceMesh::expert_groups(ExpertGroupKind kind) const {
+  std::vector<std::vector<int>> out;
+  for (int r = 0; r < world_; ++r)
+    if (expert_group_rank(r, kind) == 0) out.push_back(expert_group_members(r, kind));
+  return out;
+}
+
+// An ep group is ep consecutive ranks starting at a multiple of ep (blocks start at multiples of
+// B, a multiple of ep); an efsdp group starts at block_start + o (o < ep) and spans B - ep. The
+// starts' residues mod G repeat after G groups, so at most G starts (times ep offsets) are looked at.
+bool DeviceMesh::any_expert_group_crosses_nodes(ExpertGroupKind kind) const {
+  const int64_t g = gpus_per_node_, block = shape_.expert_block_size(), ep = shape_.ep;
+  if (kind == ExpertGroupKind::ep) {
+    const int64_t groups = std::min<int64_t>(world_ / ep, g);
+    for (int64_t k = 0; k < groups; ++k)
+      if ((k * ep) % g + ep > g) return true;
+    return false;
+  }
+  const int64_t span = block - ep;
+  if (span >= g) return true;
+  const int64_t blocks = std::min<int64_t>(world_ / block, g);
+  for (int64_t k = 0; k < blocks; ++k)
+    for (int64_t o = 0; o < ep; ++o)
+      if ((k * block + o) % g + span >= g) return true;
+  return false;
 }
 
 }  // namespace meshwork

@@ -14,6 +14,19 @@
 // other coordinate; its members are ordered row-major over the grouped axes, which is the order
 // DeviceMesh._flatten() gives. Every group but pp's lies inside one stage, so with pp = 1 the
 // four-axis mesh is unchanged. Both the workbench and meshtrain use this file; never re-derive it.
+//
+// Expert parallel (ep, mixture-of-experts models only) is not a factor of the world size: as in
+// torchtitan it borrows its ranks from the block of B = dp_shard * cp * tp consecutive ranks that
+// share (pp, dp_replicate), and ep divides B. That block is unflattened again as (efsdp, ep),
+// ep fastest, which is torchtitan's sparse mesh [pp, dp_replicate, efsdp, ep] made from the same
+// world (expert tensor parallel is 1, as torchtitan keeps it):
+//
+//   b = ((s * cp) + c) * tp + t         the rank's place in its block (rank = block_start + b)
+//   ep coordinate    = b mod ep         ep group:    the ep consecutive ranks with the same b / ep
+//   efsdp coordinate = b / ep           efsdp group: the B / ep ranks with the same b mod ep
+//
+// Each ep rank holds num_experts / ep experts; the ranks of an efsdp group hold the same experts
+// and FSDP-shard them, as dp_shard (x cp) shards the dense weights.
 #pragma once
 
 #include <array>
@@ -51,6 +64,17 @@ enum class GroupKind {
 inline constexpr std::array<GroupKind, 8> kGroupKinds = {
     GroupKind::dp_replicate, GroupKind::dp_shard,    GroupKind::cp,    GroupKind::tp,
     GroupKind::dp,           GroupKind::dp_shard_cp, GroupKind::dp_cp, GroupKind::pp};
+
+// The groups of the sparse (expert) mesh: ep, over which tokens are dispatched to the experts
+// that hold them (all-to-all), and efsdp, over which one expert set is FSDP-sharded. Kept apart
+// from GroupKind: they exist only with ep > 1 and do not tile the dense mesh's axes.
+enum class ExpertGroupKind { ep, efsdp };
+inline constexpr std::array<ExpertGroupKind, 2> kExpertGroupKinds = {ExpertGroupKind::ep, ExpertGroupKind::efsdp};
+std::string_view expert_group_name(ExpertGroupKind kind);  // "ep", "efsdp"
+// The expert-parallel degree's names, beside axis_name()/axis_flag(): "ep" (JSON key in "mesh",
+// metrics "comm_s.ep", UI) and "--ep" (meshwork and meshtrain).
+inline constexpr std::string_view kEpName = "ep";
+inline constexpr std::string_view kEpFlag = "--ep";
 
 std::string_view axis_name(Axis axis);                       // "dp_replicate": JSON, metrics, UI
 std::string_view axis_flag(Axis axis);                       // "--dp-replicate": meshwork, meshtrain
@@ -114,14 +138,24 @@ struct MeshShape : PerAxis<1> {
     set(Axis::tp, tp);
     set(Axis::pp, pp);
   }
+  // Expert-parallel degree (MoE only): not one of the axes and not a factor of world_size(); it
+  // divides expert_block_size() (see the top of this file). 1: no expert parallelism.
+  int ep = 1;
+
   int size(Axis axis) const { return (*this)[axis]; }
   int group_size(GroupKind kind) const;
+  // The ranks ep borrows from: dp_shard * cp * tp.
+  int expert_block_size() const { return size(Axis::dp_shard) * size(Axis::cp) * size(Axis::tp); }
+  // Ranks that FSDP-shard one expert set: expert_block_size() / ep.
+  int efsdp_size() const { return ep >= 1 ? expert_block_size() / ep : 0; }
+  int expert_group_size(ExpertGroupKind kind) const { return kind == ExpertGroupKind::ep ? ep : efsdp_size(); }
   // Product of the sizes; only meaningful when no axis is -1.
   int64_t world_size() const;
   bool operator==(const MeshShape&) const = default;
-  // "dp_replicate=2 dp_shard=4 cp=1 tp=2"; "pp=2 dp_replicate=2 ..." when pp is not 1.
+  // "dp_replicate=2 dp_shard=4 cp=1 tp=2"; "pp=2 dp_replicate=2 ..." when pp is not 1; " ep=4"
+  // at the end when ep is not 1.
   std::string to_string() const;
-  // "2x4x1x2"; "pp2:2x4x1x2" when pp is not 1 (display only).
+  // "2x4x1x2"; "pp2:2x4x1x2" when pp is not 1; "2x4x1x2/ep4" when ep is not 1 (display only).
   std::string compact() const;
 };
 
@@ -177,6 +211,16 @@ class DeviceMesh {
   // node alone (never lists a group): costs O(gpus_per_node x sum of axis sizes), the same at 8
   // ranks as at 8,192.
   bool any_group_crosses_nodes(GroupKind kind) const;
+
+  // The sparse mesh (shape().ep > 1; with ep = 1 an ep group is the rank alone and the efsdp
+  // group its whole block). Members in group-rank order; see the top of this file.
+  std::vector<int> expert_group_members(int rank, ExpertGroupKind kind) const;
+  int expert_group_rank(int rank, ExpertGroupKind kind) const;
+  // Every group of `kind`, ordered by their lowest rank.
+  std::vector<std::vector<int>> expert_groups(ExpertGroupKind kind) const;
+  // True if any group of `kind` spans more than one node; O(gpus_per_node x ep), never lists a
+  // group.
+  bool any_expert_group_crosses_nodes(ExpertGroupKind kind) const;
 
  private:
   DeviceMesh(const MeshShape& shape, int gpus_per_node);

@@ -75,6 +75,7 @@ std::string to_json_line(const StepRecord& r) {
   nlohmann::json comm;
   for (Axis a : kAxes)  // pp only from a pipelined run: a line without stages reads as before
     if (a != Axis::pp || r.comm_s[a] != 0) comm[std::string(axis_name(a))] = r.comm_s[a];
+  if (r.comm_ep_s != 0) comm[std::string(kEpName)] = r.comm_ep_s;
   nlohmann::json j = {
       {"v", kMetricsVersion}, {"type", "step"}, {"step", r.step}, {"rank", r.rank}, {"comm_s", comm}};
   for_each_field(r, kStepScalars, write_to(j));
@@ -118,8 +119,10 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line) {
     if (!get_to(j, "step", r.step) || !get_to(j, "rank", r.rank))
       return Error{"metrics line", shown, "a step record needs integer \"step\" and \"rank\""};
     for_each_field(r, kStepScalars, read_from(j));
-    if (auto it = j.find("comm_s"); it != j.end() && it->is_object())
+    if (auto it = j.find("comm_s"); it != j.end() && it->is_object()) {
       for (Axis a : kAxes) get_to(*it, std::string(axis_name(a)).c_str(), r.comm_s[a]);
+      get_to(*it, std::string(kEpName).c_str(), r.comm_ep_s);
+    }
     return MetricsRecord{r};
   }
   if (type == "start") {
@@ -162,6 +165,8 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line) {
 }
 
 std::string comm_key(Axis axis) { return "comm_s." + std::string(axis_name(axis)); }
+
+std::string comm_ep_key() { return "comm_s." + std::string(kEpName); }
 
 const std::vector<std::string>& step_series_keys() {
   static const std::vector<std::string> keys = {

@@ -5,6 +5,8 @@
 //   {"v":1,"type":"step","step":k,"rank":r,"time":unix_s,"loss":..,"lr":..,"grad_norm":..,
 //    "tokens":..,"tokens_per_s":..,"tflops":..,"mfu":..,"mem_bytes":..,"mem_peak_bytes":..,
 //    "comm_s":{"dp_replicate":..,"dp_shard":..,"cp":..,"tp":..},"compute_s":..,"step_s":..}
+//   (comm_s also holds "pp" from a pipelined run and "ep", the experts' all-to-all, from an
+//   expert-parallel one)
 //   {"v":1,"type":"end","rank":r,"time":unix_s,"status":"ok|failed|stopped","reason":"..."}
 #pragma once
 
@@ -53,6 +55,7 @@ struct StepRecord {
   int64_t mem_bytes = 0;
   int64_t mem_peak_bytes = 0;
   AxisArray<double> comm_s;  // seconds in each axis' collectives
+  double comm_ep_s = 0;      // seconds in the expert all-to-all ("comm_s":{"ep":..}); 0 without ep
   double compute_s = 0;
   double step_s = 0;
 };
@@ -134,5 +137,7 @@ const std::vector<std::string>& step_series_keys();
 inline constexpr const char* kEvalLossKey = "eval_loss";
 // The stored series of one axis's collective time: "comm_s.tp".
 std::string comm_key(Axis axis);
+// The expert all-to-all's key, "comm_s.ep" (in the step line; not yet a stored series).
+std::string comm_ep_key();
 
 }  // namespace meshwork

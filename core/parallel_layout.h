@@ -53,6 +53,10 @@ class ParallelLayout {
   // the same weights, so they share the shards as torchtitan does).
   GroupKind fsdp_group() const { return size(Axis::cp) > 1 ? GroupKind::dp_shard_cp : GroupKind::dp_shard; }
   int fsdp_size() const { return shape().group_size(fsdp_group()); }
+  // Expert parallel (MoE): ranks the experts are split over, borrowed from dp_shard x cp x tp,
+  // and the ranks that FSDP-shard one expert set (efsdp = dp_shard x cp x tp / ep; core/mesh.h).
+  int ep_size() const { return shape().ep; }
+  int efsdp_size() const { return shape().efsdp_size(); }
   // Ranks the loss and gradients are averaged over: dp_replicate x dp_shard x cp.
   int dp_cp_size() const { return shape().group_size(GroupKind::dp_cp); }
   // What seq_len must be a multiple of (the rule's own divisor, core/validation.h).

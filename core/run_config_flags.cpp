@@ -117,6 +117,15 @@ std::vector<RunConfigFlag> make_flags() {
                    return {};
                  }});
   }
+  f.push_back({std::string(kEpFlag), "N",
+               "expert-parallel ranks (mixture-of-experts models): experts split over ep ranks borrowed from "
+               "dp_shard x cp x tp, tokens dispatched by all-to-all; default 1",
+               [](RunConfig& c, const std::string& v) -> Status {
+                 auto r = whole(std::string(kEpFlag), v, 1, "a whole number >= 1 dividing dp_shard x cp x tp");
+                 if (!r.ok()) return r.error();
+                 c.mesh.ep = static_cast<int>(*r);
+                 return {};
+               }});
   f.push_back(word_flag("--pp-schedule", "gpipe|1f1b|interleaved-1f1b",
                         "with pp > 1: the order micro-batches run through the stages (default 1f1b)",
                         parse_pipeline_schedule, &T::pp_schedule));
@@ -213,6 +222,7 @@ std::vector<std::string> run_config_to_flags(const RunConfig& c) {
     a.emplace_back(axis_flag(axis));
     a.push_back(std::to_string(c.mesh[axis]));
   }
+  if (c.mesh.ep != 1) add(kEpFlag.data(), std::to_string(c.mesh.ep));
   if (t.pp_schedule != PipelineSchedule::one_f_one_b) add("--pp-schedule", std::string(to_string(t.pp_schedule)));
   if (t.pp_virtual_stages != 1) add("--pp-virtual-stages", std::to_string(t.pp_virtual_stages));
   add("--sequence-parallel", t.sequence_parallel ? "on" : "off");

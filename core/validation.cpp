@@ -258,6 +258,34 @@ void check_pipeline(const ShapeQuery& q, const MeshShape& s, Checker& c) {
   }
 }
 
+// Expert parallel borrows its ranks from dp_shard * cp * tp (core/mesh.h) and splits the experts
+// evenly, so ep divides both; a dense model has no experts to split.
+void check_expert_parallel(const ShapeQuery& q, const MeshShape& s, Checker& c) {
+  const std::string ep_name(kEpName);
+  if (s.ep < 1) {
+    c.error(ep_name, num(s.ep), "must be a whole number >= 1");
+    return;
+  }
+  if (s.ep == 1) return;
+  if (s.expert_block_size() % s.ep != 0)
+    c.error(ep_name, num(s.ep),
+            "must divide dp_shard * cp * tp (" + num(s[Axis::dp_shard]) + " * " + num(s[Axis::cp]) + " * " +
+                num(s[Axis::tp]) + " = " + num(s.expert_block_size()) +
+                "): expert parallel borrows its ranks from them and FSDP-shards each expert set over the rest");
+  if (!q.model) return;
+  const ModelSpec& m = *q.model;
+  if (!m.is_moe()) {
+    c.error(ep_name, num(s.ep),
+            "must be 1 for " + (m.name.empty() ? std::string("this model") : m.name) + " (" + m.architecture +
+                "): it is a dense model with no experts to split; expert parallel needs a mixture-of-experts "
+                "model (qwen3_moe, mixtral, olmoe)");
+    return;
+  }
+  if (m.moe.num_experts % s.ep != 0)
+    c.error(ep_name, num(s.ep),
+            "must divide num_experts (" + num(m.moe.num_experts) + "): each ep rank holds the same number of experts");
+}
+
 }  // namespace
 
 int64_t seq_len_divisor(const MeshShape& s) {
@@ -278,6 +306,7 @@ ShapeReport validate_shape(const ShapeQuery& q) {
   check_batch(q, s, c);
   check_placement(q, s, c);
   check_pipeline(q, s, c);
+  check_expert_parallel(q, s, c);
   return report;
 }
 

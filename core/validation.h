@@ -110,7 +110,9 @@ struct ShapeReport {
 //         stage, the head on the last); with the batches given, the micro-batches per step
 //         M = global_batch / (micro_batch * dp_replicate * dp_shard): 1f1b needs M >= pp,
 //         interleaved-1f1b M % pp == 0 (its rounds go pp micro-batches at a time), gpipe runs
-//         any M (a warning when M < pp: stages sit idle).
+//         any M (a warning when M < pp: stages sit idle);
+//  ep:    ep >= 1 divides dp_shard * cp * tp (the ranks it borrows); ep > 1 only for a
+//         mixture-of-experts model (a dense one is refused in words), and ep divides num_experts.
 ShapeReport validate_shape(const ShapeQuery& query);
 
 // What seq_len must be a multiple of on a resolved shape: 2*cp*tp with cp > 1 (load-balanced
