@@ -154,7 +154,10 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
 
   const RankSizes z = rank_sizes(q.shape, q.training.micro_batch, q.training.seq_len, q.training.precision);
   const int64_t t = z.t, cp = z.cp, n = z.n, b = z.b, s = z.s, s_cp = z.s_cp, T = z.T, c = z.c;
-  const bool fsdp = n > 1;
+  // Mixture of experts: the experts are FSDP-sharded over ne ranks (efsdp with ep > 1), the
+  // rest over n; either sharding makes the rank keep only shards.
+  const int64_t ne = m.is_moe() ? std::max<int64_t>(1, q.shape.ep > 1 ? n * t / q.shape.ep : n) : n;
+  const bool fsdp = n > 1 || ne > 1;
   const bool bf16 = q.training.precision == Precision::bf16;
   const bool sp = q.training.sequence_parallel && t > 1;
   const int64_t t_sp = sp ? t : 1;
@@ -165,7 +168,7 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
   const StageShare stage = stage_share(q);
   const int64_t L = stage.layers, La = stage.held_layers;
   const ParamLayout layout =
-      stage_param_layout(tp_param_layout(m, t, q.trainer.vocab_parallel), L, stage.embedding, stage.head);
+      stage_param_layout(tp_param_layout(m, t, q.trainer.vocab_parallel, q.shape.ep), L, stage.embedding, stage.head);
   out.pp_stage = stage.rank;
   out.stage_layers = L;
   out.held_layers = La;
@@ -177,6 +180,7 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
 
   out.attention = k.attention.value_or(default_attention_kernel(q.training.device));
   out.fsdp_shards = n;
+  out.expert_shards = ne;
   out.tokens = T;
   out.tp_params = layout.total_numel();
   out.owned_params = fsdp ? layout.sharded_total_numel(n) : layout.total_numel();
@@ -228,8 +232,29 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
     attn_fp32_e = a_loc * T;  // log-sum-exp per head and token
   }
   const int64_t mlp_e = 4 * i_loc * T;
+  // Mixture of experts: a sparse layer saves, instead of the dense MLP's 4I/t per token, per
+  // token copy routed to this rank's experts (R of them, below): the dispatched input and the
+  // expert's output (2h, the combine weighs it) and gate, silu(gate), up and their product
+  // (4 I_e / t_e); and per token the router's fp32 logits and probabilities (2E). R = top-k x
+  // T_e: T_e = T / t with ep > 1 (the tp ranks ep borrows route their own sequence shards) and
+  // T_e = T with ep = 1 (the experts split over tp, t_e = t); with ep > 1 the busiest rank gets
+  // moe_imbalance times the mean.
+  const MoeSpec& moe = m.moe;
+  const bool ep_on = q.shape.ep > 1;
+  const int64_t T_e = m.is_moe() && ep_on ? std::max<int64_t>(1, T / t) : T;
+  const int64_t ie_loc = m.is_moe() ? (ep_on ? moe.expert_intermediate_size : moe.expert_intermediate_size / t) : 0;
+  const int64_t R = m.is_moe() ? static_cast<int64_t>(static_cast<double>(moe.experts_per_token * T_e) *
+                                                      (ep_on ? std::max(1.0, k.moe_imbalance) : 1.0))
+                               : 0;
+  out.routed_tokens = R;
+  const int64_t moe_e = R * (2 * h + 4 * ie_loc);
+  const int64_t router_fp32_e = 2 * moe.num_experts * T_e;
+  // The stage's layer-micro-batches split between sparse and dense MLPs in the stage's proportion.
+  const int64_t La_sparse = L > 0 ? La * layout.sparse_layers / L : 0;
+  const int64_t La_dense = La - La_sparse;
   const int64_t layer_bytes =
-      c * (norms_e + inputs_e + attn_e + scores_e + mlp_e) + 4 * attn_fp32_e;
+      c * (norms_e + inputs_e + attn_e + scores_e) + 4 * attn_fp32_e +
+      std::max(layout.sparse_layers < L ? c * mlp_e : 0, layout.sparse_layers > 0 ? c * moe_e + 4 * router_fp32_e : 0);
 
   if (q.training.activation_checkpointing == ActivationCheckpointing::none) {
     add(out.activations, "activations.norms", La * c * norms_e,
@@ -244,8 +269,15 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
     if (scores_e)
       add(out.activations, "activations.attention_scores", La * c * scores_e,
           f("L=%lld x %lld B x b=%lld x a=%lld x s_cp*s=%lld", La, c, b, a_loc, s_cp * s));
-    add(out.activations, "activations.mlp", La * c * mlp_e,
-        f("L=%lld x %lld B x 4I/t=%lld x T=%lld", La, c, 4 * i_loc, T));
+    if (La_dense > 0)
+      add(out.activations, "activations.mlp", La_dense * c * mlp_e,
+          f("L=%lld x %lld B x 4I/t=%lld x T=%lld", La_dense, c, 4 * i_loc, T));
+    if (La_sparse > 0) {
+      add(out.activations, "activations.experts", La_sparse * c * moe_e,
+          f("L=%lld x %lld B x (2h + 4I_e/t_e)=%lld x R=%lld routed token copies", La_sparse, c, 2 * h + 4 * ie_loc, R));
+      add(out.activations, "activations.router", La_sparse * 4 * router_fp32_e,
+          f("L=%lld x 4 B x 2E=%lld x T_e=%lld", La_sparse, 2 * moe.num_experts, T_e));
+    }
   } else {
     // Full checkpointing keeps only each layer's input (sharded by sequence parallelism,
     // Korthikanti's 2sbh/t); backward recomputes one layer at a time (counted below).
@@ -277,7 +309,11 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
         f("T=%lld x V/t=%lld x (%lld B + 4 B x copies)", T, v_loc, c));
   }
 
-  const int64_t mlp_extra_e = (3 * i_loc + 2 * h) * T;
+  // A sparse layer's MLP backward: the gradients of each routed copy's down input, gate and up
+  // (3 I_e / t_e) and of its dispatched input and output (2h), besides the residual's (2h).
+  const int64_t mlp_extra_e =
+      std::max(layout.sparse_layers < L ? (3 * i_loc + 2 * h) * T : 0,
+               layout.sparse_layers > 0 ? R * (3 * ie_loc + 2 * h) + 2 * h * T : 0);
   int64_t attn_extra_e = 0;
   if (materialized) {
     const int64_t probs_grads = ring ? 2 * a_loc * s_cp * T : 2 * scores_e;
@@ -350,6 +386,13 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
       add(out.comm_buffers, "ddp.bucket", bucket,
           f("min(bucket %lld B, fp32 grads %lld B)", k.ddp_bucket_bytes, grad_bytes));
     }
+  }
+  if (ep_on && layout.sparse_layers > 0) {
+    // The all-to-all of one dispatch (or combine) in flight: the token copies this rank sends and
+    // those it receives, h each, in the compute dtype (the received ones then stay as the
+    // experts' saved inputs, counted above).
+    add(out.comm_buffers, "ep.all_to_all", 2 * c * R * h,
+        f("2 (send, recv) x %lld B x R=%lld routed copies x h=%lld", c, R, h));
   }
   if (ring) {
     // The k/v block being sent and the one being received around the cp ring.

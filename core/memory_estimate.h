@@ -32,6 +32,9 @@ AttentionKernel default_attention_kernel(DeviceKind device);
 // tensors (~1 GiB on a GPU); 0 on CPU, where meshtrain counts tensor bytes exactly.
 int64_t default_reserve_bytes(DeviceKind device);
 
+// The routing imbalance assumed until a run has measured one: balanced.
+inline constexpr double kDefaultMoeImbalance = 1.0;
+
 // How the trainer and its framework behave, as far as memory goes, beyond what the run config
 // says (its settings are the query's TrainingConfig). Defaults follow meshtrain / torchtitan.
 struct MemoryModel {
@@ -52,6 +55,10 @@ struct MemoryModel {
   bool ddp_unit_buckets = true;
   // zero_grad(set_to_none = true), LibTorch's default: gradients are rebuilt during backward.
   bool grads_freed_between_steps = true;
+  // Mixture of experts with ep > 1: tokens the busiest ep rank receives over the mean (1.0 =
+  // perfectly balanced routing, which the load-balancing loss aims at). Until a run measures it,
+  // the default; the time estimate reads the same value (TimeQuery::moe_imbalance).
+  double moe_imbalance = kDefaultMoeImbalance;
 };
 
 // Held by value, so a query kept (copied, stored, handed to a thread) never outlives its model
@@ -126,6 +133,8 @@ struct MemoryBreakdown {
   int64_t owned_params = 0;   // parameter elements stored on this rank (after tp and FSDP)
   int64_t tp_params = 0;      // parameter elements of this rank's tp shard (before FSDP)
   int64_t fsdp_shards = 1;    // dp_shard * cp
+  int64_t expert_shards = 1;  // MoE: ranks one expert set is FSDP-sharded over (efsdp, or dp_shard * cp with ep = 1)
+  int64_t routed_tokens = 0;  // MoE: token copies one rank's experts compute per micro-batch (x top-k, x imbalance)
   int64_t tokens = 0;         // tokens of one micro-batch on this rank: micro_batch * seq/cp
   // Pipeline: the stage estimated, its decoder layers, and the layer-micro-batches whose
   // activations it holds at its peak (its layers with pp = 1: one micro-batch at a time).

@@ -65,6 +65,7 @@ TimeQuery ParallelLayout::time_query(const ModelSpec& model, const EstimateOptio
   q.hardware = options.hardware;
   q.calibration = options.calibration;
   q.fit = options.fit;
+  q.moe_imbalance = options.memory.moe_imbalance;
   return q;
 }
 

@@ -6,8 +6,16 @@
 // and the o_proj / down_proj biases are replicated; embedding and lm_head are split over the
 // vocabulary when vocab-parallel. With tp > kv_heads (tp % kv_heads == 0) each rank holds one kv
 // head (a replica).
+//
+// Mixture of experts: `layer` holds what every decoder layer has (norms, attention); each sparse
+// layer adds the router (replicated over tp) and this rank's experts, each dense layer of an MoE
+// model its MLP. With ep > 1 a rank holds num_experts / ep whole experts (torchtitan's ep borrows
+// the tp ranks: expert tensor parallel is 1) and FSDP shards them over efsdp = n * tp / ep
+// (core/mesh.h) instead of the dense group n = dp_shard * cp; with ep = 1 the experts are split
+// over tp like a dense MLP and sharded over n.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -31,22 +39,32 @@ struct ParamLayout {
   std::vector<ParamTensor> root;   // embed_tokens, final norm, lm_head (absent when tied)
   int64_t num_layers = 0;
   int64_t kv_heads_per_rank = 0;
+  // Mixture of experts (empty, 0 for a dense model): per sparse layer, per dense layer.
+  std::vector<ParamTensor> router, experts, dense_mlp;
+  int64_t sparse_layers = 0, dense_mlp_layers = 0;
+  int64_t tp = 1, ep = 1;
 
+  // The largest decoder layer (what FSDP gathers for one unit): `layer` plus its MLP part.
   int64_t layer_numel() const;
   int64_t root_numel() const;
-  int64_t total_numel() const { return num_layers * layer_numel() + root_numel(); }
+  // Expert elements of this rank over all its sparse layers (before FSDP).
+  int64_t expert_numel() const;
+  int64_t total_numel() const;
   // Largest single tensor (the optimizer step's temporaries are this big).
   int64_t max_tensor_numel() const;
-  // Elements per rank when every tensor is FSDP-sharded over n ranks.
+  // The ranks FSDP shards the experts over when the dense group is n: efsdp = n * tp / ep with
+  // ep > 1, else n.
+  int64_t expert_shards(int64_t n) const { return ep > 1 ? std::max<int64_t>(1, n * tp / ep) : n; }
+  // Elements per rank when every tensor is FSDP-sharded over n ranks (experts over
+  // expert_shards(n)).
   int64_t sharded_layer_numel(int64_t n) const;
   int64_t sharded_root_numel(int64_t n) const;
-  int64_t sharded_total_numel(int64_t n) const {
-    return num_layers * sharded_layer_numel(n) + sharded_root_numel(n);
-  }
+  int64_t sharded_expert_numel(int64_t n) const;
+  int64_t sharded_total_numel(int64_t n) const;
 };
 
-// tp must be >= 1; divisibility is validate_shape's job (sizes here round down if violated).
-ParamLayout tp_param_layout(const ModelSpec& model, int64_t tp, bool vocab_parallel = true);
+// tp, ep must be >= 1; divisibility is validate_shape's job (sizes here round down if violated).
+ParamLayout tp_param_layout(const ModelSpec& model, int64_t tp, bool vocab_parallel = true, int64_t ep = 1);
 
 // What one pipeline stage holds of `full`: `layers` decoder layers, the embedding when it runs the
 // first chunk, the final norm and lm_head when it runs the last (meshtrain keeps only those root

@@ -8,10 +8,17 @@ namespace meshwork {
 PipelineCosts pipeline_costs(const ModelSpec& m, int64_t seq_len) {
   // Multiply-adds per token (forward; backward is twice the forward for both, so the ratio holds):
   // every matmul weight of the layer once, plus causal attention's q.k and p.v over s/2 keys on
-  // average: 2 * (s / 2) * q_dim.
+  // average: 2 * (s / 2) * q_dim. A mixture of experts' layer: the parameters a token passes
+  // through (its active share, the layers taken as alike).
   PipelineCosts c;
   const double s = static_cast<double>(std::max<int64_t>(seq_len, 1));
-  c.layer = static_cast<double>(m.layer_parameter_count()) + s * static_cast<double>(m.q_dim());
+  const double layer_params =
+      m.is_moe() && m.num_hidden_layers > 0
+          ? static_cast<double>(m.active_parameter_count() - m.embedding_parameter_count() - m.lm_head_parameter_count() -
+                                m.hidden_size) /
+                static_cast<double>(m.num_hidden_layers)
+          : static_cast<double>(m.layer_parameter_count());
+  c.layer = layer_params + s * static_cast<double>(m.q_dim());
   c.head = static_cast<double>(m.hidden_size) * static_cast<double>(m.vocab_size);
   return c;
 }

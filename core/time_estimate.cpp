@@ -30,7 +30,8 @@ HardwareModel HardwareModel::cpu() {
 
 int64_t flop_parameter_count(const ModelSpec& m) {
   // The embedding is a lookup (no FLOPs). Tied, the same matrix is the lm_head matmul: count it.
-  return m.parameter_count() - (m.tie_word_embeddings ? 0 : m.embedding_parameter_count());
+  const int64_t n = m.is_moe() ? m.active_parameter_count() : m.parameter_count();
+  return n - (m.tie_word_embeddings ? 0 : m.embedding_parameter_count());
 }
 
 double model_flops_per_token(const ModelSpec& m, int64_t seq_len) {
@@ -89,6 +90,15 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   out.model_flops_per_token = model_flops_per_token(m, s);
   // Full checkpointing recomputes the forward: + 2N + 4 L a d s (one third of 6N + 12 L a d s).
   out.hardware_flops_per_token = out.model_flops_per_token * (full_ac ? 4.0 / 3.0 : 1.0);
+  // Mixture of experts with ep > 1: the busiest ep rank computes moe_imbalance times its share of
+  // the experts' 6 x top-k x expert parameters per token, and the step waits for it.
+  const bool moe_ep = m.is_moe() && sh.ep > 1;
+  const double gamma = moe_ep ? std::max(1.0, q.moe_imbalance) : 1.0;
+  if (moe_ep && out.model_flops_per_token > 0) {
+    const double expert_flops = 6.0 * static_cast<double>(m.moe.experts_per_token * m.expert_parameter_count() *
+                                                          m.sparse_layer_count());
+    out.hardware_flops_per_token += (gamma - 1.0) * expert_flops * (full_ac ? 4.0 / 3.0 : 1.0);
+  }
   out.tokens_per_step = static_cast<double>(global) * static_cast<double>(s);
   const int ranks_per_node = q.gpus_per_node > 0 ? q.gpus_per_node : static_cast<int>(world);
   const Calibration* cal = q.calibration ? &*q.calibration : nullptr;
@@ -181,8 +191,12 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     }
   };
   const ParamLayout layout =
-      stage_param_layout(tp_param_layout(m, t, q.trainer.vocab_parallel), part.layers, part.embedding, part.head);
+      stage_param_layout(tp_param_layout(m, t, q.trainer.vocab_parallel, sh.ep), part.layers, part.embedding, part.head);
   const double T = static_cast<double>(z.T);  // tokens per rank
+  // Mixture of experts: the experts are FSDP-sharded over ne ranks (efsdp with ep > 1, else n).
+  const int64_t ne = layout.sparse_layers > 0 ? layout.expert_shards(n_fsdp) : n_fsdp;
+  const bool fsdp = n_fsdp > 1 || ne > 1;
+  const double L_sparse = static_cast<double>(layout.sparse_layers);
   const double root_modules = layout.root.empty() ? 0.0 : 1.0;
   const double h = static_cast<double>(m.hidden_size);
 
@@ -200,7 +214,10 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     // cross-entropy's on the last.)
     const double ends = (part.embedding ? 1 : 0) + (part.head ? 1 : 0);
     const double ce = part.head ? 3 : 0;
-    const double per_mb_half = L * (full_ac ? 6 : 4) + ends;  // all-gathers = reduce-scatters
+    // With ep > 1 a sparse layer's MoE keeps its tp ranks' sequence shards (they route their own
+    // tokens, torchtitan's TP2EP): only attention's pair of collectives each way remains.
+    const double per_layer = full_ac ? 6 : 4;
+    const double per_mb_half = L * per_layer - (moe_ep ? L_sparse * per_layer / 2 : 0) + ends;  // all-gathers = reduce-scatters
     charge(Axis::tp, FitTerm::tp, GroupKind::tp, t,
            {{Collective::all_gather, ga * per_mb_half, ga * per_mb_half * ring_bytes_sent(Collective::all_gather, M, t)},
             {Collective::reduce_scatter, ga * per_mb_half,
@@ -228,28 +245,55 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   // collective per module (the layers and the root); the fp32 gradients are reduce-scattered
   // every micro-batch, or once per step with fsdp_grad_sync = step (no sync on
   // accumulation micro-batches).
-  if (n_fsdp > 1) {
-    const double P = static_cast<double>(layout.total_numel());
+  // Mixture of experts: the experts' share E of the parameters goes over the efsdp group (ne
+  // ranks) instead, in the same collectives (counted at dp_shard's link and alpha).
+  if (fsdp) {
+    const double E = static_cast<double>(layout.expert_numel());
+    const double P = static_cast<double>(layout.total_numel()) - E;
     const double reductions = q.training.fsdp_grad_sync == FsdpGradSync::step ? 1.0 : ga;
     const double modules = L + root_modules;
-    charge(Axis::dp_shard, FitTerm::fsdp, GroupKind::dp_shard_cp, n_fsdp,
-           {{Collective::all_gather, ga * 2 * modules, ga * 2 * ring_bytes_sent(Collective::all_gather, P * c, n_fsdp)},
-            {Collective::reduce_scatter, reductions * modules,
-             reductions * ring_bytes_sent(Collective::reduce_scatter, P * 4, n_fsdp)}});
+    auto gathered = [&](Collective op, double bytes_per_param) {
+      return ring_bytes_sent(op, P * bytes_per_param, n_fsdp) + ring_bytes_sent(op, E * bytes_per_param, ne);
+    };
+    charge(Axis::dp_shard, FitTerm::fsdp, GroupKind::dp_shard_cp, std::max(n_fsdp, ne),
+           {{Collective::all_gather, ga * 2 * modules, ga * 2 * gathered(Collective::all_gather, c)},
+            {Collective::reduce_scatter, reductions * modules, reductions * gathered(Collective::reduce_scatter, 4)}});
+  }
+
+  // ep (mixture of experts): every sparse layer dispatches its token copies to the experts'
+  // ranks and combines them back, two all-to-alls forward and two backward (three forward under
+  // full checkpointing, whose recompute dispatches again). One all-to-all sends the copies bound
+  // for the other ep - 1 ranks: (ep - 1) / ep x R x h x c bytes, R = top-k x T_e x imbalance
+  // routed copies (T_e = T / t: the tp ranks route their own sequence shards). A pairwise
+  // exchange: alpha = (ep - 1) latencies, beta = the link of the ep group (inter-node when a
+  // group spans nodes).
+  if (moe_ep && L_sparse > 0) {
+    const double ep = static_cast<double>(sh.ep);
+    const double T_e = std::max(1.0, T / static_cast<double>(t));
+    const double R = static_cast<double>(m.moe.experts_per_token) * T_e * gamma;
+    const double count = ga * L_sparse * (full_ac ? 6 : 4);
+    const double bytes = count * (ep - 1) / ep * R * h * c;
+    AxisComm& ax = out.comm_ep;
+    ax.crosses_nodes = mesh.ok() && mesh->any_expert_group_crosses_nodes(ExpertGroupKind::ep);
+    const double bw = ax.crosses_nodes ? hw.inter_node_bytes_per_s : hw.intra_node_bytes_per_s;
+    ax.seconds = count * (ep - 1) * hw.latency_s + bytes / bw;
+    ax.bytes = bytes;
+    ax.collectives = static_cast<int>(std::lround(count));
   }
 
   // dp_replicate: one all-reduce of the fp32 gradients per step: of the FSDP shard under HSDP
   // (one per module), of the whole tp shard under DDP (in 25 MiB buckets).
   if (r > 1) {
-    const double G = 4.0 * static_cast<double>(n_fsdp > 1 ? layout.sharded_total_numel(n_fsdp)
-                                                         : layout.total_numel());
-    const double count = n_fsdp > 1 ? L + root_modules : std::max(1.0, std::ceil(G / (25 << 20)));
+    const double G = 4.0 * static_cast<double>(fsdp ? layout.sharded_total_numel(n_fsdp)
+                                                    : layout.total_numel());
+    const double count = fsdp ? L + root_modules : std::max(1.0, std::ceil(G / (25 << 20)));
     charge(Axis::dp_replicate, FitTerm::dp_replicate, GroupKind::dp_replicate, r,
            {{Collective::all_reduce, count, ring_bytes_sent(Collective::all_reduce, G, r)}},
-           n_fsdp > 1 ? kHsdpAllReduce : kDdpAllReduce);
+           fsdp ? kHsdpAllReduce : kDdpAllReduce);
   }
 
   for (const auto& ax : out.comm) out.comm_s += ax.seconds;
+  out.comm_s += out.comm_ep.seconds;
   // Overlap: each axis may hide up to overlap[axis] x compute of its time, out of one shared
   // compute budget (a rank computes once, whatever it waits on), dp_shard first.
   double budget = out.compute_s;

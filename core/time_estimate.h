@@ -83,6 +83,9 @@ struct TimeQuery {
   // Learnt from the cluster's past runs (core/run_fit.h): each term of the step is multiplied by
   // its fitted factor. The fit must have been made on the same base (this calibration, or none).
   std::shared_ptr<const RunFit> fit;
+  // Mixture of experts with ep > 1: tokens the busiest ep rank receives over the mean
+  // (MemoryModel::moe_imbalance; the layout's query copies it from there).
+  double moe_imbalance = kDefaultMoeImbalance;
 };
 
 // How a layout's memory and step time are estimated beyond the run's own settings: how the
@@ -110,7 +113,10 @@ struct TimeEstimate {
   int64_t grad_accum_steps = 1;
   double compute_s = 0;
   AxisArray<AxisComm> comm;
-  double comm_s = 0;                 // sum over axes
+  // Mixture of experts with ep > 1: the all-to-alls that dispatch tokens to their experts and
+  // combine the outputs, over the ep group ("comm_s.ep"); never hidden behind compute.
+  AxisComm comm_ep;
+  double comm_s = 0;                 // sum over axes and ep
   double hidden_comm_s = 0;          // communication hidden behind compute (HardwareModel::overlap)
   double step_s = 0;                 // compute + comm - hidden
   double tokens_per_s = 0;
@@ -141,12 +147,15 @@ struct TimeEstimate {
   // behind compute, over the step. The axes' shares sum to (comm_s - hidden_comm_s) / step_s,
   // `meshwork plan`'s comm column.
   double exposed_share(Axis a) const { return step_s > 0 ? (comm[a].seconds - comm[a].hidden_s) / step_s : 0; }
+  double exposed_share_ep() const { return step_s > 0 ? (comm_ep.seconds - comm_ep.hidden_s) / step_s : 0; }
   // The axis communicates at all in this step (its collectives are counted).
   bool communicates(Axis a) const { return comm[a].collectives > 0 || comm[a].seconds > 0; }
 };
 
 // Matmul parameters N in 6N (Kaplan et al. 2020): every parameter except the embedding lookup
-// (which does no multiply-adds); a tied embedding counts once, as the lm_head matmul.
+// (which does no multiply-adds); a tied embedding counts once, as the lm_head matmul. For a
+// mixture of experts the active parameters (a token passes through experts_per_token experts of
+// each sparse layer), so MFU counts the work a token really does.
 int64_t flop_parameter_count(const ModelSpec& model);
 // 6N + 12 * L * heads * head_dim * seq_len (PaLM, Chowdhery et al. 2022, appendix B).
 double model_flops_per_token(const ModelSpec& model, int64_t seq_len);

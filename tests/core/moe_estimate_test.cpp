@@ -1,0 +1,144 @@
+// Memory and step time of mixture-of-experts models: experts split over ep and FSDP-sharded over
+// efsdp, the dispatch buffers, the all-to-all on its link, MFU on active parameters; each number
+// checked against its formula (docs/estimator.md) worked by hand.
+#include <gtest/gtest.h>
+
+#include "core/memory_estimate.h"
+#include "core/param_layout.h"
+#include "core/parallel_layout.h"
+#include "core/time_estimate.h"
+
+using namespace meshwork;
+
+namespace {
+
+ModelSpec preset(const std::string& name) {
+  auto spec = load_model_spec(name);
+  EXPECT_TRUE(spec.ok()) << name;
+  return *spec;
+}
+
+MemoryQuery memory_query(const ModelSpec& m, MeshShape shape, int ep) {
+  shape.ep = ep;
+  MemoryQuery q;
+  q.model = m;
+  q.shape = shape;
+  q.training.seq_len = 4096;
+  q.training.micro_batch = 1;
+  return q;
+}
+
+TimeQuery time_query(const ModelSpec& m, MeshShape shape, int ep, int gpus_per_node = 8) {
+  shape.ep = ep;
+  TimeQuery q;
+  q.model = m;
+  q.shape = shape;
+  q.gpus_per_node = gpus_per_node;
+  q.training.seq_len = 4096;
+  q.training.micro_batch = 1;
+  q.hardware = HardwareModel::h100();
+  return q;
+}
+
+const MemoryTerm* term(const MemoryBreakdown& b, const std::string& name) {
+  for (const MemoryTerm& t : b.terms)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(MoeEstimate, ParameterLayoutCountsEveryExpertOnce) {
+  for (const char* name : {"qwen3-30b-a3b", "qwen3-235b-a22b", "mixtral-8x7b", "olmoe-1b-7b", "qwen3-8b"}) {
+    const ModelSpec m = preset(name);
+    EXPECT_EQ(tp_param_layout(m, 1).total_numel(), m.parameter_count()) << name;
+    if (!m.is_moe()) continue;
+    // ep ranks hold the experts between them: each 1/ep of them.
+    const ParamLayout one = tp_param_layout(m, 1), eight = tp_param_layout(m, 1, true, 8);
+    EXPECT_EQ(eight.expert_numel() * 8, one.expert_numel()) << name;
+    EXPECT_EQ(one.expert_numel(), m.sparse_layer_count() * m.moe.num_experts * m.expert_parameter_count()) << name;
+    EXPECT_EQ(eight.expert_shards(16), 2) << name;  // efsdp = n x tp / ep
+  }
+}
+
+// qwen3-30b-a3b on dp_shard 8: with ep 8 each rank keeps 16 whole experts per layer (efsdp 1),
+// with ep 1 an eighth of all 128: the same state per rank, but FSDP gathers 16 experts per layer
+// instead of 128, and the dispatch buffers appear.
+TEST(MoeEstimate, ExpertParallelShrinksTheGatheredLayer) {
+  const ModelSpec m = preset("qwen3-30b-a3b");
+  const MemoryBreakdown ep1 = estimate_memory(memory_query(m, MeshShape{1, 8, 1, 1}, 1));
+  const MemoryBreakdown ep8 = estimate_memory(memory_query(m, MeshShape{1, 8, 1, 1}, 8));
+  EXPECT_EQ(ep8.expert_shards, 1);
+  EXPECT_EQ(ep1.expert_shards, 8);
+  EXPECT_NEAR(static_cast<double>(ep8.owned_params), static_cast<double>(ep1.owned_params),
+              1e-3 * static_cast<double>(ep1.owned_params));
+  // One layer gathered: attention, router and 16 experts (94.6 M) instead of 128 experts (623 M).
+  EXPECT_LT(tp_param_layout(m, 1, true, 8).layer_numel() * 6, tp_param_layout(m, 1).layer_numel());
+  EXPECT_LT(term(ep8, "fsdp.gathered_params")->bytes * 2, term(ep1, "fsdp.gathered_params")->bytes);
+  EXPECT_LT(ep8.gather_buffers, ep1.gather_buffers);
+  EXPECT_LT(ep8.total(), ep1.total());
+  // R = top-k 8 x T 4096 routed copies; 2 x 2 B x R x h 2048.
+  EXPECT_EQ(ep8.routed_tokens, 8 * 4096);
+  const MemoryTerm* a2a = term(ep8, "ep.all_to_all");
+  ASSERT_NE(a2a, nullptr);
+  EXPECT_EQ(a2a->bytes, 2 * 2 * int64_t{8 * 4096} * 2048);
+  EXPECT_EQ(term(ep1, "ep.all_to_all"), nullptr);
+  // The experts' activations: per sparse layer 2 B x (2h + 4 I_e) x R, 48 layers.
+  const MemoryTerm* experts = term(ep8, "activations.experts");
+  ASSERT_NE(experts, nullptr);
+  EXPECT_EQ(experts->bytes, 48 * 2 * (2 * 2048 + 4 * 768) * int64_t{8 * 4096});
+  EXPECT_EQ(term(ep8, "activations.mlp"), nullptr);  // every layer of qwen3-30b-a3b is sparse
+}
+
+TEST(MoeEstimate, ImbalanceLoadsTheBusiestRank) {
+  const ModelSpec m = preset("qwen3-30b-a3b");
+  MemoryQuery q = memory_query(m, MeshShape{1, 8, 1, 1}, 8);
+  q.knobs.moe_imbalance = 1.5;
+  EXPECT_EQ(estimate_memory(q).routed_tokens, 12 * 4096);
+  TimeQuery balanced = time_query(m, MeshShape{1, 8, 1, 1}, 8);
+  TimeQuery skewed = balanced;
+  skewed.moe_imbalance = 1.5;
+  const TimeEstimate b = estimate_time(balanced), s = estimate_time(skewed);
+  EXPECT_NEAR(s.comm_ep.bytes, 1.5 * b.comm_ep.bytes, 1e-6 * b.comm_ep.bytes);
+  EXPECT_GT(s.compute_s, b.compute_s);
+  EXPECT_DOUBLE_EQ(s.model_flops_per_token, b.model_flops_per_token);  // MFU counts the model's work
+}
+
+// One all-to-all sends (ep - 1) / ep x R x h x c; 4 per sparse layer per micro-batch.
+TEST(MoeEstimate, AllToAllOnItsLink) {
+  const ModelSpec m = preset("qwen3-30b-a3b");
+  const TimeEstimate intra = estimate_time(time_query(m, MeshShape{1, 16, 1, 1}, 8));
+  const TimeEstimate inter = estimate_time(time_query(m, MeshShape{1, 16, 1, 1}, 16));
+  const double R = 8.0 * 4096;
+  EXPECT_EQ(intra.comm_ep.collectives, 4 * 48);
+  EXPECT_NEAR(intra.comm_ep.bytes, 4 * 48 * (7.0 / 8.0) * R * 2048 * 2, 1.0);
+  EXPECT_FALSE(intra.comm_ep.crosses_nodes);
+  EXPECT_TRUE(inter.comm_ep.crosses_nodes);
+  const HardwareModel hw = HardwareModel::h100();
+  EXPECT_NEAR(intra.comm_ep.seconds,
+              4 * 48 * 7 * hw.latency_s + intra.comm_ep.bytes / hw.intra_node_bytes_per_s, 1e-9);
+  EXPECT_NEAR(inter.comm_ep.seconds,
+              4 * 48 * 15 * hw.latency_s + inter.comm_ep.bytes / hw.inter_node_bytes_per_s, 1e-9);
+  EXPECT_DOUBLE_EQ(estimate_time(time_query(m, MeshShape{1, 16, 1, 1}, 1)).comm_ep.seconds, 0.0);
+  EXPECT_NEAR(intra.step_s, intra.compute_s + intra.comm_s - intra.hidden_comm_s, 1e-12);
+}
+
+// MFU counts 6 x active parameters per token (plus attention), not every expert.
+TEST(MoeEstimate, FlopsCountActiveParameters) {
+  const ModelSpec m = preset("qwen3-30b-a3b");
+  EXPECT_EQ(flop_parameter_count(m), m.active_parameter_count() - m.embedding_parameter_count());
+  EXPECT_LT(flop_parameter_count(m), m.parameter_count() / 5);
+}
+
+TEST(MoeEstimate, LayoutPassesImbalanceToTheTimeQuery) {
+  const ModelSpec m = preset("qwen3-30b-a3b");
+  RunConfig config;
+  config.mesh = MeshShape{1, 8, 1, 1};
+  config.mesh.ep = 8;
+  auto checked = ParallelLayout::check(config, &m, Placement::of(config));
+  ASSERT_TRUE(checked.ok());
+  EstimateOptions options;
+  options.memory.moe_imbalance = 1.25;
+  EXPECT_DOUBLE_EQ(checked.layout->time_query(m, options).moe_imbalance, 1.25);
+  EXPECT_GT(estimate_time(*checked.layout, m, options).comm_ep.seconds, 0.0);
+}
