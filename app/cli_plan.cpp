@@ -38,7 +38,7 @@ constexpr const char* kUsage =
     "usage: meshwork plan --model NAME|PATH --nodes N --gpus-per-node G --gpu-memory SIZE|--gpu KIND\n"
     "                     --seq-len S --micro-batch B [--global-batch GB]\n"
     "                     [--precision fp32|bf16] [--activation-checkpointing none|full]\n"
-    "                     [--dp-replicate A] [--dp-shard B] [--cp C] [--tp D]\n"
+    "                     [--dp-replicate A] [--dp-shard B] [--cp C] [--tp D] [--ep E|auto]\n"
     "                     [--pp N|auto [--pp-schedule gpipe|1f1b|interleaved-1f1b]\n"
     "                      [--pp-virtual-stages V]]\n"
     "                     [--device cuda|cpu] [--reserve SIZE]\n"
@@ -49,6 +49,8 @@ constexpr const char* kUsage =
     "                     [--fit-runs auto|CLUSTER_ID [--db PATH]]\n"
     "Ranks every mesh shape (dp_replicate x dp_shard x cp x tp = nodes x gpus-per-node) by\n"
     "whether it fits GPU memory, then by predicted tokens/s. Given axes stay fixed.\n"
+    "--ep (mixture-of-experts models): expert-parallel ranks borrowed from dp_shard x cp x tp;\n"
+    "default auto: every degree dividing num_experts and dp_shard x cp x tp is ranked too.\n"
     "--pp auto also tries pipeline stages (pp x dp_replicate x dp_shard x cp x tp), judged with\n"
     "--pp-schedule (default 1f1b): the worst stage's memory, the bubble in the step time.\n"
     "SIZE: 80GiB, 80GB, 81920MiB. --device cpu estimates CPU ranks (no framework reserve).\n"
@@ -89,7 +91,7 @@ const std::vector<FlagSpec> kPlanFlags = {
     {"--model", "NAME|PATH", ""}, {"--nodes", "N", ""}, {"--gpus-per-node", "G", ""}, {"--gpu-memory", "SIZE", ""}, {"--gpu", "KIND", ""},
     {"--seq-len", "S", ""}, {"--micro-batch", "B", ""}, {"--global-batch", "GB", ""},
     {"--precision", "fp32|bf16", ""}, {"--activation-checkpointing", "none|full", ""},
-    {"--dp-replicate", "A", ""}, {"--dp-shard", "B", ""}, {"--cp", "C", ""}, {"--tp", "D", ""},
+    {"--dp-replicate", "A", ""}, {"--dp-shard", "B", ""}, {"--cp", "C", ""}, {"--tp", "D", ""}, {"--ep", "E|auto", ""},
     {"--pp", "N|auto", ""}, {"--pp-schedule", "gpipe|1f1b|interleaved-1f1b", ""}, {"--pp-virtual-stages", "V", ""},
     {"--device", "cuda|cpu", ""}, {"--reserve", "SIZE", ""}, {"--attention", "fused|materialized", ""},
     {"--calibration", "FILE|ID", ""}, {"--db", "PATH", ""}, {"--json", "", ""}, {"--from", "FILE", ""},
@@ -155,6 +157,13 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
     cols.insert(cols.begin() + 1, {"pp", 4});
     cols.push_back({"bubble", 6});
   }
+  // Mixture-of-experts plans gain ep (after tp) and the all-to-all's share of the step.
+  const bool experts = std::any_of(plan.shapes.begin(), plan.shapes.end(), [](const PlanEntry& e) { return e.shape.ep > 1; });
+  const size_t ep_col = piped ? 6 : 5;
+  if (experts) {
+    cols.insert(cols.begin() + static_cast<std::ptrdiff_t>(ep_col), {"ep", 4});
+    cols.push_back({"a2a", 6});
+  }
   for (const auto& [name, w] : cols) out << pad(name, w) << ' ';
   out << "\n";
   int rank = 0;
@@ -185,6 +194,10 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
       cells.insert(cells.begin() + 1, std::to_string(e.shape[Axis::pp]));
       cells.push_back(e.shape[Axis::pp] > 1 ? format_percent(e.time.pp_bubble_fraction) : "-");
     }
+    if (experts) {
+      cells.insert(cells.begin() + static_cast<std::ptrdiff_t>(ep_col), std::to_string(e.shape.ep));
+      cells.push_back(e.shape.ep > 1 ? format_percent(e.time.exposed_share_ep()) : "-");
+    }
     for (size_t i = 0; i < cells.size(); ++i) out << pad(cells[i], cols[i].second) << ' ';
     out << (e.warnings.empty() ? "" : " !") << "\n";
   }
@@ -195,6 +208,10 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
     out << "pp: pipeline stages (" << to_string(q.training.pp_schedule)
         << (q.training.pp_schedule == PipelineSchedule::interleaved_1f1b ? ", " + std::to_string(q.training.pp_virtual_stages) + " chunks per rank" : std::string())
         << "); memory is the fullest stage's; bubble: share of the step the stages wait (in comm)\n";
+  if (experts)
+    out << "ep: expert-parallel ranks, borrowed from dp_shard x cp x tp (experts split over ep, FSDP-sharded over "
+           "the rest); a2a: share of the step in the experts' all-to-all (in comm); routing imbalance "
+        << q.estimate.memory.moe_imbalance << " (balanced until a run measures it)\n";
   if (q.estimate.calibration) {
     out << "Calibrated: compute and collectives from the calibration of cluster "
         << q.estimate.calibration->fingerprint.id() << " measured " << q.estimate.calibration->measured_at
@@ -243,6 +260,7 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
   if (!refused_by_accelerate.empty())
     out << "; Accelerate would refuse " << refused_by_accelerate << " (tp/cp with pure replication)";
   out << (plan.any_fits() ? "" : "; none fits in memory") << ".\n";
+  out << "\nWhy " << explain_first(plan, q.device_memory_bytes) << "\n";
 }
 
 // --calibration: a file when one exists at that path, else a fingerprint id in the run store.
@@ -442,6 +460,13 @@ int plan_main(const Args& all_args) {
     const int64_t imported = from && from->mesh && (*from->mesh)[a] >= 1 ? (*from->mesh)[a] : 0;
     TRY_ASSIGN(size, flags.integer(flag, 1, kMaxCount, axis_allowed, imported));
     q.fixed.set(a, static_cast<int>(size));
+  }
+  // ep: auto (0) unless given or imported; a dense model then plans ep 1 only.
+  q.fixed.ep = from && from->mesh && from->mesh->ep > 1 ? from->mesh->ep : 0;
+  if (auto e = flags.value("--ep"); e && *e != "auto") {
+    int64_t size = 0;
+    TRY_ASSIGN(size, flags.integer("--ep", 1, kMaxCount, "a whole number >= 1, or auto (the planner chooses)", 1));
+    q.fixed.ep = static_cast<int>(size);
   }
 
   if (auto c = flags.value("--calibration")) {

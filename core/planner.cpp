@@ -1,6 +1,8 @@
 #include "core/planner.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <numeric>
 
 namespace meshwork {
 
@@ -56,6 +58,9 @@ Status check_input(const PlanQuery& q) {
     return Error{"global_batch", std::to_string(q.training.global_batch), "must be at least 1"};
   const int64_t world = int64_t{q.nodes} * q.gpus_per_node;
   int64_t fixed_product = 1;
+  if (q.fixed.ep < 0)
+    return Error{std::string(kEpName), std::to_string(q.fixed.ep),
+                 "must be a whole number >= 1 (or absent to let the planner choose)"};
   for (Axis a : kAxes) {
     const int v = q.fixed.size(a);
     if (v < -1)
@@ -79,6 +84,16 @@ Status check_input(const PlanQuery& q) {
 
 }  // namespace
 
+std::vector<int> expert_degrees(const MeshShape& shape, int fixed_ep, const ModelSpec& model) {
+  if (fixed_ep >= 1) return {fixed_ep};
+  if (!model.is_moe()) return {1};
+  const int64_t limit = std::gcd(static_cast<int64_t>(shape.expert_block_size()), model.moe.num_experts);
+  std::vector<int> out;
+  for (int64_t d = 1; d <= limit; ++d)
+    if (limit % d == 0) out.push_back(static_cast<int>(d));
+  return out;
+}
+
 Result<Plan> make_plan(const PlanQuery& q) {
   if (Status st = check_input(q); !st.ok()) return st.error();
   Plan plan;
@@ -96,8 +111,13 @@ Result<Plan> make_plan(const PlanQuery& q) {
   // Every axis given: that one shape, judged by the rules as it is (a product that misses the
   // world size is the mesh rule's refusal, in its words, not an empty plan).
   const bool fully_fixed = every_axis_given(q.fixed);
-  const std::vector<MeshShape> candidates =
-      fully_fixed ? std::vector<MeshShape>{q.fixed} : enumerate_shapes(plan.world_size, q.fixed);
+  std::vector<MeshShape> candidates;
+  for (const MeshShape& five : fully_fixed ? std::vector<MeshShape>{q.fixed} : enumerate_shapes(plan.world_size, q.fixed))
+    for (int ep : expert_degrees(five, q.fixed.ep, q.model)) {
+      MeshShape shape = five;
+      shape.ep = ep;
+      candidates.push_back(shape);
+    }
   for (const MeshShape& shape : candidates) {
     config.mesh = shape;
     LayoutCheck checked = ParallelLayout::check(config, &q.model, placement, q.trainer);
@@ -151,6 +171,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
     nlohmann::json comm;
     for (Axis a : kAxes)
       if (listed(a)) comm[std::string(axis_name(a))] = e.time.axis(a).seconds;
+    if (e.shape.ep > 1) comm[std::string(kEpName)] = e.time.comm_ep.seconds;
     // Which numbers the calibration gave (the others are HardwareModel's defaults).
     nlohmann::json calibrated = {{"compute", e.time.compute_calibrated}};
     for (Axis a : kAxes)
@@ -184,6 +205,10 @@ nlohmann::json plan_to_json(const Plan& plan) {
         {"warnings", warnings},
         {"accelerate", e.accelerate_refusal.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.accelerate_refusal)},
     };
+    if (e.shape.ep > 1) {  // written only for expert-parallel shapes: dense plans read as before
+      entry["ep"] = e.shape.ep;
+      entry["efsdp"] = e.shape.efsdp_size();
+    }
     if (e.shape[Axis::pp] > 1) {  // written only for pipelined shapes: plans without pp read as before
       entry["pp"] = e.shape[Axis::pp];
       entry["pp_stage"] = e.memory.pp_stage;  // the stage whose memory is shown (the largest)
@@ -194,6 +219,79 @@ nlohmann::json plan_to_json(const Plan& plan) {
   return {{"world_size", plan.world_size},
           {"model", {{"name", plan.model_name}, {"params", plan.model_params}}},
           {"shapes", shapes}};
+}
+
+namespace {
+
+std::string gib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+  return buf;
+}
+
+std::string percent(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f%%", 100.0 * x);
+  return buf;
+}
+
+std::string count(double x) {
+  char buf[32];
+  if (x >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", x / 1e6);
+  else if (x >= 1e3) std::snprintf(buf, sizeof buf, "%.1fk", x / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.0f", x);
+  return buf;
+}
+
+}  // namespace
+
+std::string explain_first(const Plan& plan, int64_t device_memory_bytes) {
+  if (plan.shapes.empty()) return "";
+  const PlanEntry& best = plan.shapes.front();
+  std::string out = "#1 " + best.shape.to_string() + ": ";
+  if (!best.fits) {
+    out += "nothing fits; this shape needs the least memory among the fastest (" + gib(best.memory.total()) +
+           " of " + gib(device_memory_bytes) + ").";
+    return out;
+  }
+  int fitting = 0;
+  for (const PlanEntry& e : plan.shapes) fitting += e.fits ? 1 : 0;
+  out += "fits (" + gib(best.memory.total()) + " of " + gib(device_memory_bytes) + " per rank) and is the fastest of " +
+         std::to_string(fitting) + " fitting shape(s) at " + count(best.time.tokens_per_s) + " tokens/s, MFU " +
+         percent(best.time.mfu);
+  if (plan.shapes.size() > 1 && plan.shapes[1].fits && plan.shapes[1].time.tokens_per_s > 0)
+    out += ", " + percent(best.time.tokens_per_s / plan.shapes[1].time.tokens_per_s - 1.0) + " ahead of #2 (" +
+           plan.shapes[1].shape.compact() + ")";
+  out += ".";
+  // The largest share of the step spent waiting on one axis, so the reader sees what limits it.
+  std::string worst_axis;
+  double worst_share = 0;
+  for (Axis a : kAxes)
+    if (best.time.exposed_share(a) > worst_share) {
+      worst_share = best.time.exposed_share(a);
+      worst_axis = std::string(axis_name(a));
+    }
+  if (best.time.exposed_share_ep() > worst_share) {
+    worst_share = best.time.exposed_share_ep();
+    worst_axis = std::string(kEpName);
+  }
+  if (worst_share > 0.01) out += " Most exposed communication: " + worst_axis + " (" + percent(worst_share) + " of the step).";
+  const MeshShape& s = best.shape;
+  if (s.ep > 1) {
+    out += " Its experts are split over ep=" + std::to_string(s.ep) + " ranks borrowed from dp_shard*cp*tp=" +
+           std::to_string(s.expert_block_size()) + " and FSDP-sharded over efsdp=" + std::to_string(s.efsdp_size()) +
+           "; the all-to-all (" + percent(best.time.exposed_share_ep()) + " of the step) stays " +
+           (best.time.comm_ep.crosses_nodes ? "across nodes (inter-node links)" : "inside a node") + ".";
+  }
+  // Against the best of the other kind: with ep for a dense-expert choice, without for an ep one.
+  const bool best_ep = s.ep > 1;
+  for (const PlanEntry& e : plan.shapes) {
+    if ((e.shape.ep > 1) == best_ep || !e.fits) continue;
+    out += std::string(" The best ") + (best_ep ? "without" : "with") + " expert parallel, " + e.shape.compact() + ", reaches " +
+           count(e.time.tokens_per_s) + " tokens/s (" + gib(e.memory.total()) + ").";
+    break;
+  }
+  return out;
 }
 
 }  // namespace meshwork

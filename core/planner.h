@@ -34,7 +34,13 @@ struct PlanQuery {
   // Axes the user fixed: a size >= 1 stays as given; 0 or -1 leaves the axis free. pp is fixed
   // at 1 unless the caller frees it (fixed.set(Axis::pp, 0)): pipelined shapes need a schedule
   // and micro-batches, which the caller then chooses.
-  MeshShape fixed{0, 0, 0, 0};
+  // ep (mixture of experts): fixed.ep >= 1 fixes it; 0 (the default) tries every degree that
+  // divides both num_experts and the shape's dp_shard x cp x tp (only 1 for a dense model).
+  MeshShape fixed = [] {
+    MeshShape s{0, 0, 0, 0};
+    s.ep = 0;
+    return s;
+  }();
   // How memory and time are estimated: the trainer's memory behaviour, the hardware (its links
   // are also the placement the slow-link rule judges), and, measured on the cluster, a
   // calibration (`meshwork calibrate`, core/calibration.h: replaces the hardware's constants
@@ -71,13 +77,23 @@ struct Plan {
 // kept, in lexicographic order.
 std::vector<MeshShape> enumerate_shapes(int64_t world_size, const MeshShape& fixed);
 
+// The ep degrees the planner tries for `shape` (five axes resolved): `fixed_ep` alone when >= 1,
+// else every degree dividing num_experts and dp_shard x cp x tp, ascending (1 for a dense model).
+std::vector<int> expert_degrees(const MeshShape& shape, int fixed_ep, const ModelSpec& model);
+
+// Why the first entry of a plan leads, in words (`meshwork plan` prints it under the table): its
+// shape, whether it fits and with what room, its tokens/s against the runner-up and, for a
+// mixture of experts, how its experts are split and where its all-to-all runs, against the best
+// shape of the other kind (with or without ep). Empty for an empty plan.
+std::string explain_first(const Plan& plan, int64_t device_memory_bytes);
+
 // An Error for invalid input (a count < 1, fixed axes that do not divide the world size) or
 // when validation refuses every candidate shape (the first refusal's words).
 Result<Plan> make_plan(const PlanQuery& query);
 
 // The `meshwork plan --json` document:
 // {"world_size", "model":{"name","params"}, "shapes":[{"dp_replicate","dp_shard","cp","tp",
-//  "fits", "memory_bytes":{"params","grads","optimizer","activations","buffers","reserve",
+//  "ep" (only when > 1), "fits", "memory_bytes":{"params","grads","optimizer","activations","buffers","reserve",
 //  "total"}, "step_time_s","step_band" (TimeEstimate::step_band; 0: unknown),"compute_s","tokens_per_s","mfu","comm_s":{"dp_replicate","dp_shard","cp","tp"},
 //  "calibrated":{"compute","dp_replicate","dp_shard","cp","tp"} (true: from the calibration),
 //  "fitted":{"compute","dp_replicate","dp_shard","cp","tp"} (true: corrected by the fit of past runs),
