@@ -23,6 +23,13 @@ std::string accelerate_launch_line(const ExportRequest& r, int machine_rank) {
 
 Result<ExportedConfig> export_accelerate(const ExportRequest& r) {
   const MeshShape& mesh = r.config.mesh;
+  // Accelerate's ParallelismConfig has no expert-parallel size (the change that added ep_size was
+  // closed unmerged): a file without it would train every expert on every rank, not the plan.
+  if (mesh.ep > 1)
+    return Error{std::string(kEpName), std::to_string(mesh.ep),
+                 "1 for Accelerate: its ParallelismConfig has no expert parallel, so this plan cannot be written for "
+                 "it; export torchtitan (expert_parallel_degree) or Axolotl (its expert-parallel plugin), or plan with "
+                 "--ep 1"};
   if (auto refusal = pure_replication_refusal(mesh, "Accelerate")) return *refusal;
   const TrainingConfig& t = r.config.training;
   ExportedConfig out;

@@ -3,6 +3,12 @@
 // with `fsdp_config` keys without the `fsdp_` prefix, and the batch is given per rank
 // (micro_batch_size) with gradient_accumulation_steps: global = micro x accumulation x dp.
 // Axolotl builds Accelerate's ParallelismConfig from the sizes, so Accelerate's rules apply.
+// Expert parallel is its plugin's (axolotl.integrations.expert_parallel) expert_parallel_size, an
+// axis of its own: ep x dp_shard_size x tensor_parallel_size x context_parallel_size = world, no
+// dp_replicate, no tp with ep. Meshwork's ep borrows from dp_shard (x cp x tp), so its dp_shard S
+// with ep E is Axolotl's dp_shard_size S / E beside expert_parallel_size E, and back.
+#include <algorithm>
+
 #include "core/interop/format_common.h"
 
 namespace meshwork::interop::detail {
@@ -10,6 +16,25 @@ namespace meshwork::interop::detail {
 Result<ExportedConfig> export_axolotl(const ExportRequest& r) {
   const MeshShape& mesh = r.config.mesh;
   if (auto refusal = pure_replication_refusal(mesh, "Axolotl (through Accelerate)")) return *refusal;
+  const int ep = mesh.ep;
+  if (ep > 1) {
+    const std::string value = std::to_string(ep);
+    if (mesh[Axis::tp] > 1)
+      return Error{std::string(kEpName), value,
+                   "1 for Axolotl with tp " + std::to_string(mesh[Axis::tp]) +
+                       ": its expert-parallel plugin refuses ep x tp; plan tp 1 (or --ep 1) for Axolotl, or export "
+                       "torchtitan"};
+    if (mesh[Axis::dp_replicate] > 1)
+      return Error{std::string(kEpName), value,
+                   "1 for Axolotl with dp_replicate " + std::to_string(mesh[Axis::dp_replicate]) +
+                       ": its expert-parallel plugin needs ep x dp_shard x cp x tp = world (no replication); plan "
+                       "dp_replicate 1 for Axolotl, or export torchtitan"};
+    if (mesh[Axis::dp_shard] % ep != 0)
+      return Error{std::string(kEpName), value,
+                   "a divisor of dp_shard (" + std::to_string(mesh[Axis::dp_shard]) +
+                       ") for Axolotl: its ep is an axis of its own beside dp_shard_size, so Meshwork's ep must come "
+                       "out of dp_shard alone; export torchtitan for ep over cp"};
+  }
   int accumulation = 1;
   INTEROP_TRY(accumulation, grad_accum_steps(r.config));
   const TrainingConfig& t = r.config.training;
@@ -31,10 +56,16 @@ Result<ExportedConfig> export_axolotl(const ExportRequest& r) {
   y += std::string("bf16: ") + (t.precision == Precision::bf16 ? "true" : "false") + "\n";
   y += std::string("gradient_checkpointing: ") +
        (t.activation_checkpointing == ActivationCheckpointing::full ? "true" : "false") + "\n";
-  y += "dp_shard_size: " + std::to_string(mesh[Axis::dp_shard]) + "\n";
+  y += "dp_shard_size: " + std::to_string(mesh[Axis::dp_shard] / std::max(1, ep)) + "\n";
   y += "dp_replicate_size: " + std::to_string(mesh[Axis::dp_replicate]) + "\n";
   y += "context_parallel_size: " + std::to_string(mesh[Axis::cp]) + "\n";
   y += "tensor_parallel_size: " + std::to_string(mesh[Axis::tp]) + "\n";
+  if (ep > 1) {
+    y += "plugins:\n  - axolotl.integrations.expert_parallel.ExpertParallelPlugin\n";
+    y += "expert_parallel_size: " + std::to_string(ep) + "\n";
+    out.notes.push_back("expert_parallel_size: Axolotl's plugin dispatches with DeepEP (NVLink within a node); "
+                        "check that it supports this model's experts");
+  }
   if (mesh[Axis::dp_shard] > 1 || mesh[Axis::cp] > 1) {
     y += "fsdp_version: 2\n";
     y += "fsdp_config:\n";
@@ -54,6 +85,7 @@ Result<ImportedConfig> import_axolotl(const YAML::Node& root, std::string_view n
   in.format = ConfigFormat::axolotl;
   MeshShape mesh;
   bool any_size = false, fsdp = false;
+  int expert_parallel = 1;
   for (const auto& kv : root) {
     const std::string key = kv.first.Scalar();
     const YAML::Node& v = kv.second;
@@ -108,6 +140,11 @@ Result<ImportedConfig> import_axolotl(const YAML::Node& root, std::string_view n
       if (Status s = axis_key(Axis::cp); !s.ok()) return s.error();
     } else if (key == "tensor_parallel_size") {
       if (Status s = axis_key(Axis::tp); !s.ok()) return s.error();
+    } else if (key == "expert_parallel_size") {
+      INTEROP_TRY(expert_parallel, yaml_int(v, name, key));
+      any_size = true;
+    } else if (key == "plugins") {
+      // Plugins do not change the plan; the expert-parallel one is read through its size above.
     } else if (key == "fsdp_version") {
       int version = 0;
       INTEROP_TRY(version, yaml_int(v, name, key));
@@ -122,6 +159,11 @@ Result<ImportedConfig> import_axolotl(const YAML::Node& root, std::string_view n
   if (any_size || fsdp) {
     // Axolotl gives dp_shard the processes the other axes leave when it is not set.
     if (fsdp && !root["dp_shard_size"]) mesh[Axis::dp_shard] = -1;
+    // Axolotl's ep is an axis of its own; Meshwork's borrows from dp_shard (see the top).
+    if (expert_parallel > 1) {
+      mesh.ep = expert_parallel;
+      if (mesh[Axis::dp_shard] >= 1) mesh[Axis::dp_shard] *= expert_parallel;
+    }
     in.mesh = mesh;
   }
   return in;

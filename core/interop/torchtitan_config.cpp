@@ -3,7 +3,9 @@
 // (sequences per dp rank per micro-step), global_batch_size (-1: local x dp), seq_len, steps,
 // [optimizer] lr, [lr_scheduler] warmup_steps, [activation_checkpoint] mode. torchtitan wraps
 // pure replication in DDP, which "has not supported > 1D parallelism": dp_replicate > 1 with
-// dp_shard = 1 cannot take tp (cp is fine: FSDP then shards over cp).
+// dp_shard = 1 cannot take tp (cp is fine: FSDP then shards over cp). Expert parallel is
+// [parallelism] expert_parallel_degree, borrowed from dp_shard x cp x tp exactly as Meshwork's ep
+// (core/mesh.h); expert_tensor_parallel_degree stays 1 (Meshwork plans no expert tp).
 #include <map>
 #include <sstream>
 
@@ -82,6 +84,10 @@ Result<ExportedConfig> export_torchtitan(const ExportRequest& r) {
   y += "data_parallel_shard_degree = " + std::to_string(mesh[Axis::dp_shard]) + "\n";
   y += "context_parallel_degree = " + std::to_string(mesh[Axis::cp]) + "\n";
   y += "tensor_parallel_degree = " + std::to_string(mesh[Axis::tp]) + "\n";
+  if (mesh.ep > 1 || (spec && spec->is_moe())) {
+    y += "expert_parallel_degree = " + std::to_string(mesh.ep) + "\n";
+    y += "expert_tensor_parallel_degree = 1\n";
+  }
   y += "pipeline_parallel_degree = 1\n\n";
   y += std::string("[activation_checkpoint]\nmode = ") +
        (t.activation_checkpointing == ActivationCheckpointing::full ? "\"full\"" : "\"none\"") + "\n";
@@ -115,7 +121,8 @@ Result<ImportedConfig> import_torchtitan(std::string_view text, std::string_view
   };
   static const std::map<std::string, std::vector<std::string>> used = {
       {"parallelism", {"data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
-                       "context_parallel_degree", "pipeline_parallel_degree"}},
+                       "context_parallel_degree", "pipeline_parallel_degree", "expert_parallel_degree",
+                       "expert_tensor_parallel_degree"}},
       {"training", {"local_batch_size", "global_batch_size", "seq_len", "steps", "mixed_precision_param", "dtype"}},
       {"optimizer", {"lr"}},
       {"lr_scheduler", {"warmup_steps"}},
@@ -137,12 +144,14 @@ Result<ImportedConfig> import_torchtitan(std::string_view text, std::string_view
     }
   }
   if (const toml::table* p = doc["parallelism"].as_table()) {
-    std::optional<int> rep, shard, tp, cp, pp;
+    std::optional<int> rep, shard, tp, cp, pp, ep, etp;
     for (auto [key, target, rest] : {std::tuple{"data_parallel_replicate_degree", &rep, false},
                                      std::tuple{"data_parallel_shard_degree", &shard, true},
                                      std::tuple{"tensor_parallel_degree", &tp, false},
                                      std::tuple{"context_parallel_degree", &cp, false},
-                                     std::tuple{"pipeline_parallel_degree", &pp, false}})
+                                     std::tuple{"pipeline_parallel_degree", &pp, false},
+                                     std::tuple{"expert_parallel_degree", &ep, false},
+                                     std::tuple{"expert_tensor_parallel_degree", &etp, false}})
       if (Status s = integer(*p, "parallelism", key, 1, rest, *target); !s.ok()) return s.error();
     if (pp && *pp > 1)
       return toml_error(name, p->get("pipeline_parallel_degree"), "parallelism.pipeline_parallel_degree",
@@ -152,6 +161,10 @@ Result<ImportedConfig> import_torchtitan(std::string_view text, std::string_view
     mesh[Axis::dp_shard] = shard.value_or(-1);  // torchtitan's default: -1, the rest
     mesh[Axis::tp] = tp.value_or(1);
     mesh[Axis::cp] = cp.value_or(1);
+    mesh.ep = ep.value_or(1);
+    if (etp && *etp > 1)
+      in.notes.push_back("expert_tensor_parallel_degree " + std::to_string(*etp) +
+                         " planned as 1 (Meshwork plans whole experts per ep rank, as torchtitan now does)");
     in.mesh = mesh;
   }
   if (const toml::table* t = doc["training"].as_table()) {

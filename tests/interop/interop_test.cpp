@@ -312,3 +312,76 @@ TEST(Formats, NamesParseAndBadOnesAreRefusedWithTheChoices) {
 
 }  // namespace
 }  // namespace meshwork::interop
+
+namespace meshwork::interop {
+namespace {
+
+MeshShape with_ep(MeshShape m, int ep) {
+  m.ep = ep;
+  return m;
+}
+
+ExportRequest moe_request(const MeshShape& mesh) {
+  ExportRequest r = request(mesh, 1, static_cast<int>(mesh.world_size()));
+  r.config.model = "qwen3-30b-a3b";
+  return r;
+}
+
+// torchtitan's expert_parallel_degree borrows from dp_shard x cp x tp as Meshwork's ep does: the
+// shape goes out and comes back as it was, tp and cp included.
+TEST(ExpertParallel, TorchtitanWritesAndReadsExpertParallelDegree) {
+  for (const MeshShape& m : {with_ep(shape(1, 8, 1, 1), 8), with_ep(shape(1, 2, 1, 4), 8), with_ep(shape(2, 2, 2, 1), 4),
+                             shape(1, 8, 1, 1)}) {
+    SCOPED_TRACE(m.to_string());
+    auto out = export_config(moe_request(m), ConfigFormat::torchtitan);
+    ASSERT_TRUE(out.ok()) << out.error().message();
+    EXPECT_NE(out->text.find("expert_parallel_degree = " + std::to_string(m.ep) + "\n"), std::string::npos) << out->text;
+    auto in = import_config_text(out->text, "exported.toml");
+    ASSERT_TRUE(in.ok()) << in.error().message();
+    EXPECT_EQ(in->mesh, m);
+    EXPECT_FALSE(lists(in->unknown_keys, "parallelism.expert_parallel_degree"));
+  }
+  auto etp = import_config_text("[parallelism]\ndata_parallel_shard_degree = 8\nexpert_parallel_degree = 4\n"
+                                "expert_tensor_parallel_degree = 2\n", "titan.toml");
+  ASSERT_TRUE(etp.ok()) << etp.error().message();
+  EXPECT_EQ(etp->mesh->ep, 4);
+  ASSERT_FALSE(etp->notes.empty());
+  EXPECT_NE(etp->notes.back().find("expert_tensor_parallel_degree 2 planned as 1"), std::string::npos);
+}
+
+// Axolotl's ep is an axis beside dp_shard_size: Meshwork's dp_shard 8 with ep 4 is dp_shard_size 2
+// and expert_parallel_size 4 with the plugin, and reads back as dp_shard 8, ep 4.
+TEST(ExpertParallel, AxolotlPluginSizesRoundTrip) {
+  const MeshShape m = with_ep(shape(1, 8, 1, 1), 4);
+  auto out = export_config(moe_request(m), ConfigFormat::axolotl);
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  EXPECT_NE(out->text.find("expert_parallel_size: 4\n"), std::string::npos) << out->text;
+  EXPECT_NE(out->text.find("dp_shard_size: 2\n"), std::string::npos) << out->text;
+  EXPECT_NE(out->text.find("axolotl.integrations.expert_parallel.ExpertParallelPlugin"), std::string::npos);
+  auto in = import_config_text(out->text, "exported.yaml");
+  ASSERT_TRUE(in.ok()) << in.error().message();
+  EXPECT_EQ(in->mesh, m);
+  EXPECT_TRUE(in->unknown_keys.empty()) << in->unknown_keys.front();
+}
+
+// Where the tool cannot run the plan, the export says so instead of writing a wrong file.
+TEST(ExpertParallel, RefusedWhereTheToolHasNoSuchShape) {
+  auto accelerate = export_config(moe_request(with_ep(shape(1, 8, 1, 1), 8)), ConfigFormat::accelerate);
+  ASSERT_FALSE(accelerate.ok());
+  EXPECT_EQ(accelerate.error().field, "ep");
+  EXPECT_NE(accelerate.error().allowed.find("has no expert parallel"), std::string::npos);
+  EXPECT_TRUE(export_config(moe_request(shape(1, 8, 1, 1)), ConfigFormat::accelerate).ok());  // ep 1 is fine
+
+  auto with_tp = export_config(moe_request(with_ep(shape(1, 4, 1, 2), 4)), ConfigFormat::axolotl);
+  ASSERT_FALSE(with_tp.ok());
+  EXPECT_NE(with_tp.error().allowed.find("refuses ep x tp"), std::string::npos);
+  auto replicated = export_config(moe_request(with_ep(shape(2, 4, 1, 1), 4)), ConfigFormat::axolotl);
+  ASSERT_FALSE(replicated.ok());
+  EXPECT_NE(replicated.error().allowed.find("no replication"), std::string::npos);
+  auto over_cp = export_config(moe_request(with_ep(shape(1, 2, 4, 1), 8)), ConfigFormat::axolotl);
+  ASSERT_FALSE(over_cp.ok());
+  EXPECT_NE(over_cp.error().allowed.find("out of dp_shard alone"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace meshwork::interop
