@@ -42,6 +42,8 @@ QColor group_shade(GroupKind kind, int index, int count, bool dark) {
   return f >= 100 ? base.lighter(f) : base.darker(100 * 100 / f);
 }
 
+QColor expert_color(bool dark) { return QColor(dark ? "#E17AA0" : "#882255"); }
+
 QColor memory_term_color(int term_index, bool dark) {
   // params, grads, optimizer, activations, buffers, reserve: cool-to-warm greys and slates so the
   // bar reads as one quantity split in parts; the axis hues stay reserved for axes.

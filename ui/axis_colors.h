@@ -39,6 +39,10 @@ QColor metric_color(MetricSeries series, bool dark);
 // Rank `r` of `n` in the memory chart: a slate-to-amber ramp (ranks are not axes).
 QColor rank_color(int r, int n, bool dark);
 
+// Expert parallel (ep): its own colour, Paul Tol's wine, a hue the axes and runs leave free, so
+// the ep groups read as borrowed ranks drawn over the axes' cells.
+QColor expert_color(bool dark);
+
 QString group_label(GroupKind kind);  // "dp_shard", "dp (replicate × shard)", ...
 
 // A 12 px rounded square in `color`: the swatch that ties an editor row or a button to its axis.

@@ -40,11 +40,14 @@ QString format_shape(const std::optional<MeshShape>& shape) {
   return shape ? format_shape(*shape, QString(QChar(0xD7))) : QStringLiteral("?");
 }
 
+// ep is not a factor of the world (core/mesh.h): shown after the axes, as MeshShape::compact.
 QString format_shape(const MeshShape& shape, const QString& separator) {
-  return join_axes(shape.values, separator, false);
+  return join_axes(shape.values, separator, false) + (shape.ep > 1 ? QStringLiteral(" · ep %1").arg(shape.ep) : QString());
 }
 
-QString format_shape_named(const MeshShape& shape) { return join_axes(shape.values, QStringLiteral(" × "), true); }
+QString format_shape_named(const MeshShape& shape) {
+  return join_axes(shape.values, QStringLiteral(" × "), true) + (shape.ep > 1 ? QStringLiteral(" · ep %1").arg(shape.ep) : QString());
+}
 
 QString format_coord(const MeshCoord& coord) { return join_axes(coord.values, QString(QChar(0xB7)), false, false); }
 

@@ -13,8 +13,10 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "core/planner.h"
 #include "core/run_config.h"
 #include "ui/axis_colors.h"
+#include "ui/core_bridge.h"
 #include "ui/data_picker.h"
 #include "ui/panel_widgets.h"
 #include "ui/plan_state.h"
@@ -28,6 +30,7 @@ std::string owner_of(const std::string& field) {
   static const std::vector<std::string> kOwners = [] {
     std::vector<std::string> o;
     for (Axis a : kAxes) o.emplace_back(axis_name(a));
+    o.emplace_back(kEpName);
     for (const char* k : {"seq_len", "micro_batch", "global_batch", "precision", "activation_checkpointing", "data",
                           "name", "steps", "lr", "warmup_steps"})
       o.emplace_back(k);
@@ -147,6 +150,29 @@ MeshEditor::MeshEditor(PlanState* state, QWidget* parent) : QWidget(parent), sta
       state_->set_axis(a, axis_[i]->currentData().toInt());
     });
   }
+  {
+    // ep is not an axis of the world: it borrows ranks from dp_shard x cp x tp (core/mesh.h).
+    auto* label = new QLabel(this);
+    auto* lay = new QHBoxLayout(label);
+    lay->setContentsMargins(0, 0, 0, 0);
+    ep_swatch_ = new QLabel(label);
+    ep_swatch_->setPixmap(color_swatch(expert_color(is_dark())));
+    lay->addWidget(ep_swatch_);
+    lay->addWidget(new QLabel(QString::fromUtf8(kEpName.data(), static_cast<int>(kEpName.size())), label));
+    lay->addStretch();
+    label->setMinimumWidth(100);
+    ep_ = new QComboBox(mesh_box);
+    ep_->setObjectName(QStringLiteral("ep"));
+    ep_->setToolTip(tr("Expert parallel (mixture-of-experts models): the experts split over these ranks, borrowed "
+                       "from dp_shard × cp × tp; tokens reach their experts by all-to-all"));
+    controls_["ep"] = ep_;
+    auto* col = new QVBoxLayout;
+    col->setSpacing(2);
+    col->addWidget(ep_);
+    col->addWidget(add_message_label("ep"));
+    grid->addRow(label, col);
+    connect(ep_, qOverload<int>(&QComboBox::activated), this, [this](int) { state_->set_ep(ep_->currentData().toInt()); });
+  }
   world_label_ = new QLabel(mesh_box);
   world_label_->setProperty("role", "muted");
   world_label_->setWordWrap(true);
@@ -245,6 +271,7 @@ MeshEditor::MeshEditor(PlanState* state, QWidget* parent) : QWidget(parent), sta
 
 void MeshEditor::refresh_colors() {
   for (size_t i = 0; i < kAxes.size(); ++i) swatches_[i]->setPixmap(color_swatch(axis_color(kAxes[i], is_dark())));
+  if (ep_swatch_) ep_swatch_->setPixmap(color_swatch(expert_color(is_dark())));
 }
 
 QLabel* MeshEditor::add_message_label(const std::string& field) {
@@ -320,6 +347,25 @@ void MeshEditor::sync_from_state() {
     // message next to it makes sense.
     if (!present) box->addItem(tr("%1 (not a divisor of %2)").arg(size).arg(world), size);
     box->setCurrentIndex(box->findData(size));
+  }
+  {
+    // ep: 1 and the degrees dividing the resolved dp_shard x cp x tp (and num_experts for a
+    // mixture of experts; a dense model offers 1 only), plus the config's own value so core's
+    // message next to it makes sense.
+    QSignalBlocker block(ep_);
+    ep_->clear();
+    const auto resolved = state_->mesh();
+    const auto model = model_of(c);
+    std::vector<int> degrees = {1};
+    if (resolved && model.ok() && model->is_moe()) degrees = expert_degrees(resolved->shape(), 0, *model);
+    bool present = false;
+    for (int d : degrees) {
+      ep_->addItem(QString::number(d), d);
+      present |= d == c.mesh.ep;
+    }
+    if (!present) ep_->addItem(QString::number(c.mesh.ep), c.mesh.ep);
+    ep_->setCurrentIndex(ep_->findData(c.mesh.ep));
+    ep_->setEnabled(model.ok() && model->is_moe());
   }
   {
     QSignalBlocker b1(seq_len_), b2(micro_batch_), b3(global_batch_), b4(precision_),

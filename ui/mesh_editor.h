@@ -51,6 +51,8 @@ class MeshEditor : public QWidget {
   PlanState* state_;
   std::array<QComboBox*, kAxisCount> axis_{};
   std::array<QLabel*, kAxisCount> swatches_{};
+  QComboBox* ep_ = nullptr;  // expert parallel: the degrees dividing num_experts and dp_shard x cp x tp
+  QLabel* ep_swatch_ = nullptr;
   QLineEdit* name_ = nullptr;
   QSpinBox* steps_ = nullptr;
   QLineEdit* lr_ = nullptr;

@@ -249,6 +249,11 @@ const MeshView::Focus& MeshView::focus(int rank) const {
   focus_ = Focus{};
   focus_.rank = rank;
   if (rank < 0 || rank >= mesh_->world_size()) return focus_;
+  if (mesh_->shape().ep > 1) {
+    focus_.ep_members = mesh_->expert_group_members(rank, ExpertGroupKind::ep);
+    for (int m : focus_.ep_members) focus_.ep_nodes.push_back(mesh_->node_of(m));
+    focus_.ep_nodes.erase(std::unique(focus_.ep_nodes.begin(), focus_.ep_nodes.end()), focus_.ep_nodes.end());
+  }
   for (Axis a : kAxes) {
     const GroupKind g = group_of_axis(a);
     if (mesh_->shape().group_size(g) <= 1) continue;

@@ -128,6 +128,7 @@ class MeshView : public QWidget {
     int rank = -1;
     std::array<std::vector<int>, kAxisCount> members;
     std::array<std::vector<int>, kAxisCount> nodes;
+    std::vector<int> ep_members, ep_nodes;  // its expert-parallel group (ep > 1)
   };
   const Focus& focus(int rank) const;
 

@@ -74,6 +74,7 @@ void MeshView::paint_ranks(QPainter& p, const MeshGeometry::Span& span) {
   rank_font.setPointSizeF(std::clamp(ch * 0.28, 6.0, font().pointSizeF() * 1.1));
   const bool show_rank = cw >= 16 && ch >= 12;
   const bool show_coords = cw >= 54 && ch >= 34;
+  const int ep = mesh_->shape().ep;
   for_nodes(geo_, span, [&](int node) {
     const QRectF r = node_rect(node);
     p.setPen(QPen(border_color(), 1));
@@ -139,6 +140,19 @@ void MeshView::paint_ranks(QPainter& p, const MeshGeometry::Span& span) {
         tri.closeSubpath();
         p.fillPath(tri, error_color());
       }
+      if (ep > 1) {
+        // Expert parallel: a bar under the cells of each ep group (consecutive ranks, core/mesh.h),
+        // rounded off at the group's ends, neighbouring groups in alternating tints, so the
+        // borrowed groups read over the axes' fills.
+        const int e = mesh_->expert_group_rank(rank, ExpertGroupKind::ep);
+        const bool odd_group = (rank / ep) % 2 == 1;
+        const double bar = std::clamp(c.height() * 0.14, 3.0, 6.0);
+        const double l = e == 0 ? c.left() + 3 : cell_rect(rank).left();
+        const double rr = e == ep - 1 ? c.right() - 3 : cell_rect(rank).right();
+        p.setPen(Qt::NoPen);
+        p.setBrush(odd_group ? expert_color(dark).lighter(dark ? 125 : 170) : expert_color(dark));
+        p.drawRoundedRect(QRectF(l, c.bottom() - bar - 1, rr - l, bar), bar / 2, bar / 2);
+      }
     }
   });
   if (stages() > 1) paint_stages(p, span, /*cells=*/true);
@@ -161,6 +175,14 @@ void MeshView::paint_ranks(QPainter& p, const MeshGeometry::Span& span) {
           if (const QRectF c = cell_rect(m); c.intersects(area)) p.drawRoundedRect(c.adjusted(d, d, -d, -d), 3, 3);
       }
       ++nest;
+    }
+    if (!f.ep_members.empty()) {
+      // The focus rank's ep group: a dashed outline in ep's colour, outside the axes' outlines.
+      const double d = -1.5 + 3.0 * nest;
+      p.setBrush(Qt::NoBrush);
+      p.setPen(QPen(expert_color(dark), 2.2, Qt::DashLine));
+      for (int m : f.ep_members)
+        if (const QRectF c = cell_rect(m); c.intersects(area)) p.drawRoundedRect(c.adjusted(d, d, -d, -d), 3, 3);
     }
     p.setPen(QPen(palette().color(QPalette::Text), 2.5));
     p.drawRoundedRect(cell_rect(focus_rank).adjusted(-3, -3, 3, 3), 4, 4);
@@ -219,6 +241,12 @@ void MeshView::paint_nodes(QPainter& p, const MeshGeometry::Span& span) {
       for (int node : nodes)
         if (on_screen(node)) p.drawRect(node_rect(node).adjusted(d, d, -d, -d));
       ++nest;
+    }
+    if (!f.ep_nodes.empty()) {
+      p.setPen(QPen(expert_color(dark), 1.5, Qt::DashLine));
+      const double d = -1.5 - 1.5 * (3 - nest);
+      for (int node : f.ep_nodes)
+        if (on_screen(node)) p.drawRect(node_rect(node).adjusted(d, d, -d, -d));
     }
   }
   const int focus_node = focus_rank >= 0 ? mesh_->node_of(focus_rank) : hovered_node_;
@@ -331,6 +359,17 @@ void MeshView::paint_legend(QPainter& p, const QRectF& area) {
     p.drawRoundedRect(QRectF(x, y2 + 3, 12, fm.height() - 6), 2, 2);
     x += 16;
     const QString name = axis_label(a);
+    p.setPen(palette().color(QPalette::Text));
+    p.drawText(QPointF(x, y2 + fm.ascent()), name);
+    x += fm.horizontalAdvance(name) + 12;
+  }
+  if (mesh_ && mesh_->shape().ep > 1) {
+    // ep: a bar under its groups' cells and a dashed outline on hover (its own colour).
+    p.setPen(Qt::NoPen);
+    p.setBrush(expert_color(dark));
+    p.drawRoundedRect(QRectF(x, y2 + fm.height() - 7, 12, 4), 2, 2);
+    x += 16;
+    const QString name = tr("ep %1").arg(mesh_->shape().ep);
     p.setPen(palette().color(QPalette::Text));
     p.drawText(QPointF(x, y2 + fm.ascent()), name);
     x += fm.horizontalAdvance(name) + 12;

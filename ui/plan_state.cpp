@@ -45,6 +45,12 @@ void PlanState::set_axis(Axis axis, int size) {
   update(config_.mesh, s, false);
 }
 
+void PlanState::set_ep(int ep) {
+  MeshShape s = config_.mesh;
+  s.ep = ep;
+  update(config_.mesh, s, false);
+}
+
 void PlanState::set_shape(const MeshShape& shape) { update(config_.mesh, shape, false); }
 
 void PlanState::set_model(const nlohmann::json& model) { update(config_.model, model, true); }

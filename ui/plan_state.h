@@ -39,6 +39,7 @@ class PlanState : public QObject {
   bool busy() const { return pending_ > 0; }
 
   void set_axis(Axis axis, int size);  // -1: auto
+  void set_ep(int ep);                 // expert parallel (mixture-of-experts models); >= 1
   void set_shape(const MeshShape& shape);
   void set_model(const nlohmann::json& model);
   void set_training(const TrainingConfig& training);
