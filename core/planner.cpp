@@ -250,8 +250,19 @@ std::string explain_first(const Plan& plan, int64_t device_memory_bytes) {
   const PlanEntry& best = plan.shapes.front();
   std::string out = "#1 " + best.shape.to_string() + ": ";
   if (!best.fits) {
-    out += "nothing fits; this shape needs the least memory among the fastest (" + gib(best.memory.total()) +
-           " of " + gib(device_memory_bytes) + ").";
+    // What the smallest shape needs, and whether the model state alone (AdamW's 16 B per
+    // parameter spread over every rank) already exceeds a rank: then only more ranks help.
+    const PlanEntry* least = &best;
+    for (const PlanEntry& e : plan.shapes)
+      if (e.memory.total() < least->memory.total()) least = &e;
+    const double state = 16.0 * static_cast<double>(plan.model_params) / static_cast<double>(std::max<int64_t>(1, plan.world_size));
+    out += "nothing fits in " + gib(device_memory_bytes) + " per rank; the smallest, " + least->shape.compact() + ", needs " +
+           gib(least->memory.total()) + ". ";
+    out += state > static_cast<double>(device_memory_bytes)
+               ? "The model state alone (16 B per parameter: fp32 weights, gradients, AdamW moments) is " +
+                     gib(static_cast<int64_t>(state)) + " per rank over all " + std::to_string(plan.world_size) +
+                     " ranks: plan more nodes."
+               : "Try --activation-checkpointing full, a shorter sequence, or more nodes.";
     return out;
   }
   int fitting = 0;
@@ -280,8 +291,8 @@ std::string explain_first(const Plan& plan, int64_t device_memory_bytes) {
   if (s.ep > 1) {
     out += " Its experts are split over ep=" + std::to_string(s.ep) + " ranks borrowed from dp_shard*cp*tp=" +
            std::to_string(s.expert_block_size()) + " and FSDP-sharded over efsdp=" + std::to_string(s.efsdp_size()) +
-           "; the all-to-all (" + percent(best.time.exposed_share_ep()) + " of the step) stays " +
-           (best.time.comm_ep.crosses_nodes ? "across nodes (inter-node links)" : "inside a node") + ".";
+           "; the all-to-all (" + percent(best.time.exposed_share_ep()) + " of the step) " +
+           (best.time.comm_ep.crosses_nodes ? "crosses nodes (inter-node links)" : "stays inside a node") + ".";
   }
   // Against the best of the other kind: with ep for a dense-expert choice, without for an ep one.
   const bool best_ep = s.ep > 1;

@@ -2,6 +2,8 @@
 // dense models kept at ep 1, and the first choice explained in words.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/planner.h"
 
 using namespace meshwork;
@@ -76,4 +78,18 @@ TEST(MoePlanner, FixedEpAndDenseModels) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().field, "ep");
   EXPECT_NE(refused.error().message().find("dense model"), std::string::npos) << refused.error().message();
+}
+
+// qwen3-235b-a22b cannot fit 32 ranks of 80 GiB whatever the shape: 16 B x 235 B parameters over
+// 32 ranks is 110 GiB each before any activation. The plan lists its EP shapes and says so.
+TEST(MoePlanner, ExplainsWhyNothingFits) {
+  PlanQuery q = query(preset("qwen3-235b-a22b"), 4);
+  q.training.activation_checkpointing = ActivationCheckpointing::full;
+  auto plan = make_plan(q);
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  EXPECT_FALSE(plan->any_fits());
+  EXPECT_TRUE(std::any_of(plan->shapes.begin(), plan->shapes.end(), [](const PlanEntry& e) { return e.shape.ep > 1; }));
+  const std::string why = explain_first(*plan, q.device_memory_bytes);
+  EXPECT_NE(why.find("nothing fits in 80.0 GiB per rank"), std::string::npos) << why;
+  EXPECT_NE(why.find("plan more nodes"), std::string::npos) << why;
 }
