@@ -317,7 +317,12 @@ Status read_qk_norm_and_experts(const nlohmann::json& cfg, ModelSpec& s) {
 
   MoeSpec& m = s.moe;
   const bool qwen = a == "qwen3_moe";
+  // transformers maps each family's two names onto one attribute (attribute_map), and 5.x's
+  // save_pretrained writes Qwen3-MoE's as num_local_experts where published configs say
+  // num_experts: read the family's own key, else the other.
   const char* experts_key = a == "mixtral" ? "num_local_experts" : "num_experts";
+  const char* experts_alias = a == "mixtral" ? "num_experts" : "num_local_experts";
+  if (!cfg.contains(experts_key) && cfg.contains(experts_alias)) experts_key = experts_alias;
   MW_TRY(experts, get_int(cfg, experts_key, false, 0));
   MW_TRY(top_k, get_int(cfg, "num_experts_per_tok", false, 1));
   m.num_experts = experts.value_or(qwen ? 128 : a == "mixtral" ? 8 : 64);

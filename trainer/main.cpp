@@ -31,6 +31,23 @@ int refuse(const Error& e) {
   return exit_code(e.kind);
 }
 
+// What the model here does not train yet on this mesh, refused by name rather than trained as
+// something else: OLMoE's whole-projection q/k norms need their variance summed over the tp
+// group; a mixture of experts's aux loss counts the routing of a whole forward call, which cp,
+// tp (sequence shards) and pipeline stages split over ranks (docs/moe.md).
+Status trainable_on_mesh(const ModelSpec& spec, const MeshShape& mesh) {
+  if (spec.qk_norm == QkNorm::whole_projection && mesh[Axis::tp] > 1)
+    return Error{"--tp", std::to_string(mesh[Axis::tp]),
+                 "1 for " + spec.architecture + " (its q/k norms span the whole projection, which tp splits)"};
+  if (spec.is_moe())
+    for (Axis a : {Axis::tp, Axis::cp, Axis::pp})
+      if (mesh[a] > 1)
+        return Error{std::string(axis_flag(a)), std::to_string(mesh[a]),
+                     "1 for a mixture of experts (" + spec.architecture +
+                         "): meshtrain trains experts with dp_replicate and dp_shard so far"};
+  return {};
+}
+
 }  // namespace
 
 #if defined(__SANITIZE_THREAD__)
@@ -81,12 +98,6 @@ int main(int argc, char** argv) {
     const std::string shown = o.run.model.is_string() ? o.run.model.get<std::string>() : "(inline config)";
     return refuse(Error{"--model", shown, spec.error().message(), spec.error().kind});
   }
-  // core reads every family (the planner estimates them all); the model here builds the dense
-  // decoder without q/k norms, so anything else is refused rather than trained as something else.
-  if (spec->is_moe() || spec->qk_norm != QkNorm::none)
-    return refuse(Error{"model.model_type", spec->architecture,
-                        "llama, mistral or qwen2 (meshtrain does not train this family yet; "
-                        "meshwork plan estimates it)"});
   auto env = launch_env(o);
   if (!env.ok()) return refuse(env.error());
   const bool supervise_mode = !env->from_env && o.nproc_per_node > 0;
@@ -112,6 +123,7 @@ int main(int argc, char** argv) {
     return kExitInvalid;
   }
   o.run.mesh = checked.layout->shape();  // -1 resolved
+  if (Status st = trainable_on_mesh(*spec, o.run.mesh); !st.ok()) return refuse(st.error());
   if (!o.run.save_hf.empty() && o.run.mesh[Axis::pp] > 1) {
     std::cerr << "meshtrain: --save-hf: pp " << o.run.mesh[Axis::pp]
               << ": not with pipeline stages yet (docs/pipeline.md); train with pp 1 to export, or keep the "

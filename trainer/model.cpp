@@ -38,15 +38,18 @@ namespace {
 
 using at::Tensor;
 
-// Block parameter order; views() returns them in this order.
-enum BlockParam { kAttnNorm, kWq, kWk, kWv, kWo, kMlpNorm, kGate, kUp, kDown, kBq, kBk, kBv };
+// Block parameter order; views() returns them in this order. After kMlpNorm come the MLP's
+// parameters (dense: kGate, kUp, kDown; sparse: router and three stacked expert tensors), then
+// the q/k/v biases and the q/k norms where the family has them.
+enum BlockParam { kAttnNorm, kWq, kWk, kWv, kWo, kMlpNorm, kGate, kUp, kDown };
 enum RootParam { kEmbed, kNorm, kHead };
 
 Tensor rms_norm(const Tensor& x, const Tensor& w, double eps) {
   // y = x / sqrt(mean(x^2) + eps) * w, computed in fp32 as Llama does, then cast back.
   // fp32 on CPU: one fused kernel each way (trainer/fused_ops.h); the same maths.
   if (fused_ops_apply(x) && fused_ops_apply(w)) return fused_rms_norm(x, w, eps);
-  Tensor xf = x.to(at::kFloat);
+  // (fp64 stays fp64: the gradient checks of tests/trainer run the model in fp64.)
+  Tensor xf = x.scalar_type() == at::kDouble ? x : x.to(at::kFloat);
   Tensor y = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
   return y.to(x.scalar_type()) * w;
 }
@@ -84,7 +87,8 @@ Tensor project(const Tensor& x, const Tensor& w, const Tensor& bias = {}) {
 }
 
 Tensor default_head_loss_sum(const Tensor& h, const Tensor& head, const Tensor& targets) {
-  Tensor logits = project(h, head).to(at::kFloat);
+  Tensor logits = project(h, head);
+  if (logits.scalar_type() != at::kDouble) logits = logits.to(at::kFloat);
   return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape(-1), {},
                                 at::Reduction::Sum);
 }
@@ -141,18 +145,39 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   root.params.push_back({"norm", {H}, 0});
   if (!spec_.tie_word_embeddings) root.params.push_back({"head", {V, H}, std});
   full_layouts_.push_back(root);
+  const int64_t E = spec_.moe.num_experts, Ie = spec_.moe.expert_intermediate_size;
   for (int64_t l = 0; l < L; ++l) {
+    // Order: attention, mlp_norm, the MLP (dense: w_gate, w_up, w_down; sparse: router and the
+    // experts stacked [E, ...]), the q/k/v biases, the q/k norms; block_forward reads it so.
     UnitLayout b;
     b.params = {{"attn_norm", {H}, 0},   {"wq", {Hq * D, H}, std},  {"wk", {Hkv * D, H}, std},
-                {"wv", {Hkv * D, H}, std}, {"wo", {H, Hq * D}, out_std}, {"mlp_norm", {H}, 0},
-                {"w_gate", {I, H}, std},  {"w_up", {I, H}, std},    {"w_down", {H, I}, out_std}};
+                {"wv", {Hkv * D, H}, std}, {"wo", {H, Hq * D}, out_std}, {"mlp_norm", {H}, 0}};
+    if (spec_.layer_is_sparse(l)) {
+      sparse_slot_.push_back(static_cast<int>(moe_stats_.layers.size()));
+      moe_stats_.layers.push_back(static_cast<int>(l));
+      b.params.push_back({"router", {E, H}, std});
+      b.params.push_back({"expert_gate", {E, Ie, H}, std});
+      b.params.push_back({"expert_up", {E, Ie, H}, std});
+      b.params.push_back({"expert_down", {E, H, Ie}, out_std});
+    } else {
+      sparse_slot_.push_back(-1);
+      b.params.push_back({"w_gate", {I, H}, std});
+      b.params.push_back({"w_up", {I, H}, std});
+      b.params.push_back({"w_down", {H, I}, out_std});
+    }
     if (spec_.attention_bias) {
       b.params.push_back({"bq", {Hq * D}, 0});
       b.params.push_back({"bk", {Hkv * D}, 0});
       b.params.push_back({"bv", {Hkv * D}, 0});
     }
+    if (spec_.qk_norm != QkNorm::none) {
+      const bool whole = spec_.qk_norm == QkNorm::whole_projection;
+      b.params.push_back({"q_norm", {whole ? Hq * D : D}, 0});
+      b.params.push_back({"k_norm", {whole ? Hkv * D : D}, 0});
+    }
     full_layouts_.push_back(b);
   }
+  moe_stats_.reset(spec_);
   layouts_ = full_layouts_;
   drawn_root_ = root;
   for (int i = 0; i < static_cast<int>(root.params.size()); ++i) root_kept_.push_back(i);
@@ -253,7 +278,10 @@ at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Ten
   TORCH_CHECK(flat.numel() == lay.numel(), "block ", layer, ": flat weights have ", flat.numel(),
               " elements, the layout needs ", lay.numel());
   const int64_t B = x.size(0), D = spec_.head_dim;
-  const bool bias = spec_.attention_bias;
+  const bool bias = spec_.attention_bias, qk_norm = spec_.qk_norm != QkNorm::none;
+  const int slot = sparse_slot_[layer];
+  const int mlp_params = slot >= 0 ? 4 : 3;
+  const int bias_at = kMlpNorm + 1 + mlp_params, qk_norm_at = bias_at + (bias ? 3 : 0);
   // wq, wk, wv (and w_gate, w_up; bq, bk, bv) are adjacent in the flat unit: split it into
   // groups so that one matmul does the three projections (fewer, larger GEMMs). Split (not
   // narrow) for the same reason as views(). Gate and up are one GEMM only for the fused CPU
@@ -263,34 +291,50 @@ at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Ten
   const bool fused_swiglu_input = fused_ops_apply(x);
   auto n = [&](int i) { return lay.params[i].numel(); };
   std::vector<int64_t> sizes = {n(kAttnNorm), n(kWq) + n(kWk) + n(kWv), n(kWo), n(kMlpNorm)};
-  if (fused_swiglu_input) {
+  if (slot >= 0) {
+    for (int i = 0; i < 4; ++i) sizes.push_back(n(kGate + i));  // router, expert gate/up/down
+  } else if (fused_swiglu_input) {
     sizes.push_back(n(kGate) + n(kUp));
+    sizes.push_back(n(kDown));
   } else {
     sizes.push_back(n(kGate));
     sizes.push_back(n(kUp));
+    sizes.push_back(n(kDown));
   }
-  sizes.push_back(n(kDown));
-  if (bias) sizes.push_back(n(kBq) + n(kBk) + n(kBv));
+  const size_t bias_part = sizes.size();
+  if (bias) sizes.push_back(n(bias_at) + n(bias_at + 1) + n(bias_at + 2));
+  const size_t qk_norm_part = sizes.size();
+  if (qk_norm) {
+    sizes.push_back(n(qk_norm_at));
+    sizes.push_back(n(qk_norm_at + 1));
+  }
   auto part = flat.split_with_sizes(sizes);
-  const size_t mlp = fused_swiglu_input ? 4 : 5;  // index of w_down in part
   const int64_t h_in = lay.params[kWq].shape[1];
   const int64_t hq = lay.params[kWq].shape[0] / D, hkv = lay.params[kWk].shape[0] / D;
   Tensor attn_norm = part[0], wqkv = part[1].view({-1, h_in});
   Tensor wo = part[2].view(lay.params[kWo].shape), mlp_norm = part[3];
-  const int64_t h_mlp = lay.params[kGate].shape[1];
-  Tensor w_gate_up = fused_swiglu_input ? part[4].view({-1, h_mlp}) : Tensor();
-  Tensor w_gate = fused_swiglu_input ? Tensor() : part[4].view({-1, h_mlp});
-  Tensor w_up = fused_swiglu_input ? Tensor() : part[5].view({-1, h_mlp});
-  Tensor w_down = part[mlp + 1].view(lay.params[kDown].shape);
-  Tensor bqkv = bias ? part[mlp + 2] : Tensor();
+  Tensor bqkv = bias ? part[bias_part] : Tensor();
   // Attention. Head counts come from the (possibly column-split) layout.
   Tensor h = ops_.enter_column(rms_norm(x, attn_norm, spec_.rms_norm_eps));
   // Sequence length after the column region's entry: under sequence parallelism x holds a
   // sequence shard and enter_column gathers the whole (cp-local) sequence.
   const int64_t T = h.size(1);
   auto qkv = project(h, wqkv, bqkv).split_with_sizes({hq * D, hkv * D, hkv * D}, -1);
-  Tensor q = qkv[0].view({B, T, hq, D}).transpose(1, 2);
-  Tensor k = qkv[1].view({B, T, hkv, D}).transpose(1, 2);
+  Tensor q_rows = qkv[0], k_rows = qkv[1];
+  // OLMoE normalises the whole q and k projections (before the split into heads).
+  if (spec_.qk_norm == QkNorm::whole_projection) {
+    q_rows = rms_norm(q_rows, part[qk_norm_part], spec_.rms_norm_eps);
+    k_rows = rms_norm(k_rows, part[qk_norm_part + 1], spec_.rms_norm_eps);
+  }
+  Tensor q = q_rows.view({B, T, hq, D});
+  Tensor k = k_rows.reshape({B, T, hkv, D});
+  // Qwen3 normalises each head's head_dim with one weight shared by the heads.
+  if (spec_.qk_norm == QkNorm::per_head) {
+    q = rms_norm(q, part[qk_norm_part], spec_.rms_norm_eps);
+    k = rms_norm(k, part[qk_norm_part + 1], spec_.rms_norm_eps);
+  }
+  q = q.transpose(1, 2);
+  k = k.transpose(1, 2);
   Tensor v = qkv[2].view({B, T, hkv, D}).transpose(1, 2);
   if (fused_ops_apply(q) && fused_ops_apply(cos)) {
     q = fused_rope(q, cos, sin);
@@ -301,11 +345,23 @@ at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Ten
   }
   Tensor a = ops_.attention(q, k, v).transpose(1, 2).reshape({B, T, hq * D});
   Tensor out = x + ops_.exit_row(project(a, wo));
+  if (slot >= 0) {
+    // Mixture of experts (trainer/moe.h) on every token of this rank's rows.
+    Tensor m = rms_norm(out, mlp_norm, spec_.rms_norm_eps);
+    const int64_t Hm = m.size(-1);
+    Tensor y = moe_mlp(m.reshape({-1, Hm}), part[4].view(lay.params[kGate].shape),
+                       part[5].view(lay.params[kGate + 1].shape), part[6].view(lay.params[kGate + 2].shape),
+                       part[7].view(lay.params[kGate + 3].shape), spec_.moe, moe_forward_, moe_stats_, slot);
+    return out + y.view(m.sizes());
+  }
   // SwiGLU MLP: down(silu(gate(h)) * up(h)).
+  const int64_t h_mlp = lay.params[kGate].shape[1];
   Tensor m = ops_.enter_column(rms_norm(out, mlp_norm, spec_.rms_norm_eps));
   Tensor g;
+  Tensor w_down;
   if (fused_swiglu_input) {
-    Tensor gate_up = project(m, w_gate_up);
+    w_down = part[5].view(lay.params[kDown].shape);
+    Tensor gate_up = project(m, part[4].view({-1, h_mlp}));
     if (fused_ops_apply(gate_up)) {
       g = fused_swiglu(gate_up);
     } else {
@@ -313,7 +369,8 @@ at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Ten
       g = at::silu(gu[0]) * gu[1];
     }
   } else {
-    g = at::silu(project(m, w_gate)) * project(m, w_up);
+    w_down = part[6].view(lay.params[kDown].shape);
+    g = at::silu(project(m, part[4].view({-1, h_mlp}))) * project(m, part[5].view({-1, h_mlp}));
   }
   return out + ops_.exit_row(project(g, w_down));
 }
@@ -340,6 +397,24 @@ at::Tensor Model::chunk_forward(const PipelineChunk& chunk, const at::Tensor& in
     if (!chunk.head) x = weights.release(0, x);
   }
   auto [cos, sin] = options.rope ? *options.rope : rope_tables(targets.size(1), options, targets.device());
+  const int64_t sparse_layers = static_cast<int64_t>(moe_stats_.layers.size());
+  if (sparse_layers > 0) {
+    // A fresh routing record per forward call (earlier calls' backward nodes keep theirs).
+    const MoeSpec& moe = spec_.moe;
+    const auto fp32 = at::TensorOptions().dtype(at::kFloat).device(targets.device());
+    moe_forward_.counts = at::zeros({moe.num_experts}, fp32);
+    moe_forward_.prob_sum = at::zeros({moe.num_experts}, fp32.dtype(at::kDouble));  // a sum over many rows
+    moe_forward_.rows = 0;
+    moe_forward_.recording = true;
+    // d(loss_scale * coef * tokens * aux)/dS_e = loss_scale * coef * tokens * E c_e / R^2, with
+    // R = tokens * sparse layers (every token routed in every sparse layer).
+    const double tokens = static_cast<double>(targets.numel());
+    const double R = tokens * static_cast<double>(sparse_layers);
+    moe_forward_.grad_scale = moe.output_router_logits && moe.router_aux_loss_coef > 0
+                                  ? options.loss_scale * moe.router_aux_loss_coef * tokens *
+                                        static_cast<double>(moe.num_experts) / (R * R)
+                                  : 0.0;
+  }
   const bool training = at::GradMode::is_enabled();
   const bool ckpt = options.activation_checkpointing && training;
   // The flight recorder's phase per decoder layer (evaluation keeps its own phase): forward here;
@@ -362,15 +437,31 @@ at::Tensor Model::chunk_forward(const PipelineChunk& chunk, const at::Tensor& in
   TORCH_CHECK(root_norm_ >= 0, "this stage does not hold the final norm and head");
   Tensor h = rms_norm(x, rw[root_norm_], spec_.rms_norm_eps);
   Tensor head = root_head_ >= 0 ? rw[root_head_] : rw[root_embed_];
-  return weights.release(0, ops_.head_loss_sum(h, head, targets));
+  Tensor loss = weights.release(0, ops_.head_loss_sum(h, head, targets));
+  if (sparse_layers > 0) {
+    // The forward is complete: checkpointed layers rerunning in backward must not count again.
+    moe_forward_.recording = false;
+    const double aux = moe_aux_loss(moe_forward_, spec_.moe.num_experts);
+    moe_stats_.aux_loss_sum += aux;
+    ++moe_stats_.forwards;
+    // transformers: loss = mean CE + coef * aux for the forward call, so the sum over this
+    // call's tokens carries coef * aux * tokens. Its gradient comes through the layers.
+    if (spec_.moe.output_router_logits)
+      loss = loss + spec_.moe.router_aux_loss_coef * aux * static_cast<double>(targets.numel());
+  }
+  return loss;
 }
 
 double Model::flops_per_token(int64_t seq_len) const {
   const double H = spec_.hidden_size, I = spec_.intermediate_size, D = spec_.head_dim;
   const double Hq = spec_.num_attention_heads, Hkv = spec_.num_key_value_heads;
   const double L = spec_.num_hidden_layers, V = spec_.vocab_size;
-  const double per_layer = H * Hq * D + 2 * H * Hkv * D + Hq * D * H + 3 * H * I;
-  const double n_matmul = L * per_layer + V * H;
+  const double attention = H * Hq * D + 2 * H * Hkv * D + Hq * D * H;
+  // A sparse layer's matmuls per token: the router and the experts_per_token experts it runs.
+  const double sparse = static_cast<double>(moe_stats_.layers.size());
+  const double sparse_mlp = H * static_cast<double>(spec_.moe.num_experts) +
+                            3 * H * static_cast<double>(spec_.moe.expert_intermediate_size * spec_.moe.experts_per_token);
+  const double n_matmul = L * attention + (L - sparse) * 3 * H * I + sparse * sparse_mlp + V * H;
   return 6 * n_matmul + 12 * L * Hq * D * static_cast<double>(seq_len);
 }
 

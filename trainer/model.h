@@ -1,5 +1,6 @@
 // A plain Llama decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU MLP, optional tied
-// embeddings), written functionally over flat parameter "units" so that it carries no parallel
+// embeddings; Qwen3's and OLMoE's q/k RMSNorms; a mixture-of-experts MLP in sparse layers,
+// trainer/moe.h), written functionally over flat parameter "units" so that it carries no parallel
 // code at all (torchtitan's split: parallelize_*.cpp decides where the weights come from).
 //
 // Units: unit 0 is the root (token embedding, final norm, output head unless tied); unit 1 + l
@@ -25,6 +26,7 @@
 
 #include "core/model_spec.h"
 #include "core/pipeline.h"
+#include "trainer/moe.h"
 
 namespace meshwork::trainer {
 
@@ -79,6 +81,10 @@ struct ForwardOptions {
   // and chunk then shares one pair (a pipeline stage holds many micro-batches, whose blocks each
   // save the tables for backward). Unset: made per forward.
   std::optional<std::pair<at::Tensor, at::Tensor>> rope;
+  // The factor the caller applies to loss_sum()'s result before backward (run_step: one over the
+  // global batch's tokens). A mixture of experts injects its aux loss's gradient inside the
+  // layers (trainer/moe.h), so it must know the scale the language-model gradient arrives with.
+  double loss_scale = 1.0;
 };
 
 class Model {
@@ -142,6 +148,10 @@ class Model {
   // matmul (all decoder projections + the output head; embedding lookups and norms do none).
   double flops_per_token(int64_t seq_len) const;
 
+  // Mixture of experts: what the forwards since the last reset routed (metrics, trainer/moe.h).
+  // The step resets it before its first forward and reads it after its last.
+  MoeStepStats& moe_stats() const { return moe_stats_; }
+
  private:
   std::vector<at::Tensor> views(int unit, const at::Tensor& flat) const;
 
@@ -156,6 +166,11 @@ class Model {
   std::vector<UnitLayout> full_layouts_;
   std::vector<UnitLayout> layouts_;
   BlockOps ops_;
+  std::vector<int> sparse_slot_;  // per layer: index in moe_stats_.layers, -1 for a dense layer
+  // The current forward's routing (a forward call's aux loss) and the step's statistics: mutable
+  // because the forward is const (it changes no parameter) but routing is what it observes.
+  mutable MoeForwardState moe_forward_;
+  mutable MoeStepStats moe_stats_;
 };
 
 }  // namespace meshwork::trainer

@@ -18,6 +18,12 @@ const std::vector<TpPlanEntry>& tp_plan() {
       {"w_up", TpStyle::colwise},        {"w_down", TpStyle::rowwise},
       {"bq", TpStyle::colwise},          {"bk", TpStyle::colwise_kv},
       {"bv", TpStyle::colwise_kv},
+      // Qwen3's per-head q/k norms: one [head_dim] weight every head shares, so every tp rank
+      // holds it whole. (OLMoE's whole-projection norms are refused with tp > 1 by main.cpp.)
+      {"q_norm", TpStyle::replicate},    {"k_norm", TpStyle::replicate},
+      // Mixture of experts: router and experts whole on every tp rank (main.cpp keeps tp 1).
+      {"router", TpStyle::replicate},    {"expert_gate", TpStyle::replicate},
+      {"expert_up", TpStyle::replicate}, {"expert_down", TpStyle::replicate},
   };
   return plan;
 }

@@ -81,6 +81,7 @@ StepParts step_parts(const TrainingConfig& t, const ParallelLayout& layout, cons
   p.forward.rope = model.rope_tables(t.seq_len / layout.shape()[Axis::cp], p.forward, device);
   p.micro_batches = layout.grad_accum_steps();
   p.global_tokens = static_cast<double>(t.global_batch) * t.seq_len;
+  p.forward.loss_scale = 1.0 / p.global_tokens;  // run_step backpropagates loss_sum / global_tokens
   p.max_grad_norm = t.max_grad_norm;
   p.device = device;
   return p;

@@ -173,6 +173,37 @@ TEST(HfLoad, OddSizesShardedOverRanks) {
   expect_loss(ref, "cp2", 2, kCp);
 }
 
+TEST(HfLoad, Qwen3PerHeadQkNormsEveryShape) {
+  auto ref = make_reference("qwen3", {"qwen3", "--kv-heads", "2"});
+  expect_loss(ref, "1", 1, {});
+  expect_loss(ref, "shard2tp2", 4, kShardTp);
+}
+
+// Mixtures of experts (config output_router_logits true): transformers' loss is the mean over
+// forward calls of one sequence each (meshtrain's micro-batch 1), each with coef x its own
+// load-balancing loss. Data parallel ranks each run such calls, so the loss is the same.
+TEST(HfLoad, Qwen3MoeWithADenseLayerSharded) {
+  auto ref = make_reference("qwen3_moe", {"qwen3_moe", "--kv-heads", "2", "--micro-batch", "1", "--shard-kb", "40"});
+  expect_loss(ref, "1", 1, {});
+  expect_loss(ref, "rep2shard2", 4, kHsdp);
+}
+
+TEST(HfLoad, MixtralExperts) {
+  auto ref = make_reference("mixtral", {"mixtral", "--kv-heads", "2", "--micro-batch", "1"});
+  expect_loss(ref, "1", 1, {});
+}
+
+TEST(HfLoad, OlmoeWholeProjectionQkNormsAndTpRefusedByName) {
+  auto ref = make_reference("olmoe", {"olmoe", "--kv-heads", "2", "--micro-batch", "1"});
+  expect_loss(ref, "1", 1, {});
+  fs::path d = ref.dir / "run-tp2";
+  fs::create_directories(d);
+  auto args = meshtrain_args(ref, d);
+  for (auto a : {"--nproc-per-node", "2", "--tp", "2"}) args.push_back(a);
+  EXPECT_EQ(run(args, d), 2);
+  EXPECT_NE(slurp(d / "stderr.txt").find("--tp: 2: 1 for olmoe"), std::string::npos) << slurp(d / "stderr.txt");
+}
+
 TEST(HfLoad, Bf16CheckpointConvertsOnce) {
   auto ref = make_reference("bf16", {"llama", "--kv-heads", "2", "--dtype", "bfloat16"});
   expect_loss(ref, "1", 1, {});

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "trainer/hf/weight_names.h"
@@ -37,39 +38,60 @@ Result<std::unique_ptr<HfCheckpoint>> HfCheckpoint::open(const std::filesystem::
   ck->found_.resize(units.size());
   for (size_t u = 0; u < units.size(); ++u) {
     for (const ParamShape& p : units[u]) {
-      const std::string name = hf_weight_name(static_cast<int>(u), p.name);
-      if (name.empty())
+      const std::vector<HfPiece> pieces = hf_tensor_pieces(spec.architecture, static_cast<int>(u), p.name, p.shape);
+      if (pieces.empty())
         return Error{"meshtrain parameter " + p.name, "unit " + std::to_string(u),
                      "a parameter of trainer/hf/weight_names.h"}
             .as(ErrorKind::internal);
-      auto found = ck->index_.find(name);
-      if (!found) {
-        // A tensor absent from the index (or from the shard it names): say which file to look in.
-        if (found.error().kind == ErrorKind::io) return found.error();
-        return Error{ck->index_.index_path().string(), "no tensor " + name,
-                     "every tensor of a " + spec.architecture + " model with this config.json" +
-                         (p.name == "head" ? " (tie_word_embeddings false: lm_head.weight is needed)" : "")};
+      ck->found_[u].emplace_back();
+      for (const HfPiece& piece : pieces) {
+        const std::string& name = piece.name;
+        auto found = ck->index_.find(name);
+        if (!found) {
+          // A tensor absent from the index (or from the shard it names): say which file to look in.
+          if (found.error().kind == ErrorKind::io) return found.error();
+          return Error{ck->index_.index_path().string(), "no tensor " + name,
+                       "every tensor of a " + spec.architecture + " model with this config.json" +
+                           (p.name == "head" ? " (tie_word_embeddings false: lm_head.weight is needed)" : "")};
+        }
+        const TensorInfo& info = *found->info;
+        const std::string where = found->file->path().string() + ": " + name;
+        if (info.shape != piece.shape)
+          return Error{where, "shape " + shape_text(info.shape),
+                       shape_text(piece.shape) + " as config.json says (hidden_size " +
+                           std::to_string(spec.hidden_size) + ", intermediate_size " +
+                           std::to_string(spec.intermediate_size) + ", heads " +
+                           std::to_string(spec.num_attention_heads) + "/" +
+                           std::to_string(spec.num_key_value_heads) + " x head_dim " + std::to_string(spec.head_dim) +
+                           ", vocab_size " + std::to_string(spec.vocab_size) +
+                           (spec.is_moe() ? ", experts " + std::to_string(spec.moe.num_experts) + " of width " +
+                                                std::to_string(spec.moe.expert_intermediate_size)
+                                          : std::string()) +
+                           ")"};
+        if (!convertible(info.dtype))
+          return Error{where, "dtype " + info.dtype_name, "F32, F16, BF16 or F64"};
+        ck->model_bytes_ += static_cast<int64_t>(info.end - info.begin);
+        int64_t numel = 1;
+        for (int64_t d : piece.shape) numel *= d;
+        ck->found_[u].back().push_back({*found, numel});
       }
-      const TensorInfo& info = *found->info;
-      const std::string where = found->file->path().string() + ": " + name;
-      if (info.shape != p.shape)
-        return Error{where, "shape " + shape_text(info.shape),
-                     shape_text(p.shape) + " as config.json says (hidden_size " + std::to_string(spec.hidden_size) +
-                         ", intermediate_size " + std::to_string(spec.intermediate_size) + ", heads " +
-                         std::to_string(spec.num_attention_heads) + "/" + std::to_string(spec.num_key_value_heads) +
-                         " x head_dim " + std::to_string(spec.head_dim) + ", vocab_size " +
-                         std::to_string(spec.vocab_size) + ")"};
-      if (!convertible(info.dtype))
-        return Error{where, "dtype " + info.dtype_name, "F32, F16, BF16 or F64"};
-      ck->model_bytes_ += static_cast<int64_t>(info.end - info.begin);
-      ck->found_[u].push_back(*found);
     }
   }
   return ck;
 }
 
 void HfCheckpoint::read(int unit, int param, int64_t offset, int64_t count, float* out) const {
-  const SafetensorsIndex::Found& f = found_[unit][param];
+  // The range may span several pieces (experts): read each piece's part of it in turn.
+  int64_t piece_begin = 0;
+  for (const Piece& piece : found_[unit][param]) {
+    const int64_t lo = std::max(offset, piece_begin), hi = std::min(offset + count, piece_begin + piece.numel);
+    if (lo < hi) read_piece(piece.found, lo - piece_begin, hi - lo, out + (lo - offset));
+    piece_begin += piece.numel;
+    if (piece_begin >= offset + count) break;
+  }
+}
+
+void HfCheckpoint::read_piece(const SafetensorsIndex::Found& f, int64_t offset, int64_t count, float* out) {
   const int64_t size = dtype_size(f.info->dtype);
   const std::byte* src = f.file->bytes(*f.info).data() + offset * size;
   convert_to_f32(f.info->dtype, src, static_cast<size_t>(count), out);

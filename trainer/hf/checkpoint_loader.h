@@ -40,14 +40,22 @@ class HfCheckpoint {
   void read(int unit, int param, int64_t offset, int64_t count, float* out) const;
 
   // The file and tensor behind a parameter (for messages and the bench).
-  const TensorInfo& info(int unit, int param) const { return *found_[unit][param].info; }
+  // (A stacked expert parameter: its first expert's tensor.)
+  const TensorInfo& info(int unit, int param) const { return *found_[unit][param].front().found.info; }
   // Bytes of every tensor the model reads (the checkpoint's size as far as meshtrain is concerned).
   int64_t model_bytes() const { return model_bytes_; }
 
  private:
   HfCheckpoint() = default;
+  static void read_piece(const SafetensorsIndex::Found& f, int64_t offset, int64_t count, float* out);
   SafetensorsIndex index_;
-  std::vector<std::vector<SafetensorsIndex::Found>> found_;
+  // Per unit and parameter, the HF tensors holding it one after the other (weight_names.h's
+  // hf_tensor_pieces: one, or one per expert), each with its element count.
+  struct Piece {
+    SafetensorsIndex::Found found;
+    int64_t numel = 0;
+  };
+  std::vector<std::vector<std::vector<Piece>>> found_;
   int64_t model_bytes_ = 0;
 };
 

@@ -165,6 +165,7 @@ struct Entry {
   TensorSpec spec;
   int unit = 0;
   size_t param = 0;
+  int64_t expert = -1;  // a stacked expert parameter's expert (weight_names.h); -1: the whole tensor
 };
 
 Status fsync_dir(const fs::path& dir) {
@@ -248,9 +249,12 @@ Result<ExportSummary> export_checkpoint(const ExportOptions& options) {
   for (int u = 0; u < model.num_units(); ++u)
     for (size_t i = 0; i < model.full_layout(u).params.size(); ++i) {
       const ParamInfo& p = model.full_layout(u).params[i];
-      const std::string name = hf_weight_name(u, p.name);
-      if (name.empty()) return Error{"export", p.name, "a parameter with a Hugging Face name", ErrorKind::internal};
-      entries.push_back({{name, dtype, p.shape}, u, i});
+      const std::vector<HfPiece> pieces = hf_tensor_pieces(meta->spec.architecture, u, p.name, p.shape);
+      if (pieces.empty())
+        return Error{"export", p.name, "a parameter with a Hugging Face name", ErrorKind::internal};
+      for (size_t k = 0; k < pieces.size(); ++k)
+        entries.push_back({{pieces[k].name, dtype, pieces[k].shape}, u, i,
+                           pieces.size() > 1 ? static_cast<int64_t>(k) : -1});
     }
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.spec.name < b.spec.name; });
   std::vector<std::vector<Entry>> shards(1);
@@ -293,9 +297,21 @@ Result<ExportSummary> export_checkpoint(const ExportOptions& options) {
     if (!w.ok()) return abandon(w.error());
     std::map<std::string, const Entry*> by_name;
     for (const Entry& e : shards[k]) by_name[e.spec.name] = &e;
+    // A stacked expert parameter is consolidated once for its E tensors (the names of one layer
+    // sort together, so the cache holds one unit's parameters at most).
+    std::map<std::pair<int, size_t>, Tensor> stacked;
     for (const TensorSpec& s : w->order()) {
       const Entry& e = *by_name.at(s.name);
-      Tensor t = consolidated->full(model, e.unit, e.param);
+      Tensor t;
+      if (e.expert < 0) {
+        t = consolidated->full(model, e.unit, e.param);
+      } else {
+        if (!stacked.empty() && stacked.begin()->first.first != e.unit) stacked.clear();
+        auto it = stacked.find({e.unit, e.param});
+        if (it == stacked.end())
+          it = stacked.emplace(std::make_pair(e.unit, e.param), consolidated->full(model, e.unit, e.param)).first;
+        t = it->second.select(0, e.expert);
+      }
       t = (dtype == Dtype::BF16 ? t.to(at::kBFloat16) : t.to(at::kFloat)).contiguous();
       auto bytes = std::span<const std::byte>(static_cast<const std::byte*>(t.data_ptr()),
                                               static_cast<size_t>(t.nbytes()));
