@@ -343,7 +343,8 @@ void expect_same_tensors(const fs::path& a_dir, const fs::path& b_dir) {
 // decay factor 1 - 1e-30 * 0.1 is exactly 1 in double), and --save-hf: the same tensors, byte for
 // byte, and a config.json transformers reads as the same architecture. `dtype` is what the
 // export should be (without --dtype: the source's).
-void round_trip(const std::string& name, const std::vector<std::string>& reference, const std::string& dtype) {
+void round_trip(const std::string& name, const std::vector<std::string>& reference, const std::string& dtype,
+                const std::vector<std::string>& shape = {"--dp-shard", "2", "--tp", "2"}) {
   const fs::path d = temp_dir("roundtrip-" + name);
   std::string cmd = std::string(MESHWORK_PYTHON) + " " + MESHWORK_SOURCE_DIR + "/tests/trainer/hf_reference.py " +
                     d.string();
@@ -353,9 +354,9 @@ void round_trip(const std::string& name, const std::vector<std::string>& referen
   const std::vector<std::string> args = {
       "--model", source.string(), "--init", "hf", "--data", (d / "tokens.bin").string(), "--steps", "1",
       "--seq-len", "32", "--global-batch", "4", "--micro-batch", "1", "--lr", "1e-30", "--warmup-steps", "0",
-      "--peak-tflops", "1", "--nproc-per-node", "4", "--dp-shard", "2", "--tp", "2", "--save-hf", out.string(),
+      "--peak-tflops", "1", "--nproc-per-node", "4", "--save-hf", out.string(),
       "--run-dir", d.string(), "--master-port", std::to_string(free_tcp_port())};
-  ASSERT_EQ(run(args, d), 0) << logs(d);
+  ASSERT_EQ(run(plus(args, shape), d), 0) << logs(d);
   expect_same_tensors(source, out);
   auto config = nlohmann::json::parse(slurp(out / "config.json"));
   EXPECT_EQ(config["dtype"], dtype);
@@ -382,5 +383,45 @@ TEST(HfExport, RoundTripQwen2TiedWithBiasesIsByteIdentical) {
 // --dtype, exports as bf16 again: rounding an exactly-bf16 fp32 value to bf16 gives its bytes back.
 TEST(HfExport, RoundTripBf16ExportsBf16ByteIdentical) {
   round_trip("bf16", {"llama", "--kv-heads", "2", "--shard-kb", "20", "--dtype", "bfloat16"}, "bfloat16");
+}
+// Mixtral's per-expert tensors (block_sparse_moe.experts.E.w1/w2/w3), FSDP-sharded over 4 ranks
+// (experts cut at odd places), come back byte for byte under their names.
+TEST(HfExport, RoundTripMixtralExpertsShardedIsByteIdentical) {
+  round_trip("mixtral", {"mixtral", "--kv-heads", "2"}, "float32", {"--dp-shard", "4"});
+}
+
+// A Qwen3-MoE (a dense layer among sparse ones) trained from its transformers checkpoint at
+// dp_replicate 2 x dp_shard 2 and exported with `meshtrain export`: transformers' loss of the
+// export (the aux loss of each forward call of one sequence included, as meshtrain's
+// micro-batches) equals meshtrain's eval loss after the last step.
+TEST(HfExport, TrainedMixtureOfExpertsExportGivesTransformersTheEvalLoss) {
+  const fs::path d = temp_dir("moe-trained");
+  const std::string ref = std::string(MESHWORK_PYTHON) + " " + MESHWORK_SOURCE_DIR + "/tests/trainer/hf_reference.py " +
+                          d.string() + " qwen3_moe --kv-heads 2 --micro-batch 1";
+  ASSERT_EQ(shell(ref, d / "reference.txt"), 0) << slurp(d / "reference.txt");
+  const std::string reference = slurp(d / "reference.txt");  // its last line: transformers' loss
+  const double before = std::stod(reference.substr(reference.find_last_of('\n', reference.size() - 2) + 1));
+  const fs::path tokens = d / "tokens.bin";
+  const std::vector<std::string> args = {
+      "--model", (d / "model").string(), "--init", "hf", "--data", tokens.string(), "--steps", "4",
+      "--seq-len", "32", "--global-batch", "4", "--micro-batch", "1", "--lr", "1e-2", "--warmup-steps", "0",
+      "--peak-tflops", "1", "--nproc-per-node", "4", "--dp-replicate", "2", "--dp-shard", "2",
+      "--eval-data", tokens.string(), "--checkpoint-every", "4", "--run-dir", d.string(),
+      "--master-port", std::to_string(free_tcp_port())};
+  ASSERT_EQ(run(args, d), 0) << logs(d);
+  auto evals = evals_of(d / "metrics-rank0.jsonl");
+  ASSERT_EQ(evals.size(), 1u);
+  EXPECT_LT(evals[0].loss, before - 0.05);  // trained on these very tokens: lower
+  const fs::path out = d / "hf";
+  ASSERT_EQ(run({"export", "--checkpoint", (d / "checkpoints").string(), "--out", out.string()}, d), 0)
+      << slurp(d / "stderr.txt");
+  const std::string cmd = std::string(MESHWORK_PYTHON) + " " + MESHWORK_SOURCE_DIR + "/tests/trainer/hf/hf_loss.py " +
+                          out.string() + " " + tokens.string() + " 32 4 1";
+  ASSERT_EQ(shell(cmd, d / "hf_loss.txt"), 0) << slurp(d / "hf_loss.txt");
+  const std::string text = slurp(d / "hf_loss.txt");
+  const double hf_loss = std::stod(text.substr(text.find_last_of('\n', text.size() - 2) + 1));
+  std::cout << "eval loss after step 4: meshtrain " << evals[0].loss << ", transformers " << hf_loss << "\n";
+  EXPECT_LT(std::abs(hf_loss - evals[0].loss) / evals[0].loss, 1e-5)
+      << "transformers " << hf_loss << " vs meshtrain " << evals[0].loss;
 }
 #endif

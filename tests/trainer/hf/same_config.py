@@ -11,7 +11,10 @@ import transformers
 
 KEYS = ["model_type", "architectures", "hidden_size", "intermediate_size", "num_hidden_layers",
         "num_attention_heads", "num_key_value_heads", "vocab_size",
-        "max_position_embeddings", "rms_norm_eps", "tie_word_embeddings", "hidden_act", "dtype"]
+        "max_position_embeddings", "rms_norm_eps", "tie_word_embeddings", "hidden_act", "dtype",
+        # mixtures of experts (absent keys read as None on both sides)
+        "num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
+        "router_aux_loss_coef", "output_router_logits", "decoder_sparse_step", "mlp_only_layers"]
 
 
 def rope_theta(c):
