@@ -1,5 +1,6 @@
 #include "core/metrics.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "core/mesh_json.h"
@@ -79,7 +80,28 @@ std::string to_json_line(const StepRecord& r) {
   nlohmann::json j = {
       {"v", kMetricsVersion}, {"type", "step"}, {"step", r.step}, {"rank", r.rank}, {"comm_s", comm}};
   for_each_field(r, kStepScalars, write_to(j));
+  if (r.moe) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const ExpertLoad& l : r.moe->layers)
+      layers.push_back({{"layer", l.layer}, {"tokens", l.tokens}, {"min", l.min}, {"max", l.max},
+                        {"imbalance", l.imbalance}});
+    j["moe"] = {{"aux_loss", r.moe->aux_loss}, {"layers", layers}};
+  }
   return j.dump();
+}
+
+ExpertLoad expert_load(int layer, std::vector<double> tokens) {
+  ExpertLoad l;
+  l.layer = layer;
+  double sum = 0;
+  for (size_t e = 0; e < tokens.size(); ++e) {
+    l.min = e == 0 ? tokens[e] : std::min(l.min, tokens[e]);
+    l.max = e == 0 ? tokens[e] : std::max(l.max, tokens[e]);
+    sum += tokens[e];
+  }
+  l.imbalance = sum > 0 ? l.max / (sum / static_cast<double>(tokens.size())) : 0;
+  l.tokens = std::move(tokens);
+  return l;
 }
 
 std::string to_json_line(const EndRecord& r) {
@@ -122,6 +144,22 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line) {
     if (auto it = j.find("comm_s"); it != j.end() && it->is_object()) {
       for (Axis a : kAxes) get_to(*it, std::string(axis_name(a)).c_str(), r.comm_s[a]);
       get_to(*it, std::string(kEpName).c_str(), r.comm_ep_s);
+    }
+    // Mixtures of experts; a malformed "moe" is left out like any key a reader does not know.
+    if (auto it = j.find("moe"); it != j.end() && it->is_object()) {
+      MoeStepMetrics moe;
+      get_to(*it, "aux_loss", moe.aux_loss);
+      if (auto ls = it->find("layers"); ls != it->end() && ls->is_array())
+        for (const auto& l : *ls) {
+          int layer = 0;
+          auto t = l.is_object() ? l.find("tokens") : l.end();
+          if (!l.is_object() || !get_to(l, "layer", layer) || t == l.end() || !t->is_array()) continue;
+          std::vector<double> tokens;
+          for (const auto& v : *t)
+            if (v.is_number()) tokens.push_back(v.get<double>());
+          moe.layers.push_back(expert_load(layer, std::move(tokens)));
+        }
+      r.moe = std::move(moe);
     }
     return MetricsRecord{r};
   }

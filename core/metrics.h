@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -41,6 +42,25 @@ struct StartRecord {
   nlohmann::json versions = nlohmann::json::object();
 };
 
+// A mixture of experts' routing in one step (docs/metrics.md, "moe"): per sparse layer, the
+// tokens each expert received over the whole global batch (every micro-batch of every
+// data-parallel rank; a token counts once per expert among its top-k), and the load-balancing
+// loss (transformers' load_balancing_loss_func) averaged over the step's forward calls.
+struct ExpertLoad {
+  int layer = 0;
+  std::vector<double> tokens;  // per expert
+  double min = 0, max = 0;
+  double imbalance = 0;        // max / mean; 1 is perfectly even
+  bool operator==(const ExpertLoad&) const = default;
+};
+struct MoeStepMetrics {
+  double aux_loss = 0;
+  std::vector<ExpertLoad> layers;
+  bool operator==(const MoeStepMetrics&) const = default;
+};
+// min, max and imbalance of `tokens` (all 0 for no tokens).
+ExpertLoad expert_load(int layer, std::vector<double> tokens);
+
 struct StepRecord {
   int64_t step = 0;
   int rank = 0;
@@ -58,6 +78,7 @@ struct StepRecord {
   double comm_ep_s = 0;      // seconds in the expert all-to-all ("comm_s":{"ep":..}); 0 without ep
   double compute_s = 0;
   double step_s = 0;
+  std::optional<MoeStepMetrics> moe;  // mixtures of experts only (the "moe" key)
 };
 
 struct EndRecord {

@@ -11,6 +11,25 @@ namespace {
 
 StepObserver g_observer;  // set_step_observer()
 
+// The step's routing over the global batch: this rank's counts and aux losses summed over the
+// data-parallel ranks (one small all-reduce; each rank routed only its own tokens).
+MoeStepMetrics moe_step_metrics(const MoeStepStats& stats, Communicator& comm) {
+  std::vector<double> flat = {stats.aux_loss_sum, static_cast<double>(stats.forwards)};
+  for (const auto& layer : stats.tokens_per_expert) flat.insert(flat.end(), layer.begin(), layer.end());
+  at::Tensor t = at::tensor(flat, at::kDouble);
+  comm.all_reduce(t, GroupKind::dp_cp);
+  const double* v = t.data_ptr<double>();
+  MoeStepMetrics m;
+  m.aux_loss = v[1] > 0 ? v[0] / v[1] : 0;
+  size_t at = 2;
+  for (size_t i = 0; i < stats.layers.size(); ++i) {
+    const size_t experts = stats.tokens_per_expert[i].size();
+    m.layers.push_back(expert_load(stats.layers[i], std::vector<double>(v + at, v + at + experts)));
+    at += experts;
+  }
+  return m;
+}
+
 }  // namespace
 
 void set_step_observer(StepObserver observer) { g_observer = std::move(observer); }
@@ -21,6 +40,8 @@ StepResult run_step(StepParts& p, double lr, const MicroBatches& batches) {
   comm.times().reset();
   const auto t0 = std::chrono::steady_clock::now();
   StepResult r;
+  const Model& model = pm.model();
+  if (model.spec().is_moe()) model.moe_stats().reset(model.spec());
   at::Tensor local_loss;
   if (p.pipeline) {
     local_loss = p.pipeline->train_step(batches, p.global_tokens, p.forward);
@@ -53,6 +74,7 @@ StepResult run_step(StepParts& p, double lr, const MicroBatches& batches) {
   comm.all_reduce(local_loss, GroupKind::dp_cp);
   if (p.pipeline) comm.all_reduce(local_loss, GroupKind::pp);  // the loss is on the last stage
   r.loss = local_loss.item<double>() / p.global_tokens;
+  if (model.spec().is_moe()) r.moe = moe_step_metrics(model.moe_stats(), comm);
   if (p.device.is_cuda()) torch::cuda::synchronize();
   r.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (g_observer) g_observer(comm.rank(), r);

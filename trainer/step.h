@@ -12,9 +12,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include <ATen/ATen.h>
 
+#include "core/metrics.h"
 #include "core/parallel_layout.h"
 #include "core/run_config.h"
 #include "trainer/comm.h"
@@ -43,6 +45,9 @@ struct StepResult {
   double loss = 0;       // mean next-token loss over the global batch
   double grad_norm = 0;  // before clipping
   double step_s = 0;     // wall time of the whole step (the device waited for)
+  // A mixture of experts' routing over the global batch (tokens per expert summed over the
+  // data-parallel ranks, the aux loss averaged over every forward call); unset for a dense model.
+  std::optional<MoeStepMetrics> moe;
 };
 
 // (inputs, targets) of micro-batch m, this rank's cp shards. Asked for in order, each just

@@ -641,6 +641,7 @@ void Trainer::record_step(int64_t step, double lr, const StepResult& s) {
   r.comm_s = comm_->times().seconds;
   r.step_s = s.step_s;
   r.compute_s = std::max(0.0, s.step_s - comm_->times().total());
+  r.moe = s.moe;
   sink_.write(to_json_line(r));
 }
 

@@ -122,6 +122,28 @@ TEST(Metrics, StepRecordRoundTrips) {
   EXPECT_EQ(series[12].first, "comm_s.tp");
 }
 
+TEST(Metrics, StepRecordMoeRoundTripsAndIsOptional) {
+  StepRecord s;
+  s.step = 2;
+  MoeStepMetrics moe;
+  moe.aux_loss = 2.03125;
+  moe.layers.push_back(expert_load(0, {6, 2, 4, 4}));
+  moe.layers.push_back(expert_load(2, {4, 4, 4, 4}));
+  EXPECT_EQ(moe.layers[0].min, 2);
+  EXPECT_EQ(moe.layers[0].max, 6);
+  EXPECT_DOUBLE_EQ(moe.layers[0].imbalance, 1.5);  // 6 over a mean of 4
+  EXPECT_DOUBLE_EQ(moe.layers[1].imbalance, 1.0);
+  s.moe = moe;
+  auto parsed = parse_metrics_line(to_json_line(s));
+  ASSERT_TRUE(parsed.ok());
+  ASSERT_TRUE(std::get<StepRecord>(*parsed).moe.has_value());
+  EXPECT_EQ(*std::get<StepRecord>(*parsed).moe, moe);
+  // A dense model's line has no "moe" key, and reads back without one.
+  StepRecord dense;
+  EXPECT_EQ(to_json_line(dense).find("moe"), std::string::npos);
+  EXPECT_FALSE(std::get<StepRecord>(*parse_metrics_line(to_json_line(dense))).moe.has_value());
+}
+
 TEST(Metrics, BadLinesAreErrorsNotCrashes) {
   EXPECT_FALSE(parse_metrics_line("not json").ok());
   EXPECT_FALSE(parse_metrics_line("{\"v\":2,\"type\":\"step\",\"step\":1,\"rank\":0}").ok());

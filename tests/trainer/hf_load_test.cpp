@@ -90,6 +90,18 @@ std::vector<std::string> meshtrain_args(const Reference& ref, const fs::path& ru
           "--master-port", std::to_string(free_tcp_port())};
 }
 
+// Rank 0's record of meshtrain's step 0 in run directory d.
+StepRecord first_step(const fs::path& d) {
+  std::ifstream in(d / "metrics-rank0.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto rec = parse_metrics_line(line);
+    if (rec.ok() && std::holds_alternative<StepRecord>(*rec)) return std::get<StepRecord>(*rec);
+  }
+  ADD_FAILURE() << d << ": no step record";
+  return {};
+}
+
 // The loss of meshtrain's step 0 (before any update) with `shape` on nproc processes.
 double meshtrain_loss(const Reference& ref, const std::string& name, int nproc, const std::vector<std::string>& shape,
                       const std::vector<std::string>& extra = {}) {
@@ -186,6 +198,21 @@ TEST(HfLoad, Qwen3MoeWithADenseLayerSharded) {
   auto ref = make_reference("qwen3_moe", {"qwen3_moe", "--kv-heads", "2", "--micro-batch", "1", "--shard-kb", "40"});
   expect_loss(ref, "1", 1, {});
   expect_loss(ref, "rep2shard2", 4, kHsdp);
+  // The routing metrics: over the global batch, so the same for both shapes; sparse layers 0 and
+  // 2 (layer 1 is dense), 4 x 32 tokens x 2 experts each.
+  const StepRecord one = first_step(ref.dir / "run-1"), four = first_step(ref.dir / "run-rep2shard2");
+  ASSERT_TRUE(one.moe && four.moe);
+  ASSERT_EQ(one.moe->layers.size(), 2u);
+  EXPECT_EQ(one.moe->layers[1].layer, 2);
+  for (const ExpertLoad& l : one.moe->layers) {
+    double sum = 0;
+    for (double t : l.tokens) sum += t;
+    EXPECT_EQ(sum, kBatch * kSeqLen * 2);
+    EXPECT_GE(l.imbalance, 1.0);
+  }
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(four.moe->layers[i].tokens, one.moe->layers[i].tokens);
+  EXPECT_GT(one.moe->aux_loss, 1.0);
+  EXPECT_NEAR(four.moe->aux_loss, one.moe->aux_loss, 1e-9);
 }
 
 TEST(HfLoad, MixtralExperts) {
