@@ -406,14 +406,8 @@ at::Tensor Model::chunk_forward(const PipelineChunk& chunk, const at::Tensor& in
     moe_forward_.prob_sum = at::zeros({moe.num_experts}, fp32.dtype(at::kDouble));  // a sum over many rows
     moe_forward_.rows = 0;
     moe_forward_.recording = true;
-    // d(loss_scale * coef * tokens * aux)/dS_e = loss_scale * coef * tokens * E c_e / R^2, with
-    // R = tokens * sparse layers (every token routed in every sparse layer).
-    const double tokens = static_cast<double>(targets.numel());
-    const double R = tokens * static_cast<double>(sparse_layers);
-    moe_forward_.grad_scale = moe.output_router_logits && moe.router_aux_loss_coef > 0
-                                  ? options.loss_scale * moe.router_aux_loss_coef * tokens *
-                                        static_cast<double>(moe.num_experts) / (R * R)
-                                  : 0.0;
+    moe_forward_.grad_scale = at::zeros({1}, fp32.dtype(at::kDouble).device(at::kCPU));
+    moe_forward_.aux_in_objective = moe.output_router_logits && moe.router_aux_loss_coef > 0;
   }
   const bool training = at::GradMode::is_enabled();
   const bool ckpt = options.activation_checkpointing && training;
@@ -440,12 +434,29 @@ at::Tensor Model::chunk_forward(const PipelineChunk& chunk, const at::Tensor& in
   Tensor loss = weights.release(0, ops_.head_loss_sum(h, head, targets));
   if (sparse_layers > 0) {
     // The forward is complete: checkpointed layers rerunning in backward must not count again.
-    moe_forward_.recording = false;
-    const double aux = moe_aux_loss(moe_forward_, spec_.moe.num_experts);
+    MoeForwardState& st = moe_forward_;
+    st.recording = false;
+    const int64_t E = spec_.moe.num_experts;
+    if (ops_.sum_routing) {
+      // The whole call's counts and probability sums (other ranks hold its other tokens); in
+      // place, so that the layers' backward nodes read them.
+      Tensor all = at::cat({st.counts.to(at::kDouble), st.prob_sum, at::full({1}, st.rows, st.prob_sum.options())});
+      ops_.sum_routing(all);
+      st.counts.copy_(all.narrow(0, 0, E));
+      st.prob_sum.copy_(all.narrow(0, E, E));
+      st.rows = all[2 * E].item<double>();
+    }
+    // d(J)/dS_e = loss_scale * coef * N * E c_e / R^2 for J = loss_scale * coef * N * aux, with
+    // N = R / sparse layers the call's tokens (every token routed in every sparse layer).
+    const double R = st.rows, N = R / static_cast<double>(sparse_layers);
+    st.grad_scale.fill_(R > 0 ? options.loss_scale * spec_.moe.router_aux_loss_coef * N * static_cast<double>(E) / (R * R)
+                              : 0.0);
+    const double aux = moe_aux_loss(st, E);
     moe_stats_.aux_loss_sum += aux;
     ++moe_stats_.forwards;
-    // transformers: loss = mean CE + coef * aux for the forward call, so the sum over this
-    // call's tokens carries coef * aux * tokens. Its gradient comes through the layers.
+    // transformers: loss = mean CE + coef * aux for the forward call, so the sum over the call's
+    // tokens carries coef * aux * N: each rank adds its share (its targets; tp ranks, whose
+    // losses are not summed, share theirs). Its gradient comes through the layers.
     if (spec_.moe.output_router_logits)
       loss = loss + spec_.moe.router_aux_loss_coef * aux * static_cast<double>(targets.numel());
   }

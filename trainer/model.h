@@ -71,6 +71,10 @@ struct BlockOps {
   // Output head + cross-entropy summed over tokens: h [B, T, H], head weight [V, H],
   // targets [B, T] -> fp32 scalar (vocab-parallel plans replace it with a parallel CE).
   std::function<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)> head_loss_sum;
+  // Mixture of experts: sums a forward call's routing statistics (a flat fp64 tensor, in place)
+  // over the ranks that hold the call's other tokens (cp, and tp under sequence parallelism),
+  // so that the aux loss is that of the whole call. Unset: this rank holds all of them.
+  std::function<void(at::Tensor&)> sum_routing;
 };
 
 struct ForwardOptions {
@@ -148,7 +152,8 @@ class Model {
   // matmul (all decoder projections + the output head; embedding lookups and norms do none).
   double flops_per_token(int64_t seq_len) const;
 
-  // Mixture of experts: what the forwards since the last reset routed (metrics, trainer/moe.h).
+  // Mixture of experts: what the forwards since the last reset routed (metrics, trainer/moe.h;
+  // this rank's tokens only).
   // The step resets it before its first forward and reads it after its last.
   MoeStepStats& moe_stats() const { return moe_stats_; }
 

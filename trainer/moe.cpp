@@ -16,8 +16,8 @@ namespace {
 // when backward runs (the counts of the whole forward by then; module comment of moe.h).
 struct RouterAuxGradient : public torch::autograd::Function<RouterAuxGradient> {
   static Tensor forward(AutogradContext* ctx, const Tensor& y, const Tensor& prob_sum, const Tensor& counts,
-                        double scale) {
-    // Not save_for_backward: counts keeps growing in place while later layers route.
+                        const Tensor& scale) {
+    // Not save_for_backward: counts and scale are written in place until the call is complete.
     ctx->saved_data["counts"] = counts;
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["dtype"] = static_cast<int64_t>(prob_sum.scalar_type());
@@ -25,7 +25,7 @@ struct RouterAuxGradient : public torch::autograd::Function<RouterAuxGradient> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     Tensor counts = ctx->saved_data["counts"].toTensor();
-    const double scale = ctx->saved_data["scale"].toDouble();
+    const double scale = ctx->saved_data["scale"].toTensor().item<double>();
     const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
     return {g[0], counts.to(dtype) * scale, Tensor(), Tensor()};
   }
@@ -84,7 +84,7 @@ at::Tensor moe_mlp(const at::Tensor& x, const at::Tensor& router, const at::Tens
     state.prob_sum.add_(probs.detach().sum(0));
     state.rows += static_cast<double>(x.size(0));
   }
-  if (state.grad_scale > 0 && at::GradMode::is_enabled())
+  if (state.aux_in_objective && at::GradMode::is_enabled())
     y = RouterAuxGradient::apply(y, probs.sum(0), state.counts, state.grad_scale);
   return y;
 }

@@ -35,9 +35,11 @@ struct MoeForwardState {
   at::Tensor counts;    // [E] fp32: top-k picks per expert, summed over the sparse layers
   at::Tensor prob_sum;  // [E] fp64, no graph: routing probabilities summed over rows and layers
   double rows = 0;      // rows routed, summed over the sparse layers (R above)
-  // d(objective)/dS_e = grad_scale * counts_e; 0: no aux loss in the objective.
-  double grad_scale = 0;
-  bool recording = false;  // off while checkpointed layers rerun in backward
+  // d(objective)/dS_e = grad_scale * counts_e, a [1] fp64 tensor set when the forward call is
+  // complete (R is known then: under cp or sequence parallelism it spans several ranks).
+  at::Tensor grad_scale;
+  bool aux_in_objective = false;  // output_router_logits with a positive coefficient
+  bool recording = false;         // off while checkpointed layers rerun in backward
 };
 
 // What a step's forwards routed, per sparse layer (metrics). Summed over the step's forwards.
@@ -51,7 +53,7 @@ struct MoeStepStats {
 
 // The MoE MLP on x [N, H] (compute dtype): router [E, H], expert_gate/expert_up [E, Ie, H],
 // expert_down [E, H, Ie]. Records routing into `state` (when recording) and `stats` (layer
-// index `slot`), and ties the aux gradient to the output when state.grad_scale > 0.
+// index `slot`), and ties the aux gradient to the output when state.aux_in_objective.
 at::Tensor moe_mlp(const at::Tensor& x, const at::Tensor& router, const at::Tensor& expert_gate,
                    const at::Tensor& expert_up, const at::Tensor& expert_down, const MoeSpec& moe,
                    MoeForwardState& state, MoeStepStats& stats, int slot);

@@ -13,6 +13,16 @@ std::unique_ptr<ParallelModel> parallelize(Model& model, Communicator& comm,
   tpo.sequence_parallel = options.sequence_parallel;
   pm->tp_ = std::make_unique<TensorParallel>(model, comm, tpo);
   pm->cp_ = std::make_unique<ContextParallel>(model, comm);
+  // A mixture of experts' aux loss spans a forward call's tokens: cp ranks hold other parts of
+  // each sequence, and tp ranks under sequence parallelism other rows of it (docs/moe.md).
+  const bool cp_split = pm->cp_->active(), tp_split = pm->tp_->sequence_parallel();
+  if (model.spec().is_moe() && (cp_split || tp_split)) {
+    Communicator* c = &comm;
+    model.ops().sum_routing = [c, cp_split, tp_split](Tensor& t) {
+      if (cp_split) c->all_reduce(t, GroupKind::cp);
+      if (tp_split) c->all_reduce(t, GroupKind::tp);
+    };
+  }
   DataParallelOptions dpo;
   TensorParallel* tp = pm->tp_.get();
   dpo.localize = [tp](int unit, const Tensor& full) { return tp->localize(unit, full); };

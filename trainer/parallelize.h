@@ -84,6 +84,8 @@ class ParallelModel {
   std::vector<TensorParallel::SourceRun> source_runs(int unit, int64_t offset, int64_t count) const {
     return tp_->source_runs(unit, offset, count);
   }
+  // Whether tp ranks hold different tokens of a sequence (sequence parallelism).
+  bool sequence_parallel() const { return tp_->sequence_parallel(); }
   // This rank's cp tokens of [B, T] sequences, and their RoPE positions (none without cp).
   at::Tensor shard_sequence(const at::Tensor& x) const { return cp_->shard(x); }
   std::optional<at::Tensor> positions(int64_t seq_len, at::Device device) const;

@@ -21,7 +21,8 @@ const std::vector<TpPlanEntry>& tp_plan() {
       // Qwen3's per-head q/k norms: one [head_dim] weight every head shares, so every tp rank
       // holds it whole. (OLMoE's whole-projection norms are refused with tp > 1 by main.cpp.)
       {"q_norm", TpStyle::replicate},    {"k_norm", TpStyle::replicate},
-      // Mixture of experts: router and experts whole on every tp rank (main.cpp keeps tp 1).
+      // Mixture of experts: router and experts whole on every tp rank, run on the rank's own rows
+      // outside any tp region (docs/moe.md); partial gradients under SP like the norms'.
       {"router", TpStyle::replicate},    {"expert_gate", TpStyle::replicate},
       {"expert_up", TpStyle::replicate}, {"expert_down", TpStyle::replicate},
   };

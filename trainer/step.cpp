@@ -12,12 +12,21 @@ namespace {
 StepObserver g_observer;  // set_step_observer()
 
 // The step's routing over the global batch: this rank's counts and aux losses summed over the
-// data-parallel ranks (one small all-reduce; each rank routed only its own tokens).
-MoeStepMetrics moe_step_metrics(const MoeStepStats& stats, Communicator& comm) {
+// data-parallel ranks (one small all-reduce; each rank routed only its own tokens). A call's cp
+// ranks each report the call's aux loss, counted once per rank and divided by the count of forwards,
+// which counts the call once per cp rank too: the mean is unchanged.
+MoeStepMetrics moe_step_metrics(const MoeStepStats& stats, Communicator& comm, bool sequence_parallel) {
   std::vector<double> flat = {stats.aux_loss_sum, static_cast<double>(stats.forwards)};
   for (const auto& layer : stats.tokens_per_expert) flat.insert(flat.end(), layer.begin(), layer.end());
   at::Tensor t = at::tensor(flat, at::kDouble);
   comm.all_reduce(t, GroupKind::dp_cp);
+  // Under sequence parallelism tp ranks routed different rows; otherwise the same ones. The aux
+  // loss is the call's on every tp rank either way: averaged, not summed.
+  const int tp = comm.group_size(GroupKind::tp);
+  if (sequence_parallel && tp > 1) {
+    comm.all_reduce(t, GroupKind::tp);
+    t.narrow(0, 0, 2).div_(tp);
+  }
   const double* v = t.data_ptr<double>();
   MoeStepMetrics m;
   m.aux_loss = v[1] > 0 ? v[0] / v[1] : 0;
@@ -74,7 +83,7 @@ StepResult run_step(StepParts& p, double lr, const MicroBatches& batches) {
   comm.all_reduce(local_loss, GroupKind::dp_cp);
   if (p.pipeline) comm.all_reduce(local_loss, GroupKind::pp);  // the loss is on the last stage
   r.loss = local_loss.item<double>() / p.global_tokens;
-  if (model.spec().is_moe()) r.moe = moe_step_metrics(model.moe_stats(), comm);
+  if (model.spec().is_moe()) r.moe = moe_step_metrics(model.moe_stats(), comm, pm.sequence_parallel());
   if (p.device.is_cuda()) torch::cuda::synchronize();
   r.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (g_observer) g_observer(comm.rank(), r);
