@@ -1,3 +1,6 @@
+// Past ~600 lines on purpose: reading config.json is one rule per field for seven model families
+// (model_type, their defaults, their sliding-window and q/k-norm and expert keys), and keeping
+// every family's reading of a field in one place is what makes a difference between them visible.
 #include "core/model_spec.h"
 #include "core/resource_dir.h"
 

@@ -1,3 +1,7 @@
+// One rank's training (class Trainer below): setup, resume, the step loop, checkpoints, evaluation
+// and the export. Past ~600 lines on purpose: every phase reads and writes the same rank state
+// (layout, communicators, model, optimizer, data position), and split by phase each piece would
+// have to take most of it; the phases' own logic lives beside it (step.h, reshard.h, data.h).
 #include "trainer/train.h"
 
 #include <unistd.h>
