@@ -134,32 +134,53 @@ std::string end_reason(const fs::path& metrics) {
 
 }  // namespace
 
+// `meshtrain tail` over `dir`, sent `request`; its S frames are read through reader.fd.
+struct TailProcess {
+  pid_t pid = -1;
+  int in = -1;
+  TailReader reader;
+  TailProcess(const fs::path& dir, const std::string& request) {
+    int in_pipe[2], out_pipe[2];
+    if (pipe(in_pipe) != 0 || pipe(out_pipe) != 0) {
+      ADD_FAILURE() << "pipe";
+      return;
+    }
+    pid = fork();
+    if (pid == 0) {
+      dup2(in_pipe[0], 0);
+      dup2(out_pipe[1], 1);
+      close(in_pipe[1]);
+      close(out_pipe[0]);
+      execl(MESHTRAIN_BIN, MESHTRAIN_BIN, "tail", "--dir", dir.c_str(), "--no-liveness", "--poll-ms", "20",
+            "--stall-ms", "300", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(in_pipe[0]);
+    close(out_pipe[1]);
+    in = in_pipe[1];
+    reader.fd = out_pipe[0];
+    EXPECT_EQ(write(in, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  }
+  ~TailProcess() {
+    int status = 0;
+    if (pid > 0) {
+      kill(pid, SIGTERM);
+      waitpid(pid, &status, 0);
+    }
+    close(in);
+    close(reader.fd);
+  }
+};
+
 TEST(MeshtrainTailFlight, ReportsAStallItsProcessStatesAndTheMoveAgain) {
   const fs::path dir = temp_dir("tail-flight");
   const pid_t child = fork();
   if (child == 0) recording_child(flight_path(dir, 0));
   while (!fs::exists(flight_path(dir, 0))) std::this_thread::sleep_for(std::chrono::milliseconds(10));
 
-  int in_pipe[2], out_pipe[2];
-  ASSERT_EQ(pipe(in_pipe), 0);
-  ASSERT_EQ(pipe(out_pipe), 0);
   // Rank 1 is served too but has no flight record: it must send nothing.
-  const std::string request = follow::encode_request({{{0, 0, 2}}, {}});
-  const pid_t tail = fork();
-  if (tail == 0) {
-    dup2(in_pipe[0], 0);
-    dup2(out_pipe[1], 1);
-    close(in_pipe[1]);
-    close(out_pipe[0]);
-    execl(MESHTRAIN_BIN, MESHTRAIN_BIN, "tail", "--dir", dir.c_str(), "--no-liveness", "--poll-ms", "20",
-          "--stall-ms", "300", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(in_pipe[0]);
-  close(out_pipe[1]);
-  ASSERT_EQ(write(in_pipe[1], request.data(), request.size()), static_cast<ssize_t>(request.size()));
-  TailReader reader;
-  reader.fd = out_pipe[0];
+  TailProcess tail(dir, follow::encode_request({{{0, 0, 2}}, {}}));
+  TailReader& reader = tail.reader;
 
   // Not moving: stalled, the process running (asleep), the record as the rank wrote it.
   nlohmann::json s = reader.next_stall();
@@ -194,11 +215,6 @@ TEST(MeshtrainTailFlight, ReportsAStallItsProcessStatesAndTheMoveAgain) {
   s = reader.next_stall();
   EXPECT_EQ(s.at("stalled"), true);
   EXPECT_EQ(s.at("process"), "gone");
-
-  kill(tail, SIGTERM);
-  waitpid(tail, &status, 0);
-  close(in_pipe[1]);
-  close(out_pipe[0]);
 }
 
 // A record written on another host (a tail on a Slurm login node reading a shared run
@@ -209,25 +225,8 @@ TEST(MeshtrainTailFlight, ARankOfAnotherHostHasAnUnknownProcess) {
   const pid_t child = fork();
   if (child == 0) recording_child(flight_path(dir, 0), "gpu-node-17");
   while (!fs::exists(flight_path(dir, 0))) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  int in_pipe[2], out_pipe[2];
-  ASSERT_EQ(pipe(in_pipe), 0);
-  ASSERT_EQ(pipe(out_pipe), 0);
-  const std::string request = follow::encode_request({{{0, 0, 1}}, {}});
-  const pid_t tail = fork();
-  if (tail == 0) {
-    dup2(in_pipe[0], 0);
-    dup2(out_pipe[1], 1);
-    close(in_pipe[1]);
-    close(out_pipe[0]);
-    execl(MESHTRAIN_BIN, MESHTRAIN_BIN, "tail", "--dir", dir.c_str(), "--no-liveness", "--poll-ms", "20",
-          "--stall-ms", "300", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(in_pipe[0]);
-  close(out_pipe[1]);
-  ASSERT_EQ(write(in_pipe[1], request.data(), request.size()), static_cast<ssize_t>(request.size()));
-  TailReader reader;
-  reader.fd = out_pipe[0];
+  TailProcess tail(dir, follow::encode_request({{{0, 0, 1}}, {}}));
+  TailReader& reader = tail.reader;
   nlohmann::json s = reader.next_stall();
   EXPECT_EQ(s.at("stalled"), true);
   EXPECT_EQ(s.at("process"), "unknown");
@@ -235,10 +234,6 @@ TEST(MeshtrainTailFlight, ARankOfAnotherHostHasAnUnknownProcess) {
   int status = 0;
   kill(child, SIGKILL);
   waitpid(child, &status, 0);
-  kill(tail, SIGTERM);
-  waitpid(tail, &status, 0);
-  close(in_pipe[1]);
-  close(out_pipe[0]);
 }
 
 // Rank 1 stopped outside any collective: rank 0 ends up waiting in a collective on a group
