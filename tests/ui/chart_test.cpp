@@ -5,13 +5,17 @@
 // above it; a zoomed range draws nothing outside the plot area; stacked areas fill between their
 // edges; a repaint without new data draws no layer again; a 2x PNG draws at its own resolution.
 #include <QApplication>
+#include <QGraphicsSimpleTextItem>
+#include <QGraphicsTextItem>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QValueAxis>
 #include <QXYSeries>
 #include <cmath>
 
+#include "ui/bar_chart.h"
 #include "ui/metric_chart.h"
+#include "ui/screenshot_support.h"
 #include "ui/theme.h"
 
 using namespace meshwork;
@@ -176,6 +180,40 @@ class ChartTest : public QObject {
     settle(c);
     QCOMPARE(c.plot().rasterized(), layers + 1);
     QCOMPARE(c.frames_rendered(), frames);
+  }
+
+  // A live page moves the bars of "Latest step, per rank" every frame, with the step in the value
+  // axis' title; when the axis has to grow, the chart is built again and Qt Charts deletes the old
+  // axis' items later, from the event loop. The screenshots' event pump must let it, or the
+  // picture shows both titles ("ms at step 99" under "ms at step 129").
+  void barChartRebuiltLiveShowsOneTitleAfterThePump() {
+    const QStringList ranks{QStringLiteral("rank 0"), QStringLiteral("rank 1")};
+    const auto sets = [](double a) {
+      return std::vector<BarChart::Set>{{QStringLiteral("dp_shard"), kGreen, {a, 12}}, {QStringLiteral("compute"), kBlue, {10, 11}}};
+    };
+    const auto titles = [](BarChart& c) {
+      QStringList out;
+      for (QGraphicsItem* item : c.scene()->items()) {
+        if (!item->isVisible()) continue;
+        QString t;
+        if (auto* text = dynamic_cast<QGraphicsTextItem*>(item)) t = text->toPlainText();
+        if (auto* simple = dynamic_cast<QGraphicsSimpleTextItem*>(item)) t = simple->text();
+        if (t.startsWith(QStringLiteral("ms at step"))) out << t;
+      }
+      return out;
+    };
+    BarChart live(QStringLiteral("Latest step, per rank"), BarChart::Kind::stacked_horizontal);
+    live.resize(520, 260);
+    live.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&live));
+    live.set_data(ranks, sets(17), QStringLiteral("ms at step 99"));
+    pump_events(30);
+    live.set_data(ranks, sets(17.5), QStringLiteral("ms at step 100"));  // the same bars, moved
+    pump_events(30);
+    QVERIFY2(titles(live) == QStringList{QStringLiteral("ms at step 100")}, qPrintable(titles(live).join(" | ")));
+    live.set_data(ranks, sets(40), QStringLiteral("ms at step 129"));  // past the axis: built again
+    pump_events(30);
+    QVERIFY2(titles(live) == QStringList{QStringLiteral("ms at step 129")}, qPrintable(titles(live).join(" | ")));
   }
 
   void hiDpiPngDrawsAtItsOwnResolution() {
