@@ -2,6 +2,7 @@
 
 #include <QAreaSeries>
 #include <QChart>
+#include <QFontMetricsF>
 #include <QLegend>
 #include <QLegendMarker>
 #include <QLineSeries>
@@ -313,6 +314,37 @@ void MetricChart::paintEvent(QPaintEvent*) {
   p.setRenderHints(renderHints());
   p.setTransform(chart()->sceneTransform() * viewportTransform());
   plot_.paint(&p, chart()->plotArea(), ranges());
+  paint_marks(p);
+}
+
+void MetricChart::set_marks(std::vector<XMark> marks) {
+  if (marks == marks_) return;
+  marks_ = std::move(marks);
+  viewport()->update();
+}
+
+void MetricChart::paint_marks(QPainter& p) {
+  if (marks_.empty()) return;
+  const QRectF area = chart()->plotArea();
+  const PlotRanges r = ranges();
+  if (r.x1 <= r.x0) return;
+  p.save();
+  p.setClipRect(area.adjusted(-1, -1, 1, 1));
+  const QFont font = small_chart_font(this);
+  p.setFont(font);
+  const QFontMetricsF fm(font);
+  for (const XMark& m : marks_) {
+    if (m.x < r.x0 || m.x > r.x1) continue;
+    const double x = PlotLayer::map(QPointF(m.x, r.y0), false, area, r).x();
+    QPen pen(m.color, 1.5, Qt::DashLine);
+    p.setPen(pen);
+    p.drawLine(QPointF(x, area.top()), QPointF(x, area.bottom()));
+    // The label reads to the right of its line, or to the left when the line is near the end.
+    const double w = fm.horizontalAdvance(m.label);
+    const double tx = x + 4 + w <= area.right() ? x + 4 : x - 4 - w;
+    p.drawText(QPointF(tx, area.top() + fm.ascent() + 2), m.label);
+  }
+  p.restore();
 }
 
 void MetricChart::set_axis_titles(const QString& x, const QString& y, const QString& y_right) {

@@ -67,6 +67,16 @@ class MetricChart : public QChartView {
   void set_stack(const std::vector<double>& x, const std::vector<std::vector<double>>& layers);
   // A horizontal reference line (e.g. device capacity); nullopt hides it.
   void set_reference(std::optional<double> y, const QString& label, const QColor& color);
+  // Vertical marks at x values where something changed (a re-planned run's new shape), each
+  // labelled at the top of the plot, drawn over the data. Setting the marks shown changes nothing.
+  struct XMark {
+    double x = 0;
+    QString label;
+    QColor color;
+    bool operator==(const XMark&) const = default;
+  };
+  void set_marks(std::vector<XMark> marks);
+  const std::vector<XMark>& marks() const { return marks_; }
   int point_count(int line) const;  // points currently shown by a line (tests)
   // Where the chart draws a data point of `line` (widget coordinates; tests).
   QPointF map_to_widget(QPointF data, int line) const;
@@ -131,6 +141,8 @@ class MetricChart : public QChartView {
   QValueAxis* nice_;  // never shown: works out a y range's nice numbers without laying a chart out
   bool growing_ = false;
   QString title_, note_;
+  std::vector<XMark> marks_;
+  void paint_marks(QPainter& p);
 };
 
 // Exponential moving average with TensorBoard's debiasing (the first points are not pulled

@@ -435,7 +435,21 @@ void MonitorPage::draw_header(const MonitorFrame& f) {
     facts.last() += QStringLiteral(" / %1").arg(f.config["training"]["steps"].get<int>());
   if (s.final_loss) facts << tr("loss %1").arg(*s.final_loss, 0, 'f', 4);
   if (const auto tps = run_tokens_per_s(s)) facts << format_tokens_per_s(*tps);
+  // A re-planned run: its shapes in order, each change with its step and cause in the tooltip.
+  QStringList changes;
+  if (f.segments.size() > 1) {
+    QStringList shapes;
+    for (const store::RunSegment& seg : f.segments) shapes << format_shape(seg.mesh);
+    facts << tr("%1 shapes: %2").arg(f.segments.size()).arg(shapes.join(QStringLiteral(" → ")));
+    for (size_t i = 1; i < f.segments.size(); ++i)
+      changes << tr("step %1: %2 → %3 (%4 ranks): %5")
+                     .arg(f.segments[i].from_step)
+                     .arg(format_shape(f.segments[i - 1].mesh), format_shape(f.segments[i].mesh))
+                     .arg(f.segments[i].world)
+                     .arg(QString::fromStdString(f.segments[i].cause));
+  }
   facts_->setText(facts.join(QStringLiteral("  ·  ")));
+  facts_->setToolTip(changes.join(QLatin1Char('\n')));
   slurm_script_ = QString::fromStdString(f.slurm_script);
   script_->setVisible(!slurm_script_.isEmpty());
   const bool live = s.status == store::kStatusRunning || s.status == store::kStatusCreated;
@@ -517,6 +531,12 @@ void MonitorPage::draw(const std::shared_ptr<const MonitorFrame>& fp) {
   draw_header(f);
   const bool growing = f.summary.status == store::kStatusRunning || f.summary.status == store::kStatusCreated;
   for (MetricChart* c : {loss_, lr_, grad_, tput_, mem_, comm_}) c->set_growing(growing);
+  // Where a re-planned run changed shape: a mark on every chart over steps.
+  std::vector<MetricChart::XMark> marks;
+  for (size_t i = 1; i < f.segments.size(); ++i)
+    marks.push_back({static_cast<double>(f.segments[i].from_step), QStringLiteral("→ %1").arg(format_shape(f.segments[i].mesh)),
+                     warning_color()});
+  for (MetricChart* c : {loss_, lr_, grad_, tput_, mem_, comm_}) c->set_marks(marks);
   if (series_world_ != f.world || !(series_shape_ == f.shape)) rebuild_series(f);
 
   loss_->set_points(0, f.loss);

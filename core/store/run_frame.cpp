@@ -193,6 +193,7 @@ std::shared_ptr<RunFrame> load_run_frame(store::RunStore* store, store::RunId ru
     f->mem_peak.push_back(one("mem_peak_bytes", 0, store::Aggregate::max));
   }
   load_stragglers(store, run, *f);
+  if (auto segments = run_segments(*store, run)) f->segments = std::move(*segments);
   if (auto ev = store->events(run)) {
     for (const store::Event& e : *ev)
       if (e.level != "info") f->problems.push_back(e);

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/mesh.h"
+#include "core/store/run_segments.h"
 #include "core/store/run_store.h"
 
 namespace meshwork::store {
@@ -56,6 +57,9 @@ struct RunFrame {
   std::vector<Straggler> stragglers;
   std::vector<store::Event> problems;  // warning and error events, newest last
   std::string slurm_script;        // a Slurm run's sbatch script as submitted (cluster.slurm.script)
+  // A re-planned run's segments in order (run_segments.h): the charts mark where each later one
+  // begins. Empty for a run that never changed shape.
+  std::vector<store::RunSegment> segments;
   int64_t version = 0;
   int64_t source_points = 0;       // raw points the loss series stands for
   double query_ms = 0;             // time the worker spent on the queries

@@ -29,6 +29,9 @@
 #include <set>
 
 #include "core/metrics.h"
+#include "core/store/run_segments.h"
+#include "ui/format.h"
+#include "ui/theme.h"
 #include "test_support.h"
 #include "ui/bar_chart.h"
 #include "ui/compare_model.h"
@@ -255,6 +258,63 @@ class RunsTest : public QObject {
     int drawn = 0;
     for (int i = 0; i < c->chart()->line_count(); ++i) drawn += c->chart()->point_count(i);
     QCOMPARE(drawn, 2);
+  }
+
+  // A re-planned run (two segments in the store): every chart over steps marks where the new
+  // shape began, in the warning colour, and the header lists the shapes with the cause.
+  void replannedRunIsMarkedWhereItsShapeChanged() {
+    fresh_db();
+    MainWindow w(false);
+    w.resize(1400, 900);
+    w.show();
+    w.set_mode(Mode::runs);
+    RunsPage* page = w.runs_page();
+    const qint64 id = import(page, kData + "/fsdp-1x2.jsonl", false);
+    QVERIFY(id > 0);
+    const MeshShape survivors{1, 1, 1, 1};
+    {
+      auto store = store::RunStore::open(db_.toStdString());
+      QVERIFY(store.ok());
+      auto seg = store::begin_segment(**store, id, 4, survivors, {"node-a"}, "node node-b lost: its ranks exited 137", 1.0);
+      QVERIFY2(seg.ok(), seg.ok() ? "" : seg.error().message().c_str());
+      QCOMPARE(seg->segment, 1);
+    }
+    page->open_run(id);
+    MonitorPage* m = page->monitor();
+    QTRY_VERIFY(m->model()->frame() && m->model()->run() == id && m->loss_chart()->point_count(1) == 8);
+    QCOMPARE(m->model()->frame()->segments.size(), size_t{2});
+    for (MetricChart* chart : {m->loss_chart(), m->lr_chart(), m->grad_chart(), m->throughput_chart(), m->comm_chart()}) {
+      QCOMPARE(chart->marks().size(), size_t{1});
+      QCOMPARE(chart->marks()[0].x, 4.0);
+      QCOMPARE(chart->marks()[0].label, QStringLiteral("→ %1").arg(format_shape(survivors)));
+    }
+    auto* facts = m->findChild<QLabel*>(QStringLiteral("run_facts"));
+    QVERIFY(facts);
+    QVERIFY2(facts->text().contains(QStringLiteral("2 shapes: %1 → %2").arg(format_shape(MeshShape{1, 2, 1, 1}), format_shape(survivors))),
+             qPrintable(facts->text()));
+    QVERIFY2(facts->toolTip().contains(QStringLiteral("step 4:")) && facts->toolTip().contains(QStringLiteral("node node-b lost")),
+             qPrintable(facts->toolTip()));
+    // Drawn: the column of step 4 in the loss chart holds the mark's colour from top to bottom.
+    MetricChart* loss = m->loss_chart();
+    QTest::qWait(100);
+    const QImage img = loss->grab().toImage();
+    if (const QString grabs = qEnvironmentVariable("MESHWORK_TEST_GRABS"); !grabs.isEmpty())  // PNGs to look at
+      w.grab().save(grabs + "/replanned-run.png");
+    const QPointF at = loss->map_to_widget(QPointF(4, m->model()->frame()->loss[4].y), 1);
+    const QColor mark = warning_color();
+    int hits = 0;
+    for (int y = 0; y < img.height(); ++y)
+      for (int dx = -1; dx <= 1; ++dx) {
+        const QColor c = img.pixelColor(static_cast<int>(at.x()) + dx, y);
+        hits += std::hypot(c.red() - mark.red(), c.green() - mark.green(), c.blue() - mark.blue()) < 60;
+      }
+    QVERIFY2(hits > 20, qPrintable(QStringLiteral("%1 pixels of the mark's colour at x %2").arg(hits).arg(at.x())));
+    // A run that never re-planned has no marks.
+    const qint64 plain = import(page, kData + "/ddp-2x1.jsonl", false);
+    page->open_run(plain);
+    QTRY_VERIFY(m->model()->frame() && m->model()->run() == plain);
+    QVERIFY(m->loss_chart()->marks().empty());
+    QVERIFY(facts->toolTip().isEmpty());
   }
 
   void compareShowsSeriesAndExactConfigDiff() {
