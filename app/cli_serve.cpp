@@ -1,6 +1,6 @@
 // `meshwork serve`: the run store for browsers (docs/web.md).
 //   meshwork serve [--db PATH] [--listen ADDR:PORT] [--token-file PATH] [--public-name NAME]
-//                  [--tls-cert FILE --tls-key FILE | --insecure-http]
+//                  [--tls-cert FILE --tls-key FILE | --insecure-http] [limits]
 // On 127.0.0.1 (the default) it serves this machine. Any other address needs the token (made
 // once, 0600, printed once; every start prints a fresh one-time login link) and speaks TLS.
 #include <QCoreApplication>
@@ -33,7 +33,13 @@ constexpr const char* kUsage =
     "  --tls-key FILE      them a self-signed certificate is made at start and its SHA-256\n"
     "                      fingerprint printed: compare it with the one the browser shows\n"
     "  --insecure-http     off loopback, serve plain HTTP (the token, login link and session\n"
-    "                      cookie then cross the network in clear)\n";
+    "                      cookie then cross the network in clear)\n"
+    "Limits (docs/web.md, \"Limits\"; the defaults suit a shared login node):\n"
+    "  --max-connections N             connections in all (default 512; never more than the\n"
+    "                                  descriptor limit allows)\n"
+    "  --max-connections-per-client N  connections per client address (default 64)\n"
+    "  --max-live-per-client N         live pages (WebSockets) per client address (default 32)\n"
+    "  --idle-timeout SECONDS          a connection idle this long is closed (default 60)\n";
 
 void quit_on_signal(int) { QCoreApplication::quit(); }
 }  // namespace
@@ -47,7 +53,9 @@ int serve_main(const Args& args) {
   auto f = parse_args(args,
                       {{"--db", "PATH", ""}, {"--listen", "ADDR:PORT", ""}, {"--token-file", "PATH", ""},
                        {"--public-name", "NAME", ""}, {"--tls-cert", "FILE", ""}, {"--tls-key", "FILE", ""},
-                       {"--insecure-http", "", ""}},
+                       {"--insecure-http", "", ""}, {"--max-connections", "N", ""},
+                       {"--max-connections-per-client", "N", ""}, {"--max-live-per-client", "N", ""},
+                       {"--idle-timeout", "SECONDS", ""}},
                       "meshwork serve");
   if (!f) return fail(f.error());
   if (!f->positional.empty()) return fail(Error{"argument", f->positional[0], "serve takes no arguments (see --help)"});
@@ -68,6 +76,31 @@ int serve_main(const Args& args) {
   if (auto c = f->value("--tls-cert")) o.tls_cert = *c;
   if (auto k = f->value("--tls-key")) o.tls_key = *k;
   o.insecure_http = f->has("--insecure-http");
+  if (auto v = f->value("--max-connections")) {
+    auto n = parse_integer("--max-connections", *v, 8, 1 << 20, "a whole number of connections, at least 8");
+    if (!n) return fail(n.error());
+    o.limits.max_connections = static_cast<int>(*n);
+  }
+  if (auto v = f->value("--max-connections-per-client")) {
+    auto n = parse_integer("--max-connections-per-client", *v, 1, 1 << 20, "a whole number of connections, at least 1");
+    if (!n) return fail(n.error());
+    o.limits.max_connections_per_client = static_cast<int>(*n);
+  }
+  if (auto v = f->value("--max-live-per-client")) {
+    auto n = parse_integer("--max-live-per-client", *v, 1, 1 << 20, "a whole number of live pages, at least 1");
+    if (!n) return fail(n.error());
+    o.limits.max_live_per_client = static_cast<int>(*n);
+  }
+  if (auto v = f->value("--idle-timeout")) {
+    auto n = parse_integer("--idle-timeout", *v, 1, 24 * 3600, "whole seconds, 1 to 86400");
+    if (!n) return fail(n.error());
+    o.limits.idle_timeout_ms = static_cast<int>(*n * 1000);
+  }
+  if (!f->value("--max-connections-per-client"))
+    o.limits.max_connections_per_client = std::min(o.limits.max_connections_per_client, o.limits.max_connections);
+  if (o.limits.max_connections_per_client > o.limits.max_connections)
+    return fail(Error{"--max-connections-per-client", std::to_string(o.limits.max_connections_per_client),
+                      "at most --max-connections (" + std::to_string(o.limits.max_connections) + ")"});
   int argc = 1;
   char name[] = "meshwork";
   char* argv[] = {name, nullptr};
