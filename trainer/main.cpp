@@ -33,17 +33,11 @@ int refuse(const Error& e) {
 
 // What the model here does not train yet on this mesh, refused by name rather than trained as
 // something else: OLMoE's whole-projection q/k norms need their variance summed over the tp
-// group; a mixture of experts's aux loss counts the routing of a whole forward call, which
-// pipeline stages split over ranks, its counts needed before the first stage's backward (docs/moe.md).
+// group (docs/moe.md).
 Status trainable_on_mesh(const ModelSpec& spec, const MeshShape& mesh) {
   if (spec.qk_norm == QkNorm::whole_projection && mesh[Axis::tp] > 1)
     return Error{"--tp", std::to_string(mesh[Axis::tp]),
                  "1 for " + spec.architecture + " (its q/k norms span the whole projection, which tp splits)"};
-  if (spec.is_moe())
-    if (mesh[Axis::pp] > 1)
-      return Error{"--pp", std::to_string(mesh[Axis::pp]),
-                   "1 for a mixture of experts (" + spec.architecture +
-                       "): meshtrain does not cut one into pipeline stages yet"};
   return {};
 }
 

@@ -106,6 +106,13 @@ struct CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
     ctx->saved_data["model"] = reinterpret_cast<int64_t>(model);
     ctx->saved_data["weights"] = reinterpret_cast<int64_t>(weights);
     ctx->saved_data["flight"] = reinterpret_cast<int64_t>(thread_flight());
+    // A sparse layer's rerun reads this forward call's record, not the model's current one:
+    // under pipeline stages other micro-batches have routed since.
+    if (model->spec().is_moe()) {
+      ctx->saved_data["counts"] = model->routing().counts;
+      ctx->saved_data["grad_scale"] = model->routing().grad_scale;
+      ctx->saved_data["aux_in_objective"] = model->routing().aux_in_objective;
+    }
     const int unit = Model::block_unit(static_cast<int>(layer));
     Tensor flat = weights->acquire(unit);
     Tensor y = model->block_forward(static_cast<int>(layer), flat, x, cos, sin);
@@ -123,8 +130,15 @@ struct CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
     Tensor x = saved[0].detach().requires_grad_(true);
     {
       at::AutoGradMode grad(true);
+      // The rerun routes again but records nothing (its picks were counted in forward).
+      MoeForwardState rerun;
+      if (model->spec().is_moe()) {
+        rerun.counts = ctx->saved_data["counts"].toTensor();
+        rerun.grad_scale = ctx->saved_data["grad_scale"].toTensor();
+        rerun.aux_in_objective = ctx->saved_data["aux_in_objective"].toBool();
+      }
       Tensor flat = weights->acquire(Model::block_unit(layer));
-      Tensor y = model->block_forward(layer, flat, x, saved[1], saved[2]);
+      Tensor y = model->block_forward(layer, flat, x, saved[1], saved[2], &rerun);
       torch::autograd::backward({y}, {grads[0]});
     }
     return {x.grad(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
@@ -272,8 +286,8 @@ std::vector<at::Tensor> Model::views(int unit, const at::Tensor& flat) const {
   return out;
 }
 
-at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Tensor& x,
-                                const at::Tensor& cos, const at::Tensor& sin) const {
+at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Tensor& x, const at::Tensor& cos,
+                                const at::Tensor& sin, MoeForwardState* routing) const {
   const UnitLayout& lay = layouts_[block_unit(layer)];
   TORCH_CHECK(flat.numel() == lay.numel(), "block ", layer, ": flat weights have ", flat.numel(),
               " elements, the layout needs ", lay.numel());
@@ -351,7 +365,7 @@ at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Ten
     const int64_t Hm = m.size(-1);
     Tensor y = moe_mlp(m.reshape({-1, Hm}), part[4].view(lay.params[kGate].shape),
                        part[5].view(lay.params[kGate + 1].shape), part[6].view(lay.params[kGate + 2].shape),
-                       part[7].view(lay.params[kGate + 3].shape), spec_.moe, moe_forward_, moe_stats_, slot);
+                       part[7].view(lay.params[kGate + 3].shape), spec_.moe, routing ? *routing : moe_forward_, moe_stats_, slot);
     return out + y.view(m.sizes());
   }
   // SwiGLU MLP: down(silu(gate(h)) * up(h)).
@@ -408,6 +422,13 @@ at::Tensor Model::chunk_forward(const PipelineChunk& chunk, const at::Tensor& in
     moe_forward_.recording = true;
     moe_forward_.grad_scale = at::zeros({1}, fp32.dtype(at::kDouble).device(at::kCPU));
     moe_forward_.aux_in_objective = moe.output_router_logits && moe.router_aux_loss_coef > 0;
+    if (options.routing_in && !chunk.embedding) {
+      // What the call's chunks on earlier stages routed (this rank's share of the call).
+      const Tensor& in = *options.routing_in;
+      moe_forward_.counts.copy_(in.narrow(0, 0, moe.num_experts));
+      moe_forward_.prob_sum.copy_(in.narrow(0, moe.num_experts, moe.num_experts));
+      moe_forward_.rows = in[2 * moe.num_experts].item<double>();
+    }
   }
   const bool training = at::GradMode::is_enabled();
   const bool ckpt = options.activation_checkpointing && training;
@@ -461,6 +482,21 @@ at::Tensor Model::chunk_forward(const PipelineChunk& chunk, const at::Tensor& in
       loss = loss + spec_.moe.router_aux_loss_coef * aux * static_cast<double>(targets.numel());
   }
   return loss;
+}
+
+at::Tensor Model::routing_sums(const MoeForwardState& record) {
+  return at::cat({record.counts.to(at::kDouble), record.prob_sum,
+                  at::full({1}, record.rows, record.prob_sum.options())});
+}
+
+at::Tensor Model::routing_totals(const MoeForwardState& record) {
+  return at::cat({record.counts.to(at::kDouble), record.grad_scale.to(record.counts.device())});
+}
+
+void Model::set_routing_totals(const MoeForwardState& record, const at::Tensor& totals) {
+  const int64_t E = record.counts.numel();
+  record.counts.copy_(totals.narrow(0, 0, E));
+  record.grad_scale.copy_(totals.narrow(0, E, 1));
 }
 
 double Model::flops_per_token(int64_t seq_len) const {

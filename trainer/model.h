@@ -89,6 +89,11 @@ struct ForwardOptions {
   // global batch's tokens). A mixture of experts injects its aux loss's gradient inside the
   // layers (trainer/moe.h), so it must know the scale the language-model gradient arrives with.
   double loss_scale = 1.0;
+  // Mixture of experts under pipeline stages: a forward call's sparse layers sit on several
+  // stages, so a chunk without the embedding starts its routing record from what the call's
+  // earlier chunks routed (Model::routing_sums() of the chunk before, sent with its output).
+  // Unset: from zero.
+  std::optional<at::Tensor> routing_in;
 };
 
 class Model {
@@ -143,9 +148,10 @@ class Model {
   // RoPE's (cos, sin) for T tokens at options.positions (default 0..T-1), on `device`.
   std::pair<at::Tensor, at::Tensor> rope_tables(int64_t T, const ForwardOptions& options, at::Device device) const;
 
-  // One decoder block on x [B, T, H] with the unit's flat weights.
-  at::Tensor block_forward(int layer, const at::Tensor& flat, const at::Tensor& x,
-                           const at::Tensor& cos, const at::Tensor& sin) const;
+  // One decoder block on x [B, T, H] with the unit's flat weights. A sparse layer records its
+  // routing into `routing` (default: the current forward call's record).
+  at::Tensor block_forward(int layer, const at::Tensor& flat, const at::Tensor& x, const at::Tensor& cos,
+                           const at::Tensor& sin, MoeForwardState* routing = nullptr) const;
 
   // Model FLOPs per token for a forward + backward at sequence length T (PaLM appendix B, as
   // torchtitan): 6 * N_matmul + 12 * L * Hq * D * T, where N_matmul counts the weights of every
@@ -156,6 +162,18 @@ class Model {
   // this rank's tokens only).
   // The step resets it before its first forward and reads it after its last.
   MoeStepStats& moe_stats() const { return moe_stats_; }
+  // The last chunk_forward()'s routing record (handles: its tensors are the ones its backward
+  // nodes read). A pipeline stage keeps it per micro-batch to send its sums forward and, before
+  // the backward, to write the call's totals into it (parallelize_pp.h).
+  const MoeForwardState& routing() const { return moe_forward_; }
+  // [2E + 1] fp64: the record's counts, probability sums and rows (what ForwardOptions::
+  // routing_in takes).
+  static at::Tensor routing_sums(const MoeForwardState& record);
+  // [E + 1] fp64: the whole call's counts and the aux gradient's scale, known to the chunk with
+  // the head once its forward is done; set_routing_totals() writes them into an earlier
+  // chunk's record so that its backward hands S the same gradient as in one process.
+  static at::Tensor routing_totals(const MoeForwardState& record);
+  static void set_routing_totals(const MoeForwardState& record, const at::Tensor& totals);
 
  private:
   std::vector<at::Tensor> views(int unit, const at::Tensor& flat) const;

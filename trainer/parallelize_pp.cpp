@@ -21,6 +21,11 @@ PipelineStage::PipelineStage(ParallelModel& model, Communicator& comm, PipelineO
   pp_ = group_.size();
   rank_ = group_.rank;
   own_ = chunks_of_rank(options_.chunks, rank_);
+  const ModelSpec& spec = model_.model().spec();
+  if (spec.is_moe()) {
+    experts_ = spec.moe.num_experts;
+    aux_backward_ = spec.moe.output_router_logits && spec.moe.router_aux_loss_coef > 0;
+  }
   TORCH_CHECK(static_cast<int64_t>(options_.chunks.size()) == int64_t{pp_} * options_.virtual_stages,
               "pipeline: ", options_.chunks.size(), " chunks for pp ", pp_, " x ", options_.virtual_stages,
               " virtual stages");
@@ -29,14 +34,22 @@ PipelineStage::PipelineStage(ParallelModel& model, Communicator& comm, PipelineO
 Tensor PipelineStage::receive(int from_chunk, int64_t micro_batch, int chunk, bool backward) {
   Tensor t = at::empty({options_.micro_batch, options_.residual_seq_len, options_.hidden},
                        at::TensorOptions().dtype(options_.dtype).device(options_.device));
-  comm_.recv(t, stage_of(from_chunk), group_, tag(micro_batch, chunk, backward));
+  comm_.recv(t, stage_of(from_chunk), group_, tag(micro_batch, chunk, backward, Kind::activation));
   return t;
 }
 
-void PipelineStage::send(const Tensor& t, int to_chunk, int64_t micro_batch, bool backward) {
+Tensor PipelineStage::receive_routing(int from_chunk, int64_t micro_batch, int chunk, bool backward) {
+  // Forward: counts, probability sums, rows; backward: counts, the aux gradient's scale.
+  Tensor t = at::empty({backward ? experts_ + 1 : 2 * experts_ + 1},
+                       at::TensorOptions().dtype(at::kDouble).device(options_.device));
+  comm_.recv(t, stage_of(from_chunk), group_, tag(micro_batch, chunk, backward, Kind::routing));
+  return t;
+}
+
+void PipelineStage::send(const Tensor& t, int to_chunk, int64_t micro_batch, bool backward, Kind kind) {
   InFlightSend s;
   s.tensor = t.contiguous();
-  s.pending = comm_.send_start(s.tensor, stage_of(to_chunk), group_, tag(micro_batch, to_chunk, backward));
+  s.pending = comm_.send_start(s.tensor, stage_of(to_chunk), group_, tag(micro_batch, to_chunk, backward, kind));
   sends_.push_back(std::move(s));
   // Drop the sends that are done, so a stage does not keep every activation it sent until the
   // end of the step (1F1B's memory bound counts only the micro-batches in flight).
@@ -50,6 +63,24 @@ void PipelineStage::send(const Tensor& t, int to_chunk, int64_t micro_batch, boo
 void PipelineStage::wait_sends() {
   for (InFlightSend& s : sends_) comm_.wait(s.pending);
   sends_.clear();
+}
+
+std::pair<Tensor, Tensor> PipelineStage::forward_chunk(int k, int64_t micro_batch, const Tensor& tokens,
+                                                       const Tensor& targets, const ForwardOptions& options,
+                                                       bool track_input) {
+  const PipelineChunk& c = options_.chunks[k];
+  if (c.embedding) return {tokens, model_.chunk_forward(c, tokens, targets, options)};
+  Tensor in = receive(k - 1, micro_batch, k, false);
+  if (track_input) in.requires_grad_(true);
+  if (experts_ == 0) return {in, model_.chunk_forward(c, in, targets, options)};
+  ForwardOptions routed = options;
+  routed.routing_in = receive_routing(k - 1, micro_batch, k, false);
+  return {in, model_.chunk_forward(c, in, targets, routed)};
+}
+
+void PipelineStage::send_output(const Tensor& out, int k, int64_t micro_batch) {
+  send(out, k + 1, micro_batch, false);
+  if (experts_ > 0) send(Model::routing_sums(model_.model().routing()), k + 1, micro_batch, false, Kind::routing);
 }
 
 Tensor PipelineStage::train_step(const Batch& batch, double global_tokens, const ForwardOptions& options) {
@@ -72,7 +103,8 @@ Tensor PipelineStage::train_step(const Batch& batch, double global_tokens, const
   struct Saved {
     Tensor input;
     torch::autograd::Edge output_edge;
-    Tensor loss;  // the chunk with the head: the loss sum
+    Tensor loss;            // the chunk with the head: the loss sum
+    MoeForwardState routing;  // a mixture of experts: the forward call's record on this chunk
   };
   std::map<std::pair<int64_t, int>, Saved> saved;
   Tensor local = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(options_.device));
@@ -81,16 +113,16 @@ Tensor PipelineStage::train_step(const Batch& batch, double global_tokens, const
     const PipelineChunk& c = options_.chunks[a.chunk];
     if (a.kind == PipelineAction::forward) {
       const auto& [inputs, targets] = batch_of(a.micro_batch);
-      Tensor in = c.embedding ? inputs : receive(a.chunk - 1, a.micro_batch, a.chunk, false).requires_grad_(true);
-      Tensor out = model_.chunk_forward(c, in, targets, options);
+      auto [in, out] = forward_chunk(a.chunk, a.micro_batch, inputs, targets, options, /*track_input=*/true);
       Saved& s = saved[{a.micro_batch, a.chunk}];
       s.input = in;
+      if (experts_ > 0) s.routing = model_.model().routing();
       if (c.head) {
         local += out.detach().to(at::kDouble);
         s.loss = out;
       } else {
         s.output_edge = torch::autograd::impl::gradient_edge(out);
-        send(out.detach(), a.chunk + 1, a.micro_batch, false);
+        send_output(out.detach(), a.chunk, a.micro_batch);
       }
       continue;
     }
@@ -105,10 +137,17 @@ Tensor PipelineStage::train_step(const Batch& batch, double global_tokens, const
     } else {
       // What torch::autograd::backward({output}, {grad}) runs, from the kept edge.
       Tensor grad = receive(a.chunk + 1, a.micro_batch, a.chunk, true);
+      // The call's totals, before its sparse layers' backward nodes read them.
+      if (aux_backward_)
+        Model::set_routing_totals(s.routing, receive_routing(a.chunk + 1, a.micro_batch, a.chunk, true));
       torch::autograd::Engine::get_default_engine().execute({s.output_edge}, {grad}, /*keep_graph=*/false,
                                                             /*create_graph=*/false, /*accumulate_grad=*/true);
     }
-    if (!c.embedding) send(s.input.grad(), a.chunk - 1, a.micro_batch, true);
+    if (!c.embedding) {
+      send(s.input.grad(), a.chunk - 1, a.micro_batch, true);
+      if (aux_backward_)
+        send(Model::routing_totals(s.routing), a.chunk - 1, a.micro_batch, true, Kind::routing);
+    }
   }
   wait_sends();
   return local;
@@ -121,10 +160,9 @@ Tensor PipelineStage::eval_step(const Batch& batch, const ForwardOptions& option
     const auto [inputs, targets] = batch(m);
     for (const PipelineChunk& c : own_) {
       const int k = static_cast<int>(&c - own_.data()) * pp_ + rank_;  // global chunk index
-      Tensor in = c.embedding ? inputs : receive(k - 1, m, k, false);
-      Tensor out = model_.chunk_forward(c, in, targets, options);
+      Tensor out = forward_chunk(k, m, inputs, targets, options, /*track_input=*/false).second;
       if (c.head) local += out.to(at::kDouble);
-      else send(out, k + 1, m, false);
+      else send_output(out, k, m);
     }
     model_.end_forward_only();
   }

@@ -15,8 +15,18 @@
 // block, and every send, receive and wait is charged to the pp axis (comm_s.pp: the time a stage
 // waits for its neighbours, the bubble included).
 //
-// Every message is tagged by (micro-batch, receiving chunk, direction), so the pair of ranks
-// never confuses two of them whatever order the schedule posts them in.
+// Every message is tagged by (micro-batch, receiving chunk, direction, kind), so the pair of
+// ranks never confuses two of them whatever order the schedule posts them in.
+//
+// A mixture of experts' aux loss counts the routing of the whole forward call (trainer/moe.h),
+// whose sparse layers sit on several stages. So the routing travels with the schedule: each
+// forward also sends what the call has routed so far on this rank's share of its tokens
+// ([2E + 1] fp64: counts, probability sums, rows; Model::routing_sums) and the next chunk starts
+// its record from it, so the chunk with the head holds the call's totals and the aux gradient's
+// scale. When the aux loss is trained on, each backward also receives those totals ([E + 1]:
+// counts, scale) with its output's gradient, writes them into the micro-batch's record before
+// running autograd (its sparse layers' backward nodes read them) and sends them on with its
+// input's gradient. Without the aux loss in the objective nothing travels backward.
 //
 // Gradient sync: each chunk's units are armed (DataParallel) just before that chunk's last
 // backward of the step, so dp_replicate's all-reduce and FSDP's once-per-step reduce-scatter see
@@ -69,11 +79,23 @@ class PipelineStage {
  private:
   // Group rank of the stage that runs chunk k.
   int stage_of(int chunk) const { return chunk % pp_; }
-  int tag(int64_t micro_batch, int chunk, bool backward) const {
-    return static_cast<int>((micro_batch * static_cast<int64_t>(options_.chunks.size()) + chunk) * 2 + backward);
+  // What a message carries: the residual stream (or its gradient), or a mixture of experts'
+  // routing sums (forward) and totals (backward).
+  enum class Kind { activation = 0, routing = 1 };
+  int tag(int64_t micro_batch, int chunk, bool backward, Kind kind) const {
+    const int64_t k = (micro_batch * static_cast<int64_t>(options_.chunks.size()) + chunk) * 2 + backward;
+    return static_cast<int>(k * 2 + static_cast<int64_t>(kind));
   }
   at::Tensor receive(int from_chunk, int64_t micro_batch, int chunk, bool backward);
-  void send(const at::Tensor& t, int to_chunk, int64_t micro_batch, bool backward);
+  at::Tensor receive_routing(int from_chunk, int64_t micro_batch, int chunk, bool backward);
+  void send(const at::Tensor& t, int to_chunk, int64_t micro_batch, bool backward, Kind kind = Kind::activation);
+  // One chunk's forward (training or evaluation): receives its input (and routing) unless it
+  // holds the embedding, and runs it. Returns (input, output); the output is not sent.
+  std::pair<at::Tensor, at::Tensor> forward_chunk(int k, int64_t micro_batch, const at::Tensor& tokens,
+                                                  const at::Tensor& targets, const ForwardOptions& options,
+                                                  bool track_input);
+  // Sends chunk k's output (and its routing sums) on to chunk k + 1.
+  void send_output(const at::Tensor& out, int k, int64_t micro_batch);
   void wait_sends();
 
   ParallelModel& model_;
@@ -82,6 +104,8 @@ class PipelineStage {
   PipelineOptions options_;
   int pp_ = 1, rank_ = 0;
   std::vector<PipelineChunk> own_;
+  int64_t experts_ = 0;         // a mixture of experts' E (routing travels); 0: a dense model
+  bool aux_backward_ = false;   // the aux loss is trained on: its totals travel backward
   struct InFlightSend {
     at::Tensor tensor;
     Communicator::Pending pending;

@@ -12,7 +12,7 @@ namespace {
 StepObserver g_observer;  // set_step_observer()
 
 // The step's routing over the global batch: this rank's counts and aux losses summed over the
-// data-parallel ranks (one small all-reduce; each rank routed only its own tokens). A call's cp
+// data-parallel ranks and the pipeline stages (one small all-reduce; each rank routed only its own tokens). A call's cp
 // ranks each report the call's aux loss, counted once per rank and divided by the count of forwards,
 // which counts the call once per cp rank too: the mean is unchanged.
 MoeStepMetrics moe_step_metrics(const MoeStepStats& stats, Communicator& comm, bool sequence_parallel) {
@@ -27,6 +27,9 @@ MoeStepMetrics moe_step_metrics(const MoeStepStats& stats, Communicator& comm, b
     comm.all_reduce(t, GroupKind::tp);
     t.narrow(0, 0, 2).div_(tp);
   }
+  // Pipeline stages: each stage counted only its own sparse layers, and only the stage with the
+  // head saw the calls complete (their aux losses): summed over pp, each is counted once.
+  if (comm.group_size(GroupKind::pp) > 1) comm.all_reduce(t, GroupKind::pp);
   const double* v = t.data_ptr<double>();
   MoeStepMetrics m;
   m.aux_loss = v[1] > 0 ? v[0] / v[1] : 0;

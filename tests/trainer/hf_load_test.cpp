@@ -248,6 +248,54 @@ TEST(HfLoad, Qwen3MoeWithADenseLayerEveryShapeTrains) {
   EXPECT_GT(one[0].moe->aux_loss, 1.0);
 }
 
+// `other`'s losses follow `one`'s within 1e-4 and every step routed the same tokens to each
+// expert of each sparse layer (the routing metrics are over the global batch and every stage).
+void expect_same_training(const std::vector<StepRecord>& one, const std::vector<StepRecord>& other,
+                          const std::string& name) {
+  ASSERT_EQ(other.size(), one.size()) << name;
+  for (size_t i = 0; i < one.size(); ++i) {
+    EXPECT_LT(std::abs(other[i].loss - one[i].loss) / one[i].loss, 1e-4)
+        << name << " step " << i << ": " << other[i].loss << " vs " << one[i].loss;
+    ASSERT_TRUE(other[i].moe && one[i].moe) << name;
+    ASSERT_EQ(other[i].moe->layers.size(), one[i].moe->layers.size()) << name;
+    for (size_t l = 0; l < one[i].moe->layers.size(); ++l)
+      EXPECT_EQ(other[i].moe->layers[l].tokens, one[i].moe->layers[l].tokens) << name << " step " << i;
+    EXPECT_NEAR(other[i].moe->aux_loss, one[i].moe->aux_loss, 1e-6) << name << " step " << i;
+  }
+}
+
+// Pipeline stages cut a forward call's sparse layers over ranks (Qwen3-MoE: sparse layers 0 and 2
+// on different stages); the routing travels with the schedule so the aux loss and its gradient
+// are the call's. With the aux loss trained on (output_router_logits true), 3 steps at pp 2,
+// pp 2 x dp_shard 2 and pp 2 x tp 2 with checkpointing follow one process; the first is
+// transformers' loss.
+TEST(HfLoad, Qwen3MoePipelineStagesTrain) {
+  auto ref = make_reference("qwen3_moe_pp", {"qwen3_moe", "--kv-heads", "2", "--micro-batch", "1"});
+  const auto one = train_steps(ref, "1", 1, {});
+  ASSERT_EQ(one.size(), 3u);
+  EXPECT_LT(one[2].loss, one[0].loss);
+  const std::vector<std::pair<std::string, std::vector<std::string>>> shapes = {
+      {"pp2", {"--pp", "2"}},
+      {"pp2shard2", {"--pp", "2", "--dp-shard", "2"}},
+      {"pp2tp2-ckpt", {"--pp", "2", "--tp", "2", "--activation-checkpointing", "full"}}};
+  for (const auto& [name, shape] : shapes) {
+    const auto other = train_steps(ref, name, name == "pp2" ? 2 : 4, shape);
+    ASSERT_FALSE(other.empty()) << name;
+    EXPECT_LT(std::abs(other[0].loss - ref.loss) / ref.loss, 1e-4) << name << ": " << other[0].loss
+                                                                  << " vs transformers " << ref.loss;
+    expect_same_training(one, other, name);
+  }
+}
+
+TEST(HfLoad, MixtralPipelineStagesTrain) {
+  auto ref = make_reference("mixtral_pp", {"mixtral", "--kv-heads", "2", "--micro-batch", "1"});
+  const auto one = train_steps(ref, "1", 1, {});
+  const auto pp2 = train_steps(ref, "pp2-gpipe", 2, {"--pp", "2", "--pp-schedule", "gpipe"});
+  ASSERT_FALSE(pp2.empty());
+  EXPECT_LT(std::abs(pp2[0].loss - ref.loss) / ref.loss, 1e-4) << pp2[0].loss << " vs transformers " << ref.loss;
+  expect_same_training(one, pp2, "pp2-gpipe");
+}
+
 TEST(HfLoad, MixtralExperts) {
   auto ref = make_reference("mixtral", {"mixtral", "--kv-heads", "2", "--micro-batch", "1"});
   expect_loss(ref, "1", 1, {});
