@@ -2,7 +2,7 @@
 # Every valid mesh shape on this machine's ranks (default 4): tokens/s, per-axis comm share,
 # measured peak memory per rank next to core's estimate, core's predicted tokens/s from the
 # matmul rate and Gloo bandwidth measured in the same run, and the planner's ranking.
-# Usage: bench/shapes.sh [--model small --seq-len 256 --global-batch 8 --steps 10 --world 4 --rounds 2]
+# Usage: bench/shapes.sh [--model small (or bench/models/small-moe.json, a mixture of experts) --seq-len 256 --global-batch 8 --steps 10 --world 4 --rounds 2]
 #                        [--db PATH]   (run store of the measured runs; default build/bench-shapes.db)
 #                        [--out JSON]  (default bench/results/shapes.json)
 #                        [--nodes 2]   (root: the ranks on 2 network-namespace nodes, slower links between)

@@ -41,6 +41,27 @@ import time
 import bench_common
 
 AXES = ["dp_replicate", "dp_shard", "cp", "tp"]
+# Axes a plan writes only when they are not 1 (core/planner.cpp's plan_to_json): expert
+# parallelism (mixtures of experts) and pipeline stages.
+OPTIONAL_AXES = ["ep", "pp"]
+
+
+def shape_key(shape):
+    """r×s×c×t, with ep and pp appended when not 1 (an ep shape borrows its ranks from the others,
+    so two shapes can share r×s×c×t)."""
+    key = "x".join(str(shape[a]) for a in AXES)
+    for a in OPTIONAL_AXES:
+        if shape.get(a, 1) > 1:
+            key += ":%s%d" % (a, shape[a])
+    return key
+
+
+def shape_flags(shape):
+    flags = []
+    for a in AXES + OPTIONAL_AXES:
+        if a in shape:
+            flags += ["--" + a.replace("_", "-"), str(shape[a])]
+    return flags
 # core/cpu_steal.h's kStealLimit, and trainer/calibrate.cpp's kStealRepeats.
 STEAL_LIMIT = 0.02
 STEAL_REPEATS = 2
@@ -100,6 +121,15 @@ class Nodes:
             subprocess.run([self.script, "down", self.state], capture_output=True, text=True)
             self.state = None
 
+    def refusal(self, cmd):
+        """meshtrain's words when it refuses `cmd` on these ranks (`--check`: core's layout and
+        what meshtrain runs, before any process starts); None when it accepts it."""
+        p = subprocess.run(cmd + ["--check", "--nproc-per-node", str(self.per_node), "--nnodes", str(self.count)],
+                           capture_output=True, text=True)
+        if p.returncode == 0:
+            return None
+        return " ".join(line.strip() for line in p.stderr.strip().splitlines()) or "exit %d" % p.returncode
+
     def run(self, cmd, what):
         """meshtrain `cmd` (without placement flags) on every node; raises on a failure."""
         port = str(free_port())
@@ -147,14 +177,16 @@ def middle_half(steps):
     return ordered[lo:len(ordered) - lo]
 
 
+def shape_command(args, shape, run_dir):
+    return [args.meshtrain, "--model", args.model, "--steps", str(args.steps), "--seq-len",
+            str(args.seq_len), "--global-batch", str(args.global_batch), "--micro-batch",
+            str(args.micro_batch), "--run-dir", run_dir] + shape_flags(shape)
+
+
 def run_shape(args, shape):
     world = args.world
     run_dir = tempfile.mkdtemp(prefix="shapes-")
-    cmd = [args.meshtrain, "--model", args.model, "--steps", str(args.steps), "--seq-len",
-           str(args.seq_len), "--global-batch", str(args.global_batch), "--micro-batch",
-           str(args.micro_batch), "--run-dir", run_dir]
-    for a in AXES:
-        cmd += ["--" + a.replace("_", "-"), str(shape[a])]
+    cmd = shape_command(args, shape, run_dir)
     t0, cpu0 = time.time(), cpu_times()
     args.cluster.run(cmd, shape)
     wall, steal = time.time() - t0, steal_share(cpu0, cpu_times())
@@ -173,12 +205,12 @@ def run_shape(args, shape):
     step_s = sum(x["step_s"] for x in timed)
     tokens = sum(x["tokens"] for x in timed)
     dp = shape["dp_replicate"] * shape["dp_shard"]
-    comm = {a: sum(x["comm_s"][a] for x in timed) / step_s for a in AXES}
+    comm = {a: sum(x["comm_s"].get(a, 0.0) for x in timed) / step_s for a in AXES}
     mfu = sum(x["mfu"] for x in timed) / n
     achieved = sum(x["tflops"] for x in timed) / n  # model TFLOP/s of rank 0
     return {"tokens_per_s": tokens * dp / step_s, "comm_share": comm, "peak_bytes": max(mem),
             "step_s": step_s / n, "achieved_tflops": achieved, "compute_s": sum(x["compute_s"] for x in timed) / n,
-            "comm_s": {a: sum(x["comm_s"][a] for x in timed) / n for a in AXES},
+            "comm_s": {a: sum(x["comm_s"].get(a, 0.0) for x in timed) / n for a in AXES},
             "all_steps_s": [x["step_s"] for x in steps], "steal": steal,
             "peak_bytes_per_rank": mem, "matmul_tflops": sum(peaks) / len(peaks), "mfu": mfu,
             "wall_s": wall, "run_dir": run_dir}
@@ -297,13 +329,22 @@ def main():
     cal, cal_s, cal_steal = calibrate(args)
     print("calibrated in %.1f s (load average %.1f, steal %.1f%%): cluster %s"
           % (cal_s, os.getloadavg()[0], 100 * cal_steal, cal["fingerprint_id"]), file=sys.stderr)
-    # Shapes: whatever core accepts (the estimate with placeholder hardware just lists them).
-    shapes = [s for s in estimate(args)["shapes"]]
+    # Shapes: whatever core accepts (the estimate with placeholder hardware just lists them) and
+    # meshtrain runs: a shape meshtrain refuses (say ep > 1 before it runs expert parallelism) is
+    # skipped with its words, and measured as soon as meshtrain accepts it.
+    shapes, skipped = [], {}
+    for s in estimate(args)["shapes"]:
+        why = args.cluster.refusal(shape_command(args, s, tempfile.gettempdir()))
+        if why is None:
+            shapes.append(s)
+        else:
+            skipped[shape_key(s)] = why
+            print("  skipped %s: %s" % (shape_key(s), why), file=sys.stderr)
     # Rounds alternate the shapes (a burst of load on the shared machine hits every shape alike).
     runs = {}
     for rnd in range(args.rounds):
         for s in shapes:
-            key = "x".join(str(s[a]) for a in AXES)
+            key = shape_key(s)
             # A run during which the hypervisor took more than STEAL_LIMIT of the CPUs is run again,
             # up to STEAL_REPEATS times (as `meshtrain calibrate` does with its split steps); every
             # run goes into the store, the fastest attempt of the round into the table.
@@ -340,10 +381,12 @@ def main():
     fitted = {}
     if fitted_plan is not None:
         for i, est in enumerate(fitted_plan["shapes"]):
-            fitted["x".join(str(est[a]) for a in AXES)] = dict(est, rank=i + 1)
+            fitted[shape_key(est)] = dict(est, rank=i + 1)
     rows = []
     for est in plan["shapes"]:
-        key = "x".join(str(est[a]) for a in AXES)
+        key = shape_key(est)
+        if key in skipped:
+            continue
         m = measured[key]
         e = est["memory_bytes"]["total"]
         f = fitted.get(key)
@@ -387,6 +430,8 @@ def main():
     for c in cal["collectives"]:
         print("  %s %-14s n=%d: %.0f us + bytes / %.0f MB/s" % (c["link"], c["op"], c["group_size"],
                                                              c["latency_s"] * 1e6, c["bytes_per_s"] / 1e6))
+    for k, why in skipped.items():
+        print("skipped %s (meshtrain refuses it): %s" % (k, why))
     print("| shape r×s×c×t | step ms meas / pred | error | rounds ms (spread) | compute ms meas / pred |"
           " comm ms dp_r / dp_s / cp / tp, meas (pred) | tok/s meas / pred | rank meas / plan |")
     print("|---|---:|---:|---|---:|---|---:|---:|")
@@ -463,7 +508,8 @@ def main():
                    "rounds_spread_median": spreads[len(spreads) // 2], "rounds_spread_worst": spreads[-1],
                    "worst_memory_error": worst,
                    "best_measured": best_measured, "planner_first": best_planned,
-                   "fitted_from_runs": fit_summary, "db": args.db, "shapes": rows},
+                   "fitted_from_runs": fit_summary, "db": args.db, "shapes": rows,
+                   "skipped": [{"shape": k, "refusal": v} for k, v in skipped.items()]},
                   f, indent=1)
 
 
