@@ -235,14 +235,15 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
   // Mixture of experts: a sparse layer saves, instead of the dense MLP's 4I/t per token, per
   // token copy routed to this rank's experts (R of them, below): the dispatched input and the
   // expert's output (2h, the combine weighs it) and gate, silu(gate), up and their product
-  // (4 I_e / t_e); and per token the router's fp32 logits and probabilities (2E). R = top-k x
-  // T_e: T_e = T / t with ep > 1 (the tp ranks ep borrows route their own sequence shards) and
-  // T_e = T with ep = 1 (the experts split over tp, t_e = t); with ep > 1 the busiest rank gets
+  // (4 I_e); and per token the router's fp32 logits and probabilities (2E). R = top-k x T_e:
+  // T_e = T / t with ep > 1 (the tp ranks ep borrows route their own sequence shards); with
+  // ep = 1 the experts are whole on every tp rank, which routes its own sequence-parallel rows
+  // (T_e = T / t_sp; all T without sequence parallelism). With ep > 1 the busiest rank gets
   // moe_imbalance times the mean.
   const MoeSpec& moe = m.moe;
   const bool ep_on = q.shape.ep > 1;
-  const int64_t T_e = m.is_moe() && ep_on ? std::max<int64_t>(1, T / t) : T;
-  const int64_t ie_loc = m.is_moe() ? (ep_on ? moe.expert_intermediate_size : moe.expert_intermediate_size / t) : 0;
+  const int64_t T_e = m.is_moe() ? std::max<int64_t>(1, T / (ep_on ? t : t_sp)) : T;
+  const int64_t ie_loc = m.is_moe() ? moe.expert_intermediate_size : 0;
   const int64_t R = m.is_moe() ? static_cast<int64_t>(static_cast<double>(moe.experts_per_token * T_e) *
                                                       (ep_on ? std::max(1.0, k.moe_imbalance) : 1.0))
                                : 0;
@@ -274,7 +275,7 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
           f("L=%lld x %lld B x 4I/t=%lld x T=%lld", La_dense, c, 4 * i_loc, T));
     if (La_sparse > 0) {
       add(out.activations, "activations.experts", La_sparse * c * moe_e,
-          f("L=%lld x %lld B x (2h + 4I_e/t_e)=%lld x R=%lld routed token copies", La_sparse, c, 2 * h + 4 * ie_loc, R));
+          f("L=%lld x %lld B x (2h + 4I_e)=%lld x R=%lld routed token copies", La_sparse, c, 2 * h + 4 * ie_loc, R));
       add(out.activations, "activations.router", La_sparse * 4 * router_fp32_e,
           f("L=%lld x 4 B x 2E=%lld x T_e=%lld", La_sparse, 2 * moe.num_experts, T_e));
     }
@@ -310,7 +311,7 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
   }
 
   // A sparse layer's MLP backward: the gradients of each routed copy's down input, gate and up
-  // (3 I_e / t_e) and of its dispatched input and output (2h), besides the residual's (2h).
+  // (3 I_e) and of its dispatched input and output (2h), besides the residual's (2h).
   const int64_t mlp_extra_e =
       std::max(layout.sparse_layers < L ? (3 * i_loc + 2 * h) * T : 0,
                layout.sparse_layers > 0 ? R * (3 * ie_loc + 2 * h) + 2 * h * T : 0);
@@ -331,6 +332,18 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
           (q.training.activation_checkpointing == ActivationCheckpointing::full
                ? " + recomputed layer " + std::to_string(layer_bytes) + " B"
                : ""));
+
+  // A sparse layer's expert weight gradients: each expert's GEMMs read its slice of the stacked
+  // [E/ep, ., .] tensors, so autograd hands every slice's gradient back as a zero-padded tensor
+  // of the whole stack and sums them: the three stacks' sums and one padded slice gradient are
+  // live at once, (3 + 1) x (E/ep) x I_e x h elements, before the layer's weight gradient is
+  // reduced.
+  if (layout.sparse_layers > 0 && L > 0) {
+    const int64_t local_experts = moe.num_experts / std::max<int64_t>(1, q.shape.ep);
+    add(out.backward_transient, "backward.expert_grads",
+        c * 4 * local_experts * moe.expert_intermediate_size * h,
+        f("%lld B x (3 + 1) x E/ep=%lld x I_e=%lld x h=%lld", c, local_experts, moe.expert_intermediate_size, h));
+  }
 
   // Gradients at the backward peak: zero_grad(set_to_none) frees them after each step, so with
   // no accumulation only the modules already through backward hold theirs at the peak (at most

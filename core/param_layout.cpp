@@ -109,11 +109,13 @@ ParamLayout tp_param_layout(const ModelSpec& m, int64_t tp, bool vocab_parallel,
                    m.mlp_bias);
     p.router.push_back({"mlp.gate.weight", m.moe.num_experts, h});
     // The experts as torchtitan's grouped tensors [experts, out, in]: ep > 1 keeps
-    // num_experts / ep whole experts; ep = 1 splits each expert over tp. FSDP shards dim 0, or
+    // num_experts / ep whole experts; ep = 1 keeps every expert whole on every tp rank, as
+    // meshtrain runs them (docs/moe.md: each tp rank routes its own sequence-parallel rows
+    // through whole experts rather than splitting each small expert GEMM). FSDP shards dim 0, or
     // dim 1 when there are fewer local experts than shards (torchtitan's shard_placement_fn):
     // rows = experts x out counts either with its padding to a whole row.
     const int64_t local_experts = ep > 1 ? m.moe.num_experts / ep : m.moe.num_experts;
-    const int64_t ie = ep > 1 ? m.moe.expert_intermediate_size : m.moe.expert_intermediate_size / tp;
+    const int64_t ie = m.moe.expert_intermediate_size;
     p.experts.push_back({"mlp.experts.gate_proj", local_experts * ie, h});
     p.experts.push_back({"mlp.experts.up_proj", local_experts * ie, h});
     p.experts.push_back({"mlp.experts.down_proj", local_experts * h, ie});

@@ -11,8 +11,8 @@
 // layer adds the router (replicated over tp) and this rank's experts, each dense layer of an MoE
 // model its MLP. With ep > 1 a rank holds num_experts / ep whole experts (torchtitan's ep borrows
 // the tp ranks: expert tensor parallel is 1) and FSDP shards them over efsdp = n * tp / ep
-// (core/mesh.h) instead of the dense group n = dp_shard * cp; with ep = 1 the experts are split
-// over tp like a dense MLP and sharded over n.
+// (core/mesh.h) instead of the dense group n = dp_shard * cp; with ep = 1 every tp rank holds
+// every expert whole (as meshtrain runs them: docs/moe.md) and FSDP shards them over n.
 #pragma once
 
 #include <algorithm>
