@@ -211,7 +211,8 @@ const std::vector<std::string>& step_series_keys() {
       "loss",     "lr",        "grad_norm",         "tokens",           "tokens_per_s",
       "tflops",   "mfu",       "mem_bytes",         "mem_peak_bytes",   "comm_s.dp_replicate",
       "comm_s.dp_shard", "comm_s.cp", "comm_s.tp", "compute_s",        "step_s",
-      "comm_s.pp"};  // last: the store's columns keep their index (core/store/schema.h, v5)
+      "comm_s.pp",  // v5 and v6 appended theirs: the store's columns keep their index (schema.h)
+      "comm_s.ep"};
   return keys;
 }
 
@@ -232,7 +233,8 @@ std::vector<std::pair<std::string, double>> step_series(const StepRecord& r) {
           {k[12], r.comm_s[Axis::tp]},
           {k[13], r.compute_s},
           {k[14], r.step_s},
-          {k[15], r.comm_s[Axis::pp]}};
+          {k[15], r.comm_s[Axis::pp]},
+          {k[16], r.comm_ep_s}};
 }
 
 }  // namespace meshwork

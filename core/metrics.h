@@ -151,14 +151,14 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line);
 
 // The scalar series of a step record, as stored: "loss", "lr", "grad_norm", "tokens",
 // "tokens_per_s", "tflops", "mfu", "mem_bytes", "mem_peak_bytes", "comm_s.dp_replicate",
-// "comm_s.dp_shard", "comm_s.cp", "comm_s.tp", "compute_s", "step_s".
+// "comm_s.dp_shard", "comm_s.cp", "comm_s.tp", "compute_s", "step_s", "comm_s.pp", "comm_s.ep".
 std::vector<std::pair<std::string, double>> step_series(const StepRecord& r);
 const std::vector<std::string>& step_series_keys();
 // The stored series of an eval record: "eval_loss" (its loss at its step).
 inline constexpr const char* kEvalLossKey = "eval_loss";
 // The stored series of one axis's collective time: "comm_s.tp".
 std::string comm_key(Axis axis);
-// The expert all-to-all's key, "comm_s.ep" (in the step line; not yet a stored series).
+// The expert all-to-all's key, "comm_s.ep" (in the step line and a stored series).
 std::string comm_ep_key();
 
 }  // namespace meshwork

@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "core/store/calibration_store.h"
+#include "core/store/expert_load.h"
 #include "core/store/schema.h"
 #include "core/store/step_line.h"
 
@@ -85,6 +86,10 @@ Ingester::Ingester(sqlite3* db)
               "UPDATE runs SET status = 'ok', ended = ?2 WHERE id = ?1"
               " AND status IN ('created', 'running') AND world > 0"
               " AND (SELECT ranks_ok FROM run_stats WHERE run = ?1) >= world"),
+      moe_step_new_(db, "INSERT OR IGNORE INTO moe_steps(run, step, aux_loss) VALUES (?1, ?2, ?3)"),
+      moe_layer_new_(db,
+                     "INSERT OR IGNORE INTO expert_load(run, layer, step, experts, tokens)"
+                     " VALUES (?1, ?2, ?3, ?4, ?5)"),
       buckets_(db),
       open_buckets_(db),
       aggs_(db) {}
@@ -92,7 +97,8 @@ Ingester::Ingester(sqlite3* db)
 Status Ingester::prepared() const {
   for (const sql::Stmt* s :
        {&run_exists_, &source_get_, &source_new_, &source_put_, &step_new_, &step_prev_, &step_last_, &key_new_, &extra_new_, &key_get_, &event_, &rank_start_, &run_running_,
-        &run_world_, &run_config_, &rank_end_, &rank_status_, &ranks_ok_, &run_failed_, &run_stopped_, &run_ok_})
+        &run_world_, &run_config_, &rank_end_, &rank_status_, &ranks_ok_, &run_failed_, &run_stopped_, &run_ok_,
+        &moe_step_new_, &moe_layer_new_})
     if (!s->ok()) return s->error();
   if (!buckets_.ok()) return Error{"database", "buckets", "cannot prepare the bucket upsert"}.as(ErrorKind::io);
   if (!aggs_.ok()) return Error{"database", "rank_agg", "cannot prepare the aggregate upsert"}.as(ErrorKind::io);
@@ -172,9 +178,28 @@ Result<Ingester::RankState*> Ingester::rank_state(RunId run, int rank) {
 Status Ingester::on_step(RunId run, const StepRecord& r, IngestCounts& counts) {
   // Every series of the record, but comm_s.pp only when the line had it: meshtrain writes it for
   // pipelined runs alone (it is never exactly 0 there), so other runs have no pp series at all.
+  // The same for comm_s.ep, written by expert-parallel runs alone.
   int64_t present = (int64_t{1} << kStepSeries) - 1;
   if (r.comm_s[Axis::pp] == 0) present &= ~(int64_t{1} << kCommPpSeries);
+  if (r.comm_ep_s == 0) present &= ~(int64_t{1} << kCommEpSeries);
+  if (r.moe)
+    if (Status s = store_expert_load(run, r.step, *r.moe); !s) return s;
   return store_step(run, r.rank, r.step, r.time, static_cast<double>(r.tokens), step_values(r), present, counts);
+}
+
+// A step's routing, stored once for the run: every rank's record carries the same counts over
+// the global batch (docs/metrics.md), so the first rank's record to arrive is stored and the
+// others' (and a re-ingest) are ignored by the primary keys, as points are.
+Status Ingester::store_expert_load(RunId run, int64_t step, const MoeStepMetrics& moe) {
+  if (Status s = moe_step_new_.bind(1, run).bind(2, step).bind(3, moe.aux_loss).run(); !s) return s;
+  if (sqlite3_changes(db_) != 1) return Status::Ok();  // stored already
+  for (const ExpertLoad& l : moe.layers) {
+    const std::string blob = pack_expert_tokens(l.tokens);
+    moe_layer_new_.bind(1, run).bind(2, l.layer).bind(3, step).bind(4, static_cast<int64_t>(l.tokens.size()));
+    sqlite3_bind_blob(moe_layer_new_.raw(), 5, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+    if (Status s = moe_layer_new_.run(); !s) return s;
+  }
+  return Status::Ok();
 }
 
 // One row of `steps` and its points: `values` in step_series_keys() order; `present` a bit per

@@ -76,6 +76,7 @@ class Ingester {
   Status store_step(RunId run, int rank, int64_t step, double time, double step_tokens,
                     const std::array<double, kStepSeries>& values, int64_t present, IngestCounts& counts);
   Status foreign_step(RunId run, const ForeignStep& f, IngestCounts& counts);
+  Status store_expert_load(RunId run, int64_t step, const MoeStepMetrics& moe);
   Status open_source(RunId run, std::string_view source);
   Result<int64_t> fill_missing_series(RunId run, int rank, int64_t step, const std::array<double, kStepSeries>& values,
                                       int64_t present, BucketPoint& p, IngestCounts& counts);
@@ -93,6 +94,7 @@ class Ingester {
   sql::Stmt key_new_, key_get_, extra_new_, event_;
   sql::Stmt rank_start_, run_running_, run_world_, run_config_;
   sql::Stmt rank_end_, rank_status_, ranks_ok_, run_failed_, run_stopped_, run_ok_;
+  sql::Stmt moe_step_new_, moe_layer_new_;
   BucketWriter buckets_;         // late points and keys outside the step series
   OpenBucketWriter open_buckets_;
   RankAggWriter aggs_;

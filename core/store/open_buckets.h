@@ -3,7 +3,7 @@
 // Before, every transaction upserted each touched bucket of every level of every series: fed as
 // the follower feeds it (one chunk per rank per step, thousands of ranks per batch), a batch of
 // 8,192 ranks' lines rewrote 8,192 x 15 keys x 6 levels rows, and that was 79 % of ingest.
-// Now each rank keeps its open level-1 bucket (16 steps) of its 16 step series in memory:
+// Now each rank keeps its open level-1 bucket (16 steps) of its step series in memory:
 //  - a point in the open bucket is added in memory (no SQL);
 //  - a point beyond it closes it: the level-1 rows are written once (INSERT OR REPLACE), and
 //    every coarser bucket that closed with it (level k closes when step >> (3k+1) changes) is

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <chrono>
 #include <functional>
 
@@ -100,7 +101,7 @@ void load_stragglers(store::RunStore* store, store::RunId run, RunFrame& f) {
 
 std::shared_ptr<RunFrame> load_run_frame(store::RunStore* store, store::RunId run, int rank,
                                                  std::optional<std::pair<double, double>> range, int pixels,
-                                                 int64_t last_version) {
+                                                 int64_t last_version, int moe_layer) {
   auto f = std::make_shared<RunFrame>();
   f->run = run;
   f->rank = rank;
@@ -167,6 +168,18 @@ std::shared_ptr<RunFrame> load_run_frame(store::RunStore* store, store::RunId ru
   // An axis of size 1 never communicates (the page draws no layer for it): not queried.
   for (Axis a : kAxes)
     if (f->shape.size(a) > 1) f->comm[a] = one(comm_key(a), shown, agg);
+  if (f->shape.ep > 1) f->comm_ep = one(comm_ep_key(), shown, agg);
+  if (auto layers = expert_load_layers(*store, run); layers && !layers->empty()) {
+    f->moe_layers = std::move(*layers);
+    const int layer = std::find(f->moe_layers.begin(), f->moe_layers.end(), moe_layer) != f->moe_layers.end()
+                          ? moe_layer : f->moe_layers.front();
+    std::optional<int64_t> lo, hi;
+    if (range) {
+      lo = static_cast<int64_t>(std::ceil(range->first));
+      hi = static_cast<int64_t>(std::floor(range->second));
+    }
+    if (auto map = expert_load_map(*store, run, layer, expert_load_columns(pixels), lo, hi)) f->expert_load = std::move(*map);
+  }
   if (f->world <= kMaxRankLines) {
     for (int r = 0; r < f->world; ++r) {
       f->mem.push_back(one("mem_bytes", r, store::Aggregate::none));

@@ -4,6 +4,7 @@
 // queries live.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/mesh.h"
+#include "core/store/expert_load.h"
 #include "core/store/run_segments.h"
 #include "core/store/run_store.h"
 
@@ -44,6 +46,11 @@ struct RunFrame {
   Points loss, lr, grad_norm, tokens_per_s, mfu, step_s, compute;
   Points eval_loss;  // validation loss (eval records, docs/metrics.md); empty without --eval-data
   AxisArray<Points> comm;
+  Points comm_ep;  // the experts' all-to-all (comm_s.ep); queried when the shape has ep > 1
+  // Mixtures of experts: the sparse layers with stored routing (empty: a dense run, and the
+  // pages hide their expert-load view) and the heat map of the one chosen (moe_layer).
+  std::vector<int> moe_layers;
+  std::optional<ExpertLoadMap> expert_load;
   std::vector<Points> mem, mem_peak;  // per rank
   // Per rank at its latest step: seconds in each axis's collectives, then compute.
   std::vector<std::array<double, kBreakdownColumns>> last_breakdown;
@@ -66,10 +73,13 @@ struct RunFrame {
 };
 
 // Loads a frame. `last_version`: the version of the frame shown; when the run has
-// not changed since, returns nullptr (nothing to redraw).
+// not changed since, returns nullptr (nothing to redraw). `moe_layer`: the sparse layer of the
+// expert-load heat map (one that has no routing stored, e.g. -1: the run's first sparse layer).
 std::shared_ptr<RunFrame> load_run_frame(store::RunStore* store, store::RunId run, int rank,
                                          std::optional<std::pair<double, double>> range,
-                                         int pixels, int64_t last_version);
+                                         int pixels, int64_t last_version, int moe_layer = -1);
+// The heat map's columns for a chart `pixels` wide: one per 4 pixels at most.
+inline int expert_load_columns(int pixels) { return std::max(8, pixels / 4); }
 
 // Fills f.straggler_step / f.stragglers (f.summary, f.world and f.shape set).
 void load_stragglers(store::RunStore* store, store::RunId run, RunFrame& f);

@@ -197,7 +197,7 @@ Status RunStore::delete_run(RunId run) {
   sql::Transaction tx(db_);
   if (!tx.begun()) return tx.begun();
   for (const char* table : {"steps", "metrics_extra", "buckets", "rank_agg", "run_stats", "ranks",
-                            "events", "sources"}) {
+                            "events", "sources", "moe_steps", "expert_load"}) {
     sql::Stmt del(db_, std::string("DELETE FROM ") + table + " WHERE run = ?1");
     if (Status s = del.bind(1, run).run(); !s) return s;
   }

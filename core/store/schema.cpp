@@ -192,10 +192,11 @@ Status migrate_v3_to_v4(sqlite3* db) {
   return sql::exec(db, sql);
 }
 
-// v4 -> v5: the fifth axis' series, comm_s.pp, gets its column (series 15, after the
-// fifteen of v3, so every other column keeps its index) and the views that list the columns are
-// made again. A database that reached v3 through this binary's v2 -> v3 already has the column.
-Status migrate_v4_to_v5(sqlite3* db) {
+// Adds the `steps` columns of the step series a database lacks (appended series: every other
+// column keeps its index), gives their keys their column index, makes the views that list the
+// columns again and runs `more_sql` (the version's own tables) and records `version`. A
+// database that reached v3 through this binary's v2 -> v3 already has every column.
+Status sync_series_columns(sqlite3* db, int version, const std::string& more_sql) {
   const std::vector<std::string>& cols = value_columns();
   const std::vector<std::string>& keys = step_series_keys();
   sql::Stmt info(db, "SELECT count(*) FROM pragma_table_info('steps') WHERE name = ?1");
@@ -211,9 +212,31 @@ Status migrate_v4_to_v5(sqlite3* db) {
            "UPDATE keys SET col = " + std::to_string(i) + " WHERE name = '" + keys[i] + "';";
   }
   sql += views_v3_sql();
-  sql += "DELETE FROM schema_version; INSERT INTO schema_version VALUES (5);";
+  sql += more_sql;
+  sql += "DELETE FROM schema_version; INSERT INTO schema_version VALUES (" + std::to_string(version) + ");";
   return sql::exec(db, sql);
 }
+
+// v4 -> v5: the fifth axis' series, comm_s.pp, gets its column (series 15).
+Status migrate_v4_to_v5(sqlite3* db) { return sync_series_columns(db, 5, ""); }
+
+// Version 6: mixtures of experts. comm_s.ep, the experts' all-to-all, is series 16 like every
+// axis's time. The routing of a step (core/metrics.h MoeStepMetrics) is the same in every rank's
+// record, so it is stored once per step, not per rank: the aux loss in moe_steps, and per sparse
+// layer the tokens each expert received as one blob (expert_load.h: float64 per expert), keyed
+// (run, layer, step) so that one layer's heat map is one range scan. 1,024 ranks of a model with
+// 128 experts in 48 layers store 48 rows of 1 KiB per step, as 1 rank would.
+const char* const kMoeTablesV6 = R"sql(
+CREATE TABLE IF NOT EXISTS moe_steps(run INTEGER NOT NULL, step INTEGER NOT NULL, aux_loss REAL,
+  PRIMARY KEY(run, step)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS expert_load(run INTEGER NOT NULL, layer INTEGER NOT NULL,
+  step INTEGER NOT NULL, experts INTEGER NOT NULL, tokens BLOB NOT NULL,
+  PRIMARY KEY(run, layer, step)) WITHOUT ROWID;
+)sql";
+
+// v5 -> v6: the comm_s.ep column and the two tables; every stored row stays as it is (no stored
+// run has either: nothing derived changes).
+Status migrate_v5_to_v6(sqlite3* db) { return sync_series_columns(db, 6, kMoeTablesV6); }
 
 }  // namespace
 
@@ -274,9 +297,11 @@ Status ensure_schema(sqlite3* db, const std::function<Status()>& after_migration
     if (Status s = migrate_v2_to_v3(db); !s) return s;
   if (*version <= 3)
     if (Status s = migrate_v3_to_v4(db); !s) return s;
-  if (Status s = migrate_v4_to_v5(db); !s) return s;
+  if (*version <= 4)
+    if (Status s = migrate_v4_to_v5(db); !s) return s;
+  if (Status s = migrate_v5_to_v6(db); !s) return s;
   // Derived tables of every stored run: buckets (from v1), aggregates and totals (before v4).
-  // v5 adds a series no stored run has: nothing derived changes.
+  // v5 and v6 add series no stored run has: nothing derived changes.
   if (*version >= 1 && *version <= 3 && after_migration)
     if (Status s = after_migration(); !s) return s;
   return tx.commit();

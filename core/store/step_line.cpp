@@ -112,6 +112,7 @@ std::optional<StepRecord> parse_step_line(std::string_view line) {
     if (known) return read;
     if (key == "comm_s")
       return object(c, [&](std::string_view axis) -> bool {
+        if (axis == kEpName) return dbl(r.comm_ep_s);
         std::optional<Axis> a = axis_from_name(axis);
         if (!a || axis != axis_name(*a)) return false;  // only the exact spelling
         return dbl(r.comm_s[*a]);
@@ -129,7 +130,8 @@ std::array<double, kStepSeries> step_values(const StepRecord& r) {
           r.tokens_per_s, r.tflops,      r.mfu,        static_cast<double>(r.mem_bytes),
           static_cast<double>(r.mem_peak_bytes),
           r.comm_s[Axis::dp_replicate], r.comm_s[Axis::dp_shard],
-          r.comm_s[Axis::cp], r.comm_s[Axis::tp], r.compute_s, r.step_s, r.comm_s[Axis::pp]};
+          r.comm_s[Axis::cp], r.comm_s[Axis::tp], r.compute_s, r.step_s, r.comm_s[Axis::pp],
+          r.comm_ep_s};
 }
 
 }  // namespace meshwork::store

@@ -29,7 +29,7 @@ TEST(StorePpSeries, OnlyPipelinedRunsHaveIt) {
   TempDir dir;
   auto store = open_store(dir / "runs.db");
   ASSERT_TRUE(store);
-  EXPECT_EQ(store->schema_version(), 5);
+  EXPECT_EQ(store->schema_version(), kSchemaVersion);
   EXPECT_EQ(count(*store, "SELECT col FROM keys WHERE name = 'comm_s.pp'"), 15);
   const RunId plain = *store->create_run("plain", {}, {});
   const RunId piped = *store->create_run("piped", {}, {});

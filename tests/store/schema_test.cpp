@@ -39,7 +39,10 @@ TEST(StoreSchema, FreshDatabaseHasCurrentSchemaInWalMode) {
   for (const std::string& c : value_columns())
     EXPECT_EQ(count(*store, "SELECT count(*) FROM pragma_table_info('steps') WHERE name = '" + c + "'"), 1)
         << c;
-  EXPECT_EQ(count(*store, "SELECT count(*) FROM keys WHERE col IS NOT NULL"), 16);  // v5: + comm_s.pp
+  EXPECT_EQ(count(*store, "SELECT count(*) FROM keys WHERE col IS NOT NULL"), 17);  // v5: + comm_s.pp, v6: + comm_s.ep
+  // Version 6: a mixture of experts' routing, once per step (expert_load.h).
+  for (const char* table : {"moe_steps", "expert_load"})
+    EXPECT_EQ(count(*store, std::string("SELECT count(*) FROM sqlite_master WHERE name='") + table + "'"), 1) << table;
   sqlite3_stmt* st = nullptr;
   sqlite3_prepare_v2(store->handle(), "PRAGMA journal_mode", -1, &st, nullptr);
   ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);

@@ -24,6 +24,7 @@ TEST(StoreStepLine, AgreesWithCoreParserOnSerializedRecords) {
     r.tokens = static_cast<int64_t>(rng() % 100000);
     r.mem_bytes = static_cast<int64_t>(rng() >> 2);
     r.comm_s = AxisArray<double>::of(u(rng), u(rng), 0, -0.0);
+    r.comm_ep_s = i % 2 ? u(rng) : 0;  // an expert-parallel run's line has "ep" in comm_s
     const std::string line = to_json_line(r);
     std::optional<StepRecord> fast = parse_step_line(line);
     Result<MetricsRecord> core = parse_metrics_line(line);
@@ -35,6 +36,8 @@ TEST(StoreStepLine, AgreesWithCoreParserOnSerializedRecords) {
 
 TEST(StoreStepLine, StepValuesFollowCoreSeriesOrder) {
   StepRecord r = testing::step_record(3, 9, 2.5);
+  r.comm_s[Axis::pp] = 0.125;
+  r.comm_ep_s = 0.25;
   const auto series = step_series(r);
   const auto values = step_values(r);
   ASSERT_EQ(series.size(), kStepSeries);

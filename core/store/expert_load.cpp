@@ -1,0 +1,134 @@
+#include "core/store/expert_load.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "core/store/sqlite.h"
+
+namespace meshwork::store {
+
+namespace {
+
+uint64_t to_little_endian(uint64_t v) {
+  if constexpr (std::endian::native == std::endian::little) return v;
+  else return __builtin_bswap64(v);
+}
+
+// max / mean of one step's counts (0 without tokens), as core's expert_load() computes it.
+double imbalance_of(const std::vector<double>& tokens) {
+  double sum = 0, max = 0;
+  for (double t : tokens) {
+    sum += t;
+    max = std::max(max, t);
+  }
+  return sum > 0 ? max * static_cast<double>(tokens.size()) / sum : 0;
+}
+
+}  // namespace
+
+std::string pack_expert_tokens(const std::vector<double>& tokens) {
+  std::string out(tokens.size() * sizeof(double), '\0');
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const uint64_t bits = to_little_endian(std::bit_cast<uint64_t>(tokens[i]));
+    std::memcpy(out.data() + i * sizeof bits, &bits, sizeof bits);
+  }
+  return out;
+}
+
+Result<std::vector<double>> unpack_expert_tokens(std::string_view blob) {
+  if (blob.size() % sizeof(double) != 0)
+    return Error{"expert_load.tokens", std::to_string(blob.size()) + " bytes",
+                 "a whole number of float64 values (8 bytes each)"}.as(ErrorKind::io);
+  std::vector<double> out(blob.size() / sizeof(double));
+  for (size_t i = 0; i < out.size(); ++i) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, blob.data() + i * sizeof bits, sizeof bits);
+    out[i] = std::bit_cast<double>(to_little_endian(bits));
+  }
+  return out;
+}
+
+std::vector<double> load_ratios(const std::vector<double>& tokens) {
+  double sum = 0;
+  for (double t : tokens) sum += t;
+  std::vector<double> out(tokens.size(), 0.0);
+  if (sum <= 0) return out;
+  const double mean = sum / static_cast<double>(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) out[i] = tokens[i] / mean;
+  return out;
+}
+
+Result<std::vector<int>> expert_load_layers(RunStore& store, RunId run) {
+  sql::Stmt q(store.handle(), "SELECT DISTINCT layer FROM expert_load WHERE run = ?1 ORDER BY layer");
+  if (!q.ok()) return q.error();
+  q.bind(1, run);
+  return q.collect([&] { return static_cast<int>(q.int64(0)); });
+}
+
+Result<ExpertLoadMap> expert_load_map(RunStore& store, RunId run, int layer, int max_columns,
+                                      std::optional<int64_t> first_step, std::optional<int64_t> last_step) {
+  if (max_columns < 1)
+    return Error{"columns", std::to_string(max_columns), "at least 1 column of the heat map"};
+  const int64_t lo = first_step.value_or(INT64_MIN), hi = last_step.value_or(INT64_MAX);
+  ExpertLoadMap map;
+  map.layer = layer;
+  sql::Stmt n(store.handle(),
+              "SELECT count(*) FROM expert_load WHERE run = ?1 AND layer = ?2 AND step BETWEEN ?3 AND ?4");
+  if (!n.ok()) return n.error();
+  n.bind(1, run).bind(2, layer).bind(3, lo).bind(4, hi);
+  if (Result<bool> row = n.step(); !row) return row.error();
+  map.steps = n.int64(0);
+  n.reset();
+  if (map.steps == 0) return map;
+  const int64_t columns = std::min<int64_t>(map.steps, max_columns);
+  map.columns.resize(static_cast<size_t>(columns));
+  std::vector<int64_t> steps_in(static_cast<size_t>(columns), 0), aux_in(static_cast<size_t>(columns), 0);
+
+  sql::Stmt q(store.handle(),
+              "SELECT e.step, e.tokens, m.aux_loss FROM expert_load e LEFT JOIN moe_steps m"
+              " ON m.run = e.run AND m.step = e.step"
+              " WHERE e.run = ?1 AND e.layer = ?2 AND e.step BETWEEN ?3 AND ?4 ORDER BY e.step");
+  if (!q.ok()) return q.error();
+  q.bind(1, run).bind(2, layer).bind(3, lo).bind(4, hi);
+  int64_t i = 0;
+  Status walked = q.each_row([&]() -> Status {
+    // Evenly: step i of n falls in column i * columns / n.
+    const size_t c = static_cast<size_t>(i * columns / map.steps);
+    ++i;
+    const void* blob = sqlite3_column_blob(q.raw(), 1);
+    const int bytes = sqlite3_column_bytes(q.raw(), 1);
+    Result<std::vector<double>> tokens =
+        unpack_expert_tokens(std::string_view(static_cast<const char*>(blob), static_cast<size_t>(bytes)));
+    if (!tokens) return tokens.error();
+    const int64_t step = q.int64(0);
+    ExpertLoadColumn& col = map.columns[c];
+    if (steps_in[c] == 0) col.first_step = step;
+    col.last_step = step;
+    if (col.tokens.size() < tokens->size()) col.tokens.resize(tokens->size(), 0.0);
+    for (size_t e = 0; e < tokens->size(); ++e) col.tokens[e] += (*tokens)[e];
+    ++steps_in[c];
+    map.experts = std::max(map.experts, static_cast<int>(tokens->size()));
+    const double imbalance = imbalance_of(*tokens);
+    col.imbalance = std::max(col.imbalance, imbalance);
+    if (imbalance > map.max_imbalance) {
+      map.max_imbalance = imbalance;
+      map.max_imbalance_step = step;
+    }
+    if (!q.is_null(2) && std::isfinite(q.real(2))) {
+      col.aux_loss = col.aux_loss.value_or(0.0) + q.real(2);
+      ++aux_in[c];
+    }
+    return Status::Ok();
+  });
+  if (!walked) return walked.error();
+  for (size_t c = 0; c < map.columns.size(); ++c) {
+    ExpertLoadColumn& col = map.columns[c];
+    for (double& t : col.tokens) t /= static_cast<double>(std::max<int64_t>(1, steps_in[c]));
+    if (col.aux_loss) *col.aux_loss /= static_cast<double>(aux_in[c]);
+  }
+  return map;
+}
+
+}  // namespace meshwork::store
