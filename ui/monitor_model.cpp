@@ -115,6 +115,7 @@ void MonitorModel::set_run(store::RunId run) {
   frame_.reset();
   prediction_.reset();
   range_.reset();
+  moe_layer_ = -1;  // another model: its first sparse layer
   ++generation_;
   dirty_ = true;
   if (run_ != 0) {
@@ -145,6 +146,13 @@ void MonitorModel::set_pixels(int pixels) {
   dirty_ = true;
 }
 
+void MonitorModel::set_moe_layer(int layer) {
+  if (layer == moe_layer_) return;
+  moe_layer_ = layer;
+  dirty_ = true;
+  request(true);
+}
+
 void MonitorModel::set_live(bool live) {
   live_ = live;
   if (live_ && run_ != 0) timer_.start();
@@ -170,11 +178,12 @@ void MonitorModel::request(bool force) {
   const int rank = rank_;
   const auto range = range_;
   const int pixels = pixels_;
+  const int moe_layer = moe_layer_;
   const int64_t last = (was_dirty || !frame_) ? 0 : frame_->version;
   const quint64 gen = generation_;
   worker_->post<std::shared_ptr<MonitorFrame>>(
       this,
-      [=](store::RunStore* s) { return store::load_run_frame(s, run, rank, range, pixels, last); },
+      [=](store::RunStore* s) { return store::load_run_frame(s, run, rank, range, pixels, last, moe_layer); },
       [this, gen](std::shared_ptr<MonitorFrame> f) {
         in_flight_ = false;
         if (gen != generation_ || !f) return;  // another run since, or nothing new

@@ -95,6 +95,9 @@ class MonitorModel : public QObject {
   // Visible x range (step) after a zoom; nullopt: the whole run. Re-queries at full resolution.
   void set_range(std::optional<std::pair<double, double>> range);
   void set_pixels(int pixels);     // chart width in pixel columns
+  // The sparse layer of the expert-load heat map (mixtures of experts); -1: the run's first.
+  void set_moe_layer(int layer);
+  int moe_layer() const { return moe_layer_; }
   void set_live(bool live);        // poll while the run may still change (default on)
   void refresh();                  // ask for a frame now (coalesced)
 
@@ -119,6 +122,7 @@ class MonitorModel : public QObject {
   int rank_ = -1;
   std::optional<std::pair<double, double>> range_;
   int pixels_ = 800;
+  int moe_layer_ = -1;
   bool live_ = true;
   bool in_flight_ = false;
   bool dirty_ = true;  // parameters changed since the last frame: query even if the run did not

@@ -1,3 +1,5 @@
+// Past 600 lines: the page builds, lays out and draws every chart of a run from one frame, and
+// splitting the drawing from the charts it fills would only pass the frame around.
 #include "ui/monitor_page.h"
 
 #include <QDateTime>
@@ -23,6 +25,7 @@
 #include "ui/axis_colors.h"
 #include "ui/error_text.h"
 #include "ui/bar_chart.h"
+#include "ui/expert_load_view.h"
 #include "ui/flow_layout.h"
 #include "ui/format.h"
 #include "ui/metric_chart.h"
@@ -158,6 +161,10 @@ MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
   grid->addWidget(mem_, 1, 2, 1, 2);
   grid->addWidget(comm_, 2, 0, 1, 2);
   grid->addWidget(breakdown_, 2, 2, 1, 2);
+  // Mixtures of experts: the routing under the time per step (the all-to-all's cause).
+  expert_ = new ExpertLoadView(this);
+  expert_->setVisible(false);
+  grid->addWidget(expert_, 3, 0, 1, 4);
   for (int c = 0; c < 4; ++c) grid->setColumnStretch(c, 1);
   outer->addLayout(grid, 1);
   stragglers_ = new StragglerTable(this);
@@ -206,6 +213,7 @@ MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
   });
   connect(script_, &QPushButton::clicked, this, &MonitorPage::show_slurm_script);
   connect(ranks_, &QSpinBox::valueChanged, this, [this](int rank) { model_->set_rank(rank); });
+  connect(expert_, &ExpertLoadView::layer_chosen, this, [this](int layer) { model_->set_moe_layer(layer); });
   connect(smoothing_, &QSlider::valueChanged, this, [this](int v) { set_smoothing(v / 100.0); });
   connect(save, &QPushButton::clicked, this, [this] {
     const QString dir = QFileDialog::getExistingDirectory(this, tr("Save the charts into"));
@@ -413,6 +421,8 @@ void MonitorPage::rebuild_series(const MonitorFrame& f) {
     comm_axes_.push_back(a);
     comm_->add_area(axis_label(a), axis_color(a, is_dark()));
   }
+  comm_ep_ = f.shape.ep > 1;
+  if (comm_ep_) comm_->add_area(QString::fromUtf8(kEpName.data(), static_cast<int>(kEpName.size())), expert_color(is_dark()));
   comm_->add_area(tr("compute"), compute_color());
   comm_->set_axis_titles(tr("step"), tr("ms"));
   const QSignalBlocker quiet(ranks_);  // the range follows the run; the choice stays the model's
@@ -588,9 +598,15 @@ void MonitorPage::draw(const std::shared_ptr<const MonitorFrame>& fp) {
     layers.push_back(resample(f.comm[a], x));
     for (double& v : layers.back()) v *= 1000.0;
   }
+  if (comm_ep_) {
+    layers.push_back(resample(f.comm_ep, x));
+    for (double& v : layers.back()) v *= 1000.0;
+  }
   layers.push_back(resample(f.compute, x));
   for (double& v : layers.back()) v *= 1000.0;
   comm_->set_stack(x, layers);
+  expert_->setVisible(!f.moe_layers.empty());  // a dense run has no routing to show
+  if (!f.moe_layers.empty()) expert_->set_map(f.moe_layers, f.expert_load);
   comm_->set_note(f.rank >= 0 ? tr("rank %1").arg(f.rank) : tr("mean over ranks"));
 
   if (!f.last_breakdown.empty()) {
@@ -622,6 +638,7 @@ void MonitorPage::refresh_colors() {
   tput_->set_line_color(0, ink());
   tput_->set_line_color(1, mfu_color());
   breakdown_->apply_theme();
+  expert_->apply_theme();
   series_world_ = -1;  // rebuild the per-rank series in the new theme's colours
   if (model_->frame()) draw(model_->frame());
   draw_prediction(model_->prediction());

@@ -2,7 +2,8 @@
 // launched, its failure's root cause when it failed, a Stop button while it runs, and the live
 // charts: loss (smoothed, the raw curve faint behind it), learning rate, grad norm, throughput
 // (tokens/s and MFU), memory per rank against capacity, and time per step split into each axis's
-// collectives and compute (stacked over steps; per rank at the latest step), and, once the run
+// collectives and compute (stacked over steps; per rank at the latest step), for a mixture of
+// experts the expert load (ui/expert_load_view.h), and, once the run
 // can be judged, the time model's prediction of its step against what it measured ("Predicted
 // vs measured": step, compute and each communicating axis; store::predict_run via the model).
 //
@@ -30,6 +31,7 @@ class QVBoxLayout;
 namespace meshwork::ui {
 
 class BarChart;
+class ExpertLoadView;
 class MetricChart;
 class StoreWorker;
 class StragglerTable;
@@ -59,6 +61,8 @@ class MonitorPage : public QWidget {
   MetricChart* memory_chart() const { return mem_; }
   MetricChart* comm_chart() const { return comm_; }
   BarChart* breakdown_chart() const { return breakdown_; }
+  // Mixtures of experts: the experts x steps heat map per sparse layer (hidden for a dense run).
+  ExpertLoadView* expert_load_view() const { return expert_; }
   // Where the run hangs or slows (ui/health_bar.h): the banner under the title says it, the
   // button opens the Health view (a window of its own) on the mesh.
   HealthModel* health_model() const { return health_->model(); }
@@ -135,6 +139,7 @@ class MonitorPage : public QWidget {
   MetricChart* mem_;
   MetricChart* comm_;
   BarChart* breakdown_;
+  ExpertLoadView* expert_;
   StragglerTable* stragglers_;
   QTableWidget* prediction_table_;
   QLabel* prediction_caption_;
@@ -143,6 +148,7 @@ class MonitorPage : public QWidget {
   int series_world_ = -1;  // the world / shape the per-rank series were built for
   MeshShape series_shape_{0, 0, 0, 0};
   std::vector<Axis> comm_axes_;  // axes with a layer in the comm chart
+  bool comm_ep_ = false;         // and the experts' all-to-all's layer after them
   bool following_ = false;
   double last_draw_ms_ = 0;
 };
