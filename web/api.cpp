@@ -9,6 +9,7 @@
 
 #include "core/mesh.h"
 #include "core/metrics.h"
+#include "core/store/expert_load.h"
 #include "core/store/run_frame.h"
 
 namespace meshwork::web {
@@ -280,10 +281,12 @@ ApiReply Api::get(std::string_view path, const Params& params) {
     if (parts[2] == "series") return series(*id, params);
     if (parts[2] == "prediction") return prediction(*id);
     if (parts[2] == "health") return health(*id, params);
+    if (parts[2] == "expert-load") return expert_load(*id, params);
   }
   return error_reply(404, Error{"path", shown("/api" + std::string(path)),
                                 "one of /api/runs, /api/runs/ID, /api/runs/ID/frame, /api/runs/ID/series, "
-                                "/api/runs/ID/prediction, /api/runs/ID/health, /api/compare (docs/web.md)"});
+                                "/api/runs/ID/prediction, /api/runs/ID/health, /api/runs/ID/expert-load, "
+                                "/api/compare (docs/web.md)"});
 }
 
 ApiReply Api::runs() {
@@ -366,6 +369,8 @@ ApiReply Api::frame(RunId id, const Params& params) {
   b["comm"] = nlohmann::json::object();
   for (Axis a : kAxes)
     if (f->shape.size(a) > 1) b["comm"][std::string(axis_name(a))] = points_json(f->comm[a]);
+  if (f->shape.ep > 1) b["comm"][std::string(kEpName)] = points_json(f->comm_ep);
+  b["moe_layers"] = f->moe_layers;  // empty: a dense run (the page hides its expert load)
   b["mem"] = nlohmann::json::array();
   b["mem_peak"] = nlohmann::json::array();
   for (const auto& m : f->mem) b["mem"].push_back(points_json(m));
@@ -380,6 +385,46 @@ ApiReply Api::frame(RunId id, const Params& params) {
   b["capacity_bytes"] = optional_json(f->capacity_bytes);
   b["source_points"] = f->source_points;
   b["query_ms"] = f->query_ms;
+  return r;
+}
+
+// The expert-load heat map of one sparse layer (core/store/expert_load.h), as the Monitor draws
+// it: per column the steps it stands for, the tokens per expert, the worst max/mean, the aux loss.
+ApiReply Api::expert_load(RunId id, const Params& params) {
+  auto layer = int_param(params, "layer", -1, -1, 1 << 20);
+  if (!layer) return error_reply(400, layer.error());
+  auto columns = int_param(params, "columns", 200, 1, kMaxPixels);
+  if (!columns) return error_reply(400, columns.error());
+  auto range = range_params(params);
+  if (!range) return error_reply(400, range.error());
+  if (auto info = store_->get_run(id); !info) return store_error(info.error());
+  auto layers = store::expert_load_layers(*store_, id);
+  if (!layers) return store_error(layers.error());
+  ApiReply r;
+  nlohmann::json& b = r.body;
+  b = {{"run", id}, {"layers", *layers}, {"layer", nullptr}, {"experts", 0}, {"steps", 0},
+       {"max_imbalance", nullptr}, {"max_imbalance_step", nullptr}, {"columns", nlohmann::json::array()}};
+  if (layers->empty()) return r;  // a dense run
+  // -1 or a layer without routing: the first sparse layer, as the workbench's picker starts.
+  const int chosen = std::find(layers->begin(), layers->end(), *layer) != layers->end() ? *layer : layers->front();
+  std::optional<int64_t> lo, hi;
+  if (*range) {
+    auto step_of = [](double x) { return static_cast<int64_t>(std::clamp(x, -9e18, 9e18)); };
+    lo = step_of(std::ceil((*range)->first));
+    hi = step_of(std::floor((*range)->second));
+  }
+  auto map = store::expert_load_map(*store_, id, chosen, *columns, lo, hi);
+  if (!map) return store_error(map.error());
+  b["layer"] = chosen;
+  b["experts"] = map->experts;
+  b["steps"] = map->steps;
+  if (map->max_imbalance_step >= 0) {
+    b["max_imbalance"] = map->max_imbalance;
+    b["max_imbalance_step"] = map->max_imbalance_step;
+  }
+  for (const store::ExpertLoadColumn& c : map->columns)
+    b["columns"].push_back({{"first_step", c.first_step}, {"last_step", c.last_step}, {"tokens", c.tokens},
+                            {"imbalance", c.imbalance}, {"aux_loss", optional_json(c.aux_loss)}});
   return r;
 }
 

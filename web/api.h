@@ -66,6 +66,7 @@ class Api {
   ApiReply compare(const Params& params);
   ApiReply prediction(store::RunId id);
   ApiReply health(store::RunId id, const Params& params);
+  ApiReply expert_load(store::RunId id, const Params& params);
 
   std::unique_ptr<store::RunStore> store_;
   store::CompareCache cache_;

@@ -174,9 +174,10 @@ std::shared_ptr<RunFrame> load_run_frame(store::RunStore* store, store::RunId ru
     const int layer = std::find(f->moe_layers.begin(), f->moe_layers.end(), moe_layer) != f->moe_layers.end()
                           ? moe_layer : f->moe_layers.front();
     std::optional<int64_t> lo, hi;
-    if (range) {
-      lo = static_cast<int64_t>(std::ceil(range->first));
-      hi = static_cast<int64_t>(std::floor(range->second));
+    if (range) {  // an open end may be +-1e300: clamped before it becomes a step
+      auto step_of = [](double x) { return static_cast<int64_t>(std::clamp(x, -9e18, 9e18)); };
+      lo = step_of(std::ceil(range->first));
+      hi = step_of(std::floor(range->second));
     }
     if (auto map = expert_load_map(*store, run, layer, expert_load_columns(pixels), lo, hi)) f->expert_load = std::move(*map);
   }

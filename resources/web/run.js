@@ -308,6 +308,8 @@
     MW.$('points').textContent = lossText + MW.fmtNum(n) + ' points in all charts';
     MW.$('points').dataset.points = String(n);
 
+    MW.expertLoad.onFrame(f, state.zoom);  // expert_load.js: mixtures of experts only
+
     state.frameDone = true;
     MW.setState({ points: n, lossPoints: arr(f.loss).length, version: f.version, pixels: f.pixels,
                   ready: state.frameDone && state.infoDone });

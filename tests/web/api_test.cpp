@@ -262,7 +262,7 @@ TEST_F(ApiTest, BadRequestsGetAClearMessage) {
       {"/runs/" + a + "/files", {}, 404,
        "path: /api/runs/" + a +
            "/files: one of /api/runs, /api/runs/ID, /api/runs/ID/frame, /api/runs/ID/series, "
-           "/api/runs/ID/prediction, /api/runs/ID/health, /api/compare (docs/web.md)"},
+           "/api/runs/ID/prediction, /api/runs/ID/health, /api/runs/ID/expert-load, /api/compare (docs/web.md)"},
       {"/runs/99999/prediction", {}, 404, "run: 99999: no such run in the store"},
       {"/runs/99999/health", {}, 404, "run: 99999: no such run in the store"},
       {"/runs/abc/health", {}, 400, "run: abc: a run id: a whole number >= 1"},
