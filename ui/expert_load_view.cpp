@@ -114,7 +114,7 @@ void ExpertLoadView::apply_theme() {
 
 ExpertHeatMap::ExpertHeatMap(QWidget* parent) : QWidget(parent) {
   setObjectName(QStringLiteral("ExpertHeatMap"));
-  setMinimumSize(220, 150);
+  setMinimumSize(220, 240);  // rows of ~20 px for 8 experts, under the strip and the step labels
   setMouseTracking(true);
 }
 

@@ -109,6 +109,7 @@ int render_screenshots(const QString& dir, const QString& only) {
   QTemporaryDir store_dir;
   qputenv("MESHWORK_DB", QDir(store_dir.path()).filePath("runs.db").toLocal8Bit());
   if (only == QLatin1String("health")) return render_health_screenshots(dir);
+  if (only == QLatin1String("experts")) return render_expert_load_screenshot(dir);
   auto* app = qobject_cast<QApplication*>(QCoreApplication::instance());
   bool ok = true;
 
@@ -228,6 +229,7 @@ int render_screenshots(const QString& dir, const QString& only) {
   ok &= render_run_screenshots(dir, QString::fromLocal8Bit(qgetenv("MESHWORK_SCREENSHOT_RUNS"))) == 0;
   ok &= render_calibration_screenshot(dir) == 0;
   ok &= render_health_screenshots(dir) == 0;
+  ok &= render_expert_load_screenshot(dir) == 0;
   if (!ok) std::cerr << "meshwork: screenshots: some images could not be written to " << dir.toStdString() << "\n";
   return ok ? 0 : 1;
 }

@@ -13,7 +13,8 @@ namespace meshwork::ui {
 // the part-2 pictures (render_run_screenshots) into a throw-away run store, never the user's.
 // $MESHWORK_SCREENSHOT_RUNS: a directory of recorded metrics files to import for runs/compare.
 // Returns 0 on success, 1 (with a message on stderr) on failure.
-// `only` = "health": render_health_screenshots alone (with the same throw-away settings and store).
+// `only` = "health": render_health_screenshots alone (with the same throw-away settings and store);
+// "experts": render_expert_load_screenshot alone.
 int render_screenshots(const QString& dir, const QString& only = {});
 
 // run-basics.png (the editor with its Run box: the run's name, steps, learning rate and warmup),
@@ -31,5 +32,9 @@ int render_calibration_screenshot(const QString& dir);
 // banner): a real 4-rank run on this machine, one rank slowed in its compute, then stopped;
 // skipped without meshtrain.
 int render_health_screenshots(const QString& dir);
+
+// expert-load.png: the Monitor's Expert load card of a real run of a tiny Qwen3-MoE (2 CPU ranks
+// on this machine, launched from the Launch action); skipped without meshtrain.
+int render_expert_load_screenshot(const QString& dir);
 
 }  // namespace meshwork::ui
