@@ -122,8 +122,9 @@ class ClusterRun : public ::testing::Test {
           ASSERT_TRUE(rec_line.ok()) << line;
           if (auto* step = std::get_if<StepRecord>(&*rec_line)) {
             for (const auto& [key, value] : step_series(*step))
-              // The store keeps comm_s.pp for pipelined runs only (docs/store.md).
-              if (key != "comm_s.pp" || value != 0) from_files[{step->rank, step->step, key}] = value;
+              // The store keeps comm_s.pp and comm_s.ep for pipelined and expert-parallel runs only
+              // (docs/store.md).
+              if ((key != "comm_s.pp" && key != "comm_s.ep") || value != 0) from_files[{step->rank, step->step, key}] = value;
           }
         }
       }

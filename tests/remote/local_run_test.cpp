@@ -96,8 +96,9 @@ TEST(LocalRun, LaunchLocalTwoRanksEveryMetricInTheStore) {
       if (auto* s = std::get_if<StepRecord>(&*r)) {
         ++step_lines;
         for (const auto& [key, value] : step_series(*s))
-          // The store keeps comm_s.pp for pipelined runs only (docs/store.md).
-          if (key != "comm_s.pp" || value != 0) files[{s->rank, s->step, key}] = value;
+          // The store keeps comm_s.pp and comm_s.ep for pipelined and expert-parallel runs only
+          // (docs/store.md).
+          if ((key != "comm_s.pp" && key != "comm_s.ep") || value != 0) files[{s->rank, s->step, key}] = value;
       }
     }
     EXPECT_EQ(step_lines, steps) << "rank " << rank;
