@@ -40,6 +40,10 @@ c10::intrusive_ptr<c10d::Work> all_to_all_flat(c10d::Backend& b, at::Tensor& out
   std::vector<int64_t> counts;  // empty: equal splits
   return b.all_to_all_single(out, in, counts, counts);
 }
+c10::intrusive_ptr<c10d::Work> all_to_all_split(c10d::Backend& b, at::Tensor& out, at::Tensor& in,
+                                                std::vector<int64_t>& out_splits, std::vector<int64_t>& in_splits) {
+  return b.all_to_all_single(out, in, out_splits, in_splits);
+}
 #else
 c10::intrusive_ptr<c10d::Work> gather_flat(c10d::Backend& b, at::Tensor& out, at::Tensor& in) {
   return b._allgather_base(out, in);
@@ -50,6 +54,10 @@ c10::intrusive_ptr<c10d::Work> reduce_scatter_flat(c10d::Backend& b, at::Tensor&
 c10::intrusive_ptr<c10d::Work> all_to_all_flat(c10d::Backend& b, at::Tensor& out, at::Tensor& in) {
   std::vector<int64_t> counts;  // empty: equal splits
   return b.alltoall_base(out, in, counts, counts);
+}
+c10::intrusive_ptr<c10d::Work> all_to_all_split(c10d::Backend& b, at::Tensor& out, at::Tensor& in,
+                                                std::vector<int64_t>& out_splits, std::vector<int64_t>& in_splits) {
+  return b.alltoall_base(out, in, out_splits, in_splits);
 }
 #endif
 
@@ -158,6 +166,19 @@ Status Communicator::connect() {
                                      std::to_string(mesh_.group_index(options_.rank, kind)),
                                  g.rank, g.size());
     }
+    // The sparse mesh: created by every rank in the same order (ep, then efsdp), each rank in
+    // exactly one group of each, as the dense groups above.
+    for (ExpertGroupKind kind : kExpertGroupKinds) {
+      Group& g = expert_groups_[static_cast<size_t>(kind)];
+      g.expert = kind;
+      g.kind = kind == ExpertGroupKind::ep ? GroupKind::tp : GroupKind::dp_shard;  // unused: charge() reads `expert`
+      g.members = mesh_.expert_group_members(options_.rank, kind);
+      g.rank = mesh_.expert_group_rank(options_.rank, kind);
+      if (options_.shape.ep > 1 && g.size() > 1)
+        g.backend = make_backend(options_.group_prefix + "/" + std::string(expert_group_name(kind)) + "/" +
+                                     std::to_string(g.members.front()),
+                                 g.rank, g.size());
+    }
     world_.world = true;
     for (int r = 0; r < options_.world_size; ++r) world_.members.push_back(r);
     world_.rank = options_.rank;
@@ -177,6 +198,13 @@ c10::intrusive_ptr<c10d::Store> Communicator::store() const { return store_; }
 
 void Communicator::charge(const Group& g, double seconds) {
   const MeshShape& shape = options_.shape;
+  if (g.expert) {
+    if (*g.expert == ExpertGroupKind::ep)
+      times_.ep += seconds;
+    else
+      times_.seconds[Axis::dp_shard] += seconds;
+    return;
+  }
   std::vector<Axis> axes = g.world ? std::vector<Axis>(kAxes.begin(), kAxes.end())
                                    : group_axes(g.kind);
   // Weight (size - 1) per axis: the peers a ring member talks to along it (header comment).
@@ -205,7 +233,7 @@ void Communicator::all_reduce(at::Tensor& t, const Group& g, bool max) {
   c10d::AllreduceOptions o;
   o.reduceOp = max ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
   g.backend->allreduce(ts, o)->wait();
-  flight_exit();
+  flight_exit(g);
   finish(g, start);
 }
 
@@ -229,7 +257,7 @@ void Communicator::wait(Pending& p) {
     p.work2->wait();
     p.work2.reset();
   }
-  if (p.flight.group >= 0) flight_exit();
+  if (p.flight.group >= 0) flight_exit(*p.group);
   finish(*p.group, start);
 }
 
@@ -289,7 +317,7 @@ void Communicator::all_gather(at::Tensor& out, const at::Tensor& in, const Group
   at::Tensor input = in.contiguous().view(-1);
   at::Tensor output = out.view(-1);
   gather_flat(*g.backend, output, input)->wait();
-  flight_exit();
+  flight_exit(g);
   finish(g, start);
 }
 
@@ -319,7 +347,7 @@ void Communicator::reduce_scatter(at::Tensor& out, const at::Tensor& in, const G
     acc.copy_(view[0]);
     for (int64_t i = 1; i < n; ++i) acc.add_(view[i]);
   }
-  flight_exit();
+  flight_exit(g);
   finish(g, start);
 }
 
@@ -331,7 +359,7 @@ void Communicator::broadcast(at::Tensor& t, int root, const Group& g) {
   c10d::BroadcastOptions o;
   o.rootRank = root;
   g.backend->broadcast(ts, o)->wait();
-  flight_exit();
+  flight_exit(g);
   finish(g, start);
 }
 
@@ -340,7 +368,7 @@ void Communicator::send(const at::Tensor& t, int peer, const Group& g, int tag) 
   flight_enter(g, FlightOpKind::send, static_cast<int64_t>(t.nbytes()));
   std::vector<at::Tensor> ts{t.contiguous()};
   g.backend->send(ts, peer, tag)->wait();
-  flight_exit();
+  flight_exit(g);
   finish(g, start);
 }
 
@@ -350,7 +378,7 @@ void Communicator::recv(at::Tensor& t, int peer, const Group& g, int tag) {
   flight_enter(g, FlightOpKind::recv, static_cast<int64_t>(t.nbytes()));
   std::vector<at::Tensor> ts{t};
   g.backend->recv(ts, peer, tag)->wait();
-  flight_exit();
+  flight_exit(g);
   finish(g, start);
 }
 
@@ -367,7 +395,23 @@ void Communicator::send_recv(const at::Tensor& send_t, int dst, at::Tensor& recv
   auto wr = g.backend->recv(r, src, tag);
   ws->wait();
   wr->wait();
-  flight_exit();
+  flight_exit(g);
+  finish(g, start);
+}
+
+void Communicator::all_to_all(at::Tensor& out, const at::Tensor& in, const std::vector<int64_t>& out_splits,
+                              const std::vector<int64_t>& in_splits, const Group& g) {
+  TORCH_CHECK(out.is_contiguous(), "all_to_all: the output must be contiguous");
+  if (g.size() == 1) {
+    out.copy_(in.view(out.sizes()));
+    return;
+  }
+  auto start = Clock::now();
+  flight_enter(g, FlightOpKind::all_to_all, static_cast<int64_t>(in.nbytes()));
+  at::Tensor input = in.contiguous();
+  std::vector<int64_t> os = out_splits, is = in_splits;
+  all_to_all_split(*g.backend, out, input, os, is)->wait();
+  flight_exit(g);
   finish(g, start);
 }
 
@@ -383,7 +427,7 @@ void Communicator::barrier(const Group& g) {
   } else {
     g.backend->barrier()->wait();
   }
-  flight_exit();
+  flight_exit(g);
   finish(g, start);
 }
 

@@ -43,9 +43,13 @@ namespace meshwork::trainer {
 // Seconds spent in collectives per axis (indexed by Axis), since the last reset().
 struct CommTimes {
   AxisArray<double> seconds;
-  void reset() { seconds = {}; }
+  double ep = 0;  // the experts' all-to-alls over the ep group ("comm_s.ep")
+  void reset() {
+    seconds = {};
+    ep = 0;
+  }
   double total() const {
-    double t = 0;
+    double t = ep;
     for (double s : seconds) t += s;
     return t;
   }
@@ -78,6 +82,9 @@ struct CommOptions {
 struct Group {
   GroupKind kind = GroupKind::dp;
   bool world = false;              // the whole world (not a mesh group)
+  // A group of the sparse (expert) mesh (ep > 1): ep is charged to "comm_s.ep"; efsdp, the FSDP
+  // of one expert set over ranks borrowed from dp_shard x cp x tp, to dp_shard.
+  std::optional<ExpertGroupKind> expert;
   std::vector<int> members;        // global ranks, in group-rank order
   int rank = 0;                    // this process's rank in the group
   c10::intrusive_ptr<c10d::Backend> backend;  // null when the group has one member
@@ -100,6 +107,9 @@ class Communicator {
   const Group& group(GroupKind kind) const;
   const Group& world() const { return world_; }
   int group_size(GroupKind kind) const { return group(kind).size(); }
+  // The sparse mesh's groups (core/mesh.h): built when the shape's ep > 1; with ep = 1 the ep
+  // group is this rank alone and efsdp is the dp_shard x cp x tp block.
+  const Group& expert_group(ExpertGroupKind kind) const { return expert_groups_[static_cast<size_t>(kind)]; }
   int group_rank(GroupKind kind) const { return group(kind).rank; }
 
   // --- collectives (synchronous, timed, charged). `g` is a GroupKind or world(). ---
@@ -119,6 +129,12 @@ class Communicator {
   void send_recv(const at::Tensor& send_t, int dst, at::Tensor& recv_t, int src, const Group& g,
                  int tag = 0);
   void barrier(const Group& g);
+  // All-to-all with uneven splits along dim 0 (Gloo alltoall_base): member i's rows
+  // [sum in_splits[<j], + in_splits[j]) of `in` go to member j, and `out` (contiguous, sum of
+  // out_splits rows) gets member j's rows for this member at rows [sum out_splits[<j], ...).
+  // Every member's in_splits[j] must equal member j's out_splits[i]. Empty splits: equal chunks.
+  void all_to_all(at::Tensor& out, const at::Tensor& in, const std::vector<int64_t>& out_splits,
+                  const std::vector<int64_t>& in_splits, const Group& g);
 
   // Asynchronous all-reduce (sum), for overlapping gradient reduction with backward. The time
   // charged is the time wait() blocks (the communication the step could not hide).
@@ -165,15 +181,18 @@ class Communicator {
   c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& prefix, int rank, int size);
   void finish(const Group& g, std::chrono::steady_clock::time_point start);
   // The flight recorder's marks (no-ops without one).
+  // The record's group slots are the dense mesh's (core/flight_layout.h): the sparse mesh's
+  // collectives are not marked there.
   void flight_enter(const Group& g, FlightOpKind op, int64_t bytes) {
+    if (g.expert) return;
     if (flight_) flight_->enter(g.world ? kFlightWorldSlot : static_cast<int>(g.kind), op, bytes);
   }
   FlightRecorder::Ticket flight_start(const Group& g, FlightOpKind op, int64_t bytes) {
-    return flight_ ? flight_->start(g.world ? kFlightWorldSlot : static_cast<int>(g.kind), op, bytes)
+    return flight_ && !g.expert ? flight_->start(g.world ? kFlightWorldSlot : static_cast<int>(g.kind), op, bytes)
                    : FlightRecorder::Ticket{};
   }
-  void flight_exit() {
-    if (flight_) flight_->exit();
+  void flight_exit(const Group& g) {
+    if (flight_ && !g.expert) flight_->exit();
   }
   // MESHTRAIN_TEST_MISMATCH=<rank>:<step> (tests only): true once, at that rank's first
   // all-reduce of that step, which then runs an all-gather instead: a program bug to diagnose.
@@ -183,6 +202,7 @@ class Communicator {
   DeviceMesh mesh_;
   c10::intrusive_ptr<c10d::Store> store_;
   std::array<Group, kGroupKinds.size()> groups_;
+  std::array<Group, kExpertGroupKinds.size()> expert_groups_;
   Group world_;
   CommTimes times_;
   FlightRecorder* flight_ = nullptr;

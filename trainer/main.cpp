@@ -33,11 +33,16 @@ int refuse(const Error& e) {
 
 // What the model here does not train yet on this mesh, refused by name rather than trained as
 // something else: OLMoE's whole-projection q/k norms need their variance summed over the tp
-// group (docs/moe.md).
-Status trainable_on_mesh(const ModelSpec& spec, const MeshShape& mesh) {
+// group (docs/moe.md). Expert parallelism with tp needs sequence parallelism: without it every tp
+// rank holds the same rows, and each would dispatch them to the experts again.
+Status trainable_on_mesh(const ModelSpec& spec, const MeshShape& mesh, bool sequence_parallel) {
   if (spec.qk_norm == QkNorm::whole_projection && mesh[Axis::tp] > 1)
     return Error{"--tp", std::to_string(mesh[Axis::tp]),
                  "1 for " + spec.architecture + " (its q/k norms span the whole projection, which tp splits)"};
+  if (mesh.ep > 1 && mesh[Axis::tp] > 1 && !sequence_parallel)
+    return Error{std::string(kEpFlag), std::to_string(mesh.ep),
+                 "1 when tp > 1 runs without sequence parallelism (every tp rank would dispatch the same rows "
+                 "to the experts); keep sequence_parallel on for ep with tp"};
   return {};
 }
 
@@ -116,7 +121,7 @@ int main(int argc, char** argv) {
     return kExitInvalid;
   }
   o.run.mesh = checked.layout->shape();  // -1 resolved
-  if (Status st = trainable_on_mesh(*spec, o.run.mesh); !st.ok()) return refuse(st.error());
+  if (Status st = trainable_on_mesh(*spec, o.run.mesh, o.run.training.sequence_parallel); !st.ok()) return refuse(st.error());
   if (!o.run.save_hf.empty() && o.run.mesh[Axis::pp] > 1) {
     std::cerr << "meshtrain: --save-hf: pp " << o.run.mesh[Axis::pp]
               << ": not with pipeline stages yet (docs/pipeline.md); train with pp 1 to export, or keep the "

@@ -365,7 +365,8 @@ at::Tensor Model::block_forward(int layer, const at::Tensor& flat, const at::Ten
     const int64_t Hm = m.size(-1);
     Tensor y = moe_mlp(m.reshape({-1, Hm}), part[4].view(lay.params[kGate].shape),
                        part[5].view(lay.params[kGate + 1].shape), part[6].view(lay.params[kGate + 2].shape),
-                       part[7].view(lay.params[kGate + 3].shape), spec_.moe, routing ? *routing : moe_forward_, moe_stats_, slot);
+                       part[7].view(lay.params[kGate + 3].shape), spec_.moe, routing ? *routing : moe_forward_, moe_stats_, slot,
+                       ops_.experts);
     return out + y.view(m.sizes());
   }
   // SwiGLU MLP: down(silu(gate(h)) * up(h)).

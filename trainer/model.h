@@ -75,6 +75,9 @@ struct BlockOps {
   // over the ranks that hold the call's other tokens (cp, and tp under sequence parallelism),
   // so that the aux loss is that of the whole call. Unset: this rank holds all of them.
   std::function<void(at::Tensor&)> sum_routing;
+  // Mixture of experts: where a sparse layer's experts run on its rows (trainer/moe.h's
+  // ExpertRunner; expert parallelism dispatches them over the ep group). Unset: here, all E.
+  ExpertRunner experts;
 };
 
 struct ForwardOptions {

@@ -38,6 +38,24 @@ Tensor project(const Tensor& x, const Tensor& w) {
 
 }  // namespace
 
+at::Tensor run_grouped_experts(const at::Tensor& rows, const std::vector<int64_t>& counts, const at::Tensor& gate,
+                               const at::Tensor& up, const at::Tensor& down) {
+  std::vector<Tensor> outs;
+  int64_t begin = 0;
+  for (size_t e = 0; e < counts.size(); ++e) {
+    if (counts[e] == 0) continue;
+    Tensor slice = rows.narrow(0, begin, counts[e]);
+    const int64_t i = static_cast<int64_t>(e);
+    Tensor g = at::silu(project(slice, gate[i])) * project(slice, up[i]);
+    outs.push_back(project(g, down[i]));
+    begin += counts[e];
+  }
+  // No rows at all (an ep rank nobody routed to): an empty result still tied to the weights, so
+  // that backward reaches them (their gradient is zero) on every rank alike.
+  if (outs.empty()) return rows.narrow(0, 0, 0) + 0 * (gate.sum() + up.sum() + down.sum()).to(rows.scalar_type());
+  return at::cat(outs);
+}
+
 void MoeStepStats::reset(const ModelSpec& spec) {
   if (layers.empty())
     for (int l = 0; l < spec.num_hidden_layers; ++l)
@@ -49,7 +67,7 @@ void MoeStepStats::reset(const ModelSpec& spec) {
 
 at::Tensor moe_mlp(const at::Tensor& x, const at::Tensor& router, const at::Tensor& expert_gate,
                    const at::Tensor& expert_up, const at::Tensor& expert_down, const MoeSpec& moe,
-                   MoeForwardState& state, MoeStepStats& stats, int slot) {
+                   MoeForwardState& state, MoeStepStats& stats, int slot, const ExpertRunner& experts) {
   const int64_t E = moe.num_experts, K = moe.experts_per_token;
   // Router in fp32 (transformers: softmax(..., dtype=float)); fp64 stays fp64 (gradient checks).
   Tensor logits = project(x, router);
@@ -66,16 +84,10 @@ at::Tensor moe_mlp(const at::Tensor& x, const at::Tensor& router, const at::Tens
   const int64_t* c = counts_cpu.data_ptr<int64_t>();
   Tensor token_of = order.div(K, "floor");
   Tensor rows = x.index_select(0, token_of);  // [N K, H], grouped by expert
-  std::vector<Tensor> outs;
-  int64_t begin = 0;
-  for (int64_t e = 0; e < E; ++e) {
-    if (c[e] == 0) continue;
-    Tensor slice = rows.narrow(0, begin, c[e]);
-    Tensor g = at::silu(project(slice, expert_gate[e])) * project(slice, expert_up[e]);
-    outs.push_back(project(g, expert_down[e]));
-    begin += c[e];
-  }
-  Tensor y_sorted = at::cat(outs) * weights.index_select(0, order).unsqueeze(1);
+  const std::vector<int64_t> count_list(c, c + E);
+  Tensor sorted_out = experts ? experts(rows, count_list, expert_gate, expert_up, expert_down)
+                              : run_grouped_experts(rows, count_list, expert_gate, expert_up, expert_down);
+  Tensor y_sorted = sorted_out * weights.index_select(0, order).unsqueeze(1);
   Tensor y = at::zeros_like(x).index_add(0, token_of, y_sorted);
 
   if (state.recording) {

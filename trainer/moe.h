@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -51,12 +52,26 @@ struct MoeStepStats {
   void reset(const ModelSpec& spec);
 };
 
+// The experts' GEMMs on rows [M, H] sorted by expert: counts[e] consecutive rows for expert e
+// of the stacked gate/up [n, Ie, H], down [n, H, Ie] (n = counts.size()). Returns [M, H] in the
+// same order: one GEMM triple per expert with rows, never a loop over tokens.
+at::Tensor run_grouped_experts(const at::Tensor& rows, const std::vector<int64_t>& counts, const at::Tensor& gate,
+                               const at::Tensor& up, const at::Tensor& down);
+
+// Where the experts run (BlockOps::experts): rows [M, H] sorted by global expert with counts[e]
+// rows for expert e of all E, and this rank's stacked expert tensors (all E, or its E/ep under
+// expert parallelism, trainer/parallelize_ep.h) -> the rows' outputs, in the same order.
+using ExpertRunner = std::function<at::Tensor(const at::Tensor& rows, const std::vector<int64_t>& counts,
+                                              const at::Tensor& gate, const at::Tensor& up, const at::Tensor& down)>;
+
 // The MoE MLP on x [N, H] (compute dtype): router [E, H], expert_gate/expert_up [E, Ie, H],
-// expert_down [E, H, Ie]. Records routing into `state` (when recording) and `stats` (layer
+// expert_down [E, H, Ie] (or this rank's E/ep of them, with `experts` dispatching the rows to
+// the ranks holding theirs; unset: run_grouped_experts here). Records routing into `state` (when recording) and `stats` (layer
 // index `slot`), and ties the aux gradient to the output when state.aux_in_objective.
 at::Tensor moe_mlp(const at::Tensor& x, const at::Tensor& router, const at::Tensor& expert_gate,
                    const at::Tensor& expert_up, const at::Tensor& expert_down, const MoeSpec& moe,
-                   MoeForwardState& state, MoeStepStats& stats, int slot);
+                   MoeForwardState& state, MoeStepStats& stats, int slot,
+                   const ExpertRunner& experts = {});
 
 // The aux loss value of a finished forward (E sum_e c_e S_e / R^2); 0 before any routing.
 double moe_aux_loss(const MoeForwardState& state, int64_t num_experts);

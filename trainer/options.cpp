@@ -134,9 +134,6 @@ Result<TrainerOptions> parse_options(const std::vector<std::string>& args) {
     const RunConfigFlag* rf = find_run_config_flag(name);
     if (Status s = rf ? rf->apply(o.run, value) : find_flag(name)->apply(o, value); !s.ok()) return s.error();
   }
-  if (o.run.mesh.ep != 1)
-    return Error{std::string(kEpFlag), std::to_string(o.run.mesh.ep),
-                 "1 (meshtrain does not run expert parallelism yet; meshwork plan estimates it)"};
   if (o.node_rank >= o.nnodes)
     return Error{"--node-rank", std::to_string(o.node_rank),
                  "0 .. nnodes-1 (nnodes is " + std::to_string(o.nnodes) + ")"};

@@ -11,8 +11,14 @@ std::unique_ptr<ParallelModel> parallelize(Model& model, Communicator& comm,
   std::unique_ptr<ParallelModel> pm(new ParallelModel(model));
   TpOptions tpo;
   tpo.sequence_parallel = options.sequence_parallel;
+  const Group& ep_group = comm.expert_group(ExpertGroupKind::ep);
+  if (model.spec().is_moe()) {
+    tpo.ep = ep_group.size();
+    tpo.ep_rank = ep_group.rank;
+  }
   pm->tp_ = std::make_unique<TensorParallel>(model, comm, tpo);
   pm->cp_ = std::make_unique<ContextParallel>(model, comm);
+  pm->ep_ = std::make_unique<ExpertParallel>(model, comm);
   // A mixture of experts' aux loss spans a forward call's tokens: cp ranks hold other parts of
   // each sequence, and tp ranks under sequence parallelism other rows of it (docs/moe.md).
   const bool cp_split = pm->cp_->active(), tp_split = pm->tp_->sequence_parallel();
@@ -32,6 +38,18 @@ std::unique_ptr<ParallelModel> parallelize(Model& model, Communicator& comm,
   dpo.seed = options.seed;
   dpo.fsdp_grad_sync_per_step = options.fsdp_grad_sync_per_step;
   dpo.keep_root_gathered = model.pipelined();
+  if (pm->ep_->active()) {
+    // Each sparse block's stacked expert tensors are consecutive in its layout (router first).
+    Model* m = &model;
+    dpo.expert_range = [m](int unit) -> std::pair<int64_t, int64_t> {
+      const UnitLayout& lay = m->layout(unit);
+      const int first = lay.index("expert_gate"), last = lay.index("expert_down");
+      if (unit == 0 || first < 0) return {0, 0};
+      return {lay.offset(static_cast<size_t>(first)),
+              lay.offset(static_cast<size_t>(last)) + lay.params[static_cast<size_t>(last)].numel()};
+    };
+    dpo.expert_shard_group = &comm.expert_group(ExpertGroupKind::efsdp);
+  }
   if (options.read_full) {
     auto read_full = options.read_full;
     dpo.read_local = [tp, read_full](int unit, int64_t offset, int64_t count) {
@@ -63,6 +81,24 @@ std::unique_ptr<ParallelModel> parallelize(Model& model, Communicator& comm,
   tp->annotate(pm->dp_->params());
   for (auto& fp : pm->dp_->params()) pm->params_.push_back(fp.param);
   return pm;
+}
+
+std::vector<TensorParallel::SourceRun> ParallelModel::flat_source_runs(const FlatParam& fp, int64_t offset,
+                                                                      int64_t count) const {
+  if (fp.expert_numel == 0) return tp_->source_runs(fp.unit, offset, count);
+  if (fp.expert) return tp_->source_runs(fp.unit, fp.expert_lo + offset, count);
+  // The dense part skips the expert range [expert_lo, expert_lo + expert_numel) of the layout.
+  std::vector<TensorParallel::SourceRun> runs;
+  const int64_t end = offset + count, lo = fp.expert_lo;
+  if (offset < lo) runs = tp_->source_runs(fp.unit, offset, std::min(end, lo) - offset);
+  if (end > lo) {
+    const int64_t from = std::max(offset, lo);
+    for (auto r : tp_->source_runs(fp.unit, from + fp.expert_numel, end - from)) {
+      r.dst += from - offset;
+      runs.push_back(r);
+    }
+  }
+  return runs;
 }
 
 std::optional<Tensor> ParallelModel::positions(int64_t seq_len, at::Device device) const {

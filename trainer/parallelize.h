@@ -6,6 +6,9 @@
 //      cross-entropy. It goes first because everything after it sees only the local pieces.
 //   2. context parallel (parallelize_cp.h): installs ring attention as the attention core. It
 //      changes no parameter, only how attention reaches the other cp ranks' tokens.
+//      Expert parallel (parallelize_ep.h), for a mixture of experts with ep > 1: the local
+//      layouts of step 1 keep this ep rank's experts (TpOptions::ep), and the experts' rows are
+//      dispatched to the ranks holding theirs and combined back (BlockOps::experts).
 //   3. data parallel (parallelize_dp.h): wraps the local pieces: builds every unit from the
 //      seed, keeps the tp piece (TensorParallel::localize) and then this rank's FSDP shard
 //      (over dp_shard_cp once cp > 1, since cp ranks hold the same parameters). Last because
@@ -32,6 +35,7 @@
 #include "trainer/model.h"
 #include "trainer/parallelize_cp.h"
 #include "trainer/parallelize_dp.h"
+#include "trainer/parallelize_ep.h"
 #include "trainer/parallelize_tp.h"
 
 namespace meshwork::trainer {
@@ -84,6 +88,9 @@ class ParallelModel {
   std::vector<TensorParallel::SourceRun> source_runs(int unit, int64_t offset, int64_t count) const {
     return tp_->source_runs(unit, offset, count);
   }
+  // The same for elements [offset, offset + count) of flat parameter `fp` (a unit's whole local
+  // flat, or under expert parallelism its dense or its expert part, FlatParam::expert).
+  std::vector<TensorParallel::SourceRun> flat_source_runs(const FlatParam& fp, int64_t offset, int64_t count) const;
   // Whether tp ranks hold different tokens of a sequence (sequence parallelism).
   bool sequence_parallel() const { return tp_->sequence_parallel(); }
   // This rank's cp tokens of [B, T] sequences, and their RoPE positions (none without cp).
@@ -107,6 +114,7 @@ class ParallelModel {
   Model& model_;
   std::unique_ptr<TensorParallel> tp_;
   std::unique_ptr<ContextParallel> cp_;
+  std::unique_ptr<ExpertParallel> ep_;
   std::unique_ptr<DataParallel> dp_;
   std::vector<at::Tensor> params_;
 };

@@ -10,7 +10,13 @@ using at::Tensor;
 
 struct DataParallel::Unit {
   int index = 0;  // the model's unit number
-  int slot = 0;   // its index in params_ / units_
+  int slot = 0;   // its index in units_
+  int param = 0;  // its (dense) flat parameter's index in params_
+  // Expert parallelism: the experts' flat parameter (index in params_, -1: none) and where its
+  // range [expert_lo, expert_hi) sits in the unit's local flat layout.
+  int expert_param = -1;
+  int64_t expert_lo = 0, expert_hi = 0;
+  bool split() const { return expert_param >= 0; }
   bool sharded = false;
   int64_t numel = 0;
   int64_t padded = 0;
@@ -78,6 +84,51 @@ struct UnshardFunction : public torch::autograd::Function<UnshardFunction> {
   }
 };
 
+// The same for a unit whose expert slices have their own flat parameter (expert parallelism):
+// (dense shard, expert shard) -> the unit's full local parameters; backward cuts the gradient
+// into its dense part, reduce-scattered over the shard group, and its expert part,
+// reduce-scattered over efsdp.
+struct UnshardSplitFunction : public torch::autograd::Function<UnshardSplitFunction> {
+  static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& dense, const Tensor& experts,
+                        int64_t dp_ptr, int64_t unit) {
+    auto* dp = reinterpret_cast<DataParallel*>(dp_ptr);
+    DataParallel::Unit& u = dp->unit(static_cast<int>(unit));
+    ctx->saved_data["dp"] = dp_ptr;
+    ctx->saved_data["unit"] = unit;
+    if (!u.resident) dp->gather(u);
+    Tensor full = at::empty({0}, at::TensorOptions().dtype(dp->options_.compute_dtype).device(dp->options_.device));
+    full.set_(u.storage, 0, {u.numel}, {1});
+    return full;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto* dp = reinterpret_cast<DataParallel*>(ctx->saved_data["dp"].toInt());
+    DataParallel::Unit& u = dp->unit(static_cast<int>(ctx->saved_data["unit"].toInt()));
+    dp->free(u);
+    Tensor g = grads[0].to(at::kFloat).reshape(-1);
+    if (u.grad_accum.defined()) {
+      u.grad_accum.add_(g);
+      g = std::move(u.grad_accum);
+      u.grad_accum = Tensor();
+    }
+    if (!dp->armed_[u.slot] && dp->options_.fsdp_grad_sync_per_step) {
+      u.grad_accum = g.is_alias_of(grads[0]) ? g.clone() : g;
+      return {Tensor(), Tensor(), Tensor(), Tensor()};
+    }
+    const FlatParam& dense = dp->params_[u.param];
+    const FlatParam& experts = dp->params_[u.expert_param];
+    Tensor dense_g = at::cat({g.narrow(0, 0, u.expert_lo), g.narrow(0, u.expert_hi, u.numel - u.expert_hi)});
+    dense_g = at::constant_pad_nd(dense_g, {0, dense.padded - dense.numel});
+    Tensor expert_g = at::constant_pad_nd(g.narrow(0, u.expert_lo, experts.numel), {0, experts.padded - experts.numel});
+    Tensor dense_out = at::empty({dense.param.numel()}, g.options());
+    Tensor expert_out = at::empty({experts.param.numel()}, g.options());
+    dp->comm_.reduce_scatter(dense_out, dense_g, dp->options_.shard_group);
+    dp->comm_.reduce_scatter(expert_out, expert_g, *dp->options_.expert_shard_group);
+    return {dense_out, expert_out, Tensor(), Tensor()};
+  }
+};
+
 struct DataParallel::AllReduceWhenAccumulated : torch::autograd::PostAccumulateGradHook {
   AllReduceWhenAccumulated(DataParallel* dp, int unit) : dp(dp), unit(unit) {}
   void operator()(const torch::autograd::Variable& param) override {
@@ -109,6 +160,15 @@ DataParallel::DataParallel(Model& model, Communicator& comm, DataParallelOptions
     auto u = std::make_unique<Unit>();
     u->index = i;
     u->slot = slot_[i];
+    u->numel = model_.layout(i).numel();
+    u->param = static_cast<int>(params_.size());
+    const auto [expert_lo, expert_hi] =
+        options_.expert_range ? options_.expert_range(i) : std::pair<int64_t, int64_t>{0, 0};
+    if (expert_hi > expert_lo) {
+      add_split_unit(*u, local, expert_lo, expert_hi);
+      units_.push_back(std::move(u));
+      continue;
+    }
     u->sharded = n > 1;
     u->numel = model_.layout(i).numel();
     // Pad to a multiple of n so every member holds an equal shard: shard_numel = ceil(numel/n).
@@ -147,11 +207,79 @@ DataParallel::DataParallel(Model& model, Communicator& comm, DataParallelOptions
   armed_.assign(units_.size(), false);
 }
 
+void DataParallel::add_split_unit(Unit& u, const Tensor& local, int64_t lo, int64_t hi) {
+  const Group& sg = comm_.group(options_.shard_group);
+  const Group& eg = *options_.expert_shard_group;
+  const bool read = static_cast<bool>(options_.read_local);
+  const int i = u.index;
+  const int64_t ne = hi - lo, nd = u.numel - ne;
+  u.expert_lo = lo;
+  u.expert_hi = hi;
+  u.sharded = true;  // always through UnshardSplitFunction (it gathers, frees and reduces both parts)
+  const int stages = comm_.group_size(GroupKind::pp);
+  auto flat = [&](int64_t numel, const Group& g, bool expert) {
+    FlatParam fp;
+    fp.unit = i;
+    fp.expert = expert;
+    fp.expert_lo = lo;
+    fp.expert_numel = ne;
+    fp.numel = numel;
+    const int64_t shard = (numel + g.size() - 1) / g.size();
+    fp.padded = shard * g.size();
+    fp.sharded = g.size() > 1;
+    fp.shard_offset = g.rank * shard;
+    // Dense: as any unit. Experts: the ranks holding the same slice and shard are the replicas.
+    fp.copies = expert ? comm_.world_size() / (g.size() * comm_.mesh().shape().ep * stages)
+                       : comm_.world_size() / (g.size() * comm_.group_size(GroupKind::tp) * stages);
+    return fp;
+  };
+  FlatParam dense = flat(nd, sg, false), experts = flat(ne, eg, true);
+  const int64_t dense_shard = dense.padded / sg.size(), expert_shard = experts.padded / eg.size();
+  Tensor dense_part, expert_part;
+  if (read) {
+    // The dense flat's element x is the local layout's x below the experts, x + ne above them.
+    dense_part = at::zeros({dense_shard}, at::kFloat);
+    const int64_t a = dense.shard_offset, b = std::min(a + dense_shard, nd);
+    if (std::min(b, lo) > a) dense_part.narrow(0, 0, std::min(b, lo) - a).copy_(options_.read_local(i, a, std::min(b, lo) - a));
+    if (b > std::max(a, lo)) {
+      const int64_t from = std::max(a, lo);
+      dense_part.narrow(0, from - a, b - from).copy_(options_.read_local(i, from + ne, b - from));
+    }
+    expert_part = at::zeros({expert_shard}, at::kFloat);
+    const int64_t ea = experts.shard_offset, eb = std::min(ea + expert_shard, ne);
+    if (eb > ea) expert_part.narrow(0, 0, eb - ea).copy_(options_.read_local(i, lo + ea, eb - ea));
+  } else {
+    Tensor d = at::cat({local.narrow(0, 0, lo), local.narrow(0, hi, u.numel - hi)});
+    dense_part = at::constant_pad_nd(d, {0, dense.padded - nd}).narrow(0, dense.shard_offset, dense_shard);
+    expert_part = at::constant_pad_nd(local.narrow(0, lo, ne), {0, experts.padded - ne})
+                      .narrow(0, experts.shard_offset, expert_shard);
+  }
+  dense.param = dense_part.to(options_.device).clone().set_requires_grad(true);
+  experts.param = expert_part.to(options_.device).clone().set_requires_grad(true);
+  u.param = static_cast<int>(params_.size());
+  params_.push_back(std::move(dense));
+  u.expert_param = static_cast<int>(params_.size());
+  params_.push_back(std::move(experts));
+}
+
+Tensor DataParallel::gather_split(Unit& u) {
+  auto opts = at::TensorOptions().dtype(options_.compute_dtype).device(options_.device);
+  const FlatParam& dense = params_[u.param];
+  const FlatParam& experts = params_[u.expert_param];
+  Tensor d = at::empty({dense.padded}, opts), e = at::empty({experts.padded}, opts);
+  comm_.all_gather(d, dense.param.detach().to(options_.compute_dtype).contiguous(), options_.shard_group);
+  comm_.all_gather(e, experts.param.detach().to(options_.compute_dtype).contiguous(), *options_.expert_shard_group);
+  return at::cat({d.narrow(0, 0, u.expert_lo), e.narrow(0, 0, experts.numel),
+                  d.narrow(0, u.expert_lo, dense.numel - u.expert_lo)});
+}
+
 DataParallel::~DataParallel() = default;
 
 void DataParallel::gather(Unit& u) {
   Tensor tmp;
-  if (u.prefetching) {
+  if (u.split()) {
+    tmp = gather_split(u);
+  } else if (u.prefetching) {
     comm_.wait(u.pending);
     tmp = std::move(u.prefetch_buf);
     u.prefetch_buf = Tensor();
@@ -159,7 +287,7 @@ void DataParallel::gather(Unit& u) {
     u.prefetching = false;
   } else {
     auto opts = at::TensorOptions().dtype(options_.compute_dtype).device(options_.device);
-    Tensor shard = params_[u.slot].param.detach().to(options_.compute_dtype).contiguous();
+    Tensor shard = params_[u.param].param.detach().to(options_.compute_dtype).contiguous();
     tmp = at::empty({u.padded}, opts);
     comm_.all_gather(tmp, shard, options_.shard_group);
   }
@@ -179,9 +307,9 @@ void DataParallel::prefetch(int unit) {
   // Decoder blocks only: the root stays gathered from its forward to the end of its backward.
   if (unit < 1 || !held(unit)) return;
   Unit& u = this->unit(unit);
-  if (!u.sharded || u.resident || u.prefetching) return;
+  if (!u.sharded || u.split() || u.resident || u.prefetching) return;
   auto opts = at::TensorOptions().dtype(options_.compute_dtype).device(options_.device);
-  u.prefetch_src = params_[u.slot].param.detach().to(options_.compute_dtype).contiguous();
+  u.prefetch_src = params_[u.param].param.detach().to(options_.compute_dtype).contiguous();
   u.prefetch_buf = at::empty({u.padded}, opts);
   u.pending = comm_.all_gather_start(u.prefetch_buf, u.prefetch_src, comm_.group(options_.shard_group));
   u.prefetching = true;
@@ -196,7 +324,12 @@ void DataParallel::free(Unit& u) {
 
 at::Tensor DataParallel::acquire(int unit) {
   Unit& u = this->unit(unit);
-  Tensor& p = params_[u.slot].param;
+  Tensor& p = params_[u.param].param;
+  if (u.split()) {
+    last_acquired_ = unit;
+    return UnshardSplitFunction::apply(p, params_[u.expert_param].param, reinterpret_cast<int64_t>(this),
+                                       static_cast<int64_t>(unit));
+  }
   if (!u.sharded) return options_.compute_dtype == at::kFloat ? p : p.to(options_.compute_dtype);
   Tensor full =
       UnshardFunction::apply(p, reinterpret_cast<int64_t>(this), static_cast<int64_t>(unit));
@@ -251,8 +384,9 @@ void DataParallel::finish_gradients() {
   std::vector<bool> reduced(params_.size(), false);
   for (auto& f : in_flight_) {
     comm_.wait(f.pending);
-    param(f.unit).param.mutable_grad() = f.buffer;
-    reduced[slot_[f.unit]] = true;
+    const int p = unit(f.unit).param;
+    params_[p].param.mutable_grad() = f.buffer;
+    reduced[p] = true;
   }
   in_flight_.clear();
   armed_.assign(units_.size(), false);
@@ -279,7 +413,7 @@ void DataParallel::finish_gradients() {
     bytes = 0;
   };
   for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
-    if (reduced[slot_[it->unit]]) continue;  // already all-reduced during backward
+    if (reduced[static_cast<size_t>(params_.rend() - it - 1)]) continue;  // already all-reduced during backward
     Tensor g = it->param.grad();
     bucket.push_back(g);
     bytes += g.nbytes();

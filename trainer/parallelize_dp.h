@@ -36,6 +36,13 @@ namespace meshwork::trainer {
 // One unit's flat parameter as the optimizer sees it.
 struct FlatParam {
   int unit = 0;
+  // Expert parallelism: this flat parameter holds the unit's expert slices (the range
+  // DataParallelOptions::expert_range gives), sharded over efsdp; the unit's other parameters
+  // are in the flat parameter before it, whose offsets skip that range.
+  bool expert = false;
+  // Both flat parameters of such a unit: where the expert range starts in the unit's local flat
+  // layout and its length (0: the unit is not split).
+  int64_t expert_lo = 0, expert_numel = 0;
   at::Tensor param;       // fp32 leaf: the full unit (replicated) or this rank's shard
   int64_t numel = 0;      // the unit's element count (unpadded)
   int64_t padded = 0;     // padded to a multiple of the shard group size
@@ -74,6 +81,13 @@ struct DataParallelOptions {
   // of count elements, zero past the unit's end (FSDP padding). Asked only for this rank's part,
   // so no rank builds a unit it does not own.
   std::function<at::Tensor(int unit, int64_t offset, int64_t count)> read_local;
+  // Expert parallelism (trainer/parallelize_ep.h): the range [first, second) of a unit's local
+  // flat parameters that holds this rank's expert slices ({0, 0}: none). Such a unit keeps two
+  // flat parameters: the rest, sharded over shard_group as any unit, and the experts, sharded
+  // over expert_shard_group (efsdp: the ranks holding the same experts). Each gradient is
+  // reduce-scattered over its own group, so expert gradients are never summed over ep.
+  std::function<std::pair<int64_t, int64_t>(int unit)> expert_range;
+  const Group* expert_shard_group = nullptr;
 };
 
 class DataParallel : public WeightSource {
@@ -86,7 +100,8 @@ class DataParallel : public WeightSource {
   at::Tensor acquire(int unit) override;
   at::Tensor release(int unit, at::Tensor output) override;
 
-  // The units this rank holds (Model::holds), in unit order.
+  // The flat parameters of the units this rank holds (Model::holds), in unit order; a unit with
+  // experts under expert parallelism has two (FlatParam::expert), dense first.
   std::vector<FlatParam>& params() { return params_; }
   // Call before the last micro-batch's backward (every dp kind): DDP (and FSDP with
   // fsdp_grad_sync_per_step) reduce the gradients summed over the micro-batches in that backward
@@ -116,20 +131,23 @@ class DataParallel : public WeightSource {
 
  private:
   void gather(Unit& u);
+  // Expert parallelism: a unit with its own expert flat parameter (DataParallelOptions::expert_range).
+  void add_split_unit(Unit& u, const at::Tensor& local, int64_t lo, int64_t hi);
+  at::Tensor gather_split(Unit& u);
   void prefetch(int unit);
   void free(Unit& u);
   friend struct UnshardFunction;
+  friend struct UnshardSplitFunction;
 
   Unit& unit(int index) { return *units_[slot_[index]]; }
-  FlatParam& param(int index) { return params_[slot_[index]]; }
   bool held(int index) const { return index >= 0 && index < static_cast<int>(slot_.size()) && slot_[index] >= 0; }
 
   Model& model_;
   Communicator& comm_;
   DataParallelOptions options_;
-  std::vector<FlatParam> params_;            // the held units, in unit order
-  std::vector<std::unique_ptr<Unit>> units_;  // the same
-  std::vector<int> slot_;                     // unit -> index in params_ / units_, -1: not held
+  std::vector<FlatParam> params_;            // the held units' flat parameters, in unit order
+  std::vector<std::unique_ptr<Unit>> units_;  // the held units, in unit order
+  std::vector<int> slot_;                     // unit -> index in units_, -1: not held
   std::vector<bool> armed_;                   // per slot: gradient sync armed for this backward
   int last_acquired_ = -1;  // the unit acquired last (prefetch direction)
   struct AllReduceWhenAccumulated;  // starts a replicated unit's all-reduce (DDP overlap)

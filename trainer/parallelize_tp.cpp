@@ -153,12 +153,18 @@ at::Tensor vocab_parallel_cross_entropy_sum(const at::Tensor& logits, const at::
   return VocabParallelCE::apply(logits, targets, ptr(comm));
 }
 
+bool is_expert_param(const std::string& name) {
+  return name == "expert_gate" || name == "expert_up" || name == "expert_down";
+}
+
 TensorParallel::TensorParallel(Model& model, Communicator& comm, TpOptions options)
     : model_(model), comm_(comm), options_(options) {
   t_ = comm_.group_size(GroupKind::tp);
   r_ = comm_.group_rank(GroupKind::tp);
+  ep_ = options_.ep;
+  ep_rank_ = options_.ep_rank;
   replicas_.resize(model_.num_units());
-  if (t_ == 1) return;
+  if (t_ == 1 && ep_ == 1) return;
   const ModelSpec& m = model_.spec();
   const int64_t kv = m.num_key_value_heads;
   // kv heads: split when t divides them, else (t a multiple of kv, core's validation) each rank
@@ -170,10 +176,15 @@ TensorParallel::TensorParallel(Model& model, Communicator& comm, TpOptions optio
     UnitLayout local;
     int64_t offset = 0;
     for (const ParamInfo& p : full.params) {
-      const ParamInfo q = tp_local_param(p, m, t_);
+      ParamInfo q = tp_local_param(p, m, t_);
+      if (ep_ > 1 && is_expert_param(p.name)) {
+        q.shape[0] /= ep_;  // this ep rank's experts; in their own flat parameter (TpOptions)
+        local.params.push_back(q);
+        continue;
+      }
       Replica rep;
       rep.offset = offset;
-      switch (style_of(p.name)) {
+      switch (t_ == 1 ? TpStyle::replicate : style_of(p.name)) {
         case TpStyle::replicate:
           rep.copies = t_;
           rep.partial = sequence_parallel();
@@ -199,6 +210,7 @@ TensorParallel::TensorParallel(Model& model, Communicator& comm, TpOptions optio
     }
     model_.set_layout(unit, local);
   }
+  if (t_ == 1) return;
 
   BlockOps& ops = model_.ops();
   Communicator* c = &comm_;
@@ -272,7 +284,7 @@ at::Tensor tp_unsplit(const ParamInfo& full, const ModelSpec& spec, const std::v
 }
 
 at::Tensor TensorParallel::localize(int unit, const at::Tensor& full) const {
-  if (t_ == 1) return full;
+  if (t_ == 1 && ep_ == 1) return full;
   const UnitLayout& fl = model_.full_layout(unit);
   const ModelSpec& m = model_.spec();
   const int64_t D = m.head_dim, kv = m.num_key_value_heads;
@@ -280,8 +292,9 @@ at::Tensor TensorParallel::localize(int unit, const at::Tensor& full) const {
   for (size_t i = 0; i < fl.params.size(); ++i) {
     const ParamInfo& p = fl.params[i];
     Tensor w = full.narrow(0, fl.offset(i), p.numel()).view(p.shape);
-    switch (style_of(p.name)) {
+    switch (t_ == 1 ? TpStyle::replicate : style_of(p.name)) {
       case TpStyle::replicate:
+        if (ep_ > 1 && is_expert_param(p.name)) w = w.chunk(ep_, 0)[ep_rank_];
         break;
       case TpStyle::colwise:
       case TpStyle::vocab:
@@ -318,6 +331,7 @@ std::vector<TensorParallel::SourceRun> TensorParallel::source_runs(int unit, int
       const TpStyle style = t_ == 1 ? TpStyle::replicate : style_of(p.name);
       switch (style) {
         case TpStyle::replicate:
+          if (ep_ > 1 && is_expert_param(p.name)) first_row = ep_rank_ * p.shape[0];  // [E/ep, ...] slices
           break;
         case TpStyle::colwise:
         case TpStyle::vocab:
@@ -348,6 +362,7 @@ std::vector<TensorParallel::SourceRun> TensorParallel::source_runs(int unit, int
 void TensorParallel::annotate(std::vector<FlatParam>& params) const {
   for (FlatParam& fp : params) {
     fp.tp_copies.clear();
+    if (fp.expert) continue;  // different experts on each ep rank, not tp copies
     const int64_t lo = fp.shard_offset, hi = lo + fp.param.numel();
     for (const Replica& r : replicas_[fp.unit]) {
       const int64_t a = std::max(lo, r.offset), b = std::min(hi, r.offset + r.numel);
@@ -363,7 +378,7 @@ void TensorParallel::finish_gradients(std::vector<FlatParam>& params) {
   // shard, each placed in its copy set's row of a [groups, len] buffer.
   for (FlatParam& fp : params) {
     Tensor g = fp.param.mutable_grad();
-    if (!g.defined()) continue;
+    if (!g.defined() || fp.expert) continue;
     const int64_t lo = fp.shard_offset, hi = lo + fp.param.numel();
     struct Cut { int64_t at, len, buf; int groups, group; };
     std::vector<Cut> cuts;

@@ -63,7 +63,15 @@ at::Tensor tp_unsplit(const ParamInfo& full, const ModelSpec& spec, const std::v
 
 struct TpOptions {
   bool sequence_parallel = true;
+  // Expert parallelism (trainer/parallelize_ep.h) is part of the same cut: with ep > 1 this rank
+  // keeps experts [ep_rank E/ep, (ep_rank + 1) E/ep) of each stacked expert tensor (dim 0), whole
+  // on every tp rank. Those slices are not tp copies (the ep ranks hold different experts), and
+  // Replica offsets then count the unit's dense flat parameter, which skips them (FlatParam::expert).
+  int ep = 1, ep_rank = 0;
 };
+
+// Whether a parameter is one of a sparse layer's stacked expert tensors (cut over ep).
+bool is_expert_param(const std::string& name);
 
 class TensorParallel {
  public:
@@ -112,6 +120,7 @@ class TensorParallel {
   Communicator& comm_;
   TpOptions options_;
   int t_ = 1, r_ = 0;
+  int ep_ = 1, ep_rank_ = 0;
   std::vector<std::vector<Replica>> replicas_;
 };
 

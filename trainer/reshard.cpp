@@ -31,7 +31,7 @@ SliceIndex rank_slices(const ParallelModel& pm, int rank) {
   const auto& fps = pm.flat_params();
   for (size_t slot = 0; slot < fps.size(); ++slot) {
     const FlatParam& fp = fps[slot];
-    for (const auto& run : pm.source_runs(fp.unit, fp.shard_offset, valid_numel(fp))) {
+    for (const auto& run : pm.flat_source_runs(fp, fp.shard_offset, valid_numel(fp))) {
       const ParamInfo& full = model.full_layout(fp.unit).params[run.param];
       GlobalTensor& g = out[global_tensor_name(fp.unit, full.name)];
       g.shape = full.shape;
@@ -149,7 +149,7 @@ Status load_resharded(ShardReader& reader, ParallelModel& pm, AdamW& opt) {
   const auto& fps = pm.flat_params();
   for (size_t slot = 0; slot < fps.size(); ++slot) {
     const FlatParam& fp = fps[slot];
-    const auto runs = pm.source_runs(fp.unit, fp.shard_offset, valid_numel(fp));
+    const auto runs = pm.flat_source_runs(fp, fp.shard_offset, valid_numel(fp));
     for (const ParamInfo& p : model.full_layout(fp.unit).params)
       if (Status s = reader.check_shape(global_tensor_name(fp.unit, p.name), p.shape); !s.ok()) return s;
     // Zero past the runs: FSDP padding, as a fresh run has it (moments included).

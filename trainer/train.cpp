@@ -643,6 +643,7 @@ void Trainer::record_step(int64_t step, double lr, const StepResult& s) {
     r.mem_peak_bytes = cpu_peak_bytes();
   }
   r.comm_s = comm_->times().seconds;
+  r.comm_ep_s = comm_->times().ep;
   r.step_s = s.step_s;
   r.compute_s = std::max(0.0, s.step_s - comm_->times().total());
   r.moe = s.moe;
