@@ -24,6 +24,7 @@
 #include "trainer/hf/safetensors_writer.h"
 #include "trainer/model.h"
 #include "trainer/parallelize_tp.h"
+#include "trainer/reshard.h"
 
 namespace meshwork::trainer::hf {
 namespace fs = std::filesystem;
@@ -98,6 +99,18 @@ class Consolidator {
  public:
   static Result<Consolidator> load(const fs::path& step_dir, const CheckpointMeta& meta, const Model& model) {
     Consolidator c;
+    if (meta.mesh.ep > 1) {
+      // Expert parallelism: a unit's flat parameters are a dense and an expert part sharded over
+      // different groups, not one group's shards of the local unit. Every rank file's slices
+      // name the global tensors they hold (reshard.h), so each tensor is read through them.
+      std::ifstream in(step_dir / "meta.json");
+      nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded()) return Error{"--checkpoint", (step_dir / "meta.json").string(), "a JSON object"};
+      auto reader = ShardReader::open(step_dir, j);
+      if (!reader.ok()) return reader.error();
+      c.slices_ = std::shared_ptr<ShardReader>(std::move(*reader));
+      return c;
+    }
     auto mesh = DeviceMesh::create(meta.mesh, static_cast<int>(meta.mesh.world_size()));
     if (!mesh.ok()) return mesh.error();
     const int t = meta.mesh.size(Axis::tp);
@@ -130,8 +143,15 @@ class Consolidator {
 
   // The full fp32 tensor of parameter i of unit u: each tp rank's piece is elements
   // [offset, offset + n) of its local flat unit, the concatenation of its shard group's shards.
-  Tensor full(const Model& model, int u, size_t i) const {
+  Result<Tensor> full(const Model& model, int u, size_t i) const {
     const UnitLayout& fl = model.full_layout(u);
+    if (slices_) {
+      const ParamInfo& p = fl.params[i];
+      Tensor t = at::empty(p.shape, at::kFloat);
+      if (Status st = slices_->read("param", global_tensor_name(u, p.name), 0, p.numel(), t.data_ptr<float>()); !st.ok())
+        return st.error();
+      return t;
+    }
     const int t = static_cast<int>(shards_.size());
     int64_t offset = 0;
     for (size_t j = 0; j < i; ++j) offset += tp_local_param(fl.params[j], model.spec(), t).numel();
@@ -153,12 +173,14 @@ class Consolidator {
 
   // After a tensor is written: the mapped pages it read go back (the page cache keeps them).
   void release_pages() const {
+    if (slices_) slices_->release_pages();
     for (const auto& group : shards_)
       for (const auto& f : group) f->release_pages();
   }
 
  private:
   std::vector<std::vector<std::unique_ptr<MappedRankFile>>> shards_;  // [tp rank][group rank]
+  std::shared_ptr<ShardReader> slices_;  // ep > 1: the slice index instead of shards_
 };
 
 struct Entry {
@@ -304,12 +326,17 @@ Result<ExportSummary> export_checkpoint(const ExportOptions& options) {
       const Entry& e = *by_name.at(s.name);
       Tensor t;
       if (e.expert < 0) {
-        t = consolidated->full(model, e.unit, e.param);
+        auto full = consolidated->full(model, e.unit, e.param);
+        if (!full.ok()) return abandon(full.error());
+        t = *full;
       } else {
         if (!stacked.empty() && stacked.begin()->first.first != e.unit) stacked.clear();
         auto it = stacked.find({e.unit, e.param});
-        if (it == stacked.end())
-          it = stacked.emplace(std::make_pair(e.unit, e.param), consolidated->full(model, e.unit, e.param)).first;
+        if (it == stacked.end()) {
+          auto full = consolidated->full(model, e.unit, e.param);
+          if (!full.ok()) return abandon(full.error());
+          it = stacked.emplace(std::make_pair(e.unit, e.param), *full).first;
+        }
         t = it->second.select(0, e.expert);
       }
       t = (dtype == Dtype::BF16 ? t.to(at::kBFloat16) : t.to(at::kFloat)).contiguous();
