@@ -191,14 +191,15 @@ std::vector<StepRecord> steps_of(const fs::path& d) {
   return out;
 }
 
-// Three training steps of `ref` at lr 1e-2 with `shape` on nproc processes: rank 0's records.
+// `steps` training steps of `ref` at lr 1e-2 with `shape` on nproc processes: rank 0's records
+// (run directory ref.dir / "train-<name>").
 std::vector<StepRecord> train_steps(const Reference& ref, const std::string& name, int nproc,
-                                    const std::vector<std::string>& shape) {
+                                    const std::vector<std::string>& shape, int steps = 3) {
   fs::path d = ref.dir / ("train-" + name);
   fs::create_directories(d);
   auto args = meshtrain_args(ref, d);
   for (size_t i = 0; i + 1 < args.size(); ++i)
-    if (args[i] == "--steps") args[i + 1] = "3";
+    if (args[i] == "--steps") args[i + 1] = std::to_string(steps);
   for (auto a : {"--lr", "1e-2", "--warmup-steps", "0"}) args.push_back(a);
   if (nproc > 1) {
     args.push_back("--nproc-per-node");
@@ -294,6 +295,89 @@ TEST(HfLoad, MixtralPipelineStagesTrain) {
   ASSERT_FALSE(pp2.empty());
   EXPECT_LT(std::abs(pp2[0].loss - ref.loss) / ref.loss, 1e-4) << pp2[0].loss << " vs transformers " << ref.loss;
   expect_same_training(one, pp2, "pp2-gpipe");
+}
+
+// Expert parallelism (trainer/parallelize_ep.h): ep borrows its ranks from dp_shard x cp x tp,
+// each ep rank holds 4/ep experts, rows travel by all-to-all. The loss before any update is
+// transformers' at ep 2 x dp_shard 2, ep 2 over dp_shard 4 (efsdp 2), ep 2 with tp 2, ep 4 over
+// dp_shard 4; 10 steps at dp_replicate 2 x dp_shard 2 x tp 2 and at dp_shard 2 x cp 2 x tp 2
+// (checkpointing), both ep 2, follow one process within 1e-4 with the same expert loads; the
+// export of the first gives transformers meshtrain's eval loss; a resume at the same ep equals
+// the uninterrupted run, and at ep 4 follows it.
+TEST(HfLoad, Qwen3MoeExpertParallelTrainsExportsAndResumes) {
+  auto ref = make_reference("qwen3_moe_ep", {"qwen3_moe", "--kv-heads", "2", "--micro-batch", "1"});
+  const std::vector<std::pair<std::string, std::vector<std::string>>> before = {
+      {"shard2ep2", {"--nproc-per-node", "2", "--dp-shard", "2", "--ep", "2"}},
+      {"shard2tp2ep2", {"--nproc-per-node", "4", "--dp-shard", "2", "--tp", "2", "--ep", "2"}},
+      {"shard4ep4", {"--nproc-per-node", "4", "--dp-shard", "4", "--ep", "4"}}};
+  for (const auto& [name, shape] : before) {
+    const double got = meshtrain_loss(ref, name, 0, shape);
+    EXPECT_LT(std::abs(got - ref.loss) / ref.loss, 1e-4) << name << ": meshtrain " << got << " vs transformers " << ref.loss;
+  }
+
+  const auto one = train_steps(ref, "1", 1, {}, 10);
+  ASSERT_EQ(one.size(), 10u);
+  EXPECT_LT(std::abs(one[0].loss - ref.loss) / ref.loss, 1e-5);
+  const fs::path tokens = ref.dir / "tokens.bin";
+  const std::vector<std::pair<std::string, std::vector<std::string>>> shapes = {
+      {"rep2shard2tp2ep2", {"--dp-replicate", "2", "--dp-shard", "2", "--tp", "2", "--ep", "2", "--eval-data",
+                            tokens.string(), "--checkpoint-every", "10"}},
+      {"shard2cp2tp2ep2-ckpt",
+       {"--dp-shard", "2", "--cp", "2", "--tp", "2", "--ep", "2", "--activation-checkpointing", "full"}}};
+  for (const auto& [name, shape] : shapes) {
+    const auto other = train_steps(ref, name, 8, shape, 10);
+    ASSERT_EQ(other.size(), 10u) << name;
+    for (size_t i = 0; i < 10; ++i)
+      EXPECT_LT(std::abs(other[i].loss - one[i].loss) / one[i].loss, 1e-4)
+          << name << " step " << i << ": " << other[i].loss << " vs " << one[i].loss;
+    for (size_t i : {size_t{0}, size_t{9}}) {
+      ASSERT_TRUE(other[i].moe && one[i].moe) << name;
+      for (size_t l = 0; l < 2; ++l)
+        EXPECT_EQ(other[i].moe->layers[l].tokens, one[i].moe->layers[l].tokens) << name << " step " << i;
+    }
+    EXPECT_GT(other[0].comm_ep_s, 0.0) << name;
+  }
+
+  // The export of the ep run's step 10: transformers' loss equals meshtrain's eval loss.
+  const fs::path run_dir = ref.dir / "train-rep2shard2tp2ep2";
+  double eval_loss = 0;
+  {
+    std::ifstream in(run_dir / "metrics-rank0.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      auto rec = parse_metrics_line(line);
+      if (rec.ok() && std::holds_alternative<EvalRecord>(*rec)) eval_loss = std::get<EvalRecord>(*rec).loss;
+    }
+  }
+  ASSERT_GT(eval_loss, 0);
+  ASSERT_EQ(run({MESHTRAIN_BIN, "export", "--checkpoint", (run_dir / "checkpoints").string(), "--out",
+                         (run_dir / "hf").string()}, run_dir), 0) << slurp(run_dir / "stderr.txt");
+  const fs::path hf_loss = fs::path(HF_REFERENCE_PY).parent_path() / "hf" / "hf_loss.py";
+  ASSERT_EQ(run({MESHWORK_PYTHON, hf_loss.string(), (run_dir / "hf").string(), tokens.string(), "32", "4", "1"}, run_dir),
+            0) << slurp(run_dir / "stderr.txt");
+  const std::string text = slurp(run_dir / "stdout.txt");
+  const double hf = std::stod(text.substr(text.find_last_of('\n', text.size() - 2) + 1));
+  EXPECT_LT(std::abs(hf - eval_loss) / eval_loss, 1e-5) << "transformers " << hf << " vs meshtrain " << eval_loss;
+
+  // Resume from the step-3 checkpoint of a 6-step ep 2 run over dp_shard 4 (efsdp 2).
+  const std::vector<std::string> shard4 = {"--dp-shard", "4", "--ep", "2", "--checkpoint-every", "3"};
+  const auto full = train_steps(ref, "full", 4, shard4, 6);
+  ASSERT_EQ(full.size(), 6u);
+  EXPECT_LT(std::abs(full[0].loss - ref.loss) / ref.loss, 1e-4) << "dp_shard 4 ep 2";
+  const fs::path kept = ref.dir / "train-full" / "checkpoints";
+  fs::remove_all(kept / "step-00000006");
+  for (const std::string ep : {"2", "4"}) {
+    const auto resumed = train_steps(ref, "resume-ep" + ep, 4,
+                                     {"--dp-shard", "4", "--ep", ep, "--resume", "--checkpoint-dir", kept.string()}, 6);
+    ASSERT_EQ(resumed.size(), 3u) << "ep " << ep;
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(resumed[i].step, static_cast<int64_t>(i + 3));
+      if (ep == "2")
+        EXPECT_EQ(resumed[i].loss, full[i + 3].loss) << "step " << i + 3;
+      else
+        EXPECT_LT(std::abs(resumed[i].loss - full[i + 3].loss) / full[i + 3].loss, 1e-5) << "ep 4, step " << i + 3;
+    }
+  }
 }
 
 TEST(HfLoad, MixtralExperts) {
