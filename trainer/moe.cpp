@@ -1,5 +1,6 @@
 #include "trainer/moe.h"
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "trainer/fused_ops.h"
@@ -40,6 +41,9 @@ Tensor project(const Tensor& x, const Tensor& w) {
 
 at::Tensor run_grouped_experts(const at::Tensor& rows, const std::vector<int64_t>& counts, const at::Tensor& gate,
                                const at::Tensor& up, const at::Tensor& down) {
+  // A named scope in MESHTRAIN_PROFILE's traces (bench/moe_step.sh splits the experts' GEMMs
+  // out of a step with it); free when no profiler runs.
+  RECORD_FUNCTION("meshwork::experts", std::vector<c10::IValue>());
   std::vector<Tensor> outs;
   int64_t begin = 0;
   for (size_t e = 0; e < counts.size(); ++e) {

@@ -54,9 +54,11 @@ at::Tensor expert_parallel_experts(Communicator& comm, const at::Tensor& rows, c
   TORCH_CHECK(local * ep == E, "expert parallel: ", local, " local experts x ep ", ep, " != ", E, " experts");
   // 1. Counts: member d gets counts[d E/ep, (d+1) E/ep); received[s * local + j] is what member s
   // sends for local expert j.
-  Tensor sent = at::tensor(counts, at::kLong);
-  Tensor received = at::empty({E}, at::kLong);
+  // On the rows' device (NCCL moves device tensors only), read back on the host.
+  Tensor sent = at::tensor(counts, at::kLong).to(rows.device());
+  Tensor received = at::empty({E}, sent.options());
   comm.all_to_all(received, sent, {}, {}, g);
+  received = received.cpu();
   const int64_t* rc = received.data_ptr<int64_t>();
   std::vector<int64_t> send_splits(ep, 0), recv_splits(ep, 0), local_counts(local, 0);
   for (int d = 0; d < ep; ++d)

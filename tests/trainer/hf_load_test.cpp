@@ -314,6 +314,19 @@ TEST(HfLoad, Qwen3MoeExpertParallelTrainsExportsAndResumes) {
     const double got = meshtrain_loss(ref, name, 0, shape);
     EXPECT_LT(std::abs(got - ref.loss) / ref.loss, 1e-4) << name << ": meshtrain " << got << " vs transformers " << ref.loss;
   }
+  {
+    // Without sequence parallelism every tp rank holds the same rows: refused by name.
+    const fs::path d = ref.dir / "run-no-sp";
+    fs::create_directories(d);
+    std::ofstream(d / "run.json") << R"({"training":{"sequence_parallel":false}})";
+    auto args = meshtrain_args(ref, d);
+    for (const std::string& a : std::vector<std::string>{"--config", (d / "run.json").string(), "--nproc-per-node", "4",
+                                                        "--dp-shard", "2", "--tp", "2", "--ep", "2"})
+      args.push_back(a);
+    EXPECT_EQ(run(args, d), 2);
+    EXPECT_NE(slurp(d / "stderr.txt").find("--ep: 2: 1 when tp > 1 runs without sequence parallelism"), std::string::npos)
+        << slurp(d / "stderr.txt");
+  }
 
   const auto one = train_steps(ref, "1", 1, {}, 10);
   ASSERT_EQ(one.size(), 10u);
