@@ -15,6 +15,7 @@ gives, not a dedicated device's.
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -78,9 +79,10 @@ def run(args, model, flags):
     ep_s = med(lambda s: s["comm_s"].get("ep", 0.0))
     other_s = med(lambda s: sum(v for k, v in s["comm_s"].items() if k != "ep"))
     gemm_s = expert_gemm_seconds(os.path.join(run_dir, "trace.step3.rank0"))
+    shutil.rmtree(run_dir, ignore_errors=True)
     return {"step_s": step_s, "all_to_all_s": ep_s, "other_comm_s": other_s, "expert_gemm_fwd_s": gemm_s,
             "rest_compute_s": max(0.0, step_s - ep_s - other_s - gemm_s),
-            "mem_peak_bytes": steps[-1]["mem_peak_bytes"], "run_dir": run_dir}
+            "mem_peak_bytes": steps[-1]["mem_peak_bytes"]}
 
 
 def main():
@@ -114,6 +116,7 @@ def main():
     with open(args.out, "w") as f:
         json.dump({"config": vars(args), "cores": os.cpu_count(), "rows": rows}, f, indent=2)
     print(f"written: {args.out}")
+    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
