@@ -68,8 +68,7 @@ const std::vector<FlagSpec> kSshFlags = {{"--ssh-config", "FILE", ""},
 
 // core's parser (core/cli_args.h) over the subcommand's flags, the SSH flags and, for launch,
 // the run config flags; each given flag is then filed by the table it came from.
-Result<Parsed> parse(const Args& args, std::vector<FlagSpec> flags, std::string_view program,
-                     bool run_config = false) {
+Result<Parsed> parse(const Args& args, std::vector<FlagSpec> flags, std::string_view program, bool run_config) {
   flags.insert(flags.end(), kSshFlags.begin(), kSshFlags.end());
   if (run_config)
     for (const RunConfigFlag& f : run_config_flags()) flags.push_back({f.name, f.arg, f.help});
@@ -257,7 +256,7 @@ Result<store::RunId> resolve(const std::filesystem::path& db, const std::string&
   return (*s)->resolve_run(run);
 }
 
-constexpr const char* kSshHelp =
+const char* const kSshHelp =
     "SSH options: --ssh-config FILE  --known-hosts FILE  --identity FILE  --accept-new-host-keys\n"
     "  (hosts: user@host:port or ~/.ssh/config aliases; unknown host keys are refused unless\n"
     "   --accept-new-host-keys, which prints each fingerprint it adds; changed keys always are)\n";
@@ -464,7 +463,8 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
                   {"--max-restarts", "N", ""}, {"--bundle", "FILE", ""}, {"--bundle-root", "DIR", ""},
                   {"--node-torch", "DIR", ""}, {"--slurm", "", ""}, {"--login", "HOST", ""},
                   {"--partition", "P", ""}, {"--nodes", "N", ""}, {"--gpus-per-node", "G", ""},
-                  {"--account", "A", ""}, {"--qos", "Q", ""}, {"--time", "T", ""}, {"--sbatch-arg", "ARG", ""}},
+                  {"--account", "A", ""}, {"--qos", "Q", ""}, {"--time", "T", ""}, {"--sbatch-arg", "ARG", ""},
+                  {"--elastic", "", ""}, {"--max-replans", "N", ""}, {"--memory-per-rank", "SIZE", ""}},
                  "meshwork launch", /*run_config=*/true);
   if (!p) return refuse(p.error());
   if (p->switches.count("--help") && !subcommand.empty()) return kExitOk;  // the caller printed its usage
@@ -475,7 +475,7 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
                  "         [--config FILE] [run config flags, as meshtrain's] [--db PATH] [--name NAME]\n"
                  "         [--detach] [--remote-root DIR] [--master-addr A] [--master-port P]\n"
                  "         [--meshtrain BIN] [--max-restarts N] [--bundle FILE] [--bundle-root DIR]\n"
-                 "         [--node-torch SITE_PACKAGES]\n"
+                 "         [--node-torch SITE_PACKAGES] [--elastic [--max-replans N] [--memory-per-rank SIZE]]\n"
                  "       meshwork launch --slurm [--login HOST] --nodes N [--partition P] [--gpus-per-node G]\n"
                  "         [--nproc-per-node N] [--account A] [--qos Q] [--time T] [--sbatch-arg ARG]...\n"
                  "         [--config FILE] [run config flags] [--db PATH] [--name NAME] [--detach] ...\n"
@@ -489,6 +489,13 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
                  "--max-restarts N: when a rank fails, every node starts all its ranks again from the\n"
                  "latest checkpoint (--checkpoint-every K), at most N times; done on the nodes, so it\n"
                  "works with --detach too.\n"
+                 "--elastic: when a node is lost (its supervisor and ranks killed, or unreachable), stop\n"
+                 "the rest, re-plan the shape for the nodes left (the planner, global batch kept) and go on\n"
+                 "at once from the last complete checkpoint (--checkpoint-every K) as a new segment of the\n"
+                 "same run, at most --max-replans N times (default 3). The checkpoints must be on a\n"
+                 "filesystem every node reaches (--remote-root). --memory-per-rank SIZE: one rank's memory\n"
+                 "for the re-plan (default: the probed GPU memory, or a node's memory over its ranks).\n"
+                 "When nothing fits the nodes left, the message names what would and nothing is relaunched.\n"
                  "--bundle FILE: run a runtime bundle (scripts/bundle cpu|cuda: meshtrain with its libraries)\n"
                  "instead of --meshtrain, for nodes without LibTorch: uploaded once per node or shared\n"
                  "filesystem into --bundle-root (default ~/.cache/meshwork/bundles), skipped when there,\n"
@@ -507,6 +514,8 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
     return kExitOk;
   }
   if (!p->positional.empty()) return refuse(Error{"launch", p->positional[0], "takes no positional arguments"});
+  if (p->switches.count("--slurm") && p->switches.count("--elastic"))
+    return refuse(Error{"--elastic", "--slurm", "SSH nodes for now: an elastic Slurm job (resubmitted without the lost nodes) is not there yet"});
   if (p->switches.count("--slurm")) return launch_slurm_main(*p, subcommand, after);
   auto config = launch_config(*p);
   if (!config) return refuse(config.error());
@@ -519,18 +528,16 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
   if (auto st = int_value(*p, "--master-port", 1, 65535, port); !st) return refuse(st.error());
   req.master_port = port;
   if (auto st = int_value(*p, "--max-restarts", 0, 1000, req.max_restarts); !st) return refuse(st.error());
-  req.trainer_path = p->values.count("--meshtrain") ? p->values.at("--meshtrain") : self_dir() + "/meshtrain";
   if (p->values.count("--remote-root")) req.remote_root = p->values.at("--remote-root");
   if (p->values.count("--master-addr")) req.master_addr = p->values.at("--master-addr");
-  req.ssh = ssh_options(*p);
-  req.on_step = [](const std::string& s) {
-    std::lock_guard lock(g_out_mu);
-    std::cerr << "meshwork: " << s << "\n";
-  };
-  if (p->values.count("--bundle")) req.bundle_path = p->values.at("--bundle");
-  if (p->values.count("--bundle-root")) req.bundle_root = p->values.at("--bundle-root");
-  if (p->values.count("--node-torch")) req.node_torch = p->values.at("--node-torch");
-  req.on_deploy = print_deploy_progress;
+  if (auto st = fill_runtime(*p, req); !st) return refuse(st.error());
+  const bool elastic = p->switches.count("--elastic") > 0;
+  if (!elastic && (p->values.count("--max-replans") || p->values.count("--memory-per-rank")))
+    return refuse(Error{p->values.count("--max-replans") ? "--max-replans" : "--memory-per-rank", "", "only with --elastic"});
+  if (elastic && p->switches.count("--detach"))
+    return refuse(Error{"--elastic", "--detach", "an elastic run is re-planned by the launch that follows it: not with --detach"});
+  if (elastic && !subcommand.empty())
+    return refuse(Error{"--elastic", subcommand, "for training runs only"});
   const auto db = db_path(*p);
   auto launched = launch_run(db, req);
   if (auto* e = std::get_if<LaunchError>(&launched)) {
@@ -542,6 +549,7 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
             << run.record.nodes[0].run_dir << "\n"
             << std::flush;
   if (p->switches.count("--detach")) return kExitOk;
+  if (elastic) return follow_elastic_cli(*p, db, run.id, run.record, req);
   const int rc = follow(db, run.id, run.record, req.ssh);
   return after ? after(db, run.id, run.record, rc) : rc;
 }

@@ -15,12 +15,14 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "core/cli_args.h"
 #include "core/error.h"
 #include "core/run_config.h"
 #include "core/run_config_flags.h"
 #include "core/store/run_store.h"
 #include "remote/deploy.h"
 #include "remote/follower.h"
+#include "remote/run_control.h"
 #include "remote/ssh_session.h"
 
 namespace meshwork::cli::remote_cli {
@@ -36,6 +38,7 @@ struct Parsed {
 
 // Progress lines come from several threads: every write to the terminal takes this lock.
 extern std::mutex g_out_mu;
+extern const char* const kSshHelp;  // the SSH options, for every remote command's usage
 // The follower a Ctrl-C detaches (on_sigint).
 extern std::atomic<remote::RunFollower*> g_follower;
 void on_sigint(int);
@@ -44,6 +47,9 @@ void on_sigint(int);
 void say_error(const Error& e);
 int refuse(const Error& e);
 
+// core's parser over the command's flags, the SSH flags and (run_config) the run config flags.
+Result<Parsed> parse(const Args& args, std::vector<FlagSpec> flags, std::string_view program, bool run_config = false);
+Result<store::RunId> resolve(const std::filesystem::path& db, const std::string& run);
 remote::SshOptions ssh_options(const Parsed& p);
 std::filesystem::path db_path(const Parsed& p);
 // The directory of this executable (meshtrain is installed beside it).
@@ -63,6 +69,13 @@ int exit_after_follow(const Result<remote::FollowOutcome>& outcome, store::RunId
                       const std::function<std::string()>& failure);
 
 // cli_slurm.cpp: `probe --slurm`, `launch --slurm`, and following a Slurm run to its end.
+// `meshwork launch --elastic` (cli_elastic.cpp): follows the launched run, re-planning and
+// resuming it on the survivors when a node is lost; the exit code says how it ended.
+int follow_elastic_cli(const Parsed& p, const std::filesystem::path& db, store::RunId id,
+                       const remote::LaunchRecord& record, const remote::LaunchRequest& request);
+// The runtime part of a launch request from the flags (--meshtrain, --bundle, ...), for launch and resume.
+Status fill_runtime(const Parsed& p, remote::LaunchRequest& req);
+
 int probe_slurm_main(const Parsed& p);
 // `subcommand`: meshtrain's ("" trains, "calibrate" measures); `after` runs when the job was
 // followed to its end (not with --detach), as launch_command's does.

@@ -20,6 +20,7 @@
 #include "core/cli_args.h"
 #include "core/mesh_json.h"
 #include "core/store/paths.h"
+#include "core/store/run_segments.h"
 #include "core/store/run_store.h"
 
 namespace meshwork::cli {
@@ -29,6 +30,8 @@ namespace {
 namespace fs = std::filesystem;
 using store::RunId;
 using store::RunStore;
+using store::RunSegment;
+using store::run_segments;
 
 const char* const kUsage =
     "usage: meshwork runs list [--db PATH] [--json]\n"
@@ -92,6 +95,12 @@ int list_main(const Args& args) {
                           {"steps", r.steps},   {"points", r.points},   {"origin", r.origin}};
       j["final_loss"] = r.final_loss ? nlohmann::json(*r.final_loss) : nlohmann::json(nullptr);
       j["tokens_per_s"] = r.tokens_per_s ? nlohmann::json(*r.tokens_per_s) : nlohmann::json(nullptr);
+      auto segments = run_segments(**s, r.id);
+      if (!segments) return fail(segments.error());
+      j["segments"] = nlohmann::json::array();
+      for (const RunSegment& g : *segments)
+        j["segments"].push_back({{"segment", g.segment}, {"from_step", g.from_step}, {"mesh", to_json(g.mesh)},
+                                 {"world", g.world}, {"hosts", g.hosts}, {"cause", g.cause}, {"time", g.time}});
       out.push_back(j);
     }
     std::cout << out.dump(2) << "\n";
@@ -116,6 +125,19 @@ int list_main(const Args& args) {
       std::cout << std::left << std::setw(static_cast<int>(width[i]) + (i + 1 < row.size() ? 2 : 0))
                 << row[i];
     std::cout << "\n";
+  }
+  // A re-planned run is one run; its segments, each with its shape and why it began.
+  for (const auto& r : *runs) {
+    auto segments = run_segments(**s, r.id);
+    if (!segments) return fail(segments.error());
+    if (segments->empty()) continue;
+    std::cout << "\nrun " << r.id << " (" << r.name << "): " << segments->size() << " segments\n";
+    for (const RunSegment& g : *segments) {
+      std::string hosts;
+      for (const std::string& h : g.hosts) hosts += (hosts.empty() ? "" : ",") + h;
+      std::cout << "  segment " << g.segment << " from step " << g.from_step << ": " << g.mesh.compact() << " on "
+                << g.world << " rank(s) (" << hosts << "): " << g.cause << "\n";
+    }
   }
   return kExitOk;
 }

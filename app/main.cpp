@@ -19,6 +19,7 @@ void print_usage(std::ostream& out) {
          "       meshwork deploy ...          put a runtime bundle on the nodes ahead of a launch\n"
          "       meshwork attach RUN          follow a running run again\n"
          "       meshwork stop RUN            stop a run on every node\n"
+         "       meshwork resume RUN          go on from the last checkpoint on the nodes left, re-planned\n"
          "       meshwork diagnose RUN        where a run hangs or slows (exit 3 when it does)\n"
          "       meshwork runs list|import|export|delete ...   the run store\n"
          "       meshwork data prepare|info ...   tokenize text into shards for training\n"
@@ -54,7 +55,7 @@ int main(int argc, char** argv) {
     }
     static const std::map<std::string, int (*)(const Args&)> commands = {
         {"plan", plan_main},     {"runs", runs_main},     {"probe", probe_main},
-        {"launch", launch_main}, {"attach", attach_main}, {"stop", stop_main},
+        {"launch", launch_main}, {"attach", attach_main}, {"stop", stop_main},     {"resume", resume_main},
         {"data", data_main},     {"deploy", deploy_main}, {"calibrate", calibrate_main},
         {"serve", serve_main},   {"diagnose", diagnose_main}};
     if (auto it = commands.find(cmd); it != commands.end()) {
@@ -66,7 +67,7 @@ int main(int argc, char** argv) {
       }
     }
     if (cmd.rfind("-", 0) != 0)
-      return fail(Error{"command", cmd, "allowed: plan, probe, launch, calibrate, deploy, attach, stop, diagnose, runs, data, serve (or none for the GUI)"});
+      return fail(Error{"command", cmd, "allowed: plan, probe, launch, calibrate, deploy, attach, stop, resume, diagnose, runs, data, serve (or none for the GUI)"});
   }
   return gui_main(argc, argv);
 }

@@ -71,7 +71,7 @@ Status RunFollower::load_offsets(size_t index, std::vector<uint64_t>& offsets) {
   const int first = rec_.first_rank(index);
   offsets.assign(static_cast<size_t>(rec_.nodes[index].slots), 0);
   for (int k = 0; k < rec_.nodes[index].slots; ++k) {
-    auto off = reader_->source_offset(run_, metrics_source(static_cast<int>(index), first + k));
+    auto off = reader_->source_offset(run_, rec_.source_of(index, first + k));
     if (!off) return off.error();
     offsets[static_cast<size_t>(k)] = *off;
   }
@@ -212,7 +212,7 @@ void RunFollower::report_restarts(Node& node, size_t index, size_t& seen) {
 }
 
 void RunFollower::submit(size_t index, int rank, uint64_t offset, std::string bytes) {
-  std::string source = metrics_source(static_cast<int>(index), rank);
+  std::string source = rec_.source_of(index, rank);
   if (opt_.on_committed) {
     // The chunk's first line, its oldest: the benchmark's lag (bench/follow_bench.cpp).
     std::lock_guard lock(committed_mu_);

@@ -19,6 +19,11 @@ int LaunchRecord::first_rank(size_t node) const {
 
 int LaunchRecord::world_size() const { return first_rank(nodes.size()); }
 
+std::string LaunchRecord::source_of(size_t node, int rank) const {
+  const std::string source = metrics_source(static_cast<int>(node), rank);
+  return segment > 0 ? "seg" + std::to_string(segment) + "/" + source : source;
+}
+
 nlohmann::json to_json(const LaunchRecord& r) {
   nlohmann::json nodes = nlohmann::json::array();
   for (size_t i = 0; i < r.nodes.size(); ++i) {
@@ -28,7 +33,8 @@ nlohmann::json to_json(const LaunchRecord& r) {
                      {"command", meshtrain_command(r, i)}});
   }
   return {{"nodes", nodes}, {"master_addr", r.master_addr}, {"master_port", r.master_port},
-          {"trainer", r.trainer}, {"max_restarts", r.max_restarts}, {"subcommand", r.subcommand}};
+          {"trainer", r.trainer}, {"max_restarts", r.max_restarts}, {"subcommand", r.subcommand},
+          {"segment", r.segment}, {"checkpoint_dir", r.checkpoint_dir}, {"resume", r.resume}};
 }
 
 Result<LaunchRecord> launch_record_from_json(const nlohmann::json& j) {
@@ -43,6 +49,9 @@ Result<LaunchRecord> launch_record_from_json(const nlohmann::json& j) {
     r.trainer = j.value("trainer", std::string("meshtrain"));
     r.max_restarts = j.value("max_restarts", 0);
     r.subcommand = j.value("subcommand", std::string());
+    r.segment = j.value("segment", 0);
+    r.checkpoint_dir = j.value("checkpoint_dir", std::string());
+    r.resume = j.value("resume", false);
   } catch (const std::exception& e) {
     return Error{"run.cluster", j.dump().substr(0, 120), std::string("is not a launch record: ") + e.what()};
   }
@@ -63,6 +72,11 @@ std::vector<std::string> meshtrain_command(const LaunchRecord& rec, size_t index
                         std::string("--master-port"), std::to_string(rec.master_port),
                         std::string("--run-dir"), std::string(".")})
     cmd.push_back(std::move(a));
+  if (!rec.checkpoint_dir.empty()) {
+    cmd.push_back("--checkpoint-dir");
+    cmd.push_back(rec.checkpoint_dir);
+  }
+  if (rec.resume) cmd.push_back("--resume");
   return cmd;
 }
 

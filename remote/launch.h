@@ -35,8 +35,19 @@ struct LaunchRecord {
   // --max-restarts: how often each node's wrapper starts its supervisor again (with --resume, on
   // master_port + attempt) after the ranks failed. 0: never.
   int max_restarts = 0;
+  // A segment of a re-planned run (remote/elastic.h): 0 is the run as launched; a later one runs
+  // in its own run directory and starts from the latest complete checkpoint (resume) in
+  // checkpoint_dir, the directory every segment shares (absolute; empty: <run_dir>/checkpoints).
+  int segment = 0;
+  std::string checkpoint_dir;
+  bool resume = false;
   int first_rank(size_t node) const;  // global rank of the node's local rank 0
   int world_size() const;
+  // The store source of rank `rank`'s metrics file on node `node` (run_layout.h's
+  // metrics_source()): a later segment's files are new files, counted from byte 0, so its
+  // sources carry the segment ("seg1/node0/metrics-rank0.jsonl") and never meet the offsets the
+  // earlier segments stored for the same node and rank.
+  std::string source_of(size_t node, int rank) const;
 };
 nlohmann::json to_json(const LaunchRecord& r);
 Result<LaunchRecord> launch_record_from_json(const nlohmann::json& j);
@@ -45,6 +56,7 @@ Result<LaunchRecord> launch_record_from_json(const nlohmann::json& j);
 // in the run directory) and the per-node facts, torchrun's names, nothing else:
 //   ./meshtrain [calibrate] --config run_config.json --nproc-per-node N --nnodes M --node-rank I
 //               --master-addr A --master-port P --run-dir .
+//               [--checkpoint-dir DIR --resume]   (a resumed segment)
 // It is the one place a run turns into a command line (the workbench, `meshwork launch` with
 // flags and with --config all launch through it).
 std::vector<std::string> meshtrain_command(const LaunchRecord& rec, size_t index);

@@ -5,6 +5,7 @@
 
 #include "core/model_spec.h"
 #include "core/parallel_layout.h"
+#include "core/store/run_segments.h"
 #include "remote/data_placement.h"
 #include "remote/deploy.h"
 #include "remote/node_torch.h"
@@ -207,6 +208,50 @@ std::variant<RecordedRun, LaunchError> record_launch(const std::filesystem::path
   return out;
 }
 
+Result<int> next_segment_index(const std::filesystem::path& db, store::RunId run) {
+  auto store = store::RunStore::open(db);
+  if (!store) return store.error();
+  auto segments = store::run_segments(**store, run);
+  if (!segments) return segments.error();
+  return segments->empty() ? 1 : static_cast<int>(segments->size());
+}
+
+std::variant<RecordedRun, LaunchError> record_segment(const std::filesystem::path& db, const LaunchPlan& plan,
+                                                      const LaunchRecord& rec, const std::vector<NodeInfo>& probes,
+                                                      const nlohmann::json& target_record, const SegmentOf& segment) {
+  RecordedRun out;
+  auto store = store::RunStore::open(db);
+  if (!store) return launch_failed(store.error());
+  out.store = std::move(*store);
+  out.id = segment.run;
+  auto info = out.store->get_run(segment.run);
+  if (!info) return launch_failed(info.error());
+  nlohmann::json probed = nlohmann::json::array();
+  for (const auto& p : probes) probed.push_back(to_json(p));
+  // The segment's own config (its nodes and shape): the run's stored config stays the one it
+  // was launched with; a later re-plan starts from this one.
+  nlohmann::json cluster = {{"launch", to_json(rec)}, {"probes", probed}, {"segment_config", to_json(plan.config)}};
+  if (target_record.is_object()) cluster.update(target_record);
+  nlohmann::json earlier = info->cluster.value("earlier", nlohmann::json::array());
+  if (info->cluster.contains("launch")) earlier.push_back(info->cluster.at("launch"));
+  cluster["earlier"] = earlier;
+  std::vector<std::string> hosts;
+  for (const NodeConfig& n : plan.config.nodes) hosts.push_back(n.host);
+  auto begun = store::begin_segment(*out.store, segment.run, segment.from_step, plan.config.mesh, hosts,
+                                    segment.cause, static_cast<double>(std::time(nullptr)));
+  if (!begun) return launch_failed(begun.error());
+  if (begun->segment != rec.segment)
+    return launch_failed(Error{"segment", std::to_string(begun->segment),
+                               "segment " + std::to_string(rec.segment) + " (another launch resumed the run meanwhile)"}
+                             .as(ErrorKind::internal));
+  if (Status st = store::set_run_cluster(*out.store, segment.run, cluster); !st) return launch_failed(st.error());
+  (void)out.store->add_event(segment.run, "warning",
+                             "segment " + std::to_string(rec.segment) + " from step " +
+                                 std::to_string(segment.from_step) + " at " + plan.config.mesh.to_string() + " on " +
+                                 std::to_string(rec.world_size()) + " rank(s): " + segment.cause);
+  return out;
+}
+
 std::variant<LaunchedRun, LaunchError> launch_through(const std::filesystem::path& db, const LaunchRequest& req,
                                                       LaunchTarget& target) {
   const LaunchStepFn step = [&](const std::string& s) {
@@ -225,12 +270,21 @@ std::variant<LaunchedRun, LaunchError> launch_through(const std::filesystem::pat
   rec.max_restarts = req.max_restarts;
   rec.subcommand = req.subcommand;
   rec.master_port = choose_master_port(req.master_port);
+  if (req.segment_of) {
+    auto index = next_segment_index(db, req.segment_of->run);
+    if (!index) return launch_failed(index.error());
+    rec.segment = *index;
+    rec.checkpoint_dir = req.segment_of->checkpoint_dir;
+    rec.resume = true;
+  }
   target.describe(req, plan, staged, rec);
   auto submitted = target.submit(plan, staged, rec, step);
   if (auto* e = std::get_if<LaunchError>(&submitted)) return *e;
 
   step("recording the run");
-  auto recorded = record_launch(db, plan, rec, target.site.probes, std::get<nlohmann::json>(submitted));
+  auto recorded = req.segment_of ? record_segment(db, plan, rec, target.site.probes,
+                                                  std::get<nlohmann::json>(submitted), *req.segment_of)
+                                 : record_launch(db, plan, rec, target.site.probes, std::get<nlohmann::json>(submitted));
   if (auto* e = std::get_if<LaunchError>(&recorded)) {
     target.withdraw();
     return *e;

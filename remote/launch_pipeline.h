@@ -140,6 +140,14 @@ std::variant<RecordedRun, LaunchError> record_launch(const std::filesystem::path
                                                      const LaunchRecord& rec, const std::vector<NodeInfo>& probes,
                                                      const nlohmann::json& target_record);
 
+// A resumed segment in the store (req.segment_of): the run's next segment begun, its cluster
+// record replaced by this launch's (the last one kept under "earlier"), an event with the cause.
+std::variant<RecordedRun, LaunchError> record_segment(const std::filesystem::path& db, const LaunchPlan& plan,
+                                                      const LaunchRecord& rec, const std::vector<NodeInfo>& probes,
+                                                      const nlohmann::json& target_record, const SegmentOf& segment);
+// The index the next segment of `run` gets (1 for a run that never re-planned).
+Result<int> next_segment_index(const std::filesystem::path& db, store::RunId run);
+
 // The whole pipeline: prepare, stage, record (the target submits first), start.
 std::variant<LaunchedRun, LaunchError> launch_through(const std::filesystem::path& db, const LaunchRequest& req,
                                                       LaunchTarget& target);

@@ -115,7 +115,7 @@ bool RunFollower::start_stream(StreamGroup& g) {
       const int first_rank = rec_.first_rank(i);
       req.nodes.push_back({static_cast<int>(i), first_rank, rec_.nodes[i].slots});
       for (int k = 0; k < rec_.nodes[i].slots; ++k) {
-        auto off = reader_->source_offset(run_, metrics_source(static_cast<int>(i), first_rank + k));
+        auto off = reader_->source_offset(run_, rec_.source_of(i, first_rank + k));
         if (!off) {
           event("error", off.error().message());
           g.conn.reset();

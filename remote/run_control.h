@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,16 @@
 #include "remote/probe.h"
 
 namespace meshwork::remote {
+
+// A new segment of a stored run (remote/elastic.h): the run keeps its id and its store rows; the
+// launch starts from the run's latest complete checkpoint and is recorded as the run's next
+// segment, its launch record replacing the last one's (which is kept under "earlier").
+struct SegmentOf {
+  store::RunId run = 0;
+  std::string checkpoint_dir;  // absolute; on a filesystem every node reaches
+  int64_t from_step = 1;       // the first step the segment trains (the checkpoint's + 1)
+  std::string cause;           // why: "node 1 (node1) lost: ..."
+};
 
 struct LaunchRequest {
   // What to run and where: config.nodes (node 0 first; host "local" = this machine without SSH;
@@ -46,6 +57,7 @@ struct LaunchRequest {
   int master_port = 0;                   // 0: chosen
   int max_restarts = 0;                  // restarts of all ranks from the latest checkpoint (launch.h)
   std::string subcommand;                // meshtrain's: "" trains, "calibrate" measures (LaunchRecord)
+  std::optional<SegmentOf> segment_of;   // set: a resumed segment of that run, not a new run
   SshOptions ssh;
   ProbeProgressFn on_probe;
   DeployProgressFn on_deploy;

@@ -108,6 +108,14 @@ Result<std::vector<RunSegment>> run_segments(RunStore& store, RunId run) {
   return read(db, run);
 }
 
+Status set_run_cluster(RunStore& store, RunId run, const nlohmann::json& cluster) {
+  sql::Stmt put(store.handle(), "UPDATE runs SET cluster = ?2 WHERE id = ?1");
+  if (!put.ok()) return put.error();
+  if (Status s = put.bind(1, run).bind(2, cluster.dump()).run(); !s) return s;
+  if (sqlite3_changes(store.handle()) != 1) return Error{"run", std::to_string(run), "a run in the store"};
+  return Status::Ok();
+}
+
 Status forget_run_segments(sqlite3* db, RunId run) {
   Result<bool> has = has_table(db);
   if (!has) return has.error();

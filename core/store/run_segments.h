@@ -38,6 +38,9 @@ Result<RunSegment> begin_segment(RunStore& store, RunId run, int64_t from_step, 
                                  const std::vector<std::string>& hosts, std::string cause, double time);
 // Segments in order; empty for a run that never re-planned.
 Result<std::vector<RunSegment>> run_segments(RunStore& store, RunId run);
+// Replaces the run's cluster record (RunInfo::cluster): a resumed segment's launch is where the
+// run now runs, so attach and stop find it there.
+Status set_run_cluster(RunStore& store, RunId run, const nlohmann::json& cluster);
 // delete_run's part.
 Status forget_run_segments(sqlite3* db, RunId run);
 
