@@ -35,6 +35,16 @@ Status fill_runtime(const Parsed& p, LaunchRequest& req) {
   return {};
 }
 
+Status check_elastic_flags(const Parsed& p, const std::string& subcommand) {
+  const bool elastic = p.switches.count("--elastic") > 0;
+  for (const char* flag : {"--max-replans", "--memory-per-rank"})
+    if (!elastic && p.values.count(flag)) return Error{flag, p.values.at(flag), "only with --elastic"};
+  if (elastic && p.switches.count("--detach"))
+    return Error{"--elastic", "--detach", "an elastic run is re-planned by the command that follows it: not with --detach"};
+  if (elastic && !subcommand.empty()) return Error{"--elastic", subcommand, "for training runs only"};
+  return {};
+}
+
 namespace {
 
 struct ElasticFlags {
@@ -118,7 +128,7 @@ int resume_main(const Args& args) {
   auto flags = elastic_flags(*p);
   if (!flags) return refuse(flags.error());
   if (p->switches.count("--elastic") && p->switches.count("--detach"))
-    return refuse(Error{"--elastic", "--detach", "an elastic run is re-planned by the command that follows it"});
+    return refuse(Error{"--elastic", "--detach", "an elastic run is re-planned by the command that follows it: not with --detach"});
   const auto db = db_path(*p);
   auto id = resolve(db, p->positional[0]);
   if (!id) return refuse(id.error());

@@ -489,13 +489,10 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
                  "--max-restarts N: when a rank fails, every node starts all its ranks again from the\n"
                  "latest checkpoint (--checkpoint-every K), at most N times; done on the nodes, so it\n"
                  "works with --detach too.\n"
-                 "--elastic: when a node is lost (its supervisor and ranks killed, or unreachable), stop\n"
-                 "the rest, re-plan the shape for the nodes left (the planner, global batch kept) and go on\n"
-                 "at once from the last complete checkpoint (--checkpoint-every K) as a new segment of the\n"
-                 "same run, at most --max-replans N times (default 3). The checkpoints must be on a\n"
-                 "filesystem every node reaches (--remote-root). --memory-per-rank SIZE: one rank's memory\n"
-                 "for the re-plan (default: the probed GPU memory, or a node's memory over its ranks).\n"
-                 "When nothing fits the nodes left, the message names what would and nothing is relaunched.\n"
+                 "--elastic: a lost node stops the rest; the run goes on at once from its last checkpoint\n"
+                 "on the nodes left, re-planned, as a new segment of the same run (at most --max-replans N,\n"
+                 "default 3; --memory-per-rank SIZE for the re-plan). Checkpoints on a filesystem every node\n"
+                 "reaches. Nothing fits: the message says what would, nothing relaunched (docs/elastic.md).\n"
                  "--bundle FILE: run a runtime bundle (scripts/bundle cpu|cuda: meshtrain with its libraries)\n"
                  "instead of --meshtrain, for nodes without LibTorch: uploaded once per node or shared\n"
                  "filesystem into --bundle-root (default ~/.cache/meshwork/bundles), skipped when there,\n"
@@ -531,13 +528,8 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
   if (p->values.count("--remote-root")) req.remote_root = p->values.at("--remote-root");
   if (p->values.count("--master-addr")) req.master_addr = p->values.at("--master-addr");
   if (auto st = fill_runtime(*p, req); !st) return refuse(st.error());
+  if (auto st = check_elastic_flags(*p, subcommand); !st) return refuse(st.error());
   const bool elastic = p->switches.count("--elastic") > 0;
-  if (!elastic && (p->values.count("--max-replans") || p->values.count("--memory-per-rank")))
-    return refuse(Error{p->values.count("--max-replans") ? "--max-replans" : "--memory-per-rank", "", "only with --elastic"});
-  if (elastic && p->switches.count("--detach"))
-    return refuse(Error{"--elastic", "--detach", "an elastic run is re-planned by the launch that follows it: not with --detach"});
-  if (elastic && !subcommand.empty())
-    return refuse(Error{"--elastic", subcommand, "for training runs only"});
   const auto db = db_path(*p);
   auto launched = launch_run(db, req);
   if (auto* e = std::get_if<LaunchError>(&launched)) {

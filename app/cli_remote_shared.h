@@ -73,6 +73,8 @@ int exit_after_follow(const Result<remote::FollowOutcome>& outcome, store::RunId
 // resuming it on the survivors when a node is lost; the exit code says how it ended.
 int follow_elastic_cli(const Parsed& p, const std::filesystem::path& db, store::RunId id,
                        const remote::LaunchRecord& record, const remote::LaunchRequest& request);
+// --elastic's flags: --max-replans and --memory-per-rank only with it, and not with --detach.
+Status check_elastic_flags(const Parsed& p, const std::string& subcommand);
 // The runtime part of a launch request from the flags (--meshtrain, --bundle, ...), for launch and resume.
 Status fill_runtime(const Parsed& p, remote::LaunchRequest& req);
 

@@ -154,6 +154,9 @@ TEST_F(ClusterElastic, LostNodeResumesOnTheSurvivorAtANewShapeWithTheUninterrupt
             << "); node 1 killed after " << at_kill << " steps, resumed at step " << resumed.from_step << " at "
             << resumed.mesh.compact() << "; elastic run " << secs << " s\n";
 
+  const auto from = err.find("elastic: re-planned");
+  std::cout << "[ notice ] " << err.substr(from, err.find("meshwork: info: elastic: segment", from) - from);
+
   Cli list = run_cli({"runs", "list", "--db", db_.string()}, tmp_);
   EXPECT_EQ(list.code, 0) << list.err;
   EXPECT_NE(list.out.find("2 segments"), std::string::npos) << list.out;
@@ -187,6 +190,7 @@ TEST_F(ClusterElastic, NothingFitsTheSurvivorSaysWhatWouldAndLaunchesNothing) {
                         cluster_.ssh_config(), "--known-hosts", (tmp_ / "known_hosts").string(), "--db", db_.string()},
                        tmp_);
   EXPECT_EQ(resume.code, 3) << resume.err;
+  std::cout << "[ notice ] " << resume.err;
   EXPECT_NE(resume.err.find("needs 1 more node of 2 ranks"), std::string::npos) << resume.err;
   EXPECT_EQ(run_dirs(), 1u);
 }

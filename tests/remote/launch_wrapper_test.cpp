@@ -101,6 +101,41 @@ TEST_F(Wrapper, NeverRestartsAStoppedNode) {
   EXPECT_EQ(attempts(), 1);
 }
 
+// A resumed segment of a re-planned run (remote/elastic.h): meshtrain starts from the shared
+// checkpoint directory (a hostile path stays one argument), and its metrics sources carry the
+// segment so they never meet the offsets of the first segment's files.
+TEST_F(Wrapper, ResumedSegmentStartsFromTheSharedCheckpointDirectory) {
+  rec_.segment = 1;
+  rec_.checkpoint_dir = (base_ / "first's \"run\"; touch pwned" / "checkpoints").string();
+  rec_.resume = true;
+  trainer("0");
+  EXPECT_EQ(run_wrapper(), 0);
+  EXPECT_NE(argv(1).find("--checkpoint-dir\n" + rec_.checkpoint_dir + "\n--resume\n"), std::string::npos) << argv(1);
+  EXPECT_EQ(rec_.source_of(0, 0), "seg1/node0/metrics-rank0.jsonl");
+  rec_.segment = 0;
+  EXPECT_EQ(rec_.source_of(0, 0), "node0/metrics-rank0.jsonl");  // as before segments existed
+}
+
+TEST(LaunchRecordJson, SegmentRoundTripsAndDefaultsToTheRunAsLaunched) {
+  LaunchRecord r;
+  r.nodes = {{"node0", 2, "/tmp/x", "10.0.0.1"}};
+  r.segment = 2;
+  r.checkpoint_dir = "/shared/run-a/checkpoints";
+  r.resume = true;
+  auto back = launch_record_from_json(to_json(r));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->segment, 2);
+  EXPECT_EQ(back->checkpoint_dir, "/shared/run-a/checkpoints");
+  EXPECT_TRUE(back->resume);
+  nlohmann::json old = to_json(r);
+  for (const char* k : {"segment", "checkpoint_dir", "resume"}) old.erase(k);  // written before segments
+  auto first = launch_record_from_json(old);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->segment, 0);
+  EXPECT_TRUE(first->checkpoint_dir.empty());
+  EXPECT_FALSE(first->resume);
+}
+
 TEST(LaunchRecordJson, MaxRestartsRoundTripsAndDefaultsToZero) {
   LaunchRecord r;
   r.nodes = {{"node0", 2, "/tmp/x", "10.0.0.1"}};
