@@ -1,3 +1,6 @@
+// Past 600 lines: the hang diagnosis, the mismatch rules and the two straggler analyses (with and
+// without CPU time) share the wait-for graph helpers and the summary words; split, each half would
+// re-declare them.
 #include "core/hang_diagnosis.h"
 
 #include <algorithm>
@@ -55,6 +58,84 @@ std::string seconds_text(double s) {
   return buf;
 }
 
+// The stragglers of one stage from the ranks' waits and CPU time (every timing has cpu_mean_s):
+// whom its group peers wait on. For a rank and an axis, the peers' mean wait on that axis less
+// its own is how long they waited on it there (a rank that arrives late waits least); summed
+// over its axes it is the rank's net lateness, which a rank that merely waits on a late peer
+// pays back on the axis it waits on. The straggler is late by more than a sixth of the step
+// and later than every peer it shares a group with, so a waiting peer is never named; its CPU
+// says why: used about the lateness more than its peers, it computed longer, else it was not
+// running. Means over the steps (a stop now and then is lost time the medians hide); pp waits
+// are the schedule's bubble and are left out. Several ranks on few cores jitter by a few
+// percent of the step, well under the floor.
+std::vector<Straggler> held_up_stragglers(const DiagnosisInput& in, const DeviceMesh& mesh,
+                                          const std::vector<const RankTiming*>& ts) {
+  std::unordered_map<int, const RankTiming*> of;
+  for (const RankTiming* t : ts) of[t->rank] = t;
+  std::vector<double> step, cpu;
+  for (const RankTiming* t : ts) step.push_back(t->step_mean_s > 0 ? t->step_mean_s : t->step_s);
+  const double floor_s = std::max(0.01, median(step) / 6);
+  struct Lateness {
+    double net = 0;          // summed over the axes
+    double most = 0;         // the axis its peers waited on it the longest
+    std::string most_axis;
+    std::vector<int> peers;  // every rank it shares a group with (of this stage, timed)
+  };
+  std::unordered_map<int, Lateness> late;
+  for (const RankTiming* t : ts) {
+    Lateness& l = late[t->rank];
+    for (Axis a : kAxes) {
+      if (a == Axis::pp || in.shape[a] <= 1) continue;
+      double sum = 0;
+      int n = 0;
+      for (int r : mesh.group_members(t->rank, group_of_axis(a))) {
+        auto it = of.find(r);
+        if (r == t->rank || it == of.end()) continue;
+        sum += it->second->comm_mean_s[a];
+        ++n;
+        l.peers.push_back(r);
+      }
+      if (n == 0) continue;
+      const double waited_on = sum / n - t->comm_mean_s[a];
+      l.net += waited_on;
+      if (waited_on > l.most) {
+        l.most = waited_on;
+        l.most_axis = std::string(axis_name(a));
+      }
+    }
+  }
+  std::vector<double> most;
+  for (const auto& entry : late) most.push_back(std::max(0.0, entry.second.most));
+  const double median_most = median(most);
+  std::vector<Straggler> found;
+  for (const RankTiming* t : ts) {
+    const Lateness& l = late[t->rank];
+    if (l.net <= floor_s) continue;
+    const bool latest = std::all_of(l.peers.begin(), l.peers.end(), [&](int p) { return late[p].net < l.net; });
+    if (!latest) continue;
+    std::vector<double> peer_cpu, peer_compute;
+    for (const RankTiming* o : ts) {
+      if (o == t) continue;
+      peer_cpu.push_back(*o->cpu_mean_s);
+      peer_compute.push_back(o->compute_s);
+    }
+    Straggler s;
+    s.rank = t->rank;
+    s.others_wait_on = l.most_axis;
+    if (*t->cpu_mean_s - median(peer_cpu) > 0.5 * l.most) {
+      s.slow_in = "compute";
+      s.seconds = t->compute_s;
+      s.median_s = median(peer_compute);
+    } else {
+      s.slow_in = "not running";
+      s.seconds = l.most;
+      s.median_s = median_most;
+    }
+    found.push_back(std::move(s));
+  }
+  return found;
+}
+
 // Ranks are compared with the other ranks of their pipeline stage only: stages differ by design
 // (the first holds the embedding, the last the head and the loss, and the first waits on pp for
 // the bubble), while the ranks of one stage do the same work.
@@ -75,6 +156,27 @@ void find_stragglers(const DiagnosisInput& in, const std::unordered_map<int, con
       s.node = in.ranks_per_node > 0 ? s.rank / in.ranks_per_node : 0;
     }
   };
+  // With CPU time: the ranks their peers wait on (held_up_stragglers); when it names nobody, or
+  // without CPU time, the compute and slow-link rules below.
+  const bool cpu_known =
+      std::all_of(in.timings.begin(), in.timings.end(), [](const RankTiming& t) { return t.cpu_mean_s.has_value(); });
+  if (cpu_known) {
+    Result<DeviceMesh> mesh = DeviceMesh::create(in.shape, std::max(1, in.ranks_per_node));
+    std::vector<Straggler> held;
+    if (mesh) {
+      for (const auto& stage_ranks : by_stage) {
+        if (stage_ranks.second.size() < 2) continue;
+        for (Straggler& s : held_up_stragglers(in, *mesh, stage_ranks.second)) held.push_back(std::move(s));
+      }
+    }
+    if (!held.empty()) {
+      for (Straggler& s : held) place(s);
+      std::sort(held.begin(), held.end(),
+                [](const Straggler& a, const Straggler& b) { return a.seconds - a.median_s > b.seconds - b.median_s; });
+      d.stragglers = std::move(held);
+      return;
+    }
+  }
   std::vector<Straggler> found;
   size_t compared = 0;
   for (const auto& stage_ranks : by_stage) {
@@ -424,9 +526,13 @@ std::string Diagnosis::summary() const {
         const Straggler& st = stragglers[i];
         if (i) s += "; ";
         const bool named_host = !st.host.empty() && st.host != "node" + std::to_string(st.node);
-        s += "rank " + std::to_string(st.rank) + " (node" + std::to_string(st.node) +
-             (named_host ? " " + st.host : "") + ") is slow in " + st.slow_in + ": " +
-             seconds_text(st.seconds) + " per step against " + seconds_text(st.median_s) + " for the median rank";
+        s += "rank " + std::to_string(st.rank) + " (node" + std::to_string(st.node) + (named_host ? " " + st.host : "");
+        if (st.slow_in == "not running")
+          s += ") is not running (stopped, descheduled or throttled: no more CPU time than its peers): they wait " +
+               seconds_text(st.seconds) + " per step on it against " + seconds_text(st.median_s) + " for the median rank";
+        else
+          s += ") is slow in " + st.slow_in + ": " + seconds_text(st.seconds) + " per step against " +
+               seconds_text(st.median_s) + " for the median rank";
         if (!st.others_wait_on.empty()) s += "; the others wait on " + st.others_wait_on;
       }
       if (stragglers.size() > 3) s += "; and " + std::to_string(stragglers.size() - 3) + " more";

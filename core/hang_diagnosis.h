@@ -11,9 +11,14 @@
 // on no one (stuck in compute, in data, stopped, gone). Waiters that disagree on the op or its
 // size at the same s are a mismatch: a bug in the program, not a slow peer.
 //
-// Straggler (the run is alive): over the recent steps, a rank whose compute time is well above
-// the median rank's (the others then wait on it: their wait shows on the axis they share) or
-// whose wait on one axis is well above its peers' on that axis while its compute is normal.
+// Straggler (the run is alive). With the ranks' CPU time (every recent step holds cpu_s): the
+// rank its group peers wait on, on its axes together, longer than it waits on them and longer
+// than any of its peers is waited on (a wait-for graph over the axes' groups: a waiting peer is
+// never the one held up the most among its own peers); slow in "compute" when it also used more
+// CPU than its peers by about that much, else "not running" (stopped, descheduled, throttled:
+// its wall time is not matched by CPU time). Without CPU time, or when no rank is held up: a
+// rank whose compute time is well above the median rank's, or whose wait on one axis is well
+// above its peers' on that axis while its compute is normal (a slow link).
 //
 // Work is O(ranks + group members of the waited groups): one pass at 1,024 nodes x 8 ranks.
 #pragma once
@@ -52,6 +57,12 @@ struct RankTiming {
   double step_s = 0;
   double compute_s = 0;
   AxisArray<double> comm_s;
+  // Means over the same steps: a rank stopped now and then loses its time in a few steps, which
+  // the medians hide. cpu_mean_s: the process's CPU seconds per step (docs/metrics.md, "cpu_s"),
+  // unset when any of the steps lacks it (records of older meshtrains).
+  double step_mean_s = 0;
+  AxisArray<double> comm_mean_s;
+  std::optional<double> cpu_mean_s;
 };
 
 struct DiagnosisInput {
@@ -105,9 +116,12 @@ struct Straggler {
   int rank = 0;
   int node = 0;
   std::string host;
-  std::string slow_in;  // "compute" or "waiting on <axis>"
-  double seconds = 0;   // its median of what it is slow in
-  double median_s = 0;  // the median rank's median of the same
+  std::string slow_in;  // "compute", "not running" or "waiting on <axis>"
+  // Its median of what it is slow in, and the median rank's; for "not running": how long its
+  // peers waited on it per step (the mean, on the axis they waited on most), and the median
+  // rank's same.
+  double seconds = 0;
+  double median_s = 0;
   std::string others_wait_on;  // for a compute straggler: the axis its peers wait on most, or ""
 };
 

@@ -80,6 +80,7 @@ std::string to_json_line(const StepRecord& r) {
   nlohmann::json j = {
       {"v", kMetricsVersion}, {"type", "step"}, {"step", r.step}, {"rank", r.rank}, {"comm_s", comm}};
   for_each_field(r, kStepScalars, write_to(j));
+  if (r.cpu_s) j["cpu_s"] = *r.cpu_s;
   if (r.moe) {
     nlohmann::json layers = nlohmann::json::array();
     for (const ExpertLoad& l : r.moe->layers)
@@ -141,6 +142,7 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line) {
     if (!get_to(j, "step", r.step) || !get_to(j, "rank", r.rank))
       return Error{"metrics line", shown, "a step record needs integer \"step\" and \"rank\""};
     for_each_field(r, kStepScalars, read_from(j));
+    if (double cpu = 0; get_to(j, "cpu_s", cpu)) r.cpu_s = cpu;
     if (auto it = j.find("comm_s"); it != j.end() && it->is_object()) {
       for (Axis a : kAxes) get_to(*it, std::string(axis_name(a)).c_str(), r.comm_s[a]);
       get_to(*it, std::string(kEpName).c_str(), r.comm_ep_s);
@@ -211,8 +213,8 @@ const std::vector<std::string>& step_series_keys() {
       "loss",     "lr",        "grad_norm",         "tokens",           "tokens_per_s",
       "tflops",   "mfu",       "mem_bytes",         "mem_peak_bytes",   "comm_s.dp_replicate",
       "comm_s.dp_shard", "comm_s.cp", "comm_s.tp", "compute_s",        "step_s",
-      "comm_s.pp",  // v5 and v6 appended theirs: the store's columns keep their index (schema.h)
-      "comm_s.ep"};
+      "comm_s.pp",  // v5, v6 and v7 appended theirs: the store's columns keep their index (schema.h)
+      "comm_s.ep", "cpu_s"};
   return keys;
 }
 
@@ -234,7 +236,8 @@ std::vector<std::pair<std::string, double>> step_series(const StepRecord& r) {
           {k[13], r.compute_s},
           {k[14], r.step_s},
           {k[15], r.comm_s[Axis::pp]},
-          {k[16], r.comm_ep_s}};
+          {k[16], r.comm_ep_s},
+          {k[17], r.cpu_s.value_or(std::numeric_limits<double>::quiet_NaN())}};
 }
 
 }  // namespace meshwork

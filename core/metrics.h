@@ -4,7 +4,8 @@
 //    "world":N, "mesh":{axes}, "config":{run config}, "versions":{...}}
 //   {"v":1,"type":"step","step":k,"rank":r,"time":unix_s,"loss":..,"lr":..,"grad_norm":..,
 //    "tokens":..,"tokens_per_s":..,"tflops":..,"mfu":..,"mem_bytes":..,"mem_peak_bytes":..,
-//    "comm_s":{"dp_replicate":..,"dp_shard":..,"cp":..,"tp":..},"compute_s":..,"step_s":..}
+//    "comm_s":{"dp_replicate":..,"dp_shard":..,"cp":..,"tp":..},"compute_s":..,"step_s":..,
+//    "cpu_s":..}   (cpu_s optional: records written before it read without it)
 //   (comm_s also holds "pp" from a pipelined run and "ep", the experts' all-to-all, from an
 //   expert-parallel one)
 //   {"v":1,"type":"end","rank":r,"time":unix_s,"status":"ok|failed|stopped","reason":"..."}
@@ -78,6 +79,10 @@ struct StepRecord {
   double comm_ep_s = 0;      // seconds in the expert all-to-all ("comm_s":{"ep":..}); 0 without ep
   double compute_s = 0;
   double step_s = 0;
+  // CPU seconds the rank's process ran during the step (every thread, user + system). Beside
+  // step_s it tells a rank that was not running (stopped, descheduled, throttled) from one that
+  // computed longer. Unset in records of older meshtrains.
+  std::optional<double> cpu_s;
   std::optional<MoeStepMetrics> moe;  // mixtures of experts only (the "moe" key)
 };
 
@@ -151,7 +156,8 @@ Result<MetricsRecord> parse_metrics_line(std::string_view line);
 
 // The scalar series of a step record, as stored: "loss", "lr", "grad_norm", "tokens",
 // "tokens_per_s", "tflops", "mfu", "mem_bytes", "mem_peak_bytes", "comm_s.dp_replicate",
-// "comm_s.dp_shard", "comm_s.cp", "comm_s.tp", "compute_s", "step_s", "comm_s.pp", "comm_s.ep".
+// "comm_s.dp_shard", "comm_s.cp", "comm_s.tp", "compute_s", "step_s", "comm_s.pp", "comm_s.ep",
+// "cpu_s" (NaN for an unset cpu_s).
 std::vector<std::pair<std::string, double>> step_series(const StepRecord& r);
 const std::vector<std::string>& step_series_keys();
 // The stored series of an eval record: "eval_loss" (its loss at its step).

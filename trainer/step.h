@@ -45,6 +45,7 @@ struct StepResult {
   double loss = 0;       // mean next-token loss over the global batch
   double grad_norm = 0;  // before clipping
   double step_s = 0;     // wall time of the whole step (the device waited for)
+  double cpu_s = 0;      // CPU time of this process during it (every thread, user + system)
   // A mixture of experts' routing over the global batch (tokens per expert summed over the
   // data-parallel ranks, the aux loss averaged over every forward call); unset for a dense model.
   std::optional<MoeStepMetrics> moe;

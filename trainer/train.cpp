@@ -646,6 +646,7 @@ void Trainer::record_step(int64_t step, double lr, const StepResult& s) {
   r.comm_ep_s = comm_->times().ep;
   r.step_s = s.step_s;
   r.compute_s = std::max(0.0, s.step_s - comm_->times().total());
+  r.cpu_s = s.cpu_s;
   r.moe = s.moe;
   sink_.write(to_json_line(r));
 }

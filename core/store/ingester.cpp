@@ -184,6 +184,7 @@ Status Ingester::on_step(RunId run, const StepRecord& r, IngestCounts& counts) {
   if (r.comm_ep_s == 0) present &= ~(int64_t{1} << kCommEpSeries);
   if (r.moe)
     if (Status s = store_expert_load(run, r.step, *r.moe); !s) return s;
+  if (!r.cpu_s) present &= ~(int64_t{1} << kCpuSeries);
   return store_step(run, r.rank, r.step, r.time, static_cast<double>(r.tokens), step_values(r), present, counts);
 }
 

@@ -26,6 +26,12 @@ Result<bool> has_tables(sqlite3* db) {
   return n->value_or(0) > 0;
 }
 
+double mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -156,12 +162,13 @@ Result<DiagnosisSource> diagnosis_source(RunStore& store, RunId run, double now,
   int64_t last_step = -1;
   for (const auto& [rank, o] : obs) last_step = std::max(last_step, o.last_step);
   if (last_step >= 0) {
-    std::string cols = "rank, v_step_s, v_compute_s";
+    std::string cols = "rank, v_step_s, v_compute_s, v_cpu_s";
     for (Axis a : kAxes) cols += ", v_comm_s_" + std::string(axis_name(a));
     sql::Stmt q(db, "SELECT " + cols + " FROM steps WHERE run = ?1 AND step > ?2 ORDER BY rank, step");
     q.bind(1, run).bind(2, last_step - recent_steps);
     struct Acc {
-      std::vector<double> step, compute;
+      std::vector<double> step, compute, cpu;
+      bool cpu_everywhere = true;  // every step holds cpu_s (records of older meshtrains do not)
       AxisArray<std::vector<double>> comm;
     };
     std::map<int, Acc> acc;
@@ -170,7 +177,9 @@ Result<DiagnosisSource> diagnosis_source(RunStore& store, RunId run, double now,
       Acc& a = acc[static_cast<int>(q.int64(0))];
       a.step.push_back(q.real(1));
       a.compute.push_back(q.real(2));
-      int col = 3;
+      if (q.is_null(3)) a.cpu_everywhere = false;
+      else a.cpu.push_back(q.real(3));
+      int col = 4;
       for (Axis ax : kAxes) a.comm[ax].push_back(q.is_null(col) ? 0.0 : q.real(col)), ++col;
     });
     if (!s) return s.error();
@@ -180,6 +189,9 @@ Result<DiagnosisSource> diagnosis_source(RunStore& store, RunId run, double now,
       t.steps = static_cast<int>(a.step.size());
       t.step_s = median(a.step);
       t.compute_s = median(a.compute);
+      t.step_mean_s = mean(a.step);
+      for (Axis ax : kAxes) t.comm_mean_s[ax] = mean(a.comm[ax]);
+      if (a.cpu_everywhere && !a.cpu.empty()) t.cpu_mean_s = mean(a.cpu);
       for (Axis ax : kAxes) t.comm_s[ax] = median(a.comm[ax]);
       in.timings.push_back(t);
     }

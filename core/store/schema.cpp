@@ -238,6 +238,10 @@ CREATE TABLE IF NOT EXISTS expert_load(run INTEGER NOT NULL, layer INTEGER NOT N
 // run has either: nothing derived changes).
 Status migrate_v5_to_v6(sqlite3* db) { return sync_series_columns(db, 6, kMoeTablesV6); }
 
+// v6 -> v7: the step's CPU time, cpu_s, gets its column (series 17): with the waits, it tells a
+// rank that was not running from the peers waiting on it (core/hang_diagnosis.h).
+Status migrate_v6_to_v7(sqlite3* db) { return sync_series_columns(db, 7, ""); }
+
 }  // namespace
 
 const std::vector<std::string>& value_columns() {
@@ -299,9 +303,11 @@ Status ensure_schema(sqlite3* db, const std::function<Status()>& after_migration
     if (Status s = migrate_v3_to_v4(db); !s) return s;
   if (*version <= 4)
     if (Status s = migrate_v4_to_v5(db); !s) return s;
-  if (Status s = migrate_v5_to_v6(db); !s) return s;
+  if (*version <= 5)
+    if (Status s = migrate_v5_to_v6(db); !s) return s;
+  if (Status s = migrate_v6_to_v7(db); !s) return s;
   // Derived tables of every stored run: buckets (from v1), aggregates and totals (before v4).
-  // v5 and v6 add series no stored run has: nothing derived changes.
+  // v5, v6 and v7 add series no stored run has: nothing derived changes.
   if (*version >= 1 && *version <= 3 && after_migration)
     if (Status s = after_migration(); !s) return s;
   return tx.commit();

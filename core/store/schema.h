@@ -4,7 +4,8 @@
 // 15 step series as columns, and keeps `metrics` as a view with the v2 columns; version 4 adds
 // the cross-rank aggregates (rank_agg) and per-run totals (run_stats), see rank_agg.h; version 5
 // adds the pipeline axis' series (comm_s.pp, the 16th column); version 6 the expert all-to-all's
-// (comm_s.ep, the 17th) and the mixtures of experts' routing per step (moe_steps, expert_load).
+// (comm_s.ep, the 17th) and the mixtures of experts' routing per step (moe_steps, expert_load);
+// version 7 the step's CPU time (cpu_s, the 18th).
 // open() migrates older databases in one transaction, keeping every run and point.
 #pragma once
 
@@ -18,7 +19,7 @@
 
 namespace meshwork::store {
 
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 
 // The `steps` column holding series i of step_series_keys() ("comm_s.tp" -> "v_comm_s_tp"); bit i
 // of steps.present says the point exists (its value may be NULL: NaN). Keys without a column

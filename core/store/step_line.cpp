@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 namespace meshwork::store {
@@ -110,6 +111,12 @@ std::optional<StepRecord> parse_step_line(std::string_view line) {
       else read = i64(member);
     });
     if (known) return read;
+    if (key == "cpu_s") {
+      double cpu = 0;
+      if (!dbl(cpu)) return false;
+      r.cpu_s = cpu;
+      return true;
+    }
     if (key == "comm_s")
       return object(c, [&](std::string_view axis) -> bool {
         if (axis == kEpName) return dbl(r.comm_ep_s);
@@ -131,7 +138,7 @@ std::array<double, kStepSeries> step_values(const StepRecord& r) {
           static_cast<double>(r.mem_peak_bytes),
           r.comm_s[Axis::dp_replicate], r.comm_s[Axis::dp_shard],
           r.comm_s[Axis::cp], r.comm_s[Axis::tp], r.compute_s, r.step_s, r.comm_s[Axis::pp],
-          r.comm_ep_s};
+          r.comm_ep_s, r.cpu_s.value_or(std::numeric_limits<double>::quiet_NaN())};
 }
 
 }  // namespace meshwork::store

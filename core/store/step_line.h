@@ -17,9 +17,10 @@ namespace meshwork::store {
 std::optional<StepRecord> parse_step_line(std::string_view line);
 
 // The values of step_series(r) in step_series_keys() order, without allocating.
-inline constexpr size_t kStepSeries = 17;
+inline constexpr size_t kStepSeries = 18;
 std::array<double, kStepSeries> step_values(const StepRecord& r);
 inline constexpr size_t kCommPpSeries = 15;  // "comm_s.pp", the series schema v5 added
 inline constexpr size_t kCommEpSeries = 16;  // "comm_s.ep", the series schema v6 added
+inline constexpr size_t kCpuSeries = 17;     // "cpu_s", the series schema v7 added
 
 }  // namespace meshwork::store

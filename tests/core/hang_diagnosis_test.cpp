@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
+
 namespace meshwork {
 namespace {
 
@@ -224,6 +227,90 @@ TEST(HangDiagnosis, ARankWaitingLongerOnOneAxisIsSlowInThatAxis) {
   ASSERT_EQ(d.stragglers.size(), 1u);
   EXPECT_EQ(d.stragglers[0].rank, 1);
   EXPECT_EQ(d.stragglers[0].slow_in, "waiting on tp");
+}
+
+// Per-step means measured on a real run (tiny, dp_shard 2 x tp 2, four ranks on two loaded
+// cores, 96 steps): rank 3 under a SIGSTOP/SIGCONT duty cycle (150 ms of every 300 ms), or
+// healthy (180 steps). Most of a tiny step is inside tp collectives, so the stops mostly land
+// there: rank 3's own waits grow as its peers' do, and its CPU time is no more than theirs.
+struct MeasuredRank {
+  double step_s, compute_s, dp_shard_s, tp_s, cpu_s;
+};
+DiagnosisInput measured(const std::array<MeasuredRank, 4>& m) {
+  DiagnosisInput in = four_ranks();
+  for (RankObservation& r : in.ranks) r.last_step_time = kNow - 1;
+  for (RankTiming& t : in.timings) {
+    const MeasuredRank& r = m[static_cast<size_t>(t.rank)];
+    t.step_s = t.step_mean_s = r.step_s;
+    t.compute_s = r.compute_s;
+    t.comm_s = t.comm_mean_s = AxisArray<double>::of(0, r.dp_shard_s, 0, r.tp_s);
+    t.cpu_mean_s = r.cpu_s;
+  }
+  return in;
+}
+constexpr std::array<MeasuredRank, 4> kDutyCycledRank3 = {{{0.1556, 0.0074, 0.0747, 0.0736, 0.02125},
+                                                          {0.1556, 0.0076, 0.0931, 0.0549, 0.02167},
+                                                          {0.1556, 0.0076, 0.0233, 0.1247, 0.0225},
+                                                          {0.1556, 0.0093, 0.0454, 0.1009, 0.0204}}};
+constexpr std::array<MeasuredRank, 4> kHealthy = {{{0.0833, 0.0096, 0.01783, 0.05594, 0.03017},
+                                                  {0.0833, 0.0089, 0.01917, 0.05528, 0.02811},
+                                                  {0.0833, 0.0089, 0.01956, 0.05494, 0.02678},
+                                                  {0.0833, 0.0092, 0.02083, 0.05333, 0.02822}}};
+
+TEST(HangDiagnosis, ARankStoppedNowAndThenIsNotRunningAndItsWaitingPeersAreNotNamed) {
+  const Diagnosis d = diagnose(measured(kDutyCycledRank3));
+  ASSERT_EQ(d.state, HealthState::straggler) << d.summary();
+  // Rank 2 waits on 3 in tp and so comes late to dp_shard, where rank 0 waits on it: held up by
+  // rank 3 itself, it is not named; nor is rank 1, which waits on 3 in dp_shard.
+  ASSERT_EQ(d.stragglers.size(), 1u) << d.summary();
+  const Straggler& s = d.stragglers[0];
+  EXPECT_EQ(s.rank, 3);
+  EXPECT_EQ(s.node, 1);
+  EXPECT_EQ(s.slow_in, "not running");
+  EXPECT_EQ(s.others_wait_on, "dp_shard");
+  EXPECT_NEAR(s.seconds, 0.0931 - 0.0454, 1e-9);  // rank 1 waits that much longer on dp_shard
+  EXPECT_NE(d.summary().find("rank 3 (node1) is not running"), std::string::npos) << d.summary();
+  // Without CPU time (an older meshtrain's records) the old rules judge, and name a waiter.
+  DiagnosisInput old = measured(kDutyCycledRank3);
+  for (RankTiming& t : old.timings) t.cpu_mean_s.reset();
+  const Diagnosis before = diagnose(old);
+  EXPECT_TRUE(std::any_of(before.stragglers.begin(), before.stragglers.end(),
+                          [](const Straggler& st) { return st.rank != 3; }))
+      << before.summary();
+}
+
+TEST(HangDiagnosis, MeasuredHealthyRanksOnSharedCoresNameNoStraggler) {
+  const Diagnosis d = diagnose(measured(kHealthy));
+  EXPECT_EQ(d.state, HealthState::healthy) << d.summary();
+}
+
+TEST(HangDiagnosis, CpuTimeTellsALongerComputeFromARankThatWasNotRunning) {
+  // Rank 2's steps hold 0.45 s more outside collectives; ranks 0 and 3 wait on it (dp_shard
+  // {0, 2}, tp {2, 3}).
+  DiagnosisInput in = four_ranks();
+  for (RankObservation& r : in.ranks) r.last_step_time = kNow - 1;
+  for (RankTiming& t : in.timings) {
+    t.step_s = t.step_mean_s = 0.9;
+    t.compute_s = t.rank == 2 ? 0.85 : 0.4;
+    t.comm_s = t.comm_mean_s = AxisArray<double>::of(0, t.rank == 2 ? 0.05 : 0.5, 0, 0);
+    t.cpu_mean_s = 0.4;
+  }
+  // It used that much more CPU time: it computed longer.
+  in.timings[2].cpu_mean_s = 0.85;
+  Diagnosis d = diagnose(in);
+  ASSERT_EQ(d.stragglers.size(), 1u) << d.summary();
+  EXPECT_EQ(d.stragglers[0].rank, 2);
+  EXPECT_EQ(d.stragglers[0].slow_in, "compute");
+  EXPECT_DOUBLE_EQ(d.stragglers[0].seconds, 0.85);
+  EXPECT_DOUBLE_EQ(d.stragglers[0].median_s, 0.4);
+  EXPECT_EQ(d.stragglers[0].others_wait_on, "dp_shard");
+  // The same wall times on the CPU time of its peers (a cgroup limit throttles it): not running.
+  in.timings[2].cpu_mean_s = 0.4;
+  d = diagnose(in);
+  ASSERT_EQ(d.stragglers.size(), 1u) << d.summary();
+  EXPECT_EQ(d.stragglers[0].rank, 2);
+  EXPECT_EQ(d.stragglers[0].slow_in, "not running");
+  EXPECT_NEAR(d.stragglers[0].seconds, 0.45, 1e-9);
 }
 
 TEST(HangDiagnosis, EvenRanksNameNoStraggler) {

@@ -221,7 +221,7 @@ TEST(StoreExpertLoad, Version5FileFromMeshworkOpensAsSixKeepingEveryRow) {
   ASSERT_EQ(points, 240 + 900);  // the two runs as imported
   auto store = open_store(path);
   ASSERT_TRUE(store);
-  EXPECT_EQ(store->schema_version(), 6);
+  EXPECT_EQ(store->schema_version(), kSchemaVersion);
   EXPECT_EQ(count(*store, "SELECT count(*) FROM metrics"), points);
   EXPECT_EQ(count(*store, "SELECT count(*) FROM steps"), steps);
   EXPECT_EQ(count(*store, "SELECT count(*) FROM buckets"), buckets);

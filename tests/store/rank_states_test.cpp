@@ -16,8 +16,9 @@ nlohmann::json config_4() {
 }
 
 // Four ranks (two per node), 6 steps each; rank 3 computes twice as long and the others wait for
-// it on dp_shard.
-std::string four_rank_steps() {
+// it on dp_shard. `rank3_cpu_s`: the CPU seconds rank 3's steps report (the others 0.1); unset:
+// no cpu_s in any record, as an older meshtrain writes them.
+std::string four_rank_steps(std::optional<double> rank3_cpu_s = std::nullopt) {
   std::string text;
   for (int r = 0; r < 4; ++r) text += start_line(r, 4, config_4());
   for (int64_t s = 0; s < 6; ++s) {
@@ -26,6 +27,7 @@ std::string four_rank_steps() {
       rec.comm_s = AxisArray<double>::of(0.0, r == 3 ? 0.01 : 0.2, 0.0, 0.01);
       rec.compute_s = r == 3 ? 0.3 : 0.1;
       rec.step_s = 0.32;
+      if (rank3_cpu_s) rec.cpu_s = r == 3 ? *rank3_cpu_s : 0.1;
       text += to_json_line(rec) + "\n";
     }
   }
@@ -89,6 +91,40 @@ TEST(RankStatesIntegration, ReportsAreKeptPerRankReplacedAndForgottenWithTheRun)
   ASSERT_TRUE(gone.ok());
   EXPECT_TRUE(gone->empty());
   EXPECT_FALSE(follow_beat(*store, *run)->has_value());
+}
+
+// With cpu_s stored: rank 3's peers wait on it; it used the CPU time of its longer compute
+// (slow in compute), or no more than they did (not running: stopped, descheduled, throttled).
+TEST(RankStatesIntegration, TheDiagnosisSourceCarriesCpuTimeThatTellsNotRunningFromCompute) {
+  TempDir dir;
+  auto store = open_store(dir / "runs.db");
+  for (const auto& [rank3_cpu, slow_in] : {std::pair{0.3, "compute"}, std::pair{0.1, "not running"}}) {
+    auto run = store->create_run(slow_in, config_4(), nlohmann::json::object());
+    ASSERT_TRUE(run.ok());
+    auto c = store->ingest_chunk(*run, "metrics-rank0.jsonl", 0, four_rank_steps(rank3_cpu));
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    auto src = diagnosis_source(*store, *run, 1006);
+    ASSERT_TRUE(src.ok()) << src.error().message();
+    ASSERT_EQ(src->input.timings.size(), 4u);
+    for (const RankTiming& t : src->input.timings) {
+      ASSERT_TRUE(t.cpu_mean_s.has_value()) << t.rank;
+      EXPECT_DOUBLE_EQ(*t.cpu_mean_s, t.rank == 3 ? rank3_cpu : 0.1);
+      EXPECT_DOUBLE_EQ(t.comm_mean_s[Axis::dp_shard], t.rank == 3 ? 0.01 : 0.2);
+    }
+    const Diagnosis d = diagnose(src->input);
+    ASSERT_EQ(d.state, HealthState::straggler) << d.summary();
+    ASSERT_EQ(d.stragglers.size(), 1u) << d.summary();
+    EXPECT_EQ(d.stragglers[0].rank, 3);
+    EXPECT_EQ(d.stragglers[0].slow_in, slow_in) << d.summary();
+    EXPECT_EQ(d.stragglers[0].others_wait_on, "dp_shard");
+  }
+  // Records without cpu_s (an older meshtrain) leave it unset.
+  auto old = store->create_run("old", config_4(), nlohmann::json::object());
+  ASSERT_TRUE(old.ok());
+  ASSERT_TRUE(store->ingest_chunk(*old, "metrics-rank0.jsonl", 0, four_rank_steps()).ok());
+  auto src = diagnosis_source(*store, *old, 1006);
+  ASSERT_TRUE(src.ok());
+  for (const RankTiming& t : src->input.timings) EXPECT_FALSE(t.cpu_mean_s.has_value()) << t.rank;
 }
 
 TEST(RankStatesIntegration, TheDiagnosisSourceNamesTheStoppedRankAndTheSlowOne) {

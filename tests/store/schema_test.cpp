@@ -39,7 +39,7 @@ TEST(StoreSchema, FreshDatabaseHasCurrentSchemaInWalMode) {
   for (const std::string& c : value_columns())
     EXPECT_EQ(count(*store, "SELECT count(*) FROM pragma_table_info('steps') WHERE name = '" + c + "'"), 1)
         << c;
-  EXPECT_EQ(count(*store, "SELECT count(*) FROM keys WHERE col IS NOT NULL"), 17);  // v5: + comm_s.pp, v6: + comm_s.ep
+  EXPECT_EQ(count(*store, "SELECT count(*) FROM keys WHERE col IS NOT NULL"), 18);  // v5: + comm_s.pp, v6: + comm_s.ep, v7: + cpu_s
   // Version 6: a mixture of experts' routing, once per step (expert_load.h).
   for (const char* table : {"moe_steps", "expert_load"})
     EXPECT_EQ(count(*store, std::string("SELECT count(*) FROM sqlite_master WHERE name='") + table + "'"), 1) << table;
