@@ -106,8 +106,8 @@ void print_text(const Diagnosis& d, const std::string& status, store::RunId run)
     std::cout << "\nstragglers:\n";
     for (const Straggler& s : d.stragglers) {
       std::cout << "  rank " << s.rank << "  node " << s.node << (s.host.empty() ? "" : " (" + s.host + ")")
-                << "  slow in " << s.slow_in << ": " << seconds(s.seconds) << " per step (median rank "
-                << seconds(s.median_s) << ")\n";
+                << (s.slow_in == "not running" ? "  not running, waited on" : "  slow in " + s.slow_in) << ": "
+                << seconds(s.seconds) << " per step (median rank " << seconds(s.median_s) << ")\n";
     }
   }
   for (const std::string& n : d.notes) std::cout << "note: " << n << "\n";

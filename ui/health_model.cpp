@@ -37,7 +37,9 @@ void rank_states_from(const Diagnosis& d, int world, std::vector<RankHealth>& st
   for (const Straggler& s : d.stragglers) {
     if (!at(s.rank)) continue;
     states[static_cast<size_t>(s.rank)] = RankHealth::slow;
-    notes[static_cast<size_t>(s.rank)] = QStringLiteral("slow in %1").arg(QString::fromStdString(s.slow_in));
+    notes[static_cast<size_t>(s.rank)] = s.slow_in == "not running"
+                                             ? QStringLiteral("not running (stopped, descheduled or throttled)")
+                                             : QStringLiteral("slow in %1").arg(QString::fromStdString(s.slow_in));
   }
   for (const Culprit& c : d.culprits) {
     if (!at(c.rank)) continue;

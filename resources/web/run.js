@@ -488,7 +488,7 @@
       var note = 'waiting in ' + g.axis + ' ' + g.op + ' #' + g.seq;
       arr(g.ranks).forEach(function (r) { m.set(r, { state: 'waiting', note: note }); });
     });
-    arr(d.stragglers).forEach(function (s) { m.set(s.rank, { state: 'slow', note: 'slow in ' + s.slow_in }); });
+    arr(d.stragglers).forEach(function (s) { m.set(s.rank, { state: 'slow', note: s.slow_in === 'not running' ? 'not running' : 'slow in ' + s.slow_in }); });
     arr(d.culprits).forEach(function (c) {
       var words = arr(c.waited_by).length ? 'never entered the collective' : 'ended';
       if (c.process) words += ': ' + c.process;
