@@ -63,11 +63,18 @@ std::string seconds_text(double s) {
 // its own is how long they waited on it there (a rank that arrives late waits least); summed
 // over its axes it is the rank's net lateness, which a rank that merely waits on a late peer
 // pays back on the axis it waits on. The straggler is late by more than a sixth of the step
-// and later than every peer it shares a group with, so a waiting peer is never named; its CPU
-// says why: used about the lateness more than its peers, it computed longer, else it was not
-// running. Means over the steps (a stop now and then is lost time the medians hide); pp waits
+// and later than every peer it shares a group with, so a waiting peer is never named. Slow in
+// compute when it spent about that much longer outside collectives than its peers, on matching
+// CPU time; else it was not running (its wall time not matched by CPU time). Means over the steps (a stop now and then is lost time the medians hide); pp waits
 // are the schedule's bubble and are left out. Several ranks on few cores jitter by a few
 // percent of the step, well under the floor.
+// Mean seconds per step outside collectives.
+double compute_mean(const RankTiming& t) {
+  double comm = 0;
+  for (Axis a : kAxes) comm += t.comm_mean_s[a];
+  return std::max(0.0, (t.step_mean_s > 0 ? t.step_mean_s : t.step_s) - comm);
+}
+
 std::vector<Straggler> held_up_stragglers(const DiagnosisInput& in, const DeviceMesh& mesh,
                                           const std::vector<const RankTiming*>& ts) {
   std::unordered_map<int, const RankTiming*> of;
@@ -113,16 +120,20 @@ std::vector<Straggler> held_up_stragglers(const DiagnosisInput& in, const Device
     if (l.net <= floor_s) continue;
     const bool latest = std::all_of(l.peers.begin(), l.peers.end(), [&](int p) { return late[p].net < l.net; });
     if (!latest) continue;
-    std::vector<double> peer_cpu, peer_compute;
+    std::vector<double> peer_cpu, peer_compute, peer_compute_mean;
     for (const RankTiming* o : ts) {
       if (o == t) continue;
       peer_cpu.push_back(*o->cpu_mean_s);
       peer_compute.push_back(o->compute_s);
+      peer_compute_mean.push_back(compute_mean(*o));
     }
     Straggler s;
     s.rank = t->rank;
     s.others_wait_on = l.most_axis;
-    if (*t->cpu_mean_s - median(peer_cpu) > 0.5 * l.most) {
+    // Slow in compute: longer outside collectives than its peers by about what they waited on
+    // it, on CPU time that matches. A stop inside a collective leaves its compute as theirs.
+    const double longer = compute_mean(*t) - median(peer_compute_mean);
+    if (longer > 0.5 * l.most && *t->cpu_mean_s - median(peer_cpu) > 0.5 * longer) {
       s.slow_in = "compute";
       s.seconds = t->compute_s;
       s.median_s = median(peer_compute);

@@ -3,8 +3,8 @@
 // by `meshwork diagnose RUN --json` (its node, pid, "stopped", its phase) with the collective and
 // axis the others wait in, and the diagnosis clears after SIGCONT; a rank killed is named as gone
 // with its signal; the culprit's native stack is fetched from its node; a rank slowed by a
-// SIGSTOP/SIGCONT duty cycle is named as the straggler, with what it is slow in, while the run
-// goes on.
+// SIGSTOP/SIGCONT duty cycle is named as the straggler, not running, and no other rank is named,
+// while the run goes on.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -229,25 +229,19 @@ TEST_F(ClusterHang, RankSlowedByAStopContDutyCycleIsNamedTheStragglerWhileTheRun
   // The run is alive: slow, not hung; nobody is blamed for a hang.
   EXPECT_TRUE(d["culprits"].empty()) << d.dump(2);
   EXPECT_TRUE(d["waiting"].empty()) << d.dump(2);
-  // Rank 3 is named on its node, slow in what it was doing when stopped: its own compute, or a
-  // collective of its axes it was inside (a stopped rank's time inside a collective is its own
-  // wait: tiny on CPU spends most of its step in tp collectives). Any other rank named waits in
-  // a collective (on rank 3 directly, or on a peer that waits on it: ranks 1 and 3 form a
-  // dp_shard group, 2 and 3 a tp group, 0 and 2 a dp_shard group): nobody else is slow in compute.
-  bool rank3_seen = false;
-  for (const auto& s : d["stragglers"]) {
-    const std::string slow_in = s["slow_in"];
-    const bool waiting = slow_in == "waiting on tp" || slow_in == "waiting on dp_shard";
-    if (s["rank"] == 3) {
-      rank3_seen = true;
-      EXPECT_EQ(s["node"], 1);
-      EXPECT_TRUE(slow_in == "compute" || waiting) << d.dump(2);
-      EXPECT_GT(s["seconds"].get<double>(), 1.5 * s["median_s"].get<double>()) << d.dump(2);
-    } else {
-      EXPECT_TRUE(waiting) << d.dump(2);
-    }
-  }
-  EXPECT_TRUE(rank3_seen);
+  // Rank 3 alone is named, on its node, not running: its peers waited on it (tiny on CPU spends
+  // most of its step inside tp collectives, so most stops land inside one, where its own wait
+  // timer runs as theirs do) while it used no more CPU time than they did. Its peers that wait on
+  // it (ranks 1 and 3 form a dp_shard group, 2 and 3 a tp group) and rank 0, which waits on
+  // rank 2, are not named.
+  ASSERT_EQ(d["stragglers"].size(), 1u) << d.dump(2);
+  const nlohmann::json& s = d["stragglers"][0];
+  EXPECT_EQ(s["rank"], 3);
+  EXPECT_EQ(s["node"], 1);
+  EXPECT_EQ(s["slow_in"], "not running") << d.dump(2);
+  EXPECT_GT(s["seconds"].get<double>(), s["median_s"].get<double>()) << d.dump(2);
+  const std::string others = s["others_wait_on"];
+  EXPECT_TRUE(others == "tp" || others == "dp_shard") << d.dump(2);
   EXPECT_NE(d["summary"].get<std::string>().find("rank 3 (node1"), std::string::npos) << d.dump(2);
 
   // Running freely again, it steps on and is named no more.

@@ -449,6 +449,39 @@ TEST_F(SlurmRun, StoppedRankIsNamedByDiagnoseThroughTheLoginNodesTail) {
   EXPECT_TRUE(wait_for([&] { return diagnose()["state"] != "hang"; }, 30s)) << diagnose().dump(2);
 }
 
+// A rank of the job killed (SIGKILL) while the follower (the launch itself) keeps the store:
+// `meshwork diagnose --json` names it gone, with its signal, on its node with its pid, as the
+// failed run's one culprit; its peers, stopped by their supervisors once it died, are not.
+TEST_F(SlurmRun, KilledRankIsNamedGoneWithItsSignalByDiagnose) {
+  const pid_t launch = spawn_cli(launch_args(100000, "slurm exit", {"--collective-timeout", "600"}), tmp_);
+  const store::RunId id = wait_run();
+  ASSERT_NE(id, 0) << test::read_text(tmp_ / "bg.err");
+  const LaunchRecord rec = record(id);
+  ASSERT_TRUE(wait_for([&] { return steps_in_file(rec, 3) >= 2; }, 180s)) << test::read_text(tmp_ / "bg.err");
+  const auto pids = rank_pids(rec);
+  ASSERT_EQ(pids.size(), 4u);
+  ASSERT_EQ(::kill(pids[3], SIGKILL), 0);
+  EXPECT_EQ(wait_exit(launch), 3) << test::read_text(tmp_ / "bg.err");
+  Cli r = run_cli({"diagnose", std::to_string(id), "--json", "--hang-after", "5", "--db", db_.string()}, tmp_);
+  const nlohmann::json d = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(d.is_object()) << r.out << r.err;
+  std::cout << "[ diagnosis ] " << d.value("summary", d.dump()) << "\n";
+  EXPECT_EQ(r.code, 3);
+  EXPECT_EQ(d["state"], "failed") << d.dump(2);
+  ASSERT_EQ(d["culprits"].size(), 1u) << d.dump(2) << events(id);
+  const nlohmann::json& c = d["culprits"][0];
+  EXPECT_EQ(c["rank"], 3);
+  EXPECT_EQ(c["node"], 1);
+  EXPECT_EQ(c["pid"], pids[3]);
+  EXPECT_EQ(c["process"], "gone");
+  const std::string ended = c["ended"];
+  EXPECT_NE(ended.find("signal"), std::string::npos) << d.dump(2);
+  EXPECT_NE(ended.find("KILL"), std::string::npos) << d.dump(2);
+  EXPECT_NE(d["summary"].get<std::string>().find("rank 3 (node1, pid " + std::to_string(pids[3]) + "): gone"),
+            std::string::npos)
+      << d.dump(2);
+}
+
 // Slurm's shortest limit is one minute, and slurmctld checks limits every ~30 s: 60-90 s.
 TEST_F(SlurmRun, JobOverItsTimeLimitShowsTimeout) {
   Cli r = run_cli(launch_args(1000000, "slurm timeout", {"--time", "1"}), tmp_);

@@ -141,6 +141,10 @@ TEST(StepRunner, EveryTrainingStepRecordIsARunnerStep) {
       EXPECT_DOUBLE_EQ(steps[k].loss, ran[k].loss) << "rank " << rank << " step " << k;
       EXPECT_DOUBLE_EQ(steps[k].grad_norm, ran[k].grad_norm) << "rank " << rank << " step " << k;
       EXPECT_GT(ran[k].loss, 0);
+      // The process's CPU time over the step (both ranks are threads of this one process here).
+      ASSERT_TRUE(steps[k].cpu_s.has_value()) << "rank " << rank << " step " << k;
+      EXPECT_DOUBLE_EQ(*steps[k].cpu_s, ran[k].cpu_s) << "rank " << rank << " step " << k;
+      EXPECT_GT(ran[k].cpu_s, 0) << "rank " << rank << " step " << k;
     }
   }
 }
