@@ -491,13 +491,19 @@ Diagnosis diagnose_ended(const DiagnosisInput& in, std::string_view status, std:
   d.state = HealthState::failed;
   if (!reason.empty()) d.notes.push_back(std::string(reason.substr(0, reason.find('\n'))));
   // The rank the run's root cause names ("node 1 (node1), rank 3: killed by signal 9 ..."): the
-  // others failed because it did (their end records speak of lost connections).
+  // others failed because it did (their end records speak of lost connections). Its first line
+  // that names a rank: a Slurm run's reason starts with the job's state ("Slurm job 2: FAILED
+  // ..."), and the exit record naming the rank follows.
   int named = -1;
-  const std::string first_line(reason.substr(0, reason.find('\n')));
-  if (size_t p = first_line.find("rank "); p != std::string::npos) {
-    size_t q = p + 5;
-    while (q < first_line.size() && std::isdigit(static_cast<unsigned char>(first_line[q]))) ++q;
-    if (q > p + 5) named = std::stoi(first_line.substr(p + 5, q - p - 5));
+  for (size_t at = 0; named < 0 && at < reason.size();) {
+    const size_t end = std::min(reason.find('\n', at), reason.size());
+    const std::string_view line = reason.substr(at, end - at);
+    for (size_t p = line.find("rank "); named < 0 && p != std::string_view::npos; p = line.find("rank ", p + 5)) {
+      size_t q = p + 5;
+      while (q < line.size() && std::isdigit(static_cast<unsigned char>(line[q]))) ++q;
+      if (q > p + 5 && q - p - 5 < 9) named = std::stoi(std::string(line.substr(p + 5, q - p - 5)));
+    }
+    at = end + 1;
   }
   for (const RankObservation& r : in.ranks) {
     if (r.ended.rfind("failed", 0) != 0 || (named >= 0 && r.rank != named)) continue;

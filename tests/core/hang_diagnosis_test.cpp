@@ -409,6 +409,20 @@ TEST(HangDiagnosis, AFailedRunBlamesTheRankItsRootCauseNames) {
   EXPECT_EQ(diagnose_ended(in, "ok", "").state, HealthState::healthy);
 }
 
+TEST(HangDiagnosis, AFailedSlurmRunBlamesTheRankItsExitRecordNamesBelowTheJobsState) {
+  DiagnosisInput in = four_ranks();
+  for (int r = 0; r < 3; ++r) in.ranks[static_cast<size_t>(r)].ended = "failed: Connection reset by peer";
+  in.ranks[3].ended = "failed: rank 3 on node 1: killed by signal KILL (9)";
+  const Diagnosis d = diagnose_ended(in, "failed",
+                                     "Slurm job 2: FAILED (NonZeroExitCode), exit code 3:0: the job ended with a "
+                                     "non-zero exit code\nnode 1 (Slurm node n2), rank 3: killed by signal 9 (SIGKILL) "
+                                     "after step 4");
+  EXPECT_EQ(d.state, HealthState::failed);
+  ASSERT_EQ(d.culprits.size(), 1u) << d.summary();
+  EXPECT_EQ(d.culprits[0].rank, 3);
+  EXPECT_EQ(d.culprits[0].process, "gone");
+}
+
 TEST(HangDiagnosis, RankRangesAndDurations) {
   EXPECT_EQ(rank_ranges({5, 0, 1, 2, 3, 7, 8}), "0-3, 5, 7, 8");
   EXPECT_EQ(rank_ranges({}), "");
