@@ -58,16 +58,6 @@ std::string seconds_text(double s) {
   return buf;
 }
 
-// The stragglers of one stage from the ranks' waits and CPU time (every timing has cpu_mean_s):
-// whom its group peers wait on. For a rank and an axis, the peers' mean wait on that axis less
-// its own is how long they waited on it there (a rank that arrives late waits least); summed
-// over its axes it is the rank's net lateness, which a rank that merely waits on a late peer
-// pays back on the axis it waits on. The straggler is late by more than a sixth of the step
-// and later than every peer it shares a group with, so a waiting peer is never named. Slow in
-// compute when it spent about that much longer outside collectives than its peers, on matching
-// CPU time; else it was not running (its wall time not matched by CPU time). Means over the steps (a stop now and then is lost time the medians hide); pp waits
-// are the schedule's bubble and are left out. Several ranks on few cores jitter by a few
-// percent of the step, well under the floor.
 // Mean seconds per step outside collectives.
 double compute_mean(const RankTiming& t) {
   double comm = 0;
@@ -75,11 +65,22 @@ double compute_mean(const RankTiming& t) {
   return std::max(0.0, (t.step_mean_s > 0 ? t.step_mean_s : t.step_s) - comm);
 }
 
+// The stragglers of one stage from the ranks' waits and CPU time (every timing has cpu_mean_s):
+// whom its group peers wait on. For a rank and an axis, the peers' mean wait on that axis less
+// its own is how long they waited on it there (a rank that arrives late waits least); summed
+// over its axes it is the rank's net lateness, which a rank that merely waits on a late peer
+// pays back on the axis it waits on. The straggler is late by more than a sixth of the step
+// and later than every peer it shares a group with, so a waiting peer is never named. Slow in
+// compute when it spent about that much longer outside collectives than its peers, on matching
+// CPU time; else it was not running (its wall time not matched by CPU time). Means over the
+// steps (a stop now and then is lost time the medians hide); pp waits are the schedule's bubble
+// and are left out. Several ranks on few cores jitter by a few percent of the step, well under
+// the floor.
 std::vector<Straggler> held_up_stragglers(const DiagnosisInput& in, const DeviceMesh& mesh,
                                           const std::vector<const RankTiming*>& ts) {
   std::unordered_map<int, const RankTiming*> of;
   for (const RankTiming* t : ts) of[t->rank] = t;
-  std::vector<double> step, cpu;
+  std::vector<double> step;
   for (const RankTiming* t : ts) step.push_back(t->step_mean_s > 0 ? t->step_mean_s : t->step_s);
   const double floor_s = std::max(0.01, median(step) / 6);
   struct Lateness {
