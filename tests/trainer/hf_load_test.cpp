@@ -336,7 +336,8 @@ TEST(HfLoad, Qwen3MoeExpertParallelTrainsExportsAndResumes) {
       {"rep2shard2tp2ep2", {"--dp-replicate", "2", "--dp-shard", "2", "--tp", "2", "--ep", "2", "--eval-data",
                             tokens.string(), "--checkpoint-every", "10"}},
       {"shard2cp2tp2ep2-ckpt",
-       {"--dp-shard", "2", "--cp", "2", "--tp", "2", "--ep", "2", "--activation-checkpointing", "full"}}};
+       {"--dp-shard", "2", "--cp", "2", "--tp", "2", "--ep", "2", "--activation-checkpointing", "full"}},
+      {"pp2shard2tp2ep2", {"--pp", "2", "--dp-shard", "2", "--tp", "2", "--ep", "2"}}};
   for (const auto& [name, shape] : shapes) {
     const auto other = train_steps(ref, name, 8, shape, 10);
     ASSERT_EQ(other.size(), 10u) << name;
