@@ -114,7 +114,9 @@ def main():
               f"{r['other_comm_s']:>14.4f}{r['rest_compute_s']:>9.4f}{r['mem_peak_bytes'] / 2**20:>10.1f}")
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"config": vars(args), "cores": os.cpu_count(), "rows": rows}, f, indent=2)
+        # Paths are kept as given relative to the checkout, so a result names no machine's folders.
+        shown = {k: (os.path.relpath(v) if isinstance(v, str) and os.path.isabs(v) else v) for k, v in vars(args).items()}
+        json.dump({"config": shown, "cores": os.cpu_count(), "rows": rows}, f, indent=2)
     print(f"written: {args.out}")
     shutil.rmtree(work, ignore_errors=True)
 

@@ -508,7 +508,7 @@ def main():
                    "rounds_spread_median": spreads[len(spreads) // 2], "rounds_spread_worst": spreads[-1],
                    "worst_memory_error": worst,
                    "best_measured": best_measured, "planner_first": best_planned,
-                   "fitted_from_runs": fit_summary, "db": args.db, "shapes": rows,
+                   "fitted_from_runs": fit_summary, "db": os.path.basename(args.db), "shapes": rows,
                    "skipped": [{"shape": k, "refusal": v} for k, v in skipped.items()]},
                   f, indent=1)
 
