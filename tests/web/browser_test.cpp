@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "core/store/rank_states.h"
+#include "tests/web/browser_fixture.h"
 #include "tests/web/chromium.h"
 #include "tests/web/web_fixture.h"
 #include "web/api.h"
@@ -21,7 +22,6 @@
 namespace meshwork::web {
 namespace {
 
-using meshwork::testing::HeadlessChromium;
 using testing::RunSpec;
 using testing::TempDir;
 
@@ -34,65 +34,18 @@ QString painted_pixels(const QString& element_id) {
       .arg(element_id);
 }
 
-class BrowserTest : public ::testing::Test {
+class BrowserTest : public testing::BrowserPageTest {
  protected:
   void SetUp() override {
-    db_ = dir_ / "runs.db";
-    auto w = store::RunStore::open(db_);
-    ASSERT_TRUE(w.ok());
-    writer_ = std::move(*w);
+    open_store();
     a_ = testing::finished_run(*writer_, RunSpec{"alpha", testing::shape(1, 2, 1, 2), 2, 1e-3, 1.0}, 400);
     b_ = testing::finished_run(*writer_, RunSpec{"beta", testing::shape(2, 2, 1, 1), 2, 3e-4, 1.1}, 400);
     c_ = testing::finished_run(*writer_, RunSpec{"gamma", testing::shape(1, 4, 1, 1), 2, 1e-3, 0.9}, 300, "failed",
                                "exited 137\nout of memory");
     ASSERT_TRUE(a_ && b_ && c_);
-    QString error;
-    browser_ = HeadlessChromium::start(&error);
-    ASSERT_TRUE(browser_) << error.toStdString();
-  }
-  std::unique_ptr<WebServer> serve(const std::string& listen) {
-    WebServer::Options o;
-    o.db = db_;
-    o.listen = *parse_listen(listen);
-    o.token_file = dir_ / "web-token";
-    auto s = WebServer::start(o);
-    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message());
-    return s.ok() ? std::move(*s) : nullptr;
-  }
-  QString url(const WebServer& s, const QString& path) {
-    return QStringLiteral("%1://127.0.0.1:%2%3").arg(s.tls() ? "https" : "http").arg(s.port()).arg(path);
-  }
-  // Opens the page and waits until it says it drew everything (window.meshwork.ready).
-  void open(const WebServer& s, const QString& path) {
-    QString error;
-    ASSERT_TRUE(browser_->navigate(url(s, path), &error)) << error.toStdString();
-    ASSERT_TRUE(browser_->wait_for(QStringLiteral("window.meshwork && (window.meshwork.ready || window.meshwork.error)"),
-                                   30000, &error))
-        << error.toStdString();
-    EXPECT_TRUE(js("window.meshwork.error").isNull()) << js("window.meshwork.error").toString().toStdString();
-  }
-  QJsonValue js(const QString& expression) {
-    QString error;
-    auto v = browser_->evaluate(expression, &error);
-    EXPECT_TRUE(v.has_value()) << error.toStdString() << " in " << expression.toStdString();
-    return v.value_or(QJsonValue());
-  }
-  // What the API answers for the query the page made (same store, same parameters).
-  nlohmann::json api(const std::string& path, const Params& params) {
-    store::RunStore::Options ro;
-    ro.read_only = true;
-    auto r = store::RunStore::open(db_, ro);
-    EXPECT_TRUE(r.ok());
-    Api a(std::move(*r));
-    const ApiReply reply = a.get(path, params);
-    EXPECT_EQ(reply.status, 200) << reply.body.dump();
-    return reply.body;
+    start_browser();
   }
 
-  TempDir dir_;
-  std::filesystem::path db_;
-  std::unique_ptr<store::RunStore> writer_;
-  std::unique_ptr<HeadlessChromium> browser_;
   store::RunId a_ = 0, b_ = 0, c_ = 0;
 };
 

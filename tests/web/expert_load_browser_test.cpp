@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/web/chromium.h"
+#include "tests/web/browser_fixture.h"
 #include "tests/web/web_fixture.h"
 #include "web/api.h"
 #include "web/server.h"
@@ -20,7 +20,6 @@
 namespace meshwork::web {
 namespace {
 
-using meshwork::testing::HeadlessChromium;
 using testing::RunSpec;
 using testing::TempDir;
 
@@ -38,13 +37,10 @@ std::array<int, 3> ratio_rgb(double ratio) {
   return out;
 }
 
-class ExpertLoadBrowserTest : public ::testing::Test {
+class ExpertLoadBrowserTest : public testing::BrowserPageTest {
  protected:
   void SetUp() override {
-    db_ = dir_ / "runs.db";
-    auto w = store::RunStore::open(db_);
-    ASSERT_TRUE(w.ok());
-    writer_ = std::move(*w);
+    open_store();
     auto run = writer_->create_run("moe", {}, {});
     ASSERT_TRUE(run.ok());
     moe_ = *run;
@@ -52,41 +48,8 @@ class ExpertLoadBrowserTest : public ::testing::Test {
     ASSERT_TRUE(in.ok()) << in.error().message();
     dense_ = testing::finished_run(*writer_, RunSpec{"dense", testing::shape(1, 2, 1, 1), 2, 1e-3, 1.0}, 50);
     ASSERT_TRUE(dense_);
-    WebServer::Options o;
-    o.db = db_;
-    o.listen = *parse_listen("127.0.0.1:0");
-    o.token_file = dir_ / "web-token";
-    auto s = WebServer::start(o);
-    ASSERT_TRUE(s.ok()) << s.error().message();
-    server_ = std::move(*s);
-    QString error;
-    browser_ = HeadlessChromium::start(&error);
-    ASSERT_TRUE(browser_) << error.toStdString();
-  }
-  void open(const QString& path) {
-    QString error;
-    ASSERT_TRUE(browser_->navigate(QStringLiteral("http://127.0.0.1:%1%2").arg(server_->port()).arg(path), &error))
-        << error.toStdString();
-    ASSERT_TRUE(browser_->wait_for(QStringLiteral("window.meshwork && (window.meshwork.ready || window.meshwork.error)"),
-                                   30000, &error))
-        << error.toStdString();
-    EXPECT_TRUE(js("window.meshwork.error").isNull()) << js("window.meshwork.error").toString().toStdString();
-  }
-  QJsonValue js(const QString& expression) {
-    QString error;
-    auto v = browser_->evaluate(expression, &error);
-    EXPECT_TRUE(v.has_value()) << error.toStdString() << " in " << expression.toStdString();
-    return v.value_or(QJsonValue());
-  }
-  nlohmann::json api(const std::string& path, const Params& params) {
-    store::RunStore::Options ro;
-    ro.read_only = true;
-    auto r = store::RunStore::open(db_, ro);
-    EXPECT_TRUE(r.ok());
-    Api a(std::move(*r));
-    const ApiReply reply = a.get(path, params);
-    EXPECT_EQ(reply.status, 200) << reply.body.dump();
-    return reply.body;
+    serve_default();
+    start_browser();
   }
   // Every cell of the drawn map against the API's counts of `layer` for the same columns.
   void expect_cells_drawn(int layer) {
@@ -121,11 +84,6 @@ class ExpertLoadBrowserTest : public ::testing::Test {
         << text.toStdString();
   }
 
-  TempDir dir_;
-  std::filesystem::path db_;
-  std::unique_ptr<store::RunStore> writer_;
-  std::unique_ptr<WebServer> server_;
-  std::unique_ptr<HeadlessChromium> browser_;
   store::RunId moe_ = 0, dense_ = 0;
 };
 

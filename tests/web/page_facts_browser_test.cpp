@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/web/chromium.h"
+#include "tests/web/browser_fixture.h"
 #include "tests/web/web_fixture.h"
 #include "web/api.h"
 #include "web/server.h"
@@ -21,7 +21,6 @@
 namespace meshwork::web {
 namespace {
 
-using meshwork::testing::HeadlessChromium;
 using testing::RunSpec;
 using testing::TempDir;
 
@@ -64,13 +63,10 @@ QString colors_on_background(const QString& selector, const QString& property) {
       .arg(selector, property);
 }
 
-class PageFactsBrowserTest : public ::testing::Test {
+class PageFactsBrowserTest : public testing::BrowserPageTest {
  protected:
   void SetUp() override {
-    db_ = dir_ / "runs.db";
-    auto w = store::RunStore::open(db_);
-    ASSERT_TRUE(w.ok());
-    writer_ = std::move(*w);
+    open_store();
     // 8 ranks (2 nodes of 4): the memory chart draws eight rank colours.
     a_ = testing::finished_run(*writer_, RunSpec{"alpha", testing::shape(1, 4, 1, 2), 4, 1e-3, 1.0}, 300);
     b_ = testing::finished_run(*writer_, RunSpec{"beta", testing::shape(2, 2, 1, 1), 2, 3e-4, 1.1}, 300);
@@ -78,32 +74,8 @@ class PageFactsBrowserTest : public ::testing::Test {
     // Longer than the loss chart is wide: its loss line is min/max per pixel column.
     long_ = testing::finished_run(*writer_, RunSpec{"long", testing::shape(1, 2, 1, 1), 2, 1e-3, 1.0}, 6000);
     ASSERT_TRUE(a_ && b_ && c_ && long_);
-    QString error;
-    browser_ = HeadlessChromium::start(&error);
-    ASSERT_TRUE(browser_) << error.toStdString();
-    WebServer::Options o;
-    o.db = db_;
-    o.listen = *parse_listen("127.0.0.1:0");
-    o.token_file = dir_ / "web-token";
-    auto s = WebServer::start(o);
-    ASSERT_TRUE(s.ok()) << s.error().message();
-    server_ = std::move(*s);
-  }
-  // Opens the page and waits until it says it drew everything (window.meshwork.ready).
-  void open(const QString& path) {
-    QString error;
-    ASSERT_TRUE(browser_->navigate(QStringLiteral("http://127.0.0.1:%1%2").arg(server_->port()).arg(path), &error))
-        << error.toStdString();
-    ASSERT_TRUE(browser_->wait_for(QStringLiteral("window.meshwork && (window.meshwork.ready || window.meshwork.error)"),
-                                   30000, &error))
-        << error.toStdString();
-    EXPECT_TRUE(js("window.meshwork.error").isNull()) << js("window.meshwork.error").toString().toStdString();
-  }
-  QJsonValue js(const QString& expression) {
-    QString error;
-    auto v = browser_->evaluate(expression, &error);
-    EXPECT_TRUE(v.has_value()) << error.toStdString() << " in " << expression.toStdString();
-    return v.value_or(QJsonValue());
+    start_browser();
+    serve_default();
   }
   // Types `text` into the rank box as a user would and waits for the page to redraw.
   void type_rank(const QString& text) {
@@ -114,14 +86,7 @@ class PageFactsBrowserTest : public ::testing::Test {
     ASSERT_TRUE(browser_->wait_for(QStringLiteral("window.meshwork.ready"), 20000, &error)) << error.toStdString();
   }
   nlohmann::json frame(store::RunId run, int pixels) {
-    store::RunStore::Options ro;
-    ro.read_only = true;
-    auto r = store::RunStore::open(db_, ro);
-    EXPECT_TRUE(r.ok());
-    Api a(std::move(*r));
-    const ApiReply reply = a.get("/runs/" + std::to_string(run) + "/frame", {{"pixels", std::to_string(pixels)}});
-    EXPECT_EQ(reply.status, 200) << reply.body.dump();
-    return reply.body;
+    return api("/runs/" + std::to_string(run) + "/frame", {{"pixels", std::to_string(pixels)}});
   }
   // Every [{name, color, background}] of colors_on_background() at least 3:1 apart; returns how
   // many were judged.
@@ -142,11 +107,6 @@ class PageFactsBrowserTest : public ::testing::Test {
     return static_cast<int>(items.size());
   }
 
-  TempDir dir_;
-  std::filesystem::path db_;
-  std::unique_ptr<store::RunStore> writer_;
-  std::unique_ptr<HeadlessChromium> browser_;
-  std::unique_ptr<WebServer> server_;
   store::RunId a_ = 0, b_ = 0, c_ = 0, long_ = 0;
 };
 
