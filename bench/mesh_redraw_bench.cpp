@@ -18,6 +18,7 @@
 #include <iostream>
 #include <thread>
 
+#include "bench/mesh_repaint.h"
 #include "bench/qt_results.h"
 #include "core/flight_record.h"
 #include "core/hang_diagnosis.h"
@@ -34,7 +35,7 @@ namespace {
   std::cerr << "mesh_redraw_bench: FAILED: " << phase << ": " << why << "\n";
   std::exit(1);
 }
-double ms_since(const QElapsedTimer& t) { return static_cast<double>(t.nsecsElapsed()) / 1e6; }
+using bench::ms_since;
 
 constexpr double kNow = 1.8e9;
 
@@ -87,42 +88,13 @@ DiagnosisInput simulated_hang(int nodes, int gpus, int stopped) {
   return in;
 }
 
-struct Redraw {
-  QString name;
-  int nodes = 0, gpus = 0;
-  double best_ms = 0, p95_ms = 0;
-  int painted = 0;
-  QString detail;
-  double zoom = 1;
-  bool health = false;
-};
-
-Redraw time_repaints(MeshView& view, const QString& name, int nodes, int gpus) {
-  std::vector<double> v;
-  for (int i = 0; i < 30; ++i) {
-    QElapsedTimer t;
-    t.start();
-    view.repaint();
-    v.push_back(ms_since(t));
-  }
-  std::sort(v.begin(), v.end());
-  Redraw r;
-  r.name = name;
-  r.nodes = nodes;
-  r.gpus = gpus;
-  r.best_ms = v.front();
-  r.p95_ms = v[v.size() * 95 / 100];
-  r.painted = view.painted_items();
-  r.zoom = view.zoom();
-  r.health = view.showing_health();
-  r.detail = view.detail() == MeshView::Detail::ranks ? "ranks" : view.detail() == MeshView::Detail::nodes ? "nodes" : "blocks";
-  return r;
-}
+using bench::MeshRedraw;
+using bench::time_repaints;
 
 struct SizeResult {
   int nodes = 0, gpus = 0;
   double diagnose_ms = 0, states_ms = 0, set_health_ms = 0;
-  std::vector<Redraw> redraws;
+  std::vector<MeshRedraw> redraws;
 };
 
 SizeResult bench_size(int nodes, int gpus) {
@@ -217,7 +189,7 @@ int main(int argc, char** argv) {
   bool redraw_ok = true;
   QJsonArray rj;
   for (const SizeResult& s : sizes) {
-    for (const Redraw& r : s.redraws) {
+    for (const MeshRedraw& r : s.redraws) {
       const bool target = r.nodes == 1024 && r.health;
       if (target) redraw_ok = redraw_ok && r.p95_ms <= 100;
       std::printf("%-46s %9s %9.2f %9.2f %8d %8s %7.1f\n", r.name.toStdString().c_str(), target ? "<= 100" : "", r.best_ms,

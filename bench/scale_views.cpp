@@ -29,6 +29,7 @@
 #include <thread>
 #include <time.h>
 
+#include "bench/mesh_repaint.h"
 #include "bench/qt_results.h"
 #include "ui/cluster_model.h"
 #include "ui/cluster_panel.h"
@@ -48,7 +49,7 @@ namespace {
   std::cerr << "scale_views_bench: FAILED: " << phase << ": " << why << "\n";
   std::exit(1);
 }
-double ms_since(const QElapsedTimer& t) { return static_cast<double>(t.nsecsElapsed()) / 1e6; }
+using bench::ms_since;
 
 struct ClusterResult {
   int nodes = 0;
@@ -89,36 +90,10 @@ ClusterResult bench_cluster(int nodes, const QTemporaryDir& dir) {
   return r;
 }
 
-struct Redraw {
-  QString name;
-  int nodes = 0, gpus = 0;
-  double best_ms = 0, p95_ms = 0, set_mesh_ms = 0, zoom = 1;
-  int painted = 0;
-  QString detail;
-};
+using bench::MeshRedraw;
+using bench::time_repaints;
 
-Redraw time_repaints(MeshView* view, const QString& name, int nodes, int gpus) {
-  std::vector<double> v;
-  for (int i = 0; i < 30; ++i) {
-    QElapsedTimer t;
-    t.start();
-    view->repaint();
-    v.push_back(ms_since(t));
-  }
-  std::sort(v.begin(), v.end());
-  Redraw r;
-  r.name = name;
-  r.nodes = nodes;
-  r.gpus = gpus;
-  r.best_ms = v.front();
-  r.p95_ms = v[v.size() * 95 / 100];
-  r.painted = view->painted_items();
-  r.zoom = view->zoom();
-  r.detail = view->detail() == MeshView::Detail::ranks ? "ranks" : view->detail() == MeshView::Detail::nodes ? "nodes" : "blocks";
-  return r;
-}
-
-std::vector<Redraw> bench_mesh(int nodes, int gpus) {
+std::vector<MeshRedraw> bench_mesh(int nodes, int gpus) {
   MainWindow w(false);
   w.resize(1500, 920);
   w.show();
@@ -160,16 +135,16 @@ std::vector<Redraw> bench_mesh(int nodes, int gpus) {
   t.start();
   view->set_mesh(view->mesh(), std::vector<bool>(static_cast<size_t>(nodes), true), {});
   const double set_mesh_ms = ms_since(t);
-  std::vector<Redraw> out;
-  out.push_back(time_repaints(view, size + ", whole mesh", nodes, gpus));
+  std::vector<MeshRedraw> out;
+  out.push_back(time_repaints(*view, size + ", whole mesh", nodes, gpus));
   // Hovering the middle rank: its four groups outlined (members found once per hover).
   const int mid = view->world_size() / 2 + 3;
   QTest::mouseMove(view, view->cell_rect(mid).center().toPoint());
-  out.push_back(time_repaints(view, size + ", whole mesh, rank hovered", nodes, gpus));
+  out.push_back(time_repaints(*view, size + ", whole mesh, rank hovered", nodes, gpus));
   // Zoomed in to full-size cells around that rank.
   view->set_zoom(view->max_zoom(), view->cell_rect(mid).center());
   QTest::mouseMove(view, view->cell_rect(mid).center().toPoint());
-  out.push_back(time_repaints(view, size + ", zoomed to ranks, hovered", nodes, gpus));
+  out.push_back(time_repaints(*view, size + ", zoomed to ranks, hovered", nodes, gpus));
   for (auto& r : out) r.set_mesh_ms = set_mesh_ms;
   return out;
 }
@@ -197,7 +172,7 @@ int main(int argc, char** argv) {
   const std::map<int, QString> before_add = {{64, "3400"}, {256, "70000"}, {1024, "> 540000"}};
   std::vector<ClusterResult> cluster;
   for (int n : {64, 256, 1024}) cluster.push_back(bench_cluster(n, dir));
-  std::vector<Redraw> redraws;
+  std::vector<MeshRedraw> redraws;
   for (auto [nodes, gpus] : std::vector<std::pair<int, int>>{{8, 8}, {1024, 8}, {8192, 8}}) {
     if (nodes == 8192 && !big) continue;
     for (auto& r : bench_mesh(nodes, gpus)) redraws.push_back(r);
