@@ -24,6 +24,7 @@ int gui_main(int argc, char** argv) {
   // `meshwork --screenshots DIR`: render the main views to PNGs (scripts/screenshots) and exit.
   // `meshwork --screenshots DIR health`: only the Health view's (a real run; a few minutes);
   // `... experts`: only the Monitor's expert load (a real run of a tiny mixture of experts).
+  // `... runs`: only the pictures of a real launch on this machine and of the recorded runs.
   if (argc >= 3 && std::string(argv[1]) == "--screenshots")
     return ui::render_screenshots(argv[2], argc >= 4 ? argv[3] : "");
   // `meshwork --db PATH`: another run store than the default (the CLI's --db).

@@ -14,7 +14,7 @@ namespace meshwork::ui {
 // $MESHWORK_SCREENSHOT_RUNS: a directory of recorded metrics files to import for runs/compare.
 // Returns 0 on success, 1 (with a message on stderr) on failure.
 // `only` = "health": render_health_screenshots alone (with the same throw-away settings and store);
-// "experts": render_expert_load_screenshot alone.
+// "experts": render_expert_load_screenshot alone; "runs": render_run_screenshots alone (a real launch).
 int render_screenshots(const QString& dir, const QString& only = {});
 
 // run-basics.png (the editor with its Run box: the run's name, steps, learning rate and warmup),
