@@ -394,9 +394,18 @@ TEST(HfLoad, Qwen3MoeExpertParallelTrainsExportsAndResumes) {
   }
 }
 
-TEST(HfLoad, MixtralExperts) {
+// Mixtral's block_sparse_moe names, and expert parallelism in bf16: the rows cross the
+// all-to-all in bf16 and the experts' GEMMs run in bf16, so ep 2 must give one bf16 process's
+// loss (the same sums in the same order), and both stay within bf16's reach of transformers' fp32.
+TEST(HfLoad, MixtralExpertsAndExpertParallelInBf16) {
   auto ref = make_reference("mixtral", {"mixtral", "--kv-heads", "2", "--micro-batch", "1"});
   expect_loss(ref, "1", 1, {});
+  const std::vector<std::string> bf16 = {"--precision", "bf16"};
+  const double one = meshtrain_loss(ref, "1-bf16", 1, bf16);
+  const double ep2 = meshtrain_loss(ref, "shard2ep2-bf16", 2, {"--dp-shard", "2", "--ep", "2"}, bf16);
+  EXPECT_LT(std::abs(ep2 - one) / one, 1e-4) << "bf16: ep 2 " << ep2 << " vs one process " << one;
+  EXPECT_LT(std::abs(one - ref.loss) / ref.loss, 5e-3) << "bf16 " << one << " vs transformers (fp32) " << ref.loss;
+  EXPECT_NE(one, ref.loss) << "--precision bf16 changed nothing";
 }
 
 TEST(HfLoad, OlmoeWholeProjectionQkNormsAndTpRefusedByName) {
