@@ -3,6 +3,7 @@
 #include <QLabel>
 #include <QScrollArea>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "ui/axis_colors.h"
 #include "ui/format.h"
@@ -94,7 +95,32 @@ void Inspector::show_rank(const DeviceMesh& mesh, int rank, const QStringList& n
              .arg(muted_text_color().name())
              .arg(mesh.shape().size(a));
   }
+  const MeshShape& shape = mesh.shape();
+  const QColor experts = expert_color(dark);
+  if (shape.ep > 1)  // borrowed from dp_shard x cp x tp, so a coordinate of its own, not a factor of the world
+    h += QStringLiteral("<tr><td><span style='color:%1'>■</span> %2</td><td align=right><b>%3</b></td><td style='color:%4'>of %5</td></tr>")
+             .arg(experts.name(), QString::fromUtf8(kEpName.data(), static_cast<int>(kEpName.size())))
+             .arg(mesh.expert_group_rank(rank, ExpertGroupKind::ep))
+             .arg(muted_text_color().name())
+             .arg(shape.ep);
   h += "</table><p><b>" + tr("Groups") + "</b></p>";
+  if (shape.ep > 1) {
+    // The sparse mesh's groups: who this rank exchanges tokens with (ep), and who shares its
+    // experts' shards (efsdp).
+    for (ExpertGroupKind g : kExpertGroupKinds) {
+      if (shape.expert_group_size(g) <= 1) continue;
+      const std::vector<int> members = mesh.expert_group_members(rank, g);
+      const bool crosses = std::any_of(members.begin(), members.end(), [&](int m) { return mesh.node_of(m) != mesh.node_of(rank); });
+      const QString what = g == ExpertGroupKind::ep ? tr("ep (token all-to-all)") : tr("efsdp (expert shards)");
+      h += QStringLiteral("<p style='margin:2px 0'><span style='color:%1'>■</span> <b>%2</b> · rank %3 in it%4<br>"
+                          "<span style='color:%5'>%6</span></p>")
+               .arg(experts.name(), what.toHtmlEscaped())
+               .arg(mesh.expert_group_rank(rank, g))
+               .arg(crosses ? QStringLiteral(" · <span style='color:%1'>crosses nodes</span>").arg(muted_text_color().name())
+                            : QString())
+               .arg(muted_text_color().name(), members_text(members, rank));
+    }
+  }
   for (GroupKind g : kGroupKinds) {
     if (mesh.shape().group_size(g) <= 1) continue;
     const bool crosses = mesh.group_crosses_nodes(rank, g);

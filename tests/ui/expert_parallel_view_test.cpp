@@ -4,12 +4,14 @@
 // planner's rows carry ep and applying one sets the editor. Saves the screenshot for docs/.
 #include <QComboBox>
 #include <QDir>
+#include <QRegularExpression>
 #include <QSortFilterProxyModel>
 #include <QTableView>
 #include <QTest>
 
 #include "test_support.h"
 #include "ui/axis_colors.h"
+#include "ui/inspector.h"
 #include "ui/mesh_editor.h"
 #include "ui/mesh_view.h"
 #include "ui/plan_page.h"
@@ -71,6 +73,16 @@ class ExpertParallelViewTest : public QObject {
     for (int rank : {1, 3, 9}) QCOMPARE(bar_at(rank).rgb(), want.rgb());
     QVERIFY(bar_at(5).rgb() != want.rgb());
     QCOMPARE(bar_at(5).hue(), want.hue());
+    // The inspector gives rank 5 its ep coordinate (5 mod 4) and both sparse groups: ep 4-7
+    // (tokens exchanged) and efsdp 1, 5, 9, 13 (the same experts' shards, across the nodes).
+    view->set_selected_rank(5);
+    const QString text = w.inspector()->text();
+    QVERIFY2(text.contains(QRegularExpression(QStringLiteral("ep</td><td align=right><b>1</b></td>.*of 4"))), qPrintable(text));
+    QVERIFY2(text.contains(QRegularExpression(QStringLiteral("ep \\(token all-to-all\\)</b> · rank 1 in it<br>.*4, <b>5</b>, 6, 7<"))),
+             qPrintable(text));
+    QVERIFY2(text.contains(QRegularExpression(
+                 QStringLiteral("efsdp \\(expert shards\\)</b> · rank 1 in it · .*crosses nodes.*1, <b>5</b>, 9, 13<"))),
+             qPrintable(text));
     const QString out = qEnvironmentVariable("MESHWORK_SCREENSHOT_DIR");
     if (!out.isEmpty()) {
       // With the planner's rows and the memory estimate in, and rank 5's groups outlined.
