@@ -5,9 +5,12 @@
 #include <QFileInfo>
 #include <QMetaObject>
 #include <QPointer>
+#include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <optional>
 
+#include "remote/elastic.h"
 #include "remote/run_control.h"
 #include "remote/slurm_run.h"
 #include "core/handover.h"
@@ -28,16 +31,18 @@ QString q(const std::string& s) { return QString::fromStdString(s); }
 
 struct LaunchController::Active {
   std::unique_ptr<remote::RunFollower> follower;
-  // A Slurm run's follower lives inside remote::follow_slurm_run: reachable while it runs.
-  std::mutex slurm_mu;
-  remote::RunFollower* slurm_follower = nullptr;
+  // The follower of a Slurm run (inside remote::follow_slurm_run) or of an elastic run's current
+  // segment (inside remote::follow_elastic): reachable while it runs.
+  std::mutex inner_mu;
+  remote::RunFollower* inner_follower = nullptr;
+  ElasticChoice elastic;
   std::thread thread;
   std::atomic<bool> done{false};
   template <class F>
   void with_follower(F&& f) {
     if (follower) return f(*follower);
-    std::lock_guard lock(slurm_mu);
-    if (slurm_follower) f(*slurm_follower);
+    std::lock_guard lock(inner_mu);
+    if (inner_follower) f(*inner_follower);
   }
 };
 
@@ -75,6 +80,7 @@ remote::FollowOptions follow_events_to(QPointer<LaunchController> self, store::R
 LaunchController::LaunchController(QString db, QObject* parent)
     : QObject(parent), db_(std::move(db)), ssh_(ssh_from_env()) {
   qRegisterMetaType<DeployUpdate>();
+  qRegisterMetaType<ResumeOffer>();
 }
 
 void LaunchController::set_ssh_options(const remote::SshOptions& options) {
@@ -109,12 +115,91 @@ QString LaunchController::bundle_path() const {
 
 QString LaunchController::node_torch() const { return bundle_path().isEmpty() ? node_torch_ : QString(); }
 
-bool LaunchController::launch(const RunConfig& config) {
+bool LaunchController::launch(const RunConfig& config, ElasticChoice elastic) {
   // The run config as it is (its nodes, or this machine when it has none): remote builds the
   // command line, exactly as for `meshwork launch`.
   remote::LaunchRequest req = request(config);
   return start_launch([db = std::filesystem::path(db_.toStdString()), req] { return remote::launch_run(db, req); },
-                      false);
+                      false, &req, elastic);
+}
+
+ElasticChoice LaunchController::elastic_of(store::RunId run) const {
+  auto it = active_.find(run);
+  return it == active_.end() || it->second->done ? ElasticChoice{} : it->second->elastic;
+}
+
+void LaunchController::plan_resume(store::RunId run) {
+  QPointer<LaunchController> self(this);
+  std::thread([self, run, db = std::filesystem::path(db_.toStdString()), ssh = ssh_] {
+    // The lost nodes as an elastic run finds them, then the re-plan for the others: what
+    // `meshwork resume RUN --hosts <survivors> --dry-run` prints.
+    auto answer = [&](std::function<void(LaunchController&)> fn) {
+      QMetaObject::invokeMethod(self, handed_over([self, fn = std::move(fn)] { if (self) fn(*self); }),
+                                Qt::QueuedConnection);
+    };
+    auto unavailable = [&](const std::string& why) {
+      answer([run, w = q(why)](LaunchController& c) { Q_EMIT c.resume_unavailable(run, w); });
+    };
+    auto rec = remote::load_launch_record(db, run);
+    if (!rec) return unavailable(rec.error().message());
+    const remote::NodeConnector connect = remote::make_connector(*rec, ssh);
+    const std::vector<remote::LostNode> lost = remote::find_lost_nodes(*rec, connect);
+    if (lost.empty()) return unavailable("no node of the run was lost (a rank failed on a node that is still there)");
+    ResumeOffer offer;
+    offer.run = run;
+    std::vector<std::string> hosts;
+    QStringList causes;
+    for (const remote::LostNode& l : lost) {
+      hosts.push_back(l.host);
+      causes << QStringLiteral("node %1 (%2) lost: %3").arg(l.index).arg(q(l.host), q(l.why));
+    }
+    offer.lost = causes.join(QStringLiteral("; "));
+    auto plan = remote::plan_resume(remote::ResumeInput{db, run, hosts, 0}, connect);
+    std::shared_ptr<const remote::ResumePlan> kept;
+    if (plan) {
+      offer.fits = true;
+      offer.old_shape = plan->replan.old_shape;
+      offer.new_shape = plan->replan.new_shape;
+      offer.plan_text = q(plan->text());
+      offer.checkpoint_step = plan->checkpoint_step;
+      kept = std::make_shared<const remote::ResumePlan>(std::move(*plan));
+    } else if (plan.error().kind == ErrorKind::does_not_fit) {
+      offer.refusal = q(plan.error().message());
+      auto info = store::RunStore::open(db);
+      if (info) {
+        auto r = (*info)->get_run(run);
+        if (r && r->summary.shape) offer.old_shape = *r->summary.shape;
+      }
+    } else {
+      return unavailable(plan.error().message());
+    }
+    answer([offer, kept](LaunchController& c) {
+      if (kept) c.resume_plans_[offer.run] = kept;
+      else c.resume_plans_.erase(offer.run);
+      Q_EMIT c.resume_offered(offer);
+    });
+  }).detach();
+}
+
+bool LaunchController::resume(store::RunId run) {
+  auto it = resume_plans_.find(run);
+  if (it == resume_plans_.end() || launching_) return false;
+  const std::shared_ptr<const remote::ResumePlan> plan = it->second;
+  std::string cause = "resumed from the workbench on ";
+  std::string without;
+  for (size_t i = 0; i < plan->replan.run.nodes.size(); ++i) cause += (i ? "," : "") + plan->replan.run.nodes[i].host;
+  for (const auto& n : plan->record.nodes)
+    if (std::none_of(plan->replan.run.nodes.begin(), plan->replan.run.nodes.end(),
+                     [&](const NodeConfig& s) { return s.host == n.host; }))
+      without += (without.empty() ? "" : ",") + n.host;
+  if (!without.empty()) cause += " without " + without;
+  resume_plans_.erase(it);
+  remote::LaunchRequest req = request(plan->replan.run);
+  return start_launch(
+      [db = std::filesystem::path(db_.toStdString()), plan, req, cause] {
+        return remote::launch_segment(db, *plan, req, cause);
+      },
+      false);
 }
 
 bool LaunchController::launch_slurm(const RunConfig& config, const QString& login, const remote::SlurmJobOptions& job) {
@@ -155,7 +240,7 @@ remote::LaunchRequest LaunchController::request(const RunConfig& config) {
 }
 
 bool LaunchController::start_launch(std::function<std::variant<remote::LaunchedRun, remote::LaunchError>()> fn,
-                                    bool slurm) {
+                                    bool slurm, const remote::LaunchRequest* base, ElasticChoice elastic) {
   if (launching_) {
     Q_EMIT launch_failed(tr("A launch is already in progress"), {});
     return false;
@@ -164,11 +249,13 @@ bool LaunchController::start_launch(std::function<std::variant<remote::LaunchedR
   if (launch_thread_.joinable()) launch_thread_.join();
   launching_ = true;
   QPointer<LaunchController> self(this);
-  launch_thread_ = std::thread([self, fn = std::move(fn), slurm] {
+  std::optional<remote::LaunchRequest> elastic_base;
+  if (elastic.on && base) elastic_base = *base;
+  launch_thread_ = std::thread([self, fn = std::move(fn), slurm, elastic_base = std::move(elastic_base), elastic] {
     auto result = fn();
     QMetaObject::invokeMethod(
         self,
-        handed_over([self, slurm, result = std::move(result)] {
+        handed_over([self, slurm, result = std::move(result), elastic_base, elastic] {
           if (!self) return;
           self->launching_ = false;
           if (const auto* e = std::get_if<remote::LaunchError>(&result)) {
@@ -180,6 +267,8 @@ bool LaunchController::start_launch(std::function<std::variant<remote::LaunchedR
           const auto& run = std::get<remote::LaunchedRun>(result);
           if (slurm) {
             self->follow_slurm(run.id);
+          } else if (elastic_base) {
+            self->follow_elastic(run.id, run.record, *elastic_base, elastic);
           } else {
             self->follow(run.id, remote::to_json(run.record));
           }
@@ -243,8 +332,8 @@ void LaunchController::follow_slurm(store::RunId run) {
   Active* raw = a.get();
   a->thread = std::thread([self, raw, run, fo, db = std::filesystem::path(db_.toStdString()), ssh = ssh_] {
     auto outcome = remote::follow_slurm_run(db, run, ssh, fo, [raw](remote::RunFollower* f) {
-      std::lock_guard lock(raw->slurm_mu);
-      raw->slurm_follower = f;
+      std::lock_guard lock(raw->inner_mu);
+      raw->inner_follower = f;
     });
     report_finished(self, raw->done, run, outcome);
   });
@@ -273,6 +362,35 @@ void LaunchController::follow(store::RunId run, const nlohmann::json& launch_rec
   a->thread = std::thread([self, raw, run] {
     auto outcome = raw->follower->run();
     report_finished(self, raw->done, run, outcome);
+  });
+  active_[run] = std::move(a);
+}
+
+// As `meshwork launch --elastic` follows: remote::follow_elastic, whose notices (the lost nodes, the
+// old and the new shape, where it resumes, or what would fit) go where the run's other follow
+// events go.
+void LaunchController::follow_elastic(store::RunId run, const remote::LaunchRecord& record,
+                                      const remote::LaunchRequest& base, ElasticChoice elastic) {
+  if (following(run)) return;
+  auto a = std::make_unique<Active>();
+  a->elastic = elastic;
+  QPointer<LaunchController> self(this);
+  remote::ElasticOptions opt;
+  opt.max_replans = elastic.max_replans;
+  opt.follow = follow_events_to(self, run);
+  opt.on_notice = opt.follow.on_event;
+  Active* raw = a.get();
+  opt.on_follower = [raw](remote::RunFollower* f) {
+    std::lock_guard lock(raw->inner_mu);
+    raw->inner_follower = f;
+  };
+  a->thread = std::thread([self, raw, run, record, base, opt, db = std::filesystem::path(db_.toStdString())] {
+    auto outcome = remote::follow_elastic(db, run, record, base, opt);
+    Result<remote::FollowOutcome> last = outcome ? Result<remote::FollowOutcome>(outcome->last)
+                                                 : Result<remote::FollowOutcome>(outcome.error());
+    if (outcome && outcome->refused && !outcome->last.root_cause)
+      last = Result<remote::FollowOutcome>(*outcome->refused);
+    report_finished(self, raw->done, run, last);
   });
   active_[run] = std::move(a);
 }

@@ -3,6 +3,12 @@
 // worker thread with its progress callbacks turned into queued signals, then a RunFollower per
 // run that streams every rank's metrics into the store until the run ends.
 //
+// An elastic launch (the Launch form's Elastic box) is followed by remote::follow_elastic, as
+// `meshwork launch --elastic` is: a lost node re-plans and resumes at once. A failed run that lost
+// a node can be resumed by hand: plan_resume() asks remote::plan_resume (the re-plan `meshwork
+// resume --dry-run` prints) and resume() launches it as the run's next segment (remote's
+// launch_segment, as `meshwork resume` does).
+//
 // Runs outlive the workbench: closing the window detaches the followers (the supervisors keep
 // running, detached by setsid on their nodes); on the next start MainWindow::attach_running()
 // reads the runs the store still marks as running (on the store worker) and attach() follows
@@ -28,6 +34,7 @@
 
 namespace meshwork::remote {
 class RunFollower;
+struct ResumePlan;
 }
 
 namespace meshwork::ui {
@@ -44,6 +51,26 @@ struct DeployUpdate {
   double eta_s = -1;  // seconds left (-1: unknown)
 };
 
+// The Launch form's Elastic box: follow with remote::follow_elastic, re-planning at most
+// max_replans times.
+struct ElasticChoice {
+  bool on = false;
+  int max_replans = 3;
+  bool operator==(const ElasticChoice&) const = default;
+};
+
+// What resuming a failed run on its surviving nodes would do, for the run page's resume panel.
+struct ResumeOffer {
+  qint64 run = 0;
+  QString lost;        // "node 1 (node1) lost: its supervisor and ranks were killed (...)"
+  MeshShape old_shape;
+  MeshShape new_shape;
+  QString plan_text;   // remote::ResumePlan::text(): the table `meshwork resume --dry-run` prints
+  qint64 checkpoint_step = 0;  // 0: no complete checkpoint, the segment trains from step 1
+  bool fits = false;
+  QString refusal;     // when nothing fits: the re-plan's words, naming what would
+};
+
 class LaunchController : public QObject {
   Q_OBJECT
  public:
@@ -53,7 +80,17 @@ class LaunchController : public QObject {
   // Starts launching `config` on its nodes (config.nodes; empty = the local machine with the
   // mesh's world size). Returns false (and says why through launch_failed) when one is already
   // launching.
-  bool launch(const RunConfig& config);
+  bool launch(const RunConfig& config, ElasticChoice elastic = {});
+  // How the run is followed: elastic (and its re-plan budget) or not; {} when not followed.
+  ElasticChoice elastic_of(store::RunId run) const;
+  // For a failed run: which nodes were lost and the re-plan for the survivors (off the GUI
+  // thread); answers with resume_offered, or resume_unavailable (no node lost, not a run
+  // launched over SSH, ...).
+  void plan_resume(store::RunId run);
+  // Launches the offer plan_resume() made for `run` as its next segment from the last complete
+  // checkpoint and follows it (launched(run) when started). False when there is no such offer
+  // or a launch is already running.
+  bool resume(store::RunId run);
   // The same run on a Slurm cluster through its login node ("local" = this machine):
   // remote::launch_slurm_run (sbatch), then followed with Slurm's state (remote/slurm_run.h).
   bool launch_slurm(const RunConfig& config, const QString& login, const remote::SlurmJobOptions& job);
@@ -101,14 +138,20 @@ class LaunchController : public QObject {
   void slurm_probe_failed(const QString& login, const QString& message);
   void launch_failed(const QString& message, const QStringList& details);
   void follow_event(qint64 run, const QString& level, const QString& text);
+  void resume_offered(const meshwork::ui::ResumeOffer& offer);
+  void resume_unavailable(qint64 run, const QString& why);
   // The follower returned: state is ok / failed / stopped / detached.
   void finished(qint64 run, const QString& state, const QString& root_cause);
 
  private:
   struct Active;
   void follow(store::RunId run, const nlohmann::json& launch_record);
+  void follow_elastic(store::RunId run, const remote::LaunchRecord& record, const remote::LaunchRequest& base,
+                      ElasticChoice elastic);
   void follow_slurm(store::RunId run);
-  bool start_launch(std::function<std::variant<remote::LaunchedRun, remote::LaunchError>()> fn, bool slurm);
+  // `base` and `elastic`: an SSH launch followed elastic (follow_elastic) when elastic.on.
+  bool start_launch(std::function<std::variant<remote::LaunchedRun, remote::LaunchError>()> fn, bool slurm,
+                    const remote::LaunchRequest* base = nullptr, ElasticChoice elastic = {});
   void reap();
 
   QString db_;
@@ -118,8 +161,10 @@ class LaunchController : public QObject {
   bool launching_ = false;
   std::thread launch_thread_;
   std::map<store::RunId, std::unique_ptr<Active>> active_;
+  std::map<store::RunId, std::shared_ptr<const remote::ResumePlan>> resume_plans_;  // offered, not yet taken
 };
 
 }  // namespace meshwork::ui
 
 Q_DECLARE_METATYPE(meshwork::ui::DeployUpdate)
+Q_DECLARE_METATYPE(meshwork::ui::ResumeOffer)

@@ -5,6 +5,8 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QCheckBox>
+#include <QSpinBox>
 #include <QCloseEvent>
 #include <QDockWidget>
 #include <QFileDialog>
@@ -29,6 +31,7 @@
 #include "ui/error_text.h"
 #include "ui/launch_controller.h"
 #include "ui/monitor_page.h"
+#include "ui/resume_panel.h"
 #include "ui/runs_model.h"
 #include "ui/runs_page.h"
 #include "ui/store_worker.h"
@@ -328,6 +331,27 @@ void MainWindow::wire_runs() {
     update_stop_state();
   });
   connect(monitor, &MonitorPage::stop_requested, this, [this](qint64 run) { launcher_->stop(run); });
+  // A failed run that lost a node: the re-plan for the survivors, and resume on one click. An
+  // elastic run being followed re-plans by itself.
+  ResumePanel* resume = monitor->resume_panel();
+  connect(resume, &ResumePanel::check_requested, this, [this](qint64 run) {
+    if (launcher_->elastic_of(run).on) return;
+    launcher_->set_ssh_options(prober_->ssh_options());  // the keys reviewed on the node cards
+    launcher_->plan_resume(run);
+  });
+  connect(launcher_, &LaunchController::resume_offered, resume, &ResumePanel::show_offer);
+  connect(launcher_, &LaunchController::resume_unavailable, resume, [resume](qint64 run, const QString&) {
+    resume->show_unavailable(run);
+  });
+  connect(resume, &ResumePanel::resume_requested, this, [this, resume](qint64 run) {
+    launcher_->set_ssh_options(prober_->ssh_options());
+    if (launcher_->resume(run)) {
+      resume->set_resuming();
+      statusBar()->showMessage(tr("Run %1: resuming on the surviving nodes").arg(run), 6000);
+    } else {
+      statusBar()->showMessage(tr("Run %1: cannot resume now (a launch is running, or the re-plan is gone)").arg(run), 8000);
+    }
+  });
   connect(monitor->model(), &MonitorModel::frame_ready, this, [this] { update_stop_state(); });
   connect(runs_page_, &RunsPage::stoppable_run_changed, this, [this] { update_stop_state(); });
   connect(runs_page_, &RunsPage::compare_requested, this, [this](const std::vector<store::RunId>& ids) {
@@ -383,10 +407,15 @@ void MainWindow::launch_from_plan() {
   launch_action()->setEnabled(false);
   launcher_->set_ssh_options(prober_->ssh_options());  // the keys reviewed on the node cards
   if (slurm_panel_->enabled_for_launch()) {
+    if (plan_page_->editor()->elastic_box()->isChecked())
+      statusBar()->showMessage(tr("Elastic: SSH nodes only for now; the Slurm job is not re-planned"), 8000);
     launcher_->launch_slurm(c, slurm_panel_->login(), slurm_panel_->job());
     return;
   }
-  launcher_->launch(c);
+  ElasticChoice elastic;
+  elastic.on = plan_page_->editor()->elastic_box()->isChecked();
+  elastic.max_replans = plan_page_->editor()->max_replans_box()->value();
+  launcher_->launch(c, elastic);
 }
 
 void MainWindow::attach_running() {

@@ -1,5 +1,6 @@
 #include "ui/mesh_editor.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QFileDialog>
@@ -32,7 +33,7 @@ std::string owner_of(const std::string& field) {
     for (Axis a : kAxes) o.emplace_back(axis_name(a));
     o.emplace_back(kEpName);
     for (const char* k : {"seq_len", "micro_batch", "global_batch", "precision", "activation_checkpointing", "data",
-                          "name", "steps", "lr", "warmup_steps"})
+                          "name", "steps", "lr", "warmup_steps", "checkpoint_every"})
       o.emplace_back(k);
     return o;
   }();
@@ -93,8 +94,36 @@ MeshEditor::MeshEditor(PlanState* state, QWidget* parent) : QWidget(parent), sta
   warmup_->setSuffix(tr(" steps"));
   warmup_->setToolTip(tr("Steps of linear learning-rate warmup from 0"));
   run_row(tr("Warmup"), warmup_, "warmup_steps");
+  checkpoint_every_ = new QSpinBox(run_box);
+  checkpoint_every_->setRange(0, 100000000);
+  checkpoint_every_->setKeyboardTracking(false);
+  checkpoint_every_->setSpecialValueText(tr("none"));
+  checkpoint_every_->setPrefix(tr("every "));
+  checkpoint_every_->setSuffix(tr(" steps"));
+  checkpoint_every_->setToolTip(tr("Save a checkpoint every N steps (a run that lost a node resumes from the last one)"));
+  run_row(tr("Checkpoints"), checkpoint_every_, "checkpoint_every");
   connect(steps_, qOverload<int>(&QSpinBox::valueChanged), this, &MeshEditor::push_training);
   connect(warmup_, qOverload<int>(&QSpinBox::valueChanged), this, &MeshEditor::push_training);
+  connect(checkpoint_every_, qOverload<int>(&QSpinBox::valueChanged), this, &MeshEditor::push_training);
+  {
+    // How the launch follows the run, as `meshwork launch --elastic --max-replans N`.
+    auto* elastic_row = new QHBoxLayout;
+    elastic_ = new QCheckBox(tr("Elastic"), run_box);
+    elastic_->setObjectName("elastic");
+    elastic_->setToolTip(tr("When a node is lost, re-plan the shape for the nodes left and resume from the last "
+                            "checkpoint at once (docs/elastic.md)"));
+    max_replans_ = new QSpinBox(run_box);
+    max_replans_->setObjectName("max_replans");
+    max_replans_->setRange(0, 100);
+    max_replans_->setValue(3);
+    max_replans_->setPrefix(tr("max re-plans "));
+    max_replans_->setToolTip(tr("How often the run may be re-planned before it stays failed"));
+    max_replans_->setEnabled(false);
+    connect(elastic_, &QCheckBox::toggled, max_replans_, &QWidget::setEnabled);
+    elastic_row->addWidget(elastic_);
+    elastic_row->addWidget(max_replans_, 1);
+    rf->addRow(tr("Lost node"), elastic_row);
+  }
   outer->addWidget(run_box);
 
   // Model.
@@ -315,6 +344,7 @@ void MeshEditor::push_training() {
   TrainingConfig t = state_->config().training;
   t.steps = steps_->value();
   t.warmup_steps = warmup_->value();
+  t.checkpoint_every = checkpoint_every_->value();
   t.seq_len = seq_len_->value();
   t.micro_batch = micro_batch_->value();
   t.global_batch = global_batch_->value();
@@ -369,10 +399,11 @@ void MeshEditor::sync_from_state() {
   }
   {
     QSignalBlocker b1(seq_len_), b2(micro_batch_), b3(global_batch_), b4(precision_),
-        b5(checkpointing_), b6(model_), b7(steps_), b8(warmup_);
+        b5(checkpointing_), b6(model_), b7(steps_), b8(warmup_), b9(checkpoint_every_);
     if (!name_->hasFocus() || name_->text().toStdString() == c.name) name_->setText(QString::fromStdString(c.name));
     steps_->setValue(c.training.steps);
     warmup_->setValue(c.training.warmup_steps);
+    checkpoint_every_->setValue(c.training.checkpoint_every);
     // The shortest text that reads back as the same double ("0.0003", "1e-07"), unless the
     // field holds another spelling of the same value or an error the user is fixing.
     bool same = false;

@@ -1,4 +1,5 @@
-// The mesh editor: the run's basics (name, steps, learning rate, warmup), one control per axis
+// The mesh editor: the run's basics (name, steps, learning rate, warmup, checkpoints, and how the
+// launch follows it: elastic or not), one control per axis
 // (only divisors of the world size, or "auto"), the model picker, and the training knobs that
 // change memory and speed. Edits go to PlanState; core's
 // diagnostics come back and are shown under the control whose field they name, in core's words.
@@ -11,6 +12,7 @@
 
 #include "core/mesh.h"
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -28,7 +30,8 @@ class MeshEditor : public QWidget {
 
   // Controls by field name, for tests and keyboard focus: "dp_replicate", "dp_shard", "cp", "tp",
   // "model", "seq_len", "micro_batch", "global_batch", "precision", "activation_checkpointing",
-  // "data" (the data path's line edit), and the run's basics: "name", "steps", "lr", "warmup_steps".
+  // "data" (the data path's line edit), and the run's basics: "name", "steps", "lr", "warmup_steps",
+  // "checkpoint_every".
   QWidget* control(const std::string& field) const;
   QComboBox* axis_combo(Axis axis) const { return axis_[axis_index(axis)]; }
   // The message shown under a control ("" when none).
@@ -36,6 +39,10 @@ class MeshEditor : public QWidget {
   // Re-draws the axis swatches after a theme change (the dark theme uses lighter tints).
   void refresh_colors();
   DataPicker* data_picker() const { return data_; }
+  // The launch's Elastic choice (not a run config field: how the workbench follows the run, as
+  // `meshwork launch --elastic --max-replans N`): a lost node re-plans and resumes at once.
+  QCheckBox* elastic_box() const { return elastic_; }
+  QSpinBox* max_replans_box() const { return max_replans_; }
 
  Q_SIGNALS:
   void open_model_requested();
@@ -58,6 +65,9 @@ class MeshEditor : public QWidget {
   QLineEdit* lr_ = nullptr;
   QString lr_error_;  // the field's text is not a learning rate core accepts ("" when it is)
   QSpinBox* warmup_ = nullptr;
+  QSpinBox* checkpoint_every_ = nullptr;
+  QCheckBox* elastic_ = nullptr;
+  QSpinBox* max_replans_ = nullptr;
   QComboBox* model_ = nullptr;
   QLabel* model_info_ = nullptr;
   QSpinBox* seq_len_ = nullptr;

@@ -30,6 +30,7 @@
 #include "ui/format.h"
 #include "ui/metric_chart.h"
 #include "ui/panel_widgets.h"
+#include "ui/resume_panel.h"
 #include "ui/runs_model.h"
 #include "ui/store_worker.h"
 #include "ui/straggler_table.h"
@@ -102,6 +103,8 @@ MonitorPage::MonitorPage(StoreWorker* worker, QWidget* parent)
   failure_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   failure_->setVisible(false);
   outer->addWidget(failure_);
+  resume_ = new ResumePanel(this);
+  outer->addWidget(resume_);
 
   // Health: the diagnosis' banner, the Health window (ui/health_bar.h).
   health_ = new HealthBar(worker, this);
@@ -265,6 +268,7 @@ void MonitorPage::show_run(store::RunId run) {
     for (MetricChart* c : {loss_, lr_, grad_, tput_, mem_, comm_}) c->reset_zoom();
     series_world_ = -1;
     failure_->setVisible(false);
+    resume_->set_run_status(run, {});
     slurm_script_.clear();
     script_->setVisible(false);
     draw_prediction(nullptr);
@@ -460,6 +464,7 @@ void MonitorPage::draw_header(const MonitorFrame& f) {
   }
   facts_->setText(facts.join(QStringLiteral("  ·  ")));
   facts_->setToolTip(changes.join(QLatin1Char('\n')));
+  resume_->set_run_status(s.id, s.status);
   slurm_script_ = QString::fromStdString(f.slurm_script);
   script_->setVisible(!slurm_script_.isEmpty());
   const bool live = s.status == store::kStatusRunning || s.status == store::kStatusCreated;

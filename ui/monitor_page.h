@@ -33,6 +33,7 @@ namespace meshwork::ui {
 class BarChart;
 class ExpertLoadView;
 class MetricChart;
+class ResumePanel;
 class StoreWorker;
 class StragglerTable;
 
@@ -85,6 +86,8 @@ class MonitorPage : public QWidget {
   QPushButton* script_button() const { return script_; }
   void show_slurm_script();
   QLabel* failure_label() const { return failure_; }
+  // Under the failure: the re-plan for the surviving nodes and "Resume at <shape>" (resume_panel.h).
+  ResumePanel* resume_panel() const { return resume_; }
   QLabel* status_label() const { return status_; }
   // Time the last frame took to draw (set_points for every chart + a repaint), for the bench.
   double last_draw_ms() const { return last_draw_ms_; }
@@ -116,6 +119,7 @@ class MonitorPage : public QWidget {
   QString slurm_script_;  // of the run shown, from its last frame
   QPushButton* back_;
   QLabel* failure_;
+  ResumePanel* resume_;
   HealthBar* health_;
   QWidget* deploy_box_;
   QLabel* deploy_step_;

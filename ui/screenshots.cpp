@@ -111,6 +111,7 @@ int render_screenshots(const QString& dir, const QString& only) {
   if (only == QLatin1String("health")) return render_health_screenshots(dir);
   if (only == QLatin1String("experts")) return render_expert_load_screenshot(dir);
   if (only == QLatin1String("runs")) return render_run_screenshots(dir, QString::fromLocal8Bit(qgetenv("MESHWORK_SCREENSHOT_RUNS")));
+  if (only == QLatin1String("elastic")) return render_elastic_screenshot(dir);
   auto* app = qobject_cast<QApplication*>(QCoreApplication::instance());
   bool ok = true;
 

@@ -14,7 +14,8 @@ namespace meshwork::ui {
 // $MESHWORK_SCREENSHOT_RUNS: a directory of recorded metrics files to import for runs/compare.
 // Returns 0 on success, 1 (with a message on stderr) on failure.
 // `only` = "health": render_health_screenshots alone (with the same throw-away settings and store);
-// "experts": render_expert_load_screenshot alone; "runs": render_run_screenshots alone (a real launch).
+// "experts": render_expert_load_screenshot alone; "runs": render_run_screenshots alone (a real launch);
+// "elastic": render_elastic_screenshot alone.
 int render_screenshots(const QString& dir, const QString& only = {});
 
 // run-basics.png (the editor with its Run box: the run's name, steps, learning rate and warmup),
@@ -36,5 +37,10 @@ int render_health_screenshots(const QString& dir);
 // expert-load.png: the Monitor's Expert load card of a real run of a tiny Qwen3-MoE (2 CPU ranks
 // on this machine, launched from the Launch action); skipped without meshtrain.
 int render_expert_load_screenshot(const QString& dir);
+
+// elastic-replan.png: the Monitor of a real re-planned run from the store
+// $MESHWORK_SCREENSHOT_ELASTIC_DB (copied; the ClusterElastic test keeps one with
+// $MESHWORK_TEST_KEEP_STORE), its loss chart marked where the shape changed.
+int render_elastic_screenshot(const QString& dir);
 
 }  // namespace meshwork::ui

@@ -7,6 +7,7 @@
 // checkpoints must be (docs/elastic.md).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sqlite3.h>
 
 #include <map>
 #include <sstream>
@@ -161,6 +162,13 @@ TEST_F(ClusterElastic, LostNodeResumesOnTheSurvivorAtANewShapeWithTheUninterrupt
   EXPECT_EQ(list.code, 0) << list.err;
   EXPECT_NE(list.out.find("2 segments"), std::string::npos) << list.out;
   EXPECT_NE(list.out.find("segment 1 from step " + std::to_string(resumed.from_step)), std::string::npos) << list.out;
+
+  // The store, kept for the README's picture of this run (ui/screenshots_elastic.cpp).
+  if (const char* keep = std::getenv("MESHWORK_TEST_KEEP_STORE"); keep && *keep) {
+    fs::remove(keep);
+    const std::string sql = "VACUUM INTO '" + std::string(keep) + "'";
+    EXPECT_EQ(sqlite3_exec((*s)->handle(), sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << keep;
+  }
 }
 
 // 1 MiB per rank holds the tiny model on 4 ranks (tp and cp split it) but on no shape of 2.
