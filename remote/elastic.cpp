@@ -236,7 +236,9 @@ Result<ElasticOutcome> follow_elastic(const std::filesystem::path& db, store::Ru
       out.refused = plan.error();
       return out;
     }
-    notice("warning", "elastic: re-planned for the survivors, resuming at once:\n" + plan->text());
+    // The shapes on the first line too: the workbench's status bar shows only that one.
+    notice("warning", "elastic: re-planned for the survivors (" + plan->replan.old_shape.compact() + " -> " +
+                          plan->replan.new_shape.compact() + "), resuming at once:\n" + plan->text());
     auto launched = launch_segment(db, *plan, base, cause);
     if (auto* e = std::get_if<LaunchError>(&launched)) return e->error;
     rec = std::get<LaunchedRun>(launched).record;

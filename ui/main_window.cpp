@@ -307,6 +307,7 @@ void MainWindow::wire_runs() {
   connect(launcher_, &LaunchController::deploy_progress, monitor, &MonitorPage::on_deploy);
   connect(launcher_, &LaunchController::launch_failed, this, [this, monitor](const QString& m, const QStringList& d) {
     monitor->on_launch_failed(m, d);
+    monitor->resume_panel()->ask_again();  // a resume that did not launch: offer it again
     statusBar()->showMessage(launch_failure_line(m), 10000);
     update_launch_state();
   });

@@ -115,4 +115,10 @@ void ResumePanel::set_resuming() {
   button_->setText(tr("Resuming…"));
 }
 
+void ResumePanel::ask_again() {
+  if (run_ == 0 || !isVisible()) return;
+  asked_ = run_;
+  Q_EMIT check_requested(run_);
+}
+
 }  // namespace meshwork::ui

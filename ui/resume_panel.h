@@ -26,6 +26,7 @@ class ResumePanel : public QFrame {
   void show_offer(const ResumeOffer& offer);  // ignored unless it is the run shown
   void show_unavailable(store::RunId run);    // no node lost, not an SSH run: nothing to offer
   void set_resuming();                        // the button was taken: resuming…
+  void ask_again();  // the resume's launch failed (shown above): the re-plan is asked for again
 
   QLabel* lost_label() const { return lost_; }
   QLabel* old_shape_label() const { return old_; }
