@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "core/param_layout.h"
 #include "core/pipeline.h"
@@ -57,6 +58,37 @@ struct StagePart {
   bool embedding = true, head = true;
   double compute_share = 1.0;
 };
+
+// Elements of a mixture of experts' stage whose gradients meshtrain all-reduces over tp after
+// the step (see the tp term): norms, q/k norms and routers under sequence parallelism, the
+// experts too with ep = 1, and the copied k/v heads times their kv groups when t > kv heads.
+// 0 for a dense model, whose norms' sum the estimate leaves out (a few h floats per layer).
+double moe_tp_partial_grad_numel(const ModelSpec& m, const ParamLayout& layout, bool sequence_parallel, int ep,
+                                 double layers, double sparse_layers, bool head) {
+  if (!m.is_moe() || layout.tp <= 1) return 0;
+  const bool kv_copied = layout.tp > m.num_key_value_heads;
+  auto is_norm = [](const std::string& name) { return name.find("norm") != std::string::npos; };
+  auto is_kv = [](const std::string& name) {
+    return name.rfind("self_attn.k_proj", 0) == 0 || name.rfind("self_attn.v_proj", 0) == 0;
+  };
+  double per_layer = 0;
+  for (const ParamTensor& p : layout.layer) {
+    if (sequence_parallel && is_norm(p.name)) per_layer += static_cast<double>(p.numel());
+    if (kv_copied && is_kv(p.name)) per_layer += static_cast<double>(p.numel() * m.num_key_value_heads);
+  }
+  double n = layers * per_layer;
+  if (sequence_parallel) {
+    double per_sparse = 0;
+    for (const ParamTensor& p : layout.router) per_sparse += static_cast<double>(p.numel());
+    if (ep <= 1)
+      for (const ParamTensor& p : layout.experts) per_sparse += static_cast<double>(p.numel());
+    n += sparse_layers * per_sparse;
+    if (head)
+      for (const ParamTensor& p : layout.root)
+        if (is_norm(p.name)) n += static_cast<double>(p.numel());
+  }
+  return n;
+}
 
 // The step of one stage without the pipeline's waiting: the formulas below for its own layers.
 TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
@@ -210,6 +242,17 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   // cross-entropy three all-reduces of T floats (max, sum of exp, target logit).
   if (t > 1) {
     const double M = T * h * c;
+    // Mixture of experts: after the step's last backward meshtrain sums over tp, in one all-reduce
+    // per unit, the fp32 gradients of what every tp rank holds whole but computes from its own
+    // rows (TensorParallel::finish_gradients): under sequence parallelism the norms, the q/k norms,
+    // the router and, with ep = 1, the experts (each tp rank routes its own sequence shard through
+    // whole experts); with t > kv heads the copied k/v heads (a [kv, len] buffer). With ep > 1 the
+    // experts are this ep rank's alone and FSDP reduce-scatters them over efsdp: nothing over tp.
+    // Each rank reduces the partial ranges of its FSDP shard, 1/n of them.
+    const double partial = moe_tp_partial_grad_numel(m, layout, q.training.sequence_parallel, sh.ep, L, L_sparse,
+                                                     part.head);
+    const double partial_bytes = 4.0 * partial / static_cast<double>(n_fsdp);
+    const double partial_units = partial > 0 ? L + (part.head && q.training.sequence_parallel ? 1 : 0) : 0;
     // (A pipeline stage has the embedding's pair only on the first stage, the head's and the
     // cross-entropy's on the last.)
     const double ends = (part.embedding ? 1 : 0) + (part.head ? 1 : 0);
@@ -222,7 +265,8 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
            {{Collective::all_gather, ga * per_mb_half, ga * per_mb_half * ring_bytes_sent(Collective::all_gather, M, t)},
             {Collective::reduce_scatter, ga * per_mb_half,
              ga * per_mb_half * ring_bytes_sent(Collective::reduce_scatter, M, t)},
-            {Collective::all_reduce, ga * ce, ga * ce * ring_bytes_sent(Collective::all_reduce, T * 4, t)}},
+            {Collective::all_reduce, ga * ce, ga * ce * ring_bytes_sent(Collective::all_reduce, T * 4, t)},
+            {Collective::all_reduce, partial_units, ring_bytes_sent(Collective::all_reduce, partial_bytes, t)}},
            static_cast<int>(cp), static_cast<int>(sh[Axis::dp_shard]));
   }
 

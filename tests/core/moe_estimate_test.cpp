@@ -142,3 +142,41 @@ TEST(MoeEstimate, LayoutPassesImbalanceToTheTimeQuery) {
   EXPECT_DOUBLE_EQ(checked.layout->time_query(m, options).moe_imbalance, 1.25);
   EXPECT_GT(estimate_time(*checked.layout, m, options).comm_ep.seconds, 0.0);
 }
+
+// Under sequence parallelism each tp rank routes its own rows, so what every tp rank holds whole
+// has partial gradients that meshtrain all-reduces over tp after the step, one all-reduce per
+// unit of the rank's FSDP shard (fp32). qwen3-30b-a3b on dp_shard 2 x tp 2: per layer the two
+// norms (2 x 2048), the q/k norms (2 x 128) and the router (128 x 2048) = 266,496 elements,
+// 48 layers and the final norm (2048): 12,793,856; with ep = 1 each layer adds its 128 whole
+// experts (3 x 128 x 768 x 2048). With ep 2 the experts are summed over efsdp by FSDP, not over tp.
+TEST(MoeEstimate, TensorParallelSumsPartialGradientsUnderSequenceParallelism) {
+  const ModelSpec m = preset("qwen3-30b-a3b");
+  const HardwareModel hw = HardwareModel::h100();
+  for (int ep : {2, 1}) {
+    TimeQuery sp = time_query(m, MeshShape{1, 2, 1, 2}, ep);
+    TimeQuery no_sp = sp;
+    no_sp.training.sequence_parallel = false;
+    const AxisComm with = estimate_time(sp).axis(Axis::tp), without = estimate_time(no_sp).axis(Axis::tp);
+    const double elements = 48.0 * (266'496.0 + (ep == 1 ? 3.0 * 128 * 768 * 2048 : 0.0)) + 2048.0;
+    // 4 B x elements / dp_shard 2 per rank; a ring all-reduce over 2 sends 2 x 1/2 of it.
+    const double bytes = 4.0 * elements / 2.0;
+    EXPECT_DOUBLE_EQ(with.bytes - without.bytes, bytes) << "ep " << ep;
+    EXPECT_EQ(with.collectives - without.collectives, 49) << "ep " << ep;
+    EXPECT_NEAR(with.seconds - without.seconds, 49 * 2 * hw.latency_s + bytes / hw.intra_node_bytes_per_s, 1e-12)
+        << "ep " << ep;
+  }
+  // tp 8 over 4 kv heads: each rank's k/v head is a copy shared with another rank, partial with
+  // or without sequence parallelism: a [4, len] buffer of k_proj and v_proj (128 x 2048 each).
+  TimeQuery copied = time_query(m, MeshShape{1, 1, 1, 8}, 8);
+  copied.training.sequence_parallel = false;
+  const AxisComm kv = estimate_time(copied).axis(Axis::tp);
+  TimeQuery plain = copied;
+  plain.model.num_key_value_heads = 8;  // one kv head per rank: nothing copied
+  const double kv_bytes = 4.0 * 48 * 2 * 4 * 128 * 2048;
+  EXPECT_NEAR(kv.bytes - estimate_time(plain).axis(Axis::tp).bytes, 2.0 * 7 / 8 * kv_bytes, 1e-3);
+  // A dense model's norms are left out (a few h floats per layer).
+  TimeQuery dense = time_query(preset("qwen3-8b"), MeshShape{1, 2, 1, 2}, 1);
+  TimeQuery dense_no_sp = dense;
+  dense_no_sp.training.sequence_parallel = false;
+  EXPECT_DOUBLE_EQ(estimate_time(dense).axis(Axis::tp).bytes, estimate_time(dense_no_sp).axis(Axis::tp).bytes);
+}
