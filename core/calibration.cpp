@@ -18,6 +18,7 @@ std::string_view to_string(Collective c) {
     case Collective::all_gather: return "all_gather";
     case Collective::reduce_scatter: return "reduce_scatter";
     case Collective::send_recv: return "send_recv";
+    case Collective::all_to_all: return "all_to_all";
   }
   return "all_reduce";
 }
@@ -27,7 +28,7 @@ std::string_view to_string(LinkKind l) { return l == LinkKind::inter_node ? "int
 Result<Collective> parse_collective(std::string_view text, std::string_view field) {
   for (Collective c : kCollectives)
     if (text == to_string(c)) return c;
-  return Error{std::string(field), std::string(text), "one of all_reduce, all_gather, reduce_scatter, send_recv"};
+  return Error{std::string(field), std::string(text), "one of all_reduce, all_gather, reduce_scatter, send_recv, all_to_all"};
 }
 
 Result<LinkKind> parse_link_kind(std::string_view text, std::string_view field) {
@@ -41,6 +42,7 @@ Result<LinkKind> parse_link_kind(std::string_view text, std::string_view field) 
 //   all-gather:     the same in reverse                              -> (n-1)/n m sent
 //   all-reduce:     a reduce-scatter then an all-gather: 2(n-1) steps -> 2(n-1)/n m sent
 //   send/recv:      one message of m bytes (each rank sends and receives at once)
+//   all-to-all:     a block of m/n to each of the n-1 others (pairwise) -> (n-1)/n m sent
 double ring_bytes_sent(Collective c, double m, int64_t n) {
   if (c == Collective::send_recv) return m;
   if (n <= 1) return 0;

@@ -4,12 +4,13 @@
 //   - matmul throughput per precision, per number of ranks sharing a node (and the intra-op
 //     threads each rank had), at the shapes a transformer layer multiplies;
 //   - per link kind (inside a node, across nodes) and per collective (all-reduce, all-gather,
-//     reduce-scatter, send/recv) and group size, an alpha-beta fit t = alpha + x / beta, where
-//     x is the bytes ONE rank sends in the ring algorithm for a tensor of M bytes:
-//       all-reduce 2 (n-1)/n M,  all-gather and reduce-scatter (n-1)/n M,  send/recv M
+//     reduce-scatter, send/recv, all-to-all) and group size, an alpha-beta fit t = alpha + x / beta,
+//     where x is the bytes ONE rank sends in the ring algorithm for a tensor of M bytes:
+//       all-reduce 2 (n-1)/n M,  all-gather, reduce-scatter and all-to-all (n-1)/n M,  send/recv M
 //     (the estimator counts bytes the same way, so beta is a "bus bandwidth" in nccl-tests'
 //     sense and a fit at one group size carries over to another; alpha scales with the ring
-//     steps: 2 (n-1) for all-reduce, n-1 for all-gather / reduce-scatter, 1 for send/recv);
+//     steps: 2 (n-1) for all-reduce, n-1 for all-gather / reduce-scatter / all-to-all (one
+//     message to each peer), 1 for send/recv);
 //   - the cluster fingerprint (nodes, devices, links) it was measured on and the date.
 //
 // `meshtrain calibrate` measures the samples (metrics records of type "calibration",
@@ -33,11 +34,16 @@
 
 namespace meshwork {
 
-enum class Collective { all_reduce, all_gather, reduce_scatter, send_recv };
+// all_to_all: every member sends an equal block of M/n to each other member (the experts'
+// dispatch and combine under expert parallelism, docs/moe.md). A calibration file written before
+// it was measured has no all_to_all fits; the estimator then uses HardwareModel's defaults for it.
+enum class Collective { all_reduce, all_gather, reduce_scatter, send_recv, all_to_all };
 inline constexpr Collective kCollectives[] = {Collective::all_reduce, Collective::all_gather,
-                                              Collective::reduce_scatter, Collective::send_recv};
+                                              Collective::reduce_scatter, Collective::send_recv,
+                                              Collective::all_to_all};
 
-std::string_view to_string(Collective c);  // "all_reduce" | "all_gather" | "reduce_scatter" | "send_recv"
+// "all_reduce" | "all_gather" | "reduce_scatter" | "send_recv" | "all_to_all"
+std::string_view to_string(Collective c);
 std::string_view to_string(LinkKind l);    // "intra_node" | "inter_node"
 Result<Collective> parse_collective(std::string_view text, std::string_view field = "op");
 Result<LinkKind> parse_link_kind(std::string_view text, std::string_view field = "link");

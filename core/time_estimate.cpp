@@ -310,7 +310,8 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   // for the other ep - 1 ranks: (ep - 1) / ep x R x h x c bytes, R = top-k x T_e x imbalance
   // routed copies (T_e = T / t: the tp ranks route their own sequence shards). A pairwise
   // exchange: alpha = (ep - 1) latencies, beta = the link of the ep group (inter-node when a
-  // group spans nodes).
+  // group spans nodes), or the calibration's all-to-all fit for that link and group size when
+  // it has one (meshtrain calibrate times the same all-to-all over equal blocks).
   if (moe_ep && L_sparse > 0) {
     const double ep = static_cast<double>(sh.ep);
     const double T_e = std::max(1.0, T / static_cast<double>(t));
@@ -319,8 +320,13 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     const double bytes = count * (ep - 1) / ep * R * h * c;
     AxisComm& ax = out.comm_ep;
     ax.crosses_nodes = mesh.ok() && mesh->any_expert_group_crosses_nodes(ExpertGroupKind::ep);
-    const double bw = ax.crosses_nodes ? hw.inter_node_bytes_per_s : hw.intra_node_bytes_per_s;
-    ax.seconds = count * (ep - 1) * hw.latency_s + bytes / bw;
+    const LinkKind link = ax.crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node;
+    const std::optional<AlphaBeta> fit_a2a = cal ? cal->collective(link, Collective::all_to_all, sh.ep) : std::nullopt;
+    const AlphaBeta ab = fit_a2a ? *fit_a2a
+                                 : AlphaBeta{(ep - 1) * hw.latency_s, ax.crosses_nodes ? hw.inter_node_bytes_per_s
+                                                                                       : hw.intra_node_bytes_per_s};
+    ax.seconds = count * ab.latency_s + bytes / ab.bytes_per_s;
+    out.comm_ep_calibrated = fit_a2a.has_value();
     ax.bytes = bytes;
     ax.collectives = static_cast<int>(std::lround(count));
   }
@@ -379,7 +385,7 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   // and spread), nor than the fit was to the runs it learnt from (its median residual).
   bool calibrated = out.compute_calibrated, fitted = out.compute_fitted;
   for (Axis a : kAxes) {
-    calibrated = calibrated || out.comm_calibrated[a];
+    calibrated = calibrated || out.comm_calibrated[a] || out.comm_ep_calibrated;
     fitted = fitted || out.comm_fitted[a];
   }
   if (cal && calibrated) out.step_band = cal->step_band();

@@ -129,6 +129,7 @@ struct TimeEstimate {
   // Which numbers came from the calibration (the rest from HardwareModel's defaults).
   bool compute_calibrated = false;
   AxisArray<bool> comm_calibrated;  // per axis: every collective of the axis was calibrated
+  bool comm_ep_calibrated = false;  // comm_ep's all-to-all came from the calibration
   // Which terms a fit from past runs corrected (TimeQuery::fit).
   bool compute_fitted = false;
   AxisArray<bool> comm_fitted;  // per axis

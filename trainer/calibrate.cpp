@@ -510,6 +510,8 @@ class Calibrator {
             case Collective::all_gather: c.all_gather(full, part, g); break;
             case Collective::reduce_scatter: c.reduce_scatter(part, full, g); break;
             case Collective::send_recv: c.send_recv(full, (g.rank + 1) % n, recv, (g.rank + n - 1) % n, g); break;
+            // Equal blocks of numel / n to every member, as the experts' dispatch sends on average.
+            case Collective::all_to_all: c.all_to_all(recv, full, {}, {}, g); break;
           }
         };
         once();  // warm-up (connections, buffers)

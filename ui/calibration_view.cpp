@@ -9,6 +9,7 @@
 #include <QTableView>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <iterator>
 #include <map>
 
 #include "ui/bandwidth_chart.h"
@@ -23,8 +24,9 @@ QString q(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<q
 
 // One hue per collective (Okabe-Ito, as the axis colours), lighter for the dark theme.
 QColor op_color(Collective op, bool dark) {
-  static const char* light[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7"};
-  static const char* dark_tints[] = {"#56B4E9", "#F0A35E", "#3FC99B", "#E3A6C9"};
+  static const char* light[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00"};
+  static const char* dark_tints[] = {"#56B4E9", "#F0A35E", "#3FC99B", "#E3A6C9", "#F5C04A"};
+  static_assert(std::size(light) == std::size(kCollectives) && std::size(dark_tints) == std::size(kCollectives));
   const int i = static_cast<int>(op);
   return QColor(dark ? dark_tints[i] : light[i]);
 }

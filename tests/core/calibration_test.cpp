@@ -106,11 +106,11 @@ TEST(Calibration, JsonRoundTripAndErrorsNameTheField) {
   EXPECT_DOUBLE_EQ(back->collectives[0].fit.bytes_per_s, 1e9);
 
   nlohmann::json bad = j;
-  bad["collectives"][0]["op"] = "all_to_all";
+  bad["collectives"][0]["op"] = "broadcast";
   auto e = calibration_from_json(bad);
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.error().field, "collectives[0].op");
-  EXPECT_EQ(e.error().value, "all_to_all");
+  EXPECT_EQ(e.error().value, "broadcast");
   bad = j;
   bad["matmul"][0]["flops_per_s"] = -1.0;
   e = calibration_from_json(bad);
@@ -119,6 +119,36 @@ TEST(Calibration, JsonRoundTripAndErrorsNameTheField) {
   bad = j;
   bad["fingerprint"]["nodes"] = nlohmann::json::array();
   EXPECT_FALSE(calibration_from_json(bad).ok());
+}
+
+// All-to-all: a block of M/n to each of the n-1 others, (n-1)/n M sent in n-1 messages. A file
+// written before all-to-all was measured has none and still loads; the estimator falls back.
+TEST(Calibration, AllToAllRoundTripsAndOldFilesWithoutItStillLoad) {
+  EXPECT_DOUBLE_EQ(ring_bytes_sent(Collective::all_to_all, 1000, 4), 750);
+  EXPECT_EQ(ring_steps(Collective::all_to_all, 4), 3);
+  ASSERT_TRUE(parse_collective("all_to_all").ok());
+  EXPECT_EQ(*parse_collective("all_to_all"), Collective::all_to_all);
+  EXPECT_EQ(to_string(Collective::all_to_all), "all_to_all");
+  Calibration c;
+  c.fingerprint = two_nodes();
+  c.collectives = {{LinkKind::intra_node, Collective::all_to_all, 2, {4e-5, 1.5e9}, 4, 0.02},
+                   {LinkKind::inter_node, Collective::all_to_all, 2, {3e-4, 0.2e9}, 4, 0.03}};
+  auto back = calibration_from_json(to_json(c));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  ASSERT_TRUE(back->collective(LinkKind::inter_node, Collective::all_to_all, 2).has_value());
+  EXPECT_DOUBLE_EQ(back->collective(LinkKind::inter_node, Collective::all_to_all, 2)->bytes_per_s, 0.2e9);
+  // Measured at 2, asked at 4: 3 messages instead of 1.
+  EXPECT_DOUBLE_EQ(back->collective(LinkKind::intra_node, Collective::all_to_all, 4)->latency_s, 3 * 4e-5);
+
+  const nlohmann::json old_file = nlohmann::json::parse(R"({"v": 1,
+    "fingerprint": )" + to_json(two_nodes()).dump() + R"(, "measured_at": "2026-11-25T05:00:00Z",
+    "step_efficiency": 0.6, "matmul": [],
+    "collectives": [{"link": "intra_node", "op": "all_reduce", "group_size": 2, "latency_s": 1e-4,
+                     "bytes_per_s": 1e9}]})");
+  auto old = calibration_from_json(old_file);
+  ASSERT_TRUE(old.ok()) << old.error().message();
+  EXPECT_TRUE(old->collective(LinkKind::intra_node, Collective::all_reduce, 2).has_value());
+  EXPECT_FALSE(old->collective(LinkKind::intra_node, Collective::all_to_all, 2).has_value());
 }
 
 TEST(Calibration, NearestGroupSizeScalesLatencyByRingSteps) {
@@ -791,4 +821,32 @@ TEST(Calibration, SplitStepsAreMeasuredUpToTheRunsOwnAccumulation) {
   run.training.global_batch = 6;
   run.training.micro_batch = 4;
   EXPECT_EQ(split_step_micro_batches(run, MeshShape{1, 1, 1, 4}), (std::vector<int64_t>{1, 2}));
+}
+
+// The experts' dispatch and combine (ep > 1): count all-to-alls of (ep - 1)/ep R h c bytes each at
+// the calibration's all-to-all fit for the ep group's link and size; without that fit, at
+// HardwareModel's (ep - 1) latencies and link bandwidth, as the other axes fall back.
+TEST(CalibratedEstimate, ExpertAllToAllUsesItsOwnFit) {
+  ModelSpec moe = preset("qwen3-30b-a3b");
+  TimeQuery q = calibrated_query(moe, {1, 4, 1, 1}, 4);
+  q.shape.ep = 4;
+  q.moe_imbalance = 1.0;
+  const TimeEstimate before = estimate_time(q);  // no all-to-all fit yet: the defaults
+  const double count = 4.0 * 48;
+  const double R = 8.0 * 256;  // top-k 8 x T 256 routed copies
+  const double bytes = count * 3.0 / 4.0 * R * 2048 * 4;
+  EXPECT_DOUBLE_EQ(before.comm_ep.bytes, bytes);
+  EXPECT_FALSE(before.comm_ep_calibrated);
+  EXPECT_NEAR(before.comm_ep.seconds, count * 3 * q.hardware.latency_s + bytes / q.hardware.intra_node_bytes_per_s,
+              1e-9 * before.comm_ep.seconds);
+
+  q.calibration->collectives.push_back({LinkKind::intra_node, Collective::all_to_all, 4, {2e-4, 0.8e9}, 4, 0});
+  const TimeEstimate after = estimate_time(q);
+  EXPECT_TRUE(after.comm_ep_calibrated);
+  EXPECT_DOUBLE_EQ(after.comm_ep.bytes, bytes);
+  EXPECT_NEAR(after.comm_ep.seconds, count * 2e-4 + bytes / 0.8e9, 1e-12 * after.comm_ep.seconds);
+  EXPECT_NEAR(after.step_s, after.compute_s + after.comm_s - after.hidden_comm_s, 1e-12 * after.step_s);
+  // An inter-node fit does not answer for a group inside a node.
+  q.calibration->collectives.back().link = LinkKind::inter_node;
+  EXPECT_FALSE(estimate_time(q).comm_ep_calibrated);
 }
