@@ -311,13 +311,17 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   // routed copies (T_e = T / t: the tp ranks route their own sequence shards). A pairwise
   // exchange: alpha = (ep - 1) latencies, beta = the link of the ep group (inter-node when a
   // group spans nodes), or the calibration's all-to-all fit for that link and group size when
-  // it has one (meshtrain calibrate times the same all-to-all over equal blocks).
+  // it has one (meshtrain calibrate times the same all-to-all over equal blocks). Before the
+  // rows, each forward (the recompute too) exchanges the rows' counts: one all-to-all of E int64
+  // counts (E / ep to each member), so that each rank knows what it receives.
   if (moe_ep && L_sparse > 0) {
     const double ep = static_cast<double>(sh.ep);
     const double T_e = std::max(1.0, T / static_cast<double>(t));
     const double R = static_cast<double>(m.moe.experts_per_token) * T_e * gamma;
-    const double count = ga * L_sparse * (full_ac ? 6 : 4);
-    const double bytes = count * (ep - 1) / ep * R * h * c;
+    const double rows = ga * L_sparse * (full_ac ? 6 : 4);
+    const double counts = ga * L_sparse * (full_ac ? 2 : 1);
+    const double count = rows + counts;
+    const double bytes = (ep - 1) / ep * (rows * R * h * c + counts * 8.0 * static_cast<double>(m.moe.num_experts));
     AxisComm& ax = out.comm_ep;
     ax.crosses_nodes = mesh.ok() && mesh->any_expert_group_crosses_nodes(ExpertGroupKind::ep);
     const LinkKind link = ax.crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node;

@@ -832,9 +832,9 @@ TEST(CalibratedEstimate, ExpertAllToAllUsesItsOwnFit) {
   q.shape.ep = 4;
   q.moe_imbalance = 1.0;
   const TimeEstimate before = estimate_time(q);  // no all-to-all fit yet: the defaults
-  const double count = 4.0 * 48;
-  const double R = 8.0 * 256;  // top-k 8 x T 256 routed copies
-  const double bytes = count * 3.0 / 4.0 * R * 2048 * 4;
+  const double count = 5.0 * 48;  // per sparse layer 4 of the rows, 1 of the 128 int64 counts
+  const double R = 8.0 * 256;      // top-k 8 x T 256 routed copies
+  const double bytes = 3.0 / 4.0 * (4.0 * 48 * R * 2048 * 4 + 48 * 128 * 8);
   EXPECT_DOUBLE_EQ(before.comm_ep.bytes, bytes);
   EXPECT_FALSE(before.comm_ep_calibrated);
   EXPECT_NEAR(before.comm_ep.seconds, count * 3 * q.hardware.latency_s + bytes / q.hardware.intra_node_bytes_per_s,
