@@ -44,6 +44,9 @@ AXES = ["dp_replicate", "dp_shard", "cp", "tp"]
 # Axes a plan writes only when they are not 1 (core/planner.cpp's plan_to_json): expert
 # parallelism (mixtures of experts) and pipeline stages.
 OPTIONAL_AXES = ["ep", "pp"]
+# Communication compared per axis: the mesh axes and the experts' all-to-all (comm_s.ep; 0 where
+# a shape has no ep).
+COMM_AXES = AXES + ["ep"]
 
 
 def shape_key(shape):
@@ -205,12 +208,12 @@ def run_shape(args, shape):
     step_s = sum(x["step_s"] for x in timed)
     tokens = sum(x["tokens"] for x in timed)
     dp = shape["dp_replicate"] * shape["dp_shard"]
-    comm = {a: sum(x["comm_s"].get(a, 0.0) for x in timed) / step_s for a in AXES}
+    comm = {a: sum(x["comm_s"].get(a, 0.0) for x in timed) / step_s for a in COMM_AXES}
     mfu = sum(x["mfu"] for x in timed) / n
     achieved = sum(x["tflops"] for x in timed) / n  # model TFLOP/s of rank 0
     return {"tokens_per_s": tokens * dp / step_s, "comm_share": comm, "peak_bytes": max(mem),
             "step_s": step_s / n, "achieved_tflops": achieved, "compute_s": sum(x["compute_s"] for x in timed) / n,
-            "comm_s": {a: sum(x["comm_s"].get(a, 0.0) for x in timed) / n for a in AXES},
+            "comm_s": {a: sum(x["comm_s"].get(a, 0.0) for x in timed) / n for a in COMM_AXES},
             "all_steps_s": [x["step_s"] for x in steps], "steal": steal,
             "peak_bytes_per_rank": mem, "matmul_tflops": sum(peaks) / len(peaks), "mfu": mfu,
             "wall_s": wall, "run_dir": run_dir}
@@ -226,8 +229,8 @@ def mean_of(runs):
     m = dict(runs[0])
     m["step_s"] = sum(r["step_s"] for r in runs) / n
     m["compute_s"] = sum(r["compute_s"] for r in runs) / n
-    m["comm_s"] = {a: sum(r["comm_s"][a] for r in runs) / n for a in AXES}
-    m["comm_share"] = {a: m["comm_s"][a] / m["step_s"] for a in AXES}
+    m["comm_s"] = {a: sum(r["comm_s"][a] for r in runs) / n for a in COMM_AXES}
+    m["comm_share"] = {a: m["comm_s"][a] / m["step_s"] for a in COMM_AXES}
     # Tokens per step are the same in every round: tokens/s follows the mean step.
     m["tokens_per_s"] = runs[0]["tokens_per_s"] * runs[0]["step_s"] / m["step_s"]
     for k in ("achieved_tflops", "mfu", "matmul_tflops", "steal"):
@@ -405,7 +408,7 @@ def main():
                      "fastest_step_s": m["fastest_step_s"],
                      "step_error_fastest": rel(est["step_time_s"], m["fastest_step_s"]),
                      "compute_s": m["compute_s"], "predicted_compute_s": est["compute_s"],
-                     "comm_s": m["comm_s"], "predicted_comm_s": est["comm_s"],
+                     "comm_s": m["comm_s"], "predicted_comm_s": {a: est["comm_s"].get(a, 0.0) for a in COMM_AXES},
                      "calibrated": est["calibrated"],
                      "peak_bytes": m["peak_bytes"], "peak_bytes_per_rank": m["peak_bytes_per_rank"],
                      "estimate_bytes": e, "estimate_groups": est["memory_bytes"],
@@ -433,14 +436,14 @@ def main():
     for k, why in skipped.items():
         print("skipped %s (meshtrain refuses it): %s" % (k, why))
     print("| shape r×s×c×t | step ms meas / pred | error | rounds ms (spread) | compute ms meas / pred |"
-          " comm ms dp_r / dp_s / cp / tp, meas (pred) | tok/s meas / pred | rank meas / plan |")
+          " comm ms dp_r / dp_s / cp / tp / ep, meas (pred) | tok/s meas / pred | rank meas / plan |")
     print("|---|---:|---:|---|---:|---|---:|---:|")
     for i, r in enumerate(rows):
         r["measured_rank"] = i + 1
         # How far apart the rounds of the same shape were: the measurement's own noise, which the
         # prediction cannot be judged more finely than.
         r["rounds_spread"] = max(r["rounds_step_s"]) / min(r["rounds_step_s"]) - 1
-        comm = " / ".join("%.0f (%.0f)" % (r["comm_s"][a] * ms, r["predicted_comm_s"][a] * ms) for a in AXES)
+        comm = " / ".join("%.0f (%.0f)" % (r["comm_s"][a] * ms, r["predicted_comm_s"][a] * ms) for a in COMM_AXES)
         print("| %s | %.0f / %.0f | %+.0f%% | %s (%.0f%%) | %.0f / %.0f | %s | %.0f / %.0f | %d / %d |" % (
             r["shape"], r["step_s"] * ms, r["predicted_step_s"] * ms, 100 * r["step_error"],
             " / ".join("%.0f" % (t * ms) for t in r["rounds_step_s"]), 100 * r["rounds_spread"],

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 
-from shapes_bench import AXES, spearman
+from shapes_bench import shape_key, spearman
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
@@ -32,7 +32,7 @@ def predict(args, bench, source):
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit("shapes_estimate failed: %s" % p.stderr.strip())
-    return {"x".join(str(s[a]) for a in AXES): (s["step_time_s"], s["rank"], s["tokens_per_s"])
+    return {shape_key(s): (s["step_time_s"], s["rank"], s["tokens_per_s"])
             for s in json.loads(p.stdout)["shapes"]}
 
 
