@@ -6,9 +6,14 @@
 // Consistency is a seqlock on `generation`: the writer makes it odd, stores, makes it even again
 // (begin_write / end_write); a reader copies the struct between two loads of it and retries when
 // they differ or are odd (snapshot_flight).
+//
+// Version 2 added the sparse mesh's group slots (ep, efsdp) after the world's: only last_seq grew,
+// at the end of the record, so a version-1 file (kFlightLayoutV1Size bytes, slots 0..8 only) is
+// still read, its expert slots zero (never used).
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -20,13 +25,16 @@
 namespace meshwork {
 
 inline constexpr uint64_t kFlightMagic = 0x5448474c4657484dull;  // "MHWFLGHT" read little-endian
-inline constexpr uint32_t kFlightLayoutVersion = 1;
-// Group slots: the eight GroupKinds by their index, then the world.
+inline constexpr uint32_t kFlightLayoutVersion = 2;
+// Group slots: the eight GroupKinds by their index, then the world, then the sparse mesh's groups
+// by ExpertGroupKind (ep, efsdp).
 inline constexpr int kFlightWorldSlot = static_cast<int>(kGroupKinds.size());
-inline constexpr int kFlightGroupSlots = kFlightWorldSlot + 1;
+inline constexpr int kFlightExpertSlot = kFlightWorldSlot + 1;
+inline constexpr int kFlightGroupSlots = kFlightExpertSlot + static_cast<int>(kExpertGroupKinds.size());
+inline constexpr int kFlightV1GroupSlots = kFlightWorldSlot + 1;
 
 struct FlightOpSlot {
-  int32_t group = -1;  // 0..7: GroupKind, kFlightWorldSlot: world, -1: empty
+  int32_t group = -1;  // 0..7: GroupKind, kFlightWorldSlot: world, then ep, efsdp; -1: empty
   int32_t op = 0;      // FlightOpKind
   int64_t seq = 0;
   int64_t bytes = 0;
@@ -57,6 +65,9 @@ struct FlightLayout {
 };
 static_assert(std::is_trivially_copyable_v<FlightLayout>);
 static_assert(std::is_standard_layout_v<FlightLayout>);
+// A version-1 record: the same fields with last_seq ending after the world's slot.
+inline constexpr size_t kFlightLayoutV1Size = offsetof(FlightLayout, last_seq) + kFlightV1GroupSlots * sizeof(int64_t);
+static_assert(sizeof(FlightLayout) == offsetof(FlightLayout, last_seq) + kFlightGroupSlots * sizeof(int64_t));
 
 // FNV-1a of a hostname, never 0 (0 means "not recorded").
 inline uint32_t flight_host_hash(std::string_view host) {
@@ -69,7 +80,19 @@ inline uint32_t flight_host_hash(std::string_view host) {
 }
 
 inline int flight_group_slot(const FlightGroup& g) {
+  if (g.expert) return kFlightExpertSlot + static_cast<int>(*g.expert);
   return g.world ? kFlightWorldSlot : static_cast<int>(g.kind);
+}
+// The group of a slot (0 <= slot < kFlightGroupSlots).
+inline FlightGroup flight_group_of_slot(int slot) {
+  FlightGroup g;
+  if (slot >= kFlightExpertSlot)
+    g.expert = kExpertGroupKinds[static_cast<size_t>(slot - kFlightExpertSlot)];
+  else if (slot == kFlightWorldSlot)
+    g.world = true;
+  else
+    g.kind = kGroupKinds[static_cast<size_t>(slot)];
+  return g;
 }
 
 // Writer side (one writer at a time). Between begin and end the record is odd: readers retry.

@@ -31,7 +31,9 @@ std::string allowed(const char* const* names, int n) {
 std::string group_names() {
   std::string out = "one of";
   for (GroupKind k : kGroupKinds) out += std::string(out.size() > 6 ? ", " : " ") + std::string(group_name(k));
-  return out + ", world";
+  out += ", world";
+  for (ExpertGroupKind k : kExpertGroupKinds) out += ", " + std::string(expert_group_name(k));
+  return out;
 }
 
 std::string shown(const nlohmann::json& v) {
@@ -42,8 +44,7 @@ std::string shown(const nlohmann::json& v) {
 
 FlightOp op_of(const FlightOpSlot& s) {
   FlightOp op;
-  op.group.world = s.group == kFlightWorldSlot;
-  if (!op.group.world) op.group.kind = kGroupKinds[static_cast<size_t>(s.group)];
+  op.group = flight_group_of_slot(s.group);
   op.op = static_cast<FlightOpKind>(s.op);
   op.seq = s.seq;
   op.bytes = s.bytes;
@@ -52,10 +53,10 @@ FlightOp op_of(const FlightOpSlot& s) {
   return op;
 }
 
-std::optional<Error> check_slot(const FlightOpSlot& s, const std::string& field) {
-  if (s.group < 0 || s.group >= kFlightGroupSlots)
-    return Error{field + ".group", std::to_string(s.group),
-                 "a group index from 0 to " + std::to_string(kFlightGroupSlots - 1)};
+// `slots`: the group slots of the record's version.
+std::optional<Error> check_slot(const FlightOpSlot& s, const std::string& field, int slots) {
+  if (s.group < 0 || s.group >= slots)
+    return Error{field + ".group", std::to_string(s.group), "a group index from 0 to " + std::to_string(slots - 1)};
   if (s.op < 0 || s.op >= kOpCount)
     return Error{field + ".op", std::to_string(s.op), "an op index from 0 to " + std::to_string(kOpCount - 1)};
   return std::nullopt;
@@ -148,10 +149,15 @@ std::optional<FlightPhase> flight_phase_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-std::string FlightGroup::name() const { return world ? "world" : std::string(group_name(kind)); }
+std::string FlightGroup::name() const {
+  if (expert) return std::string(expert_group_name(*expert));
+  return world ? "world" : std::string(group_name(kind));
+}
 
 std::optional<FlightGroup> flight_group_from_name(std::string_view name) {
   if (name == "world") return FlightGroup{true, GroupKind::dp};
+  for (ExpertGroupKind k : kExpertGroupKinds)
+    if (name == expert_group_name(k)) return FlightGroup{false, GroupKind::dp, k};
   for (GroupKind k : kGroupKinds)
     if (name == group_name(k)) return FlightGroup{false, k};
   return std::nullopt;
@@ -178,8 +184,10 @@ std::string flight_file(int rank) { return "flight-rank" + std::to_string(rank) 
 
 Result<FlightState> flight_state_of(const FlightLayout& l) {
   if (l.magic != kFlightMagic) return Error{"flight record", "magic", "is not a meshtrain flight record"};
-  if (l.version != kFlightLayoutVersion)
-    return Error{"flight record version", std::to_string(l.version), "must be " + std::to_string(kFlightLayoutVersion)};
+  if (l.version != kFlightLayoutVersion && l.version != 1)
+    return Error{"flight record version", std::to_string(l.version),
+                 "must be 1 or " + std::to_string(kFlightLayoutVersion) + " (this meshwork reads those; a newer meshtrain wrote it)"};
+  const int slots = l.version == 1 ? kFlightV1GroupSlots : kFlightGroupSlots;
   if (l.phase < 0 || l.phase >= kPhaseCount)
     return Error{"phase", std::to_string(l.phase), "a phase index from 0 to " + std::to_string(kPhaseCount - 1)};
   FlightState s;
@@ -193,31 +201,35 @@ Result<FlightState> flight_state_of(const FlightLayout& l) {
   s.generation = l.generation;
   s.host_hash = l.host_hash;
   if (l.in_collective) {
-    if (auto e = check_slot(l.current, "current")) return *e;
+    if (auto e = check_slot(l.current, "current", slots)) return *e;
     s.current = op_of(l.current);
   }
   const uint64_t n = std::min<uint64_t>(l.completed, kFlightRing);
   for (uint64_t i = l.completed - n; i < l.completed; ++i) {
     const FlightOpSlot& slot = l.ring[i % kFlightRing];
-    if (auto e = check_slot(slot, "recent[" + std::to_string(i % kFlightRing) + "]")) return *e;
+    if (auto e = check_slot(slot, "recent[" + std::to_string(i % kFlightRing) + "]", slots)) return *e;
     s.recent.push_back(op_of(slot));
   }
-  for (int g = 0; g < kFlightGroupSlots; ++g) {
+  for (int g = 0; g < slots; ++g) {
     if (l.last_seq[g] <= 0) continue;
-    FlightGroup group;
-    group.world = g == kFlightWorldSlot;
-    if (!group.world) group.kind = kGroupKinds[static_cast<size_t>(g)];
-    s.last_seq.emplace_back(group, l.last_seq[g]);
+    s.last_seq.emplace_back(flight_group_of_slot(g), l.last_seq[g]);
   }
   return s;
 }
 
 Result<FlightState> parse_flight_bytes(std::string_view bytes) {
-  if (bytes.size() < sizeof(FlightLayout))
+  // A version-1 record is shorter (flight_layout.h): its size follows from its version field.
+  size_t need = sizeof(FlightLayout);
+  if (bytes.size() >= offsetof(FlightLayout, version) + sizeof(uint32_t)) {
+    uint32_t version = 0;
+    std::memcpy(&version, bytes.data() + offsetof(FlightLayout, version), sizeof version);
+    if (version == 1) need = kFlightLayoutV1Size;
+  }
+  if (bytes.size() < need)
     return Error{"flight record", std::to_string(bytes.size()) + " bytes",
-                 "is too short: a record has " + std::to_string(sizeof(FlightLayout))};
-  FlightLayout l;
-  std::memcpy(static_cast<void*>(&l), bytes.data(), sizeof l);
+                 "is too short: a record has " + std::to_string(need)};
+  FlightLayout l;  // a version-1 record leaves the expert slots at 0 (never used)
+  std::memcpy(static_cast<void*>(&l), bytes.data(), need);
   return flight_state_of(l);
 }
 
@@ -226,6 +238,17 @@ Result<FlightState> read_flight_file(const std::filesystem::path& path) {
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Error{file, "", "cannot be opened: " + std::string(std::strerror(errno))}.as(ErrorKind::io);
   struct stat st {};
+  if (::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= kFlightLayoutV1Size &&
+      static_cast<size_t>(st.st_size) < sizeof(FlightLayout)) {
+    // A version-1 record (an older meshtrain's): read as bytes, checked by its version field.
+    std::string bytes(kFlightLayoutV1Size, '\0');
+    const ssize_t got = ::pread(fd, bytes.data(), bytes.size(), 0);
+    ::close(fd);
+    bytes.resize(got > 0 ? static_cast<size_t>(got) : 0);
+    auto s = parse_flight_bytes(bytes);
+    if (!s) return Error{file, s.error().field + " " + s.error().value, s.error().allowed};
+    return s;
+  }
   if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < sizeof(FlightLayout)) {
     ::close(fd);
     return Error{file, std::to_string(st.st_size) + " bytes",

@@ -16,7 +16,7 @@
 //    "current":{"group":"dp_shard","op":"all_gather","seq":1234,"bytes":1048576,
 //               "enter":1765012345.9},
 //    "recent":[{"group":"tp","op":"all_reduce","seq":88,"bytes":4096,"enter":...,"exit":...},...],
-//    "last_seq":{"dp_shard":1233,"tp":88}}
+//    "last_seq":{"dp_shard":1233,"tp":88,"ep":412}}
 // `current` is present only while the rank is inside a collective; `recent` holds completed ones,
 // oldest first; `last_seq` is the sequence number of the last collective the rank ENTERED on each
 // group it has used (a rank that waits at seq 1234 on dp_shard while a peer's last_seq there is
@@ -43,11 +43,13 @@ enum class FlightPhase { startup, data, forward, backward, optimizer, checkpoint
 std::string_view to_string(FlightPhase phase);
 std::optional<FlightPhase> flight_phase_from_name(std::string_view name);
 
-// The group of a collective: one of the mesh groups, or the whole world.
+// The group of a collective: one of the dense mesh's groups, the whole world, or a group of the
+// sparse (expert) mesh: ep (the experts' all-to-alls) or efsdp (their FSDP gathers and scatters).
 struct FlightGroup {
   bool world = false;
-  GroupKind kind = GroupKind::dp;  // meaningful when !world
-  std::string name() const;        // "dp_shard", ..., "world"
+  GroupKind kind = GroupKind::dp;          // meaningful when !world and !expert
+  std::optional<ExpertGroupKind> expert = std::nullopt;  // set: a sparse mesh's group (kind then unused)
+  std::string name() const;                // "dp_shard", ..., "world", "ep", "efsdp"
   friend bool operator==(const FlightGroup&, const FlightGroup&) = default;
 };
 std::optional<FlightGroup> flight_group_from_name(std::string_view name);

@@ -12,6 +12,8 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "core/flight_layout.h"
+
 namespace meshwork {
 
 namespace {
@@ -40,10 +42,11 @@ std::string op_words(const FlightOp& op) {
   return std::string(to_string(op.op)) + " on " + op.group.name() + " #" + std::to_string(op.seq);
 }
 
-// A group instance: which group (kind or world), which of its instances, which sequence number.
+// A group instance: which group (its flight slot: a dense kind, the world, ep or efsdp), which of
+// its instances, which sequence number.
 struct WaitKey {
   bool world = false;
-  int kind = 0;
+  int kind = 0;  // flight_group_slot
   int index = 0;
   int64_t seq = 0;
   auto tie() const { return std::tie(world, kind, index, seq); }
@@ -365,8 +368,11 @@ Diagnosis diagnose(const DiagnosisInput& in) {
     const FlightOp& op = *r.flight->current;
     WaitKey k;
     k.world = op.group.world;
-    k.kind = static_cast<int>(op.group.kind);
-    k.index = op.group.world ? 0 : mesh->group_index(r.rank, op.group.kind);
+    k.kind = flight_group_slot(op.group);
+    if (op.group.expert)  // a sparse mesh's group: named by its lowest rank
+      k.index = mesh->expert_group_members(r.rank, *op.group.expert).front();
+    else
+      k.index = op.group.world ? 0 : mesh->group_index(r.rank, op.group.kind);
     k.seq = op.seq;
     waits[k].push_back(&r);
   }
@@ -384,6 +390,8 @@ Diagnosis diagnose(const DiagnosisInput& in) {
     if (key.world) {
       members.resize(static_cast<size_t>(mesh->world_size()));
       for (int i = 0; i < mesh->world_size(); ++i) members[static_cast<size_t>(i)] = i;
+    } else if (first.group.expert) {
+      members = mesh->expert_group_members(waiters.front()->rank, *first.group.expert);
     } else {
       members = mesh->group_members(waiters.front()->rank, first.group.kind);
     }

@@ -197,3 +197,69 @@ TEST(FlightRecord, BadJsonFieldsAreNamed) {
   EXPECT_EQ(json_error([](nlohmann::json& j) { j["activity"] = "soon"; }), "activity: \"soon\": unix seconds >= 0");
   EXPECT_EQ(json_error([](nlohmann::json& j) { j = nlohmann::json::array(); }), "flight state: []: a JSON object");
 }
+
+TEST(FlightRecord, TheSparseMeshsGroupsHaveTheirOwnSlots) {
+  FlightLayout l = sample_layout();
+  const int ep_slot = flight_group_slot(FlightGroup{false, GroupKind::dp, ExpertGroupKind::ep});
+  const int efsdp_slot = flight_group_slot(FlightGroup{false, GroupKind::dp, ExpertGroupKind::efsdp});
+  EXPECT_EQ(ep_slot, kFlightWorldSlot + 1);
+  EXPECT_EQ(efsdp_slot, kFlightWorldSlot + 2);
+  EXPECT_EQ(kFlightGroupSlots, efsdp_slot + 1);
+  for (int slot = 0; slot < kFlightGroupSlots; ++slot) EXPECT_EQ(flight_group_slot(flight_group_of_slot(slot)), slot);
+  l.current = {ep_slot, static_cast<int32_t>(FlightOpKind::all_to_all), 7, 2048, 1765012345.5, 0};
+  l.ring[(l.completed - 1) % kFlightRing].group = efsdp_slot;
+  l.ring[(l.completed - 1) % kFlightRing].op = static_cast<int32_t>(FlightOpKind::all_gather);
+  l.last_seq[ep_slot] = 7;
+  l.last_seq[efsdp_slot] = 3;
+  auto s = parse_flight_bytes(bytes_of(l));
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_EQ(s->current->group.name(), "ep");
+  EXPECT_EQ(s->current->op, FlightOpKind::all_to_all);
+  EXPECT_EQ(s->recent.back().group.name(), "efsdp");
+  EXPECT_EQ(s->last_seq_of(FlightGroup{false, GroupKind::dp, ExpertGroupKind::ep}), 7);
+  EXPECT_EQ(s->last_seq_of(FlightGroup{false, GroupKind::dp, ExpertGroupKind::efsdp}), 3);
+  // A dense group of the same kind field is another group.
+  EXPECT_NE((FlightGroup{false, GroupKind::dp, ExpertGroupKind::ep}), (FlightGroup{false, GroupKind::dp}));
+  const nlohmann::json j = to_json(*s);
+  EXPECT_EQ(j.at("current").at("group"), "ep");
+  EXPECT_EQ(j.at("last_seq").at("efsdp"), 3);
+  auto back = flight_state_from_json(nlohmann::json::parse(j.dump()));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(to_json(*back), j);
+  EXPECT_EQ(flight_group_from_name("ep"), (FlightGroup{false, GroupKind::dp, ExpertGroupKind::ep}));
+  EXPECT_EQ(flight_group_from_name("efsdp"), (FlightGroup{false, GroupKind::dp, ExpertGroupKind::efsdp}));
+  EXPECT_NE(json_error([](nlohmann::json& j) { j["current"]["group"] = "expert"; }).find("world, ep, efsdp"),
+            std::string::npos);
+}
+
+TEST(FlightRecord, AVersionOneRecordIsStillRead) {
+  // Version 1 ended last_seq after the world's slot: the same bytes, shorter.
+  FlightLayout l = sample_layout();
+  l.version = 1;
+  const std::string v1 = bytes_of(l).substr(0, kFlightLayoutV1Size);
+  auto s = parse_flight_bytes(v1);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_EQ(s->current->group.name(), "dp_shard");
+  EXPECT_EQ(s->last_seq_of(FlightGroup{false, GroupKind::dp_shard}), 1234);
+  EXPECT_EQ(s->last_seq.size(), 3u);  // tp, dp_shard, world
+  const auto path = scratch_file("flight-rank1.bin");
+  write_file(path, v1);
+  auto f = read_flight_file(path);
+  ASSERT_TRUE(f.ok()) << f.error().message();
+  EXPECT_EQ(f->rank, 7);
+  EXPECT_EQ(f->recent.back().seq, 40);
+  // Version 1 had no expert slots: one there is refused, naming the range of its version.
+  l.current.group = kFlightWorldSlot + 1;
+  auto bad = parse_flight_bytes(bytes_of(l).substr(0, kFlightLayoutV1Size));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("current.group: 9: a group index from 0 to 8"), std::string::npos)
+      << bad.error().message();
+  // A newer version than this reader knows says so.
+  l = sample_layout();
+  l.version = 3;
+  auto newer = parse_flight_bytes(bytes_of(l));
+  ASSERT_FALSE(newer.ok());
+  EXPECT_NE(newer.error().message().find("flight record version: 3: must be 1 or 2"), std::string::npos)
+      << newer.error().message();
+  std::filesystem::remove_all(path.parent_path());
+}

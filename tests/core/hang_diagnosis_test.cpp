@@ -433,3 +433,70 @@ TEST(HangDiagnosis, RankRangesAndDurations) {
 
 }  // namespace
 }  // namespace meshwork
+
+namespace meshwork {
+namespace {
+
+FlightGroup expert_group(ExpertGroupKind k) { return FlightGroup{false, GroupKind::dp, k}; }
+
+TEST(HangDiagnosis, AHangInTheExpertsAllToAllIsNamedOnEp) {
+  // dp_shard 2 x tp 2 with ep 2: ep groups {0, 1} and {2, 3}, efsdp groups {0, 2} and {1, 3}.
+  DiagnosisInput in = four_ranks();
+  in.shape.ep = 2;
+  const double t0 = kNow - 125;
+  const FlightGroup ep = expert_group(ExpertGroupKind::ep), efsdp = expert_group(ExpertGroupKind::efsdp);
+  // Rank 1 is stopped in forward layer 2 before the dispatch; rank 0 waits for it in the
+  // all-to-all on ep, rank 3 in the experts' all-gather on efsdp, and rank 2 for rank 0 on efsdp.
+  busy_in(in.ranks[1], FlightPhase::forward, 2, t0, {{ep, 6}, {efsdp, 3}});
+  in.ranks[1].process = "stopped";
+  waiting_in(in.ranks[0], ep, FlightOpKind::all_to_all, 7, 2048, t0 + 1, {{efsdp, 3}});
+  waiting_in(in.ranks[2], efsdp, FlightOpKind::all_gather, 4, 8192, t0 + 2, {{ep, 7}});
+  waiting_in(in.ranks[3], efsdp, FlightOpKind::all_gather, 4, 8192, t0 + 2, {{ep, 7}});
+
+  const Diagnosis d = diagnose(in);
+  ASSERT_EQ(d.state, HealthState::hang) << d.summary();
+  ASSERT_EQ(d.culprits.size(), 1u) << d.summary();
+  EXPECT_EQ(d.culprits[0].rank, 1);
+  EXPECT_EQ(d.culprits[0].process, "stopped");
+  EXPECT_EQ(d.culprits[0].phase, "forward layer 2");
+  EXPECT_EQ(d.culprits[0].waited_by, (std::vector<int>{0, 3}));
+  ASSERT_EQ(d.waiting.size(), 3u) << d.summary();
+  int seen = 0;
+  for (const WaitingGroup& g : d.waiting) {
+    if (g.axis == "ep") {
+      ++seen;
+      EXPECT_EQ(g.op, "all_to_all");
+      EXPECT_EQ(g.seq, 7);
+      EXPECT_EQ(g.ranks, std::vector<int>{0});
+      EXPECT_EQ(g.missing, std::vector<int>{1});
+    } else {
+      ++seen;
+      EXPECT_EQ(g.axis, "efsdp");
+      EXPECT_EQ(g.op, "all_gather");
+      EXPECT_EQ(g.missing, std::vector<int>{g.ranks == std::vector<int>{2} ? 0 : 1});
+    }
+  }
+  EXPECT_EQ(seen, 3);
+  const std::string s = d.summary();
+  EXPECT_NE(s.find("rank 0 waits in all_to_all on ep #7"), std::string::npos) << s;
+  EXPECT_NE(s.find("rank 1 (node0, pid 4001) never entered it: stopped, last in forward layer 2"), std::string::npos)
+      << s;
+}
+
+TEST(HangDiagnosis, DifferentOpsAtOneEpSequenceNumberAreAMismatch) {
+  DiagnosisInput in = four_ranks();
+  in.shape.ep = 2;
+  const double t0 = kNow - 125;
+  const FlightGroup ep = expert_group(ExpertGroupKind::ep);
+  waiting_in(in.ranks[2], ep, FlightOpKind::all_to_all, 9, 2048, t0);
+  waiting_in(in.ranks[3], ep, FlightOpKind::all_gather, 9, 2048, t0);
+  const Diagnosis d = diagnose(in);
+  ASSERT_EQ(d.state, HealthState::mismatch) << d.summary();
+  ASSERT_EQ(d.mismatches.size(), 1u);
+  EXPECT_EQ(d.mismatches[0].axis, "ep");
+  EXPECT_EQ(d.mismatches[0].seq, 9);
+  EXPECT_NE(d.summary().find("at ep #9"), std::string::npos) << d.summary();
+}
+
+}  // namespace
+}  // namespace meshwork
