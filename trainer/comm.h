@@ -180,19 +180,20 @@ class Communicator {
   Status connect();
   c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& prefix, int rank, int size);
   void finish(const Group& g, std::chrono::steady_clock::time_point start);
-  // The flight recorder's marks (no-ops without one).
-  // The record's group slots are the dense mesh's (core/flight_layout.h): the sparse mesh's
-  // collectives are not marked there.
+  // The flight recorder's marks (no-ops without one), in the group's slot (core/flight_layout.h):
+  // a dense kind, the world, or the sparse mesh's ep / efsdp.
+  static int flight_slot(const Group& g) {
+    if (g.expert) return kFlightExpertSlot + static_cast<int>(*g.expert);
+    return g.world ? kFlightWorldSlot : static_cast<int>(g.kind);
+  }
   void flight_enter(const Group& g, FlightOpKind op, int64_t bytes) {
-    if (g.expert) return;
-    if (flight_) flight_->enter(g.world ? kFlightWorldSlot : static_cast<int>(g.kind), op, bytes);
+    if (flight_) flight_->enter(flight_slot(g), op, bytes);
   }
   FlightRecorder::Ticket flight_start(const Group& g, FlightOpKind op, int64_t bytes) {
-    return flight_ && !g.expert ? flight_->start(g.world ? kFlightWorldSlot : static_cast<int>(g.kind), op, bytes)
-                   : FlightRecorder::Ticket{};
+    return flight_ ? flight_->start(flight_slot(g), op, bytes) : FlightRecorder::Ticket{};
   }
-  void flight_exit(const Group& g) {
-    if (flight_ && !g.expert) flight_->exit();
+  void flight_exit(const Group&) {
+    if (flight_) flight_->exit();
   }
   // MESHTRAIN_TEST_MISMATCH=<rank>:<step> (tests only): true once, at that rank's first
   // all-reduce of that step, which then runs an all-gather instead: a program bug to diagnose.

@@ -78,6 +78,10 @@ const std::vector<Flag>& flags() {
       switch_flag("--no-flight-recorder",
                   "no flight record (RUN_DIR/flight-rank<r>.bin) and no watchdog: only to measure their cost",
                   &O::no_flight_recorder),
+      switch_flag("--bench-flight-odd-steps",
+                  "the flight recorder marks odd steps only, even steps run without it: only to measure its cost "
+                  "within one run (bench/flight_bench.sh)",
+                  &O::bench_flight_odd_steps),
       int_flag("--nproc-per-node", "N", "ranks on this node; without RANK in the environment, spawn and supervise them",
                &O::nproc_per_node, 1, kMaxCount, "a whole number >= 1"),
       int_flag("--nnodes", "N", "nodes (default 1)", &O::nnodes, 1, kMaxCount, "a whole number >= 1"),
@@ -174,6 +178,7 @@ std::vector<std::string> to_args(const TrainerOptions& o) {
   if (!o.checkpoint_dir.empty()) add("--checkpoint-dir", o.checkpoint_dir);
   if (o.resume) a.push_back("--resume");
   if (o.no_flight_recorder) a.push_back("--no-flight-recorder");
+  if (o.bench_flight_odd_steps) a.push_back("--bench-flight-odd-steps");
   return a;
 }
 

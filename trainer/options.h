@@ -36,6 +36,11 @@ struct TrainerOptions {
   // --no-flight-recorder: no RUN_DIR/flight-rank<r>.bin and no watchdog. Only for measuring the
   // recorder's cost (bench/flight_bench.sh): a run without it cannot say where it hangs.
   bool no_flight_recorder = false;
+  // --bench-flight-odd-steps: the recorder marks odd steps only; even steps run as with
+  // --no-flight-recorder (no recorder reachable from the hot path). Only for bench/flight_bench.py's
+  // paired comparison within one run: the record skips the even steps' collectives, so a hang
+  // diagnosis from it would be wrong.
+  bool bench_flight_odd_steps = false;
   bool check_only = false;          // --check: validate the run against the placement and exit
   bool calibrate = false;           // `meshtrain calibrate ...`: measure the cluster (trainer/calibrate.h)
   bool help = false;

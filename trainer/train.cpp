@@ -266,6 +266,8 @@ void Trainer::start_watchdog() {
   wc.store_port = env_.master_port;
   for (GroupKind k : kGroupKinds) wc.members[static_cast<size_t>(k)] = comm_->group(k).members;
   wc.members[kFlightWorldSlot] = comm_->world().members;
+  for (ExpertGroupKind k : kExpertGroupKinds)
+    wc.members[static_cast<size_t>(kFlightExpertSlot) + static_cast<size_t>(k)] = comm_->expert_group(k).members;
   watchdog_ = std::make_unique<Watchdog>(*flight_, std::move(wc), [this](const std::string& reason, const FlightState& st) {
     log_(reason);
     log_("flight record: ", to_json(st).dump());
@@ -524,11 +526,22 @@ int Trainer::train() {
       profile = std::make_unique<torch::autograd::profiler::RecordProfile>(trace);
     }
     const double lr = learning_rate(t_, step);
-    if (flight_) flight_->step(step);
+    if (flight_ && o_.bench_flight_odd_steps) {
+      // Even steps take the hot path of --no-flight-recorder: no recorder on this thread or in
+      // the communicator (the model's layers and the step read them per step).
+      FlightRecorder* on = step % 2 == 1 ? flight_.get() : nullptr;
+      set_thread_flight(on);
+      comm_->set_flight(on);
+    }
+    if (flight_ && (!o_.bench_flight_odd_steps || step % 2 == 1)) flight_->step(step);
     record_step(step, lr, train_step(step, lr));
     if (profiled && cuda_) torch::autograd::profiler::disableProfiler()->save(trace);
     if (t_.checkpoint_every > 0 && (step + 1) % t_.checkpoint_every == 0) save_checkpoint(step + 1);
     if (eval_data_ && t_.eval_every > 0 && (step + 1) % t_.eval_every == 0) evaluate(step + 1);
+  }
+  if (flight_ && o_.bench_flight_odd_steps) {
+    set_thread_flight(flight_.get());
+    comm_->set_flight(flight_.get());
   }
   // The final evaluation, unless the last step just had one.
   if (eval_data_ && !(t_.eval_every > 0 && t_.steps % t_.eval_every == 0)) evaluate(t_.steps);

@@ -3,7 +3,8 @@
 // stopped, moves again and dies; and the real meshtrain with two Gloo ranks: a rank stopped by
 // SIGSTOP shows where it is and where its peer waits for it; a mismatched collective (the
 // test-only MESHTRAIN_TEST_MISMATCH) is named, both sides, by the watchdog in the end records and
-// the supervisor's exit record.
+// the supervisor's exit record. With expert parallelism the sparse mesh's collectives (the ep
+// all-to-alls, the efsdp gathers and scatters) are marked in their own groups.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -328,4 +329,69 @@ TEST(MeshtrainFlight, WatchdogNamesTheRankThatNeverEntered) {
   EXPECT_EQ(rec->failure->rank, 0);
   EXPECT_EQ(rec->failure->exit_code, 4);
   EXPECT_EQ(rec->failure->reason, reason);
+}
+
+namespace {
+
+// A mixture of experts small enough for four CPU ranks (Qwen3-MoE's config.json keys, random
+// weights): 2 layers of 4 experts, 2 per token.
+fs::path write_tiny_moe(const fs::path& dir) {
+  const fs::path p = dir / "tiny-moe.json";
+  std::ofstream(p) << R"({"architectures":["Qwen3MoeForCausalLM"],"model_type":"qwen3_moe","hidden_act":"silu",
+    "hidden_size":64,"intermediate_size":128,"moe_intermediate_size":32,"num_hidden_layers":2,
+    "num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"vocab_size":256,
+    "max_position_embeddings":256,"tie_word_embeddings":true,"rope_theta":10000.0,"rms_norm_eps":1e-5,
+    "attention_bias":false,"use_sliding_window":false,"sliding_window":null,"num_experts":4,
+    "num_experts_per_tok":2,"norm_topk_prob":true,"decoder_sparse_step":1,"mlp_only_layers":[],
+    "output_router_logits":true,"router_aux_loss_coef":0.001})";
+  return p;
+}
+
+}  // namespace
+
+// dp_shard 4 with ep 2 (ep groups {0, 1} and {2, 3}, efsdp groups {0, 2} and {1, 3}): while the
+// run goes, rank 0's record shows all-to-alls on ep with advancing sequence numbers; at the end
+// the members of each sparse group entered the same number of collectives on it, and each
+// micro-batch made 5 all-to-alls per sparse layer (counts, rows out and back forward; the two
+// rows' gradients backward).
+TEST(MeshtrainFlight, TheSparseMeshsCollectivesAreMarkedOnEpAndEfsdp) {
+  const fs::path d = temp_dir("flight-ep");
+  const int steps = 4;
+  Proc p = start(plus(base_args(d, steps, write_tiny_moe(d).string()),
+                      {"--nproc-per-node", "4", "--dp-shard", "4", "--ep", "2", "--global-batch", "8"}),
+                 d);
+  const FlightGroup ep = *flight_group_from_name("ep");
+  const FlightGroup efsdp = *flight_group_from_name("efsdp");
+  std::vector<int64_t> ep_seqs;  // rank 0's ep all-to-alls seen while running, in order
+  while (waitpid(p.pid, nullptr, WNOHANG) == 0 && ep_seqs.size() < 3) {
+    auto s = read_flight_file(flight_path(d, 0));
+    if (s.ok()) {
+      std::vector<FlightOp> ops = s->recent;
+      if (s->current) ops.push_back(*s->current);
+      for (const FlightOp& op : ops) {
+        if (op.group != ep) continue;
+        EXPECT_EQ(op.op, FlightOpKind::all_to_all);
+        if (ep_seqs.empty() || op.seq > ep_seqs.back()) ep_seqs.push_back(op.seq);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GE(ep_seqs.size(), 3u) << "rank 0's record never showed ep all-to-alls advancing";
+  EXPECT_EQ(wait_exit(p), 0) << slurp(d / "stderr.txt");
+  std::vector<FlightState> end;
+  for (int r = 0; r < 4; ++r) {
+    auto s = read_flight_file(flight_path(d, r));
+    ASSERT_TRUE(s.ok()) << s.error().message();
+    EXPECT_EQ(s->phase, FlightPhase::ended);
+    end.push_back(*s);
+  }
+  const int micro_batches = 8 / 4;
+  const int64_t expected_ep = int64_t{steps} * micro_batches * 2 * 5;
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(end[r].last_seq_of(ep).value_or(0), expected_ep) << "rank " << r << ": " << to_json(end[r]).dump();
+    ASSERT_TRUE(end[r].last_seq_of(efsdp).has_value()) << to_json(end[r]).dump();
+    EXPECT_GT(*end[r].last_seq_of(efsdp), 0);
+  }
+  EXPECT_EQ(end[0].last_seq_of(efsdp), end[2].last_seq_of(efsdp));
+  EXPECT_EQ(end[1].last_seq_of(efsdp), end[3].last_seq_of(efsdp));
 }
