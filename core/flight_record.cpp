@@ -186,7 +186,8 @@ Result<FlightState> flight_state_of(const FlightLayout& l) {
   if (l.magic != kFlightMagic) return Error{"flight record", "magic", "is not a meshtrain flight record"};
   if (l.version != kFlightLayoutVersion && l.version != 1)
     return Error{"flight record version", std::to_string(l.version),
-                 "must be 1 or " + std::to_string(kFlightLayoutVersion) + " (this meshwork reads those; a newer meshtrain wrote it)"};
+                 "must be 1 or " + std::to_string(kFlightLayoutVersion) +
+                     " (this meshwork reads those; a newer meshtrain wrote it)"};
   const int slots = l.version == 1 ? kFlightV1GroupSlots : kFlightGroupSlots;
   if (l.phase < 0 || l.phase >= kPhaseCount)
     return Error{"phase", std::to_string(l.phase), "a phase index from 0 to " + std::to_string(kPhaseCount - 1)};

@@ -20,6 +20,7 @@
 #include "core/exit_record.h"
 #include "core/flight_record.h"
 #include "core/follow_stream.h"
+#include "core/hang_diagnosis.h"
 #include "core/metrics.h"
 #include "tests/trainer/meshtrain_runs.h"
 #include "trainer/flight_recorder.h"
@@ -394,4 +395,61 @@ TEST(MeshtrainFlight, TheSparseMeshsCollectivesAreMarkedOnEpAndEfsdp) {
   }
   EXPECT_EQ(end[0].last_seq_of(efsdp), end[2].last_seq_of(efsdp));
   EXPECT_EQ(end[1].last_seq_of(efsdp), end[3].last_seq_of(efsdp));
+}
+
+// dp_shard 2 with ep 2 (one ep group {0, 1}): rank 1 stopped between collectives, again until its
+// peer waits for it on ep. Rank 0 then waits in an all-to-all on ep at rank 1's last ep seq + 1,
+// and core's diagnosis of the two records names the wait on ep and rank 1 as the rank that never
+// entered it; resumed, the run finishes.
+TEST(MeshtrainFlight, AStoppedRankIsNamedFromItsPeersWaitInAnEpAllToAll) {
+  const fs::path d = temp_dir("flight-ep-sigstop");
+  const std::vector<std::string> shape = {"--nproc-per-node", "2", "--dp-shard", "2", "--ep", "2"};
+  Proc p = start(plus(base_args(d, 150, write_tiny_moe(d).string()), shape), d);
+  const fs::path m1 = d / "metrics-rank1.jsonl";
+  while (steps_of(m1).empty()) {
+    ASSERT_EQ(waitpid(p.pid, nullptr, WNOHANG), 0) << slurp(d / "stderr.txt");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const pid_t victim = std::stoi(slurp(d / "rank1.pid"));
+  const FlightGroup ep = *flight_group_from_name("ep");
+  FlightState stopped, waiting;
+  bool on_ep = false;
+  for (int attempt = 0; attempt < 40 && !on_ep; ++attempt) {
+    if (attempt) kill(victim, SIGCONT);
+    ASSERT_TRUE(stop_between_collectives(victim, flight_path(d, 1), stopped));
+    waiting = settled_state(flight_path(d, 0));
+    on_ep = waiting.current && waiting.current->group == ep;
+  }
+  ASSERT_TRUE(on_ep) << "rank 0 never waited on ep: " << to_json(waiting).dump();
+  EXPECT_EQ(waiting.current->op, FlightOpKind::all_to_all);
+  EXPECT_EQ(waiting.current->seq, stopped.last_seq_of(ep).value_or(0) + 1)
+      << "rank 0: " << to_json(waiting).dump() << "\nrank 1: " << to_json(stopped).dump();
+
+  DiagnosisInput in;
+  in.shape = MeshShape(1, 2, 1, 1);
+  in.shape.ep = 2;
+  in.ranks_per_node = 2;
+  in.hang_after_s = 0.5;  // the records have been still for a second
+  in.now = std::max(waiting.activity, stopped.activity) + 1;
+  in.started = in.now - 60;
+  for (const FlightState* f : {&waiting, &stopped}) {
+    RankObservation r;
+    r.rank = f->rank;
+    r.pid = f->pid;
+    r.last_step_time = in.now - 1;
+    r.flight = *f;
+    r.stalled = true;
+    r.process = f == &stopped ? "stopped" : "running";
+    in.ranks.push_back(r);
+  }
+  const Diagnosis dx = diagnose(in);
+  EXPECT_EQ(dx.state, HealthState::hang) << dx.summary();
+  const std::string s = dx.summary();
+  const std::string wait_words = "rank 0 waits in all_to_all on ep #" + std::to_string(waiting.current->seq);
+  EXPECT_NE(s.find(wait_words), std::string::npos) << s;
+  EXPECT_NE(s.find("rank 1 (node0, pid " + std::to_string(victim) + ") never entered it: stopped"), std::string::npos)
+      << s;
+
+  kill(victim, SIGCONT);
+  EXPECT_EQ(wait_exit(p), 0) << slurp(d / "stderr.txt");
 }
