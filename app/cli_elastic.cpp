@@ -4,16 +4,22 @@
 //                   [--elastic [--max-replans N]] [--meshtrain BIN | --bundle FILE ...] [--db PATH]
 //   meshwork launch ... --elastic [--max-replans N] [--memory-per-rank SIZE]   (cli_remote.cpp)
 //
+// A Slurm run (launch --slurm --elastic, or resume of a Slurm run) is resubmitted with sbatch on
+// the survivors (remote/slurm_elastic.h); resume's --hosts then names the Slurm nodes to keep.
 // Both re-plan with core's replan_for_survivors() and launch a new segment of the same run from
 // its last complete checkpoint; when nothing fits, the message names what would and nothing is
 // launched (exit 3, does_not_fit).
+#include <algorithm>
+#include <functional>
 #include <iostream>
 
 #include "app/cli_remote_shared.h"
 #include "app/commands.h"
 #include "core/units.h"
 #include "remote/elastic.h"
+#include "remote/slurm_elastic.h"
 #include "remote/host_spec.h"
+#include "remote/slurm_run.h"
 
 namespace meshwork::cli {
 
@@ -70,8 +76,11 @@ void print_notice(const std::string& level, const std::string& text) {
 
 }  // namespace
 
-int follow_elastic_cli(const Parsed& p, const std::filesystem::path& db, store::RunId id, const LaunchRecord& record,
-                       const LaunchRequest& request) {
+namespace {
+
+// The options of an elastic follow from the flags, and the exit code of how it ended.
+int follow_elastic_with(const Parsed& p, store::RunId id,
+                        const std::function<Result<ElasticOutcome>(const ElasticOptions&)>& follow) {
   auto flags = elastic_flags(p);
   if (!flags) return refuse(flags.error());
   ElasticOptions opt;
@@ -83,7 +92,7 @@ int follow_elastic_cli(const Parsed& p, const std::filesystem::path& db, store::
     g_follower = f;
     detach_on_sigint(f != nullptr);
   };
-  auto outcome = follow_elastic(db, id, record, request, opt);
+  auto outcome = follow(opt);
   if (!outcome) return refuse(outcome.error().as(ErrorKind::remote));
   if (outcome->refused) {
     std::cout << "run " << id << ": failed; nothing relaunched\n";
@@ -95,6 +104,80 @@ int follow_elastic_cli(const Parsed& p, const std::filesystem::path& db, store::
   return exit_after_follow(Result<FollowOutcome>(outcome->last), id, "run", [&] {
     return outcome->last.root_cause ? outcome->last.root_cause->text() : std::string();
   });
+}
+
+// `meshwork resume` of a Slurm run: the lost job nodes (or those --hosts leaves out, by their
+// Slurm names) are excluded, the job resubmitted on the survivors from the last checkpoint.
+int resume_slurm(const Parsed& p, const std::filesystem::path& db, store::RunId id, const LaunchRequest& req,
+                 const ElasticFlags& flags) {
+  auto loss = find_lost_slurm_nodes(db, id, req.ssh);
+  if (!loss) return refuse(loss.error());
+  if (p.values.count("--hosts")) {
+    std::string known;
+    for (const std::string& s : loss->job_nodes) known += (known.empty() ? "" : ", ") + s;
+    std::vector<std::string> keep;
+    const std::string given = p.values.at("--hosts");
+    for (size_t from = 0; from <= given.size();) {
+      const size_t comma = std::min(given.find(',', from), given.size());
+      const std::string name = given.substr(from, comma - from);
+      from = comma + 1;
+      if (name.empty()) continue;
+      if (std::find(loss->job_nodes.begin(), loss->job_nodes.end(), name) == loss->job_nodes.end())
+        return refuse(Error{"--hosts", name, "a Slurm node of the run's last job: " + known});
+      keep.push_back(name);
+    }
+    loss->lost.clear();
+    loss->exclude.clear();
+    for (size_t i = 0; i < loss->job_nodes.size(); ++i) {
+      const std::string& slurm_node = loss->job_nodes[i];
+      if (std::find(keep.begin(), keep.end(), slurm_node) != keep.end()) continue;
+      loss->lost.push_back(LostNode{i, loss->node_names[i], "left out by --hosts"});
+      if (!slurm_node.empty()) loss->exclude.push_back(slurm_node);
+    }
+  }
+  std::vector<std::string> lost;
+  for (const LostNode& l : loss->lost) lost.push_back(l.host);
+  auto rec = load_launch_record(db, id);
+  if (!rec) return refuse(rec.error());
+  auto plan = plan_resume(ResumeInput{db, id, lost, flags.memory_per_rank}, make_connector(*rec, req.ssh));
+  if (!plan) {
+    say_error(plan.error());
+    std::cerr << "meshwork: resume: nothing launched\n";
+    return exit_code(plan.error().kind);
+  }
+  name_slurm_nodes(*plan, *loss);
+  std::cout << "run " << id << ": re-planned for " << plan->new_nodes << "\n" << plan->text() << "\n" << std::flush;
+  if (p.switches.count("--dry-run")) return kExitOk;
+  std::string cause = "resumed by `meshwork resume` on " + plan->new_nodes;
+  for (const LostNode& l : loss->lost) cause += "; node " + std::to_string(l.index) + " (" + l.host + "): " + l.why;
+  auto job = stored_slurm_request(db, id, req);
+  if (!job) return refuse(job.error());
+  auto launched = launch_slurm_segment(db, *plan, *job, loss->exclude, cause);
+  if (auto* e = std::get_if<LaunchError>(&launched)) {
+    for (size_t i = 1; i < e->more.size(); ++i) say_error(e->more[i]);
+    return refuse(e->error);
+  }
+  const LaunchedRun& run = std::get<LaunchedRun>(launched);
+  auto submitted = load_slurm_info(db, id);
+  std::cout << "run " << id << ": segment " << run.record.segment << " submitted as Slurm job "
+            << (submitted && *submitted ? (*submitted)->job_id : std::string("?")) << " in "
+            << run.record.nodes[0].run_dir << "\n"
+            << std::flush;
+  if (p.switches.count("--detach")) return kExitOk;
+  if (p.switches.count("--elastic")) return follow_elastic_slurm_cli(p, db, id, req);
+  return follow_slurm(db, id, req.ssh);
+}
+
+}  // namespace
+
+int follow_elastic_cli(const Parsed& p, const std::filesystem::path& db, store::RunId id, const LaunchRecord& record,
+                       const LaunchRequest& request) {
+  return follow_elastic_with(p, id, [&](const ElasticOptions& opt) { return follow_elastic(db, id, record, request, opt); });
+}
+
+int follow_elastic_slurm_cli(const Parsed& p, const std::filesystem::path& db, store::RunId id,
+                             const LaunchRequest& runtime) {
+  return follow_elastic_with(p, id, [&](const ElasticOptions& opt) { return follow_elastic_slurm(db, id, runtime, opt); });
 }
 
 }  // namespace remote_cli
@@ -115,7 +198,9 @@ int resume_main(const Args& args) {
                  "planner, with the run's model, sequence length and global batch), prints the old and the\n"
                  "new shape side by side and launches a new segment of the same run from its last complete\n"
                  "checkpoint, then follows it (--detach: not). --hosts: the nodes to resume on (hosts of the\n"
-                 "run); default: those that still answer. --dry-run: the re-plan only, nothing launched.\n"
+                 "run); default: those that still answer. A Slurm run is resubmitted on the survivors\n"
+                 "(--hosts: the Slurm nodes of its last job to keep; default: all but the lost ones, which\n"
+                 "sbatch --exclude leaves out). --dry-run: the re-plan only, nothing launched.\n"
                  "--memory-per-rank SIZE: one rank's memory for the re-plan (default: as probed at launch).\n"
                  "--elastic [--max-replans N]: as `meshwork launch --elastic` from here on.\n"
                  "When no shape fits, the message names what would (more nodes, activation checkpointing)\n"
@@ -145,6 +230,9 @@ int resume_main(const Args& args) {
   if (!rec) return refuse(rec.error());
   LaunchRequest req;
   if (auto st = fill_runtime(*p, req); !st) return refuse(st.error());
+  auto slurm = load_slurm_info(db, *id);
+  if (!slurm) return refuse(slurm.error());
+  if (*slurm) return resume_slurm(*p, db, *id, req, *flags);
   const NodeConnector connect = make_connector(*rec, req.ssh);
 
   std::vector<std::string> keep;

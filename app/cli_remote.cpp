@@ -493,6 +493,7 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
                  "on the nodes left, re-planned, as a new segment of the same run (at most --max-replans N,\n"
                  "default 3; --memory-per-rank SIZE for the re-plan). Checkpoints on a filesystem every node\n"
                  "reaches. Nothing fits: the message says what would, nothing relaunched (docs/elastic.md).\n"
+                 "With --slurm the job is resubmitted on the survivors (sbatch --exclude the lost nodes).\n"
                  "--bundle FILE: run a runtime bundle (scripts/bundle cpu|cuda: meshtrain with its libraries)\n"
                  "instead of --meshtrain, for nodes without LibTorch: uploaded once per node or shared\n"
                  "filesystem into --bundle-root (default ~/.cache/meshwork/bundles), skipped when there,\n"
@@ -511,8 +512,6 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
     return kExitOk;
   }
   if (!p->positional.empty()) return refuse(Error{"launch", p->positional[0], "takes no positional arguments"});
-  if (p->switches.count("--slurm") && p->switches.count("--elastic"))
-    return refuse(Error{"--elastic", "--slurm", "SSH nodes for now: an elastic Slurm job (resubmitted without the lost nodes) is not there yet"});
   if (p->switches.count("--slurm")) return launch_slurm_main(*p, subcommand, after);
   auto config = launch_config(*p);
   if (!config) return refuse(config.error());

@@ -73,6 +73,10 @@ int exit_after_follow(const Result<remote::FollowOutcome>& outcome, store::RunId
 // resuming it on the survivors when a node is lost; the exit code says how it ended.
 int follow_elastic_cli(const Parsed& p, const std::filesystem::path& db, store::RunId id,
                        const remote::LaunchRecord& record, const remote::LaunchRequest& request);
+// The same for a Slurm run (`meshwork launch --slurm --elastic`): a lost node's job is resubmitted
+// on the survivors; `runtime` gives the trainer, SSH options and bundle of the resubmissions.
+int follow_elastic_slurm_cli(const Parsed& p, const std::filesystem::path& db, store::RunId id,
+                             const remote::LaunchRequest& runtime);
 // --elastic's flags: --max-replans and --memory-per-rank only with it, and not with --detach.
 Status check_elastic_flags(const Parsed& p, const std::string& subcommand);
 // The runtime part of a launch request from the flags (--meshtrain, --bundle, ...), for launch and resume.

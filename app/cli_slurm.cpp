@@ -68,6 +68,7 @@ int launch_slurm_main(const Parsed& p, const std::string& subcommand, const Afte
     if (p.values.count(f) || p.switches.count(f))
       return refuse(Error{f, "", "not with --slurm: Slurm picks the nodes (--nodes, --partition) and the master"});
   }
+  if (auto st = check_elastic_flags(p, subcommand); !st) return refuse(st.error());
   Parsed q = p;
   q.switches.insert("--local");  // launch_config wants hosts; Slurm's nodes replace them
   if (!q.values.count("--nproc-per-node")) q.values["--nproc-per-node"] = "1";
@@ -115,6 +116,7 @@ int launch_slurm_main(const Parsed& p, const std::string& subcommand, const Afte
             << ", " << run.record.nodes.size() << " node(s), run directory " << run.record.nodes[0].run_dir << "\n"
             << std::flush;
   if (p.switches.count("--detach")) return kExitOk;
+  if (p.switches.count("--elastic")) return follow_elastic_slurm_cli(p, db, run.id, req.base);
   const int rc = follow_slurm(db, run.id, req.base.ssh);
   return after ? after(db, run.id, run.record, rc) : rc;
 }

@@ -107,6 +107,8 @@ std::string ResumePlan::text() const {
   std::vector<std::string> old_hosts, new_hosts;
   for (const auto& n : record.nodes) old_hosts.push_back(n.host);
   for (const auto& n : now.nodes) new_hosts.push_back(n.host);
+  if (!old_nodes.empty()) old_hosts = {old_nodes};
+  if (!new_nodes.empty()) new_hosts = {new_nodes};
   std::vector<std::array<std::string, 3>> rows = {{"", "before", "re-planned"}};
   for (Axis a : kAxes)
     rows.push_back({std::string(axis_name(a)), std::to_string(replan.old_shape[a]), std::to_string(replan.new_shape[a])});
@@ -138,16 +140,18 @@ Result<ResumePlan> plan_resume(const ResumeInput& in, const NodeConnector& conne
   if (!info) return info.error();
   if (!info->cluster.contains("launch"))
     return Error{"RUN", std::to_string(in.run), "a run launched by meshwork (it has no launch record)"};
-  if (info->cluster.contains("slurm"))
-    return Error{"RUN", std::to_string(in.run), "a run on SSH nodes: resuming a Slurm job on fewer nodes is not there yet"};
   auto rec = launch_record_from_json(info->cluster.at("launch"));
   if (!rec) return rec.error();
   // The current segment's own config (its nodes and shape), else the run as launched.
   auto config = run_config_from_json(info->cluster.contains("segment_config") ? info->cluster.at("segment_config")
                                                                                : info->config);
   if (!config) return config.error();
-  config->nodes.clear();
-  for (const auto& n : rec->nodes) config->nodes.push_back(NodeConfig{n.host, n.slots, {}});
+  // A Slurm job's config names its nodes by index (Slurm picked the hosts); its record names the
+  // login node for each. An SSH run's hosts are the record's.
+  if (!info->cluster.contains("slurm")) {
+    config->nodes.clear();
+    for (const auto& n : rec->nodes) config->nodes.push_back(NodeConfig{n.host, n.slots, {}});
+  }
 
   ResumePlan plan;
   plan.run = in.run;
@@ -191,13 +195,47 @@ std::variant<LaunchedRun, LaunchError> launch_segment(const std::filesystem::pat
   return launch_run(db, base);
 }
 
-Result<ElasticOutcome> follow_elastic(const std::filesystem::path& db, store::RunId run, LaunchRecord rec,
-                                      const LaunchRequest& base, const ElasticOptions& opt) {
+Result<std::optional<ResumePlan>> replan_after_loss(const std::filesystem::path& db, store::RunId run,
+                                                    const std::vector<LostNode>& lost, const NodeConnector& connect,
+                                                    const ElasticOptions& opt, ElasticOutcome& out, std::string& cause) {
   auto notice = [&](const std::string& level, const std::string& text) {
     if (opt.on_notice) opt.on_notice(level, text);
   };
   auto remember = [&](const std::string& level, const std::string& text) {
     if (auto s = store::RunStore::open(db); s.ok()) (void)(*s)->add_event(run, level, text);
+  };
+  if (lost.empty()) {
+    notice("error", "elastic: no node was lost (a rank failed on a node that is still there): nothing to re-plan");
+    return std::optional<ResumePlan>();
+  }
+  std::vector<std::string> causes, hosts;
+  for (const LostNode& l : lost) {
+    causes.push_back("node " + std::to_string(l.index) + " (" + l.host + ") lost: " + l.why);
+    hosts.push_back(l.host);
+  }
+  cause = join(causes, "; ");
+  notice("error", cause);
+  if (out.replans >= opt.max_replans) {
+    const std::string text = "elastic: " + std::to_string(out.replans) + " re-plan(s) done, --max-replans " +
+                             std::to_string(opt.max_replans) + " reached: the run stays failed";
+    notice("error", text);
+    remember("error", text);
+    return std::optional<ResumePlan>();
+  }
+  auto plan = plan_resume(ResumeInput{db, run, hosts, opt.memory_per_rank}, connect);
+  if (!plan) {
+    notice("error", "elastic: nothing relaunched: " + plan.error().message());
+    remember("error", "re-plan: nothing relaunched: " + plan.error().message());
+    out.refused = plan.error();
+    return std::optional<ResumePlan>();
+  }
+  return std::optional<ResumePlan>(std::move(*plan));
+}
+
+Result<ElasticOutcome> follow_elastic(const std::filesystem::path& db, store::RunId run, LaunchRecord rec,
+                                      const LaunchRequest& base, const ElasticOptions& opt) {
+  auto notice = [&](const std::string& level, const std::string& text) {
+    if (opt.on_notice) opt.on_notice(level, text);
   };
   ElasticOutcome out;
   while (true) {
@@ -210,36 +248,14 @@ Result<ElasticOutcome> follow_elastic(const std::filesystem::path& db, store::Ru
     out.last = *followed;
     if (followed->state != FollowOutcome::State::failed) return out;
 
-    const std::vector<LostNode> lost = find_lost_nodes(rec, connect);
-    if (lost.empty()) {
-      notice("error", "elastic: no node was lost (a rank failed on a node that is still there): nothing to re-plan");
-      return out;
-    }
-    std::vector<std::string> causes, hosts;
-    for (const LostNode& l : lost) {
-      causes.push_back("node " + std::to_string(l.index) + " (" + l.host + ") lost: " + l.why);
-      hosts.push_back(l.host);
-    }
-    const std::string cause = join(causes, "; ");
-    notice("error", cause);
-    if (out.replans >= opt.max_replans) {
-      const std::string text = "elastic: " + std::to_string(out.replans) + " re-plan(s) done, --max-replans " +
-                               std::to_string(opt.max_replans) + " reached: the run stays failed";
-      notice("error", text);
-      remember("error", text);
-      return out;
-    }
-    auto plan = plan_resume(ResumeInput{db, run, hosts, opt.memory_per_rank}, connect);
-    if (!plan) {
-      notice("error", "elastic: nothing relaunched: " + plan.error().message());
-      remember("error", "re-plan: nothing relaunched: " + plan.error().message());
-      out.refused = plan.error();
-      return out;
-    }
+    std::string cause;
+    auto plan = replan_after_loss(db, run, find_lost_nodes(rec, connect), connect, opt, out, cause);
+    if (!plan) return plan.error();
+    if (!*plan) return out;
     // The shapes on the first line too: the workbench's status bar shows only that one.
-    notice("warning", "elastic: re-planned for the survivors (" + plan->replan.old_shape.compact() + " -> " +
-                          plan->replan.new_shape.compact() + "), resuming at once:\n" + plan->text());
-    auto launched = launch_segment(db, *plan, base, cause);
+    notice("warning", "elastic: re-planned for the survivors (" + (*plan)->replan.old_shape.compact() + " -> " +
+                          (*plan)->replan.new_shape.compact() + "), resuming at once:\n" + (*plan)->text());
+    auto launched = launch_segment(db, **plan, base, cause);
     if (auto* e = std::get_if<LaunchError>(&launched)) return e->error;
     rec = std::get<LaunchedRun>(launched).record;
     ++out.replans;

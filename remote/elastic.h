@@ -61,11 +61,16 @@ struct ResumePlan {
   int64_t checkpoint_step = 0;  // 0: no complete checkpoint, the segment trains from step 1
   std::string checkpoint_dir;
   int64_t memory_per_rank = 0;
+  // The nodes before and after as the text names them; empty: the hosts of the record and of
+  // the re-planned config (a Slurm job names its Slurm nodes, which the record does not hold).
+  std::string old_nodes, new_nodes;
   std::string text() const;  // the old and the new shape side by side, and from where
 };
 
 // The run's current segment (its config and launch), its last complete checkpoint (read through
-// a surviving node) and the re-plan for the survivors. Errors: does_not_fit when no shape fits
+// a surviving node) and the re-plan for the survivors. lost_hosts are hosts of the segment's run
+// config: for an SSH run the hosts themselves, for a Slurm run its job-node names
+// ("debug node 1", core/cluster_source.h). Errors: does_not_fit when no shape fits
 // (the message names what would), invalid_input for hosts the run does not have.
 Result<ResumePlan> plan_resume(const ResumeInput& in, const NodeConnector& connect);
 
@@ -89,6 +94,13 @@ struct ElasticOutcome {
   int replans = 0;             // segments launched after the first
   std::optional<Error> refused;  // the re-plan found nothing that fits: nothing was launched
 };
+
+// After a segment failed with `lost` nodes (none: nothing to re-plan): says so through
+// opt.on_notice, keeps --max-replans and re-plans with plan_resume(). nullopt: the run stays
+// failed, `out` says why (refused when nothing fits). `cause` gets the segment's cause in words.
+Result<std::optional<ResumePlan>> replan_after_loss(const std::filesystem::path& db, store::RunId run,
+                                                    const std::vector<LostNode>& lost, const NodeConnector& connect,
+                                                    const ElasticOptions& opt, ElasticOutcome& out, std::string& cause);
 
 // Follows the run; when a segment fails with a node lost, re-plans for the survivors and
 // resumes at once from the last complete checkpoint, at most opt.max_replans times.

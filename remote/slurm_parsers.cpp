@@ -351,4 +351,33 @@ std::string slurm_state_meaning(const std::string& state) {
   return {};
 }
 
+bool SlurmNodeState::lost() const {
+  for (const char* word : {"DOWN", "FAIL", "DRAIN", "NOT_RESPONDING"})
+    if (state.find(word) != std::string::npos) return true;
+  return !state.empty() && state.back() == '*';
+}
+
+std::vector<SlurmNodeState> parse_scontrol_nodes(const std::string& text) {
+  std::vector<SlurmNodeState> out;
+  std::string record;
+  auto flush = [&] {
+    const auto kv = parse_scontrol_record(record);
+    record.clear();
+    auto get = [&](const char* k) {
+      auto it = kv.find(k);
+      return it == kv.end() ? std::string() : std::string(trim(it->second));
+    };
+    if (get("NodeName").empty()) return;
+    out.push_back(SlurmNodeState{get("NodeName"), get("State"), none_to_empty(get("Reason"))});
+  };
+  for (const std::string& line : split_lines(text)) {
+    const std::string_view t = trim(line);
+    // A new record: a blank line, or the next node of the one-line form.
+    if (t.empty() || t.rfind("NodeName=", 0) == 0) flush();
+    record += " " + std::string(t);
+  }
+  flush();
+  return out;
+}
+
 }  // namespace meshwork::remote

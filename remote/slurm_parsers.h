@@ -83,6 +83,18 @@ Result<std::string> parse_sbatch_job_id(const std::string& out);
 // Key=value pairs of one scontrol record (values may contain spaces only in a few known keys).
 std::map<std::string, std::string> parse_scontrol_record(const std::string& record);
 
+// A node as `scontrol show node NAMES` reports it (blank-line separated records, or the one-line
+// `-o` form): its name, State= ("IDLE", "DOWN+NOT_RESPONDING", "MIXED+DRAIN", ...) and Reason=.
+struct SlurmNodeState {
+  std::string name;
+  std::string state;
+  std::string reason;
+  // Slurm holds the node out of service or cannot reach it: DOWN, FAIL(ING), DRAIN(ED/ING),
+  // NOT_RESPONDING (sinfo's '*'). A job re-planned after a loss leaves such a node out.
+  bool lost() const;
+};
+std::vector<SlurmNodeState> parse_scontrol_nodes(const std::string& text);
+
 // One line saying what a final Slurm state means ("the job ran past its time limit").
 std::string slurm_state_meaning(const std::string& state);
 

@@ -298,9 +298,12 @@ class SlurmJobWatch {
     cv_.notify_all();
     thread_.join();
   }
-  bool active() {
+  // Whether the job's processes may still write: a COMPLETING job's batch script has ended and
+  // Slurm only cleans up (a node whose slurmd stopped answering holds it there until Slurm
+  // declares the node down, SlurmdTimeout later).
+  bool running() {
     std::lock_guard lock(mu_);
-    return !last_ || last_->active();
+    return !last_ || (last_->active() && last_->state != "COMPLETING");
   }
   std::optional<SlurmJob> last() {
     std::lock_guard lock(mu_);
@@ -384,7 +387,7 @@ Result<FollowOutcome> follow_slurm_run(const std::filesystem::path& db, store::R
   const LaunchRecord record = *rec;
   std::once_flag cancelled;
   Status cancel_status;
-  options.alive = [&watch](Node&, size_t) -> Result<bool> { return watch.active(); };
+  options.alive = [&watch](Node&, size_t) -> Result<bool> { return watch.running(); };
   options.stop = [&](Node& login, size_t) -> Status {
     std::call_once(cancelled, [&] { cancel_status = scancel_run(login, record, si.job_id); });
     return cancel_status;
@@ -398,11 +401,16 @@ Result<FollowOutcome> follow_slurm_run(const std::filesystem::path& db, store::R
   if (on_follower) on_follower(nullptr);
   if (!outcome || outcome->state == FollowOutcome::State::detached) return outcome;
 
-  // How Slurm says the job ended (it may take a moment after the last node's exit).
+  // How Slurm says the job ended (it may take a moment after the last node's exit). A job still
+  // COMPLETING after a few seconds waits for a node that does not answer: its state then is all
+  // Slurm says until that node is declared down.
   std::optional<SlurmJob> job;
+  int completing = 0;
   for (int i = 0; i < 50; ++i) {
     job = watch.last();
     if (job && !job->active()) break;
+    completing = job && job->state == "COMPLETING" ? completing + 1 : 0;
+    if (completing >= 15) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   if (!job) return outcome;

@@ -146,6 +146,29 @@ TEST(SlurmScontrol, NodeAddrFromRecordedNode) {
   EXPECT_FALSE(parse_node_addr("Node n9 not found").ok());
 }
 
+TEST(SlurmScontrol, NodeStatesFromRecordedNodesAndTheOneLineForm) {
+  const auto nodes = parse_scontrol_nodes(slurm_data("scontrol-show-node-22.05.txt"));
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes[0].name, "n1");
+  EXPECT_EQ(nodes[0].state, "ALLOCATED");
+  EXPECT_EQ(nodes[1].name, "n2");
+  EXPECT_EQ(nodes[1].state, "MIXED");
+  EXPECT_FALSE(nodes[0].lost());
+  EXPECT_FALSE(nodes[1].lost());
+  // `scontrol -o show node`: one line a node; a node whose slurmd stopped answering.
+  const auto down = parse_scontrol_nodes(
+      "NodeName=n1 Arch=x86_64 CoresPerSocket=1 State=IDLE ThreadsPerCore=1 Partitions=debug,tiny\n"
+      "NodeName=n2 Arch=x86_64 CoresPerSocket=1 State=DOWN+NOT_RESPONDING ThreadsPerCore=1 Partitions=debug "
+      "Reason=Not responding [slurm@2026-12-06T23:00:00]\n");
+  ASSERT_EQ(down.size(), 2u);
+  EXPECT_FALSE(down[0].lost());
+  EXPECT_TRUE(down[1].lost());
+  EXPECT_EQ(down[1].reason, "Not responding [slurm@2026-12-06T23:00:00]");
+  for (const char* state : {"IDLE+DRAIN", "MIXED+NOT_RESPONDING", "FAIL", "idle*"})
+    EXPECT_TRUE((SlurmNodeState{"n", state, ""}.lost())) << state;
+  EXPECT_TRUE(parse_scontrol_nodes("Node n9 not found").empty());
+}
+
 TEST(SlurmSqueueJson, Recorded2205StringStates) {
   auto jobs = parse_squeue_json(slurm_data("squeue-22.05.json"));
   ASSERT_TRUE(jobs.ok()) << jobs.error().message();
