@@ -57,9 +57,16 @@ class SlurmElastic : public ::testing::Test {
     const std::string start = "SLURM_CONF=" + shell_quote((cluster_.dir / "slurm" / "slurm.conf").string()) +
                               " PATH=\"$PATH:/usr/sbin\" nsenter --net=/run/netns/" + std::string(trim_nl(ns)) +
                               " slurmd -N " + stopped_slurmd_ + " </dev/null >/dev/null 2>&1";
+    const auto t0 = std::chrono::steady_clock::now();
     ASSERT_EQ(std::system(start.c_str()), 0) << start;
+    // The lost job still COMPLETING on the node (Slurm retries its end there only after a while):
+    // down and back in service at once, as an administrator returns a repaired node.
+    on_login("scontrol update NodeName=" + stopped_slurmd_ + " State=DOWN Reason=meshwork-test-node-loss");
+    on_login("scontrol update NodeName=" + stopped_slurmd_ + " State=RESUME");
     EXPECT_TRUE(wait_for([&] { return on_login("sinfo -h -n " + stopped_slurmd_ + " -o %t") == "idle"; }, 90s))
         << on_login("sinfo -N");
+    std::cout << "[ measure ] slurmd " << stopped_slurmd_ << " back in service after "
+              << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
   }
 
   static std::string trim_nl(std::string s) {
@@ -166,10 +173,13 @@ class SlurmElastic : public ::testing::Test {
 
 TEST_F(SlurmElastic, LostNodeIsResubmittedWithoutItAtANewShapeWithTheUninterruptedLoss) {
   // The reference: the same job, uninterrupted.
+  const auto r0 = std::chrono::steady_clock::now();
   Cli ref = run_cli(launch_args("reference", {}), tmp_);
   ASSERT_EQ(ref.code, 0) << ref.err;
   const auto reference = rank0_losses(run_named("reference"));
   ASSERT_EQ(reference.size(), static_cast<size_t>(kSteps));
+  std::cout << "[ measure ] reference job "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count() << " s\n";
 
   const auto t0 = std::chrono::steady_clock::now();
   const pid_t launch = spawn_cli(launch_args("elastic", {"--checkpoint-every", "2", "--elastic"}), tmp_);
