@@ -3,7 +3,8 @@
 // node (that node's slurmd killed, and the job's processes there, as when the node goes down)
 // after a checkpoint; with no user action the job is resubmitted on the node left (sbatch
 // --exclude the lost one) at the re-planned shape from the last complete checkpoint, as a second
-// segment of the same run, and ends with the loss of the same run uninterrupted. The stopped
+// segment of the same run, and ends with the loss of the same run uninterrupted; `meshwork
+// resume` of the run then names the Slurm nodes of its last job (--dry-run). The stopped
 // slurmd is started again after the test (the other Slurm tests share the daemons).
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -251,6 +252,20 @@ TEST_F(SlurmElastic, LostNodeIsResubmittedWithoutItAtANewShapeWithTheUninterrupt
             << "); Slurm node " << stopped_slurmd_ << " lost after " << at_loss << " steps, resubmitted at step "
             << resumed.from_step << " at " << resumed.mesh.compact() << " on " << slurm_node << "; elastic run "
             << secs << " s\n";
+  // `meshwork resume` of a Slurm run names the Slurm nodes of its last job; --dry-run submits nothing.
+  std::vector<std::string> resume = {"resume", std::to_string(id), "--dry-run", "--hosts", "n9",
+                                     "--ssh-config", cluster_.ssh_config(), "--known-hosts",
+                                     (tmp_ / "known_hosts").string(), "--identity", cluster_.identity(),
+                                     "--db", db_.string()};
+  Cli unknown = run_cli(resume, tmp_);
+  EXPECT_EQ(unknown.code, 2) << unknown.err;
+  EXPECT_NE(unknown.err.find("a Slurm node of the run's last job: " + slurm_node), std::string::npos) << unknown.err;
+  resume[4] = slurm_node;
+  Cli dry = run_cli(resume, tmp_);
+  EXPECT_EQ(dry.code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("re-planned for 1 node"), std::string::npos) << dry.out;
+  EXPECT_EQ(run_info(id).cluster["slurm"].value("job_id", ""), second_job);  // nothing submitted
+
   const auto from = err.find("elastic: re-planned");
   if (from != std::string::npos)
     std::cout << "[ notice ] " << err.substr(from, err.find("meshwork: info: elastic: segment", from) - from);
