@@ -12,6 +12,7 @@
 
 #include "remote/elastic.h"
 #include "remote/run_control.h"
+#include "remote/slurm_elastic.h"
 #include "remote/slurm_run.h"
 #include "core/handover.h"
 
@@ -28,6 +29,13 @@ remote::SshOptions ssh_from_env() {
 }
 QString q(const std::string& s) { return QString::fromStdString(s); }
 }  // namespace
+
+// A resume offered on the run page and not yet taken: the re-plan and, for a Slurm run, the lost
+// job nodes (the resubmission excludes their Slurm nodes).
+struct LaunchController::OfferedResume {
+  remote::ResumePlan plan;
+  std::optional<remote::SlurmLoss> slurm_loss;
+};
 
 struct LaunchController::Active {
   std::unique_ptr<remote::RunFollower> follower;
@@ -143,7 +151,20 @@ void LaunchController::plan_resume(store::RunId run) {
     auto rec = remote::load_launch_record(db, run);
     if (!rec) return unavailable(rec.error().message());
     const remote::NodeConnector connect = remote::make_connector(*rec, ssh);
-    const std::vector<remote::LostNode> lost = remote::find_lost_nodes(*rec, connect);
+    // A Slurm run: its lost job nodes as `meshwork resume` finds them (no exit record, or Slurm
+    // holds their node out of service), resubmitted without them.
+    auto slurm = remote::load_slurm_info(db, run);
+    if (!slurm) return unavailable(slurm.error().message());
+    std::optional<remote::SlurmLoss> slurm_loss;
+    std::vector<remote::LostNode> lost;
+    if (*slurm) {
+      auto loss = remote::find_lost_slurm_nodes(db, run, ssh);
+      if (!loss) return unavailable(loss.error().message());
+      lost = loss->lost;
+      slurm_loss = std::move(*loss);
+    } else {
+      lost = remote::find_lost_nodes(*rec, connect);
+    }
     if (lost.empty()) return unavailable("no node of the run was lost (a rank failed on a node that is still there)");
     ResumeOffer offer;
     offer.run = run;
@@ -155,14 +176,15 @@ void LaunchController::plan_resume(store::RunId run) {
     }
     offer.lost = causes.join(QStringLiteral("; "));
     auto plan = remote::plan_resume(remote::ResumeInput{db, run, hosts, 0}, connect);
-    std::shared_ptr<const remote::ResumePlan> kept;
+    std::shared_ptr<const OfferedResume> kept;
     if (plan) {
+      if (slurm_loss) remote::name_slurm_nodes(*plan, *slurm_loss);
       offer.fits = true;
       offer.old_shape = plan->replan.old_shape;
       offer.new_shape = plan->replan.new_shape;
       offer.plan_text = q(plan->text());
       offer.checkpoint_step = plan->checkpoint_step;
-      kept = std::make_shared<const remote::ResumePlan>(std::move(*plan));
+      kept = std::make_shared<const OfferedResume>(OfferedResume{std::move(*plan), std::move(slurm_loss)});
     } else if (plan.error().kind == ErrorKind::does_not_fit) {
       offer.refusal = q(plan.error().message());
       auto info = store::RunStore::open(db);
@@ -184,31 +206,47 @@ void LaunchController::plan_resume(store::RunId run) {
 bool LaunchController::resume(store::RunId run) {
   auto it = resume_plans_.find(run);
   if (it == resume_plans_.end() || launching_) return false;
-  const std::shared_ptr<const remote::ResumePlan> plan = it->second;
+  const std::shared_ptr<const OfferedResume> offered = it->second;
+  const remote::ResumePlan& plan = offered->plan;
   std::string cause = "resumed from the workbench on ";
-  std::string without;
-  for (size_t i = 0; i < plan->replan.run.nodes.size(); ++i) cause += (i ? "," : "") + plan->replan.run.nodes[i].host;
-  for (const auto& n : plan->record.nodes)
-    if (std::none_of(plan->replan.run.nodes.begin(), plan->replan.run.nodes.end(),
-                     [&](const NodeConfig& s) { return s.host == n.host; }))
-      without += (without.empty() ? "" : ",") + n.host;
-  if (!without.empty()) cause += " without " + without;
+  if (!plan.new_nodes.empty()) {
+    cause += plan.new_nodes;  // a Slurm job's nodes, in Slurm's names
+  } else {
+    std::string without;
+    for (size_t i = 0; i < plan.replan.run.nodes.size(); ++i) cause += (i ? "," : "") + plan.replan.run.nodes[i].host;
+    for (const auto& n : plan.record.nodes)
+      if (std::none_of(plan.replan.run.nodes.begin(), plan.replan.run.nodes.end(),
+                       [&](const NodeConfig& s) { return s.host == n.host; }))
+        without += (without.empty() ? "" : ",") + n.host;
+    if (!without.empty()) cause += " without " + without;
+  }
   resume_plans_.erase(it);
-  remote::LaunchRequest req = request(plan->replan.run);
+  const std::filesystem::path db = db_.toStdString();
+  if (offered->slurm_loss) {
+    // Resubmitted as `meshwork resume` does for a Slurm run: the job as first submitted, the lost
+    // job nodes' Slurm nodes excluded.
+    remote::LaunchRequest runtime = request(plan.replan.run);
+    return start_launch(
+        [db, offered, runtime, cause]() -> std::variant<remote::LaunchedRun, remote::LaunchError> {
+          auto job = remote::stored_slurm_request(db, offered->plan.run, runtime);
+          if (!job) return remote::LaunchError{job.error(), {}};
+          return remote::launch_slurm_segment(db, offered->plan, *job, offered->slurm_loss->exclude, cause);
+        },
+        true);
+  }
+  remote::LaunchRequest req = request(plan.replan.run);
   return start_launch(
-      [db = std::filesystem::path(db_.toStdString()), plan, req, cause] {
-        return remote::launch_segment(db, *plan, req, cause);
-      },
-      false);
+      [db, offered, req, cause] { return remote::launch_segment(db, offered->plan, req, cause); }, false);
 }
 
-bool LaunchController::launch_slurm(const RunConfig& config, const QString& login, const remote::SlurmJobOptions& job) {
+bool LaunchController::launch_slurm(const RunConfig& config, const QString& login, const remote::SlurmJobOptions& job,
+                                    ElasticChoice elastic) {
   remote::SlurmLaunchRequest req;
   req.base = request(config);
   req.login = login.toStdString();
   req.job = job;
   return start_launch([db = std::filesystem::path(db_.toStdString()), req] { return remote::launch_slurm_run(db, req); },
-                      true);
+                      true, &req.base, elastic);
 }
 
 remote::LaunchRequest LaunchController::request(const RunConfig& config) {
@@ -266,7 +304,7 @@ bool LaunchController::start_launch(std::function<std::variant<remote::LaunchedR
           }
           const auto& run = std::get<remote::LaunchedRun>(result);
           if (slurm) {
-            self->follow_slurm(run.id);
+            self->follow_slurm(run.id, elastic_base ? &*elastic_base : nullptr, elastic);
           } else if (elastic_base) {
             self->follow_elastic(run.id, run.record, *elastic_base, elastic);
           } else {
@@ -324,8 +362,9 @@ void LaunchController::probe_slurm(const QString& login) {
   }).detach();
 }
 
-void LaunchController::follow_slurm(store::RunId run) {
+void LaunchController::follow_slurm(store::RunId run, const remote::LaunchRequest* runtime, ElasticChoice elastic) {
   if (following(run)) return;
+  if (runtime && elastic.on) return follow_elastic_slurm(run, *runtime, elastic);
   auto a = std::make_unique<Active>();
   QPointer<LaunchController> self(this);
   const remote::FollowOptions fo = follow_events_to(self, run);
@@ -371,6 +410,26 @@ void LaunchController::follow(store::RunId run, const nlohmann::json& launch_rec
 // events go.
 void LaunchController::follow_elastic(store::RunId run, const remote::LaunchRecord& record,
                                       const remote::LaunchRequest& base, ElasticChoice elastic) {
+  start_elastic_follow(run, elastic, [record, base](const std::filesystem::path& db, store::RunId id,
+                                                    const remote::ElasticOptions& opt) {
+    return remote::follow_elastic(db, id, record, base, opt);
+  });
+}
+
+// As `meshwork launch --slurm --elastic` follows: remote::follow_elastic_slurm (a lost job node
+// re-planned for and the job resubmitted without it), its notices as above.
+void LaunchController::follow_elastic_slurm(store::RunId run, const remote::LaunchRequest& runtime,
+                                            ElasticChoice elastic) {
+  start_elastic_follow(run, elastic, [runtime](const std::filesystem::path& db, store::RunId id,
+                                               const remote::ElasticOptions& opt) {
+    return remote::follow_elastic_slurm(db, id, runtime, opt);
+  });
+}
+
+void LaunchController::start_elastic_follow(
+    store::RunId run, ElasticChoice elastic,
+    std::function<Result<remote::ElasticOutcome>(const std::filesystem::path&, store::RunId,
+                                                 const remote::ElasticOptions&)> follow) {
   if (following(run)) return;
   auto a = std::make_unique<Active>();
   a->elastic = elastic;
@@ -384,8 +443,8 @@ void LaunchController::follow_elastic(store::RunId run, const remote::LaunchReco
     std::lock_guard lock(raw->inner_mu);
     raw->inner_follower = f;
   };
-  a->thread = std::thread([self, raw, run, record, base, opt, db = std::filesystem::path(db_.toStdString())] {
-    auto outcome = remote::follow_elastic(db, run, record, base, opt);
+  a->thread = std::thread([self, raw, run, opt, follow = std::move(follow), db = std::filesystem::path(db_.toStdString())] {
+    auto outcome = follow(db, run, opt);
     Result<remote::FollowOutcome> last = outcome ? Result<remote::FollowOutcome>(outcome->last)
                                                  : Result<remote::FollowOutcome>(outcome.error());
     if (outcome && outcome->refused && !outcome->last.root_cause)

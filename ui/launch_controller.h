@@ -3,8 +3,9 @@
 // worker thread with its progress callbacks turned into queued signals, then a RunFollower per
 // run that streams every rank's metrics into the store until the run ends.
 //
-// An elastic launch (the Launch form's Elastic box) is followed by remote::follow_elastic, as
-// `meshwork launch --elastic` is: a lost node re-plans and resumes at once. A failed run that lost
+// An elastic launch (the Launch form's Elastic box) is followed by remote::follow_elastic (SSH
+// nodes) or remote::follow_elastic_slurm (a Slurm job), as `meshwork launch --elastic` is: a lost
+// node re-plans and resumes (or resubmits) at once. A failed run that lost
 // a node can be resumed by hand: plan_resume() asks remote::plan_resume (the re-plan `meshwork
 // resume --dry-run` prints) and resume() launches it as the run's next segment (remote's
 // launch_segment, as `meshwork resume` does).
@@ -19,6 +20,7 @@
 #include <QObject>
 #include <QString>
 #include <QVariantMap>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <variant>
@@ -35,6 +37,8 @@
 namespace meshwork::remote {
 class RunFollower;
 struct ResumePlan;
+struct ElasticOptions;
+struct ElasticOutcome;
 }
 
 namespace meshwork::ui {
@@ -84,16 +88,19 @@ class LaunchController : public QObject {
   // How the run is followed: elastic (and its re-plan budget) or not; {} when not followed.
   ElasticChoice elastic_of(store::RunId run) const;
   // For a failed run: which nodes were lost and the re-plan for the survivors (off the GUI
-  // thread); answers with resume_offered, or resume_unavailable (no node lost, not a run
-  // launched over SSH, ...).
+  // thread); answers with resume_offered, or resume_unavailable (no node lost, ...). A Slurm
+  // run's lost job nodes are found as `meshwork resume` finds them, and resume() resubmits it.
   void plan_resume(store::RunId run);
   // Launches the offer plan_resume() made for `run` as its next segment from the last complete
   // checkpoint and follows it (launched(run) when started). False when there is no such offer
   // or a launch is already running.
   bool resume(store::RunId run);
   // The same run on a Slurm cluster through its login node ("local" = this machine):
-  // remote::launch_slurm_run (sbatch), then followed with Slurm's state (remote/slurm_run.h).
-  bool launch_slurm(const RunConfig& config, const QString& login, const remote::SlurmJobOptions& job);
+  // remote::launch_slurm_run (sbatch), then followed with Slurm's state (remote/slurm_run.h);
+  // with `elastic` on, by remote::follow_elastic_slurm: a lost job node is re-planned for and
+  // the job resubmitted without it, as `meshwork launch --slurm --elastic` does.
+  bool launch_slurm(const RunConfig& config, const QString& login, const remote::SlurmJobOptions& job,
+                    ElasticChoice elastic = {});
   // Reads the partitions of a Slurm cluster (sinfo on its login node); answers with
   // slurm_probed or slurm_probe_failed.
   void probe_slurm(const QString& login);
@@ -148,8 +155,16 @@ class LaunchController : public QObject {
   void follow(store::RunId run, const nlohmann::json& launch_record);
   void follow_elastic(store::RunId run, const remote::LaunchRecord& record, const remote::LaunchRequest& base,
                       ElasticChoice elastic);
-  void follow_slurm(store::RunId run);
-  // `base` and `elastic`: an SSH launch followed elastic (follow_elastic) when elastic.on.
+  void follow_elastic_slurm(store::RunId run, const remote::LaunchRequest& runtime, ElasticChoice elastic);
+  // The thread of an elastic follow: `follow` runs there with options whose notices and follower
+  // reach this controller.
+  void start_elastic_follow(store::RunId run, ElasticChoice elastic,
+                            std::function<Result<remote::ElasticOutcome>(const std::filesystem::path&, store::RunId,
+                                                                         const remote::ElasticOptions&)> follow);
+  // `runtime` and `elastic`: followed by follow_elastic_slurm when elastic.on.
+  void follow_slurm(store::RunId run, const remote::LaunchRequest* runtime = nullptr, ElasticChoice elastic = {});
+  // `base` and `elastic`: the launch is followed elastic (follow_elastic, or follow_elastic_slurm
+  // for a Slurm job) when elastic.on.
   bool start_launch(std::function<std::variant<remote::LaunchedRun, remote::LaunchError>()> fn, bool slurm,
                     const remote::LaunchRequest* base = nullptr, ElasticChoice elastic = {});
   void reap();
@@ -161,7 +176,8 @@ class LaunchController : public QObject {
   bool launching_ = false;
   std::thread launch_thread_;
   std::map<store::RunId, std::unique_ptr<Active>> active_;
-  std::map<store::RunId, std::shared_ptr<const remote::ResumePlan>> resume_plans_;  // offered, not yet taken
+  struct OfferedResume;
+  std::map<store::RunId, std::shared_ptr<const OfferedResume>> resume_plans_;  // offered, not yet taken
 };
 
 }  // namespace meshwork::ui

@@ -407,15 +407,13 @@ void MainWindow::launch_from_plan() {
   runs_page_->monitor()->begin_launch(QString::fromStdString(c.name), static_cast<int>(std::max<size_t>(1, c.nodes.size())));
   launch_action()->setEnabled(false);
   launcher_->set_ssh_options(prober_->ssh_options());  // the keys reviewed on the node cards
-  if (slurm_panel_->enabled_for_launch()) {
-    if (plan_page_->editor()->elastic_box()->isChecked())
-      statusBar()->showMessage(tr("Elastic: SSH nodes only for now; the Slurm job is not re-planned"), 8000);
-    launcher_->launch_slurm(c, slurm_panel_->login(), slurm_panel_->job());
-    return;
-  }
   ElasticChoice elastic;
   elastic.on = plan_page_->editor()->elastic_box()->isChecked();
   elastic.max_replans = plan_page_->editor()->max_replans_box()->value();
+  if (slurm_panel_->enabled_for_launch()) {
+    launcher_->launch_slurm(c, slurm_panel_->login(), slurm_panel_->job(), elastic);
+    return;
+  }
   launcher_->launch(c, elastic);
 }
 

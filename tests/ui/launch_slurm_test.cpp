@@ -5,6 +5,7 @@
 // banner and records nothing. With MESHWORK_SCREENSHOT_DIR set, the Cluster page is saved as
 // slurm-cluster.png there (docs/screenshots/ in the README).
 #include <QAction>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDialog>
 #include <QFile>
@@ -13,6 +14,7 @@
 #include <QDir>
 #include <QLabel>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
@@ -23,7 +25,9 @@
 #include "ui/cluster_model.h"
 #include "ui/cluster_panel.h"
 #include "ui/launch_controller.h"
+#include "ui/mesh_editor.h"
 #include "ui/metric_chart.h"
+#include "ui/plan_page.h"
 #include "ui/monitor_page.h"
 #include "ui/node_prober.h"
 #include "ui/plan_state.h"
@@ -142,14 +146,22 @@ class LaunchSlurmTest : public QObject {
       QVERIFY(w.grab().save(QDir(QString::fromLocal8Bit(shots)).filePath("slurm-cluster.png")));
       w.set_mode(Mode::plan);
     }
+    // Elastic, as `launch --slurm --elastic`: the job is followed by follow_elastic_slurm (a lost
+    // job node resubmitted without it: tests/remote/slurm_elastic_test.cpp loses one).
+    MeshEditor* editor = w.plan_page()->editor();
+    editor->elastic_box()->click();
+    editor->max_replans_box()->setValue(2);
     QSignalSpy launched(w.launcher(), &LaunchController::launched);
     QSignalSpy failed(w.launcher(), &LaunchController::launch_failed);
     QSignalSpy finished(w.launcher(), &LaunchController::finished);
     QSignalSpy events(w.launcher(), &LaunchController::follow_event);
+    ElasticChoice followed;
+    connect(w.launcher(), &LaunchController::launched, this, [&](qint64 id) { followed = w.launcher()->elastic_of(id); });
     w.launch_action()->trigger();
     QTRY_VERIFY_WITH_TIMEOUT(!launched.isEmpty() || !failed.isEmpty(), 180000);
     QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().at(0).toString()));
     const qint64 run = launched.first().at(0).toLongLong();
+    QCOMPARE(followed, (ElasticChoice{true, 2}));
     MonitorPage* m = w.runs_page()->monitor();
     QCOMPARE(m->run(), run);
     // Watch: the job runs and points arrive.
