@@ -5,7 +5,8 @@ bench/shapes.sh keeps, beside each JSON, every rank's calibration records
 (shapes_estimate --calibration-records), predicts every shape of that bench again and prints,
 per bench JSON, the prediction as it was made then (stored in the JSON) beside the refitted one,
 against the same measured step times: shapes within 15 %, the worst, the mean |error|,
-Spearman's rho and whether the planner's first is the measured best. With --fit-db STORE it
+Spearman's rho and whether the planner's first is the measured best; and the per-rank memory
+estimate, as stored and from the current core, against the measured peaks (within 10 %). With --fit-db STORE it
 also judges the fit of the runs stored there (no calibration) against each bench.
 
 Usage: bench/shapes_refit.py bench/results/shapes-2nodes-{5b9bbd1,2f2d746-delta}{-first-run,}.json
@@ -32,8 +33,22 @@ def predict(args, bench, source):
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit("shapes_estimate failed: %s" % p.stderr.strip())
-    return {shape_key(s): (s["step_time_s"], s["rank"], s["tokens_per_s"])
+    return {shape_key(s): (s["step_time_s"], s["rank"], s["tokens_per_s"], s["memory_bytes"]["total"])
             for s in json.loads(p.stdout)["shapes"]}
+
+
+def judge_memory(bench, pred):
+    """Per-rank memory: the estimate (pred's 4th field) against the measured peak, within 10 %."""
+    errors = {r["shape"]: pred[r["shape"]][3] / r["peak_bytes"] - 1 for r in bench["shapes"] if r.get("peak_bytes")}
+    worst = max(errors, key=lambda k: abs(errors[k]))
+    return {"within_10pct": sum(1 for e in errors.values() if abs(e) <= 0.10), "shapes": len(errors),
+            "worst_shape": worst, "worst_error": errors[worst],
+            "mean_abs_error": sum(abs(e) for e in errors.values()) / len(errors), "errors": errors}
+
+
+def memory_line(name, j):
+    return "| %s | %d/%d | %s %+.1f%% | %.1f%% |" % (name, j["within_10pct"], j["shapes"], j["worst_shape"],
+                                                   100 * j["worst_error"], 100 * j["mean_abs_error"])
 
 
 def judge(bench, pred):
@@ -68,8 +83,8 @@ def main():
         with open(path) as f:
             bench = json.load(f)
         name = os.path.basename(path)
-        stored = {r["shape"]: (r["predicted_step_s"], r["planner_rank"], r["predicted_tokens_per_s"])
-                  for r in bench["shapes"]}
+        stored = {r["shape"]: (r["predicted_step_s"], r["planner_rank"], r["predicted_tokens_per_s"],
+                               r.get("estimate_bytes", 0)) for r in bench["shapes"]}
         out[name] = {"as_made": judge(bench, stored)}
         print(line(name + ", as made", out[name]["as_made"]))
         records = os.path.splitext(path)[0] + "-calibration-records.jsonl.gz"
@@ -84,6 +99,21 @@ def main():
         if args.fit_db:
             out[name]["fit"] = judge(bench, predict(args, bench, ["--fit-db", args.fit_db]))
             print(line(name + ", fit of " + os.path.basename(args.fit_db), out[name]["fit"]))
+    # Memory needs no calibration: the estimate as the bench stored it, and core's estimate now.
+    print("\n| bench, memory estimate | within 10 % | worst | mean \\|error\\| |")
+    print("|---|---:|---|---:|")
+    for path in args.benches:
+        with open(path) as f:
+            bench = json.load(f)
+        name = os.path.basename(path)
+        if not any(r.get("peak_bytes") for r in bench["shapes"]):
+            continue
+        stored = {r["shape"]: (0, 0, 0, r.get("estimate_bytes", 0)) for r in bench["shapes"]}
+        out[name]["memory_as_made"] = judge_memory(bench, stored)
+        nominal = ["--flops", "1e10", "--efficiency", "1.0", "--bandwidth", "1e9", "--latency", "1e-4"]
+        out[name]["memory_now"] = judge_memory(bench, predict(args, bench, nominal))
+        print(memory_line(name + ", as made", out[name]["memory_as_made"]))
+        print(memory_line(name + ", now", out[name]["memory_now"]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -355,7 +355,46 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
                     : out.grads;
 
   // ---- Buffers ----
-  if (fsdp) {
+  // Expert parallelism: meshtrain keeps each sparse block as two flat parameters, the dense part
+  // (attention, norms, router) sharded over n and the experts over ne, whatever n and ne (even 1).
+  // Such a block is never prefetched. Gathering it all-gathers both parts and concatenates them
+  // into the block's storage; its backward frees that storage first, then cuts its gradient into
+  // the dense and expert parts (padded to their groups) and reduce-scatters one after the other.
+  const bool split_blocks = ep_on && layout.sparse_layers > 0;
+  if (split_blocks) {
+    auto numel_of = [](const std::vector<ParamTensor>& ts) {
+      int64_t sum = 0;
+      for (const ParamTensor& p : ts) sum += p.numel();
+      return sum;
+    };
+    const int64_t Ne = numel_of(layout.experts);
+    const int64_t Ls = numel_of(layout.layer) + numel_of(layout.router) + Ne;
+    const int64_t Nd = Ls - Ne;
+    const int64_t d_pad = (Nd + n - 1) / n * n, e_pad = (Ne + ne - 1) / ne * ne;
+    // A dense block of a mixed model stays one flat parameter and is prefetched while a sparse
+    // block computes; the root is gathered only when sharded (n > 1).
+    const int64_t Ld = layout.dense_mlp_layers > 0 ? numel_of(layout.layer) + numel_of(layout.dense_mlp) : 0;
+    const int64_t Rp = n > 1 ? layout.root_numel() : 0;
+    add(out.gather_buffers, "fsdp.gathered_params", Ls * c + k.fsdp_prefetch_layers * Ld * c + Rp * c,
+        f("sparse block %lld params x %lld B + %lld prefetch x dense block %lld params x %lld B + root", Ls, c,
+          k.fsdp_prefetch_layers, Ld, c) +
+            std::to_string(Rp) + " params");
+    // Past the gathered block, the larger of two moments: its gather (the two all-gathered parts,
+    // compute dtype, before the concatenation) and its backward after the block is freed (the
+    // block's gradient, its fp32 copy under bf16, the two padded fp32 parts and, on Gloo, the
+    // receive buffer of the larger part's reduce-scatter over a group of more than one).
+    const int64_t gather_parts = (d_pad + e_pad) * c;
+    const int64_t recv = q.training.device == DeviceKind::cpu ? 4 * std::max(n > 1 ? d_pad : 0, ne > 1 ? e_pad : 0) : 0;
+    const int64_t backward_parts = (bf16 ? 4 * Ls : 0) + 4 * (d_pad + e_pad) + recv;
+    add(out.gather_buffers, "fsdp.unsharded_grad", std::max(gather_parts, backward_parts),
+        f("max(gather: (dense %lld + experts %lld) x %lld B, backward: 4 B x (parts + recv %lld) + bf16 copy)", d_pad,
+          e_pad, c, recv / 4));
+    if (q.training.fsdp_grad_sync == FsdpGradSync::step && q.grad_accum_steps() > 1) {
+      add(out.gather_buffers, "fsdp.accumulated_grads", 4 * layout.total_numel(),
+          f("4 B x %lld unsharded parameters (gradients summed over %lld micro-batches)",
+            layout.total_numel(), q.grad_accum_steps()));
+    }
+  } else if (fsdp) {
     // FSDP2: the layer computing plus fsdp_prefetch_layers all-gathered ahead, in the compute
     // dtype; the root module (embedding, final norm, lm_head) stays unsharded between forward
     // and backward; in backward the module computing holds its unsharded gradient (compute

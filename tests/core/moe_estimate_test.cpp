@@ -90,6 +90,36 @@ TEST(MoeEstimate, ExpertParallelShrinksTheGatheredLayer) {
   EXPECT_EQ(term(ep8, "activations.mlp"), nullptr);  // every layer of qwen3-30b-a3b is sparse
 }
 
+// With ep > 1 meshtrain keeps each sparse block as two flat parameters (dense part over n, experts
+// over efsdp), never prefetches it, and frees the gathered block before cutting its gradient into
+// the two padded parts: one block gathered; past it the larger of the gather's two parts and the
+// backward's two fp32 parts plus Gloo's receive buffer of a part whose group has more than one rank.
+TEST(MoeEstimate, ExpertParallelBlocksHoldTwoFlatParameters) {
+  const ModelSpec m = preset("qwen3-30b-a3b");
+  auto sum = [](const std::vector<ParamTensor>& ts) {
+    int64_t n = 0;
+    for (const ParamTensor& t : ts) n += t.numel();
+    return n;
+  };
+  for (const MeshShape shape : {MeshShape{1, 8, 1, 1}, MeshShape{1, 1, 1, 8}}) {
+    MemoryQuery q = memory_query(m, shape, 8);
+    q.training.device = DeviceKind::cpu;
+    q.training.precision = Precision::fp32;
+    const MemoryBreakdown b = estimate_memory(q);
+    const ParamLayout layout = tp_param_layout(m, shape[Axis::tp], true, 8);
+    const int64_t n = shape[Axis::dp_shard];  // efsdp = n x tp / ep = 1 in both shapes
+    const int64_t experts = sum(layout.experts), block = sum(layout.layer) + sum(layout.router) + experts;
+    ASSERT_EQ(experts, 16 * 3 * 768 * 2048);  // 16 whole experts, efsdp 1: no padding
+    const int64_t dense_padded = (block - experts + n - 1) / n * n;
+    const int64_t root = n > 1 ? layout.root_numel() : 0;
+    ASSERT_NE(term(b, "fsdp.gathered_params"), nullptr) << "tp " << shape[Axis::tp];
+    EXPECT_EQ(term(b, "fsdp.gathered_params")->bytes, 4 * (block + root));
+    const int64_t recv = n > 1 ? dense_padded : 0;  // the experts' group is one rank: no receive
+    EXPECT_EQ(term(b, "fsdp.unsharded_grad")->bytes, 4 * (dense_padded + experts + recv));
+    EXPECT_EQ(term(b, "fsdp.reduce_scatter_recv"), nullptr);
+  }
+}
+
 TEST(MoeEstimate, ImbalanceLoadsTheBusiestRank) {
   const ModelSpec m = preset("qwen3-30b-a3b");
   MemoryQuery q = memory_query(m, MeshShape{1, 8, 1, 1}, 8);
