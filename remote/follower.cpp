@@ -241,6 +241,50 @@ void RunFollower::record_end(Node* node, size_t index, const NodeExit& finished,
   }
 }
 
+bool RunFollower::lost_now(std::chrono::steady_clock::time_point last_contact) const {
+  return opt_.lost_after.count() > 0 && !opt_.alive && std::chrono::steady_clock::now() - last_contact >= opt_.lost_after;
+}
+
+namespace {
+
+// "60 s", "1.5 s"
+std::string seconds_text(std::chrono::milliseconds ms) {
+  if (ms.count() % 1000 == 0) return std::to_string(ms.count() / 1000) + " s";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+}  // namespace
+
+// Nothing of the node is known, not even whether its processes ended: its supervisor may still
+// run, so no exit record can be read and none may come. It counts as a failure (the others are
+// stopped, run() returns failed) whose cause is the link, with the time it was last heard.
+void RunFollower::record_lost(size_t index, std::chrono::milliseconds silent) {
+  std::lock_guard lock(mu_);
+  if (exits_[index]) return;  // it ended before it was lost: that is known
+  const auto last_heard = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch() - silent);
+  exits_[index] = NodeExit{-1, static_cast<double>(last_heard.count()) / 1000.0};
+  RootCause rc;
+  rc.node = index;
+  rc.host = rec_.nodes[index].host;
+  rc.exit_status = -1;
+  rc.exit_code = -1;
+  rc.time = exits_[index]->time;
+  rc.unreachable = true;
+  rc.reason = "unreachable for " + seconds_text(silent) + ": its link is lost; its processes may still run";
+  rc.source = "declared lost by the follower after " + seconds_text(opt_.lost_after) +
+              " without contact (lost_after); no exit record could be read";
+  event("error", "node " + std::to_string(index) + " (" + rc.host + ") " + rc.reason);
+  {
+    std::lock_guard store_lock(store_mu_);
+    (void)reader_->add_event(run_, "error", "node " + std::to_string(index) + " (" + rc.host + ") " + rc.reason);
+  }
+  failures_.push_back(std::move(rc));
+  if (opt_.stop_all_on_failure) stop_requested_ = true;
+}
+
 void RunFollower::follow_node(size_t index) {
   pthread_setname_np(pthread_self(), "mw-files");  // the benchmark sums the follower's threads by name
   const std::string host = rec_.nodes[index].host;
@@ -251,7 +295,13 @@ void RunFollower::follow_node(size_t index) {
   size_t restarts_seen = 0;
   auto backoff = std::chrono::milliseconds(200);
   auto last_alive_check = std::chrono::steady_clock::now();
+  auto last_contact = std::chrono::steady_clock::now();  // lost_after, as on the stream path
   while (!detached_) {
+    if (!node && lost_now(last_contact)) {
+      record_lost(index, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                               last_contact));
+      return;
+    }
     if (!node) {
       auto conn = connect_(index);
       if (auto* err = std::get_if<ConnectError>(&conn)) {
@@ -268,6 +318,7 @@ void RunFollower::follow_node(size_t index) {
         continue;
       }
       node = std::move(std::get<0>(conn));
+      last_contact = std::chrono::steady_clock::now();
       backoff = std::chrono::milliseconds(200);
       if (auto st = load_offsets(index, offsets); !st) {
         event("error", st.error().message());
@@ -278,6 +329,7 @@ void RunFollower::follow_node(size_t index) {
     }
     if (resync_.exchange(false)) (void)load_offsets(index, offsets);
     auto progressed = drain(*node, index, offsets);
+    if (progressed) last_contact = std::chrono::steady_clock::now();
     if (!progressed) {
       ++reconnects_;
       event("warning", "node " + std::to_string(index) + " (" + host + "): link lost (" +
@@ -407,6 +459,10 @@ Result<FollowOutcome> RunFollower::run() {
       if (a.time != b.time) return a.time < b.time;
       return a.first_hand && !b.first_hand;
     });
+    // A node lost before that failure explains it (its peers' collectives with it fail after
+    // it went silent): the earliest such node is the cause.
+    for (auto it = failures_.begin(); it != failures_.end(); ++it)
+      if (it->unreachable && it->time <= first->time && (!first->unreachable || it->time < first->time)) first = it;
     out.state = FollowOutcome::State::failed;
     out.root_cause = *first;
     (void)reader_->set_status(run_, store::kStatusFailed, first->text());

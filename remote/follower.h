@@ -55,6 +55,9 @@ struct RootCause {
   bool first_hand = false;   // the failing rank's own supervisor's record, not relayed by another
   std::string source;        // where the facts came from, in words (the record's file name)
   std::string stderr_tail;  // the failing rank's log tail and the supervisor's stderr tail
+  // Declared lost (FollowOptions::lost_after): the node could not be reached for that long, so
+  // nothing of it is known, its processes may still run; `time` is when it was last heard.
+  bool unreachable = false;
   std::string text() const;  // one paragraph for `runs`, events and the CLI
 };
 
@@ -81,6 +84,16 @@ struct FollowOptions {
   std::chrono::milliseconds poll{250};
   std::chrono::milliseconds stop_grace{5000};
   bool stop_all_on_failure = true;
+  // A node that cannot be reached for this long (its stream silent, reconnects failing) is
+  // declared LOST: it counts as ended badly ("unreachable for 60 s: its link is lost; its
+  // processes may still run", RootCause::unreachable), the other nodes are stopped as on any
+  // failure and run() returns failed, so an elastic follow can re-plan without it. Counted from
+  // the last byte the node's tail sent or the last connection that succeeded, so a node back
+  // before the limit goes on as before. 0: never; the follower retries for as long as it runs
+  // (a plain follow: the user decides, with `meshwork stop`). Not for a batch system's nodes
+  // (`alive` set): those are reached through the login node, and the batch system says which
+  // are lost.
+  std::chrono::milliseconds lost_after{0};
   size_t chunk_bytes = 4u << 20;
   // When a batch system owns the processes (Slurm, slurm_run.h), it answers these instead of
   // the node's pid files and signals: whether node `index`'s processes may still run (false:
@@ -121,6 +134,9 @@ class RunFollower {
   // Shared by both paths.
   void submit(size_t index, int rank, uint64_t offset, std::string bytes);
   void record_end(Node* node, size_t index, const NodeExit& exit, bool was_stopped);
+  // lost_after passed with no contact: node `index` ended as unreachable, last heard `silent` ago.
+  void record_lost(size_t index, std::chrono::milliseconds silent);
+  bool lost_now(std::chrono::steady_clock::time_point last_contact) const;
   Result<bool> drain(Node& node, size_t index, std::vector<uint64_t>& offsets);
   Status load_offsets(size_t index, std::vector<uint64_t>& offsets);
   RootCause diagnose(Node& node, size_t index, const NodeExit& exit);

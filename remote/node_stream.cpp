@@ -46,6 +46,7 @@ std::vector<std::unique_ptr<RunFollower::StreamGroup>> RunFollower::make_groups(
     if (!g) {
       out.push_back(std::make_unique<StreamGroup>());
       g = out.back().get();
+      g->last_contact = Clock::now();  // lost_after counts from the start of the follow
     }
     g->nodes.push_back(i);
     for (int k = 0; k < rec_.nodes[i].slots; ++k) g->rank_node[rec_.first_rank(i) + k] = i;
@@ -69,6 +70,16 @@ void RunFollower::serve_streams(std::vector<StreamGroup*> groups) {
     for (StreamGroup* g : groups) {
       if (!g->done && !g->stream && now >= g->retry_at) start_stream(*g);
       if (!g->done && g->stream && checks) stream_checks(*g);
+      if (!g->done && lost_now(g->last_contact)) {
+        // FollowOptions::lost_after: no byte and no connection for that long. Its nodes end as
+        // unreachable (record_lost stops the others); nothing more can be read from them.
+        const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - g->last_contact);
+        for (size_t i : g->nodes) record_lost(i, silent);
+        g->stream.reset();
+        g->conn.reset();
+        g->ctl.reset();
+        g->done = true;
+      }
       if (g->done) continue;
       any = true;
       if (g->stream) {
@@ -105,6 +116,7 @@ bool RunFollower::start_stream(StreamGroup& g) {
     return false;
   }
   g.conn = std::move(std::get<0>(conn));
+  g.last_contact = Clock::now();  // its sshd answered: the link is there
   // Everything queued is committed first: the stored offsets are the truth the tail starts from.
   g.epoch = resync_epoch_;
   writer_->flush();
@@ -153,6 +165,7 @@ void RunFollower::read_stream(StreamGroup& g) {
   }
   if (*got > 0) {
     g.last_frame = Clock::now();
+    g.last_contact = g.last_frame;
     g.parser.feed(g.chunk);
   }
   while (g.stream) {

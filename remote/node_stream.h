@@ -33,6 +33,7 @@ struct RunFollower::StreamGroup {
   Clock::time_point retry_at{};
   Clock::time_point last_frame{};
   Clock::time_point last_alive{};
+  Clock::time_point last_contact{};  // the last byte from the tail or connection made (lost_after)
   std::chrono::milliseconds backoff{200};
   std::map<size_t, size_t> restarts_seen;  // node -> restart lines reported
   std::string chunk;  // read buffer, reused
