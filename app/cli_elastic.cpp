@@ -1,8 +1,9 @@
 // Going on after a lost node (remote/elastic.h, docs/elastic.md):
 //
 //   meshwork resume RUN [--hosts H1,H2] [--dry-run] [--memory-per-rank SIZE] [--detach]
-//                   [--elastic [--max-replans N]] [--meshtrain BIN | --bundle FILE ...] [--db PATH]
-//   meshwork launch ... --elastic [--max-replans N] [--memory-per-rank SIZE]   (cli_remote.cpp)
+//                   [--elastic [--max-replans N] [--lost-after SECONDS]] [--meshtrain BIN | --bundle FILE ...]
+//   meshwork launch ... --elastic [--max-replans N] [--memory-per-rank SIZE] [--lost-after SECONDS]
+//                   (cli_remote.cpp)
 //
 // A Slurm run (launch --slurm --elastic, or resume of a Slurm run) is resubmitted with sbatch on
 // the survivors (remote/slurm_elastic.h); resume's --hosts then names the Slurm nodes to keep.
@@ -43,7 +44,7 @@ Status fill_runtime(const Parsed& p, LaunchRequest& req) {
 
 Status check_elastic_flags(const Parsed& p, const std::string& subcommand) {
   const bool elastic = p.switches.count("--elastic") > 0;
-  for (const char* flag : {"--max-replans", "--memory-per-rank"})
+  for (const char* flag : {"--max-replans", "--memory-per-rank", "--lost-after"})
     if (!elastic && p.values.count(flag)) return Error{flag, p.values.at(flag), "only with --elastic"};
   if (elastic && p.switches.count("--detach"))
     return Error{"--elastic", "--detach", "an elastic run is re-planned by the command that follows it: not with --detach"};
@@ -56,11 +57,26 @@ namespace {
 struct ElasticFlags {
   int max_replans = 3;
   int64_t memory_per_rank = 0;
+  int lost_after_s = 60;
 };
+
+// The shortest --lost-after: a stream is found silent only after 3 missed heartbeats + 2 s
+// (8 s, FollowOptions::heartbeat) and a connection attempt may take 10 s more; a shorter limit
+// would only make a slow node look lost.
+constexpr int kMinLostAfter = 10;
 
 Result<ElasticFlags> elastic_flags(const Parsed& p) {
   ElasticFlags f;
   if (Status st = int_value(p, "--max-replans", 0, 100, f.max_replans); !st) return st.error();
+  if (p.values.count("--lost-after")) {
+    int s = -1;
+    const Status st = int_value(p, "--lost-after", 0, 86400, s);
+    if (!st || (s > 0 && s < kMinLostAfter))
+      return Error{"--lost-after", p.values.at("--lost-after"),
+                   "whole seconds from " + std::to_string(kMinLostAfter) +
+                       " to 86400 (a node unreachable that long is lost), or 0: never"};
+    f.lost_after_s = s;
+  }
   if (p.values.count("--memory-per-rank")) {
     auto bytes = parse_size(p.values.at("--memory-per-rank"), "--memory-per-rank");
     if (!bytes) return bytes.error();
@@ -86,6 +102,7 @@ int follow_elastic_with(const Parsed& p, store::RunId id,
   ElasticOptions opt;
   opt.max_replans = flags->max_replans;
   opt.memory_per_rank = flags->memory_per_rank;
+  opt.lost_after = std::chrono::seconds(flags->lost_after_s);
   opt.follow = terminal_follow_options();
   opt.on_notice = print_notice;
   opt.on_follower = [](RunFollower* f) {
@@ -110,6 +127,9 @@ int follow_elastic_with(const Parsed& p, store::RunId id,
 // Slurm names) are excluded, the job resubmitted on the survivors from the last checkpoint.
 int resume_slurm(const Parsed& p, const std::filesystem::path& db, store::RunId id, const LaunchRequest& req,
                  const ElasticFlags& flags) {
+  if (p.values.count("--lost-after"))  // the follower reaches the login node only
+    return refuse(Error{"--lost-after", p.values.at("--lost-after"),
+                        "SSH nodes only: Slurm says which of a job's nodes are lost (SlurmdTimeout)"});
   auto loss = find_lost_slurm_nodes(db, id, req.ssh);
   if (!loss) return refuse(loss.error());
   if (p.values.count("--hosts")) {
@@ -187,13 +207,15 @@ using namespace remote_cli;
 int resume_main(const Args& args) {
   auto p = parse(args,
                  {{"--hosts", "H1,H2", ""}, {"--dry-run", "", ""}, {"--memory-per-rank", "SIZE", ""}, {"--db", "PATH", ""},
-                  {"--detach", "", ""}, {"--elastic", "", ""}, {"--max-replans", "N", ""}, {"--meshtrain", "BIN", ""},
+                  {"--detach", "", ""}, {"--elastic", "", ""}, {"--max-replans", "N", ""}, {"--lost-after", "SECONDS", ""},
+                  {"--meshtrain", "BIN", ""},
                   {"--bundle", "FILE", ""}, {"--bundle-root", "DIR", ""}, {"--node-torch", "DIR", ""}},
                  "meshwork resume");
   if (!p) return refuse(p.error());
   if (p->switches.count("--help") || p->positional.size() != 1) {
     std::cout << "usage: meshwork resume RUN [--hosts H1,H2] [--dry-run] [--memory-per-rank SIZE] [--db PATH]\n"
-                 "         [--detach] [--elastic [--max-replans N]] [--meshtrain BIN | --bundle FILE ...]\n"
+                 "         [--detach] [--elastic [--max-replans N] [--lost-after SECONDS]]\n"
+                 "         [--meshtrain BIN | --bundle FILE ...]\n"
                  "Goes on with a stopped or failed run on the nodes left: re-plans the shape for them (the\n"
                  "planner, with the run's model, sequence length and global batch), prints the old and the\n"
                  "new shape side by side and launches a new segment of the same run from its last complete\n"
@@ -202,7 +224,8 @@ int resume_main(const Args& args) {
                  "(--hosts: the Slurm nodes of its last job to keep; default: all but the lost ones, which\n"
                  "sbatch --exclude leaves out). --dry-run: the re-plan only, nothing launched.\n"
                  "--memory-per-rank SIZE: one rank's memory for the re-plan (default: as probed at launch).\n"
-                 "--elastic [--max-replans N]: as `meshwork launch --elastic` from here on.\n"
+                 "--elastic [--max-replans N] [--lost-after SECONDS]: as `meshwork launch --elastic` from\n"
+                 "here on.\n"
                  "When no shape fits, the message names what would (more nodes, activation checkpointing)\n"
                  "and nothing is launched. Exit 0: resumed (and, followed, succeeded); 3: nothing fits or\n"
                  "the run failed; 2: invalid input; 1: the nodes or the store failed.\n"
@@ -212,6 +235,8 @@ int resume_main(const Args& args) {
   }
   auto flags = elastic_flags(*p);
   if (!flags) return refuse(flags.error());
+  if (!p->switches.count("--elastic") && p->values.count("--lost-after"))
+    return refuse(Error{"--lost-after", p->values.at("--lost-after"), "only with --elastic"});
   if (p->switches.count("--elastic") && p->switches.count("--detach"))
     return refuse(Error{"--elastic", "--detach", "an elastic run is re-planned by the command that follows it: not with --detach"});
   const auto db = db_path(*p);

@@ -464,7 +464,8 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
                   {"--node-torch", "DIR", ""}, {"--slurm", "", ""}, {"--login", "HOST", ""},
                   {"--partition", "P", ""}, {"--nodes", "N", ""}, {"--gpus-per-node", "G", ""},
                   {"--account", "A", ""}, {"--qos", "Q", ""}, {"--time", "T", ""}, {"--sbatch-arg", "ARG", ""},
-                  {"--elastic", "", ""}, {"--max-replans", "N", ""}, {"--memory-per-rank", "SIZE", ""}},
+                  {"--elastic", "", ""}, {"--max-replans", "N", ""}, {"--memory-per-rank", "SIZE", ""},
+                  {"--lost-after", "SECONDS", ""}},
                  "meshwork launch", /*run_config=*/true);
   if (!p) return refuse(p.error());
   if (p->switches.count("--help") && !subcommand.empty()) return kExitOk;  // the caller printed its usage
@@ -475,7 +476,8 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
                  "         [--config FILE] [run config flags, as meshtrain's] [--db PATH] [--name NAME]\n"
                  "         [--detach] [--remote-root DIR] [--master-addr A] [--master-port P]\n"
                  "         [--meshtrain BIN] [--max-restarts N] [--bundle FILE] [--bundle-root DIR]\n"
-                 "         [--node-torch SITE_PACKAGES] [--elastic [--max-replans N] [--memory-per-rank SIZE]]\n"
+                 "         [--node-torch SITE_PACKAGES]\n"
+                 "         [--elastic [--max-replans N] [--memory-per-rank SIZE] [--lost-after SECONDS]]\n"
                  "       meshwork launch --slurm [--login HOST] --nodes N [--partition P] [--gpus-per-node G]\n"
                  "         [--nproc-per-node N] [--account A] [--qos Q] [--time T] [--sbatch-arg ARG]...\n"
                  "         [--config FILE] [run config flags] [--db PATH] [--name NAME] [--detach] ...\n"
@@ -491,7 +493,8 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
                  "works with --detach too.\n"
                  "--elastic: a lost node stops the rest; the run goes on at once from its last checkpoint\n"
                  "on the nodes left, re-planned, as a new segment of the same run (at most --max-replans N,\n"
-                 "default 3; --memory-per-rank SIZE for the re-plan). Checkpoints on a filesystem every node\n"
+                 "default 3; --memory-per-rank SIZE for the re-plan). A node unreachable --lost-after\n"
+                 "SECONDS (default 60; 0: never) counts as lost. Checkpoints on a filesystem every node\n"
                  "reaches. Nothing fits: the message says what would, nothing relaunched (docs/elastic.md).\n"
                  "With --slurm the job is resubmitted on the survivors (sbatch --exclude the lost nodes).\n"
                  "--bundle FILE: run a runtime bundle (scripts/bundle cpu|cuda: meshtrain with its libraries)\n"

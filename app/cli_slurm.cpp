@@ -69,6 +69,9 @@ int launch_slurm_main(const Parsed& p, const std::string& subcommand, const Afte
       return refuse(Error{f, "", "not with --slurm: Slurm picks the nodes (--nodes, --partition) and the master"});
   }
   if (auto st = check_elastic_flags(p, subcommand); !st) return refuse(st.error());
+  if (p.values.count("--lost-after"))  // the follower reaches the login node only
+    return refuse(Error{"--lost-after", p.values.at("--lost-after"),
+                        "SSH nodes only: Slurm says which of a job's nodes are lost (SlurmdTimeout)"});
   Parsed q = p;
   q.switches.insert("--local");  // launch_config wants hosts; Slurm's nodes replace them
   if (!q.values.count("--nproc-per-node")) q.values["--nproc-per-node"] = "1";

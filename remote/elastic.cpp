@@ -240,7 +240,9 @@ Result<ElasticOutcome> follow_elastic(const std::filesystem::path& db, store::Ru
   ElasticOutcome out;
   while (true) {
     const NodeConnector connect = make_connector(rec, base.ssh);
-    RunFollower follower(db, run, rec, connect, opt.follow);
+    FollowOptions follow = opt.follow;
+    follow.lost_after = opt.lost_after;
+    RunFollower follower(db, run, rec, connect, follow);
     if (opt.on_follower) opt.on_follower(&follower);
     auto followed = follower.run();
     if (opt.on_follower) opt.on_follower(nullptr);

@@ -5,6 +5,7 @@
 // these; none of them decides a shape or a lost node on its own.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -82,6 +83,10 @@ std::variant<LaunchedRun, LaunchError> launch_segment(const std::filesystem::pat
 struct ElasticOptions {
   int max_replans = 3;
   int64_t memory_per_rank = 0;  // 0: from the probes
+  // follow.lost_after for each segment's follower: a node whose link is cut while its processes
+  // go on is declared lost after this long, so the segment ends and is re-planned without it
+  // (FollowOptions::lost_after; 0: never). SSH nodes only: Slurm says which of a job's are lost.
+  std::chrono::milliseconds lost_after{std::chrono::seconds(60)};
   FollowOptions follow;
   // The follower of the segment being followed (nullptr once it ended), to detach or stop it.
   std::function<void(RunFollower*)> on_follower;
