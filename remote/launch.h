@@ -37,7 +37,9 @@ struct LaunchRecord {
   int max_restarts = 0;
   // A segment of a re-planned run (remote/elastic.h): 0 is the run as launched; a later one runs
   // in its own run directory and starts from the latest complete checkpoint (resume) in
-  // checkpoint_dir, the directory every segment shares (absolute; empty: <run_dir>/checkpoints).
+  // checkpoint_dir: its own (<node 0's run_dir>/checkpoints, seeded with the checkpoint it resumes
+  // from, launch_pipeline.cpp) so that ranks of a lost node still running cannot write into it
+  // (absolute; empty: <run_dir>/checkpoints).
   int segment = 0;
   std::string checkpoint_dir;
   bool resume = false;

@@ -1,5 +1,7 @@
 #include "remote/launch_pipeline.h"
 
+#include "core/shell_quote.h"
+
 #include <ctime>
 #include <random>
 
@@ -252,6 +254,40 @@ std::variant<RecordedRun, LaunchError> record_segment(const std::filesystem::pat
   return out;
 }
 
+// A resumed segment keeps its checkpoints in a directory of its own (<its run dir>/checkpoints),
+// seeded with hard links to the complete checkpoint it resumes from. The ranks of a lost node may
+// still run (its link was cut, not its processes) and write into the directory they were started
+// with, perhaps much later (a blocked network filesystem flushing once the link is back); nothing
+// they write can then replace a file of this segment's checkpoints. They cannot make a checkpoint
+// COMPLETE either: rank 0 writes it only after a barrier of their whole (old) world. Each file is
+// written to a temporary name and renamed (trainer/checkpoint.h), so a late write to the old
+// directory replaces its entry there and never changes the linked file. A copy where links fail
+// (another filesystem). Returns the segment's checkpoint directory.
+namespace {
+
+Result<std::string> seed_checkpoints(Node& node, const std::string& run_dir, const SegmentOf& seg) {
+  const std::string dest = run_dir + "/checkpoints";
+  const int64_t step = seg.from_step - 1;
+  std::string cmd = "mkdir -p -- " + shell_quote(dest);
+  if (step > 0) {
+    // The step directory as named (step-%08lld; a step-<k> reads the same), with COMPLETE only.
+    const std::string k = std::to_string(step), to = shell_quote(dest + "/");
+    cmd += " && cd -- " + shell_quote(seg.checkpoint_dir) + R"( && found= && for d in step-*; do )" +
+           R"([ -e "$d/COMPLETE" ] || continue; n="${d#step-}"; n="${n#"${n%%[!0]*}"}"; [ "$n" = )" + k +
+           R"( ] || continue; cp -al -- "$d" )" + to + R"( 2>/dev/null || cp -a -- "$d" )" + to +
+           R"( || exit 1; found=1; done; [ -n "$found" ] || { echo "no complete step-)" + k + R"( there" >&2; exit 1; })";
+  }
+  auto r = node.exec(cmd, std::chrono::seconds(600));
+  if (!r) return r.error();
+  if (r->exit_code != 0)
+    return Error{"checkpoint directory", seg.checkpoint_dir,
+                 "the complete checkpoint of step " + std::to_string(step) + ", linked or copied into " + dest + ": " +
+                     r->err};
+  return dest;
+}
+
+}  // namespace
+
 std::variant<LaunchedRun, LaunchError> launch_through(const std::filesystem::path& db, const LaunchRequest& req,
                                                       LaunchTarget& target) {
   const LaunchStepFn step = [&](const std::string& s) {
@@ -274,7 +310,9 @@ std::variant<LaunchedRun, LaunchError> launch_through(const std::filesystem::pat
     auto index = next_segment_index(db, req.segment_of->run);
     if (!index) return launch_failed(index.error());
     rec.segment = *index;
-    rec.checkpoint_dir = req.segment_of->checkpoint_dir;
+    auto seeded = seed_checkpoints(*target.site.nodes.front(), staged.run_dirs.front(), *req.segment_of);
+    if (!seeded) return launch_failed(seeded.error().as(ErrorKind::remote));
+    rec.checkpoint_dir = *seeded;
     rec.resume = true;
   }
   target.describe(req, plan, staged, rec);

@@ -32,7 +32,9 @@ namespace meshwork::remote {
 // segment, its launch record replacing the last one's (which is kept under "earlier").
 struct SegmentOf {
   store::RunId run = 0;
-  std::string checkpoint_dir;  // absolute; on a filesystem every node reaches
+  // The last segment's checkpoints (absolute; on a filesystem every node reaches): the new
+  // segment's own directory starts with the checkpoint of from_step - 1 from there.
+  std::string checkpoint_dir;
   int64_t from_step = 1;       // the first step the segment trains (the checkpoint's + 1)
   std::string cause;           // why: "node 1 (node1) lost: ..."
 };
