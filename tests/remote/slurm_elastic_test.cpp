@@ -232,7 +232,7 @@ TEST_F(SlurmElastic, LostNodeIsResubmittedWithoutItAtANewShapeWithTheUninterrupt
   EXPECT_EQ(second.segment, 1);
   ASSERT_EQ(second.nodes.size(), 1u);
   EXPECT_NE(second.nodes[0].run_dir, first.nodes[0].run_dir);
-  EXPECT_EQ(second.checkpoint_dir, first.nodes[0].run_dir + "/checkpoints");
+  EXPECT_EQ(second.checkpoint_dir, second.nodes[0].run_dir + "/checkpoints");  // its own
   std::istringstream ran_on(test::read_text(fs::path(second.nodes[0].run_dir) / node_file(0, ".host")));
   std::string slurm_node;
   ran_on >> slurm_node;
