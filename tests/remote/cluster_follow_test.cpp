@@ -1,6 +1,7 @@
 // Following through the node-side tail (`meshtrain tail`, one stream per node) on the namespace
 // cluster, with the real meshtrain and sshd: the tail killed mid-stream loses and duplicates
-// nothing; a node whose meshtrain has no tail is followed by files instead.
+// nothing; a node whose meshtrain has no tail is followed by files instead; a node whose link is
+// cut is declared lost after FollowOptions::lost_after, and never in a plain follow.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -69,23 +70,39 @@ class ClusterFollow : public ::testing::Test {
     ASSERT_TRUE(id.ok());
     run_ = *id;
     // The nodes' supervisors, as far as liveness goes: one process group that runs until the
-    // test ends (its pid in node<i>.pgid, as the launcher records it). The ranks are this test.
-    supervisor_ = fork();
-    if (supervisor_ == 0) {
-      setpgid(0, 0);
-      execl("/bin/sleep", "sleep", "600", static_cast<char*>(nullptr));
-      _exit(127);
+    // test ends or a stop ends it (its pid in node<i>.pgid, as the launcher records it). The
+    // ranks are this test. Started by a process of its own that reaps it, as the node's wrapper
+    // does: a zombie would still count as running.
+    int pipe_fds[2];
+    ASSERT_EQ(::pipe(pipe_fds), 0);
+    wrapper_ = fork();
+    if (wrapper_ == 0) {
+      ::close(pipe_fds[0]);
+      const pid_t supervisor = fork();
+      if (supervisor == 0) {
+        setpgid(0, 0);
+        execl("/bin/sleep", "sleep", "600", static_cast<char*>(nullptr));
+        _exit(127);
+      }
+      setpgid(supervisor, supervisor);
+      if (::write(pipe_fds[1], &supervisor, sizeof supervisor) != static_cast<ssize_t>(sizeof supervisor)) _exit(1);
+      ::close(pipe_fds[1]);
+      waitpid(supervisor, nullptr, 0);
+      _exit(0);
     }
+    ::close(pipe_fds[1]);
+    ASSERT_GT(wrapper_, 0);
+    const ssize_t got = ::read(pipe_fds[0], &supervisor_, sizeof supervisor_);
+    ::close(pipe_fds[0]);
+    ASSERT_EQ(got, static_cast<ssize_t>(sizeof supervisor_));
     ASSERT_GT(supervisor_, 0);
-    setpgid(supervisor_, supervisor_);
     for (int node = 0; node < 2; ++node) append(run_dir_ / node_file(node, ".pgid"), std::to_string(supervisor_) + "\n");
   }
 
   void TearDown() override {
-    if (supervisor_ > 0) {
-      ::kill(supervisor_, SIGKILL);
-      waitpid(supervisor_, nullptr, 0);
-    }
+    restore_link();  // the other tests need every node
+    if (supervisor_ > 0) ::kill(-supervisor_, SIGKILL);  // its group; a stop may have ended it
+    if (wrapper_ > 0) waitpid(wrapper_, nullptr, 0);
   }
 
   FollowOptions options(FollowTransport t) {
@@ -103,6 +120,25 @@ class ClusterFollow : public ::testing::Test {
   std::string events() {
     std::lock_guard lock(events_mu_);
     return events_;
+  }
+
+  // One line per rank of step `step`, as the ranks write them.
+  void write_all_ranks(int step) {
+    for (int rank = 0; rank < 8; ++rank) append(run_dir_ / metrics_file(rank), step_line(rank, step));
+  }
+
+  // Node i's link cut: the host side of its veth down (tests/cluster/cluster.sh: "v<tag><i>", its
+  // namespace "mw<tag>-n<i>"); its sshd and processes go on, nothing reaches them.
+  void cut_link(int i) {
+    const std::string ns = test::read_text(cluster_.dir / ("node" + std::to_string(i)) / "ns");
+    cut_veth_ = "v" + ns.substr(2, ns.find("-n") - 2) + std::to_string(i);
+    ASSERT_EQ(std::system(("ip link set " + cut_veth_ + " down").c_str()), 0) << cut_veth_;
+  }
+
+  void restore_link() {
+    if (cut_veth_.empty()) return;
+    EXPECT_EQ(std::system(("ip link set " + cut_veth_ + " up").c_str()), 0) << cut_veth_;
+    cut_veth_.clear();
   }
 
   uint64_t stored_offset(const std::string& source) {
@@ -167,7 +203,9 @@ class ClusterFollow : public ::testing::Test {
   fs::path tmp_, run_dir_, db_;
   LaunchRecord rec_;
   store::RunId run_ = 0;
-  pid_t supervisor_ = -1;
+  pid_t wrapper_ = -1;     // reaps supervisor_
+  pid_t supervisor_ = -1;  // the nodes' process group
+  std::string cut_veth_;  // set while a node's link is cut (cut_link): TearDown brings it back
   std::mutex events_mu_;
   std::string events_;
 };
@@ -274,6 +312,99 @@ TEST_F(ClusterFollow, NodeWithoutTailFallsBackToFiles) {
   EXPECT_NE(events().find("following its files one by one"), std::string::npos) << events();
   EXPECT_NE(events().find("unknown option"), std::string::npos) << events();
   expect_store_equals_files(steps);
+}
+
+// Node 1's link cut (the host side of its veth down; the tests' own "ranks" go on writing):
+// with lost_after the follower declares it lost once nothing came from it for that long, its
+// stream silent and its reconnects failing, with the cause in words; node 0 is stopped and the
+// follow ends failed with node 1 as the root cause.
+TEST_F(ClusterFollow, NodeCutOffIsLostAfterTheLimitWithTheCauseInWords) {
+  fs::create_symlink(meshtrain_path(), run_dir_ / "meshtrain");
+  for (int step = 0; step < 10; ++step) write_all_ranks(step);
+  SshOptions ssh = cluster_.options(tmp_ / "known_hosts");
+  ssh.connect_timeout = 2s;  // a reconnect to the cut node fails within the limit
+  FollowOptions o = options(FollowTransport::stream);
+  o.lost_after = 5s;
+  o.stop_grace = 1000ms;
+  RunFollower follower(db_, run_, rec_, make_connector(rec_, ssh), o);
+  std::atomic<bool> finished{false};
+  Result<FollowOutcome> outcome = Error{"follow", "", "did not run"};
+  std::thread follow([&] {
+    outcome = follower.run();
+    finished = true;
+  });
+  EXPECT_TRUE(test::wait_for([&] { return stored_offset(metrics_source(1, 4)) > 0 && stored_offset(metrics_source(0, 0)) > 0; }, 60s))
+      << events();
+  cut_link(1);
+  const auto cut = std::chrono::steady_clock::now();
+  const bool ended = test::wait_for([&] { return finished.load(); }, 60s);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - cut).count();
+  if (!ended) follower.detach();
+  follow.join();
+  ASSERT_TRUE(ended) << events();
+  ASSERT_TRUE(outcome.ok()) << outcome.error().message();
+  EXPECT_EQ(outcome->state, FollowOutcome::State::failed) << events();
+  ASSERT_TRUE(outcome->root_cause.has_value()) << events();
+  const RootCause& rc = *outcome->root_cause;
+  EXPECT_EQ(rc.node, 1u);
+  EXPECT_TRUE(rc.unreachable);
+  const std::string text = rc.text();
+  EXPECT_NE(text.find("node 1 (node1): unreachable for "), std::string::npos) << text;
+  EXPECT_NE(text.find(" s: its link is lost; its processes may still run"), std::string::npos) << text;
+  EXPECT_NE(text.find("declared lost by the follower after 5 s without contact"), std::string::npos) << text;
+  const std::string ev = events();
+  EXPECT_NE(ev.find("warning: node 1 (node1): link lost"), std::string::npos) << ev;  // the stream first
+  EXPECT_NE(ev.find("error: node 1 (node1) unreachable for "), std::string::npos) << ev;
+  EXPECT_EQ(ev.find("node 0 (node0) unreachable"), std::string::npos) << ev;
+  // Not before the limit, counted from the last byte (a heartbeat every 500 ms before the cut).
+  EXPECT_GE(secs, 5.0 - 1.0);
+  auto s = store::RunStore::open(db_);
+  ASSERT_TRUE(s.ok());
+  auto info = (*s)->get_run(run_);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->summary.status, "failed");
+  EXPECT_NE(info->summary.exit_reason.find("its link is lost"), std::string::npos) << info->summary.exit_reason;
+  std::cout << "[ measure ] declared lost " << secs << " s after the cut (lost_after 5 s): " << text.substr(0, text.find('\n'))
+            << "\n";
+}
+
+// The same cut in a plain follow (lost_after 0): the follower keeps reconnecting for longer than
+// that limit, declares nothing lost, and once the link is back it goes on from the store's
+// offsets to the run's end, every line stored once.
+TEST_F(ClusterFollow, PlainFollowKeepsReconnectingToANodeCutOffAndGoesOnWhenItIsBack) {
+  fs::create_symlink(meshtrain_path(), run_dir_ / "meshtrain");
+  for (int step = 0; step < 10; ++step) write_all_ranks(step);
+  SshOptions ssh = cluster_.options(tmp_ / "known_hosts");
+  ssh.connect_timeout = 2s;
+  FollowOptions o = options(FollowTransport::stream);
+  ASSERT_EQ(o.lost_after.count(), 0);  // the default: never
+  RunFollower follower(db_, run_, rec_, make_connector(rec_, ssh), o);
+  std::atomic<bool> finished{false};
+  Result<FollowOutcome> outcome = Error{"follow", "", "did not run"};
+  std::thread follow([&] {
+    outcome = follower.run();
+    finished = true;
+  });
+  EXPECT_TRUE(test::wait_for([&] { return stored_offset(metrics_source(1, 4)) > 0 && stored_offset(metrics_source(0, 0)) > 0; }, 60s))
+      << events();
+  cut_link(1);
+  const auto cut = std::chrono::steady_clock::now();
+  for (int step = 10; step < 20; ++step) write_all_ranks(step);  // written while node 1 is cut off
+  EXPECT_TRUE(test::wait_for([&] { return events().find("node 1 (node1): link lost") != std::string::npos; }, 30s))
+      << events();
+  // Twice the other test's limit, reconnects failing all along.
+  std::this_thread::sleep_until(cut + 10s);
+  EXPECT_FALSE(finished.load()) << events();
+  EXPECT_EQ(events().find("unreachable for"), std::string::npos) << events();
+  restore_link();
+  for (int step = 20; step < 30; ++step) write_all_ranks(step);
+  for (int node = 0; node < 2; ++node) append(run_dir_ / node_file(node, ".exit"), "0 1795336900\n");
+  if (!test::wait_for([&] { return finished.load(); }, 60s)) follower.detach();
+  follow.join();
+  ASSERT_TRUE(outcome.ok()) << outcome.error().message();
+  EXPECT_EQ(outcome->state, FollowOutcome::State::succeeded) << events();
+  EXPECT_FALSE(outcome->root_cause.has_value());
+  expect_store_equals_files(30);
 }
 
 }  // namespace
