@@ -1,5 +1,5 @@
-// `meshwork probe | launch | attach | stop`: the remote subcommands (remote/run_control.h); their
-// Slurm forms are in cli_slurm.cpp.
+// `meshwork probe | deploy | launch`: the remote subcommands (remote/run_control.h); their Slurm
+// forms are in cli_slurm.cpp, `attach` and `stop` in cli_attach_stop.cpp.
 //
 //   meshwork probe HOST... [--json] | --hostfile F [--json]
 //   meshwork launch --hostfile F | --hosts H1,H2 | --local  --nproc-per-node N
@@ -9,9 +9,7 @@
 //   meshwork probe --slurm LOGIN [--json]
 //   meshwork launch --slurm [--login HOST] --nodes N [--partition P] [--gpus-per-node G] [--nproc-per-node R]
 //                   [--account A] [--qos Q] [--time T] [--sbatch-arg ARG]... <the same run config flags>
-//   meshwork attach RUN [--db PATH]
-//   meshwork stop RUN [--db PATH] [--grace SECONDS]
-// SSH options for all four: --ssh-config F, --known-hosts F, --identity F, --accept-new-host-keys.
+// SSH options for all of them: --ssh-config F, --known-hosts F, --identity F, --accept-new-host-keys.
 // Exit codes: 0 ok; 1 nodes unreachable / other errors; 2 invalid input; 3 the run failed.
 #include <signal.h>
 #include <termios.h>
@@ -90,12 +88,6 @@ Result<Parsed> parse(const Args& args, std::vector<FlagSpec> flags, std::string_
   p.positional = a->positional;
   return p;
 }
-
-// A stored run named by the one positional argument (id or name), with --db.
-struct RunArg {
-  std::filesystem::path db;
-  store::RunId id = 0;
-};
 
 std::optional<std::string> read_password(const std::string& host) {
   if (!isatty(STDIN_FILENO)) return std::nullopt;
@@ -546,61 +538,6 @@ int launch_command(const Args& args, const std::string& subcommand, const AfterF
   if (elastic) return follow_elastic_cli(*p, db, run.id, run.record, req);
   const int rc = follow(db, run.id, run.record, req.ssh);
   return after ? after(db, run.id, run.record, rc) : rc;
-}
-
-namespace {
-// attach and stop: their flags and the one run they name; or the exit code they end with here,
-// after the usage (on --help or a wrong argument count) or a refusal.
-struct RunCommand {
-  Parsed flags;
-  RunArg run;
-};
-std::variant<RunCommand, int> run_command(const Args& args, std::vector<FlagSpec> flags, std::string_view program,
-                                          const char* usage) {
-  auto p = parse(args, std::move(flags), program);
-  if (!p) return refuse(p.error());
-  if (p->switches.count("--help") || p->positional.size() != 1) {
-    std::cout << usage << kSshHelp;
-    if (p->switches.count("--help")) return kExitOk;
-    return refuse(Error{"RUN", std::to_string(p->positional.size()) + " given", "name exactly one run (id or name)"});
-  }
-  RunArg r;
-  r.db = db_path(*p);
-  auto id = resolve(r.db, p->positional[0]);
-  if (!id) return refuse(id.error());
-  r.id = *id;
-  return RunCommand{std::move(*p), r};
-}
-}  // namespace
-
-int attach_main(const Args& args) {
-  auto cmd = run_command(args, {{"--db", "PATH", ""}}, "meshwork attach",
-                         "usage: meshwork attach RUN [--db PATH]\n"
-                         "Follows a launched run again (after a closed workbench or a lost link): backfills every\n"
-                         "metric the store lacks, then streams until the run ends.\n");
-  if (const int* rc = std::get_if<int>(&cmd)) return *rc;
-  const auto& [p, run] = std::get<RunCommand>(cmd);
-  if (auto slurm = load_slurm_info(run.db, run.id); slurm.ok() && slurm->has_value()) {
-    return follow_slurm(run.db, run.id, ssh_options(p));
-  }
-  auto rec = load_launch_record(run.db, run.id);
-  if (!rec) return refuse(rec.error());
-  return follow(run.db, run.id, *rec, ssh_options(p));
-}
-
-int stop_main(const Args& args) {
-  auto cmd = run_command(args, {{"--db", "PATH", ""}, {"--grace", "SECONDS", ""}}, "meshwork stop",
-                         "usage: meshwork stop RUN [--db PATH] [--grace SECONDS]\n"
-                         "SIGTERM to every rank's process group on every node, SIGKILL after the grace period\n"
-                         "(default 5 s).\n");
-  if (const int* rc = std::get_if<int>(&cmd)) return *rc;
-  const auto& [p, run] = std::get<RunCommand>(cmd);
-  int grace = 5;
-  if (auto st = int_value(p, "--grace", 0, 3600, grace); !st) return refuse(st.error());
-  if (auto st = stop_and_record(run.db, run.id, ssh_options(p), "`meshwork stop`", std::chrono::seconds(grace)); !st)
-    return refuse(st.error());
-  std::cout << "run " << run.id << ": stopped\n";
-  return kExitOk;
 }
 
 }  // namespace meshwork::cli

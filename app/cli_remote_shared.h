@@ -67,6 +67,9 @@ remote::FollowOptions terminal_follow_options();
 void detach_on_sigint(bool on);
 int exit_after_follow(const Result<remote::FollowOutcome>& outcome, store::RunId id, const std::string& what,
                       const std::function<std::string()>& failure);
+// Follows a run over SSH to its end (`launch`, `attach`); the exit code says how it ended.
+int follow(const std::filesystem::path& db, store::RunId id, const remote::LaunchRecord& rec,
+           const remote::SshOptions& ssh);
 
 // cli_slurm.cpp: `probe --slurm`, `launch --slurm`, and following a Slurm run to its end.
 // `meshwork launch --elastic` (cli_elastic.cpp): follows the launched run, re-planning and

@@ -30,8 +30,8 @@ int runs_main(const Args& args);    // cli_runs.cpp: runs list|import|export|del
 int probe_main(const Args& args);   // cli_remote.cpp
 int launch_main(const Args& args);  // cli_remote.cpp
 int deploy_main(const Args& args);  // cli_remote.cpp: a runtime bundle onto nodes ahead of a launch
-int attach_main(const Args& args);  // cli_remote.cpp
-int stop_main(const Args& args);    // cli_remote.cpp
+int attach_main(const Args& args);  // cli_attach_stop.cpp
+int stop_main(const Args& args);    // cli_attach_stop.cpp
 int resume_main(const Args& args);  // cli_elastic.cpp: a run again on the hosts left, re-planned
 int data_main(const Args& args);    // cli_data.cpp: data prepare|info
 int calibrate_main(const Args& args);  // cli_calibrate.cpp
