@@ -36,8 +36,9 @@ std::vector<LostNode> find_lost_nodes(const LaunchRecord& rec, const NodeConnect
 // The hosts of rec that answer a connection now, in order.
 std::vector<std::string> reachable_hosts(const LaunchRecord& rec, const NodeConnector& connect);
 
-// Where every segment of the run keeps its checkpoints: rec.checkpoint_dir, else the first
-// node's <run_dir>/checkpoints (meshtrain's default), which the survivors must reach too.
+// Where the segment of `rec` keeps its checkpoints: rec.checkpoint_dir (a resumed segment's own,
+// launch_pipeline.cpp), else the first node's <run_dir>/checkpoints (meshtrain's default), which
+// the survivors must reach too.
 std::string checkpoint_dir_of(const LaunchRecord& rec);
 
 // The step of the newest complete checkpoint in `dir` (step-<k>/COMPLETE, trainer/checkpoint.h);

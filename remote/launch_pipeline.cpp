@@ -254,6 +254,8 @@ std::variant<RecordedRun, LaunchError> record_segment(const std::filesystem::pat
   return out;
 }
 
+namespace {
+
 // A resumed segment keeps its checkpoints in a directory of its own (<its run dir>/checkpoints),
 // seeded with hard links to the complete checkpoint it resumes from. The ranks of a lost node may
 // still run (its link was cut, not its processes) and write into the directory they were started
@@ -263,8 +265,6 @@ std::variant<RecordedRun, LaunchError> record_segment(const std::filesystem::pat
 // written to a temporary name and renamed (trainer/checkpoint.h), so a late write to the old
 // directory replaces its entry there and never changes the linked file. A copy where links fail
 // (another filesystem). Returns the segment's checkpoint directory.
-namespace {
-
 Result<std::string> seed_checkpoints(Node& node, const std::string& run_dir, const SegmentOf& seg) {
   const std::string dest = run_dir + "/checkpoints";
   const int64_t step = seg.from_step - 1;
