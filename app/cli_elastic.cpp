@@ -42,16 +42,6 @@ Status fill_runtime(const Parsed& p, LaunchRequest& req) {
   return {};
 }
 
-Status check_elastic_flags(const Parsed& p, const std::string& subcommand) {
-  const bool elastic = p.switches.count("--elastic") > 0;
-  for (const char* flag : {"--max-replans", "--memory-per-rank", "--lost-after"})
-    if (!elastic && p.values.count(flag)) return Error{flag, p.values.at(flag), "only with --elastic"};
-  if (elastic && p.switches.count("--detach"))
-    return Error{"--elastic", "--detach", "an elastic run is re-planned by the command that follows it: not with --detach"};
-  if (elastic && !subcommand.empty()) return Error{"--elastic", subcommand, "for training runs only"};
-  return {};
-}
-
 namespace {
 
 struct ElasticFlags {
@@ -91,6 +81,19 @@ void print_notice(const std::string& level, const std::string& text) {
 }
 
 }  // namespace
+
+Status check_elastic_flags(const Parsed& p, const std::string& subcommand) {
+  const bool elastic = p.switches.count("--elastic") > 0;
+  for (const char* flag : {"--max-replans", "--memory-per-rank", "--lost-after"})
+    if (!elastic && p.values.count(flag)) return Error{flag, p.values.at(flag), "only with --elastic"};
+  if (elastic && p.switches.count("--detach"))
+    return Error{"--elastic", "--detach", "an elastic run is re-planned by the command that follows it: not with --detach"};
+  if (elastic && !subcommand.empty()) return Error{"--elastic", subcommand, "for training runs only"};
+  // Their values too, before anything is launched: the follow after the launch reads them again.
+  if (elastic)
+    if (auto flags = elastic_flags(p); !flags) return flags.error();
+  return {};
+}
 
 namespace {
 

@@ -80,7 +80,8 @@ int follow_elastic_cli(const Parsed& p, const std::filesystem::path& db, store::
 // on the survivors; `runtime` gives the trainer, SSH options and bundle of the resubmissions.
 int follow_elastic_slurm_cli(const Parsed& p, const std::filesystem::path& db, store::RunId id,
                              const remote::LaunchRequest& runtime);
-// --elastic's flags: --max-replans and --memory-per-rank only with it, and not with --detach.
+// --elastic's flags: --max-replans, --memory-per-rank and --lost-after only with it and with valid
+// values, and not with --detach (checked before anything is launched).
 Status check_elastic_flags(const Parsed& p, const std::string& subcommand);
 // The runtime part of a launch request from the flags (--meshtrain, --bundle, ...), for launch and resume.
 Status fill_runtime(const Parsed& p, remote::LaunchRequest& req);
