@@ -182,8 +182,7 @@ Result<ResumePlan> plan_resume(const ResumeInput& in, const NodeConnector& conne
   return plan;
 }
 
-std::variant<LaunchedRun, LaunchError> launch_segment(const std::filesystem::path& db, const ResumePlan& plan,
-                                                      LaunchRequest base, const std::string& cause) {
+void make_segment_request(LaunchRequest& base, const ResumePlan& plan, const std::string& cause) {
   base.config = plan.replan.run;
   // The new segment's run directory beside the last one's (its root), on the same filesystem.
   base.remote_root = std::filesystem::path(plan.record.nodes.front().run_dir).parent_path().string();
@@ -192,6 +191,11 @@ std::variant<LaunchedRun, LaunchError> launch_segment(const std::filesystem::pat
   base.max_restarts = plan.record.max_restarts;
   base.subcommand = plan.record.subcommand;
   base.segment_of = SegmentOf{plan.run, plan.checkpoint_dir, plan.checkpoint_step + 1, cause};
+}
+
+std::variant<LaunchedRun, LaunchError> launch_segment(const std::filesystem::path& db, const ResumePlan& plan,
+                                                      LaunchRequest base, const std::string& cause) {
+  make_segment_request(base, plan, cause);
   return launch_run(db, base);
 }
 

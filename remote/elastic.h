@@ -81,6 +81,11 @@ Result<ResumePlan> plan_resume(const ResumeInput& in, const NodeConnector& conne
 std::variant<LaunchedRun, LaunchError> launch_segment(const std::filesystem::path& db, const ResumePlan& plan,
                                                       LaunchRequest base, const std::string& cause);
 
+// `base` made the request of `plan`'s segment: the re-planned config, a run directory beside the
+// last segment's, a fresh rendezvous, the record's restarts and subcommand, and SegmentOf (the
+// checkpoint it resumes from, `cause`). Shared by launch_segment() and the Slurm resubmission.
+void make_segment_request(LaunchRequest& base, const ResumePlan& plan, const std::string& cause);
+
 struct ElasticOptions {
   int max_replans = 3;
   int64_t memory_per_rank = 0;  // 0: from the probes

@@ -149,15 +149,7 @@ std::variant<LaunchedRun, LaunchError> launch_slurm_segment(const std::filesyste
   job.job.sbatch_args = args;
   job.job.nodes = static_cast<int>(plan.replan.run.nodes.size());
   job.job.nproc_per_node = plan.replan.run.nodes.empty() ? job.job.nproc_per_node : plan.replan.run.nodes[0].slots;
-  LaunchRequest& base = job.base;
-  base.config = plan.replan.run;
-  // The new segment's run directory beside the last one's, on the filesystem the nodes share.
-  base.remote_root = std::filesystem::path(plan.record.nodes.front().run_dir).parent_path().string();
-  base.master_addr.clear();
-  base.master_port = 0;
-  base.max_restarts = plan.record.max_restarts;
-  base.subcommand = plan.record.subcommand;
-  base.segment_of = SegmentOf{plan.run, plan.checkpoint_dir, plan.checkpoint_step + 1, cause};
+  make_segment_request(job.base, plan, cause);
   return launch_slurm_run(db, job);
 }
 

@@ -19,6 +19,7 @@
 #include "remote/launch.h"
 #include "remote/run_layout.h"
 #include "cli_process.h"
+#include "stored_losses.h"
 #include "test_util.h"
 
 namespace meshwork::remote {
@@ -150,22 +151,7 @@ class SlurmElastic : public ::testing::Test {
   }
 
   // Rank 0's loss per step, from the store.
-  std::map<int64_t, double> rank0_losses(store::RunId id) {
-    auto s = store::RunStore::open(db_);
-    std::ostringstream csv;
-    EXPECT_TRUE((*s)->export_csv(id, csv).ok());
-    std::map<int64_t, double> out;
-    std::istringstream in(csv.str());
-    std::string line;
-    while (std::getline(in, line)) {
-      std::vector<std::string> c;
-      std::stringstream ls(line);
-      std::string cell;
-      while (std::getline(ls, cell, ',')) c.push_back(cell);
-      if (c.size() == 7 && c[1] == "0" && c[5] == "loss") out[std::stoll(c[2])] = std::stod(c[6]);
-    }
-    return out;
-  }
+  std::map<int64_t, double> rank0_losses(store::RunId id) { return test::stored_losses(db_, id); }
 
   test::Cluster cluster_;
   fs::path tmp_, root_, db_;
