@@ -49,14 +49,16 @@ TEST(ExpertParallel, DispatchCombineEqualsLocalExpertsWithGradients) {
     const int64_t E = 4, H = 6, I = 5;
     const Group& ep = c.expert_group(ExpertGroupKind::ep);
     auto weights = at::TensorOptions().dtype(at::kDouble);
-    at::manual_seed(7);  // the same experts on every rank
-    at::Tensor gate = at::randn({E, I, H}, weights), up = at::randn({E, I, H}, weights),
-               down = at::randn({E, H, I}, weights);
-    at::manual_seed(100 + c.rank());  // each rank its own rows
+    // Each rank thread draws from a generator of its own: the global one is shared by the
+    // threads, so seeding it here would let another rank's draws interleave with this rank's.
+    at::Generator same = at::make_generator<at::CPUGeneratorImpl>(7);  // the same experts on every rank
+    at::Tensor gate = at::randn({E, I, H}, same, weights), up = at::randn({E, I, H}, same, weights),
+               down = at::randn({E, H, I}, same, weights);
+    at::Generator own = at::make_generator<at::CPUGeneratorImpl>(100 + c.rank());  // each rank its own rows
     std::vector<int64_t> counts = {2 + c.rank(), 0, 3, c.rank() == 0 ? 0 : c.rank()};
     int64_t M = 0;
     for (int64_t n : counts) M += n;
-    at::Tensor rows = at::randn({M, H}, weights), upstream = at::randn({M, H}, weights);
+    at::Tensor rows = at::randn({M, H}, own, weights), upstream = at::randn({M, H}, own, weights);
 
     // Locally, all experts.
     at::Tensor x_ref = rows.clone().requires_grad_(true);
