@@ -4,7 +4,7 @@
 //   --micro-batch B [--global-batch GB] [--precision fp32|bf16]
 //   [--activation-checkpointing none|full] [--dp-replicate A] [--dp-shard B] [--cp C] [--tp D]
 //   [--device cuda|cpu] [--reserve SIZE] [--calibration FILE|ID [--db PATH]]
-//   [--fit-runs auto|CLUSTER [--db PATH]] [--json]
+//   [--fit-runs auto|CLUSTER [--db PATH]] [--routing RUN [--db PATH]] [--json]
 //   [--from FILE] [--export accelerate|axolotl|torchtitan [--out FILE] [--lr X]
 //   [--warmup-steps N] [--steps N]]
 //   [--try K [--steps N] --local | --hosts H1,H2 | --hostfile F [--nproc-per-node G] [launch flags]]
@@ -25,6 +25,7 @@
 #include "core/planner.h"
 #include "core/run_config_flags.h"
 #include "core/store/calibration_store.h"
+#include "core/store/expert_load.h"
 #include "core/store/paths.h"
 #include "core/store/run_observations.h"
 #include "core/store/run_store.h"
@@ -47,6 +48,7 @@ constexpr const char* kUsage =
     "                      [--lr X] [--warmup-steps N] [--steps N]]\n"
     "                     [--calibration FILE|FINGERPRINT_ID [--db PATH]]\n"
     "                     [--fit-runs auto|CLUSTER_ID [--db PATH]]\n"
+    "                     [--routing RUN [--db PATH]]\n"
     "Ranks every mesh shape (dp_replicate x dp_shard x cp x tp = nodes x gpus-per-node) by\n"
     "whether it fits GPU memory, then by predicted tokens/s. Given axes stay fixed.\n"
     "--ep (mixture-of-experts models): expert-parallel ranks borrowed from dp_shard x cp x tp;\n"
@@ -72,6 +74,10 @@ constexpr const char* kUsage =
     "the cluster with the most stored runs; or a cluster id as printed. The fit is judged out of\n"
     "sample (each run predicted by the fit of the others; its median miss is the step's ±) and is\n"
     "refused when there are not more runs than it has unknowns.\n"
+    "--routing RUN (mixture of experts): the tokens per expert a stored run of the same model\n"
+    "measured (its id or name, at any shape, ep 1 too) give each ep shape the imbalance of its own\n"
+    "ep: the busiest ep rank's share of the routed tokens over the mean, per layer for the step\n"
+    "time, over all layers for memory (docs/estimator.md). Without it routing is taken as balanced.\n"
     "--try K: then launch the K best predicted shapes that fit on those nodes (the plan's --nodes\n"
     "and --gpus-per-node), one after another, --steps N optimizer steps each (default 20), through\n"
     "`meshwork launch` (its SSH, runtime and --lr/--warmup-steps/--seed/--data flags pass through).\n"
@@ -95,7 +101,8 @@ const std::vector<FlagSpec> kPlanFlags = {
     {"--pp", "N|auto", ""}, {"--pp-schedule", "gpipe|1f1b|interleaved-1f1b", ""}, {"--pp-virtual-stages", "V", ""},
     {"--device", "cuda|cpu", ""}, {"--reserve", "SIZE", ""}, {"--attention", "fused|materialized", ""},
     {"--calibration", "FILE|ID", ""}, {"--db", "PATH", ""}, {"--json", "", ""}, {"--from", "FILE", ""},
-    {"--export", "FORMAT", ""}, {"--out", "FILE", ""}, {"--fit-runs", "auto|CLUSTER", ""}};
+    {"--export", "FORMAT", ""}, {"--out", "FILE", ""}, {"--fit-runs", "auto|CLUSTER", ""},
+    {"--routing", "RUN", ""}};
 
 std::vector<FlagSpec> plan_flags() {
   std::vector<FlagSpec> flags = kPlanFlags;
@@ -118,6 +125,30 @@ std::string pad(const std::string& s, size_t width, bool right = true) {
   const size_t chars = static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
   if (chars >= width) return s;
   return right ? std::string(width - chars, ' ') + s : s + std::string(width - chars, ' ');
+}
+
+// The routing the ep shapes assume: measured per ep by a stored run (--routing), or balanced.
+std::string routing_note(const PlanQuery& q, const Plan& plan) {
+  if (!q.estimate.routing) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "routing imbalance %.2f (balanced: --routing RUN measures it)", q.estimate.memory.moe_imbalance);
+    return buf;
+  }
+  std::string out = "routing as " + plan.routing_source + " measured it, busiest ep rank over the mean (step, memory):";
+  std::vector<int> seen;
+  for (const PlanEntry& e : plan.shapes) {
+    if (e.shape.ep <= 1 || std::find(seen.begin(), seen.end(), e.shape.ep) != seen.end()) continue;
+    seen.push_back(e.shape.ep);
+  }
+  std::sort(seen.begin(), seen.end());
+  for (int ep : seen) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " ep %d: %.2f, %.2f;", ep, q.estimate.routing->step_imbalance(ep),
+                  q.estimate.routing->memory_imbalance(ep));
+    out += buf;
+  }
+  if (!seen.empty()) out.pop_back();
+  return out;
 }
 
 void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
@@ -210,8 +241,8 @@ void print_table(const PlanQuery& q, const Plan& plan, std::ostream& out) {
         << "); memory is the fullest stage's; bubble: share of the step the stages wait (in comm)\n";
   if (experts)
     out << "ep: expert-parallel ranks, borrowed from dp_shard x cp x tp (experts split over ep, FSDP-sharded over "
-           "the rest); a2a: share of the step in the experts' all-to-all (in comm); routing imbalance "
-        << q.estimate.memory.moe_imbalance << " (balanced until a run measures it)\n";
+           "the rest); a2a: share of the step in the experts' all-to-all (in comm); "
+        << routing_note(q, plan) << "\n";
   if (q.estimate.calibration) {
     out << "Calibrated: compute and collectives from the calibration of cluster "
         << q.estimate.calibration->fingerprint.id() << " measured " << q.estimate.calibration->measured_at
@@ -307,6 +338,29 @@ Result<RunFit> fit_stored_runs(const std::string& value, const std::optional<Cal
                  stored->refusal + "; finish more runs on these nodes, or plan without --fit-runs (" +
                      (calibration ? "the calibration alone" : "the hardware defaults") + ")"};
   return *stored->fit;
+}
+
+// --routing RUN: the routing a stored run measured (store::measured_routing), for every ep.
+Result<MeasuredRouting> stored_routing(const std::string& run, const std::optional<std::string>& db) {
+  const std::filesystem::path path = db ? std::filesystem::path(*db) : store::default_db_path();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return Error{"--routing", run, "a run stored in " + path.string() + " (which does not exist)"};
+  auto st = store::RunStore::open(path);
+  if (!st.ok()) return st.error();
+  Result<store::RunId> id = (*st)->resolve_run(run);
+  if (!id.ok()) {
+    Error e = id.error();
+    e.field = "--routing";
+    return e;
+  }
+  Result<MeasuredRouting> routing = store::measured_routing(**st, *id);
+  if (!routing.ok()) {
+    Error e = routing.error();
+    e.field = "--routing";
+    return e;
+  }
+  return routing;
 }
 
 }  // namespace
@@ -479,6 +533,17 @@ int plan_main(const Args& all_args) {
     auto fit = fit_stored_runs(*f, q.estimate.calibration, flags.value("--db"), std::cerr);
     if (!fit.ok()) return fail(fit.error());
     q.estimate.fit = std::make_shared<const RunFit>(std::move(*fit));
+  }
+
+  if (auto r = flags.value("--routing")) {
+    auto routing = stored_routing(*r, flags.value("--db"));
+    if (!routing.ok()) return fail(routing.error());
+    if (Status matches = routing->check_matches(q.model); !matches) {
+      Error e = matches.error();
+      e.field = "--routing";
+      return fail(e);
+    }
+    q.estimate.routing = std::make_shared<const MeasuredRouting>(std::move(*routing));
   }
 
   auto plan = make_plan(q);

@@ -32,6 +32,7 @@ import atexit
 import gzip
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -256,12 +257,14 @@ def spearman(xs, ys):
     return 1 - 6 * d2 / (n * (n * n - 1)) if n > 1 else 1.0
 
 
-def estimate(args, flops=1e10, bw=1e9, lat=1e-4, efficiency=1.0, calibration=None, fit_db=None):
+def estimate(args, flops=1e10, bw=1e9, lat=1e-4, efficiency=1.0, calibration=None, fit_db=None, routing_run=None):
     cmd = [args.estimator, "--model", args.model, "--world", str(args.world), "--nodes", str(args.nodes), "--seq-len",
            str(args.seq_len), "--micro-batch", str(args.micro_batch), "--global-batch",
            str(args.global_batch)]
     if calibration:
         cmd += ["--calibration", calibration]
+    if routing_run:
+        cmd += ["--routing-db", args.db, "--routing-run", str(routing_run)]
     if fit_db:
         cmd += ["--fit-db", fit_db]
         p = subprocess.run(cmd, capture_output=True, text=True)
@@ -345,6 +348,9 @@ def main():
             print("  skipped %s: %s" % (shape_key(s), why), file=sys.stderr)
     # Rounds alternate the shapes (a burst of load on the shared machine hits every shape alike).
     runs = {}
+    # A mixture of experts: the routing the first shape without ep measured (its stored tokens per
+    # expert, core/routing_imbalance.h) gives every ep shape's imbalance; no ep shape's own run.
+    routing_run, routing_shape = None, None
     for rnd in range(args.rounds):
         for s in shapes:
             key = shape_key(s)
@@ -359,6 +365,9 @@ def main():
                                       "shapes %s round %d" % (key, rnd + 1)], capture_output=True, text=True)
                 if imp.returncode != 0:
                     raise SystemExit("meshwork runs import failed: %s" % imp.stderr[-2000:])
+                stored = re.search(r"(?:imported|updated) run (\d+)", imp.stdout)
+                if routing_run is None and "ep" not in s and stored and any("ep" in x for x in shapes):
+                    routing_run, routing_shape = int(stored.group(1)), key
                 print("  round %d: %s %.0f tok/s, step %.0f ms in %.1f s, steal %.1f%%"
                       % (rnd + 1, key, m["tokens_per_s"], 1e3 * m["step_s"], m["wall_s"], 100 * m["steal"]),
                       file=sys.stderr)
@@ -376,7 +385,9 @@ def main():
     cal_path = os.path.splitext(args.out)[0] + "-calibration.json"
     with open(cal_path, "w") as f:
         json.dump(cal, f, indent=1)
-    plan = estimate(args, calibration=cal_path)
+    balanced = estimate(args, calibration=cal_path)
+    plan = estimate(args, calibration=cal_path, routing_run=routing_run) if routing_run else balanced
+    balanced_by_key = {shape_key(e): e for e in balanced["shapes"]}
 
     def rel(pred, meas):
         return (pred - meas) / meas if meas > 0 else 0.0
@@ -399,6 +410,12 @@ def main():
                        "fitted_tokens_per_s": f["tokens_per_s"], "fitted_rank": f["rank"]}
         else:
             fit_row = {}
+        b = balanced_by_key[key]
+        if routing_run:
+            fit_row = dict(fit_row, routing_imbalance=est.get("routing_imbalance"),
+                           balanced_step_s=b["step_time_s"], balanced_step_error=rel(b["step_time_s"], m["step_s"]),
+                           balanced_estimate_bytes=b["memory_bytes"]["total"],
+                           balanced_memory_error=(b["memory_bytes"]["total"] - m["peak_bytes"]) / m["peak_bytes"])
         rows.append(dict(fit_row, **{"shape": key, "planner_rank": est["rank"], "tokens_per_s": m["tokens_per_s"],
                      "predicted_tokens_per_s": est["tokens_per_s"], "comm_share": m["comm_share"],
                      "step_s": m["step_s"], "predicted_step_s": est["step_time_s"],
@@ -473,6 +490,26 @@ def main():
              "same" if best_measured == best_planned else "DIFFERENT", 100 * worst))
     print("against each shape's fastest round instead of the mean (as before commit 6662c12): worst |error| %.0f%%,"
           " %d of %d within 15%%" % (100 * worst_fastest, within_fastest, len(rows)))
+    memory_within = sum(1 for r in rows if abs(r["memory_error"]) <= 0.10)
+    routing_summary = None
+    if routing_run:
+        gammas = {}
+        for r in rows:
+            if r.get("routing_imbalance"):
+                gammas[int(r["shape"].split(":ep")[1])] = r["routing_imbalance"]
+        b_within = sum(1 for r in rows if abs(r["balanced_step_error"]) <= 0.15)
+        b_memory = sum(1 for r in rows if abs(r["balanced_memory_error"]) <= 0.10)
+        print("routing: as run %d (%s, no ep) measured it; busiest ep rank over the mean, step / memory: %s"
+              % (routing_run, routing_shape, ", ".join("ep %d %.2f / %.2f" % (ep, g["step"], g["memory"])
+                                                       for ep, g in sorted(gammas.items()))))
+        print("with it: step %d of %d within 15%%, memory %d of %d within 10%%; taken as balanced (gamma 1):"
+              " step %d of %d, memory %d of %d" % (within, len(rows), memory_within, len(rows), b_within, len(rows),
+                                                   b_memory, len(rows)))
+        routing_summary = {"run": routing_run, "shape": routing_shape,
+                           "imbalance": {str(ep): g for ep, g in sorted(gammas.items())},
+                           "balanced_shapes_within_15pct": b_within, "balanced_memory_within_10pct": b_memory,
+                           "balanced_worst_step_error": max(abs(r["balanced_step_error"]) for r in rows),
+                           "balanced_worst_memory_error": max(abs(r["balanced_memory_error"]) for r in rows)}
     noise = cal.get("step_noise", {})
     print("the calibration's own noise: drift %.0f%%, spread %.0f%% -> predictions shown ± %.0f%%; %d of %d"
           " measured steps inside their band" % (100 * noise.get("drift", 0), 100 * noise.get("spread", 0),
@@ -509,7 +546,8 @@ def main():
                    "step_band": band, "shapes_within_band": within_band,
                    "worst_step_error_fastest": worst_fastest, "shapes_within_15pct_fastest": within_fastest,
                    "rounds_spread_median": spreads[len(spreads) // 2], "rounds_spread_worst": spreads[-1],
-                   "worst_memory_error": worst,
+                   "worst_memory_error": worst, "memory_within_10pct": memory_within,
+                   "routing": routing_summary,
                    "best_measured": best_measured, "planner_first": best_planned,
                    "fitted_from_runs": fit_summary, "db": os.path.basename(args.db), "shapes": rows,
                    "skipped": [{"shape": k, "refusal": v} for k, v in skipped.items()]},

@@ -6,6 +6,7 @@
 // shapes_estimate --model NAME --world N [--nodes N] --seq-len S --micro-batch B --global-batch G
 //                 (--flops F --efficiency E --bandwidth BYTES_PER_S --latency SECONDS
 //                  | --calibration FILE | --calibration-records DIR | --fit-db STORE [--calibration FILE])
+//                 [--routing-db STORE --routing-run RUN]
 // With --calibration (what `meshtrain calibrate` measured, core/calibration.h) the planner uses
 // the calibrated matmul rate, step efficiency and per-collective fits instead of the flags.
 // With --fit-db the runs stored there (the cluster with the most runs) are fitted
@@ -14,6 +15,8 @@
 // --calibration-records DIR fits the calibration anew from the records of a `meshtrain calibrate`
 // run directory (metrics-rank*.jsonl), as meshtrain does when it writes calibration.json: a change
 // to the fit is judged offline against the very measurements an earlier bench made.
+// --routing-db/--routing-run: a stored run's measured routing gives each ep shape the imbalance
+// of its own ep (core/routing_imbalance.h), as `meshwork plan --routing RUN` does.
 // prints plan_to_json() (best first) with "rank" added to every shape.
 #include <fstream>
 #include <iostream>
@@ -23,6 +26,7 @@
 #include "core/calibration_records.h"
 #include "core/model_spec.h"
 #include "core/planner.h"
+#include "core/store/expert_load.h"
 #include "core/store/run_observations.h"
 
 using namespace meshwork;
@@ -102,6 +106,20 @@ int main(int argc, char** argv) {
     fit->cluster = set->cluster;
     std::cerr << to_json(*fit).dump() << "\n";
     q.estimate.fit = std::make_shared<const RunFit>(std::move(*fit));
+  }
+  if (a.count("--routing-db")) {
+    auto st = store::RunStore::open(a["--routing-db"]);
+    if (!st.ok()) {
+      std::cerr << "shapes_estimate: " << st.error().message() << "\n";
+      return 2;
+    }
+    auto run = (*st)->resolve_run(need("--routing-run"));
+    auto routing = run.ok() ? store::measured_routing(**st, *run) : Result<MeasuredRouting>(run.error());
+    if (!routing.ok()) {
+      std::cerr << "shapes_estimate: --routing-run: " << routing.error().message() << "\n";
+      return 2;
+    }
+    q.estimate.routing = std::make_shared<const MeasuredRouting>(std::move(*routing));
   }
   auto plan = make_plan(q);
   if (!plan.ok()) {

@@ -65,7 +65,7 @@ TimeQuery ParallelLayout::time_query(const ModelSpec& model, const EstimateOptio
   q.hardware = options.hardware;
   q.calibration = options.calibration;
   q.fit = options.fit;
-  q.moe_imbalance = options.memory.moe_imbalance;
+  q.moe_imbalance = options.routing ? options.routing->step_imbalance(shape().ep) : options.memory.moe_imbalance;
   return q;
 }
 
@@ -76,7 +76,9 @@ TimeQuery ParallelLayout::time_query(const ModelSpec& model, const HardwareModel
 }
 
 MemoryBreakdown worst_stage_memory(const ParallelLayout& layout, const ModelSpec& model, const EstimateOptions& options) {
-  return worst_stage_memory(layout.memory_query(model, options.memory));
+  MemoryModel knobs = options.memory;
+  if (options.routing) knobs.moe_imbalance = options.routing->memory_imbalance(layout.shape().ep);
+  return worst_stage_memory(layout.memory_query(model, knobs));
 }
 
 TimeEstimate estimate_time(const ParallelLayout& layout, const ModelSpec& model, const EstimateOptions& options) {

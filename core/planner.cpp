@@ -56,6 +56,8 @@ Status check_input(const PlanQuery& q) {
     return Error{"gpu_memory", std::to_string(q.device_memory_bytes), "must be more than 0"};
   if (q.training.global_batch < 0)
     return Error{"global_batch", std::to_string(q.training.global_batch), "must be at least 1"};
+  if (q.estimate.routing)
+    if (Status matches = q.estimate.routing->check_matches(q.model); !matches) return matches.error();
   const int64_t world = int64_t{q.nodes} * q.gpus_per_node;
   int64_t fixed_product = 1;
   if (q.fixed.ep < 0)
@@ -100,6 +102,7 @@ Result<Plan> make_plan(const PlanQuery& q) {
   plan.world_size = int64_t{q.nodes} * q.gpus_per_node;
   plan.model_name = q.model.name;
   plan.model_params = q.model.parameter_count();
+  if (q.estimate.routing) plan.routing_source = q.estimate.routing->source();
 
   RunConfig config;
   config.training = q.training;
@@ -134,6 +137,11 @@ Result<Plan> make_plan(const PlanQuery& q) {
     e.memory = worst_stage_memory(layout, q.model, q.estimate);
     e.fits = e.memory.fits(q.device_memory_bytes);
     e.time = estimate_time(layout, q.model, q.estimate);
+    if (q.model.is_moe() && e.shape.ep > 1) {
+      const MeasuredRouting* routing = q.estimate.routing.get();
+      e.step_imbalance = routing ? routing->step_imbalance(e.shape.ep) : q.estimate.memory.moe_imbalance;
+      e.memory_imbalance = routing ? routing->memory_imbalance(e.shape.ep) : q.estimate.memory.moe_imbalance;
+    }
     plan.shapes.push_back(std::move(e));
   }
 
@@ -208,6 +216,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
     if (e.shape.ep > 1) {  // written only for expert-parallel shapes: dense plans read as before
       entry["ep"] = e.shape.ep;
       entry["efsdp"] = e.shape.efsdp_size();
+      entry["routing_imbalance"] = {{"step", e.step_imbalance}, {"memory", e.memory_imbalance}};
     }
     if (e.shape[Axis::pp] > 1) {  // written only for pipelined shapes: plans without pp read as before
       entry["pp"] = e.shape[Axis::pp];
@@ -216,9 +225,11 @@ nlohmann::json plan_to_json(const Plan& plan) {
     }
     shapes.push_back(std::move(entry));
   }
-  return {{"world_size", plan.world_size},
-          {"model", {{"name", plan.model_name}, {"params", plan.model_params}}},
-          {"shapes", shapes}};
+  nlohmann::json out = {{"world_size", plan.world_size},
+                        {"model", {{"name", plan.model_name}, {"params", plan.model_params}}},
+                        {"shapes", shapes}};
+  if (!plan.routing_source.empty()) out["routing"] = plan.routing_source;
+  return out;
 }
 
 namespace {

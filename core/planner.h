@@ -57,6 +57,10 @@ struct PlanEntry {
   TimeEstimate time;
   std::vector<Diagnostic> warnings;
   std::string accelerate_refusal;  // non-empty: Accelerate would refuse this shape (why)
+  // Mixture of experts with ep > 1: the routing imbalance its step time and its memory assume
+  // (the measured routing's for this ep when the query has one, else MemoryModel::moe_imbalance).
+  double step_imbalance = 1.0;
+  double memory_imbalance = 1.0;
 };
 
 struct RejectedShape {
@@ -68,6 +72,7 @@ struct Plan {
   int64_t world_size = 0;
   std::string model_name;
   int64_t model_params = 0;
+  std::string routing_source;         // where the measured routing came from ("run 12"); empty: none
   std::vector<PlanEntry> shapes;      // valid shapes, best first
   std::vector<RejectedShape> rejected;  // shapes validation refused, in enumeration order
   bool any_fits() const;
@@ -87,8 +92,9 @@ std::vector<int> expert_degrees(const MeshShape& shape, int fixed_ep, const Mode
 // shape of the other kind (with or without ep). Empty for an empty plan.
 std::string explain_first(const Plan& plan, int64_t device_memory_bytes);
 
-// An Error for invalid input (a count < 1, fixed axes that do not divide the world size) or
-// when validation refuses every candidate shape (the first refusal's words).
+// An Error for invalid input (a count < 1, fixed axes that do not divide the world size, a
+// measured routing of another model) or when validation refuses every candidate shape (the
+// first refusal's words).
 Result<Plan> make_plan(const PlanQuery& query);
 
 // The `meshwork plan --json` document:
@@ -97,7 +103,9 @@ Result<Plan> make_plan(const PlanQuery& query);
 //  "total"}, "step_time_s","step_band" (TimeEstimate::step_band; 0: unknown),"compute_s","tokens_per_s","mfu","comm_s":{"dp_replicate","dp_shard","cp","tp"},
 //  "calibrated":{"compute","dp_replicate","dp_shard","cp","tp"} (true: from the calibration),
 //  "fitted":{"compute","dp_replicate","dp_shard","cp","tp"} (true: corrected by the fit of past runs),
-//  "warnings":["field: value: message", ...]}, ...]}   best first.
+//  "warnings":["field: value: message", ...], with ep > 1 also "ep", "efsdp" and
+//  "routing_imbalance":{"step","memory"}}, ...], "routing": source (only with a measured routing)}
+//  best first.
 nlohmann::json plan_to_json(const Plan& plan);
 
 }  // namespace meshwork

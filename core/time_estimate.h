@@ -16,6 +16,7 @@
 #include "core/memory_estimate.h"
 #include "core/mesh.h"
 #include "core/model_spec.h"
+#include "core/routing_imbalance.h"
 #include "core/run_config.h"
 #include "core/run_fit.h"
 
@@ -96,6 +97,9 @@ struct EstimateOptions {
   HardwareModel hardware = HardwareModel::h100();
   std::optional<Calibration> calibration;  // as TimeQuery::calibration
   std::shared_ptr<const RunFit> fit;        // as TimeQuery::fit, on the same base
+  // A stored run's measured routing (core/routing_imbalance.h): each shape's memory and step
+  // time then take the imbalance of its own ep from it instead of memory.moe_imbalance.
+  std::shared_ptr<const MeasuredRouting> routing;
 };
 
 struct AxisComm {

@@ -131,4 +131,32 @@ Result<ExpertLoadMap> expert_load_map(RunStore& store, RunId run, int layer, int
   return map;
 }
 
+Result<MeasuredRouting> measured_routing(RunStore& store, RunId run) {
+  Result<RunInfo> info = store.get_run(run);
+  if (!info) return info.error();
+  std::string source = "run " + std::to_string(run);
+  if (!info->summary.name.empty()) source += " (" + info->summary.name + ")";
+  sql::Stmt q(store.handle(), "SELECT step, tokens FROM expert_load WHERE run = ?1 ORDER BY step, layer");
+  if (!q.ok()) return q.error();
+  q.bind(1, run);
+  std::vector<RoutedStep> steps;
+  int64_t last_step = INT64_MIN;
+  Status walked = q.each_row([&]() -> Status {
+    const void* blob = sqlite3_column_blob(q.raw(), 1);
+    const int bytes = sqlite3_column_bytes(q.raw(), 1);
+    Result<std::vector<double>> tokens =
+        unpack_expert_tokens(std::string_view(static_cast<const char*>(blob), static_cast<size_t>(bytes)));
+    if (!tokens) return tokens.error();
+    const int64_t step = q.int64(0);
+    if (steps.empty() || step != last_step) steps.emplace_back();
+    last_step = step;
+    steps.back().layers.push_back(std::move(*tokens));
+    return Status::Ok();
+  });
+  if (!walked) return walked.error();
+  if (steps.empty())
+    return Error{"routing", source, "a run that stored its tokens per expert (an MoE run of meshtrain); it stored none"};
+  return MeasuredRouting::make(std::move(steps), std::move(source));
+}
+
 }  // namespace meshwork::store

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/routing_imbalance.h"
 #include "core/store/run_store.h"
 
 namespace meshwork::store {
@@ -56,5 +57,10 @@ Result<std::vector<int>> expert_load_layers(RunStore& store, RunId run);
 Result<ExpertLoadMap> expert_load_map(RunStore& store, RunId run, int layer, int max_columns,
                                       std::optional<int64_t> first_step = std::nullopt,
                                       std::optional<int64_t> last_step = std::nullopt);
+
+// Every stored step of `run` as core's MeasuredRouting (core/routing_imbalance.h), its source
+// "run ID (NAME)": what the planner reads the imbalance of each ep from. An Error naming the run
+// when it stored no routing (a dense run, or one of a trainer that records none).
+Result<MeasuredRouting> measured_routing(RunStore& store, RunId run);
 
 }  // namespace meshwork::store

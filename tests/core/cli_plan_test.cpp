@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -382,4 +383,87 @@ TEST_F(CliPlanIntegration, GpuKindGivesItsMemoryPeaksAndLinks) {
   CliRun cpu = plan(rest + " --gpu h200 --device cpu");
   EXPECT_EQ(cpu.rc, 2);
   EXPECT_NE(cpu.err.find("--gpu: h200: GPUs: not with --device cpu"), std::string::npos) << cpu.err;
+}
+
+// --routing RUN: a real meshtrain run of a small Qwen3-MoE (tests/store/data: 8 experts, sparse
+// layers 0, 2 and 3, at dp_shard 2) imported into a store; the plan of that model takes each
+// ep shape's imbalance from it, larger for finer splits, and its ep shapes cost more than the
+// balanced plan's while the shapes without ep are unchanged. Runs of another model, unknown
+// runs and dense runs are refused naming --routing.
+TEST_F(CliPlanIntegration, RoutingFromAStoredRunGivesEachEpItsImbalance) {
+  const fs::path dir = fs::temp_directory_path() / ("meshwork_cli_plan_routing_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "moe-run");
+  const fs::path data = MESHWORK_STORE_TEST_DATA;
+  fs::copy_file(data / "moe-run-rank0.jsonl", dir / "moe-run" / "metrics-rank0.jsonl");
+  fs::copy_file(data / "moe-run-rank1.jsonl", dir / "moe-run" / "metrics-rank1.jsonl");
+  const fs::path db = dir / "runs.db";
+  ASSERT_EQ(meshwork("runs import " + (dir / "moe-run").string() + " --db " + db.string() + " --name moe-run"), 0);
+  // The model of that run, as transformers' config.json names it.
+  std::ofstream(dir / "config.json") << R"({"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"],
+    "hidden_size": 48, "intermediate_size": 96, "moe_intermediate_size": 24, "num_hidden_layers": 4,
+    "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 8, "vocab_size": 250,
+    "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": false,
+    "num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": true, "decoder_sparse_step": 1,
+    "mlp_only_layers": [1], "router_aux_loss_coef": 0.001})";
+  const std::string cluster = "--model " + (dir / "config.json").string() +
+                              " --nodes 1 --gpus-per-node 8 --device cpu --gpu-memory 8GiB --seq-len 32 "
+                              "--micro-batch 2 --global-batch 16 --precision fp32";
+  CliRun balanced = plan(cluster + " --json");
+  ASSERT_EQ(balanced.rc, 0) << balanced.err;
+  CliRun measured = plan(cluster + " --routing moe-run --db " + db.string() + " --json");
+  ASSERT_EQ(measured.rc, 0) << measured.err;
+  const nlohmann::json b = nlohmann::json::parse(balanced.out), m = nlohmann::json::parse(measured.out);
+  EXPECT_EQ(m["routing"], "run 1 (moe-run)");
+  EXPECT_FALSE(b.contains("routing"));
+  auto key = [](const nlohmann::json& s) {
+    return s["dp_replicate"].dump() + "x" + s["dp_shard"].dump() + "x" + s["cp"].dump() + "x" + s["tp"].dump() + ":" +
+           (s.contains("ep") ? s["ep"].dump() : "1");
+  };
+  std::map<std::string, nlohmann::json> before;
+  for (const auto& s : b["shapes"]) before[key(s)] = s;
+  std::map<int, double> step_gamma, memory_gamma;
+  for (const auto& s : m["shapes"]) {
+    const nlohmann::json& s0 = before.at(key(s));
+    if (!s.contains("ep")) {
+      EXPECT_EQ(s["step_time_s"], s0["step_time_s"]) << key(s);
+      EXPECT_EQ(s["memory_bytes"]["total"], s0["memory_bytes"]["total"]) << key(s);
+      continue;
+    }
+    const int ep = s["ep"].get<int>();
+    const double g_step = s["routing_imbalance"]["step"].get<double>(), g_mem = s["routing_imbalance"]["memory"].get<double>();
+    EXPECT_EQ(s0["routing_imbalance"]["step"].get<double>(), 1.0);
+    EXPECT_GT(g_mem, 1.0) << key(s);
+    EXPECT_GT(g_step, 1.0) << key(s);
+    EXPECT_GT(s["step_time_s"].get<double>(), s0["step_time_s"].get<double>()) << key(s);
+    EXPECT_GT(s["memory_bytes"]["total"].get<int64_t>(), s0["memory_bytes"]["total"].get<int64_t>()) << key(s);
+    // Same ep, same routing: one gamma whatever the rest of the shape.
+    if (step_gamma.count(ep)) EXPECT_EQ(step_gamma[ep], g_step);
+    step_gamma[ep] = g_step;
+    memory_gamma[ep] = g_mem;
+  }
+  ASSERT_EQ(step_gamma.size(), 3u);  // ep 2, 4, 8
+  // A finer split's busiest block is at least as far above its mean as a coarser one's.
+  EXPECT_LE(step_gamma[2], step_gamma[4]);
+  EXPECT_LE(step_gamma[4], step_gamma[8]);
+  EXPECT_LE(memory_gamma[2], memory_gamma[4]);
+
+  CliRun table = plan(cluster + " --routing 1 --db " + db.string());
+  ASSERT_EQ(table.rc, 0) << table.err;
+  EXPECT_NE(table.out.find("routing as run 1 (moe-run) measured it"), std::string::npos) << table.out;
+
+  CliRun unknown = plan(cluster + " --routing 7 --db " + db.string());
+  EXPECT_EQ(unknown.rc, 2) << unknown.err;
+  EXPECT_EQ(unknown.err.rfind("meshwork: --routing: ", 0), 0u) << unknown.err;
+  CliRun other = plan("--model qwen3-30b-a3b --nodes 1 --gpus-per-node 8 --gpu-memory 80GiB --seq-len 4096 "
+                      "--micro-batch 1 --routing moe-run --db " + db.string());
+  EXPECT_EQ(other.rc, 2);
+  EXPECT_NE(other.err.find("--routing: run 1 (moe-run): 8 experts"), std::string::npos) << other.err;
+  CliRun dense = plan(kCluster + " --routing moe-run --db " + db.string());
+  EXPECT_EQ(dense.rc, 2);
+  EXPECT_NE(dense.err.find("is dense"), std::string::npos) << dense.err;
+  CliRun nodb = plan(cluster + " --routing moe-run --db " + (dir / "none.db").string());
+  EXPECT_EQ(nodb.rc, 2);
+  EXPECT_NE(nodb.err.find("does not exist"), std::string::npos) << nodb.err;
+  fs::remove_all(dir);
 }

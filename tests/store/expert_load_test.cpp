@@ -104,6 +104,43 @@ TEST(StoreExpertLoad, RealRunStoresTheRoutingOncePerStepNotPerRank) {
   EXPECT_EQ(count(*store, "SELECT count(*) FROM moe_steps"), 0);
 }
 
+// What the planner reads (measured_routing): every stored step's layers, in order, equal to the
+// counts the run's records carry, and a dense run is refused in words.
+TEST(StoreExpertLoad, MeasuredRoutingIsEveryStoredStepAsTheRecordsCarryIt) {
+  TempDir dir;
+  auto store = open_store(dir / "runs.db");
+  ASSERT_TRUE(store);
+  const RunId run = import_moe_run(*store);
+  auto routing = measured_routing(*store, run);
+  ASSERT_TRUE(routing.ok()) << routing.error().message();
+  EXPECT_EQ(routing->source(), "run " + std::to_string(run) + " (moe)");
+  EXPECT_EQ(routing->steps(), 30);
+  EXPECT_EQ(routing->num_experts(), 8);
+  EXPECT_EQ(routing->sparse_layers(), 3);
+  // The same measurement made from the records as core parses them.
+  std::vector<RoutedStep> steps;
+  for (const StepRecord& r : steps_of(kData / "moe-run-rank0.jsonl")) {
+    RoutedStep step;
+    for (int layer : {0, 2, 3}) step.layers.push_back(layer_of(r, layer).tokens);
+    steps.push_back(std::move(step));
+  }
+  auto from_records = MeasuredRouting::make(std::move(steps), "records");
+  ASSERT_TRUE(from_records.ok());
+  for (int ep : {2, 4, 8}) {
+    EXPECT_DOUBLE_EQ(routing->step_imbalance(ep), from_records->step_imbalance(ep)) << "ep " << ep;
+    EXPECT_DOUBLE_EQ(routing->memory_imbalance(ep), from_records->memory_imbalance(ep)) << "ep " << ep;
+    EXPECT_GT(routing->step_imbalance(ep), 1.0);
+    EXPECT_GT(routing->memory_imbalance(ep), 1.0);  // a real router is never exactly even
+  }
+
+  const RunId dense = *store->create_run("dense", {}, {});
+  ASSERT_TRUE(store->ingest_chunk(dense, "r0", 0, start_line(0, 1) + testing::step_line(0, 0, 2.0)).ok());
+  auto none = measured_routing(*store, dense);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message().find("run " + std::to_string(dense) + " (dense)"), std::string::npos);
+  EXPECT_NE(none.error().message().find("stored none"), std::string::npos);
+}
+
 TEST(StoreExpertLoad, MoreStepsThanColumnsMergeIntoEvenColumnsKeepingTheWorstStep) {
   TempDir dir;
   auto store = open_store(dir / "runs.db");
