@@ -230,6 +230,17 @@ std::optional<double> Calibration::matmul_flops(Precision precision, int ranks_p
   return best->flops_per_s * best->ranks_per_node / std::max(1, ranks_per_node);
 }
 
+double Calibration::cpu_sharing(int ranks_per_node) const {
+  if (fingerprint.device != DeviceKind::cpu) return 1.0;
+  int cores = 0;
+  for (const ClusterFingerprint::Node& n : fingerprint.nodes)
+    if (n.cores > 0) cores = cores == 0 ? n.cores : std::min(cores, n.cores);
+  if (cores == 0) return 1.0;
+  int threads = 1;
+  for (const MatmulRate& r : matmul) threads = std::max(threads, r.threads);
+  return std::max(1.0, static_cast<double>(ranks_per_node) * threads / cores);
+}
+
 std::optional<AlphaBeta> Calibration::collective(LinkKind link, Collective op, int64_t n) const {
   const CollectiveFit* best = nullptr;
   for (const CollectiveFit& f : collectives) {

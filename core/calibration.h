@@ -151,6 +151,10 @@ struct Calibration {
   // the one with the nearest ranks_per_node (scaled by the ratio of ranks: they share the cores).
   // Among those, the entry with the nearest split (tp x cp of the shape).
   std::optional<double> matmul_flops(Precision precision, int ranks_per_node, int split = 1) const;
+  // CPU ranks per core when `ranks_per_node` ranks (each with the matmuls' intra-op threads)
+  // share the fewest cores any measured node has: ranks x threads / cores, at least 1. 1 on
+  // GPUs and when no node's cores are known.
+  double cpu_sharing(int ranks_per_node) const;
   // The fit for (link, op) at group size n: that entry, else the nearest group size with alpha
   // scaled by ring_steps(n) / ring_steps(n') (beta is per byte sent, which a ring keeps).
   std::optional<AlphaBeta> collective(LinkKind link, Collective op, int64_t n) const;

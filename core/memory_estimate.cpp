@@ -442,9 +442,11 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
   if (ep_on && layout.sparse_layers > 0) {
     // The all-to-all of one dispatch (or combine) in flight: the token copies this rank sends and
     // those it receives, h each, in the compute dtype (the received ones then stay as the
-    // experts' saved inputs, counted above).
-    add(out.comm_buffers, "ep.all_to_all", 2 * c * R * h,
-        f("2 (send, recv) x %lld B x R=%lld routed copies x h=%lld", c, R, h));
+    // experts' saved inputs, counted above). A rank sends its own top-k x T_e copies whatever
+    // the routing; only what the busiest rank receives grows with the imbalance (R).
+    const int64_t sent = moe.experts_per_token * T_e;
+    add(out.comm_buffers, "ep.all_to_all", c * (sent + R) * h,
+        f("%lld B x (sent %lld + received R=%lld) copies x h=%lld", c, sent, R, h));
   }
   if (ring) {
     // The k/v block being sent and the one being received around the cp ring.

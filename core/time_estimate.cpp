@@ -126,14 +126,20 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   // the experts' 6 x top-k x expert parameters per token, and the step waits for it.
   const bool moe_ep = m.is_moe() && sh.ep > 1;
   const double gamma = moe_ep ? std::max(1.0, q.moe_imbalance) : 1.0;
-  if (moe_ep && out.model_flops_per_token > 0) {
-    const double expert_flops = 6.0 * static_cast<double>(m.moe.experts_per_token * m.expert_parameter_count() *
-                                                          m.sparse_layer_count());
-    out.hardware_flops_per_token += (gamma - 1.0) * expert_flops * (full_ac ? 4.0 / 3.0 : 1.0);
-  }
   out.tokens_per_step = static_cast<double>(global) * static_cast<double>(s);
   const int ranks_per_node = q.gpus_per_node > 0 ? q.gpus_per_node : static_cast<int>(world);
   const Calibration* cal = q.calibration ? &*q.calibration : nullptr;
+  if (moe_ep && out.model_flops_per_token > 0) {
+    // CPU ranks that outnumber their node's cores (cores known from a calibration) share them:
+    // while the busiest rank computes its extra experts, the ranks waiting for it in the
+    // all-to-all free their cores, so a layer's experts take max(node's work / cores, busiest
+    // rank alone) and only imbalance beyond the sharing costs time: gamma / sharing (1 on GPUs).
+    const double sharing = q.training.device == DeviceKind::cpu && cal ? cal->cpu_sharing(ranks_per_node) : 1.0;
+    const double gamma_compute = std::max(1.0, gamma / sharing);
+    const double expert_flops = 6.0 * static_cast<double>(m.moe.experts_per_token * m.expert_parameter_count() *
+                                                          m.sparse_layer_count());
+    out.hardware_flops_per_token += (gamma_compute - 1.0) * expert_flops * (full_ac ? 4.0 / 3.0 : 1.0);
+  }
   double peak = hw.peak_flops(q.training.precision);
   double efficiency = hw.efficiency;
   if (cal) {

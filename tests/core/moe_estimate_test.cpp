@@ -125,6 +125,8 @@ TEST(MoeEstimate, ImbalanceLoadsTheBusiestRank) {
   MemoryQuery q = memory_query(m, MeshShape{1, 8, 1, 1}, 8);
   q.knobs.moe_imbalance = 1.5;
   EXPECT_EQ(estimate_memory(q).routed_tokens, 12 * 4096);
+  // The dispatch buffers: the rank sends its own 8 x 4096 copies, receives the busiest 12 x 4096.
+  EXPECT_EQ(term(estimate_memory(q), "ep.all_to_all")->bytes, 2 * int64_t{(8 + 12) * 4096} * 2048);
   TimeQuery balanced = time_query(m, MeshShape{1, 8, 1, 1}, 8);
   TimeQuery skewed = balanced;
   skewed.moe_imbalance = 1.5;
@@ -132,6 +134,37 @@ TEST(MoeEstimate, ImbalanceLoadsTheBusiestRank) {
   EXPECT_NEAR(s.comm_ep.bytes, 1.5 * b.comm_ep.bytes, 1e-5 * b.comm_ep.bytes);  // the counts are not imbalanced
   EXPECT_GT(s.compute_s, b.compute_s);
   EXPECT_DOUBLE_EQ(s.model_flops_per_token, b.model_flops_per_token);  // MFU counts the model's work
+}
+
+// CPU ranks sharing cores (4 ranks of 1 thread on 2 cores, as a calibration of such a node
+// records): the waiting ranks free their cores for the busiest, so only imbalance beyond the
+// sharing of 2 adds compute; on GPUs (and without known cores) all of it does.
+TEST(MoeEstimate, CpuRanksSharingCoresPayOnlyTheImbalanceBeyondTheSharing) {
+  const ModelSpec m = preset("qwen3-30b-a3b");
+  Calibration cal;
+  cal.fingerprint.device = DeviceKind::cpu;
+  cal.fingerprint.nodes = {ClusterFingerprint::Node{"vm", 4, "cpu", 2}};
+  cal.matmul = {MatmulRate{Precision::fp32, 1, 4, 4e10, 1}};
+  EXPECT_DOUBLE_EQ(cal.cpu_sharing(4), 2.0);
+  EXPECT_DOUBLE_EQ(cal.cpu_sharing(1), 1.0);
+  auto cpu_query = [&](double gamma) {
+    TimeQuery q = time_query(m, MeshShape{1, 4, 1, 1}, 4, 4);
+    q.training.device = DeviceKind::cpu;
+    q.training.precision = Precision::fp32;
+    q.calibration = cal;
+    q.moe_imbalance = gamma;
+    return estimate_time(q);
+  };
+  const TimeEstimate even = cpu_query(1.0), within = cpu_query(1.8), beyond = cpu_query(3.0);
+  EXPECT_DOUBLE_EQ(within.compute_s, even.compute_s);
+  EXPECT_GT(within.comm_ep.bytes, even.comm_ep.bytes);  // the busiest rank still receives more
+  const double expert_flops = 6.0 * static_cast<double>(m.moe.experts_per_token * m.expert_parameter_count() *
+                                                        m.sparse_layer_count());
+  EXPECT_NEAR(beyond.hardware_flops_per_token - even.hardware_flops_per_token, 0.5 * expert_flops, 1e-6 * expert_flops);
+  // Without the node's cores nothing says the ranks share them: all of gamma is paid.
+  cal.fingerprint.nodes[0].cores = 0;
+  EXPECT_NEAR(cpu_query(3.0).hardware_flops_per_token - even.hardware_flops_per_token, 2.0 * expert_flops,
+              1e-6 * expert_flops);
 }
 
 // One all-to-all of the rows sends (ep - 1) / ep x R x h x c; 4 per sparse layer per
