@@ -764,7 +764,12 @@ TEST(Calibration, StepNoiseRoundTripsAndErrorsNameTheField) {
   EXPECT_EQ(to_json(*back), j);
   nlohmann::json bad = j;
   bad["step_noise"]["drift"] = -0.5;
-  EXPECT_EQ(calibration_from_json(bad).error().message(), "step_noise.drift: -0.500000: a share from 0 to 10 (0: not measured)");
+  EXPECT_EQ(calibration_from_json(bad).error().message(), "step_noise.drift: -0.500000: a finite share >= 0 (0: not measured)");
+  // A drift of 2077 % was measured under a loaded CI and stored: it reads back as measured.
+  bad = j;
+  bad["step_noise"]["drift"] = 20.771565;
+  ASSERT_TRUE(calibration_from_json(bad).ok());
+  EXPECT_EQ(calibration_from_json(bad)->step_band(), 20.771565);
   bad = j;
   bad["step_noise"]["spread"] = "wide";
   EXPECT_EQ(calibration_from_json(bad).error().message(), "step_noise.spread: \"wide\": a number");
