@@ -137,7 +137,8 @@ TEST(RoutingImbalance, ThePlannerGivesEachEpShapeItsOwnGamma) {
     ++checked;
   }
   EXPECT_GE(checked, 3);  // ep 2, 4 and 8 over dp_shard 8
-  for (const nlohmann::json& s : plan_to_json(*measured)["shapes"]) {
+  const nlohmann::json measured_json = plan_to_json(*measured);  // kept: the loop walks into it
+  for (const nlohmann::json& s : measured_json["shapes"]) {
     if (!s.contains("ep")) continue;
     EXPECT_DOUBLE_EQ(s["routing_imbalance"]["step"].get<double>(), routing->step_imbalance(s["ep"].get<int>()));
   }
