@@ -337,16 +337,14 @@ Result<Calibration> calibration_from_json(const nlohmann::json& j) {
     }
   }
   if (j.contains("step_noise")) {
-    // Optional (older calibrations): relative shares, 0 = not measured. Any size a calibration
-    // measured is read back: a machine whose steps moved 20x while it calibrated (seen under a
-    // loaded CI) was stored that way, and a store must read what it wrote; the band it gives
-    // every prediction then says how little the calibration is worth.
+    // Optional (older calibrations): relative shares, 0 = not measured; above kMaxStepNoise a
+    // broken measurement, which calibration_from_records() never makes.
     const nlohmann::json& noise = j["step_noise"];
     if (!noise.is_object()) return Error{"step_noise", noise.dump().substr(0, 40), "an object {drift, spread}"};
     for (auto [key, out] : {std::pair<const char*, double*>{"drift", &c.step_drift}, {"spread", &c.step_spread}}) {
       if (Status st = read_optional_number(noise, key, 0.0, *out, "step_noise"); !st) return st.error();
-      if (!std::isfinite(*out) || *out < 0)
-        return Error{std::string("step_noise.") + key, std::to_string(*out), "a finite share >= 0 (0: not measured)"};
+      if (!std::isfinite(*out) || *out < 0 || *out > kMaxStepNoise)
+        return Error{std::string("step_noise.") + key, std::to_string(*out), "a share from 0 to 10 (0: not measured)"};
     }
   }
   return c;

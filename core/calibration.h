@@ -122,6 +122,11 @@ struct MatmulRate {
   int split = 1;
 };
 
+// The calibration's own noise (Calibration::step_drift, step_spread) above which it is no
+// longer noise but a broken measurement (a step ten times slower the second time): the
+// calibration that measured it is refused, and a stored one is never read with more.
+inline constexpr double kMaxStepNoise = 10.0;
+
 struct Calibration {
   ClusterFingerprint fingerprint;
   std::string measured_at;  // ISO 8601 UTC, "2026-11-25T05:00:00Z"

@@ -269,6 +269,17 @@ Result<Calibration> calibration_from_records(const std::vector<CalibrationRecord
     if (st.drift_ranks > 0) cal->step_drift = std::max(cal->step_drift, std::abs(st.drift));
   }
   if (!spreads.empty()) cal->step_spread = median(spreads);
+  // Steps that ran more than kMaxStepNoise times slower (or faster) the second time were not
+  // measured on a machine of its own: refused here, before anything stores what no reader would
+  // take (calibration_from_json keeps the same bound).
+  for (auto [name, value] : {std::pair<const char*, double>{"step_noise.drift", cal->step_drift},
+                             {"step_noise.spread", cal->step_spread}})
+    if (value > kMaxStepNoise)
+      return Error{name, std::to_string(value),
+                   "at most " + std::to_string(static_cast<int>(kMaxStepNoise)) +
+                       ": the same split step changed that much while the nodes calibrated (something else was "
+                       "running on them); calibrate again when they are quiet"}
+          .as(ErrorKind::does_not_fit);
   if (!s.split_steps.empty()) {
     auto fit = fit_runs(split_step_observations(s.split_steps), *cal);
     if (fit)

@@ -50,6 +50,15 @@ Result<std::vector<double>> unpack_expert_tokens(std::string_view blob) {
   return out;
 }
 
+namespace {
+// Column `col` of the statement's row: an expert_load tokens blob, unpacked.
+Result<std::vector<double>> tokens_column(sql::Stmt& q, int col) {
+  const void* blob = sqlite3_column_blob(q.raw(), col);
+  const int bytes = sqlite3_column_bytes(q.raw(), col);
+  return unpack_expert_tokens(std::string_view(static_cast<const char*>(blob), static_cast<size_t>(bytes)));
+}
+}  // namespace
+
 std::vector<double> load_ratios(const std::vector<double>& tokens) {
   double sum = 0;
   for (double t : tokens) sum += t;
@@ -97,10 +106,7 @@ Result<ExpertLoadMap> expert_load_map(RunStore& store, RunId run, int layer, int
     // Evenly: step i of n falls in column i * columns / n.
     const size_t c = static_cast<size_t>(i * columns / map.steps);
     ++i;
-    const void* blob = sqlite3_column_blob(q.raw(), 1);
-    const int bytes = sqlite3_column_bytes(q.raw(), 1);
-    Result<std::vector<double>> tokens =
-        unpack_expert_tokens(std::string_view(static_cast<const char*>(blob), static_cast<size_t>(bytes)));
+    Result<std::vector<double>> tokens = tokens_column(q, 1);
     if (!tokens) return tokens.error();
     const int64_t step = q.int64(0);
     ExpertLoadColumn& col = map.columns[c];
@@ -142,10 +148,7 @@ Result<MeasuredRouting> measured_routing(RunStore& store, RunId run) {
   std::vector<RoutedStep> steps;
   int64_t last_step = INT64_MIN;
   Status walked = q.each_row([&]() -> Status {
-    const void* blob = sqlite3_column_blob(q.raw(), 1);
-    const int bytes = sqlite3_column_bytes(q.raw(), 1);
-    Result<std::vector<double>> tokens =
-        unpack_expert_tokens(std::string_view(static_cast<const char*>(blob), static_cast<size_t>(bytes)));
+    Result<std::vector<double>> tokens = tokens_column(q, 1);
     if (!tokens) return tokens.error();
     const int64_t step = q.int64(0);
     if (steps.empty() || step != last_step) steps.emplace_back();
