@@ -62,6 +62,20 @@ class ClusterElastic : public test::ClusterRun {
 
   // Node 1 goes down: its wrapper's group (the wrapper and the supervisor) first, so that no
   // supervisor is left to write an exit record, then its ranks.
+  // The id of the run the background launch stored under `name`, once it is there (0: not
+  // within 120 s).
+  store::RunId stored_run_named(const std::string& name) {
+    store::RunId id = 0;
+    test::wait_for([&] {
+      auto s = store::RunStore::open(db_);
+      auto runs = (*s)->list_runs();
+      for (const auto& r : *runs)
+        if (r.name == name) id = r.id;
+      return id != 0;
+    }, 120s);
+    return id;
+  }
+
   void kill_node1(const LaunchRecord& rec) {
     const fs::path dir = rec.nodes[1].run_dir;
     const std::string pgid = test::read_text(dir / "node1.pgid");
@@ -97,14 +111,8 @@ TEST_F(ClusterElastic, LostNodeResumesOnTheSurvivorAtANewShapeWithTheUninterrupt
 
   const auto t0 = std::chrono::steady_clock::now();
   const pid_t launch = spawn_cli(elastic_args("elastic", {}), tmp_);
-  store::RunId id = 0;
-  ASSERT_TRUE(wait_for([&] {
-    auto s = store::RunStore::open(db_);
-    auto runs = (*s)->list_runs();
-    for (const auto& r : *runs)
-      if (r.name == "elastic") id = r.id;
-    return id != 0;
-  }, 120s)) << test::read_text(tmp_ / "bg.err");
+  const store::RunId id = stored_run_named("elastic");
+  ASSERT_NE(id, 0) << test::read_text(tmp_ / "bg.err");
   const LaunchRecord first = record(id);
   // After the checkpoint of step 4 (every rank has logged step 5), before the end.
   ASSERT_TRUE(wait_for([&] { return steps_in_file(first, 3) >= 6; }, 120s)) << test::read_text(tmp_ / "bg.err");
@@ -191,14 +199,8 @@ TEST_F(ClusterElastic, CutLinkIsLostAfterTheLimitAndTheRunResumesOnTheSurvivorWi
   ASSERT_EQ(reference.size(), static_cast<size_t>(kSteps));
 
   const pid_t launch = spawn_cli(elastic_args("cut", {"--lost-after", "15"}), tmp_);
-  store::RunId id = 0;
-  ASSERT_TRUE(wait_for([&] {
-    auto s = store::RunStore::open(db_);
-    auto runs = (*s)->list_runs();
-    for (const auto& r : *runs)
-      if (r.name == "cut") id = r.id;
-    return id != 0;
-  }, 120s)) << test::read_text(tmp_ / "bg.err");
+  const store::RunId id = stored_run_named("cut");
+  ASSERT_NE(id, 0) << test::read_text(tmp_ / "bg.err");
   const LaunchRecord first = record(id);
   ASSERT_TRUE(wait_for([&] { return steps_in_file(first, 3) >= 6; }, 120s)) << test::read_text(tmp_ / "bg.err");
   const int at_cut = steps_in_file(first, 3);
