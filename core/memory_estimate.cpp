@@ -355,6 +355,12 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
                     : out.grads;
 
   // ---- Buffers ----
+  // The all-to-all of one dispatch (or combine) in flight: the token copies this rank sends and
+  // those it receives, h each, in the compute dtype (the received ones then stay as the
+  // experts' saved inputs, counted above). A rank sends its own top-k x T_e copies whatever
+  // the routing; only what the busiest rank receives grows with the imbalance (R).
+  const int64_t a2a_sent = moe.experts_per_token * T_e;
+  const int64_t a2a_bytes = ep_on && layout.sparse_layers > 0 ? c * (a2a_sent + R) * h : 0;
   // Expert parallelism: meshtrain keeps each sparse block as two flat parameters, the dense part
   // (attention, norms, router) sharded over n and the experts over ne, whatever n and ne (even 1).
   // Such a block is never prefetched. Gathering it all-gathers both parts and concatenates them
@@ -379,16 +385,31 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
         f("sparse block %lld params x %lld B + %lld prefetch x dense block %lld params x %lld B + root", Ls, c,
           k.fsdp_prefetch_layers, Ld, c) +
             std::to_string(Rp) + " params");
-    // Past the gathered block, the larger of two moments: its gather (the two all-gathered parts,
-    // compute dtype, before the concatenation) and its backward after the block is freed (the
-    // block's gradient, its fp32 copy under bf16, the two padded fp32 parts and, on Gloo, the
-    // receive buffer of the larger part's reduce-scatter over a group of more than one).
+    // Past the gathered block, three moments of the last sparse block's backward compete:
+    //   (G) its gather: the two all-gathered parts (compute dtype) before the concatenation;
+    //   (A) its layer's backward: the backward transient (or the loss moment, if larger) and
+    //       the all-to-all buffers, counted with the activations and the comm buffers;
+    //   (R) its reduction, the block's last backward node: the block's gradient takes the
+    //       freed storage's place, plus its fp32 copy under bf16, the two padded fp32 parts,
+    //       the two reduce-scattered shards and, on Gloo, the receive buffer of the larger
+    //       part's reduce-scatter over a group of more than one. By then the layer's own saved
+    //       activations and its backward transient are freed.
+    // Only what (G) or (R) hold beyond (A) is added here, so the total is the largest moment.
     const int64_t gather_parts = (d_pad + e_pad) * c;
     const int64_t recv = q.training.device == DeviceKind::cpu ? 4 * std::max(n > 1 ? d_pad : 0, ne > 1 ? e_pad : 0) : 0;
-    const int64_t backward_parts = (bf16 ? 4 * Ls : 0) + 4 * (d_pad + e_pad) + recv;
-    add(out.gather_buffers, "fsdp.unsharded_grad", std::max(gather_parts, backward_parts),
-        f("max(gather: (dense %lld + experts %lld) x %lld B, backward: 4 B x (parts + recv %lld) + bf16 copy)", d_pad,
-          e_pad, c, recv / 4));
+    const int64_t reduce_parts = (bf16 ? 4 * Ls : 0) + 4 * (d_pad + e_pad) + 4 * (d_pad / n + e_pad / ne) + recv;
+    const int64_t sparse_layer_saved =
+        q.training.activation_checkpointing == ActivationCheckpointing::none
+            ? c * (norms_e + inputs_e + attn_e + scores_e + moe_e) + 4 * (attn_fp32_e + router_fp32_e)
+            : c * h * T / t_sp;
+    const int64_t layer_moment = std::max(out.logits, out.backward_transient) + a2a_bytes;
+    const int64_t beyond = std::max<int64_t>(
+        {0, gather_parts - layer_moment, reduce_parts - sparse_layer_saved - layer_moment});
+    add(out.gather_buffers, "fsdp.unsharded_grad", beyond,
+        f("max(0, gather %lld, reduce %lld - layer's saved %lld) - layer backward %lld B", gather_parts, reduce_parts,
+          sparse_layer_saved, layer_moment) +
+            f(" (gather: (dense %lld + experts %lld) x %lld B; reduce: 4 B x (parts + shards + recv %lld) + bf16 copy)",
+              d_pad, e_pad, c, recv / 4));
     if (q.training.fsdp_grad_sync == FsdpGradSync::step && q.grad_accum_steps() > 1) {
       add(out.gather_buffers, "fsdp.accumulated_grads", 4 * layout.total_numel(),
           f("4 B x %lld unsharded parameters (gradients summed over %lld micro-batches)",
@@ -439,15 +460,9 @@ MemoryBreakdown estimate_memory(const MemoryQuery& q) {
           f("min(bucket %lld B, fp32 grads %lld B)", k.ddp_bucket_bytes, grad_bytes));
     }
   }
-  if (ep_on && layout.sparse_layers > 0) {
-    // The all-to-all of one dispatch (or combine) in flight: the token copies this rank sends and
-    // those it receives, h each, in the compute dtype (the received ones then stay as the
-    // experts' saved inputs, counted above). A rank sends its own top-k x T_e copies whatever
-    // the routing; only what the busiest rank receives grows with the imbalance (R).
-    const int64_t sent = moe.experts_per_token * T_e;
-    add(out.comm_buffers, "ep.all_to_all", c * (sent + R) * h,
-        f("%lld B x (sent %lld + received R=%lld) copies x h=%lld", c, sent, R, h));
-  }
+  if (a2a_bytes > 0)
+    add(out.comm_buffers, "ep.all_to_all", a2a_bytes,
+        f("%lld B x (sent %lld + received R=%lld) copies x h=%lld", c, a2a_sent, R, h));
   if (ring) {
     // The k/v block being sent and the one being received around the cp ring.
     add(out.comm_buffers, "cp.ring_kv", 2 * 2 * T * kv_loc * c,

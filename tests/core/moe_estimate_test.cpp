@@ -3,6 +3,8 @@
 // checked against its formula (docs/estimator.md) worked by hand.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/memory_estimate.h"
 #include "core/param_layout.h"
 #include "core/parallel_layout.h"
@@ -92,31 +94,51 @@ TEST(MoeEstimate, ExpertParallelShrinksTheGatheredLayer) {
 
 // With ep > 1 meshtrain keeps each sparse block as two flat parameters (dense part over n, experts
 // over efsdp), never prefetches it, and frees the gathered block before cutting its gradient into
-// the two padded parts: one block gathered; past it the larger of the gather's two parts and the
-// backward's two fp32 parts plus Gloo's receive buffer of a part whose group has more than one rank.
-TEST(MoeEstimate, ExpertParallelBlocksHoldTwoFlatParameters) {
+// the two padded parts. One block is gathered; the peak is the largest of three moments of the
+// last block's backward, each on top of the saved activations and the gathered block:
+//   its gather (the two all-gathered parts, before the concatenation);
+//   its layer's backward (the transient, or the loss if larger, and the all-to-all buffers);
+//   its reduction, after its own layer's saved activations are freed (the two padded fp32
+//   parts, the two shards and Gloo's receive buffer of a part whose group has more than one rank).
+TEST(MoeEstimate, ExpertParallelBlocksPeakAtTheLargestMomentOfTheirBackward) {
   const ModelSpec m = preset("qwen3-30b-a3b");
   auto sum = [](const std::vector<ParamTensor>& ts) {
     int64_t n = 0;
     for (const ParamTensor& t : ts) n += t.numel();
     return n;
   };
-  for (const MeshShape shape : {MeshShape{1, 8, 1, 1}, MeshShape{1, 1, 1, 8}}) {
-    MemoryQuery q = memory_query(m, shape, 8);
-    q.training.device = DeviceKind::cpu;
-    q.training.precision = Precision::fp32;
-    const MemoryBreakdown b = estimate_memory(q);
-    const ParamLayout layout = tp_param_layout(m, shape[Axis::tp], true, 8);
-    const int64_t n = shape[Axis::dp_shard];  // efsdp = n x tp / ep = 1 in both shapes
-    const int64_t experts = sum(layout.experts), block = sum(layout.layer) + sum(layout.router) + experts;
-    ASSERT_EQ(experts, 16 * 3 * 768 * 2048);  // 16 whole experts, efsdp 1: no padding
-    const int64_t dense_padded = (block - experts + n - 1) / n * n;
-    const int64_t root = n > 1 ? layout.root_numel() : 0;
-    ASSERT_NE(term(b, "fsdp.gathered_params"), nullptr) << "tp " << shape[Axis::tp];
-    EXPECT_EQ(term(b, "fsdp.gathered_params")->bytes, 4 * (block + root));
-    const int64_t recv = n > 1 ? dense_padded : 0;  // the experts' group is one rank: no receive
-    EXPECT_EQ(term(b, "fsdp.unsharded_grad")->bytes, 4 * (dense_padded + experts + recv));
-    EXPECT_EQ(term(b, "fsdp.reduce_scatter_recv"), nullptr);
+  for (const int64_t seq : {4096, 64}) {
+    for (const MeshShape shape : {MeshShape{1, 8, 1, 1}, MeshShape{1, 1, 1, 8}}) {
+      SCOPED_TRACE("seq " + std::to_string(seq) + ", tp " + std::to_string(shape[Axis::tp]));
+      MemoryQuery q = memory_query(m, shape, 8);
+      q.training.seq_len = seq;
+      q.training.device = DeviceKind::cpu;
+      q.training.precision = Precision::fp32;
+      const MemoryBreakdown b = estimate_memory(q);
+      const ParamLayout layout = tp_param_layout(m, shape[Axis::tp], true, 8);
+      const int64_t n = shape[Axis::dp_shard];  // efsdp = n x tp / ep = 1 in both shapes
+      const int64_t experts = sum(layout.experts), block = sum(layout.layer) + sum(layout.router) + experts;
+      ASSERT_EQ(experts, 16 * 3 * 768 * 2048);  // 16 whole experts, efsdp 1: no padding
+      const int64_t dense_padded = (block - experts + n - 1) / n * n;
+      const int64_t root = n > 1 ? layout.root_numel() : 0;
+      ASSERT_NE(term(b, "fsdp.gathered_params"), nullptr);
+      EXPECT_EQ(term(b, "fsdp.gathered_params")->bytes, 4 * (block + root));
+      EXPECT_EQ(term(b, "fsdp.reduce_scatter_recv"), nullptr);
+      // Every layer of qwen3-30b-a3b is sparse: one layer's saved activations are 1/48 of them.
+      ASSERT_EQ(b.activations % 48, 0);
+      const int64_t layer_saved = b.activations / 48;
+      const int64_t recv = n > 1 ? dense_padded : 0;  // the experts' group is one rank: no receive
+      const int64_t gather = 4 * (dense_padded + experts);
+      const int64_t reduce = 4 * (dense_padded + experts + dense_padded / n + experts + recv);
+      const int64_t layer_backward = std::max(b.logits, b.backward_transient) + term(b, "ep.all_to_all")->bytes;
+      const int64_t largest = std::max({layer_backward, gather, reduce - layer_saved});
+      EXPECT_EQ(b.backward_phase(), b.params + b.grads_at_backward_peak + b.optimizer + b.activations +
+                                        4 * (block + root) + largest);
+      EXPECT_EQ(term(b, "fsdp.unsharded_grad")->bytes, largest - layer_backward);
+      // Long sequences peak in the layer's backward; short ones in the reduction.
+      if (seq == 4096) EXPECT_EQ(largest, layer_backward);
+      else EXPECT_EQ(largest, reduce - layer_saved);
+    }
   }
 }
 
