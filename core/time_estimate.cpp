@@ -196,19 +196,27 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     Collective op;
     double count;  // collectives per step
     double bytes;  // bytes one rank sends in them, per step
+    // A term over another group than the charge's (the experts' efsdp under FSDP): its size and
+    // whether any of its groups crosses nodes (0 / -1: the charge's).
+    int64_t group = 0;
+    int crosses = -1;
   };
   auto charge = [&](Axis a, FitTerm term_kind, GroupKind kind, int64_t n, std::initializer_list<Term> terms,
                     int key_b = 1, int key_c = 1) {
     AxisComm& ax = out.comm[a];
     ax.crosses_nodes = mesh.ok() && mesh->any_group_crosses_nodes(kind);
+    for (const Term& term : terms) ax.crosses_nodes = ax.crosses_nodes || (term.count > 0 && term.crosses > 0);
     const LinkKind link = ax.crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node;
-    const double bw = ax.crosses_nodes ? hw.inter_node_bytes_per_s : hw.intra_node_bytes_per_s;
     bool all_calibrated = true;
     double collectives = 0;
     for (const Term& term : terms) {
       if (term.count <= 0) continue;
-      std::optional<AlphaBeta> fit = cal ? cal->collective(link, term.op, n) : std::nullopt;
-      const AlphaBeta ab = fit ? *fit : AlphaBeta{static_cast<double>(ring_steps(term.op, n)) * hw.latency_s, bw};
+      const int64_t tn = term.group > 0 ? term.group : n;
+      const bool crosses = term.crosses >= 0 ? term.crosses > 0 : mesh.ok() && mesh->any_group_crosses_nodes(kind);
+      const LinkKind tlink = crosses ? LinkKind::inter_node : LinkKind::intra_node;
+      const double bw = crosses ? hw.inter_node_bytes_per_s : hw.intra_node_bytes_per_s;
+      std::optional<AlphaBeta> fit = cal ? cal->collective(tlink, term.op, tn) : std::nullopt;
+      const AlphaBeta ab = fit ? *fit : AlphaBeta{static_cast<double>(ring_steps(term.op, tn)) * hw.latency_s, bw};
       all_calibrated = all_calibrated && fit.has_value();
       ax.seconds += term.count * ab.latency_s + term.bytes / ab.bytes_per_s;
       ax.bytes += term.bytes;
@@ -296,18 +304,34 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   // every micro-batch, or once per step with fsdp_grad_sync = step (no sync on
   // accumulation micro-batches).
   // Mixture of experts: the experts' share E of the parameters goes over the efsdp group (ne
-  // ranks) instead, in the same collectives (counted at dp_shard's link and alpha).
+  // ranks) instead. With ep = 1 it rides in the same collectives; with ep > 1 a sparse block's
+  // experts are a flat parameter of their own, gathered and reduce-scattered in collectives of
+  // their own over efsdp, on efsdp's link (its groups cross nodes where the dense ones may not:
+  // efsdp strides over the ranks ep borrows), and the dense part's only where n > 1.
   if (fsdp) {
     const double E = static_cast<double>(layout.expert_numel());
     const double P = static_cast<double>(layout.total_numel()) - E;
     const double reductions = q.training.fsdp_grad_sync == FsdpGradSync::step ? 1.0 : ga;
     const double modules = L + root_modules;
-    auto gathered = [&](Collective op, double bytes_per_param) {
-      return ring_bytes_sent(op, P * bytes_per_param, n_fsdp) + ring_bytes_sent(op, E * bytes_per_param, ne);
-    };
-    charge(Axis::dp_shard, FitTerm::fsdp, GroupKind::dp_shard_cp, std::max(n_fsdp, ne),
-           {{Collective::all_gather, ga * 2 * modules, ga * 2 * gathered(Collective::all_gather, c)},
-            {Collective::reduce_scatter, reductions * modules, reductions * gathered(Collective::reduce_scatter, 4)}});
+    if (moe_ep && L_sparse > 0) {
+      const double dense = n_fsdp > 1 ? modules : 0, experts = ne > 1 ? L_sparse : 0;
+      const int efsdp_crosses = mesh.ok() && mesh->any_expert_group_crosses_nodes(ExpertGroupKind::efsdp) ? 1 : 0;
+      charge(Axis::dp_shard, FitTerm::fsdp, GroupKind::dp_shard_cp, std::max(n_fsdp, ne),
+             {{Collective::all_gather, ga * 2 * dense, ga * 2 * ring_bytes_sent(Collective::all_gather, P * c, n_fsdp), n_fsdp},
+              {Collective::reduce_scatter, reductions * dense,
+               reductions * ring_bytes_sent(Collective::reduce_scatter, P * 4, n_fsdp), n_fsdp},
+              {Collective::all_gather, ga * 2 * experts, ga * 2 * ring_bytes_sent(Collective::all_gather, E * c, ne), ne,
+               efsdp_crosses},
+              {Collective::reduce_scatter, reductions * experts,
+               reductions * ring_bytes_sent(Collective::reduce_scatter, E * 4, ne), ne, efsdp_crosses}});
+    } else {
+      auto gathered = [&](Collective op, double bytes_per_param) {
+        return ring_bytes_sent(op, P * bytes_per_param, n_fsdp) + ring_bytes_sent(op, E * bytes_per_param, ne);
+      };
+      charge(Axis::dp_shard, FitTerm::fsdp, GroupKind::dp_shard_cp, std::max(n_fsdp, ne),
+             {{Collective::all_gather, ga * 2 * modules, ga * 2 * gathered(Collective::all_gather, c)},
+              {Collective::reduce_scatter, reductions * modules, reductions * gathered(Collective::reduce_scatter, 4)}});
+    }
   }
 
   // ep (mixture of experts): every sparse layer dispatches its token copies to the experts'

@@ -30,13 +30,15 @@ bool all_links_fast(const ClusterFacts& cluster) {
 }
 
 // core's hardware model of the cluster's device and links, with the cluster's calibration and
-// fit when it has them: how core estimates this cluster's shapes.
-EstimateOptions estimate_options(const ClusterFacts& cluster) {
+// fit when it has them: how core estimates this cluster's shapes. With `model`, the measured
+// routing too when it is that model's (a model changed since it was read never takes it).
+EstimateOptions estimate_options(const ClusterFacts& cluster, const ModelSpec* model = nullptr) {
   EstimateOptions o;
   o.hardware = cluster.hardware && cluster.device == DeviceKind::cuda ? *cluster.hardware
                                                                        : HardwareModel::for_device(cluster.device, all_links_fast(cluster));
   if (cluster.calibration) o.calibration = *cluster.calibration;
   o.fit = cluster.fit;  // made on the same base (RunFitModel::fit_for)
+  if (model && cluster.routing && cluster.routing->check_matches(*model)) o.routing = cluster.routing;
   return o;
 }
 
@@ -257,7 +259,7 @@ Result<MemoryEstimate> estimate_memory(const RunConfig& config, const ClusterFac
   const LayoutCheck checked = ParallelLayout::check(on_cluster_device(config, cluster), &*model, placement_of(cluster));
   if (!checked.ok()) return checked.report.first_error();
   const ParallelLayout& layout = *checked.layout;
-  const EstimateOptions options = estimate_options(cluster);
+  const EstimateOptions options = estimate_options(cluster, &*model);
 
   MemoryEstimate out;
   out.memory = meshwork::worst_stage_memory(layout, *model, options);
@@ -351,7 +353,7 @@ Result<std::vector<PlanRow>> plan_shapes(const RunConfig& config, const ClusterF
   q.nodes = cluster.num_nodes;
   q.gpus_per_node = cluster.ranks_per_node;
   q.device_memory_bytes = static_cast<int64_t>(cluster.device_memory_bytes);
-  q.estimate = estimate_options(cluster);
+  q.estimate = estimate_options(cluster, &*model);
   // Stages follow the editor: the planner keeps its pp (1 by default; the ranked shapes then
   // have that many stages) and enumerates pp too when it is auto, judging pipelined shapes with
   // the run's schedule.

@@ -16,6 +16,7 @@
 #include "core/mesh.h"
 #include "core/model_spec.h"
 #include "core/planner.h"
+#include "core/routing_imbalance.h"
 #include "core/run_fit.h"
 #include "core/run_config.h"
 #include "core/store/calibration_store.h"
@@ -52,6 +53,12 @@ struct ClusterFacts {
   // Why the stored runs of these nodes were not fitted, in core's words ("" when fitted or when
   // there are none): the planner says so beside its fallback.
   std::string fit_refusal;
+  // Mixture of experts: the routing a stored run of the plan's model measured (RoutingModel, on
+  // the store worker), which gives each ep shape the imbalance of its own ep
+  // (EstimateOptions::routing). The model's data rather than the cluster's, carried here because
+  // it replaces a default as the calibration does. Used only when it matches the model being
+  // estimated (MeasuredRouting::check_matches). Null: routing taken as balanced.
+  std::shared_ptr<const MeasuredRouting> routing;
   // A cluster described by hardware (core/gpu_kinds.h): its peaks and links in place of core's
   // defaults for the device. Unset: the defaults (HardwareModel::for_device).
   std::optional<HardwareModel> hardware;

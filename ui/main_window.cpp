@@ -49,6 +49,8 @@
 #include "ui/node_prober.h"
 #include "ui/plan_page.h"
 #include "ui/plan_state.h"
+#include "ui/planner_panel.h"
+#include "ui/routing_model.h"
 #include "ui/notices.h"
 #include "ui/theme.h"
 
@@ -177,6 +179,15 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
   connect(cluster_panel_->calibrations(), &CalibrationModel::changed, this, &MainWindow::sync_cluster_to_plan);
   // So do the time model's fit to the cluster's stored runs (refitted on the worker as runs end).
   connect(cluster_panel_->calibrations()->run_fits(), &RunFitModel::changed, this, &MainWindow::sync_cluster_to_plan);
+  // And, for a mixture of experts, the routing a stored run of the plan's model measured (read on
+  // the worker for the model the plan has; the planner's Routing picks the run or balanced).
+  routing_ = new RoutingModel(store_, this);
+  plan_page_->planner()->set_routing(routing_);
+  connect(plan_, &PlanState::changed, this, [this] {
+    auto model = model_of(plan_->config());
+    routing_->set_model(model ? &*model : nullptr);  // reads again only for another model
+  });
+  connect(routing_, &RoutingModel::changed, this, &MainWindow::sync_cluster_to_plan);
 
   // The local machine is the default cluster.
   NodeInfo local;
@@ -467,6 +478,7 @@ void MainWindow::sync_cluster_to_plan() {
     f.fit = c->run_fits()->fit_for(f.device, nodes, f.calibration);
     f.fit_refusal = c->run_fits()->refusal_for(f.device, nodes, f.calibration);
   }
+  if (routing_) f.routing = routing_->routing();
   plan_->set_cluster(f, nodes);
   summary_label_->setText(tr("%1 node(s) · %2 ranks").arg(s.num_nodes).arg(s.world_size) +
                           (s.unreachable.isEmpty() ? QString() : tr(" · %n unreachable", nullptr, int(s.unreachable.size()))));

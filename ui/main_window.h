@@ -30,6 +30,7 @@ class PlanPage;
 class PlanState;
 class ComparePage;
 class LaunchController;
+class RoutingModel;
 class RunsPage;
 class StoreWorker;
 class BrowserServer;
@@ -55,6 +56,7 @@ class MainWindow : public QMainWindow {
   ComparePage* compare_page() const { return compare_page_; }
   LaunchController* launcher() const { return launcher_; }
   StoreWorker* store_worker() const { return store_; }
+  RoutingModel* routing() const { return routing_; }  // what the planner's ep shapes assume
   // Follows again every run the store marks running and that has a launch record (after the
   // workbench was closed): read on the store worker, attached when the answer arrives.
   void attach_running();
@@ -113,6 +115,7 @@ class MainWindow : public QMainWindow {
   Inspector* inspector_;
   QDockWidget* inspector_dock_;
   StoreWorker* store_;
+  RoutingModel* routing_ = nullptr;
   BrowserServer* browser_server_ = nullptr;
   bool open_browser_ = true;
   LaunchController* launcher_;

@@ -1,7 +1,9 @@
 #include "ui/planner_panel.h"
 
 #include <algorithm>
+#include <map>
 
+#include <QComboBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -17,6 +19,7 @@
 #include "ui/panel_widgets.h"
 #include "ui/planner_model.h"
 #include "ui/plan_state.h"
+#include "ui/routing_model.h"
 #include "ui/theme.h"
 
 namespace meshwork::ui {
@@ -60,6 +63,17 @@ PlannerPanel::PlannerPanel(PlanState* state, QWidget* parent)
   auto* top = new QHBoxLayout;
   top->setContentsMargins(8, 0, 8, 0);
   top->setSpacing(4);
+  routing_label_ = new QLabel(tr("Routing"), this);
+  routing_choice_ = new QComboBox(this);
+  routing_choice_->setObjectName("RoutingChoice");
+  routing_choice_->setToolTip(tr("What the expert-parallel shapes assume: the tokens per expert a stored run of this "
+                                 "model measured (each ep's busiest rank over the mean, for step time and memory), or "
+                                 "balanced routing"));
+  routing_label_->setBuddy(routing_choice_);
+  routing_label_->hide();
+  routing_choice_->hide();
+  top->addWidget(routing_label_);
+  top->addWidget(routing_choice_);
   top->addStretch(1);
   trial_count_ = new_spin_box(this, "TrialCount", 1, 16, 3, tr("How many of the best predicted shapes that fit to try"));
   trial_count_->setPrefix(tr("K = "));
@@ -102,6 +116,59 @@ PlannerPanel::PlannerPanel(PlanState* state, QWidget* parent)
     if (state_->mesh()) model_->set_current_shape(state_->mesh()->shape());
   });
   refresh();
+}
+
+void PlannerPanel::set_routing(RoutingModel* routing) {
+  routing_ = routing;
+  connect(routing_, &RoutingModel::changed, this, [this] {
+    update_routing_choice();
+    refresh();
+  });
+  connect(routing_choice_, &QComboBox::activated, this, [this](int index) {
+    routing_->set_choice(routing_choice_->itemData(index).toLongLong());
+  });
+  update_routing_choice();
+}
+
+void PlannerPanel::update_routing_choice() {
+  const bool moe = routing_ && routing_->moe();
+  routing_label_->setVisible(moe);
+  routing_choice_->setVisible(moe);
+  if (!moe) return;
+  const QSignalBlocker quiet(routing_choice_);
+  routing_choice_->clear();
+  routing_choice_->addItem(tr("balanced"), QVariant::fromValue<qlonglong>(RoutingModel::kBalanced));
+  for (const store::RoutingRun& r : routing_->runs())
+    routing_choice_->addItem(r.name.empty() ? tr("as run %1 measured it").arg(r.id)
+                                            : tr("as run %1 (%2) measured it").arg(r.id).arg(QString::fromStdString(r.name)),
+                             QVariant::fromValue<qlonglong>(r.id));
+  // The newest run is chosen by default; a run chosen by id stays chosen while it is offered.
+  const store::RunId shown = routing_->routing() ? routing_->routing_run() : RoutingModel::kBalanced;
+  routing_choice_->setCurrentIndex(std::max(0, routing_choice_->findData(QVariant::fromValue<qlonglong>(shown))));
+}
+
+QString PlannerPanel::routing_notice() const {
+  if (!routing_ || !routing_->moe()) return {};
+  QString text;
+  if (!routing_->error().isEmpty()) text += tr("<br>⚠ Routing: %1.").arg(routing_->error().toHtmlEscaped());
+  const std::shared_ptr<const MeasuredRouting>& measured = state_->cluster().routing;
+  if (!measured) {
+    return text + (routing_->choice() == RoutingModel::kBalanced || !routing_->runs().empty()
+                       ? tr("<br>Routing taken as balanced: every ep rank gets its share of the tokens.")
+                       : tr("<br>Routing taken as balanced: no stored run of this model measured it (a run of it "
+                            "gives each ep its measured imbalance)."));
+  }
+  // Each ep's imbalances as the planner applied them to its rows.
+  std::map<int, std::pair<double, double>> per_ep;
+  for (const PlanRow& r : state_->plan())
+    if (r.entry.shape.ep > 1) per_ep[r.entry.shape.ep] = {r.entry.step_imbalance, r.entry.memory_imbalance};
+  QStringList eps;
+  for (const auto& [ep, g] : per_ep) eps << tr("ep %1: ×%2 step, ×%3 memory").arg(ep).arg(g.first, 0, 'f', 2).arg(g.second, 0, 'f', 2);
+  text += tr("<br>Routing as %1 measured it (%2), busiest ep rank over the mean")
+              .arg(QString::fromStdString(measured->source()).toHtmlEscaped(),
+                   measured->steps() == 1 ? tr("1 step") : tr("%1 steps").arg(measured->steps()));
+  text += eps.isEmpty() ? QStringLiteral(".") : QStringLiteral(": ") + eps.join(QStringLiteral("; ")) + QStringLiteral(".");
+  return text;
 }
 
 void PlannerPanel::apply_row(int view_row) {
@@ -164,6 +231,7 @@ void PlannerPanel::refresh() {
                        .arg(state_->cluster().world_size)
                        .arg(fits);
     text += basis_notice();
+    text += routing_notice();
     status_->setText(text);
   }
   status_->fit_height();

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "core/store/sqlite.h"
 
@@ -69,11 +70,20 @@ std::vector<double> load_ratios(const std::vector<double>& tokens) {
   return out;
 }
 
+// One index seek per layer ((run, layer, step) is the key): a run's layers without reading its steps.
 Result<std::vector<int>> expert_load_layers(RunStore& store, RunId run) {
-  sql::Stmt q(store.handle(), "SELECT DISTINCT layer FROM expert_load WHERE run = ?1 ORDER BY layer");
+  sql::Stmt q(store.handle(), "SELECT layer FROM expert_load WHERE run = ?1 AND layer > ?2 ORDER BY layer LIMIT 1");
   if (!q.ok()) return q.error();
-  q.bind(1, run);
-  return q.collect([&] { return static_cast<int>(q.int64(0)); });
+  std::vector<int> layers;
+  int64_t after = INT64_MIN;
+  for (;;) {
+    q.bind(1, run).bind(2, after);
+    Result<std::optional<int64_t>> next = q.first([&] { return q.int64(0); });
+    if (!next) return next.error();
+    if (!*next) return layers;
+    after = **next;
+    layers.push_back(static_cast<int>(after));
+  }
 }
 
 Result<ExpertLoadMap> expert_load_map(RunStore& store, RunId run, int layer, int max_columns,
@@ -137,29 +147,74 @@ Result<ExpertLoadMap> expert_load_map(RunStore& store, RunId run, int layer, int
   return map;
 }
 
-Result<MeasuredRouting> measured_routing(RunStore& store, RunId run) {
+Result<MeasuredRouting> measured_routing(RunStore& store, RunId run, int64_t max_steps) {
+  if (max_steps < 1) return Error{"max_steps", std::to_string(max_steps), "at least 1 step"};
   Result<RunInfo> info = store.get_run(run);
   if (!info) return info.error();
   std::string source = "run " + std::to_string(run);
   if (!info->summary.name.empty()) source += " (" + info->summary.name + ")";
-  sql::Stmt q(store.handle(), "SELECT step, tokens FROM expert_load WHERE run = ?1 ORDER BY step, layer");
-  if (!q.ok()) return q.error();
-  q.bind(1, run);
-  std::vector<RoutedStep> steps;
-  int64_t last_step = INT64_MIN;
-  Status walked = q.each_row([&]() -> Status {
-    Result<std::vector<double>> tokens = tokens_column(q, 1);
-    if (!tokens) return tokens.error();
-    const int64_t step = q.int64(0);
-    if (steps.empty() || step != last_step) steps.emplace_back();
-    last_step = step;
-    steps.back().layers.push_back(std::move(*tokens));
-    return Status::Ok();
-  });
-  if (!walked) return walked.error();
-  if (steps.empty())
+  Result<std::vector<int>> layers = expert_load_layers(store, run);
+  if (!layers) return layers.error();
+  if (layers->empty())
     return Error{"routing", source, "a run that stored its tokens per expert (an MoE run of meshtrain); it stored none"};
+  // The latest step of any layer (an index seek each), then each layer's window as one range scan.
+  sql::Stmt last(store.handle(), "SELECT max(step) FROM expert_load WHERE run = ?1 AND layer = ?2");
+  if (!last.ok()) return last.error();
+  int64_t latest = INT64_MIN;
+  for (int layer : *layers) {
+    last.bind(1, run).bind(2, layer);
+    Result<std::optional<int64_t>> step = last.first([&] { return last.int64(0); });
+    if (!step) return step.error();
+    if (*step) latest = std::max(latest, **step);
+  }
+  const int64_t first = latest - max_steps + 1;
+  sql::Stmt q(store.handle(), "SELECT step, tokens FROM expert_load WHERE run = ?1 AND layer = ?2 AND step >= ?3 ORDER BY step");
+  if (!q.ok()) return q.error();
+  std::map<int64_t, RoutedStep> by_step;
+  for (int layer : *layers) {
+    q.bind(1, run).bind(2, layer).bind(3, first);
+    Status walked = q.each_row([&]() -> Status {
+      Result<std::vector<double>> tokens = tokens_column(q, 1);
+      if (!tokens) return tokens.error();
+      by_step[q.int64(0)].layers.push_back(std::move(*tokens));
+      return Status::Ok();
+    });
+    if (!walked) return walked.error();
+  }
+  // A step some layer did not store (a record cut short) would shift the layers: left out.
+  std::vector<RoutedStep> steps;
+  for (auto& [step, routed] : by_step)
+    if (routed.layers.size() == layers->size()) steps.push_back(std::move(routed));
+  if (steps.empty())
+    return Error{"routing", source, "a run that stored every sparse layer's tokens per expert in one step; none has all " +
+                                        std::to_string(layers->size())};
   return MeasuredRouting::make(std::move(steps), std::move(source));
+}
+
+Result<std::vector<RoutingRun>> routing_runs(RunStore& store, const ModelSpec& model, int limit) {
+  std::vector<RoutingRun> out;
+  if (!model.is_moe() || limit < 1) return out;
+  sql::Stmt runs(store.handle(), "SELECT id, name FROM runs ORDER BY created DESC, id DESC");
+  if (!runs.ok()) return runs.error();
+  sql::Stmt experts(store.handle(), "SELECT experts FROM expert_load WHERE run = ?1 AND layer = ?2 LIMIT 1");
+  if (!experts.ok()) return experts.error();
+  std::vector<RoutingRun> all;
+  Status listed = runs.each_row([&] { all.push_back({runs.int64(0), runs.text(1), 0, 0}); });
+  if (!listed) return listed.error();
+  for (RoutingRun& r : all) {
+    Result<std::vector<int>> layers = expert_load_layers(store, r.id);
+    if (!layers) return layers.error();
+    if (layers->empty()) continue;  // a dense run
+    experts.bind(1, r.id).bind(2, layers->front());
+    Result<std::optional<int64_t>> e = experts.first([&] { return experts.int64(0); });
+    if (!e) return e.error();
+    r.experts = e->value_or(0);
+    r.sparse_layers = static_cast<int>(layers->size());
+    if (r.experts != model.moe.num_experts || r.sparse_layers != model.sparse_layer_count()) continue;
+    out.push_back(std::move(r));
+    if (static_cast<int>(out.size()) == limit) break;
+  }
+  return out;
 }
 
 }  // namespace meshwork::store

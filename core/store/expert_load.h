@@ -58,9 +58,26 @@ Result<ExpertLoadMap> expert_load_map(RunStore& store, RunId run, int layer, int
                                       std::optional<int64_t> first_step = std::nullopt,
                                       std::optional<int64_t> last_step = std::nullopt);
 
-// Every stored step of `run` as core's MeasuredRouting (core/routing_imbalance.h), its source
-// "run ID (NAME)": what the planner reads the imbalance of each ep from. An Error naming the run
-// when it stored no routing (a dense run, or one of a trainer that records none).
-Result<MeasuredRouting> measured_routing(RunStore& store, RunId run);
+// How many of a run's latest steps the planner reads its routing from: enough for the imbalance
+// to settle, few enough that a run of 100,000 steps is read in a moment.
+inline constexpr int64_t kRoutingSteps = 1000;
+
+// The stored steps of `run` (its latest `max_steps`) as core's MeasuredRouting
+// (core/routing_imbalance.h), its source "run ID (NAME)": what the planner reads the imbalance of
+// each ep from. An Error naming the run when it stored no routing (a dense run, or one of a
+// trainer that records none).
+Result<MeasuredRouting> measured_routing(RunStore& store, RunId run, int64_t max_steps = kRoutingSteps);
+
+// A stored run whose routing can be a model's (MeasuredRouting::check_matches: its expert and
+// sparse-layer counts): what the workbench's planner offers.
+struct RoutingRun {
+  RunId id = 0;
+  std::string name;
+  int64_t experts = 0;
+  int sparse_layers = 0;
+};
+// The stored runs whose routing matches `model`, newest first, at most `limit`; none for a dense
+// model. A few index seeks per stored run: no run's steps are read.
+Result<std::vector<RoutingRun>> routing_runs(RunStore& store, const ModelSpec& model, int limit);
 
 }  // namespace meshwork::store

@@ -142,6 +142,34 @@ TEST(MoeEstimate, ExpertParallelBlocksPeakAtTheLargestMomentOfTheirBackward) {
   }
 }
 
+// With ep > 1 the experts' FSDP collectives are their own, over efsdp and on efsdp's link.
+// qwen3-30b-a3b on 2 nodes x 4 GPUs, tp 8 with ep 2: no dense FSDP (dp_shard x cp = 1), but
+// efsdp = 8 / 2 = 4 strides over the tp ranks, {0, 2, 4, 6}: across the nodes. Per sparse
+// layer and micro-batch two all-gathers of the rank's experts (forward, backward) and one
+// reduce-scatter of their fp32 gradients, at the inter-node link.
+TEST(MoeEstimate, ExpertShardsAreGatheredOnTheirOwnGroupsLink) {
+  const ModelSpec m = preset("qwen3-30b-a3b");
+  TimeQuery q = time_query(m, MeshShape{1, 1, 1, 8}, 2, 4);
+  const TimeEstimate e = estimate_time(q);
+  const AxisComm& fsdp = e.comm[Axis::dp_shard];
+  EXPECT_TRUE(fsdp.crosses_nodes);
+  const double E = static_cast<double>(tp_param_layout(m, 8, q.trainer.vocab_parallel, 2).expert_numel());
+  const double L = static_cast<double>(m.sparse_layer_count());
+  const HardwareModel& hw = q.hardware;
+  // `passes` over every sparse layer's experts (E: all layers'), one collective per layer each.
+  auto t = [&](Collective op, double passes, double bytes_per_param) {
+    return passes * L * static_cast<double>(ring_steps(op, 4)) * hw.latency_s +
+           passes * ring_bytes_sent(op, E * bytes_per_param, 4) / hw.inter_node_bytes_per_s;
+  };
+  const double want = t(Collective::all_gather, 2, 2) + t(Collective::reduce_scatter, 1, 4);
+  EXPECT_NEAR(fsdp.seconds, want, 1e-9 * want);
+  EXPECT_EQ(fsdp.collectives, static_cast<int>(3 * L));
+  // The same shape on one node of 8: the same collectives, inside the node (faster).
+  const TimeEstimate one = estimate_time(time_query(m, MeshShape{1, 1, 1, 8}, 2, 8));
+  EXPECT_FALSE(one.comm[Axis::dp_shard].crosses_nodes);
+  EXPECT_LT(one.comm[Axis::dp_shard].seconds, fsdp.seconds);
+}
+
 TEST(MoeEstimate, ImbalanceLoadsTheBusiestRank) {
   const ModelSpec m = preset("qwen3-30b-a3b");
   MemoryQuery q = memory_query(m, MeshShape{1, 8, 1, 1}, 8);

@@ -141,6 +141,84 @@ TEST(StoreExpertLoad, MeasuredRoutingIsEveryStoredStepAsTheRecordsCarryIt) {
   EXPECT_NE(none.error().message().find("stored none"), std::string::npos);
 }
 
+// The model of data/moe-run as transformers' config.json names it (8 experts; layer 1 dense).
+ModelSpec moe_run_model(int experts = 8, const char* mlp_only_layers = "[1]") {
+  auto spec = model_spec_from_json(nlohmann::json::parse(std::string(R"({"model_type": "qwen3_moe",
+    "hidden_size": 48, "intermediate_size": 96, "moe_intermediate_size": 24, "num_hidden_layers": 4,
+    "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 8, "vocab_size": 250,
+    "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": false,
+    "num_experts_per_tok": 2, "norm_topk_prob": true, "decoder_sparse_step": 1, "router_aux_loss_coef": 0.001,
+    "num_experts": )") + std::to_string(experts) + R"(, "mlp_only_layers": )" + mlp_only_layers + "}"),
+                                   "moe8");
+  EXPECT_TRUE(spec.ok()) << spec.error().message();
+  return *spec;
+}
+
+// A long run is read from its latest steps only: the routing of the last k records, whatever
+// k, and a window of no steps is refused in words.
+TEST(StoreExpertLoad, MeasuredRoutingReadsTheLatestStepsOnly) {
+  TempDir dir;
+  auto store = open_store(dir / "runs.db");
+  ASSERT_TRUE(store);
+  const RunId run = import_moe_run(*store);
+  const std::vector<StepRecord> records = steps_of(kData / "moe-run-rank0.jsonl");
+  ASSERT_EQ(records.size(), 30u);
+  for (int64_t k : {1, 7, 29, 30, 1000}) {
+    auto routing = measured_routing(*store, run, k);
+    ASSERT_TRUE(routing.ok()) << routing.error().message();
+    const size_t n = std::min<size_t>(static_cast<size_t>(k), records.size());
+    EXPECT_EQ(routing->steps(), static_cast<int64_t>(n)) << k;
+    std::vector<RoutedStep> last;
+    for (size_t i = records.size() - n; i < records.size(); ++i) {
+      RoutedStep step;
+      for (int layer : {0, 2, 3}) step.layers.push_back(layer_of(records[i], layer).tokens);
+      last.push_back(std::move(step));
+    }
+    auto from_records = MeasuredRouting::make(std::move(last), "records");
+    ASSERT_TRUE(from_records.ok());
+    for (int ep : {2, 4, 8}) {
+      EXPECT_DOUBLE_EQ(routing->step_imbalance(ep), from_records->step_imbalance(ep)) << "k " << k << ", ep " << ep;
+      EXPECT_DOUBLE_EQ(routing->memory_imbalance(ep), from_records->memory_imbalance(ep)) << "k " << k << ", ep " << ep;
+    }
+  }
+  auto none = measured_routing(*store, run, 0);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message().find("max_steps"), std::string::npos) << none.error().message();
+}
+
+// The runs the workbench's planner offers for a model: those whose stored routing has its expert
+// and sparse-layer counts, newest first, as many as asked for; none for another model or a dense one.
+TEST(StoreExpertLoad, RoutingRunsAreTheRunsOfTheModelNewestFirst) {
+  TempDir dir;
+  auto store = open_store(dir / "runs.db");
+  ASSERT_TRUE(store);
+  const RunId older = import_moe_run(*store);
+  const RunId dense = *store->create_run("dense", {}, {});
+  ASSERT_TRUE(store->ingest_chunk(dense, "r0", 0, start_line(0, 1) + testing::step_line(0, 0, 2.0)).ok());
+  const RunId newer = import_moe_run(*store);
+  ASSERT_TRUE(store->rename_run(newer, "moe again").ok());
+
+  auto both = routing_runs(*store, moe_run_model(), 10);
+  ASSERT_TRUE(both.ok()) << both.error().message();
+  ASSERT_EQ(both->size(), 2u);
+  EXPECT_EQ((*both)[0].id, newer);
+  EXPECT_EQ((*both)[0].name, "moe again");
+  EXPECT_EQ((*both)[1].id, older);
+  EXPECT_EQ((*both)[1].experts, 8);
+  EXPECT_EQ((*both)[1].sparse_layers, 3);
+  // Each one is a routing the planner takes for that model.
+  for (const RoutingRun& r : *both) EXPECT_TRUE(measured_routing(*store, r.id)->check_matches(moe_run_model()).ok());
+
+  auto one = routing_runs(*store, moe_run_model(), 1);
+  ASSERT_TRUE(one.ok());
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ(one->front().id, newer);
+  EXPECT_TRUE(routing_runs(*store, moe_run_model(16), 10)->empty());        // other expert count
+  EXPECT_TRUE(routing_runs(*store, moe_run_model(8, "[]"), 10)->empty());   // 4 sparse layers, not 3
+  ModelSpec dense_model = *load_model_spec("llama-3.2-1b");
+  EXPECT_TRUE(routing_runs(*store, dense_model, 10)->empty());
+}
+
 TEST(StoreExpertLoad, MoreStepsThanColumnsMergeIntoEvenColumnsKeepingTheWorstStep) {
   TempDir dir;
   auto store = open_store(dir / "runs.db");

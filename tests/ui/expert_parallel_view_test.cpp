@@ -1,14 +1,21 @@
 // Expert parallel in the workbench, real widgets on the offscreen platform: the ep control offers
 // the degrees core allows for the model, the mesh draws each ep group over its ranks in ep's own
 // colour (the pixels under the cells are that colour), hovering outlines the rank's ep group, the
-// planner's rows carry ep and applying one sets the editor. Saves the screenshot for docs/.
+// planner's rows carry ep and applying one sets the editor; the planner's Routing takes the
+// routing a stored run of the model measured (a real meshtrain run, imported into a real store)
+// and each ep row gets its ep's imbalance, or balanced when chosen. Saves the screenshot for docs/.
 #include <QComboBox>
 #include <QDir>
 #include <QRegularExpression>
 #include <QSortFilterProxyModel>
 #include <QTableView>
+#include <QTabWidget>
+#include <QTemporaryDir>
 #include <QTest>
+#include <fstream>
 
+#include "core/store/expert_load.h"
+#include "core/store/run_store.h"
 #include "test_support.h"
 #include "ui/axis_colors.h"
 #include "ui/inspector.h"
@@ -18,6 +25,8 @@
 #include "ui/plan_state.h"
 #include "ui/planner_model.h"
 #include "ui/planner_panel.h"
+#include "ui/routing_model.h"
+#include "ui/store_worker.h"
 #include "ui/theme.h"
 
 using namespace meshwork;
@@ -99,6 +108,100 @@ class ExpertParallelViewTest : public QObject {
     Q_EMIT ep->activated(i);
     QCOMPARE(w.plan()->config().mesh.ep, 8);
     QTRY_COMPARE(view->mesh()->shape().ep, 8);
+  }
+
+  // tests/store/data/moe-run: 8 experts, sparse layers 0, 2 and 3 (layer 1 dense), 30 steps.
+  void plannerTakesTheRoutingAStoredRunOfTheModelMeasured() {
+    QTemporaryDir home;
+    test::isolate_settings(home);
+    const QString db = home.filePath(QStringLiteral("runs.db"));
+    qputenv("MESHWORK_DB", db.toLocal8Bit());
+    const std::filesystem::path data = MESHWORK_MOE_RUN_DIR;
+    store::RunId run = 0;
+    {
+      auto s = store::RunStore::open(db.toStdString());
+      QVERIFY(s.ok());
+      run = *(*s)->create_run("moe-run", {}, {});
+      QVERIFY((*s)->ingest_files(run, {{data / "moe-run-rank0.jsonl", "rank0"}, {data / "moe-run-rank1.jsonl", "rank1"}}).ok());
+    }
+    const std::filesystem::path config = std::filesystem::path(home.path().toStdString()) / "config.json";
+    std::ofstream(config) << R"({"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"],
+      "hidden_size": 48, "intermediate_size": 96, "moe_intermediate_size": 24, "num_hidden_layers": 4,
+      "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 8, "vocab_size": 250,
+      "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": false,
+      "num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": true, "decoder_sparse_step": 1,
+      "mlp_only_layers": [1], "router_aux_loss_coef": 0.001})";
+    // What the store holds, read here on its own: each ep's two imbalances.
+    auto measured = [&] {
+      auto s = store::RunStore::open(db.toStdString());
+      return *store::measured_routing(**s, run);
+    }();
+
+    MainWindow w(false);
+    w.resize(1300, 850);
+    w.show();
+    test::set_gpu_cluster(w, 1, 8);
+    RunConfig c = moe_config(w, 1);
+    c.model = config.string();
+    c.training.seq_len = 32;
+    c.training.micro_batch = 2;
+    w.plan()->set_config(c);
+    PlannerPanel* planner = w.plan_page()->planner();
+    QComboBox* choice = planner->routing_choice();
+
+    // The run is offered and taken by default; every ep row carries its ep's measured imbalance.
+    QTRY_VERIFY(w.routing()->routing() != nullptr);
+    QVERIFY(choice->isVisible());
+    QCOMPARE(choice->count(), 2);
+    QCOMPARE(choice->itemData(0).toLongLong(), RoutingModel::kBalanced);
+    QCOMPARE(choice->itemData(1).toLongLong(), run);
+    QCOMPARE(choice->currentIndex(), 1);
+    QVERIFY2(choice->currentText().contains(QStringLiteral("moe-run")), qPrintable(choice->currentText()));
+    auto ep_rows = [&] {
+      std::vector<PlanEntry> out;
+      for (const PlanRow& r : w.plan()->plan())
+        if (r.entry.shape.ep > 1) out.push_back(r.entry);
+      return out;
+    };
+    QTRY_VERIFY(!ep_rows().empty() && ep_rows().front().step_imbalance > 1.0);
+    std::map<int, int64_t> measured_total;  // per shape key, to compare with balanced below
+    auto key = [](const MeshShape& m) { return m[Axis::dp_replicate] * 1000 + m[Axis::dp_shard] * 100 + m[Axis::tp] * 10 + m.ep; };
+    for (const PlanEntry& e : ep_rows()) {
+      QCOMPARE(e.step_imbalance, measured.step_imbalance(e.shape.ep));
+      QCOMPARE(e.memory_imbalance, measured.memory_imbalance(e.shape.ep));
+      QVERIFY(e.memory_imbalance > 1.0);
+      measured_total[key(e.shape)] = e.memory.total();
+    }
+    const QString status = planner->status_text();
+    QVERIFY2(status.contains(QStringLiteral("Routing as run %1 (moe-run) measured it (30 steps)").arg(run)), qPrintable(status));
+    QVERIFY2(status.contains(QStringLiteral("ep 2: ×%1 step, ×%2 memory")
+                                 .arg(measured.step_imbalance(2), 0, 'f', 2)
+                                 .arg(measured.memory_imbalance(2), 0, 'f', 2)),
+             qPrintable(status));
+    if (const QString out = qEnvironmentVariable("MESHWORK_SCREENSHOT_DIR"); !out.isEmpty()) {
+      w.resize(1400, 1100);
+      w.plan_page()->lower_tabs()->setCurrentIndex(0);  // Planner
+      QTest::qWait(200);
+      QVERIFY(w.grab().save(QDir(out).filePath("planner-routing.png")));
+    }
+
+    // Balanced, as a user picks it: every ep row back to 1 and its memory lower.
+    choice->setFocus();
+    QTest::keyClick(choice, Qt::Key_Up);
+    QCOMPARE(w.routing()->choice(), RoutingModel::kBalanced);
+    QTRY_VERIFY(w.routing()->routing() == nullptr);
+    QTRY_VERIFY(!ep_rows().empty() && ep_rows().front().step_imbalance == 1.0);
+    for (const PlanEntry& e : ep_rows()) {
+      QCOMPARE(e.memory_imbalance, 1.0);
+      QVERIFY(e.memory.total() < measured_total.at(key(e.shape)));
+    }
+    QTRY_VERIFY2(planner->status_text().contains(QStringLiteral("Routing taken as balanced")), qPrintable(planner->status_text()));
+
+    // A dense model has no routing to choose.
+    c.model = "llama-3.1-8b";
+    w.plan()->set_config(c);
+    QTRY_VERIFY(!choice->isVisible());
+    qunsetenv("MESHWORK_DB");
   }
 
   void denseModelOffersEpOneOnly() {

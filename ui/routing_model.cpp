@@ -1,0 +1,121 @@
+#include "ui/routing_model.h"
+
+#include <algorithm>
+
+#include "ui/error_text.h"
+
+namespace meshwork::ui {
+
+namespace {
+struct Read {
+  std::string key;
+  store::RunId choice = RoutingModel::kNewest;
+  std::vector<store::RoutingRun> runs;
+  std::shared_ptr<const MeasuredRouting> routing;
+  store::RunId routing_run = 0;
+  QString error;
+};
+
+// What tells one model's routing from another's: a run matches on these (check_matches).
+std::string model_key(const ModelSpec* model) {
+  if (!model || !model->is_moe()) return {};
+  return model->name + "/" + std::to_string(model->moe.num_experts) + "/" + std::to_string(model->sparse_layer_count());
+}
+}  // namespace
+
+RoutingModel::RoutingModel(StoreWorker* worker, QObject* parent) : QObject(parent), worker_(worker) {
+  // A run that finished (or was imported, renamed, deleted): the model's runs may differ.
+  connect(worker_, &StoreWorker::runs_changed, this, [this] {
+    if (moe()) refresh();
+  });
+}
+
+void RoutingModel::set_model(const ModelSpec* model) {
+  const std::string key = model_key(model);
+  if (key == key_) return;
+  key_ = key;
+  model_ = key.empty() ? nullptr : std::make_shared<const ModelSpec>(*model);
+  refresh();
+}
+
+void RoutingModel::set_choice(store::RunId choice) {
+  if (choice == choice_) return;
+  choice_ = choice;
+  refresh();
+}
+
+void RoutingModel::refresh() {
+  if (!job_.start()) return;
+  const std::string key = key_;
+  const std::shared_ptr<const ModelSpec> model = model_;
+  const store::RunId choice = choice_;
+  worker_->post<Read>(
+      this,
+      [key, model, choice](store::RunStore* s) -> Read {
+        Read out;
+        out.key = key;
+        out.choice = choice;
+        if (!model) return out;  // dense: nothing to read
+        if (!s) {
+          out.error = error_text(store_unavailable());
+          return out;
+        }
+        auto runs = store::routing_runs(*s, *model, kOfferedRuns);
+        if (!runs) {
+          out.error = error_text(runs.error());
+          return out;
+        }
+        out.runs = std::move(*runs);
+        if (choice == kBalanced) return out;
+        store::RunId run = choice;
+        if (run == kNewest) {
+          if (out.runs.empty()) return out;  // no run of the model: balanced
+          run = out.runs.front().id;
+        } else if (std::none_of(out.runs.begin(), out.runs.end(), [&](const store::RoutingRun& r) { return r.id == run; })) {
+          // A run chosen earlier that is gone (deleted) or is not of this model: said, balanced.
+          out.error = QObject::tr("run %1 has no routing of %2 stored: taken as balanced")
+                          .arg(run)
+                          .arg(QString::fromStdString(model->name));
+          return out;
+        }
+        auto routing = store::measured_routing(*s, run);
+        if (!routing) {
+          out.error = error_text(routing.error());
+          return out;
+        }
+        if (Status matches = routing->check_matches(*model); !matches) {
+          out.error = error_text(matches.error());
+          return out;
+        }
+        out.routing = std::make_shared<const MeasuredRouting>(std::move(*routing));
+        out.routing_run = run;
+        return out;
+      },
+      [this](Read r) {
+        const bool again = job_.finish();
+        ++loads_;
+        // Asked for another model or choice meanwhile: read again, keep nothing of this one.
+        const bool stale = r.key != key_ || r.choice != choice_;
+        if (!stale) {
+          auto same_runs = [&] {
+            if (r.runs.size() != runs_.size()) return false;
+            for (size_t i = 0; i < runs_.size(); ++i)
+              if (r.runs[i].id != runs_[i].id || r.runs[i].name != runs_[i].name) return false;
+            return true;
+          };
+          const bool different = r.key != loaded_key_ || !same_runs() || r.routing_run != routing_run_ ||
+                                 (r.routing == nullptr) != (routing_ == nullptr) || r.error != error_ ||
+                                 (r.routing && routing_ && r.routing->steps() != routing_->steps());
+          loaded_key_ = r.key;
+          runs_ = std::move(r.runs);
+          routing_ = std::move(r.routing);
+          routing_run_ = r.routing_run;
+          error_ = std::move(r.error);
+          if (different) Q_EMIT changed();
+        }
+        Q_EMIT loaded();
+        if (again || stale) refresh();
+      });
+}
+
+}  // namespace meshwork::ui
