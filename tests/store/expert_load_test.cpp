@@ -48,6 +48,18 @@ const ExpertLoad& layer_of(const StepRecord& r, int layer) {
   return r.moe->layers.front();
 }
 
+// The routing of records[from...] (sparse layers 0, 2 and 3) made by core from the records
+// themselves: what the store's reading must equal.
+Result<MeasuredRouting> routing_of_records(const std::vector<StepRecord>& records, size_t from) {
+  std::vector<RoutedStep> steps;
+  for (size_t i = from; i < records.size(); ++i) {
+    RoutedStep step;
+    for (int layer : {0, 2, 3}) step.layers.push_back(layer_of(records[i], layer).tokens);
+    steps.push_back(std::move(step));
+  }
+  return MeasuredRouting::make(std::move(steps), "records");
+}
+
 RunId import_moe_run(RunStore& store) {
   const RunId run = *store.create_run("moe", {}, {});
   auto counts = store.ingest_files(run, {{kData / "moe-run-rank0.jsonl", "rank0"}, {kData / "moe-run-rank1.jsonl", "rank1"}});
@@ -118,13 +130,7 @@ TEST(StoreExpertLoad, MeasuredRoutingIsEveryStoredStepAsTheRecordsCarryIt) {
   EXPECT_EQ(routing->num_experts(), 8);
   EXPECT_EQ(routing->sparse_layers(), 3);
   // The same measurement made from the records as core parses them.
-  std::vector<RoutedStep> steps;
-  for (const StepRecord& r : steps_of(kData / "moe-run-rank0.jsonl")) {
-    RoutedStep step;
-    for (int layer : {0, 2, 3}) step.layers.push_back(layer_of(r, layer).tokens);
-    steps.push_back(std::move(step));
-  }
-  auto from_records = MeasuredRouting::make(std::move(steps), "records");
+  auto from_records = routing_of_records(steps_of(kData / "moe-run-rank0.jsonl"), 0);
   ASSERT_TRUE(from_records.ok());
   for (int ep : {2, 4, 8}) {
     EXPECT_DOUBLE_EQ(routing->step_imbalance(ep), from_records->step_imbalance(ep)) << "ep " << ep;
@@ -168,13 +174,7 @@ TEST(StoreExpertLoad, MeasuredRoutingReadsTheLatestStepsOnly) {
     ASSERT_TRUE(routing.ok()) << routing.error().message();
     const size_t n = std::min<size_t>(static_cast<size_t>(k), records.size());
     EXPECT_EQ(routing->steps(), static_cast<int64_t>(n)) << k;
-    std::vector<RoutedStep> last;
-    for (size_t i = records.size() - n; i < records.size(); ++i) {
-      RoutedStep step;
-      for (int layer : {0, 2, 3}) step.layers.push_back(layer_of(records[i], layer).tokens);
-      last.push_back(std::move(step));
-    }
-    auto from_records = MeasuredRouting::make(std::move(last), "records");
+    auto from_records = routing_of_records(records, records.size() - n);
     ASSERT_TRUE(from_records.ok());
     for (int ep : {2, 4, 8}) {
       EXPECT_DOUBLE_EQ(routing->step_imbalance(ep), from_records->step_imbalance(ep)) << "k " << k << ", ep " << ep;
