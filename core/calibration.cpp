@@ -344,7 +344,8 @@ Result<Calibration> calibration_from_json(const nlohmann::json& j) {
     for (auto [key, out] : {std::pair<const char*, double*>{"drift", &c.step_drift}, {"spread", &c.step_spread}}) {
       if (Status st = read_optional_number(noise, key, 0.0, *out, "step_noise"); !st) return st.error();
       if (!std::isfinite(*out) || *out < 0 || *out > kMaxStepNoise)
-        return Error{std::string("step_noise.") + key, std::to_string(*out), "a share from 0 to 10 (0: not measured)"};
+        return Error{std::string("step_noise.") + key, std::to_string(*out),
+                     "a share from 0 to " + std::to_string(static_cast<int>(kMaxStepNoise)) + " (0: not measured)"};
     }
   }
   return c;

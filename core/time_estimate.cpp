@@ -197,22 +197,23 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     double count;  // collectives per step
     double bytes;  // bytes one rank sends in them, per step
     // A term over another group than the charge's (the experts' efsdp under FSDP): its size and
-    // whether any of its groups crosses nodes (0 / -1: the charge's).
+    // whether any of its groups crosses nodes (0 / unset: the charge's).
     int64_t group = 0;
-    int crosses = -1;
+    std::optional<bool> crosses;
   };
   auto charge = [&](Axis a, FitTerm term_kind, GroupKind kind, int64_t n, std::initializer_list<Term> terms,
                     int key_b = 1, int key_c = 1) {
     AxisComm& ax = out.comm[a];
-    ax.crosses_nodes = mesh.ok() && mesh->any_group_crosses_nodes(kind);
-    for (const Term& term : terms) ax.crosses_nodes = ax.crosses_nodes || (term.count > 0 && term.crosses > 0);
+    const bool kind_crosses = mesh.ok() && mesh->any_group_crosses_nodes(kind);
+    ax.crosses_nodes = kind_crosses;
+    for (const Term& term : terms) ax.crosses_nodes = ax.crosses_nodes || (term.count > 0 && term.crosses.value_or(false));
     const LinkKind link = ax.crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node;
     bool all_calibrated = true;
     double collectives = 0;
     for (const Term& term : terms) {
       if (term.count <= 0) continue;
       const int64_t tn = term.group > 0 ? term.group : n;
-      const bool crosses = term.crosses >= 0 ? term.crosses > 0 : mesh.ok() && mesh->any_group_crosses_nodes(kind);
+      const bool crosses = term.crosses.value_or(kind_crosses);
       const LinkKind tlink = crosses ? LinkKind::inter_node : LinkKind::intra_node;
       const double bw = crosses ? hw.inter_node_bytes_per_s : hw.intra_node_bytes_per_s;
       std::optional<AlphaBeta> fit = cal ? cal->collective(tlink, term.op, tn) : std::nullopt;
@@ -315,7 +316,7 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     const double modules = L + root_modules;
     if (moe_ep && L_sparse > 0) {
       const double dense = n_fsdp > 1 ? modules : 0, experts = ne > 1 ? L_sparse : 0;
-      const int efsdp_crosses = mesh.ok() && mesh->any_expert_group_crosses_nodes(ExpertGroupKind::efsdp) ? 1 : 0;
+      const bool efsdp_crosses = mesh.ok() && mesh->any_expert_group_crosses_nodes(ExpertGroupKind::efsdp);
       charge(Axis::dp_shard, FitTerm::fsdp, GroupKind::dp_shard_cp, std::max(n_fsdp, ne),
              {{Collective::all_gather, ga * 2 * dense, ga * 2 * ring_bytes_sent(Collective::all_gather, P * c, n_fsdp), n_fsdp},
               {Collective::reduce_scatter, reductions * dense,

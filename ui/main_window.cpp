@@ -183,10 +183,7 @@ MainWindow::MainWindow(bool probe_local, QWidget* parent)
   // the worker for the model the plan has; the planner's Routing picks the run or balanced).
   routing_ = new RoutingModel(store_, this);
   plan_page_->planner()->set_routing(routing_);
-  connect(plan_, &PlanState::changed, this, [this] {
-    auto model = model_of(plan_->config());
-    routing_->set_model(model ? &*model : nullptr);  // reads again only for another model
-  });
+  connect(plan_, &PlanState::changed, this, [this] { routing_->set_model(plan_->config().model); });
   connect(routing_, &RoutingModel::changed, this, &MainWindow::sync_cluster_to_plan);
 
   // The local machine is the default cluster.

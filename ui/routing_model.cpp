@@ -8,33 +8,26 @@ namespace meshwork::ui {
 
 namespace {
 struct Read {
-  std::string key;
+  nlohmann::json model;
   store::RunId choice = RoutingModel::kNewest;
+  bool moe = false;
   std::vector<store::RoutingRun> runs;
   std::shared_ptr<const MeasuredRouting> routing;
   store::RunId routing_run = 0;
   QString error;
 };
-
-// What tells one model's routing from another's: a run matches on these (check_matches).
-std::string model_key(const ModelSpec* model) {
-  if (!model || !model->is_moe()) return {};
-  return model->name + "/" + std::to_string(model->moe.num_experts) + "/" + std::to_string(model->sparse_layer_count());
-}
 }  // namespace
 
 RoutingModel::RoutingModel(StoreWorker* worker, QObject* parent) : QObject(parent), worker_(worker) {
   // A run that finished (or was imported, renamed, deleted): the model's runs may differ.
   connect(worker_, &StoreWorker::runs_changed, this, [this] {
-    if (moe()) refresh();
+    if (moe_) refresh();
   });
 }
 
-void RoutingModel::set_model(const ModelSpec* model) {
-  const std::string key = model_key(model);
-  if (key == key_) return;
-  key_ = key;
-  model_ = key.empty() ? nullptr : std::make_shared<const ModelSpec>(*model);
+void RoutingModel::set_model(const nlohmann::json& run_model) {
+  if (run_model == model_) return;
+  model_ = run_model;
   refresh();
 }
 
@@ -46,16 +39,18 @@ void RoutingModel::set_choice(store::RunId choice) {
 
 void RoutingModel::refresh() {
   if (!job_.start()) return;
-  const std::string key = key_;
-  const std::shared_ptr<const ModelSpec> model = model_;
+  const nlohmann::json run_model = model_;
   const store::RunId choice = choice_;
   worker_->post<Read>(
       this,
-      [key, model, choice](store::RunStore* s) -> Read {
+      [run_model, choice](store::RunStore* s) -> Read {
         Read out;
-        out.key = key;
+        out.model = run_model;
         out.choice = choice;
-        if (!model) return out;  // dense: nothing to read
+        if (run_model.is_null()) return out;
+        Result<ModelSpec> model = model_spec_from_run_model(run_model);
+        if (!model || !model->is_moe()) return out;  // dense, or not a model (the editor says why)
+        out.moe = true;
         if (!s) {
           out.error = error_text(store_unavailable());
           return out;
@@ -95,7 +90,7 @@ void RoutingModel::refresh() {
         const bool again = job_.finish();
         ++loads_;
         // Asked for another model or choice meanwhile: read again, keep nothing of this one.
-        const bool stale = r.key != key_ || r.choice != choice_;
+        const bool stale = r.model != model_ || r.choice != choice_;
         if (!stale) {
           auto same_runs = [&] {
             if (r.runs.size() != runs_.size()) return false;
@@ -103,10 +98,11 @@ void RoutingModel::refresh() {
               if (r.runs[i].id != runs_[i].id || r.runs[i].name != runs_[i].name) return false;
             return true;
           };
-          const bool different = r.key != loaded_key_ || !same_runs() || r.routing_run != routing_run_ ||
+          const bool different = r.model != loaded_model_ || r.moe != moe_ || !same_runs() || r.routing_run != routing_run_ ||
                                  (r.routing == nullptr) != (routing_ == nullptr) || r.error != error_ ||
                                  (r.routing && routing_ && r.routing->steps() != routing_->steps());
-          loaded_key_ = r.key;
+          loaded_model_ = r.model;
+          moe_ = r.moe;
           runs_ = std::move(r.runs);
           routing_ = std::move(r.routing);
           routing_run_ = r.routing_run;

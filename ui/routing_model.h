@@ -2,7 +2,8 @@
 // the same model measured it (core/routing_imbalance.h: the busiest ep rank over the mean, per
 // ep, for step time and for memory). `meshwork plan --routing RUN` in the workbench.
 //
-// For the plan's model the store worker lists the runs whose stored routing matches it
+// For the plan's model (resolved on the worker: a preset or a config.json is a file read) the
+// store worker lists the runs whose stored routing matches it
 // (store::routing_runs: expert and sparse-layer counts, newest first) and reads the chosen one's
 // latest steps (store::measured_routing); never on the GUI thread. The choice: the newest
 // matching run (the default: a run of the model is the best guess there is, as the fit takes the
@@ -12,6 +13,7 @@
 #include <QObject>
 #include <QString>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -31,15 +33,16 @@ class RoutingModel : public QObject {
 
   explicit RoutingModel(StoreWorker* worker, QObject* parent = nullptr);
 
-  // The plan's model; a dense model (or none) has no routing. Reads again when it differs from
-  // the last one (its name, expert and sparse-layer counts).
-  void set_model(const ModelSpec* model);
+  // The plan's model as its run config names it (RunConfig::model: preset, config.json path or
+  // inline object). Reads again only when it differs from the last one; a dense model, or one
+  // that does not resolve, has no routing.
+  void set_model(const nlohmann::json& run_model);
   void set_choice(store::RunId choice);  // kNewest, kBalanced or a run id
   store::RunId choice() const { return choice_; }
   // Reads the runs and the chosen routing again (on the worker).
   void refresh();
 
-  bool moe() const { return !key_.empty(); }
+  bool moe() const { return moe_; }  // the last model read is a mixture of experts
   const std::vector<store::RoutingRun>& runs() const { return runs_; }  // offered, newest first
   // The routing the estimates use (null: balanced) and the run it came from (0 when none).
   std::shared_ptr<const MeasuredRouting> routing() const { return routing_; }
@@ -54,13 +57,13 @@ class RoutingModel : public QObject {
  private:
   StoreWorker* worker_;
   OneInFlight job_;
-  std::string key_;  // the model asked for ("" = dense or none)
-  std::shared_ptr<const ModelSpec> model_;
+  nlohmann::json model_;  // the model asked for (null: none yet)
   store::RunId choice_ = kNewest;
+  bool moe_ = false;
   std::vector<store::RoutingRun> runs_;
   std::shared_ptr<const MeasuredRouting> routing_;
   store::RunId routing_run_ = 0;
-  std::string loaded_key_;
+  nlohmann::json loaded_model_;
   QString error_;
   int64_t loads_ = 0;
 };
