@@ -396,12 +396,18 @@ Diagnosis diagnose(const DiagnosisInput& in) {
       members = mesh->group_members(waiters.front()->rank, first.group.kind);
     }
     std::set<int> here;
-    std::map<std::pair<std::string, int64_t>, std::vector<int>> sides;
+    // One side per (op, bytes). A send and a recv at one sequence number are the two halves of
+    // one point-to-point exchange (a pipeline stage sends what its neighbour receives), not a
+    // mismatch: they count as one side, named by the op its first rank called.
+    std::map<std::pair<FlightOpKind, int64_t>, std::pair<std::string, std::vector<int>>> sides;
     double since = first.enter;
     for (const RankObservation* w : waiters) {
       here.insert(w->rank);
       const FlightOp& op = *w->flight->current;
-      sides[{std::string(to_string(op.op)), op.bytes}].push_back(w->rank);
+      const FlightOpKind paired = op.op == FlightOpKind::recv ? FlightOpKind::send : op.op;
+      auto& side = sides[{paired, op.bytes}];
+      if (side.first.empty()) side.first = std::string(to_string(op.op));
+      side.second.push_back(w->rank);
       since = std::min(since, op.enter);
     }
     WaitingGroup g;
@@ -427,7 +433,7 @@ Diagnosis diagnose(const DiagnosisInput& in) {
       Mismatch mm;
       mm.axis = g.axis;
       mm.seq = key.seq;
-      for (auto& [what, ranks] : sides) mm.sides.push_back({what.first, what.second, ranks});
+      for (auto& [what, side] : sides) mm.sides.push_back({side.first, what.second, side.second});
       std::sort(mm.sides.begin(), mm.sides.end(),
                 [](const MismatchSide& a, const MismatchSide& b) { return a.ranks.size() > b.ranks.size(); });
       d.mismatches.push_back(std::move(mm));

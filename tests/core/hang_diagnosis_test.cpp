@@ -174,6 +174,27 @@ TEST(HangDiagnosis, DifferentOpsAtOneSequenceNumberAreAMismatchNamingBothSides) 
   EXPECT_EQ(diagnose(in).state, HealthState::mismatch);
 }
 
+// A pipeline neighbour stopped inside its send while the other waits in the matching recv (the
+// same pp sequence number, the same bytes): one exchange, so the stopped rank is the culprit and
+// nothing is a mismatch. A send against a recv of another size still is one.
+TEST(HangDiagnosis, ASendAndTheRecvItFeedsAreOneExchangeNotAMismatch) {
+  DiagnosisInput in = four_ranks();
+  in.shape = MeshShape(1, 1, 1, 2, 2);  // pp 2 x tp 2: ranks 1 and 3 are one pp pair
+  waiting_in(in.ranks[1], group(GroupKind::pp), FlightOpKind::recv, 116, 8192, kNow - 100);
+  waiting_in(in.ranks[3], group(GroupKind::pp), FlightOpKind::send, 116, 8192, kNow - 100);
+  in.ranks[3].process = "stopped";
+  const Diagnosis d = diagnose(in);
+  EXPECT_TRUE(d.mismatches.empty());
+  EXPECT_NE(d.state, HealthState::mismatch);
+  ASSERT_FALSE(d.culprits.empty()) << d.summary();
+  EXPECT_EQ(d.culprits[0].rank, 3);
+  waiting_in(in.ranks[3], group(GroupKind::pp), FlightOpKind::send, 116, 4096, kNow - 100);
+  const Diagnosis other = diagnose(in);
+  EXPECT_EQ(other.state, HealthState::mismatch);
+  ASSERT_EQ(other.mismatches.size(), 1u);
+  EXPECT_NE(other.summary().find("rank 3 call send of 4096 bytes"), std::string::npos) << other.summary();
+}
+
 TEST(HangDiagnosis, AGoneRankIsNamedWithItsEnd) {
   DiagnosisInput in = four_ranks();
   in.ranks[1].process = "gone";
