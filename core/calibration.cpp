@@ -212,33 +212,58 @@ Result<ClusterFingerprint> fingerprint_from_json(const nlohmann::json& j) {
   return f;
 }
 
-std::optional<double> Calibration::matmul_flops(Precision precision, int ranks_per_node, int split) const {
+namespace {
+
+// The entry of `rates` nearest (ranks per node, ep, split) among those of `precision` and of the
+// dense matmuls (want_ep = 0) or an expert block (want_ep >= 1), scaled as matmul_flops says.
+std::optional<double> nearest_rate(const Calibration& c, Precision precision, int ranks_per_node, int split,
+                                   int want_ep) {
   const MatmulRate* best = nullptr;
-  // Nearest ranks_per_node first, then nearest split.
   auto distance = [&](const MatmulRate& r) {
-    return std::make_pair(std::abs(r.ranks_per_node - ranks_per_node), std::abs(r.split - split));
+    return std::make_tuple(std::abs(r.ranks_per_node - ranks_per_node), std::abs(r.experts_ep - want_ep),
+                           std::abs(r.split - split));
   };
-  for (const MatmulRate& r : matmul) {
-    if (r.precision != precision || !(r.flops_per_s > 0)) continue;
+  for (const MatmulRate& r : c.matmul) {
+    if (r.precision != precision || !(r.flops_per_s > 0) || (r.experts_ep > 0) != (want_ep > 0)) continue;
     if (!best || distance(r) < distance(*best)) best = &r;
   }
   if (!best) return std::nullopt;
   // Ranks of a node share its cores (CPU) or, on GPUs, have one device each (ranks_per_node
   // changes nothing there as long as every rank has its own device). Scaling by the ratio of
   // ranks is the CPU case; on CUDA the rate is per device and kept.
-  if (fingerprint.device == DeviceKind::cuda || best->ranks_per_node == ranks_per_node) return best->flops_per_s;
+  if (c.fingerprint.device == DeviceKind::cuda || best->ranks_per_node == ranks_per_node) return best->flops_per_s;
   return best->flops_per_s * best->ranks_per_node / std::max(1, ranks_per_node);
+}
+
+}  // namespace
+
+std::optional<double> Calibration::matmul_flops(Precision precision, int ranks_per_node, int split) const {
+  return nearest_rate(*this, precision, ranks_per_node, split, 0);
+}
+
+std::optional<double> Calibration::expert_flops(Precision precision, int ranks_per_node, int split, int ep) const {
+  return nearest_rate(*this, precision, ranks_per_node, split, std::max(1, ep));
 }
 
 double Calibration::cpu_sharing(int ranks_per_node) const {
   if (fingerprint.device != DeviceKind::cpu) return 1.0;
-  int cores = 0;
-  for (const ClusterFingerprint::Node& n : fingerprint.nodes)
-    if (n.cores > 0) cores = cores == 0 ? n.cores : std::min(cores, n.cores);
-  if (cores == 0) return 1.0;
+  // Nodes that name the same host are one machine (network namespaces or containers on it): its
+  // cores serve the ranks of all of them. Per machine: its nodes and the fewest cores they saw.
+  std::map<std::string, std::pair<int, int>> machines;  // host -> (nodes, cores)
+  for (size_t i = 0; i < fingerprint.nodes.size(); ++i) {
+    const ClusterFingerprint::Node& n = fingerprint.nodes[i];
+    if (n.cores <= 0) continue;
+    auto& [nodes, cores] = machines[n.host.empty() ? "#" + std::to_string(i) : n.host];
+    nodes += 1;
+    cores = cores == 0 ? n.cores : std::min(cores, n.cores);
+  }
+  if (machines.empty()) return 1.0;
   int threads = 1;
   for (const MatmulRate& r : matmul) threads = std::max(threads, r.threads);
-  return std::max(1.0, static_cast<double>(ranks_per_node) * threads / cores);
+  double sharing = 1.0;
+  for (const auto& [host, m] : machines)
+    sharing = std::max(sharing, static_cast<double>(ranks_per_node) * m.first * threads / m.second);
+  return sharing;
 }
 
 std::optional<AlphaBeta> Calibration::collective(LinkKind link, Collective op, int64_t n) const {
@@ -257,9 +282,11 @@ std::optional<AlphaBeta> Calibration::collective(LinkKind link, Collective op, i
 nlohmann::json to_json(const Calibration& c) {
   nlohmann::json mm = nlohmann::json::array(), co = nlohmann::json::array(), factors = nlohmann::json::array();
   for (const FitFactor& f : c.step_factors) factors.push_back(to_json(f));
-  for (const MatmulRate& r : c.matmul)
+  for (const MatmulRate& r : c.matmul) {
     mm.push_back({{"precision", std::string(to_string(r.precision))}, {"threads", r.threads},
                   {"ranks_per_node", r.ranks_per_node}, {"split", r.split}, {"flops_per_s", r.flops_per_s}});
+    if (r.experts_ep > 0) mm.back()["experts_ep"] = r.experts_ep;
+  }
   for (const CollectiveFit& f : c.collectives)
     co.push_back({{"link", std::string(to_string(f.link))}, {"op", std::string(to_string(f.op))},
                   {"group_size", f.group_size}, {"latency_s", f.fit.latency_s},
@@ -305,6 +332,7 @@ Result<Calibration> calibration_from_json(const nlohmann::json& j) {
     r.precision = *p;
     if (!(r.flops_per_s > 0)) return Error{where + ".flops_per_s", std::to_string(r.flops_per_s), "> 0"};
     if (Status st = read_optional_int(e, "split", 1, 1, r.split, where); !st) return st.error();
+    if (Status st = read_optional_int(e, "experts_ep", 0, 0, r.experts_ep, where); !st) return st.error();
     c.matmul.push_back(r);
   }
   for (size_t i = 0; i < j["collectives"].size(); ++i) {
@@ -372,13 +400,14 @@ Result<Calibration> build_calibration(const ClusterFingerprint& fingerprint,
   Calibration c;
   c.fingerprint = fingerprint;
   c.measured_at = std::move(measured_at);
-  // Matmuls: per (precision, ranks_per_node, threads) the rate of the model's matmuls taken
-  // together, sum count x 2 m n k / sum count x seconds over shapes and ranks (a forward's time
-  // is the sum of its matmuls' times; each shape weighs as often as the model multiplies it).
-  std::map<std::tuple<int, int, int, int>, std::pair<double, double>> mm;  // flops, seconds
+  // Matmuls: per (precision, ranks_per_node, threads, split, experts_ep) the rate of the model's
+  // matmuls taken together, sum count x 2 m n k / sum count x seconds over shapes and ranks (a
+  // forward's time is the sum of its matmuls' times; each shape weighs as often as the model
+  // multiplies it); an expert block's samples apart from the dense matmuls, per ep.
+  std::map<std::tuple<int, int, int, int, int>, std::pair<double, double>> mm;  // flops, seconds
   for (const MatmulSample& s : matmuls) {
     if (!(s.seconds > 0)) continue;
-    auto& acc = mm[{static_cast<int>(s.precision), s.ranks_per_node, s.threads, s.split}];
+    auto& acc = mm[{static_cast<int>(s.precision), s.ranks_per_node, s.threads, s.split, s.experts_ep}];
     const double count = static_cast<double>(std::max<int64_t>(1, s.count));
     acc.first += count * 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
     acc.second += count * s.seconds;
@@ -386,7 +415,7 @@ Result<Calibration> build_calibration(const ClusterFingerprint& fingerprint,
   for (const auto& [key, acc] : mm)
     if (const double rate = acc.first / acc.second; rate > 0 && std::isfinite(rate))
       c.matmul.push_back({static_cast<Precision>(std::get<0>(key)), std::get<2>(key), std::get<1>(key), rate,
-                          std::get<3>(key)});
+                          std::get<3>(key), std::get<4>(key)});
   std::map<std::tuple<int, int, int>, std::vector<CollectiveSample>> groups;
   for (const CollectiveSample& s : collectives)
     groups[{static_cast<int>(s.link), static_cast<int>(s.op), s.group_size}].push_back(s);

@@ -76,6 +76,12 @@ struct MatmulSample {
   double seconds = 0;           // mean time of one matmul
   int64_t count = 1;            // times the shape occurs in one forward (a layer's shapes: L)
   int split = 1;                // the layer's matmuls split this many ways (tp x cp of a shape)
+  // 0: one of the model's dense matmuls. ep >= 1: a mixture of experts' expert block at that ep
+  // (trainer/moe.h's grouped experts, forward and backward, on the E / ep experts of an ep rank
+  // with the rows balanced routing gives each: tokens / split x top-k x ep / E), recorded as
+  // count = 3 x local experts products of [m rows, k = hidden] x [k, n = 3 x expert width], so
+  // that count x 2 m n k is the block's FLOPs and count x seconds its time.
+  int experts_ep = 0;
 };
 
 // Least-squares fit of t = alpha + x / beta over samples of one (link, op, group size), x the
@@ -120,6 +126,10 @@ struct MatmulRate {
   // The matmuls were split this many ways (tp divides their widths, cp their tokens): smaller
   // matrices run below the rate of whole ones, which is what makes tp 4 slow on a CPU.
   int split = 1;
+  // 0: the model's dense matmuls. ep >= 1: the experts' block of a mixture of experts at that ep
+  // (MatmulSample::experts_ep), forward and backward: few rows per expert (ep 1 on a CPU) run
+  // far below the rate of the same FLOPs in a few large products (ep 8).
+  int experts_ep = 0;
 };
 
 // The calibration's own noise (Calibration::step_drift, step_spread) above which it is no
@@ -156,9 +166,14 @@ struct Calibration {
   // the one with the nearest ranks_per_node (scaled by the ratio of ranks: they share the cores).
   // Among those, the entry with the nearest split (tp x cp of the shape).
   std::optional<double> matmul_flops(Precision precision, int ranks_per_node, int split = 1) const;
-  // CPU ranks per core when `ranks_per_node` ranks (each with the matmuls' intra-op threads)
-  // share the fewest cores any measured node has: ranks x threads / cores, at least 1. 1 on
-  // GPUs and when no node's cores are known.
+  // The rate of a mixture of experts' expert block (forward and backward) at `ep`, chosen as
+  // matmul_flops chooses (nearest ranks_per_node, then the nearest ep, then the nearest split);
+  // nullopt when the calibration measured no expert block (a dense model's, or older).
+  std::optional<double> expert_flops(Precision precision, int ranks_per_node, int split, int ep) const;
+  // CPU ranks per core when `ranks_per_node` ranks per node (each with the matmuls' intra-op
+  // threads) share their machine's cores: nodes that name the same host are one machine, so its
+  // ranks are ranks_per_node x its nodes; the busiest machine's ranks x threads / cores, at least
+  // 1. 1 on GPUs and when no node's cores are known.
   double cpu_sharing(int ranks_per_node) const;
   // The fit for (link, op) at group size n: that entry, else the nearest group size with alpha
   // scaled by ring_steps(n) / ring_steps(n') (beta is per byte sent, which a ring keeps).

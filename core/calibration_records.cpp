@@ -63,12 +63,14 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
       }
       field(f, "count", s.count);
       field(f, "split", s.split);
+      field(f, "experts_ep", s.experts_ep);
       auto p = parse_precision(precision);
       // What the calibration file allows too (a fuzz find: split 0 was fitted, then refused when
       // read back).
       if (!p || !(s.seconds > 0) || !std::isfinite(s.seconds) || s.m < 1 || s.n < 1 || s.k < 1 || s.threads < 1 ||
-          s.ranks_per_node < 1 || s.split < 1 || s.count < 1) {
-        skip(r, "precision fp32|bf16, seconds > 0, and m, n, k, threads, ranks_per_node, count, split >= 1");
+          s.ranks_per_node < 1 || s.split < 1 || s.count < 1 || s.experts_ep < 0) {
+        skip(r, "precision fp32|bf16, seconds > 0, m, n, k, threads, ranks_per_node, count, split >= 1 and "
+                "experts_ep >= 0");
         continue;
       }
       s.precision = *p;
@@ -105,6 +107,11 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
       if (!p || !(s.seconds > 0) || !(s.flops > 0) || !std::isfinite(s.flops) || !std::isfinite(s.seconds) ||
           s.ranks_per_node < 1) {
         skip(r, "precision fp32|bf16, flops > 0, seconds > 0 and ranks_per_node >= 1");
+        continue;
+      }
+      field(f, "expert_flops", s.expert_flops);
+      if (!std::isfinite(s.expert_flops) || s.expert_flops < 0 || s.expert_flops >= s.flops) {
+        skip(r, "expert_flops >= 0 and below flops");
         continue;
       }
       s.precision = *p;
@@ -260,7 +267,16 @@ Result<Calibration> calibration_from_records(const std::vector<CalibrationRecord
   std::vector<double> efficiency;
   for (const StepSample& st : s.steps) {
     std::optional<double> rate = cal->matmul_flops(st.precision, st.ranks_per_node, 1);
-    if (rate && *rate > 0) efficiency.push_back(std::min(1.0, st.flops / st.seconds / *rate));
+    if (!rate || !(*rate > 0)) continue;
+    // A mixture of experts: the expert blocks' share at their own calibrated rate (ep 1: the
+    // step ran one process), the efficiency of the rest (attention, norms, embedding and loss).
+    double flops = st.flops, seconds = st.seconds;
+    if (st.expert_flops > 0)
+      if (std::optional<double> er = cal->expert_flops(st.precision, st.ranks_per_node, 1, 1); er && *er > 0) {
+        flops -= st.expert_flops;
+        seconds -= st.expert_flops / *er;
+      }
+    if (flops > 0 && seconds > 0) efficiency.push_back(std::min(1.0, flops / seconds / *rate));
   }
   if (!efficiency.empty()) cal->step_efficiency = median(efficiency);
   std::vector<double> spreads;

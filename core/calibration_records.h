@@ -19,6 +19,9 @@ struct StepSample {
   int ranks_per_node = 1;
   double flops = 0;    // model FLOPs of one forward + backward
   double seconds = 0;  // median time of one
+  // Of those FLOPs, a mixture of experts' expert blocks' (0: a dense model): the step's
+  // efficiency is then of the rest, once the expert blocks' calibrated time is taken out.
+  double expert_flops = 0;
 };
 
 // One split's short training run ("split_step" records): what ran (a run config whose model is

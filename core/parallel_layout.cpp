@@ -66,6 +66,11 @@ TimeQuery ParallelLayout::time_query(const ModelSpec& model, const EstimateOptio
   q.calibration = options.calibration;
   q.fit = options.fit;
   q.moe_imbalance = options.routing ? options.routing->step_imbalance(shape().ep) : options.memory.moe_imbalance;
+  // An ep group wider than a node holds ranks_per_node consecutive ep ranks, so consecutive
+  // expert blocks, on each of its ep / ranks_per_node nodes (core/mesh.h).
+  const int ep = shape().ep, per_node = std::max(1, ranks_per_node());
+  const int ep_nodes = ep > per_node && ep % per_node == 0 ? ep / per_node : ep;
+  q.moe_node_imbalance = options.routing ? options.routing->step_imbalance(ep_nodes) : options.memory.moe_imbalance;
   return q;
 }
 

@@ -129,19 +129,39 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   out.tokens_per_step = static_cast<double>(global) * static_cast<double>(s);
   const int ranks_per_node = q.gpus_per_node > 0 ? q.gpus_per_node : static_cast<int>(world);
   const Calibration* cal = q.calibration ? &*q.calibration : nullptr;
+  // The experts' share of a token's hardware FLOPs (a mixture of experts; 0 for a dense model):
+  // 6 x top-k x one expert's parameters per sparse layer.
+  const double expert_flops = m.is_moe() ? 6.0 * static_cast<double>(m.moe.experts_per_token *
+                                                                     m.expert_parameter_count() *
+                                                                     m.sparse_layer_count()) *
+                                               (full_ac ? 4.0 / 3.0 : 1.0)
+                                         : 0.0;
+  // CPU ranks per core on the busiest machine (core/calibration.h); 0 on GPUs or uncalibrated.
+  const double cpu_sharing =
+      q.training.device == DeviceKind::cpu && cal && cal->fingerprint.device == DeviceKind::cpu &&
+              std::any_of(cal->fingerprint.nodes.begin(), cal->fingerprint.nodes.end(),
+                          [](const ClusterFingerprint::Node& n) { return n.cores > 0; })
+          ? cal->cpu_sharing(ranks_per_node)
+          : 0.0;
+  double gamma_compute = 1.0;
   if (moe_ep && out.model_flops_per_token > 0) {
-    // CPU ranks that outnumber their node's cores (cores known from a calibration) share them:
+    // CPU ranks that outnumber their machine's cores (cores known from a calibration) share them:
     // while the busiest rank computes its extra experts, the ranks waiting for it in the
-    // all-to-all free their cores, so a layer's experts take max(node's work / cores, busiest
+    // all-to-all free their cores, so a layer's experts take max(machine's work / cores, busiest
     // rank alone) and only imbalance beyond the sharing costs time: gamma / sharing (1 on GPUs).
-    const double sharing = q.training.device == DeviceKind::cpu && cal ? cal->cpu_sharing(ranks_per_node) : 1.0;
-    const double gamma_compute = std::max(1.0, gamma / sharing);
-    const double expert_flops = 6.0 * static_cast<double>(m.moe.experts_per_token * m.expert_parameter_count() *
-                                                          m.sparse_layer_count());
-    out.hardware_flops_per_token += (gamma_compute - 1.0) * expert_flops * (full_ac ? 4.0 / 3.0 : 1.0);
+    const double sharing = cpu_sharing > 0 ? cpu_sharing : 1.0;
+    gamma_compute = std::max(1.0, gamma / sharing);
+    out.hardware_flops_per_token += (gamma_compute - 1.0) * expert_flops;
   }
   double peak = hw.peak_flops(q.training.precision);
   double efficiency = hw.efficiency;
+  // A mixture of experts' expert blocks at the rate the calibration measured them at this ep and
+  // split: at ep 1 every rank multiplies all E experts' few rows each (tens of rows per expert
+  // on the bench model), at ep the ep x more rows of its E / ep experts, far faster per FLOP.
+  std::optional<double> expert_rate;
+  if (cal && expert_flops > 0)
+    expert_rate = cal->expert_flops(q.training.precision, ranks_per_node, static_cast<int>(t * cp),
+                                    std::max(1, sh.ep));
   if (cal) {
     // tp narrows every matmul of a layer and cp shortens its tokens: the rate of matmuls split
     // tp x cp ways (smaller matrices run slower on the same cores).
@@ -157,8 +177,16 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   }
   // With pp stages, world / pp ranks share one stage's work, which is compute_share of the model:
   // the formula's world * peak becomes (world / pp) * peak, times the share.
-  out.compute_s = out.tokens_per_step * out.hardware_flops_per_token /
-                  (static_cast<double>(world) * peak * efficiency) * pp * part.compute_share;
+  //   with an expert block's rate: the experts' gamma_compute x expert_flops at that rate, the
+  //   rest at peak x efficiency.
+  const double per_rank_tokens = out.tokens_per_step / static_cast<double>(world) * pp * part.compute_share;
+  if (expert_rate && *expert_rate > 0 && out.compute_calibrated) {
+    const double experts = gamma_compute * expert_flops;
+    out.compute_s = per_rank_tokens * ((out.hardware_flops_per_token - experts) / (peak * efficiency) +
+                                       experts / *expert_rate);
+  } else {
+    out.compute_s = per_rank_tokens * out.hardware_flops_per_token / (peak * efficiency);
+  }
   // Learnt from past runs (core/run_fit.h): the term as the formula gives it is what the fit
   // compares with measurements; the prediction is the formula times the fitted factor.
   // Without one, the calibration's own step factors (Calibration::step_factors), on their own
@@ -339,7 +367,8 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   // ranks and combines them back, two all-to-alls forward and two backward (three forward under
   // full checkpointing, whose recompute dispatches again). One all-to-all sends the copies bound
   // for the other ep - 1 ranks: (ep - 1) / ep x R x h x c bytes, R = top-k x T_e x imbalance
-  // routed copies (T_e = T / t: the tp ranks route their own sequence shards). A pairwise
+  // routed copies (T_e = T / t: the tp ranks route their own sequence shards; the imbalance of
+  // whatever carries them, gamma_a2a below). A pairwise
   // exchange: alpha = (ep - 1) latencies, beta = the link of the ep group (inter-node when a
   // group spans nodes), or the calibration's all-to-all fit for that link and group size when
   // it has one (meshtrain calibrate times the same all-to-all over equal blocks). Before the
@@ -348,13 +377,19 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   if (moe_ep && L_sparse > 0) {
     const double ep = static_cast<double>(sh.ep);
     const double T_e = std::max(1.0, T / static_cast<double>(t));
-    const double R = static_cast<double>(m.moe.experts_per_token) * T_e * gamma;
+    AxisComm& ax = out.comm_ep;
+    ax.crosses_nodes = mesh.ok() && mesh->any_expert_group_crosses_nodes(ExpertGroupKind::ep);
+    // On GPUs every rank's own link carries its copies: the busiest receiver's gamma. CPU ranks
+    // share their machine's cores (which copy the bytes) and, across nodes, the node's link: the
+    // busiest node's copies (moe_node_imbalance; none inside a node), and the busiest rank only
+    // beyond the sharing, as for compute.
+    const double gamma_a2a =
+        cpu_sharing > 0 ? std::max({1.0, ax.crosses_nodes ? q.moe_node_imbalance : 1.0, gamma / cpu_sharing}) : gamma;
+    const double R = static_cast<double>(m.moe.experts_per_token) * T_e * gamma_a2a;
     const double rows = ga * L_sparse * (full_ac ? 6 : 4);
     const double counts = ga * L_sparse * (full_ac ? 2 : 1);
     const double count = rows + counts;
     const double bytes = (ep - 1) / ep * (rows * R * h * c + counts * 8.0 * static_cast<double>(m.moe.num_experts));
-    AxisComm& ax = out.comm_ep;
-    ax.crosses_nodes = mesh.ok() && mesh->any_expert_group_crosses_nodes(ExpertGroupKind::ep);
     const LinkKind link = ax.crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node;
     const std::optional<AlphaBeta> fit_a2a = cal ? cal->collective(link, Collective::all_to_all, sh.ep) : std::nullopt;
     const AlphaBeta ab = fit_a2a ? *fit_a2a

@@ -87,6 +87,11 @@ struct TimeQuery {
   // Mixture of experts with ep > 1: tokens the busiest ep rank receives over the mean
   // (MemoryModel::moe_imbalance; the layout's query copies it from there).
   double moe_imbalance = kDefaultMoeImbalance;
+  // The same over the nodes an ep group spans (the group cut into its nodes' expert blocks:
+  // ep / ranks per node of them when an ep group is wider than a node): CPU ranks share their
+  // node's link, so across nodes the busiest node's copies are what the link carries. Read only
+  // when the ep groups cross nodes.
+  double moe_node_imbalance = kDefaultMoeImbalance;
 };
 
 // How a layout's memory and step time are estimated beyond the run's own settings: how the

@@ -45,30 +45,6 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 // 10-50x slower (measured on the 2-core VM under builds); the median keeps what the hardware
 // does, the mean would report the neighbours.
 
-// One group layout to measure: the shape whose groups of `kind` are the groups wanted.
-struct Probe {
-  MeshShape shape;
-  GroupKind kind;
-  LinkKind link;
-};
-
-// Inside a node: n consecutive ranks (the tp groups of W/n x 1 x 1 x n; tp is the fastest axis,
-// so with n dividing the ranks per node R they never leave the node) for every n >= 2 dividing
-// R. Across nodes (nnodes > 1): one rank per node (the dp_replicate groups of nnodes x 1 x 1 x R,
-// as a dp axis over nodes with tp inside), and the whole world when R > 1 (dp_shard of
-// 1 x W x 1 x 1, as FSDP over every rank).
-std::vector<Probe> probes(int world, int ranks_per_node) {
-  std::vector<Probe> out;
-  for (int n = 2; n <= ranks_per_node; ++n)
-    if (ranks_per_node % n == 0) out.push_back({MeshShape{world / n, 1, 1, n}, GroupKind::tp, LinkKind::intra_node});
-  const int nodes = world / std::max(1, ranks_per_node);
-  if (nodes > 1) {
-    out.push_back({MeshShape{nodes, 1, 1, ranks_per_node}, GroupKind::dp_replicate, LinkKind::inter_node});
-    if (ranks_per_node > 1) out.push_back({MeshShape{1, world, 1, 1}, GroupKind::dp_shard, LinkKind::inter_node});
-  }
-  return out;
-}
-
 constexpr int64_t kMessageBytes[] = {4 << 10, 64 << 10, 1 << 20, 16 << 20};
 // The split steps train the model cut to at most this many decoder layers: a step's work that
 // does not grow with the layers (embedding, head and loss, the wait before the last all-reduce)
@@ -114,6 +90,7 @@ class Calibrator {
       // docs/estimator.md, "Split steps".)
       measure_split_steps();
       measure_matmuls();
+      measure_experts();
       measure_step();
       for (size_t i = 0; i < comms_.size(); ++i) measure_collectives(i);
       comms_.front()->barrier(comms_.front()->world());
@@ -130,7 +107,7 @@ class Calibrator {
     cuda_ = ctx_.cuda();
     device_ = ctx_.device();
     // One communicator per group layout, in the same order on every rank (each is collective).
-    std::vector<Probe> ps = probes(env_.world_size, env_.local_world_size);
+    std::vector<CalibrationProbe> ps = calibration_probes(env_.world_size, env_.local_world_size);
     if (ps.empty()) ps.push_back({MeshShape{1, env_.world_size, 1, 1}, GroupKind::dp_shard, LinkKind::intra_node});
     for (size_t i = 0; i < ps.size(); ++i) {
       auto comm = ctx_.connect(ps[i].shape, /*first=*/i == 0, "meshwork/calibrate/" + std::to_string(i));
@@ -181,12 +158,16 @@ class Calibrator {
       for (int d = 1; d <= env_.world_size; ++d) {
         if (env_.world_size % d != 0) continue;
         auto cdiv = [d](int64_t x) { return std::max<int64_t>(1, (x + d - 1) / d); };
-        const std::vector<Shape> shapes = {{T, h, cdiv(spec_.q_dim()), L},
-                                           {T, h, cdiv(2 * spec_.kv_dim()), L},
-                                           {T, cdiv(spec_.q_dim()), h, L},
-                                           {T, h, cdiv(2 * spec_.intermediate_size), L},
-                                           {T, cdiv(spec_.intermediate_size), h, L},
-                                           {T, h, cdiv(spec_.vocab_size), 1}};
+        std::vector<Shape> shapes = {{T, h, cdiv(spec_.q_dim()), L},
+                                     {T, h, cdiv(2 * spec_.kv_dim()), L},
+                                     {T, cdiv(spec_.q_dim()), h, L},
+                                     {T, h, cdiv(spec_.vocab_size), 1}};
+        // The dense MLP of the layers that have one (a mixture of experts' sparse layers have
+        // experts instead: measure_experts).
+        if (const int64_t dense = L - spec_.sparse_layer_count(); dense > 0) {
+          shapes.push_back({T, h, cdiv(2 * spec_.intermediate_size), dense});
+          shapes.push_back({T, cdiv(spec_.intermediate_size), h, dense});
+        }
         comms_.front()->barrier(comms_.front()->world());
         for (const Shape& s : shapes) {
           auto opts = at::TensorOptions().device(device_).dtype(dtype);
@@ -217,6 +198,60 @@ class Calibrator {
           write("matmul", {{"precision", dtype == at::kFloat ? "fp32" : "bf16"}, {"threads", threads_},
                            {"ranks_per_node", env_.local_world_size}, {"m", s.m}, {"n", s.n}, {"k", s.k},
                            {"count", s.count}, {"split", d}, {"seconds", seconds}, {"iterations", iters}});
+        }
+      }
+    }
+  }
+
+  // A mixture of experts' expert blocks: for every ep dividing both the experts and the world
+  // and every split d (tp x cp shortens each rank's tokens to T / d), an ep rank's E / ep experts
+  // through run_grouped_experts, forward and backward, with the rows balanced routing gives
+  // each, T / d x top-k x ep / E: the same FLOPs in E / ep products of ep x more rows, which on
+  // a CPU run several times faster per FLOP at ep 4 than at ep 1 (bench/moe_step.sh). Timed as
+  // the matmuls are; recorded as "matmul" samples with experts_ep = ep (core/calibration.h).
+  void measure_experts() {
+    if (!spec_.is_moe() || spec_.sparse_layer_count() == 0) return;
+    const int64_t T = int64_t{o_.run.training.micro_batch} * o_.run.training.seq_len;
+    const int64_t h = spec_.hidden_size, Ie = spec_.moe.expert_intermediate_size;
+    const int64_t E = spec_.moe.num_experts, K = spec_.moe.experts_per_token;
+    for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+      for (int d = 1; d <= env_.world_size; ++d) {
+        if (env_.world_size % d != 0) continue;
+        for (int64_t ep = 1; ep <= std::min<int64_t>(E, env_.world_size); ++ep) {
+          if (E % ep != 0 || env_.world_size % ep != 0) continue;
+          const int64_t local = E / ep;
+          const int64_t rows = std::max<int64_t>(1, ((T + d - 1) / d * K * ep + E - 1) / E);
+          auto opts = at::TensorOptions().device(device_).dtype(dtype);
+          auto weight = [&](std::initializer_list<int64_t> size) {
+            return (at::randn(size, opts) * 0.02).requires_grad_(true);
+          };
+          at::Tensor x = at::randn({local * rows, h}, opts).requires_grad_(true);
+          at::Tensor gate = weight({local, Ie, h}), up = weight({local, Ie, h}), down = weight({local, h, Ie});
+          const std::vector<int64_t> counts(static_cast<size_t>(local), rows);
+          auto block = [&] {
+            for (at::Tensor* t : {&x, &gate, &up, &down}) t->mutable_grad() = at::Tensor();
+            run_grouped_experts(x, counts, gate, up, down).sum().backward();
+            sync();
+          };
+          comms_.front()->barrier(comms_.front()->world());
+          const auto w0 = Clock::now();
+          do block();
+          while (since(w0) < 0.05);
+          std::vector<double> times;
+          const auto t0 = Clock::now();
+          do {
+            const auto t1 = Clock::now();
+            block();
+            times.push_back(since(t1));
+          } while (since(t0) < 0.1 || times.size() < 3);
+          // count x 2 m n k = 3 local x 2 rows x 3 Ie x h = 6 x rows x local x one expert's
+          // parameters: the block's forward and backward FLOPs.
+          const int64_t count = 3 * local;
+          write("matmul", {{"precision", dtype == at::kFloat ? "fp32" : "bf16"}, {"threads", threads_},
+                           {"ranks_per_node", env_.local_world_size}, {"m", rows}, {"n", 3 * Ie}, {"k", h},
+                           {"count", count}, {"split", d}, {"experts_ep", ep},
+                           {"seconds", median(times) / static_cast<double>(count)},
+                           {"iterations", static_cast<int>(times.size())}});
         }
       }
     }
@@ -267,6 +302,8 @@ class Calibrator {
     write("step", {{"precision", bf16 ? "bf16" : "fp32"}, {"threads", threads_},
                    {"ranks_per_node", env_.local_world_size}, {"layers", cut.num_hidden_layers},
                    {"tokens", B * T}, {"flops", model.flops_per_token(T) * static_cast<double>(B * T)},
+                   {"expert_flops", 6.0 * static_cast<double>(cut.moe.experts_per_token * cut.expert_parameter_count() *
+                                                              cut.sparse_layer_count() * B * T)},
                    {"seconds", median(times)}, {"iterations", static_cast<int>(times.size())}});
   }
 
@@ -558,7 +595,7 @@ class Calibrator {
   int threads_ = 1;
   bool cuda_ = false;
   at::Device device_ = at::kCPU;
-  std::vector<Probe> probes_;
+  std::vector<CalibrationProbe> probes_;
   std::vector<std::unique_ptr<Communicator>> comms_;
   size_t split_index_ = 0;  // split-step measurements so far: their groups' names
 };
@@ -568,6 +605,21 @@ class Calibrator {
 int calibrate_rank(const TrainerOptions& options, const LaunchEnv& env, const ModelSpec& spec) {
   Calibrator c(options, env, spec);
   return c.run();
+}
+
+std::vector<CalibrationProbe> calibration_probes(int world, int ranks_per_node) {
+  std::vector<CalibrationProbe> out;
+  for (int n = 2; n <= ranks_per_node; ++n)
+    if (ranks_per_node % n == 0) out.push_back({MeshShape{world / n, 1, 1, n}, GroupKind::tp, LinkKind::intra_node});
+  const int nodes = world / std::max(1, ranks_per_node);
+  if (nodes > 1) {
+    out.push_back({MeshShape{nodes, 1, 1, ranks_per_node}, GroupKind::dp_replicate, LinkKind::inter_node});
+    for (int k = 2; k < ranks_per_node; ++k)
+      if (ranks_per_node % k == 0)
+        out.push_back({MeshShape{1, nodes * k, 1, ranks_per_node / k}, GroupKind::dp_shard, LinkKind::inter_node});
+    if (ranks_per_node > 1) out.push_back({MeshShape{1, world, 1, 1}, GroupKind::dp_shard, LinkKind::inter_node});
+  }
+  return out;
 }
 
 }  // namespace meshwork::trainer

@@ -230,6 +230,52 @@ TEST(Calibration, StepEfficiencyIsTheMedianRanksStepRateOverItsMatmulRate) {
             "calibration record of rank 0: kind step: needs precision, ranks_per_node, flops and seconds");
 }
 
+// A mixture of experts' expert blocks are "matmul" records with experts_ep: fitted per ep apart
+// from the dense matmuls, written and read back, and the step's efficiency is of the FLOPs
+// outside them once the ep 1 block's time is taken out.
+TEST(Calibration, ExpertBlocksAreRatesOfTheirOwnAndLeaveTheStepEfficiencyToTheRest) {
+  std::vector<CalibrationRecord> recs;
+  recs.push_back({0, 100, "node", {{"node", 0}, {"host", "h"}, {"ranks_per_node", 2}, {"cores", 2}, {"device_name", "cpu"}}});
+  recs.push_back({0, 150, "matmul",
+                  {{"precision", "fp32"}, {"threads", 1}, {"ranks_per_node", 2}, {"m", 100}, {"n", 200},
+                   {"k", 300}, {"seconds", 1e-3}, {"iterations", 3}}});  // 12 GFLOP/s
+  for (auto [ep, seconds] : {std::pair{1, 4e-3}, std::pair{4, 1e-3}})
+    recs.push_back({0, 150, "matmul",
+                    {{"precision", "fp32"}, {"threads", 1}, {"ranks_per_node", 2}, {"m", 100}, {"n", 200},
+                     {"k", 300}, {"count", 6}, {"experts_ep", ep}, {"seconds", seconds}, {"iterations", 3}}});
+  // A step of 0.02 s: its 0.03 GFLOP of experts at the ep 1 block's 3 GFLOP/s take 0.01 s, so
+  // the other 0.06 GFLOP took 0.01 s: 6 GFLOP/s, an efficiency of 0.5 against 12.
+  recs.push_back({0, 160, "step",
+                  {{"precision", "fp32"}, {"threads", 1}, {"ranks_per_node", 2}, {"layers", 2}, {"tokens", 64},
+                   {"flops", 0.09e9}, {"expert_flops", 0.03e9}, {"seconds", 0.02}, {"iterations", 5}}});
+  recs.push_back({0, 160, "step",
+                  {{"precision", "fp32"}, {"ranks_per_node", 2}, {"flops", 1e9}, {"expert_flops", 2e9},
+                   {"seconds", 0.02}}});  // more experts than FLOPs: skipped, counted
+  recs.push_back({0, 150, "matmul",
+                  {{"precision", "fp32"}, {"threads", 1}, {"ranks_per_node", 2}, {"m", 1}, {"n", 1}, {"k", 1},
+                   {"experts_ep", -1}, {"seconds", 1e-3}}});  // skipped, counted
+  auto cal = calibration_from_records(recs);
+  ASSERT_TRUE(cal.ok()) << cal.error().message();
+  EXPECT_EQ(samples_from_records(recs).errors.size(), 2u);
+  ASSERT_EQ(cal->matmul.size(), 3u);
+  EXPECT_DOUBLE_EQ(*cal->matmul_flops(Precision::fp32, 2), 12e9);
+  EXPECT_DOUBLE_EQ(*cal->expert_flops(Precision::fp32, 2, 1, 1), 3e9);
+  EXPECT_DOUBLE_EQ(*cal->expert_flops(Precision::fp32, 2, 1, 4), 12e9);
+  EXPECT_DOUBLE_EQ(*cal->expert_flops(Precision::fp32, 2, 1, 8), 12e9);  // nearest ep measured
+  EXPECT_DOUBLE_EQ(*cal->expert_flops(Precision::fp32, 4, 1, 4), 6e9);   // 4 ranks share what 2 had
+  EXPECT_NEAR(cal->step_efficiency, 0.5, 1e-12);
+  auto back = calibration_from_json(to_json(*cal));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_DOUBLE_EQ(*back->expert_flops(Precision::fp32, 2, 1, 4), 12e9);
+  EXPECT_DOUBLE_EQ(*back->matmul_flops(Precision::fp32, 2), 12e9);
+  nlohmann::json bad = to_json(*cal);
+  for (auto& e : bad["matmul"])
+    if (e.contains("experts_ep")) e["experts_ep"] = 1.5;
+  auto refused = calibration_from_json(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("experts_ep"), std::string::npos) << refused.error().message();
+}
+
 // ---- The estimator with calibrated inputs: each term in closed form. ----
 
 namespace {
@@ -647,8 +693,8 @@ TEST(Calibration, RecordsACalibrationFileCouldNotHoldAreSkipped) {
   const CalibrationSamples samples = samples_from_records(recs);
   ASSERT_EQ(samples.errors.size(), 1u);
   EXPECT_EQ(samples.errors[0],
-            "calibration record of rank 0: kind matmul: precision fp32|bf16, seconds > 0, and m, n, k, threads, "
-            "ranks_per_node, count, split >= 1");
+            "calibration record of rank 0: kind matmul: precision fp32|bf16, seconds > 0, m, n, k, threads, "
+            "ranks_per_node, count, split >= 1 and experts_ep >= 0");
   auto cal = calibration_from_records(recs);
   ASSERT_TRUE(cal.ok()) << cal.error().message();
   ASSERT_EQ(cal->matmul.size(), 1u);

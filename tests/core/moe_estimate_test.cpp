@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
+#include <tuple>
 
 #include "core/memory_estimate.h"
 #include "core/param_layout.h"
 #include "core/parallel_layout.h"
+#include "core/routing_imbalance.h"
 #include "core/time_estimate.h"
 
 using namespace meshwork;
@@ -188,7 +191,8 @@ TEST(MoeEstimate, ImbalanceLoadsTheBusiestRank) {
 
 // CPU ranks sharing cores (4 ranks of 1 thread on 2 cores, as a calibration of such a node
 // records): the waiting ranks free their cores for the busiest, so only imbalance beyond the
-// sharing of 2 adds compute; on GPUs (and without known cores) all of it does.
+// sharing of 2 adds compute, and all-to-all bytes (the cores copy them); on GPUs (and without
+// known cores) all of it does.
 TEST(MoeEstimate, CpuRanksSharingCoresPayOnlyTheImbalanceBeyondTheSharing) {
   const ModelSpec m = preset("qwen3-30b-a3b");
   Calibration cal;
@@ -207,7 +211,9 @@ TEST(MoeEstimate, CpuRanksSharingCoresPayOnlyTheImbalanceBeyondTheSharing) {
   };
   const TimeEstimate even = cpu_query(1.0), within = cpu_query(1.8), beyond = cpu_query(3.0);
   EXPECT_DOUBLE_EQ(within.compute_s, even.compute_s);
-  EXPECT_GT(within.comm_ep.bytes, even.comm_ep.bytes);  // the busiest rank still receives more
+  EXPECT_DOUBLE_EQ(within.comm_ep.bytes, even.comm_ep.bytes);
+  const double counts_bytes = 3.0 / 4.0 * 48 * 8 * 128;  // the counts' all-to-all, no imbalance
+  EXPECT_NEAR(beyond.comm_ep.bytes - counts_bytes, 1.5 * (even.comm_ep.bytes - counts_bytes), 1e-6 * beyond.comm_ep.bytes);
   const double expert_flops = 6.0 * static_cast<double>(m.moe.experts_per_token * m.expert_parameter_count() *
                                                         m.sparse_layer_count());
   EXPECT_NEAR(beyond.hardware_flops_per_token - even.hardware_flops_per_token, 0.5 * expert_flops, 1e-6 * expert_flops);
@@ -215,6 +221,123 @@ TEST(MoeEstimate, CpuRanksSharingCoresPayOnlyTheImbalanceBeyondTheSharing) {
   cal.fingerprint.nodes[0].cores = 0;
   EXPECT_NEAR(cpu_query(3.0).hardware_flops_per_token - even.hardware_flops_per_token, 2.0 * expert_flops,
               1e-6 * expert_flops);
+  EXPECT_NEAR(cpu_query(3.0).comm_ep.bytes - counts_bytes, 3.0 * (even.comm_ep.bytes - counts_bytes),
+              1e-6 * beyond.comm_ep.bytes);
+}
+
+// An ep group across nodes of CPU ranks: the node's link carries the copies bound for its
+// experts, so the bytes grow with the imbalance of the group cut into its nodes' expert blocks
+// (the layout takes it from the routing at ep / ranks per node), not with the busiest rank's;
+// on GPUs, each rank with a link of its own, with the busiest rank's.
+TEST(MoeEstimate, AnEpGroupAcrossNodesOfCpuRanksCarriesItsBusiestNodesCopies) {
+  const ModelSpec m = preset("qwen3-30b-a3b");
+  Calibration cal;
+  cal.fingerprint.device = DeviceKind::cpu;
+  cal.fingerprint.nodes = {ClusterFingerprint::Node{"a", 4, "cpu", 2}, ClusterFingerprint::Node{"b", 4, "cpu", 2}};
+  cal.matmul = {MatmulRate{Precision::fp32, 1, 4, 4e10, 1}};
+  auto query = [&](DeviceKind device, double gamma, double node_gamma) {
+    TimeQuery q = time_query(m, MeshShape{1, 8, 1, 1}, 8, 4);
+    q.training.device = device;
+    q.training.precision = Precision::fp32;
+    if (device == DeviceKind::cpu) q.calibration = cal;
+    q.moe_imbalance = gamma;
+    q.moe_node_imbalance = node_gamma;
+    return estimate_time(q);
+  };
+  const double counts_bytes = 7.0 / 8.0 * 48 * 8 * 128;
+  const TimeEstimate even = query(DeviceKind::cpu, 1.0, 1.0);
+  ASSERT_TRUE(even.comm_ep.crosses_nodes);
+  const double rows = even.comm_ep.bytes - counts_bytes;
+  // sigma 2: the busiest rank's 3.0 / 2 is below its node's 1.7; 4.0 / 2 is above it.
+  EXPECT_NEAR(query(DeviceKind::cpu, 3.0, 1.7).comm_ep.bytes - counts_bytes, 1.7 * rows, 1e-9 * rows);
+  EXPECT_NEAR(query(DeviceKind::cpu, 4.0, 1.7).comm_ep.bytes - counts_bytes, 2.0 * rows, 1e-9 * rows);
+  const TimeEstimate gpu_even = query(DeviceKind::cuda, 1.0, 1.0);
+  EXPECT_NEAR(query(DeviceKind::cuda, 3.0, 1.7).comm_ep.bytes - counts_bytes, 3.0 * (gpu_even.comm_ep.bytes - counts_bytes),
+              1e-9 * rows);
+
+  // The layout reads the node's imbalance from the routing at ep / ranks per node.
+  std::vector<RoutedStep> steps(1);
+  steps[0].layers.assign(static_cast<size_t>(m.sparse_layer_count()), std::vector<double>(128, 1.0));
+  for (auto& layer : steps[0].layers)
+    for (int e = 0; e < 16; ++e) layer[static_cast<size_t>(e)] = 9.0;  // the first 16 experts: ep 8's rank 0
+  auto routing = MeasuredRouting::make(steps, "test");
+  ASSERT_TRUE(routing.ok());
+  RunConfig run;
+  run.mesh = MeshShape{1, 8, 1, 1};
+  run.mesh.ep = 8;
+  run.training.seq_len = 4096;
+  run.training.micro_batch = 1;
+  Placement placement;
+  placement.world_size = 8;
+  placement.ranks_per_node = 4;
+  LayoutCheck checked = ParallelLayout::check(run, &m, placement);
+  ASSERT_TRUE(checked.ok());
+  EstimateOptions options;
+  options.routing = std::make_shared<const MeasuredRouting>(*routing);
+  const TimeQuery q = checked.layout->time_query(m, options);
+  EXPECT_DOUBLE_EQ(q.moe_imbalance, routing->step_imbalance(8));
+  EXPECT_DOUBLE_EQ(q.moe_node_imbalance, routing->step_imbalance(2));
+  EXPECT_LT(q.moe_node_imbalance, q.moe_imbalance);
+}
+
+// Network namespaces (or containers) that name the same host are one machine: 2 nodes of 4 CPU
+// ranks on one host of 2 cores share them 4 ways, not 2; nodes on hosts of their own do not.
+TEST(MoeEstimate, NodesOnOneHostShareItsCores) {
+  Calibration cal;
+  cal.fingerprint.device = DeviceKind::cpu;
+  cal.fingerprint.nodes = {ClusterFingerprint::Node{"vm", 4, "cpu", 2}, ClusterFingerprint::Node{"vm", 4, "cpu", 2}};
+  cal.matmul = {MatmulRate{Precision::fp32, 1, 4, 4e10, 1}};
+  EXPECT_DOUBLE_EQ(cal.cpu_sharing(4), 4.0);
+  cal.fingerprint.nodes[1].host = "other";
+  EXPECT_DOUBLE_EQ(cal.cpu_sharing(4), 2.0);
+  cal.fingerprint.nodes[1].cores = 1;  // the busiest machine decides
+  EXPECT_DOUBLE_EQ(cal.cpu_sharing(4), 4.0);
+  cal.fingerprint.nodes[0].host = cal.fingerprint.nodes[1].host = "";  // unnamed: each its own
+  EXPECT_DOUBLE_EQ(cal.cpu_sharing(4), 4.0);
+  cal.fingerprint.nodes[1].cores = 2;
+  EXPECT_DOUBLE_EQ(cal.cpu_sharing(4), 2.0);
+}
+
+// With the experts' block calibrated, a step's compute is its experts' FLOPs at the block's rate
+// for the shape's ep and split, and the rest at the matmul rate x step efficiency: ep 4's four
+// times the rows per expert, measured faster, make the same FLOPs cheaper; without a block's
+// rate every FLOP goes at the matmul rate, as before.
+TEST(MoeEstimate, ExpertsComputeAtTheirBlocksRateForTheShapesEp) {
+  const ModelSpec m = preset("qwen3-30b-a3b");
+  Calibration cal;
+  cal.fingerprint.device = DeviceKind::cpu;
+  cal.fingerprint.nodes = {ClusterFingerprint::Node{"a", 4, "cpu", 4}};
+  cal.step_efficiency = 0.5;
+  cal.matmul = {MatmulRate{Precision::fp32, 1, 4, 4e10, 1}, MatmulRate{Precision::fp32, 1, 4, 1e10, 1, 1},
+                MatmulRate{Precision::fp32, 1, 4, 3e10, 1, 4}, MatmulRate{Precision::fp32, 1, 4, 2e10, 2, 4}};
+  auto query = [&](MeshShape shape, int ep) {
+    TimeQuery q = time_query(m, shape, ep, 4);
+    q.training.device = DeviceKind::cpu;
+    q.training.precision = Precision::fp32;
+    q.training.global_batch = 4;
+    q.calibration = cal;
+    q.moe_imbalance = 1.0;
+    return q;
+  };
+  const double experts = 6.0 * static_cast<double>(m.moe.experts_per_token * m.expert_parameter_count() *
+                                                   m.sparse_layer_count());
+  for (auto [ep, tp, rate] : {std::tuple{1, 1, 1e10}, std::tuple{4, 1, 3e10}, std::tuple{4, 2, 2e10}, std::tuple{2, 1, 1e10}}) {
+    const TimeQuery q = query(MeshShape{1, 4 / tp, 1, tp}, ep);
+    const TimeEstimate t = estimate_time(q);
+    const double tokens = 4.0 * 4096 / 4;  // per rank
+    const double dense_rate = *cal.matmul_flops(Precision::fp32, 4, tp);
+    EXPECT_NEAR(t.compute_s, tokens * ((t.hardware_flops_per_token - experts) / (dense_rate * 0.5) + experts / rate),
+                1e-9 * t.compute_s)
+        << "ep " << ep << ", tp " << tp;  // ep 2: the nearest block measured (ep 1 before ep 4)
+  }
+  EXPECT_LT(estimate_time(query(MeshShape{1, 4, 1, 1}, 4)).compute_s,
+            estimate_time(query(MeshShape{1, 4, 1, 1}, 1)).compute_s);
+  TimeQuery q = query(MeshShape{1, 4, 1, 1}, 4);
+  q.calibration->matmul.resize(1);  // no block measured
+  const TimeEstimate plain = estimate_time(q);
+  EXPECT_NEAR(plain.compute_s, 4.0 * 4096 / 4 * plain.hardware_flops_per_token / (4e10 * 0.5), 1e-9 * plain.compute_s);
+  EXPECT_FALSE(q.calibration->expert_flops(Precision::fp32, 4, 1, 4));
+  EXPECT_DOUBLE_EQ(*cal.matmul_flops(Precision::fp32, 4, 1), 4e10);  // the blocks are never a matmul rate
 }
 
 // One all-to-all of the rows sends (ep - 1) / ep x R x h x c; 4 per sparse layer per

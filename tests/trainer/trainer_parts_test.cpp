@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
 #include "trainer/free_port.h"
+#include "trainer/calibrate.h"
 #include "trainer/comm.h"
 #include "trainer/data.h"
 #include "trainer/lr_schedule.h"
@@ -335,6 +337,35 @@ TEST(DataParallel, FsdpGradientsAreTheSingleProcessGradientSharded) {
           << " max diff "
           << (got - w.units[u].grad()).abs().max().item<double>();
     }
+  }
+}
+
+// The calibration's group layouts: every group of a probe lies on the link it is fitted for, and
+// across nodes there is a layout for every count of ranks per node a group can have, so an efsdp
+// or ep group of 4 over two nodes of 4 ranks (2 on each) has a fit of its own size.
+TEST(CalibrationProbes, EveryRanksPerNodeAGroupAcrossNodesCanHaveIsMeasured) {
+  for (const auto& [world, per_node] : std::vector<std::pair<int, int>>{{8, 4}, {16, 8}, {4, 1}, {4, 4}}) {
+    std::set<std::pair<int, int>> inter;  // (group size, ranks of it on each node)
+    std::set<int> intra;
+    for (const CalibrationProbe& p : calibration_probes(world, per_node)) {
+      auto mesh = DeviceMesh::create(p.shape, per_node);
+      ASSERT_TRUE(mesh.ok()) << mesh.error().message();
+      for (const std::vector<int>& g : mesh->groups(p.kind)) {
+        std::map<int, int> on_node;
+        for (int r : g) ++on_node[r / per_node];
+        EXPECT_EQ(on_node.size() > 1, p.link == LinkKind::inter_node) << p.shape.to_string();
+        for (const auto& [node, k] : on_node) EXPECT_EQ(k, on_node.begin()->second) << p.shape.to_string();
+        if (p.link == LinkKind::inter_node) inter.insert({static_cast<int>(g.size()), on_node.begin()->second});
+        else intra.insert(static_cast<int>(g.size()));
+      }
+    }
+    const int nodes = world / per_node;
+    for (int k = 1; k <= per_node; ++k) {
+      if (per_node % k != 0) continue;
+      if (k >= 2) EXPECT_TRUE(intra.count(k)) << world << " ranks, " << per_node << " per node: " << k << " inside";
+      if (nodes > 1) EXPECT_TRUE(inter.count({nodes * k, k})) << world << " ranks, " << per_node << " per node: " << k << " on each";
+    }
+    EXPECT_EQ(inter.empty(), nodes == 1);
   }
 }
 
