@@ -144,6 +144,10 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
         ok = ok && std::isfinite(v) && v >= 0;
         s.measured.comm_s[a] = v;
       }
+      if (const auto it = f["comm_s"].find("ep"); it != f["comm_s"].end()) {
+        ok = ok && it->is_number() && std::isfinite(it->get<double>()) && it->get<double>() >= 0;
+        if (ok) s.measured.comm_ep_s = it->get<double>();
+      }
       if (!ok) {
         skip(r, "world from 1 to " + std::to_string(kMaxCalibrationWorld) +
                     " and a multiple of ranks_per_node >= 1, compute_s and each comm_s a finite number >= 0");
@@ -170,6 +174,7 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
         const double n = acc.ranks;
         acc.measured.compute_s = (acc.measured.compute_s * n + s.measured.compute_s) / (n + 1);
         for (Axis a : kAxes) acc.measured.comm_s[a] = (acc.measured.comm_s[a] * n + s.measured.comm_s[a]) / (n + 1);
+        acc.measured.comm_ep_s = (acc.measured.comm_ep_s * n + s.measured.comm_ep_s) / (n + 1);
         acc.spread = (acc.spread * n + s.spread) / (n + 1);
         if (s.drift_ranks > 0) {
           const double d = acc.drift_ranks;
@@ -203,7 +208,7 @@ std::vector<int64_t> split_step_micro_batches(const RunConfig& run, const MeshSh
   return {1, accumulated};
 }
 
-std::vector<MeshShape> split_step_shapes(int world, int ranks_per_node) {
+std::vector<MeshShape> split_step_shapes(int world, int ranks_per_node, int num_experts) {
   std::vector<MeshShape> shapes;
   const int per_node = std::max(1, ranks_per_node);
   if (world < 1) return shapes;
@@ -215,6 +220,11 @@ std::vector<MeshShape> split_step_shapes(int world, int ranks_per_node) {
     for (int tp = 1; tp <= d; ++tp)
       if (d % tp == 0) shapes.push_back(MeshShape{world / d, 1, d / tp, tp});
     if (d > 1) shapes.push_back(MeshShape{world / d, d, 1, 1});
+    if (d > 1 && num_experts > 0 && num_experts % d == 0) {
+      MeshShape ep{world / d, d, 1, 1};
+      ep.ep = d;
+      shapes.push_back(ep);
+    }
     // Across nodes, FSDP with tp inside the node as well: every tp group then has its own FSDP
     // group over the link, all at once, the way a cluster's shapes put them; one FSDP group alone
     // does not share the link, and predicting the shared case from it is far off

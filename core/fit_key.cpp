@@ -15,14 +15,15 @@ std::string_view to_string(FitTerm t) {
     case FitTerm::cp_ring: return "cp_ring";
     case FitTerm::fsdp: return "fsdp";
     case FitTerm::dp_replicate: return "dp_replicate";
+    case FitTerm::ep: return "ep";
   }
   return "compute";
 }
 
 Result<FitTerm> parse_fit_term(std::string_view text, std::string_view field) {
-  for (FitTerm t : {FitTerm::compute, FitTerm::tp, FitTerm::cp_ring, FitTerm::fsdp, FitTerm::dp_replicate})
+  for (FitTerm t : {FitTerm::compute, FitTerm::tp, FitTerm::cp_ring, FitTerm::fsdp, FitTerm::dp_replicate, FitTerm::ep})
     if (text == to_string(t)) return t;
-  return Error{std::string(field), std::string(text), "compute, tp, cp_ring, fsdp or dp_replicate"};
+  return Error{std::string(field), std::string(text), "compute, tp, cp_ring, fsdp, dp_replicate or ep"};
 }
 
 bool FitKey::operator<(const FitKey& o) const {

@@ -21,9 +21,10 @@
 
 namespace meshwork {
 
-enum class FitTerm { compute = 0, tp = 1, cp_ring = 2, fsdp = 3, dp_replicate = 4 };
-inline constexpr int kFitTermCount = 5;
-std::string_view to_string(FitTerm t);  // "compute" | "tp" | "cp_ring" | "fsdp" | "dp_replicate"
+// ep: a mixture of experts' all-to-alls over the ep group (a = ep).
+enum class FitTerm { compute = 0, tp = 1, cp_ring = 2, fsdp = 3, dp_replicate = 4, ep = 5 };
+inline constexpr int kFitTermCount = 6;
+std::string_view to_string(FitTerm t);  // "compute" | "tp" | "cp_ring" | "fsdp" | "dp_replicate" | "ep"
 Result<FitTerm> parse_fit_term(std::string_view text, std::string_view field = "term");
 
 // The conditions a factor holds for. compute: the matmuls split tp x cp ways (a = tp, b = cp) at

@@ -140,6 +140,7 @@ Result<RunFit> fit_runs(const std::vector<RunObservation>& runs, const std::opti
     add({FitTerm::compute}, m.compute_s);
     add({FitTerm::tp}, m.comm_s[Axis::tp]);
     add({FitTerm::dp_replicate}, m.comm_s[Axis::dp_replicate]);
+    add({FitTerm::ep}, m.comm_ep_s);
     // meshtrain charges FSDP's collectives over dp_shard x cp to both axes (docs/metrics.md), so
     // only their sum separates FSDP from the ring: one equation with both terms.
     add({FitTerm::fsdp, FitTerm::cp_ring},

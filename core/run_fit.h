@@ -57,9 +57,10 @@ struct TimeEstimate;
 struct RunMeasurement {
   double compute_s = 0;
   AxisArray<double> comm_s;
+  double comm_ep_s = 0;                     // the experts' all-to-alls ("comm_s.ep"; 0 without ep)
   int64_t steps = 0;                        // steps averaged
   double step_s() const {
-    double s = compute_s;
+    double s = compute_s + comm_ep_s;
     for (double c : comm_s) s += c;
     return s;
   }

@@ -397,6 +397,19 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
                                                                                        : hw.intra_node_bytes_per_s};
     ax.seconds = count * ab.latency_s + bytes / ab.bytes_per_s;
     out.comm_ep_calibrated = fit_a2a.has_value();
+    // What an all-to-all costs inside a step against the same exchange timed alone (ranks that
+    // reach it apart, the copies' packing): the calibration's ep split steps or the runs' fit.
+    const int ti = static_cast<int>(FitTerm::ep);
+    out.term_key[ti] = FitKey{FitTerm::ep, link, sh.ep, 1};
+    out.term_s[ti] = ax.seconds;
+    if (fit) {
+      if (std::optional<TermCorrection> f = fit->factor(out.term_key[ti])) {
+        ax.seconds = f->apply(ax.seconds);
+        out.comm_ep_fitted = true;
+      }
+    } else if (std::optional<TermCorrection> f = step_factor(out.term_key[ti])) {
+      ax.seconds = f->apply(ax.seconds);
+    }
     ax.bytes = bytes;
     ax.collectives = static_cast<int>(std::lround(count));
   }

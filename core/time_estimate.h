@@ -139,6 +139,7 @@ struct TimeEstimate {
   bool compute_calibrated = false;
   AxisArray<bool> comm_calibrated;  // per axis: every collective of the axis was calibrated
   bool comm_ep_calibrated = false;  // comm_ep's all-to-all came from the calibration
+  bool comm_ep_fitted = false;      // comm_ep was corrected by a fit of runs (core/run_fit.h)
   // Which terms a fit from past runs corrected (TimeQuery::fit).
   bool compute_fitted = false;
   AxisArray<bool> comm_fitted;  // per axis

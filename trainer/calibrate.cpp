@@ -323,7 +323,8 @@ class Calibrator {
     ModelSpec cut = spec_;
     cut.num_hidden_layers = std::min<int64_t>(spec_.num_hidden_layers, kSplitStepLayers);
     const int world = env_.world_size, per_node = std::max(1, env_.local_world_size);
-    const std::vector<MeshShape> shapes = split_step_shapes(world, per_node);
+    const std::vector<MeshShape> shapes =
+        split_step_shapes(world, per_node, cut.sparse_layer_count() > 0 ? static_cast<int>(cut.moe.num_experts) : 0);
     std::vector<SplitStep> splits;
     for (size_t i = 0; i < shapes.size(); ++i) {
       RunConfig config = o_.run;
@@ -413,6 +414,7 @@ class Calibrator {
   struct Timed {
     double step_s = 0;
     AxisArray<double> comm_s;
+    double ep_s = 0;  // the experts' all-to-alls (an ep split of a mixture of experts)
   };
   struct SplitResult {
     Timed mid;           // the mean of the middle half of the steps
@@ -436,6 +438,10 @@ class Calibrator {
     for (Axis a : kAxes) {
       comm_s[std::string(axis_name(a))] = s.result.mid.comm_s[a];
       comm_total += s.result.mid.comm_s[a];
+    }
+    if (s.config.mesh.ep > 1) {
+      comm_s["ep"] = s.result.mid.ep_s;
+      comm_total += s.result.mid.ep_s;
     }
     nlohmann::json rec = {{"config", to_json(s.config)}, {"world", env_.world_size},
                           {"ranks_per_node", env_.local_world_size}, {"step_s", s.result.mid.step_s},
@@ -475,7 +481,7 @@ class Calibrator {
     const MicroBatches same_batch = [&batch](int64_t) { return batch; };
     auto step = [&] {
       const StepResult r = run_step(parts, /*lr=*/1e-4, same_batch);
-      return Timed{r.step_s, comm.times().seconds};
+      return Timed{r.step_s, comm.times().seconds, comm.times().ep};
     };
     comm.barrier(comm.world());
     const auto cpu0 = read_cpu_times();
@@ -498,6 +504,7 @@ class Calibrator {
     for (size_t k = lo; k < hi; ++k) {
       mid.step_s += timed[k].step_s / static_cast<double>(hi - lo);
       for (Axis a : kAxes) mid.comm_s[a] += timed[k].comm_s[a] / static_cast<double>(hi - lo);
+      mid.ep_s += timed[k].ep_s / static_cast<double>(hi - lo);
     }
     comm.barrier(comm.world());  // every rank done with the groups before they go
     SplitResult result;

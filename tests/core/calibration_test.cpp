@@ -3,6 +3,7 @@
 // values of its formulas on hand-made inputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/calibration.h"
@@ -525,7 +526,7 @@ TEST(Calibration, StepFactorsRoundTripAndErrorsNameTheField) {
   bad = j;
   bad["step_factors"][0]["term"] = "pp";
   EXPECT_EQ(calibration_from_json(bad).error().message(),
-            "step_factors[0].term: pp: compute, tp, cp_ring, fsdp or dp_replicate");
+            "step_factors[0].term: pp: compute, tp, cp_ring, fsdp, dp_replicate or ep");
   bad = j;
   bad["step_factors"][1]["group_size"] = 1;
   EXPECT_EQ(calibration_from_json(bad).error().message(),
@@ -741,6 +742,15 @@ TEST(Calibration, SplitStepShapesInsideANodeAndAcrossTwo) {
                                               "2x1x2x2", "2x1x1x4", "2x4x1x1", "1x1x8x1", "1x1x4x2",
                                               "1x1x2x4", "1x1x1x8", "1x8x1x1", "1x4x1x2", "1x2x1x4"};
   EXPECT_EQ(compact(split_step_shapes(8, 4)), two_nodes);
+  // A mixture of 8 experts: FSDP over d with ep = d beside each FSDP split (ep 8 across the
+  // nodes); of 6 experts: ep 2 only (neither 4 nor 8 divides 6).
+  const std::vector<std::string> moe_8 = {"8x1x1x1", "4x1x2x1", "4x1x1x2", "4x2x1x1", "4x2x1x1/ep2", "2x1x4x1",
+                                          "2x1x2x2", "2x1x1x4", "2x4x1x1", "2x4x1x1/ep4", "1x1x8x1", "1x1x4x2",
+                                          "1x1x2x4", "1x1x1x8", "1x8x1x1", "1x8x1x1/ep8", "1x4x1x2", "1x2x1x4"};
+  EXPECT_EQ(compact(split_step_shapes(8, 4, 8)), moe_8);
+  const auto moe_6 = compact(split_step_shapes(8, 4, 6));
+  EXPECT_EQ(moe_6.size(), two_nodes.size() + 1);
+  EXPECT_EQ(std::count(moe_6.begin(), moe_6.end(), "4x2x1x1/ep2"), 1);
   // 1,024 nodes of 8: 13 splits inside a node, 9 across two; every split covers the world.
   const auto big = split_step_shapes(8192, 8);
   EXPECT_EQ(big.size(), 22u);

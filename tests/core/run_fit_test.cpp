@@ -109,6 +109,53 @@ TEST(RunFit, RecoversEachTermsFactorAndPredictsTheRunsExactly) {
   }
 }
 
+// A mixture of experts' all-to-alls are a term of their own (per link and ep): runs that spent
+// 4x the formula's seconds in them, at two sizes of step, give the ep term a factor of 4 and the
+// prediction the runs' ep time; a dense run's step has no ep term and leaves it unfitted.
+TEST(RunFit, TheExpertAllToAllIsATermOfItsOwn) {
+  const ModelSpec moe = *load_model_spec("qwen3-30b-a3b");
+  std::vector<RunObservation> runs;
+  for (int64_t batch : {4, 8}) {
+    RunObservation o;
+    TimeQuery q;
+    q.model = moe;
+    q.shape = MeshShape{1, 4, 1, 1};
+    q.shape.ep = 4;
+    q.gpus_per_node = 4;
+    q.training.seq_len = 256;
+    q.training.micro_batch = 1;
+    q.training.global_batch = batch;
+    q.training.precision = Precision::fp32;
+    q.hardware = HardwareModel::cpu();
+    q.moe_imbalance = 1.0;
+    o.query = std::make_shared<TimeQuery>(q);
+    const TimeEstimate e = estimate_time(q);
+    ASSERT_GT(e.term_s[static_cast<int>(FitTerm::ep)], 0.0);
+    EXPECT_EQ(e.term_key[static_cast<int>(FitTerm::ep)].a, 4);
+    o.measured.compute_s = e.term_s[static_cast<int>(FitTerm::compute)];
+    o.measured.comm_s[Axis::dp_shard] = e.term_s[static_cast<int>(FitTerm::fsdp)];
+    o.measured.comm_ep_s = 4.0 * e.term_s[static_cast<int>(FitTerm::ep)];
+    o.measured.steps = 5;
+    o.name = "ep 4, batch " + std::to_string(batch);
+    runs.push_back(o);
+  }
+  auto fit = fit_runs(runs, std::nullopt);
+  ASSERT_TRUE(fit.ok()) << fit.error().message();
+  EXPECT_NEAR(factor_of(*fit, FitTerm::ep, 4), 4.0, 1e-9);
+  TimeQuery q = *runs[1].query;
+  q.fit = std::make_shared<const RunFit>(*fit);
+  const TimeEstimate predicted = estimate_time(q);
+  EXPECT_TRUE(predicted.comm_ep_fitted);
+  EXPECT_NEAR(predicted.comm_ep.seconds, runs[1].measured.comm_ep_s, 1e-9 * predicted.comm_ep.seconds);
+  EXPECT_NEAR(runs[1].measured.step_s(),
+              runs[1].measured.compute_s + runs[1].measured.comm_s[Axis::dp_shard] + runs[1].measured.comm_ep_s, 1e-12);
+  for (const FitFactor& f : fit->factors) {  // a calibration's step factors hold it too
+    auto back = fit_factor_from_json(to_json(f), "step_factors[0]");
+    ASSERT_TRUE(back.ok()) << back.error().message();
+    EXPECT_TRUE(back->key == f.key) << f.key.to_string();
+  }
+}
+
 TEST(RunFit, SeparatesFsdpFromTheRingThroughTheirSum) {
   // dp_shard x cp shapes report FSDP and the ring together; runs with one of them alone pin the
   // other down: the closed form is the two factors that made the data.
