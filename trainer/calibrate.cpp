@@ -46,6 +46,8 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 // does, the mean would report the neighbours.
 
 constexpr int64_t kMessageBytes[] = {4 << 10, 64 << 10, 1 << 20, 16 << 20};
+// The local experts an expert-block measurement multiplies (measure_experts).
+constexpr int64_t kExpertsTimed = 8;
 // The split steps train the model cut to at most this many decoder layers: a step's work that
 // does not grow with the layers (embedding, head and loss, the wait before the last all-reduce)
 // is then the share of it a model of a few layers has, and the run's model itself when it is
@@ -219,7 +221,9 @@ class Calibrator {
         if (env_.world_size % d != 0) continue;
         for (int64_t ep = 1; ep <= std::min<int64_t>(E, env_.world_size); ++ep) {
           if (E % ep != 0 || env_.world_size % ep != 0) continue;
-          const int64_t local = E / ep;
+          // Every local expert gets the same rows, so the rate of a few is the rate of all: at
+          // most kExpertsTimed of them (128 experts of a real model's widths would be gigabytes).
+          const int64_t local = std::min<int64_t>(E / ep, kExpertsTimed);
           const int64_t rows = std::max<int64_t>(1, ((T + d - 1) / d * K * ep + E - 1) / E);
           auto opts = at::TensorOptions().device(device_).dtype(dtype);
           auto weight = [&](std::initializer_list<int64_t> size) {
