@@ -193,22 +193,22 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   // link only: a factor measured inside a node says nothing of a group that crosses nodes.
   // Those count as calibrated, not fitted.
   const RunFit* fit = q.fit.get();
-  auto step_factor = [&](const FitKey& key) -> std::optional<TermCorrection> {
-    if (fit || !cal || cal->step_factors.empty()) return std::nullopt;
-    return lookup_factor(cal->step_factors, key, /*any_link=*/false);
+  // One term's formula seconds under `key`, recorded (term_s, term_key) and corrected in place
+  // (a correction is factor x formula + per-step seconds, core/fit_key.h); `fitted` says
+  // whether a fit of runs did it.
+  auto correct = [&](const FitKey& key, double& seconds, bool& fitted) {
+    const int ti = static_cast<int>(key.term);
+    out.term_key[ti] = key;
+    out.term_s[ti] = seconds;
+    std::optional<TermCorrection> f;
+    if (fit) f = fit->factor(key);
+    else if (cal && !cal->step_factors.empty()) f = lookup_factor(cal->step_factors, key, /*any_link=*/false);
+    if (!f) return;
+    seconds = f->apply(seconds);
+    fitted = fit != nullptr;
   };
-  const int ci = static_cast<int>(FitTerm::compute);
-  out.term_key[ci] = FitKey{FitTerm::compute, LinkKind::intra_node, static_cast<int>(t), static_cast<int>(cp), q.training.precision};
-  out.term_s[ci] = out.compute_s;
-  // (A correction is factor x formula + per-step seconds, core/fit_key.h.)
-  if (fit) {
-    if (std::optional<TermCorrection> f = fit->factor(out.term_key[ci])) {
-      out.compute_s = f->apply(out.compute_s);
-      out.compute_fitted = true;
-    }
-  } else if (std::optional<TermCorrection> f = step_factor(out.term_key[ci])) {
-    out.compute_s = f->apply(out.compute_s);
-  }
+  correct(FitKey{FitTerm::compute, LinkKind::intra_node, static_cast<int>(t), static_cast<int>(cp), q.training.precision},
+          out.compute_s, out.compute_fitted);
 
   // ---- Communication per axis ----
   // Every axis is a sum of collectives, each in the alpha-beta model (Hockney 1994):
@@ -253,17 +253,9 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     }
     ax.collectives = static_cast<int>(std::lround(collectives));
     out.comm_calibrated[a] = all_calibrated && collectives > 0;
-    const int ti = static_cast<int>(term_kind);
-    out.term_key[ti] = FitKey{term_kind, link, static_cast<int>(n), key_b, Precision::fp32, key_c};
-    out.term_s[ti] = ax.seconds;
-    if (fit) {
-      if (std::optional<TermCorrection> f = fit->factor(out.term_key[ti])) {
-        ax.seconds = f->apply(ax.seconds);
-        out.comm_fitted[a] = true;
-      }
-    } else if (std::optional<TermCorrection> f = step_factor(out.term_key[ti])) {
-      ax.seconds = f->apply(ax.seconds);
-    }
+    bool fitted = false;
+    correct(FitKey{term_kind, link, static_cast<int>(n), key_b, Precision::fp32, key_c}, ax.seconds, fitted);
+    out.comm_fitted[a] = out.comm_fitted[a] || fitted;
   };
   const ParamLayout layout =
       stage_param_layout(tp_param_layout(m, t, q.trainer.vocab_parallel, sh.ep), part.layers, part.embedding, part.head);
@@ -399,17 +391,7 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     out.comm_ep_calibrated = fit_a2a.has_value();
     // What an all-to-all costs inside a step against the same exchange timed alone (ranks that
     // reach it apart, the copies' packing): the calibration's ep split steps or the runs' fit.
-    const int ti = static_cast<int>(FitTerm::ep);
-    out.term_key[ti] = FitKey{FitTerm::ep, link, sh.ep, 1};
-    out.term_s[ti] = ax.seconds;
-    if (fit) {
-      if (std::optional<TermCorrection> f = fit->factor(out.term_key[ti])) {
-        ax.seconds = f->apply(ax.seconds);
-        out.comm_ep_fitted = true;
-      }
-    } else if (std::optional<TermCorrection> f = step_factor(out.term_key[ti])) {
-      ax.seconds = f->apply(ax.seconds);
-    }
+    correct(FitKey{FitTerm::ep, link, sh.ep, 1}, ax.seconds, out.comm_ep_fitted);
     ax.bytes = bytes;
     ax.collectives = static_cast<int>(std::lround(count));
   }
