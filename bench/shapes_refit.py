@@ -25,11 +25,24 @@ from shapes_bench import shape_key, spearman
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
+def routing_source(bench):
+    """A mixture of experts' bench estimated its ep shapes with the routing of its first ep-1 run
+    (its JSON's "routing"): the same run from the same store, when that store is still in build/."""
+    routing = bench.get("routing") or {}
+    db = os.path.join(ROOT, "build", bench.get("db") or "")
+    if not routing.get("run") or not os.path.isfile(db):
+        if routing.get("run"):
+            print("(%s: its store %s is gone: ep shapes estimated with balanced routing)" % (bench.get("model"), db),
+                  file=sys.stderr)
+        return []
+    return ["--routing-db", db, "--routing-run", str(routing["run"])]
+
+
 def predict(args, bench, source):
     """{shape: (predicted step s, planner rank, predicted tokens/s)} from shapes_estimate."""
     cmd = [args.estimator, "--model", bench["model"], "--world", str(bench["world"]), "--nodes",
            str(bench["nodes"]), "--seq-len", str(bench["seq_len"]), "--micro-batch", str(bench["micro_batch"]),
-           "--global-batch", str(bench["global_batch"])] + source
+           "--global-batch", str(bench["global_batch"])] + source + routing_source(bench)
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit("shapes_estimate failed: %s" % p.stderr.strip())

@@ -225,6 +225,13 @@ std::vector<MeshShape> split_step_shapes(int world, int ranks_per_node, int num_
       ep.ep = d;
       shapes.push_back(ep);
     }
+    // And with ep = d / 2, which leaves the experts FSDP-sharded over pairs (efsdp 2) in
+    // collectives of their own: the fsdp term's efsdp condition (core/fit_key.h).
+    if (d >= 4 && d % 2 == 0 && num_experts > 0 && num_experts % (d / 2) == 0) {
+      MeshShape efsdp{world / d, d, 1, 1};
+      efsdp.ep = d / 2;
+      shapes.push_back(efsdp);
+    }
     // Across nodes, FSDP with tp inside the node as well: every tp group then has its own FSDP
     // group over the link, all at once, the way a cluster's shapes put them; one FSDP group alone
     // does not share the link, and predicting the shared case from it is far off

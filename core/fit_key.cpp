@@ -34,10 +34,11 @@ bool FitKey::operator<(const FitKey& o) const {
 std::string FitKey::to_string() const {
   if (term == FitTerm::compute)
     return "compute " + std::string(meshwork::to_string(precision)) + " tp " + std::to_string(a) + " cp " +
-           std::to_string(b);
+           std::to_string(b) + (c != 1 ? " ep " + std::to_string(c) : "");
   return std::string(meshwork::to_string(term)) + " " + std::string(meshwork::to_string(link)) + " n=" +
          std::to_string(a) + (term == FitTerm::dp_replicate ? (b == kHsdpAllReduce ? " hsdp" : " ddp") : "") +
-         (term == FitTerm::tp ? " cp " + std::to_string(b) + " dp_shard " + std::to_string(c) : "");
+         (term == FitTerm::tp ? " cp " + std::to_string(b) + " dp_shard " + std::to_string(c) : "") +
+         (term == FitTerm::fsdp && b == kExpertFsdp ? " efsdp" : "");
 }
 
 double median(std::vector<double> v) {
@@ -55,7 +56,7 @@ std::optional<TermCorrection> lookup_factor(const std::vector<FitFactor>& factor
     }
     TermCorrection median_of() const { return {median(factor), median(per_step)}; }
   };
-  Set same_link_kind, same_link, other_link;
+  Set same_split, same_split_ep, same_link_kind, same_link, other_link;
   for (const FitFactor& f : factors) {
     if (f.key.term != key.term) continue;
     if (f.key == key) return f.correction();
@@ -64,12 +65,20 @@ std::optional<TermCorrection> lookup_factor(const std::vector<FitFactor>& factor
     other_link.add(f);
     if (f.key.link != key.link) continue;
     same_link.add(f);
-    // compute: the same split tp x cp; dp_replicate: the same way of reducing; tp: the same size.
+    // compute: the same split tp x cp; dp_replicate: the same way of reducing; tp: the same size;
+    // fsdp: the experts' efsdp collectives or not.
     const bool same_kind = compute ? f.key.a * f.key.b == key.a * key.b
-                                   : (key.term == FitTerm::dp_replicate && f.key.b == key.b) ||
+                                   : ((key.term == FitTerm::dp_replicate || key.term == FitTerm::fsdp) &&
+                                      f.key.b == key.b) ||
                                          (key.term == FitTerm::tp && f.key.a == key.a);
     if (same_kind) same_link_kind.add(f);
+    if (compute && f.key.a == key.a && f.key.b == key.b) same_split.add(f);
+    if (same_kind && compute && f.key.c == key.c) same_split_ep.add(f);
   }
+  // compute: the same split at another ep (a tp x cp shape with ep takes its split's dense
+  // factor), then the same tp x cp product at the same ep.
+  if (!same_split.factor.empty()) return same_split.median_of();
+  if (!same_split_ep.factor.empty()) return same_split_ep.median_of();
   if (!same_link_kind.factor.empty()) return same_link_kind.median_of();
   if (!same_link.factor.empty()) return same_link.median_of();
   if (any_link && !other_link.factor.empty()) return other_link.median_of();
@@ -83,10 +92,12 @@ nlohmann::json to_json(const FitFactor& f) {
     j["precision"] = std::string(to_string(f.key.precision));
     j["tp"] = f.key.a;
     j["cp"] = f.key.b;
+    if (f.key.c != 1) j["ep"] = f.key.c;
   } else {
     j["link"] = std::string(to_string(f.key.link));
     j["group_size"] = f.key.a;
     if (f.key.term == FitTerm::dp_replicate) j["hsdp"] = f.key.b == kHsdpAllReduce;
+    if (f.key.term == FitTerm::fsdp && f.key.b == kExpertFsdp) j["efsdp"] = true;
     if (f.key.term == FitTerm::tp) {
       j["cp"] = f.key.b;
       j["dp_shard"] = f.key.c;
@@ -141,6 +152,11 @@ Result<FitFactor> fit_factor_from_json(const nlohmann::json& j, const std::strin
     if (!cp) return cp.error();
     f.key.a = *tp;
     f.key.b = *cp;
+    if (j.contains("ep")) {
+      auto ep = integer("ep", 1);
+      if (!ep) return ep.error();
+      f.key.c = *ep;
+    }
   } else {
     auto link = text("link");
     if (!link) return link.error();
@@ -155,6 +171,12 @@ Result<FitFactor> fit_factor_from_json(const nlohmann::json& j, const std::strin
       if (hsdp != j.end() && !hsdp->is_boolean())
         return Error{where + ".hsdp", hsdp->dump(), "true or false"};
       f.key.b = hsdp != j.end() && hsdp->get<bool>() ? kHsdpAllReduce : kDdpAllReduce;
+    }
+    if (f.key.term == FitTerm::fsdp) {
+      auto efsdp = j.find("efsdp");
+      if (efsdp != j.end() && !efsdp->is_boolean())
+        return Error{where + ".efsdp", efsdp->dump(), "true or false"};
+      f.key.b = efsdp != j.end() && efsdp->get<bool>() ? kExpertFsdp : 1;
     }
     if (f.key.term == FitTerm::tp) {
       for (auto [field, slot] : {std::pair{"cp", &f.key.b}, std::pair{"dp_shard", &f.key.c}}) {

@@ -28,7 +28,9 @@ std::string_view to_string(FitTerm t);  // "compute" | "tp" | "cp_ring" | "fsdp"
 Result<FitTerm> parse_fit_term(std::string_view text, std::string_view field = "term");
 
 // The conditions a factor holds for. compute: the matmuls split tp x cp ways (a = tp, b = cp) at
-// a precision; communication: the link the group crosses and its size (a = n), and b = 1, except
+// a precision, and for a mixture of experts the ep it runs at (c = ep; 1 for dense models): at
+// each ep a rank's step does other work around its experts (the routing, the copies' packing, a
+// different expert block), which the formula's FLOPs do not see alike; communication: the link the group crosses and its size (a = n), and b = 1, except
 // dp_replicate, whose two ways of reducing differ in kind: b = kDdpAllReduce (the whole gradient
 // once per step, in 25 MiB buckets) or kHsdpAllReduce (FSDP's shard, one all-reduce per module,
 // between the backward's reduce-scatters), and tp, whose collectives sit between the other
@@ -38,6 +40,11 @@ Result<FitTerm> parse_fit_term(std::string_view text, std::string_view field = "
 // alone mispredicts the shapes that mix them (the measurements: docs/estimator.md, "Split steps").
 inline constexpr int kDdpAllReduce = 1;
 inline constexpr int kHsdpAllReduce = 2;
+// fsdp: b = kExpertFsdp when a mixture of experts' experts (ep > 1) are FSDP-sharded over efsdp
+// in collectives of their own, beside the dense part's: groups that stride over the ranks ep
+// borrows, between the all-to-alls. They cost more against their formula than the dense FSDP's
+// (docs/estimator.md, "Split steps"), so they are a condition of their own; else b = 1.
+inline constexpr int kExpertFsdp = 2;
 
 struct FitKey {
   FitTerm term = FitTerm::compute;
@@ -49,8 +56,8 @@ struct FitKey {
     return term == o.term && link == o.link && a == o.a && b == o.b && c == o.c && precision == o.precision;
   }
   bool operator<(const FitKey& o) const;
-  // "compute fp32 tp 2 cp 1", "fsdp intra_node n=4", "dp_replicate inter_node n=2 hsdp",
-  // "tp intra_node n=2 cp 2 dp_shard 1"
+  // "compute fp32 tp 2 cp 1", "compute fp32 tp 1 cp 1 ep 4", "fsdp intra_node n=4", "fsdp intra_node n=4 efsdp",
+  // "dp_replicate inter_node n=2 hsdp", "tp intra_node n=2 cp 2 dp_shard 1"
   std::string to_string() const;
 };
 
@@ -80,14 +87,17 @@ double median(std::vector<double> v);
 
 // The correction for `key` among `factors`: that key's; else the median factor and median
 // per_step_s of the same term over keys with the same link (for compute: the same precision,
-// first those with the same split tp x cp; for dp_replicate: first the same way of reducing; for
-// tp: first the same group size);
+// first those with the same tp and cp at any ep, then the same split tp x cp at the same ep, then
+// at any ep; for dp_replicate: first the same way of reducing; for
+// tp: first the same group size; for fsdp: first with or without the experts' efsdp alike);
 // else, when `any_link`, the same term on any link; unset otherwise.
 std::optional<TermCorrection> lookup_factor(const std::vector<FitFactor>& factors, const FitKey& key, bool any_link);
 
-// {"term", "factor", "runs"}, "per_step_s" when not 0, and, for compute, "precision", "tp", "cp";
-// else "link", "group_size", for dp_replicate "hsdp" (true or false), and for tp "cp" and
-// "dp_shard" (read as 1 when absent, as calibrations stored before they existed have them).
+// {"term", "factor", "runs"}, "per_step_s" when not 0, and, for compute, "precision", "tp", "cp"
+// and "ep" (when not 1; absent reads as 1);
+// else "link", "group_size", for dp_replicate "hsdp" (true or false), for fsdp "efsdp" (true
+// only; absent reads as false), and for tp "cp" and "dp_shard" (read as 1 when absent, as
+// calibrations stored before they existed have them).
 nlohmann::json to_json(const FitFactor& f);
 // An Error names `where`'s field, the value and what is allowed.
 Result<FitFactor> fit_factor_from_json(const nlohmann::json& j, const std::string& where);

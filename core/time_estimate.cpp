@@ -207,7 +207,8 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     seconds = f->apply(seconds);
     fitted = fit != nullptr;
   };
-  correct(FitKey{FitTerm::compute, LinkKind::intra_node, static_cast<int>(t), static_cast<int>(cp), q.training.precision},
+  correct(FitKey{FitTerm::compute, LinkKind::intra_node, static_cast<int>(t), static_cast<int>(cp), q.training.precision,
+                 moe_ep ? sh.ep : 1},
           out.compute_s, out.compute_fitted);
 
   // ---- Communication per axis ----
@@ -344,7 +345,8 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
               {Collective::all_gather, ga * 2 * experts, ga * 2 * ring_bytes_sent(Collective::all_gather, E * c, ne), ne,
                efsdp_crosses},
               {Collective::reduce_scatter, reductions * experts,
-               reductions * ring_bytes_sent(Collective::reduce_scatter, E * 4, ne), ne, efsdp_crosses}});
+               reductions * ring_bytes_sent(Collective::reduce_scatter, E * 4, ne), ne, efsdp_crosses}},
+             ne > 1 ? kExpertFsdp : 1);
     } else {
       auto gathered = [&](Collective op, double bytes_per_param) {
         return ring_bytes_sent(op, P * bytes_per_param, n_fsdp) + ring_bytes_sent(op, E * bytes_per_param, ne);

@@ -40,6 +40,25 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// The seconds of each run of `work` (which waits for its device), after `warm_up_s` of runs
+// not counted, for `window_s` and at least 3 runs. The warm-up is a time, not one run: the first
+// runs of a rank pay for the thread pool waking up, page faults, packing and the allocator
+// (measured: 2 GFLOP/s on the first matmul shape, 27 on the same shape right after).
+template <class Work>
+std::vector<double> timed_runs(Work&& work, double warm_up_s, double window_s) {
+  const auto w0 = Clock::now();
+  do work();
+  while (since(w0) < warm_up_s);
+  std::vector<double> times;
+  const auto t0 = Clock::now();
+  do {
+    const auto t1 = Clock::now();
+    work();
+    times.push_back(since(t1));
+  } while (since(t0) < window_s || times.size() < 3);
+  return times;
+}
+
 // Per-iteration times are summarised by their median (core's meshwork::median): on a shared
 // machine a rank descheduled in the middle of a product or a collective makes one iteration
 // 10-50x slower (measured on the 2-core VM under builds); the median keeps what the hardware
@@ -178,23 +197,12 @@ class Calibrator {
           at::NoGradGuard no_grad;
           at::Tensor a = at::randn({s.m, s.k}, opts), b = at::randn({s.n, s.k}, opts);
           const bool fused = fused_linear_applies(a, b);
-          auto product = [&] { return fused ? fused_linear(a, b) : at::linear(a, b); };
-          // Warm-up for 50 ms, not once: the first products of a rank pay for the thread pool
-          // waking up, page faults and packing (measured: 2 GFLOP/s on the first shape, 27 on
-          // the same shape right after).
-          const auto w0 = Clock::now();
-          do {
-            (void)product();
-            sync();
-          } while (since(w0) < 0.05);
-          std::vector<double> times;
-          const auto t0 = Clock::now();
-          do {
-            const auto t1 = Clock::now();
-            (void)product();
-            sync();
-            times.push_back(since(t1));
-          } while (since(t0) < 0.1 || times.size() < 3);
+          const std::vector<double> times = timed_runs(
+              [&] {
+                (void)(fused ? fused_linear(a, b) : at::linear(a, b));
+                sync();
+              },
+              0.05, 0.1);
           const int iters = static_cast<int>(times.size());
           const double seconds = median(times);
           write("matmul", {{"precision", dtype == at::kFloat ? "fp32" : "bf16"}, {"threads", threads_},
@@ -238,16 +246,7 @@ class Calibrator {
             sync();
           };
           comms_.front()->barrier(comms_.front()->world());
-          const auto w0 = Clock::now();
-          do block();
-          while (since(w0) < 0.05);
-          std::vector<double> times;
-          const auto t0 = Clock::now();
-          do {
-            const auto t1 = Clock::now();
-            block();
-            times.push_back(since(t1));
-          } while (since(t0) < 0.1 || times.size() < 3);
+          const std::vector<double> times = timed_runs(block, 0.05, 0.1);
           // count x 2 m n k = 3 local x 2 rows x 3 Ie x h = 6 x rows x local x one expert's
           // parameters: the block's forward and backward FLOPs.
           const int64_t count = 3 * local;
@@ -293,16 +292,7 @@ class Calibrator {
       sync();
     };
     comms_.front()->barrier(comms_.front()->world());
-    const auto w0 = Clock::now();
-    do step();  // warm-up, as for the matmuls: thread pool, page faults, allocator
-    while (since(w0) < 0.05);
-    std::vector<double> times;
-    const auto t0 = Clock::now();
-    do {
-      const auto t1 = Clock::now();
-      step();
-      times.push_back(since(t1));
-    } while (since(t0) < 0.3 || times.size() < 3);
+    const std::vector<double> times = timed_runs(step, 0.05, 0.3);
     write("step", {{"precision", bf16 ? "bf16" : "fp32"}, {"threads", threads_},
                    {"ranks_per_node", env_.local_world_size}, {"layers", cut.num_hidden_layers},
                    {"tokens", B * T}, {"flops", model.flops_per_token(T) * static_cast<double>(B * T)},

@@ -82,8 +82,11 @@ Status comm_means(RunStore* store, const std::vector<RunId>& runs, int64_t first
   const bool sampled = steps > kCommSampleSteps;
   const int windows = sampled ? kCommWindows : 1;
   const int64_t width = sampled ? kCommSampleSteps / kCommWindows : steps;
-  std::vector<std::array<double, kBreakdownColumns>> sum(runs.size(), std::array<double, kBreakdownColumns>{});
-  std::vector<std::array<int64_t, kBreakdownColumns>> n(runs.size(), std::array<int64_t, kBreakdownColumns>{});
+  // The breakdown's columns, then the experts' all-to-all (not an axis of the mesh: CommStats::ep_mean).
+  constexpr int kKeys = kBreakdownColumns + 1;
+  auto key_of = [](int k) { return k < kBreakdownColumns ? breakdown_key(k) : comm_ep_key(); };
+  std::vector<std::array<double, kKeys>> sum(runs.size(), std::array<double, kKeys>{});
+  std::vector<std::array<int64_t, kKeys>> n(runs.size(), std::array<int64_t, kKeys>{});
   SeriesQuery q;
   q.runs = runs;
   q.x = XAxis::step;
@@ -93,8 +96,8 @@ Status comm_means(RunStore* store, const std::vector<RunId>& runs, int64_t first
     const int64_t a = first_step + (windows == 1 ? 0 : (steps - width) * w / (windows - 1));
     q.x_min = static_cast<double>(a);
     q.x_max = static_cast<double>(a + width - 1);
-    for (int k = 0; k < kBreakdownColumns; ++k) {
-      q.key = breakdown_key(k);
+    for (int k = 0; k < kKeys; ++k) {
+      q.key = key_of(k);
       auto r = store->query_series(q);
       if (!r) return r.error();
       for (size_t i = 0; i < r->size() && i < runs.size(); ++i)
@@ -108,8 +111,9 @@ Status comm_means(RunStore* store, const std::vector<RunId>& runs, int64_t first
   for (size_t i = 0; i < runs.size(); ++i) {
     // A run that never recorded a column (another tool's run has no per-axis communication)
     // holds NaN there: absent, which the page shows as such, never as 0 ms.
-    for (size_t k = 0; k < kBreakdownColumns; ++k)
-      out[i].mean[k] = n[i][k] ? sum[i][k] / static_cast<double>(n[i][k]) : std::nan("");
+    auto mean_of = [&](size_t k) { return n[i][k] ? sum[i][k] / static_cast<double>(n[i][k]) : std::nan(""); };
+    for (size_t k = 0; k < kBreakdownColumns; ++k) out[i].mean[k] = mean_of(k);
+    out[i].ep_mean = mean_of(kBreakdownColumns);
     out[i].sampled_steps = std::min(steps, windows * width);
     out[i].steps = steps;
   }

@@ -32,7 +32,8 @@ struct DiffRow {
 // compact JSON) and lines them up. "name" is left out: runs are told apart by their names anyway.
 std::vector<DiffRow> config_diff(const std::vector<nlohmann::json>& configs);
 
-// Mean seconds per step in each axis's collectives, then compute (mean over ranks per step).
+// Mean seconds per step in each axis's collectives, then compute, and the experts' all-to-all
+// (mean over ranks per step).
 // Exact (every step) for a run of at most kCommSampleSteps steps; a longer run is estimated from
 // every step of kCommWindows evenly spaced windows (kCommSampleSteps steps in all): the store
 // keeps no per-series sums, and reading every step of 8 runs x 1M steps takes seconds.
@@ -40,6 +41,7 @@ inline constexpr int64_t kCommSampleSteps = 2048;
 inline constexpr int kCommWindows = 8;
 struct CommStats {
   std::array<double, kBreakdownColumns> mean{};  // NaN: the run recorded none (absent, not 0)
+  double ep_mean = 0;  // the experts' all-to-all ("comm_s.ep"); NaN without ep, as above
   int64_t sampled_steps = 0;  // steps read
   int64_t steps = 0;          // steps of the run (sampled_steps == steps: exact)
   bool exact() const { return sampled_steps >= steps; }

@@ -108,6 +108,7 @@ Result<RunObservation> load_observation(RunStore* store, RunId run) {
     const double mean = c.mean[axis_index(a)];  // CommMeans: kAxes order, then compute
     o.measured.comm_s[a] = std::isnan(mean) ? 0.0 : mean;
   }
+  o.measured.comm_ep_s = std::isnan(c.ep_mean) ? 0.0 : c.ep_mean;  // the ep term's equation
   o.measured.steps = c.sampled_steps;
   return o;
 }

@@ -156,6 +156,89 @@ TEST(RunFit, TheExpertAllToAllIsATermOfItsOwn) {
   }
 }
 
+// The experts' own FSDP collectives over efsdp (ep > 1, efsdp > 1) are a condition of the fsdp
+// term apart from the dense FSDP's: runs of FSDP over 4 with ep 2 (efsdp 2) that spent 3x the
+// formula in dp_shard, and with ep 4 (no expert FSDP) that spent 0.5x, give each its own factor,
+// each prediction its own runs' time, and a group size no run had (n = 2) the factor of its kind.
+// Compute is a condition per ep too: 1.5x at ep 2 and 0.75x at ep 4 are two factors, and an ep
+// no run had takes the median of its split's (1.125).
+TEST(RunFit, TheExpertsOwnFsdpAndEachEpsComputeAreConditionsOfTheirOwn) {
+  const ModelSpec moe = *load_model_spec("qwen3-30b-a3b");
+  auto query = [&](int ep, int64_t batch) {
+    TimeQuery q;
+    q.model = moe;
+    q.shape = MeshShape{1, 4, 1, 1};
+    q.shape.ep = ep;
+    q.gpus_per_node = 4;
+    q.training.seq_len = 256;
+    q.training.micro_batch = 1;
+    q.training.global_batch = batch;
+    q.training.precision = Precision::fp32;
+    q.hardware = HardwareModel::cpu();
+    q.moe_imbalance = 1.0;
+    return q;
+  };
+  std::vector<RunObservation> runs;
+  for (int ep : {2, 4})
+    for (int64_t batch : {4, 8}) {
+      const TimeQuery q = query(ep, batch);
+      const TimeEstimate e = estimate_time(q);
+      const FitKey key = e.term_key[static_cast<int>(FitTerm::fsdp)];
+      EXPECT_EQ(key.b, ep == 2 ? kExpertFsdp : 1) << key.to_string();
+      EXPECT_EQ(key.a, 4);
+      RunObservation o;
+      o.query = std::make_shared<TimeQuery>(q);
+      EXPECT_EQ(e.term_key[static_cast<int>(FitTerm::compute)].c, ep);
+      o.measured.compute_s = (ep == 2 ? 1.5 : 0.75) * e.term_s[static_cast<int>(FitTerm::compute)];
+      o.measured.comm_s[Axis::dp_shard] = (ep == 2 ? 3.0 : 0.5) * e.term_s[static_cast<int>(FitTerm::fsdp)];
+      o.measured.comm_ep_s = e.term_s[static_cast<int>(FitTerm::ep)];
+      o.measured.steps = 5;
+      o.name = "ep " + std::to_string(ep) + ", batch " + std::to_string(batch);
+      runs.push_back(o);
+    }
+  auto fit = fit_runs(runs, std::nullopt);
+  ASSERT_TRUE(fit.ok()) << fit.error().message();
+  EXPECT_NEAR(factor_of(*fit, FitTerm::fsdp, 4, kExpertFsdp), 3.0, 1e-6);
+  EXPECT_NEAR(factor_of(*fit, FitTerm::fsdp, 4, 1), 0.5, 1e-6);
+  auto compute_at = [&](int ep) {
+    FitKey key{FitTerm::compute, LinkKind::intra_node, 1, 1, Precision::fp32, ep};
+    auto f = lookup_factor(fit->factors, key, false);
+    EXPECT_TRUE(f.has_value()) << key.to_string();
+    return f ? f->factor : -1.0;
+  };
+  EXPECT_NEAR(compute_at(2), 1.5, 1e-6);
+  EXPECT_NEAR(compute_at(4), 0.75, 1e-6);
+  EXPECT_NEAR(compute_at(8), 1.125, 1e-6);
+  for (const RunObservation& run : {runs[1], runs[3]}) {
+    TimeQuery q = *run.query;
+    q.fit = std::make_shared<const RunFit>(*fit);
+    const TimeEstimate predicted = estimate_time(q);
+    EXPECT_NEAR(predicted.comm[Axis::dp_shard].seconds, run.measured.comm_s[Axis::dp_shard],
+                1e-6 * run.measured.comm_s[Axis::dp_shard])
+        << run.name;
+    EXPECT_NEAR(predicted.compute_s, run.measured.compute_s, 1e-6 * run.measured.compute_s) << run.name;
+  }
+  // A group size without a factor of its own takes its kind's, not the median of both kinds.
+  auto efsdp_2 = lookup_factor(fit->factors, FitKey{FitTerm::fsdp, LinkKind::intra_node, 2, kExpertFsdp}, false);
+  auto dense_2 = lookup_factor(fit->factors, FitKey{FitTerm::fsdp, LinkKind::intra_node, 2, 1}, false);
+  ASSERT_TRUE(efsdp_2 && dense_2);
+  EXPECT_NEAR(efsdp_2->factor, 3.0, 1e-6);
+  EXPECT_NEAR(dense_2->factor, 0.5, 1e-6);
+  for (const FitFactor& f : fit->factors) {  // a calibration's step factors keep the condition
+    const nlohmann::json j = to_json(f);
+    EXPECT_EQ(j.contains("efsdp"), f.key.term == FitTerm::fsdp && f.key.b == kExpertFsdp) << j.dump();
+    EXPECT_EQ(j.contains("ep"), f.key.term == FitTerm::compute) << j.dump();
+    auto back = fit_factor_from_json(j, "step_factors[0]");
+    ASSERT_TRUE(back.ok()) << back.error().message();
+    EXPECT_TRUE(back->key == f.key) << f.key.to_string();
+  }
+  auto bad = fit_factor_from_json({{"term", "fsdp"}, {"factor", 1.0}, {"link", "intra_node"}, {"group_size", 4},
+                                   {"efsdp", "yes"}},
+                                  "step_factors[3]");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().field, "step_factors[3].efsdp");
+}
+
 TEST(RunFit, SeparatesFsdpFromTheRingThroughTheirSum) {
   // dp_shard x cp shapes report FSDP and the ring together; runs with one of them alone pin the
   // other down: the closed form is the two factors that made the data.

@@ -15,7 +15,7 @@ using meshwork::store::testing::TempDir;
 
 namespace {
 
-constexpr double kCompute = 1.5, kTp = 2.5, kRep = 0.5, kFsdp = 1.25;
+constexpr double kCompute = 1.5, kTp = 2.5, kRep = 0.5, kFsdp = 1.25, kEp = 3.0;
 
 MeshShape shape(int r, int s, int c, int t) {
   MeshShape m;
@@ -26,9 +26,9 @@ MeshShape shape(int r, int s, int c, int t) {
   return m;
 }
 
-nlohmann::json config_of(const MeshShape& m) {
+nlohmann::json config_of(const MeshShape& m, const std::string& model = "tiny") {
   return {{"name", "fit"},
-          {"model", "tiny"},
+          {"model", model},
           {"mesh", to_json(m)},
           {"training",
            {{"steps", 6}, {"seq_len", 256}, {"global_batch", 8}, {"micro_batch", 1}, {"precision", "fp32"},
@@ -36,10 +36,9 @@ nlohmann::json config_of(const MeshShape& m) {
 }
 
 // The estimator's terms for the shape on one node of 4 CPU ranks, by hand (not through the store).
-TimeEstimate formula(const MeshShape& m) {
-  static const ModelSpec tiny = *load_model_spec("tiny");
+TimeEstimate formula(const MeshShape& m, const std::string& model = "tiny") {
   TimeQuery q;
-  q.model = tiny;
+  q.model = *load_model_spec(model);
   q.shape = m;
   q.gpus_per_node = 4;
   q.training.seq_len = 256;
@@ -53,11 +52,12 @@ TimeEstimate formula(const MeshShape& m) {
 // A run on `host` (every rank on node 0) whose steps 1.. measured the formula times the factors
 // above; step 0 (warm-up) measured ten times that, which the observation must leave out.
 RunId store_run(RunStore& s, const MeshShape& m, const std::string& host, const std::string& status = "ok",
-                int64_t steps = 6, const nlohmann::json& cluster = nlohmann::json::object()) {
-  const nlohmann::json config = config_of(m);
+                int64_t steps = 6, const nlohmann::json& cluster = nlohmann::json::object(),
+                const std::string& model = "tiny") {
+  const nlohmann::json config = config_of(m, model);
   auto id = s.create_run("fit " + m.compact(), config, cluster);
   EXPECT_TRUE(id.ok());
-  const TimeEstimate e = formula(m);
+  const TimeEstimate e = formula(m, model);
   auto term = [&](FitTerm t) { return e.term_s[static_cast<int>(t)]; };
   const int world = static_cast<int>(m.world_size());
   for (int r = 0; r < world; ++r) {
@@ -80,7 +80,8 @@ RunId store_run(RunStore& s, const MeshShape& m, const std::string& host, const 
       sr.comm_s[Axis::tp] = warm * kTp * term(FitTerm::tp);
       sr.comm_s[Axis::dp_replicate] = warm * kRep * term(FitTerm::dp_replicate);
       sr.comm_s[Axis::dp_shard] = warm * kFsdp * term(FitTerm::fsdp);
-      sr.step_s = sr.compute_s;
+      sr.comm_ep_s = warm * kEp * term(FitTerm::ep);  // 0 without ep
+      sr.step_s = sr.compute_s + sr.comm_ep_s;
       for (double c : sr.comm_s) sr.step_s += c;
       lines += to_json_line(sr) + "\n";
     }
@@ -119,6 +120,29 @@ TEST(RunObservations, MeasuredMeansLeaveTheWarmUpStepOut) {
   EXPECT_EQ(o->query->gpus_per_node, 4);
   EXPECT_EQ(o->query->training.global_batch, 8);
   EXPECT_EQ(o->query->training.seq_len, 256);
+}
+
+// A mixture of experts' all-to-all ("comm_s.ep", not an axis of the mesh) is measured too, so
+// that the fit's ep term learns from stored runs and not only from a calibration's split steps.
+TEST(RunObservations, TheExpertAllToAllIsMeasuredForTheFit) {
+  TempDir dir;
+  auto s = RunStore::open(dir / "runs.db");
+  ASSERT_TRUE(s.ok());
+  MeshShape moe = shape(1, 4, 1, 1);
+  moe.ep = 4;
+  const RunId id = store_run(**s, moe, "alpha", "ok", 6, nlohmann::json::object(), "olmoe-1b-7b");
+  auto o = load_observation(s->get(), id);
+  ASSERT_TRUE(o.ok()) << o.error().message();
+  const TimeEstimate e = formula(moe, "olmoe-1b-7b");
+  ASSERT_GT(e.term_s[static_cast<int>(FitTerm::ep)], 0.0);
+  EXPECT_NEAR(o->measured.comm_ep_s, kEp * e.term_s[static_cast<int>(FitTerm::ep)], 1e-12);
+  EXPECT_NEAR(o->measured.comm_s[Axis::dp_shard], kFsdp * e.term_s[static_cast<int>(FitTerm::fsdp)], 1e-12);
+  EXPECT_EQ(o->query->shape.ep, 4);
+  // A dense run has no all-to-all: 0, not absent data read as a time.
+  const RunId dense = store_run(**s, shape(1, 4, 1, 1), "alpha");
+  auto d = load_observation(s->get(), dense);
+  ASSERT_TRUE(d.ok()) << d.error().message();
+  EXPECT_EQ(d->measured.comm_ep_s, 0.0);
 }
 
 TEST(RunObservations, RunsThatCannotBeJudgedSayWhy) {
