@@ -55,6 +55,23 @@ double factor_of(const RunFit& fit, FitTerm term, int a, int b = 1, LinkKind lin
   return f ? f->factor : -1;
 }
 
+// FSDP over 4 CPU ranks of one node with ep `ep`, a mixture of experts at balanced routing.
+TimeQuery moe_query(int ep, int64_t global_batch) {
+  static const ModelSpec moe = *load_model_spec("qwen3-30b-a3b");
+  TimeQuery q;
+  q.model = moe;
+  q.shape = MeshShape{1, 4, 1, 1};
+  q.shape.ep = ep;
+  q.gpus_per_node = 4;
+  q.training.seq_len = 256;
+  q.training.micro_batch = 1;
+  q.training.global_batch = global_batch;
+  q.training.precision = Precision::fp32;
+  q.hardware = HardwareModel::cpu();
+  q.moe_imbalance = 1.0;
+  return q;
+}
+
 }  // namespace
 
 TEST(RunFit, TermsOfTheEstimateAddUpToIt) {
@@ -113,21 +130,10 @@ TEST(RunFit, RecoversEachTermsFactorAndPredictsTheRunsExactly) {
 // 4x the formula's seconds in them, at two sizes of step, give the ep term a factor of 4 and the
 // prediction the runs' ep time; a dense run's step has no ep term and leaves it unfitted.
 TEST(RunFit, TheExpertAllToAllIsATermOfItsOwn) {
-  const ModelSpec moe = *load_model_spec("qwen3-30b-a3b");
   std::vector<RunObservation> runs;
   for (int64_t batch : {4, 8}) {
     RunObservation o;
-    TimeQuery q;
-    q.model = moe;
-    q.shape = MeshShape{1, 4, 1, 1};
-    q.shape.ep = 4;
-    q.gpus_per_node = 4;
-    q.training.seq_len = 256;
-    q.training.micro_batch = 1;
-    q.training.global_batch = batch;
-    q.training.precision = Precision::fp32;
-    q.hardware = HardwareModel::cpu();
-    q.moe_imbalance = 1.0;
+    const TimeQuery q = moe_query(4, batch);
     o.query = std::make_shared<TimeQuery>(q);
     const TimeEstimate e = estimate_time(q);
     ASSERT_GT(e.term_s[static_cast<int>(FitTerm::ep)], 0.0);
@@ -163,25 +169,10 @@ TEST(RunFit, TheExpertAllToAllIsATermOfItsOwn) {
 // Compute is a condition per ep too: 1.5x at ep 2 and 0.75x at ep 4 are two factors, and an ep
 // no run had takes the median of its split's (1.125).
 TEST(RunFit, TheExpertsOwnFsdpAndEachEpsComputeAreConditionsOfTheirOwn) {
-  const ModelSpec moe = *load_model_spec("qwen3-30b-a3b");
-  auto query = [&](int ep, int64_t batch) {
-    TimeQuery q;
-    q.model = moe;
-    q.shape = MeshShape{1, 4, 1, 1};
-    q.shape.ep = ep;
-    q.gpus_per_node = 4;
-    q.training.seq_len = 256;
-    q.training.micro_batch = 1;
-    q.training.global_batch = batch;
-    q.training.precision = Precision::fp32;
-    q.hardware = HardwareModel::cpu();
-    q.moe_imbalance = 1.0;
-    return q;
-  };
   std::vector<RunObservation> runs;
   for (int ep : {2, 4})
     for (int64_t batch : {4, 8}) {
-      const TimeQuery q = query(ep, batch);
+      const TimeQuery q = moe_query(ep, batch);
       const TimeEstimate e = estimate_time(q);
       const FitKey key = e.term_key[static_cast<int>(FitTerm::fsdp)];
       EXPECT_EQ(key.b, ep == 2 ? kExpertFsdp : 1) << key.to_string();
