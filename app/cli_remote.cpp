@@ -73,7 +73,9 @@ Result<Parsed> parse(const Args& args, std::vector<FlagSpec> flags, std::string_
   auto a = parse_args(args, flags, program);
   if (!a) return a.error();
   Parsed p;
-  for (const auto& [flag, value] : a->given) {
+  for (const auto& given : a->given) {
+    const std::string& flag = given.first;  // a plain reference: clang 14 cannot capture a binding
+    const auto& value = given.second;
     const RunConfigFlag* rf = run_config ? find_run_config_flag(flag) : nullptr;
     const bool is_switch = std::any_of(flags.begin(), flags.end(),
                                        [&](const FlagSpec& f) { return f.name == flag && f.arg.empty(); });

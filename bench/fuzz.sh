@@ -31,11 +31,21 @@ done
 # The commit the binaries are built from (the rows say what was fuzzed, not what HEAD is later).
 commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 command -v clang++-14 >/dev/null || { echo "bench/fuzz.sh: clang++-14 missing: run scripts/bootstrap" >&2; exit 1; }
-if [ ! -f "$build/build.ninja" ]; then
-  cmake -S "$root/tests/fuzz" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# The project's own build with MESHWORK_FUZZ=ON (no trainer, no widgets): the targets and the
+# sources they parse with, instrumented. scripts/test's build-sanitize-unit/ is one (at -O0,
+# MESHWORK_FUZZ_BUILD_DIR points here from its fuzz_briefly test); this one is at -O1 for speed.
+if [ -f "$build/CMakeCache.txt" ] && ! grep -q '^CMAKE_PROJECT_NAME:STATIC=meshwork$' "$build/CMakeCache.txt"; then
+  # A folder from the earlier standalone fuzz project (tests/fuzz alone): configure it anew.
+  rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles" "$build/build.ninja"
 fi
-if ! cmake --build "$build" >"$build/build.log" 2>&1; then
+if [ ! -f "$build/build.ninja" ]; then
+  mkdir -p "$build"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DMESHWORK_FUZZ=ON -DMESHWORK_SANITIZE=address,undefined -DMESHWORK_SANITIZE_OPT=-O1 \
+    -DMESHWORK_WITH_TRAINER=OFF -DMESHWORK_WITH_GUI=OFF >"$build/configure.log" 2>&1 ||
+    { tail -20 "$build/configure.log" >&2; echo "bench/fuzz.sh: configuring $build failed (log: $build/configure.log)" >&2; exit 1; }
+fi
+if ! cmake --build "$build" --target fuzz_targets >"$build/build.log" 2>&1; then
   tail -40 "$build/build.log" >&2
   echo "bench/fuzz.sh: the clang-14 fuzz build failed (log: $build/build.log)" >&2
   exit 1
@@ -68,7 +78,7 @@ for t in $targets; do
   [ "$jobs" -gt 1 ] && parallel=(-fork="$jobs")
   set +e
   # Run inside the build folder: libFuzzer drops its helper logs into the working directory.
-  (cd "$build" && "$build/${t}_fuzz" -max_total_time="$seconds" -runs="$runs" -timeout=10 \
+  (cd "$build" && "$build/bin/${t}_fuzz" -max_total_time="$seconds" -runs="$runs" -timeout=10 \
     -rss_limit_mb=2048 -seed="$seed" -print_final_stats=1 -artifact_prefix="$artifacts" "${parallel[@]}" \
     "${inputs[@]}") >"$log" 2>&1
   set -e

@@ -219,6 +219,17 @@ std::vector<MeshShape> split_step_shapes(int world, int ranks_per_node, int num_
     if (world % d || (d <= per_node ? per_node % d : d % per_node)) continue;
     for (int tp = 1; tp <= d; ++tp)
       if (d % tp == 0) shapes.push_back(MeshShape{world / d, 1, d / tp, tp});
+    // A mixture of experts: each tp x cp split again with ep = d, its experts over the split's
+    // ranks. The compute of a shape with both tp/cp and ep is its own condition: it is neither
+    // the dense split's (the experts run on ep x the rows) nor the FSDP split's with the same ep
+    // (attention runs tp- or cp-narrow), and predicting it from either was off by up to 2.8x.
+    if (d > 1 && num_experts > 0 && num_experts % d == 0)
+      for (int tp = 1; tp <= d; ++tp)
+        if (d % tp == 0) {
+          MeshShape ep{world / d, 1, d / tp, tp};
+          ep.ep = d;
+          shapes.push_back(ep);
+        }
     if (d > 1) shapes.push_back(MeshShape{world / d, d, 1, 1});
     if (d > 1 && num_experts > 0 && num_experts % d == 0) {
       MeshShape ep{world / d, d, 1, 1};
