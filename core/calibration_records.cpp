@@ -215,34 +215,29 @@ std::vector<MeshShape> split_step_shapes(int world, int ranks_per_node, int num_
   // Inside a node (d dividing R) and, on several nodes, across two of them (d = 2R, or the world
   // when smaller): a group that crosses nodes is its own condition (inter-node keys), and groups
   // larger than that take the same link's factors (core/fit_key.h).
+  auto with_ep = [](MeshShape s, int ep) {
+    s.ep = ep;
+    return s;
+  };
   for (int d = 1; d <= std::min(world, 2 * per_node); ++d) {
     if (world % d || (d <= per_node ? per_node % d : d % per_node)) continue;
+    // A mixture of experts whose experts d ranks can share out (ep = d).
+    const bool ep_over_d = d > 1 && num_experts > 0 && num_experts % d == 0;
     for (int tp = 1; tp <= d; ++tp)
       if (d % tp == 0) shapes.push_back(MeshShape{world / d, 1, d / tp, tp});
-    // A mixture of experts: each tp x cp split again with ep = d, its experts over the split's
-    // ranks. The compute of a shape with both tp/cp and ep is its own condition: it is neither
-    // the dense split's (the experts run on ep x the rows) nor the FSDP split's with the same ep
-    // (attention runs tp- or cp-narrow), and predicting it from either was off by up to 2.8x.
-    if (d > 1 && num_experts > 0 && num_experts % d == 0)
+    // Each tp x cp split again with ep = d, its experts over the split's ranks. The compute of a
+    // shape with both tp/cp and ep is its own condition: it is neither the dense split's (the
+    // experts run on ep x the rows) nor the FSDP split's with the same ep (attention runs tp- or
+    // cp-narrow), and predicting it from either was far off (docs/estimator.md, "Split steps").
+    if (ep_over_d)
       for (int tp = 1; tp <= d; ++tp)
-        if (d % tp == 0) {
-          MeshShape ep{world / d, 1, d / tp, tp};
-          ep.ep = d;
-          shapes.push_back(ep);
-        }
+        if (d % tp == 0) shapes.push_back(with_ep(MeshShape{world / d, 1, d / tp, tp}, d));
     if (d > 1) shapes.push_back(MeshShape{world / d, d, 1, 1});
-    if (d > 1 && num_experts > 0 && num_experts % d == 0) {
-      MeshShape ep{world / d, d, 1, 1};
-      ep.ep = d;
-      shapes.push_back(ep);
-    }
+    if (ep_over_d) shapes.push_back(with_ep(MeshShape{world / d, d, 1, 1}, d));
     // And with ep = d / 2, which leaves the experts FSDP-sharded over pairs (efsdp 2) in
     // collectives of their own: the fsdp term's efsdp condition (core/fit_key.h).
-    if (d >= 4 && d % 2 == 0 && num_experts > 0 && num_experts % (d / 2) == 0) {
-      MeshShape efsdp{world / d, d, 1, 1};
-      efsdp.ep = d / 2;
-      shapes.push_back(efsdp);
-    }
+    if (d >= 4 && d % 2 == 0 && num_experts > 0 && num_experts % (d / 2) == 0)
+      shapes.push_back(with_ep(MeshShape{world / d, d, 1, 1}, d / 2));
     // Across nodes, FSDP with tp inside the node as well: every tp group then has its own FSDP
     // group over the link, all at once, the way a cluster's shapes put them; one FSDP group alone
     // does not share the link, and predicting the shared case from it is far off
