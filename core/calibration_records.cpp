@@ -235,7 +235,7 @@ std::vector<MeshShape> split_step_shapes(int world, int ranks_per_node, int num_
     if (d > 1) shapes.push_back(MeshShape{world / d, d, 1, 1});
     if (ep_over_d) shapes.push_back(with_ep(MeshShape{world / d, d, 1, 1}, d));
     // And with ep = d / 2, which leaves the experts FSDP-sharded over pairs (efsdp 2) in
-    // collectives of their own: the fsdp term's efsdp condition (core/fit_key.h).
+    // collectives of their own: the expert_fsdp term's factor (core/fit_key.h).
     if (d >= 4 && d % 2 == 0 && num_experts > 0 && num_experts % (d / 2) == 0)
       shapes.push_back(with_ep(MeshShape{world / d, d, 1, 1}, d / 2));
     // Across nodes, FSDP with tp inside the node as well: every tp group then has its own FSDP

@@ -77,7 +77,7 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
 // tp x cp split again with ep = d (the compute of attention split tp x cp with experts over ep)
 // and the same FSDP with ep = d (the ep term's factor: an all-to-all inside a step against the
 // same one timed alone), and with ep = d / 2 for every even d >= 4 where d / 2 divides them
-// (efsdp 2: the fsdp term's factor for the experts' own FSDP collectives). In order of d.
+// (efsdp 2: the expert_fsdp term's factor, the experts' own FSDP collectives). In order of d.
 std::vector<MeshShape> split_step_shapes(int world, int ranks_per_node, int num_experts = 0);
 
 // The micro-batches per dp rank a split step is measured at, in order: 1, then what a run of

@@ -16,14 +16,16 @@ std::string_view to_string(FitTerm t) {
     case FitTerm::fsdp: return "fsdp";
     case FitTerm::dp_replicate: return "dp_replicate";
     case FitTerm::ep: return "ep";
+    case FitTerm::expert_fsdp: return "expert_fsdp";
   }
   return "compute";
 }
 
 Result<FitTerm> parse_fit_term(std::string_view text, std::string_view field) {
-  for (FitTerm t : {FitTerm::compute, FitTerm::tp, FitTerm::cp_ring, FitTerm::fsdp, FitTerm::dp_replicate, FitTerm::ep})
+  for (FitTerm t : {FitTerm::compute, FitTerm::tp, FitTerm::cp_ring, FitTerm::fsdp, FitTerm::dp_replicate, FitTerm::ep,
+                    FitTerm::expert_fsdp})
     if (text == to_string(t)) return t;
-  return Error{std::string(field), std::string(text), "compute, tp, cp_ring, fsdp, dp_replicate or ep"};
+  return Error{std::string(field), std::string(text), "compute, tp, cp_ring, fsdp, dp_replicate, ep or expert_fsdp"};
 }
 
 bool FitKey::operator<(const FitKey& o) const {
@@ -37,8 +39,7 @@ std::string FitKey::to_string() const {
            std::to_string(b) + (c != 1 ? " ep " + std::to_string(c) : "");
   return std::string(meshwork::to_string(term)) + " " + std::string(meshwork::to_string(link)) + " n=" +
          std::to_string(a) + (term == FitTerm::dp_replicate ? (b == kHsdpAllReduce ? " hsdp" : " ddp") : "") +
-         (term == FitTerm::tp ? " cp " + std::to_string(b) + " dp_shard " + std::to_string(c) : "") +
-         (term == FitTerm::fsdp && b == kExpertFsdp ? " efsdp" : "");
+         (term == FitTerm::tp ? " cp " + std::to_string(b) + " dp_shard " + std::to_string(c) : "");
 }
 
 double median(std::vector<double> v) {
@@ -65,11 +66,9 @@ std::optional<TermCorrection> lookup_factor(const std::vector<FitFactor>& factor
     other_link.add(f);
     if (f.key.link != key.link) continue;
     same_link.add(f);
-    // compute: the same split tp x cp; dp_replicate: the same way of reducing; tp: the same size;
-    // fsdp: the experts' efsdp collectives or not.
+    // compute: the same split tp x cp; dp_replicate: the same way of reducing; tp: the same size.
     const bool same_kind = compute ? f.key.a * f.key.b == key.a * key.b
-                                   : ((key.term == FitTerm::dp_replicate || key.term == FitTerm::fsdp) &&
-                                      f.key.b == key.b) ||
+                                   : (key.term == FitTerm::dp_replicate && f.key.b == key.b) ||
                                          (key.term == FitTerm::tp && f.key.a == key.a);
     if (same_kind) same_link_kind.add(f);
     if (compute && f.key.a == key.a && f.key.b == key.b) same_split.add(f);
@@ -97,7 +96,6 @@ nlohmann::json to_json(const FitFactor& f) {
     j["link"] = std::string(to_string(f.key.link));
     j["group_size"] = f.key.a;
     if (f.key.term == FitTerm::dp_replicate) j["hsdp"] = f.key.b == kHsdpAllReduce;
-    if (f.key.term == FitTerm::fsdp && f.key.b == kExpertFsdp) j["efsdp"] = true;
     if (f.key.term == FitTerm::tp) {
       j["cp"] = f.key.b;
       j["dp_shard"] = f.key.c;
@@ -176,7 +174,7 @@ Result<FitFactor> fit_factor_from_json(const nlohmann::json& j, const std::strin
       auto efsdp = j.find("efsdp");
       if (efsdp != j.end() && !efsdp->is_boolean())
         return Error{where + ".efsdp", efsdp->dump(), "true or false"};
-      f.key.b = efsdp != j.end() && efsdp->get<bool>() ? kExpertFsdp : 1;
+      if (efsdp != j.end() && efsdp->get<bool>()) f.key.term = FitTerm::expert_fsdp;  // stored before (fit_key.h)
     }
     if (f.key.term == FitTerm::tp) {
       for (auto [field, slot] : {std::pair{"cp", &f.key.b}, std::pair{"dp_shard", &f.key.c}}) {

@@ -21,10 +21,16 @@
 
 namespace meshwork {
 
-// ep: a mixture of experts' all-to-alls over the ep group (a = ep).
-enum class FitTerm { compute = 0, tp = 1, cp_ring = 2, fsdp = 3, dp_replicate = 4, ep = 5 };
-inline constexpr int kFitTermCount = 6;
-std::string_view to_string(FitTerm t);  // "compute" | "tp" | "cp_ring" | "fsdp" | "dp_replicate" | "ep"
+// ep: a mixture of experts' all-to-alls over the ep group (a = ep). expert_fsdp: with ep > 1,
+// the experts' own FSDP gathers and reduce-scatters over efsdp (a = efsdp), beside the dense
+// part's (fsdp). Their groups stride over the ranks ep borrows and run between the all-to-alls,
+// and they cost more against their formula than the dense FSDP's (docs/estimator.md, "Split
+// steps"): a term of their own, so that their factor corrects them alone and not the dense part
+// that a shape's dense FSDP factor already reads.
+enum class FitTerm { compute = 0, tp = 1, cp_ring = 2, fsdp = 3, dp_replicate = 4, ep = 5, expert_fsdp = 6 };
+inline constexpr int kFitTermCount = 7;
+// "compute" | "tp" | "cp_ring" | "fsdp" | "dp_replicate" | "ep" | "expert_fsdp"
+std::string_view to_string(FitTerm t);
 Result<FitTerm> parse_fit_term(std::string_view text, std::string_view field = "term");
 
 // The conditions a factor holds for. compute: the matmuls split tp x cp ways (a = tp, b = cp) at
@@ -40,11 +46,6 @@ Result<FitTerm> parse_fit_term(std::string_view text, std::string_view field = "
 // alone mispredicts the shapes that mix them (the measurements: docs/estimator.md, "Split steps").
 inline constexpr int kDdpAllReduce = 1;
 inline constexpr int kHsdpAllReduce = 2;
-// fsdp: b = kExpertFsdp when a mixture of experts' experts (ep > 1) are FSDP-sharded over efsdp
-// in collectives of their own, beside the dense part's: groups that stride over the ranks ep
-// borrows, between the all-to-alls. They cost more against their formula than the dense FSDP's
-// (docs/estimator.md, "Split steps"), so they are a condition of their own; else b = 1.
-inline constexpr int kExpertFsdp = 2;
 
 struct FitKey {
   FitTerm term = FitTerm::compute;
@@ -56,7 +57,7 @@ struct FitKey {
     return term == o.term && link == o.link && a == o.a && b == o.b && c == o.c && precision == o.precision;
   }
   bool operator<(const FitKey& o) const;
-  // "compute fp32 tp 2 cp 1", "compute fp32 tp 1 cp 1 ep 4", "fsdp intra_node n=4", "fsdp intra_node n=4 efsdp",
+  // "compute fp32 tp 2 cp 1", "compute fp32 tp 1 cp 1 ep 4", "fsdp intra_node n=4", "expert_fsdp intra_node n=2",
   // "dp_replicate inter_node n=2 hsdp", "tp intra_node n=2 cp 2 dp_shard 1"
   std::string to_string() const;
 };
@@ -89,15 +90,17 @@ double median(std::vector<double> v);
 // per_step_s of the same term over keys with the same link (for compute: the same precision,
 // first those with the same tp and cp at any ep, then the same split tp x cp at the same ep, then
 // at any ep; for dp_replicate: first the same way of reducing; for
-// tp: first the same group size; for fsdp: first with or without the experts' efsdp alike);
+// tp: first the same group size);
 // else, when `any_link`, the same term on any link; unset otherwise.
 std::optional<TermCorrection> lookup_factor(const std::vector<FitFactor>& factors, const FitKey& key, bool any_link);
 
 // {"term", "factor", "runs"}, "per_step_s" when not 0, and, for compute, "precision", "tp", "cp"
 // and "ep" (when not 1; absent reads as 1);
-// else "link", "group_size", for dp_replicate "hsdp" (true or false), for fsdp "efsdp" (true
-// only; absent reads as false), and for tp "cp" and "dp_shard" (read as 1 when absent, as
-// calibrations stored before they existed have them).
+// else "link", "group_size", for dp_replicate "hsdp" (true or false), and for tp "cp" and
+// "dp_shard" (read as 1 when absent, as calibrations stored before they existed have them).
+// Calibrations stored before expert_fsdp was a term of its own wrote it as an fsdp factor with
+// "efsdp": true (then on the whole FSDP time of such shapes, experts and dense part): read as
+// expert_fsdp, the part it mostly corrected.
 nlohmann::json to_json(const FitFactor& f);
 // An Error names `where`'s field, the value and what is allowed.
 Result<FitFactor> fit_factor_from_json(const nlohmann::json& j, const std::string& where);

@@ -143,7 +143,7 @@ Result<RunFit> fit_runs(const std::vector<RunObservation>& runs, const std::opti
     add({FitTerm::ep}, m.comm_ep_s);
     // meshtrain charges FSDP's collectives over dp_shard x cp to both axes (docs/metrics.md), so
     // only their sum separates FSDP from the ring: one equation with both terms.
-    add({FitTerm::fsdp, FitTerm::cp_ring},
+    add({FitTerm::fsdp, FitTerm::expert_fsdp, FitTerm::cp_ring},
         m.comm_s[Axis::dp_shard] + m.comm_s[Axis::cp]);
     if (eqs.size() == before) continue;
     ++used;

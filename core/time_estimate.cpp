@@ -221,42 +221,42 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   // HardwareModel: alpha = ring_steps(op, n) * latency_s (one latency per ring step) and
   // beta = the link's bandwidth.
   auto mesh = DeviceMesh::create(sh, ranks_per_node);
+  auto crosses_nodes = [&](GroupKind kind) { return mesh.ok() && mesh->any_group_crosses_nodes(kind); };
   struct Term {
     Collective op;
     double count;  // collectives per step
     double bytes;  // bytes one rank sends in them, per step
-    // A term over another group than the charge's (the experts' efsdp under FSDP): its size and
-    // whether any of its groups crosses nodes (0 / unset: the charge's).
-    int64_t group = 0;
-    std::optional<bool> crosses;
   };
-  auto charge = [&](Axis a, FitTerm term_kind, GroupKind kind, int64_t n, std::initializer_list<Term> terms,
+  // One term of an axis: collectives over groups of n ranks that cross nodes or not, corrected
+  // under its FitKey and added to the axis (an axis may carry several terms: FSDP's dense part
+  // and the experts' own, each with its factor).
+  AxisArray<bool> charged{};
+  auto charge = [&](Axis a, FitTerm term_kind, bool group_crosses, int64_t n, std::initializer_list<Term> terms,
                     int key_b = 1, int key_c = 1) {
     AxisComm& ax = out.comm[a];
-    const bool kind_crosses = mesh.ok() && mesh->any_group_crosses_nodes(kind);
-    ax.crosses_nodes = kind_crosses;
-    for (const Term& term : terms) ax.crosses_nodes = ax.crosses_nodes || (term.count > 0 && term.crosses.value_or(false));
-    const LinkKind link = ax.crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node;
+    const LinkKind link = group_crosses ? LinkKind::inter_node : LinkKind::intra_node;
+    const double bw = group_crosses ? hw.inter_node_bytes_per_s : hw.intra_node_bytes_per_s;
     bool all_calibrated = true;
-    double collectives = 0;
+    double seconds = 0, bytes = 0, collectives = 0;
     for (const Term& term : terms) {
       if (term.count <= 0) continue;
-      const int64_t tn = term.group > 0 ? term.group : n;
-      const bool crosses = term.crosses.value_or(kind_crosses);
-      const LinkKind tlink = crosses ? LinkKind::inter_node : LinkKind::intra_node;
-      const double bw = crosses ? hw.inter_node_bytes_per_s : hw.intra_node_bytes_per_s;
-      std::optional<AlphaBeta> fit = cal ? cal->collective(tlink, term.op, tn) : std::nullopt;
-      const AlphaBeta ab = fit ? *fit : AlphaBeta{static_cast<double>(ring_steps(term.op, tn)) * hw.latency_s, bw};
+      std::optional<AlphaBeta> fit = cal ? cal->collective(link, term.op, n) : std::nullopt;
+      const AlphaBeta ab = fit ? *fit : AlphaBeta{static_cast<double>(ring_steps(term.op, n)) * hw.latency_s, bw};
       all_calibrated = all_calibrated && fit.has_value();
-      ax.seconds += term.count * ab.latency_s + term.bytes / ab.bytes_per_s;
-      ax.bytes += term.bytes;
+      seconds += term.count * ab.latency_s + term.bytes / ab.bytes_per_s;
+      bytes += term.bytes;
       collectives += term.count;
     }
-    ax.collectives = static_cast<int>(std::lround(collectives));
-    out.comm_calibrated[a] = all_calibrated && collectives > 0;
+    if (collectives <= 0) return;
     bool fitted = false;
-    correct(FitKey{term_kind, link, static_cast<int>(n), key_b, Precision::fp32, key_c}, ax.seconds, fitted);
+    correct(FitKey{term_kind, link, static_cast<int>(n), key_b, Precision::fp32, key_c}, seconds, fitted);
+    out.comm_calibrated[a] = (charged[a] ? out.comm_calibrated[a] : true) && all_calibrated;
     out.comm_fitted[a] = out.comm_fitted[a] || fitted;
+    charged[a] = true;
+    ax.crosses_nodes = ax.crosses_nodes || group_crosses;
+    ax.seconds += seconds;
+    ax.bytes += bytes;
+    ax.collectives += static_cast<int>(std::lround(collectives));
   };
   const ParamLayout layout =
       stage_param_layout(tp_param_layout(m, t, q.trainer.vocab_parallel, sh.ep), part.layers, part.embedding, part.head);
@@ -297,7 +297,7 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     // tokens, torchtitan's TP2EP): only attention's pair of collectives each way remains.
     const double per_layer = full_ac ? 6 : 4;
     const double per_mb_half = L * per_layer - (moe_ep ? L_sparse * per_layer / 2 : 0) + ends;  // all-gathers = reduce-scatters
-    charge(Axis::tp, FitTerm::tp, GroupKind::tp, t,
+    charge(Axis::tp, FitTerm::tp, crosses_nodes(GroupKind::tp), t,
            {{Collective::all_gather, ga * per_mb_half, ga * per_mb_half * ring_bytes_sent(Collective::all_gather, M, t)},
             {Collective::reduce_scatter, ga * per_mb_half,
              ga * per_mb_half * ring_bytes_sent(Collective::reduce_scatter, M, t)},
@@ -316,7 +316,7 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     const double blocks_per_step = (full_ac ? 4 : 2) + 4;
     const double bytes = ga * L * static_cast<double>(cp - 1) * blocks_per_step * block;
     const double count = ga * L * (full_ac ? 3 : 2) * static_cast<double>(cp - 1);
-    charge(Axis::cp, FitTerm::cp_ring, GroupKind::cp, cp, {{Collective::send_recv, count, bytes}});
+    charge(Axis::cp, FitTerm::cp_ring, crosses_nodes(GroupKind::cp), cp, {{Collective::send_recv, count, bytes}});
   }
 
   // FSDP over dp_shard x cp (charged to dp_shard, split with cp at the end): every micro-batch
@@ -329,29 +329,31 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
   // ranks) instead. With ep = 1 it rides in the same collectives; with ep > 1 a sparse block's
   // experts are a flat parameter of their own, gathered and reduce-scattered in collectives of
   // their own over efsdp, on efsdp's link (its groups cross nodes where the dense ones may not:
-  // efsdp strides over the ranks ep borrows), and the dense part's only where n > 1.
+  // efsdp strides over the ranks ep borrows): a term of their own (FitTerm::expert_fsdp), and
+  // the dense part's only where n > 1. Both are charged to dp_shard, as meshtrain charges them.
   if (fsdp) {
     const double E = static_cast<double>(layout.expert_numel());
     const double P = static_cast<double>(layout.total_numel()) - E;
     const double reductions = q.training.fsdp_grad_sync == FsdpGradSync::step ? 1.0 : ga;
     const double modules = L + root_modules;
+    const bool dense_crosses = crosses_nodes(GroupKind::dp_shard_cp);
     if (moe_ep && L_sparse > 0) {
-      const double dense = n_fsdp > 1 ? modules : 0, experts = ne > 1 ? L_sparse : 0;
-      const bool efsdp_crosses = mesh.ok() && mesh->any_expert_group_crosses_nodes(ExpertGroupKind::efsdp);
-      charge(Axis::dp_shard, FitTerm::fsdp, GroupKind::dp_shard_cp, std::max(n_fsdp, ne),
-             {{Collective::all_gather, ga * 2 * dense, ga * 2 * ring_bytes_sent(Collective::all_gather, P * c, n_fsdp), n_fsdp},
-              {Collective::reduce_scatter, reductions * dense,
-               reductions * ring_bytes_sent(Collective::reduce_scatter, P * 4, n_fsdp), n_fsdp},
-              {Collective::all_gather, ga * 2 * experts, ga * 2 * ring_bytes_sent(Collective::all_gather, E * c, ne), ne,
-               efsdp_crosses},
-              {Collective::reduce_scatter, reductions * experts,
-               reductions * ring_bytes_sent(Collective::reduce_scatter, E * 4, ne), ne, efsdp_crosses}},
-             ne > 1 ? kExpertFsdp : 1);
+      if (n_fsdp > 1)
+        charge(Axis::dp_shard, FitTerm::fsdp, dense_crosses, n_fsdp,
+               {{Collective::all_gather, ga * 2 * modules, ga * 2 * ring_bytes_sent(Collective::all_gather, P * c, n_fsdp)},
+                {Collective::reduce_scatter, reductions * modules,
+                 reductions * ring_bytes_sent(Collective::reduce_scatter, P * 4, n_fsdp)}});
+      if (ne > 1)
+        charge(Axis::dp_shard, FitTerm::expert_fsdp,
+               mesh.ok() && mesh->any_expert_group_crosses_nodes(ExpertGroupKind::efsdp), ne,
+               {{Collective::all_gather, ga * 2 * L_sparse, ga * 2 * ring_bytes_sent(Collective::all_gather, E * c, ne)},
+                {Collective::reduce_scatter, reductions * L_sparse,
+                 reductions * ring_bytes_sent(Collective::reduce_scatter, E * 4, ne)}});
     } else {
       auto gathered = [&](Collective op, double bytes_per_param) {
         return ring_bytes_sent(op, P * bytes_per_param, n_fsdp) + ring_bytes_sent(op, E * bytes_per_param, ne);
       };
-      charge(Axis::dp_shard, FitTerm::fsdp, GroupKind::dp_shard_cp, std::max(n_fsdp, ne),
+      charge(Axis::dp_shard, FitTerm::fsdp, dense_crosses, std::max(n_fsdp, ne),
              {{Collective::all_gather, ga * 2 * modules, ga * 2 * gathered(Collective::all_gather, c)},
               {Collective::reduce_scatter, reductions * modules, reductions * gathered(Collective::reduce_scatter, 4)}});
     }
@@ -404,7 +406,7 @@ TimeEstimate estimate_stage(const TimeQuery& q, const StagePart& part) {
     const double G = 4.0 * static_cast<double>(fsdp ? layout.sharded_total_numel(n_fsdp)
                                                     : layout.total_numel());
     const double count = fsdp ? L + root_modules : std::max(1.0, std::ceil(G / (25 << 20)));
-    charge(Axis::dp_replicate, FitTerm::dp_replicate, GroupKind::dp_replicate, r,
+    charge(Axis::dp_replicate, FitTerm::dp_replicate, crosses_nodes(GroupKind::dp_replicate), r,
            {{Collective::all_reduce, count, ring_bytes_sent(Collective::all_reduce, G, r)}},
            fsdp ? kHsdpAllReduce : kDdpAllReduce);
   }

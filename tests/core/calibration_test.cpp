@@ -526,7 +526,7 @@ TEST(Calibration, StepFactorsRoundTripAndErrorsNameTheField) {
   bad = j;
   bad["step_factors"][0]["term"] = "pp";
   EXPECT_EQ(calibration_from_json(bad).error().message(),
-            "step_factors[0].term: pp: compute, tp, cp_ring, fsdp, dp_replicate or ep");
+            "step_factors[0].term: pp: compute, tp, cp_ring, fsdp, dp_replicate, ep or expert_fsdp");
   bad = j;
   bad["step_factors"][1]["group_size"] = 1;
   EXPECT_EQ(calibration_from_json(bad).error().message(),

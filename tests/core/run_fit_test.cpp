@@ -162,26 +162,33 @@ TEST(RunFit, TheExpertAllToAllIsATermOfItsOwn) {
   }
 }
 
-// The experts' own FSDP collectives over efsdp (ep > 1, efsdp > 1) are a condition of the fsdp
-// term apart from the dense FSDP's: runs of FSDP over 4 with ep 2 (efsdp 2) that spent 3x the
-// formula in dp_shard, and with ep 4 (no expert FSDP) that spent 0.5x, give each its own factor,
-// each prediction its own runs' time, and a group size no run had (n = 2) the factor of its kind.
+// The experts' own FSDP collectives over efsdp (ep > 1, efsdp > 1) are a term of their own
+// (expert_fsdp) beside the dense FSDP's: runs of FSDP over 4 with ep 2 (efsdp 2: dense over 4,
+// experts over 2) and with ep 4 (dense over 4 alone), whose dense FSDP spent 0.5x its formula
+// and whose experts' FSDP spent 3x, give each part its own factor (the ep 4 runs pin the dense
+// one down, the ep 2 runs' sum then the experts'), and each prediction its own runs' time.
 // Compute is a condition per ep too: 1.5x at ep 2 and 0.75x at ep 4 are two factors, and an ep
 // no run had takes the median of its split's (1.125).
-TEST(RunFit, TheExpertsOwnFsdpAndEachEpsComputeAreConditionsOfTheirOwn) {
+TEST(RunFit, TheExpertsOwnFsdpAndEachEpsComputeAreTermsAndConditionsOfTheirOwn) {
   std::vector<RunObservation> runs;
+  const int fsdp = static_cast<int>(FitTerm::fsdp), expert_fsdp = static_cast<int>(FitTerm::expert_fsdp);
   for (int ep : {2, 4})
     for (int64_t batch : {4, 8}) {
       const TimeQuery q = moe_query(ep, batch);
       const TimeEstimate e = estimate_time(q);
-      const FitKey key = e.term_key[static_cast<int>(FitTerm::fsdp)];
-      EXPECT_EQ(key.b, ep == 2 ? kExpertFsdp : 1) << key.to_string();
-      EXPECT_EQ(key.a, 4);
+      EXPECT_EQ(e.term_key[fsdp].a, 4);
+      EXPECT_GT(e.term_s[fsdp], 0);
+      if (ep == 2) {
+        EXPECT_EQ(e.term_key[expert_fsdp].a, 2) << e.term_key[expert_fsdp].to_string();
+        EXPECT_GT(e.term_s[expert_fsdp], 0);
+      } else {
+        EXPECT_EQ(e.term_s[expert_fsdp], 0);  // ep 4 over 4 ranks: each expert set whole on its rank
+      }
       RunObservation o;
       o.query = std::make_shared<TimeQuery>(q);
       EXPECT_EQ(e.term_key[static_cast<int>(FitTerm::compute)].c, ep);
       o.measured.compute_s = (ep == 2 ? 1.5 : 0.75) * e.term_s[static_cast<int>(FitTerm::compute)];
-      o.measured.comm_s[Axis::dp_shard] = (ep == 2 ? 3.0 : 0.5) * e.term_s[static_cast<int>(FitTerm::fsdp)];
+      o.measured.comm_s[Axis::dp_shard] = 0.5 * e.term_s[fsdp] + 3.0 * e.term_s[expert_fsdp];
       o.measured.comm_ep_s = e.term_s[static_cast<int>(FitTerm::ep)];
       o.measured.steps = 5;
       o.name = "ep " + std::to_string(ep) + ", batch " + std::to_string(batch);
@@ -189,8 +196,8 @@ TEST(RunFit, TheExpertsOwnFsdpAndEachEpsComputeAreConditionsOfTheirOwn) {
     }
   auto fit = fit_runs(runs, std::nullopt);
   ASSERT_TRUE(fit.ok()) << fit.error().message();
-  EXPECT_NEAR(factor_of(*fit, FitTerm::fsdp, 4, kExpertFsdp), 3.0, 1e-6);
-  EXPECT_NEAR(factor_of(*fit, FitTerm::fsdp, 4, 1), 0.5, 1e-6);
+  EXPECT_NEAR(factor_of(*fit, FitTerm::expert_fsdp, 2), 3.0, 1e-6);
+  EXPECT_NEAR(factor_of(*fit, FitTerm::fsdp, 4), 0.5, 1e-6);
   auto compute_at = [&](int ep) {
     FitKey key{FitTerm::compute, LinkKind::intra_node, 1, 1, Precision::fp32, ep};
     auto f = lookup_factor(fit->factors, key, false);
@@ -209,20 +216,28 @@ TEST(RunFit, TheExpertsOwnFsdpAndEachEpsComputeAreConditionsOfTheirOwn) {
         << run.name;
     EXPECT_NEAR(predicted.compute_s, run.measured.compute_s, 1e-6 * run.measured.compute_s) << run.name;
   }
-  // A group size without a factor of its own takes its kind's, not the median of both kinds.
-  auto efsdp_2 = lookup_factor(fit->factors, FitKey{FitTerm::fsdp, LinkKind::intra_node, 2, kExpertFsdp}, false);
-  auto dense_2 = lookup_factor(fit->factors, FitKey{FitTerm::fsdp, LinkKind::intra_node, 2, 1}, false);
-  ASSERT_TRUE(efsdp_2 && dense_2);
-  EXPECT_NEAR(efsdp_2->factor, 3.0, 1e-6);
+  // A group size without a factor of its own takes its term's, not the other part's.
+  auto efsdp_4 = lookup_factor(fit->factors, FitKey{FitTerm::expert_fsdp, LinkKind::intra_node, 4}, false);
+  auto dense_2 = lookup_factor(fit->factors, FitKey{FitTerm::fsdp, LinkKind::intra_node, 2}, false);
+  ASSERT_TRUE(efsdp_4 && dense_2);
+  EXPECT_NEAR(efsdp_4->factor, 3.0, 1e-6);
   EXPECT_NEAR(dense_2->factor, 0.5, 1e-6);
-  for (const FitFactor& f : fit->factors) {  // a calibration's step factors keep the condition
+  for (const FitFactor& f : fit->factors) {  // a calibration's step factors keep the term
     const nlohmann::json j = to_json(f);
-    EXPECT_EQ(j.contains("efsdp"), f.key.term == FitTerm::fsdp && f.key.b == kExpertFsdp) << j.dump();
+    EXPECT_FALSE(j.contains("efsdp")) << j.dump();
     EXPECT_EQ(j.contains("ep"), f.key.term == FitTerm::compute) << j.dump();
     auto back = fit_factor_from_json(j, "step_factors[0]");
     ASSERT_TRUE(back.ok()) << back.error().message();
     EXPECT_TRUE(back->key == f.key) << f.key.to_string();
   }
+  // A calibration stored when the experts' factor was an fsdp condition ("efsdp": true) reads
+  // as expert_fsdp; anything but a boolean there is an error naming the field.
+  auto stored = fit_factor_from_json({{"term", "fsdp"}, {"factor", 2.0}, {"link", "intra_node"}, {"group_size", 2},
+                                      {"efsdp", true}},
+                                     "step_factors[2]");
+  ASSERT_TRUE(stored.ok()) << stored.error().message();
+  EXPECT_EQ(stored->key.term, FitTerm::expert_fsdp);
+  EXPECT_EQ(stored->key.a, 2);
   auto bad = fit_factor_from_json({{"term", "fsdp"}, {"factor", 1.0}, {"link", "intra_node"}, {"group_size", 4},
                                    {"efsdp", "yes"}},
                                   "step_factors[3]");
