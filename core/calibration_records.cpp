@@ -229,7 +229,10 @@ std::vector<MeshShape> split_step_shapes(int world, int ranks_per_node, int num_
     // shape with both tp/cp and ep is its own condition: it is neither the dense split's (the
     // experts run on ep x the rows) nor the FSDP split's with the same ep (attention runs tp- or
     // cp-narrow), and predicting it from either was far off (docs/estimator.md, "Split steps").
-    if (ep_over_d)
+    // Inside a node only: across two, these are the calibration's longest steps (tp and ring
+    // attention over the world at the run's whole accumulation), and a compute factor is a
+    // property of the split more than of the link; a wider split takes its tp x cp's factors.
+    if (ep_over_d && d <= per_node)
       for (int tp = 1; tp <= d; ++tp)
         if (d % tp == 0) shapes.push_back(with_ep(MeshShape{world / d, 1, d / tp, tp}, d));
     if (d > 1) shapes.push_back(MeshShape{world / d, d, 1, 1});

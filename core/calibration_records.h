@@ -74,7 +74,7 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
 // (W/d) x 1 x (d/tp) x tp; FSDP over d as (W/d) x d x 1 x 1 (d >= 2); and across nodes FSDP with
 // tp inside each node, (W/d) x (d/tp) x 1 x tp for every tp >= 2 dividing R; and for a mixture
 // of `num_experts` experts (0: a dense model), for every d >= 2 that divides the experts, every
-// tp x cp split again with ep = d (the compute of attention split tp x cp with experts over ep)
+// tp x cp split again with ep = d inside a node (d <= R) (the compute of attention split tp x cp with experts over ep)
 // and the same FSDP with ep = d (the ep term's factor: an all-to-all inside a step against the
 // same one timed alone), and with ep = d / 2 for every even d >= 4 where d / 2 divides them
 // (efsdp 2: the expert_fsdp term's factor, the experts' own FSDP collectives). In order of d.

@@ -742,16 +742,16 @@ TEST(Calibration, SplitStepShapesInsideANodeAndAcrossTwo) {
                                               "2x1x2x2", "2x1x1x4", "2x4x1x1", "1x1x8x1", "1x1x4x2",
                                               "1x1x2x4", "1x1x1x8", "1x8x1x1", "1x4x1x2", "1x2x1x4"};
   EXPECT_EQ(compact(split_step_shapes(8, 4)), two_nodes);
-  // A mixture of 8 experts: every tp x cp split of d again with ep = d, FSDP over d with ep = d
-  // beside each FSDP split (ep 8 across the nodes), and from d = 4 with ep = d / 2 (the experts
-  // FSDP-sharded over pairs); of 6 experts: ep 2 at d = 2 (tp x cp and FSDP) and, at d = 4,
-  // ep 2 with efsdp 2 (neither 4 nor 8 divides 6).
+  // A mixture of 8 experts: every tp x cp split of d inside a node again with ep = d (not across
+  // the nodes: d = 8 takes its tp x cp's factors), FSDP over d with ep = d beside each FSDP split
+  // (ep 8 across the nodes), and from d = 4 with ep = d / 2 (the experts FSDP-sharded over
+  // pairs); of 6 experts: ep 2 at d = 2 (tp x cp and FSDP) and, at d = 4, ep 2 with efsdp 2
+  // (neither 4 nor 8 divides 6).
   const std::vector<std::string> moe_8 = {
       "8x1x1x1",     "4x1x2x1",     "4x1x1x2",     "4x1x2x1/ep2", "4x1x1x2/ep2", "4x2x1x1",     "4x2x1x1/ep2",
       "2x1x4x1",     "2x1x2x2",     "2x1x1x4",     "2x1x4x1/ep4", "2x1x2x2/ep4", "2x1x1x4/ep4", "2x4x1x1",
-      "2x4x1x1/ep4", "2x4x1x1/ep2", "1x1x8x1",     "1x1x4x2",     "1x1x2x4",     "1x1x1x8",     "1x1x8x1/ep8",
-      "1x1x4x2/ep8", "1x1x2x4/ep8", "1x1x1x8/ep8", "1x8x1x1",     "1x8x1x1/ep8", "1x8x1x1/ep4", "1x4x1x2",
-      "1x2x1x4"};
+      "2x4x1x1/ep4", "2x4x1x1/ep2", "1x1x8x1",     "1x1x4x2",     "1x1x2x4",     "1x1x1x8",     "1x8x1x1",
+      "1x8x1x1/ep8", "1x8x1x1/ep4", "1x4x1x2",     "1x2x1x4"};
   EXPECT_EQ(compact(split_step_shapes(8, 4, 8)), moe_8);
   const auto moe_6 = compact(split_step_shapes(8, 4, 6));
   EXPECT_EQ(moe_6.size(), two_nodes.size() + 4);
