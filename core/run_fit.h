@@ -1,11 +1,13 @@
 // Learning the time model from past runs ("learn from runs").
 //
-// The estimator (core/time_estimate.h) predicts a step as five terms, each from a formula:
+// The estimator (core/time_estimate.h) predicts a step as terms, each from a formula:
 //   compute                 FLOPs / (matmul rate x step efficiency)
 //   tp                      sequence-parallel all-gathers / reduce-scatters (tp axis)
 //   cp ring                 ring attention's send/recv of k, v blocks (cp axis)
 //   fsdp                    FSDP's all-gathers / reduce-scatters over dp_shard x cp
 //   dp_replicate            the gradient all-reduce over replicas
+//   ep, expert_fsdp         a mixture of experts' all-to-alls (ep > 1) and its experts' own
+//                           FSDP collectives over efsdp
 // A stored run measured its compute_s and its comm_s per axis (docs/metrics.md). fit_runs()
 // finds, for every term and the conditions it ran under (FitKey: the link, the group size, the
 // way matmuls were split), the factor theta that makes the formula agree with what the runs
@@ -22,7 +24,8 @@
 // again. One equation per measured quantity (each term plus its delta where fitted):
 // compute_s = theta_c b_c; comm_s.tp = theta_tp b_tp; comm_s.dp_replicate = theta_r b_r; and,
 // because meshtrain charges FSDP traffic over dp_shard x cp to both axes,
-// comm_s.dp_shard + comm_s.cp = theta_fsdp b_fsdp + theta_ring b_ring. Dividing by m weighs every
+// comm_s.dp_shard + comm_s.cp = theta_fsdp b_fsdp + theta_expert_fsdp b_expert_fsdp + theta_ring b_ring
+// (comm_s.ep = theta_ep b_ep for the all-to-alls). Dividing by m weighs every
 // run alike whatever its length (a 10 ms term counts as much as a 1 s one). Derivation of the
 // normal equations: docs/estimator.md, "Fitted from runs".
 //
