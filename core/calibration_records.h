@@ -38,8 +38,8 @@ struct SplitStepSample {
   int ranks = 0;  // ranks whose records were averaged
   // The noise of this cluster as the split showed it, the mean over its ranks: its steps'
   // interquartile range over their median ("spread"), and, for the splits the drift check
-  // measured again at the end of the split steps, again / first - 1 ("again_step_s" over
-  // "step_s"; drift_ranks of the ranks reported one).
+  // measured first and last, again / first - 1 ("again_step_s" over "first_step_s", or over
+  // "step_s" in calibrations that timed one pass; drift_ranks of the ranks reported one).
   double spread = 0;
   double drift = 0;
   int drift_ranks = 0;

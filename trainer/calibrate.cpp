@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <chrono>
 #include <filesystem>
@@ -72,8 +73,16 @@ constexpr int64_t kExpertsTimed = 8;
 // is then the share of it a model of a few layers has, and the run's model itself when it is
 // that small (docs/estimator.md, "Split steps").
 constexpr int64_t kSplitStepLayers = 4;
-// Splits measured a second time at the end of the split steps (the drift check): the first
-// shape at its two micro-batch counts, its cheapest (a few seconds in all on the 2-core VM).
+// The split steps are timed in two passes, the second in the opposite order (A B ... B A), each
+// pass half of a split's steps. A cluster whose speed drifts over the calibration then moves
+// every split alike: split i's passes sit at t_i and T - t_i, both around the same midpoint,
+// whereas one pass in order gave the first splits the start's speed and the last the end's (on
+// the 2-core VM the same tp 8 split ran 4.6 s in one calibration and 8.1 s in another, where the
+// runs of that shape took 5.2 s and 5.6 s). The fit divides split by split; it needs them alike.
+constexpr int kSplitPasses = 2;
+// The drift check: the first splits' two passes are the calibration's first and last
+// measurements; how far they differ is how far this cluster moves by itself (its first shape at
+// its two micro-batch counts).
 constexpr size_t kDriftCheckSplits = 2;
 // Times a split measured under too much CPU steal (core/cpu_steal.h) is measured again.
 constexpr int kStealRepeats = 2;
@@ -83,11 +92,13 @@ constexpr int kStealRepeats = 2;
 // over many collectives and kernels (on the 2-core VM the splits of over 1 s spread 3-21 %
 // between their steps, IQR / median, the shorter ones 2-38 %), and 8 steps of them were most of
 // an 8-rank calibration's time (cp 8 across two nodes at 8 micro-batches: 6.7 s a step).
+// Each of the kSplitPasses passes times its share of them, at least 2.
 constexpr double kLongSplitSeconds = 8.0;
 int split_step_count(double warm_s) {
   if (!(warm_s > 1.0)) return std::clamp(static_cast<int>(1.0 / std::max(1e-6, warm_s)), 8, 30);
   return std::clamp(static_cast<int>(std::ceil(kLongSplitSeconds / warm_s)), 4, 8);
 }
+int split_pass_step_count(double warm_s) { return std::max(2, (split_step_count(warm_s) + kSplitPasses - 1) / kSplitPasses); }
 
 // Iterations per size: enough for a stable mean of the small ones, few of the big ones (16 MiB
 // over loopback Gloo on 2 shared cores takes tens of ms).
@@ -363,31 +374,31 @@ class Calibrator {
         splits.push_back({std::move(accumulating), std::move(layout), static_cast<int>(micro_batches), {}});
       }
     }
-    for (SplitStep& s : splits) s.result = measure_split_step(s, cut);
-    // A split measured while the hypervisor took more than kStealLimit of the node's CPUs is
+    for (int pass = 0; pass < kSplitPasses; ++pass)
+      for (size_t k = 0; k < splits.size(); ++k) {
+        SplitStep& s = splits[pass % 2 == 0 ? k : splits.size() - 1 - k];
+        s.passes[static_cast<size_t>(pass)] = measure_split_step(s, cut);
+      }
+    // A pass measured while the hypervisor took more than kStealLimit of the node's CPUs is
     // measured again after the others (a burst of steal lasts seconds to minutes), up to twice; the faster
     // measurement stands (by its slowest rank). Every rank decides alike: SplitResult's steal and
     // slowest_step_s are the same everywhere.
     const double limit = steal_limit();
     for (int again = 0; again < kStealRepeats; ++again) {
       for (SplitStep& s : splits) {
-        if (s.result.steal <= limit) continue;
-        if (rank_ == 0)
-          log_("calibrate: split ", s.config.mesh.to_string(), " at ", s.micro_batches, " micro-batch(es) measured again: ",
-               static_cast<int>(100 * s.result.steal + 0.5), " % of the CPUs were stolen");
-        const int attempts = s.result.attempts + 1;
-        SplitResult repeated = measure_split_step(s, cut);
-        if (repeated.slowest_step_s < s.result.slowest_step_s) s.result = repeated;
-        s.result.attempts = attempts;
+        for (SplitResult& pass : s.passes) {
+          if (pass.steal <= limit) continue;
+          if (rank_ == 0)
+            log_("calibrate: split ", s.config.mesh.to_string(), " at ", s.micro_batches, " micro-batch(es) measured again: ",
+                 static_cast<int>(100 * pass.steal + 0.5), " % of the CPUs were stolen");
+          const int attempts = pass.attempts + 1;
+          SplitResult repeated = measure_split_step(s, cut);
+          if (repeated.slowest_step_s < pass.slowest_step_s) pass = std::move(repeated);
+          pass.attempts = attempts;
+        }
       }
     }
-    // The drift check: the first kDriftCheckSplits splits measured again, now that every other
-    // split is done (a minute or more after their first measurement here). How far the same
-    // step moved on the same ranks is how far this cluster moves by itself: what a predicted
-    // step time can be trusted to (Calibration::step_drift, docs/estimator.md).
-    for (size_t i = 0; i < splits.size() && i < kDriftCheckSplits; ++i)
-      splits[i].again_step_s = measure_split_step(splits[i], cut).mid.step_s;
-    for (const SplitStep& s : splits) write_split_step(s);
+    for (size_t i = 0; i < splits.size(); ++i) write_split_step(splits[i], i < kDriftCheckSplits);
   }
 
   // kStealLimit, or MESHTRAIN_CALIBRATE_STEAL_LIMIT (a share: 1 never repeats, a negative one
@@ -411,38 +422,72 @@ class Calibrator {
     double ep_s = 0;  // the experts' all-to-alls (an ep split of a mixture of experts)
   };
   struct SplitResult {
-    Timed mid;           // the mean of the middle half of the steps
-    int iterations = 0;  // steps timed
-    double steal = 0;    // share of the CPUs stolen while it ran (the most any node saw)
-    double slowest_step_s = 0;  // mid.step_s of the slowest rank
-    double spread = 0;          // interquartile range of the steps / their median (this rank)
+    std::vector<Timed> timed;  // every step timed (this rank)
+    double steal = 0;          // share of the CPUs stolen while it ran (the most any node saw)
+    double slowest_step_s = 0;  // the middle-half mean step of the slowest rank
     int attempts = 1;
   };
   struct SplitStep {
     RunConfig config;
     LayoutCheck layout;
     int micro_batches = 1;
-    SplitResult result;
-    double again_step_s = 0;  // the drift check's mid.step_s (this rank); 0: not measured again
+    std::array<SplitResult, kSplitPasses> passes;
   };
 
-  void write_split_step(const SplitStep& s) {
+  // The mean of the middle half of `timed` by step time, each step whole (its compute and comm
+  // add up to its time). A run's step time is a mean, which a descheduled rank's 10x step pulls
+  // up and a median of 3 steps missed by +-20 % from one calibration to the next on the 2-core VM
+  // (tp 4: 1.40 s and 1.00 s predicted for a step measured at 1.34 s both times); the middle half
+  // keeps the mean without the outliers.
+  static Timed middle_half(std::vector<Timed> timed) {
+    std::sort(timed.begin(), timed.end(), [](const Timed& a, const Timed& b) { return a.step_s < b.step_s; });
+    const size_t lo = timed.size() / 4, hi = timed.size() - timed.size() / 4;
+    Timed mid;
+    for (size_t k = lo; k < hi; ++k) {
+      mid.step_s += timed[k].step_s / static_cast<double>(hi - lo);
+      for (Axis a : kAxes) mid.comm_s[a] += timed[k].comm_s[a] / static_cast<double>(hi - lo);
+      mid.ep_s += timed[k].ep_s / static_cast<double>(hi - lo);
+    }
+    return mid;
+  }
+
+  // One record per split: the middle half of both passes' steps together, and each pass's own.
+  void write_split_step(const SplitStep& s, bool drift_check) {
+    std::vector<Timed> pooled;
+    nlohmann::json passes = nlohmann::json::array();
+    double steal = 0;
+    int attempts = 1;
+    for (const SplitResult& pass : s.passes) {
+      pooled.insert(pooled.end(), pass.timed.begin(), pass.timed.end());
+      passes.push_back({{"step_s", middle_half(pass.timed).step_s}, {"iterations", pass.timed.size()},
+                        {"steal", pass.steal}, {"attempts", pass.attempts}});
+      steal = std::max(steal, pass.steal);
+      attempts = std::max(attempts, pass.attempts);
+    }
+    const Timed mid = middle_half(pooled);
+    std::sort(pooled.begin(), pooled.end(), [](const Timed& a, const Timed& b) { return a.step_s < b.step_s; });
+    const double median_step = pooled[pooled.size() / 2].step_s;
+    const double spread =
+        median_step > 0 ? (pooled[pooled.size() * 3 / 4].step_s - pooled[pooled.size() / 4].step_s) / median_step : 0;
     double comm_total = 0;
     nlohmann::json comm_s = nlohmann::json::object();
     for (Axis a : kAxes) {
-      comm_s[std::string(axis_name(a))] = s.result.mid.comm_s[a];
-      comm_total += s.result.mid.comm_s[a];
+      comm_s[std::string(axis_name(a))] = mid.comm_s[a];
+      comm_total += mid.comm_s[a];
     }
     if (s.config.mesh.ep > 1) {
-      comm_s["ep"] = s.result.mid.ep_s;
-      comm_total += s.result.mid.ep_s;
+      comm_s["ep"] = mid.ep_s;
+      comm_total += mid.ep_s;
     }
     nlohmann::json rec = {{"config", to_json(s.config)}, {"world", env_.world_size},
-                          {"ranks_per_node", env_.local_world_size}, {"step_s", s.result.mid.step_s},
-                          {"compute_s", std::max(0.0, s.result.mid.step_s - comm_total)}, {"comm_s", comm_s},
-                          {"iterations", s.result.iterations}, {"steal", s.result.steal},
-                          {"attempts", s.result.attempts}, {"spread", s.result.spread}};
-    if (s.again_step_s > 0) rec["again_step_s"] = s.again_step_s;
+                          {"ranks_per_node", env_.local_world_size}, {"step_s", mid.step_s},
+                          {"compute_s", std::max(0.0, mid.step_s - comm_total)}, {"comm_s", comm_s},
+                          {"iterations", pooled.size()}, {"steal", steal},
+                          {"attempts", attempts}, {"spread", spread}, {"passes", passes}};
+    if (drift_check) {
+      rec["first_step_s"] = passes.front()["step_s"];
+      rec["again_step_s"] = passes.back()["step_s"];
+    }
     write("split_step", rec);
   }
 
@@ -479,36 +524,19 @@ class Calibrator {
     };
     comm.barrier(comm.world());
     const auto cpu0 = read_cpu_times();
-    // Warm-up (gathers' buffers, the allocator, AdamW's state), then split_step_count() steps.
+    // Warm-up (gathers' buffers, the allocator, AdamW's state), then split_pass_step_count() steps.
     // Every rank must run the same number (the steps are collective): the count comes from the
     // slowest rank's warm-up step.
     at::Tensor warm = at::full({1}, static_cast<float>(step().step_s), at::TensorOptions().device(device_));
     comm.all_reduce(warm, comm.world(), /*max=*/true);
-    const int count = split_step_count(warm.item<float>());
-    std::vector<Timed> timed;
-    for (int k = 0; k < count; ++k) timed.push_back(step());
-    // The mean of the middle half of the steps by their time, each step whole (its compute and
-    // comm add up to its time). A run's step time is a mean, which a descheduled rank's 10x step
-    // pulls up and a median of 3 steps missed by +-20 % from one calibration to the next on the
-    // 2-core VM (tp 4: 1.40 s and 1.00 s predicted for a step measured at 1.34 s both times);
-    // the middle half keeps the mean without the outliers.
-    std::sort(timed.begin(), timed.end(), [](const Timed& a, const Timed& b) { return a.step_s < b.step_s; });
-    const size_t lo = timed.size() / 4, hi = timed.size() - timed.size() / 4;
-    Timed mid;
-    for (size_t k = lo; k < hi; ++k) {
-      mid.step_s += timed[k].step_s / static_cast<double>(hi - lo);
-      for (Axis a : kAxes) mid.comm_s[a] += timed[k].comm_s[a] / static_cast<double>(hi - lo);
-      mid.ep_s += timed[k].ep_s / static_cast<double>(hi - lo);
-    }
-    comm.barrier(comm.world());  // every rank done with the groups before they go
+    const int count = split_pass_step_count(warm.item<float>());
     SplitResult result;
-    const double median_step = timed[timed.size() / 2].step_s;
-    if (median_step > 0) result.spread = (timed[timed.size() * 3 / 4].step_s - timed[timed.size() / 4].step_s) / median_step;
-    result.mid = mid;
-    result.iterations = static_cast<int>(timed.size());
+    for (int k = 0; k < count; ++k) result.timed.push_back(step());
+    comm.barrier(comm.world());  // every rank done with the groups before they go
     // What decides a repeat, and which attempt stands, must be the same on every rank (a repeat
     // is collective): the most steal any node saw and the slowest rank's step.
-    at::Tensor agreed = at::tensor({static_cast<float>(steal_share(cpu0, read_cpu_times())), static_cast<float>(mid.step_s)},
+    at::Tensor agreed = at::tensor({static_cast<float>(steal_share(cpu0, read_cpu_times())),
+                                    static_cast<float>(middle_half(result.timed).step_s)},
                                    at::TensorOptions().dtype(at::kFloat)).to(device_);
     comms_.front()->all_reduce(agreed, comms_.front()->world(), /*max=*/true);
     const at::Tensor host = agreed.cpu();

@@ -816,6 +816,15 @@ TEST(Calibration, StepNoiseFromTheSplitStepsDriftCheckAndSpread) {
   EXPECT_EQ(busy.error().field, "step_noise.drift");
   EXPECT_EQ(busy.error().kind, ErrorKind::does_not_fit);
   EXPECT_NE(busy.error().message().find("calibrate again when they are quiet"), std::string::npos);
+  // Splits timed in two passes: step_s is both passes together, and the drift is the last
+  // pass over the first (first_step_s), not over their mean: 90 -> 110 ms is +22 %, not +10 %.
+  for (int rank : {0, 1}) {
+    CalibrationRecord r = split(rank, a, 0.10, 0.110);
+    r.fields["first_step_s"] = 0.090;
+    recs[recs.size() - 4 + static_cast<size_t>(rank)] = r;
+  }
+  EXPECT_NEAR(samples_from_records(recs).split_steps[0].drift, 0.110 / 0.090 - 1, 1e-12);
+  EXPECT_NEAR(calibration_from_records(recs)->step_drift, 0.110 / 0.090 - 1, 1e-12);
   // Records from before the drift check have neither field: no noise measured, no band.
   std::vector<CalibrationRecord> old = node_of_two_records();
   nlohmann::json f = split(0, a, 0, 0).fields;

@@ -92,10 +92,12 @@ TEST(LocalCalibrate, TwoRanksGiveACalibrationTheEstimatorAccepts) {
   // Every split step says how much of the CPUs was stolen while it ran and how often it was
   // measured (here three times, by the limit above); the ranks decide alike, so each rank has the
   // same splits with the same attempts.
-  // Every split step also says how far apart its steps were (spread), and the drift check
-  // measured the first two splits again at the end: their records carry again_step_s. The
-  // calibration's step_noise is what core makes of them: the largest |again / first - 1| of a
-  // split (its ranks' mean) and the median of the splits' spreads (their ranks' mean).
+  // Every split step also says how far apart its steps were (spread), and was timed in two
+  // passes, the second in the opposite order: the first two splits' passes are the first and
+  // last measurements (the drift check), and their records carry both (first_step_s,
+  // again_step_s). The calibration's step_noise is what core makes of them: the largest
+  // |again / first - 1| of a split (its ranks' mean) and the median of the splits' spreads
+  // (their ranks' mean).
   std::vector<std::vector<std::string>> attempts_by_rank;
   std::map<std::string, std::vector<double>> drift_by_split, spread_by_split;
   for (const auto& entry : fs::recursive_directory_iterator(tmp / "runs")) {
@@ -117,10 +119,14 @@ TEST(LocalCalibrate, TwoRanksGiveACalibrationTheEstimatorAccepts) {
       ASSERT_TRUE(j.contains("spread") && j["spread"].is_number()) << line;
       EXPECT_GE(j["spread"].get<double>(), 0.0) << line;
       spread_by_split[split].push_back(j["spread"].get<double>());
+      ASSERT_TRUE(j.contains("passes") && j["passes"].is_array() && j["passes"].size() == 2) << line;
+      for (const auto& pass : j["passes"]) EXPECT_EQ(pass["attempts"].get<int>(), 3) << line;
       if (j.contains("again_step_s")) {
         ++drift_checked;
         EXPECT_GT(j["again_step_s"].get<double>(), 0.0) << line;
-        drift_by_split[split].push_back(j["again_step_s"].get<double>() / j["step_s"].get<double>() - 1);
+        EXPECT_EQ(j["first_step_s"], j["passes"][0]["step_s"]) << line;
+        EXPECT_EQ(j["again_step_s"], j["passes"][1]["step_s"]) << line;
+        drift_by_split[split].push_back(j["again_step_s"].get<double>() / j["first_step_s"].get<double>() - 1);
       }
     }
     EXPECT_EQ(drift_checked, 2) << entry.path();

@@ -175,33 +175,45 @@ TEST(StepRunner, EveryCalibratedSplitStepIsMeasuredOnRunnerSteps) {
     ASSERT_EQ(expected, 8u);
     ASSERT_EQ(splits.size(), expected) << "rank " << rank;
     const std::vector<StepResult>& ran = observed.of(rank);
-    // Each split in order: a warm-up step, then its timed steps, all through the runner.
+    // Two passes over the splits, the second in the opposite order; each split's pass a warm-up
+    // step, then its timed steps, all through the runner. Its record: the middle half of both
+    // passes' steps together, and each pass's own.
+    std::vector<std::vector<double>> pass_times[2];
     size_t at = 0;
-    for (const CalibrationRecord& s : splits) {
-      const size_t timed = s.fields.at("iterations").get<size_t>();
-      ASSERT_GE(timed, 4u);  // split_step_count()
-      ASSERT_LE(at + 1 + timed, ran.size()) << "rank " << rank << ": fewer runner steps than calibration timed";
+    for (size_t pass = 0; pass < 2; ++pass) {
+      pass_times[pass].resize(splits.size());
+      for (size_t k = 0; k < splits.size(); ++k) {
+        const size_t i = pass == 0 ? k : splits.size() - 1 - k;
+        const nlohmann::json& p = splits[i].fields.at("passes").at(pass);
+        const size_t timed = p.at("iterations").get<size_t>();
+        ASSERT_GE(timed, 2u);  // split_pass_step_count()
+        ASSERT_LE(at + 1 + timed, ran.size()) << "rank " << rank << ": fewer runner steps than calibration timed";
+        pass_times[pass][i] = step_times(ran, at + 1, timed);
+        const double reported = p.at("step_s").get<double>();
+        EXPECT_NEAR(reported, middle_half_mean(pass_times[pass][i]), 1e-12 * reported)
+            << "rank " << rank << ": pass " << pass << " of split " << i;
+        at += 1 + timed;
+      }
+    }
+    EXPECT_EQ(at, ran.size()) << "rank " << rank << ": runner steps the calibration did not report";
+    for (size_t i = 0; i < splits.size(); ++i) {
+      const CalibrationRecord& s = splits[i];
+      std::vector<double> both = pass_times[0][i];
+      both.insert(both.end(), pass_times[1][i].begin(), pass_times[1][i].end());
       const double reported = s.fields.at("step_s").get<double>();
-      EXPECT_NEAR(reported, middle_half_mean(step_times(ran, at + 1, timed)), 1e-12 * reported)
+      EXPECT_EQ(s.fields.at("iterations").get<size_t>(), both.size());
+      EXPECT_GE(both.size(), 4u);
+      EXPECT_NEAR(reported, middle_half_mean(both), 1e-12 * reported)
           << "rank " << rank << ": split " << s.fields.at("config").at("mesh").dump() << " at global batch "
           << s.fields.at("config").at("training").at("global_batch").dump();
-      at += 1 + timed;
+      // The drift check: the first two splits' passes are the first and last measurements.
+      if (i < 2) {
+        EXPECT_DOUBLE_EQ(s.fields.at("first_step_s").get<double>(), s.fields.at("passes").at(0).at("step_s").get<double>());
+        EXPECT_DOUBLE_EQ(s.fields.at("again_step_s").get<double>(), s.fields.at("passes").at(1).at("step_s").get<double>());
+      } else {
+        EXPECT_FALSE(s.fields.contains("again_step_s")) << "split " << i;
+      }
     }
-    // Then the drift check: the first two splits measured again (a warm-up and at least 4 steps
-    // each), and no other runner step.
-    const double again0 = splits[0].fields.at("again_step_s").get<double>();
-    const double again1 = splits[1].fields.at("again_step_s").get<double>();
-    const size_t rest = ran.size() - at;
-    std::optional<size_t> first_count;
-    for (size_t n = 4; n + 1 < rest; ++n) {
-      const size_t second = rest - 2 - n;
-      if (second < 4) break;
-      if (std::abs(middle_half_mean(step_times(ran, at + 1, n)) - again0) <= 1e-12 * again0 &&
-          std::abs(middle_half_mean(step_times(ran, at + 2 + n, second)) - again1) <= 1e-12 * again1)
-        first_count = n;
-    }
-    EXPECT_TRUE(first_count.has_value()) << "rank " << rank << ": the drift check's " << rest
-                                         << " runner steps do not give its again_step_s";
   }
 }
 
