@@ -76,9 +76,8 @@ constexpr int64_t kSplitStepLayers = 4;
 // The split steps are timed in two passes, the second in the opposite order (A B ... B A), each
 // pass half of a split's steps. A cluster whose speed drifts over the calibration then moves
 // every split alike: split i's passes sit at t_i and T - t_i, both around the same midpoint,
-// whereas one pass in order gave the first splits the start's speed and the last the end's (on
-// the 2-core VM the same tp 8 split ran 4.6 s in one calibration and 8.1 s in another, where the
-// runs of that shape took 5.2 s and 5.6 s). The fit divides split by split; it needs them alike.
+// whereas one pass in order gave the first splits the start's speed and the last the end's. The
+// fit divides split by split; it needs them measured alike (docs/estimator.md, "Split steps").
 constexpr int kSplitPasses = 2;
 // The drift check: the first splits' two passes are the calibration's first and last
 // measurements; how far they differ is how far this cluster moves by itself (its first shape at
