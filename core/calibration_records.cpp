@@ -155,12 +155,13 @@ CalibrationSamples samples_from_records(const std::vector<CalibrationRecord>& re
       }
       // Optional (calibrations before the drift check have neither): a finite spread >= 0, and an
       // again_step_s > 0 beside the first measurement > 0: first_step_s where the split was timed
-      // in two passes (step_s is then both together), step_s where the drift check measured it
-      // again after one pass.
+      // in two passes (step_s is then both together, never a stand-in for a first_step_s that is
+      // not a number), step_s where the drift check measured it again after one pass.
       double spread = 0, step_s = 0, again_s = 0;
       if (field(f, "spread", spread) && std::isfinite(spread) && spread >= 0) s.spread = spread;
-      if (field(f, "again_step_s", again_s) && (field(f, "first_step_s", step_s) || field(f, "step_s", step_s)) &&
-          std::isfinite(again_s) && std::isfinite(step_s) && again_s > 0 && step_s > 0) {
+      const char* first_key = f.contains("first_step_s") ? "first_step_s" : "step_s";
+      if (field(f, "again_step_s", again_s) && field(f, first_key, step_s) && std::isfinite(again_s) &&
+          std::isfinite(step_s) && again_s > 0 && step_s > 0) {
         s.drift = again_s / step_s - 1;
         s.drift_ranks = 1;
       }

@@ -83,7 +83,7 @@ constexpr int kSplitPasses = 2;
 // measurements; how far they differ is how far this cluster moves by itself (its first shape at
 // its two micro-batch counts).
 constexpr size_t kDriftCheckSplits = 2;
-// Times a split measured under too much CPU steal (core/cpu_steal.h) is measured again.
+// Times a split's pass measured under too much CPU steal (core/cpu_steal.h) is measured again.
 constexpr int kStealRepeats = 2;
 
 // Steps timed per split step, from its warm-up step's seconds: as many as fill 1 s, 8 to 30;

@@ -825,6 +825,9 @@ TEST(Calibration, StepNoiseFromTheSplitStepsDriftCheckAndSpread) {
   }
   EXPECT_NEAR(samples_from_records(recs).split_steps[0].drift, 0.110 / 0.090 - 1, 1e-12);
   EXPECT_NEAR(calibration_from_records(recs)->step_drift, 0.110 / 0.090 - 1, 1e-12);
+  // A first_step_s that is not a number gives no drift, not one over the two passes' mean.
+  for (int rank : {0, 1}) recs[recs.size() - 4 + static_cast<size_t>(rank)].fields["first_step_s"] = "fast";
+  EXPECT_EQ(samples_from_records(recs).split_steps[0].drift_ranks, 0);
   // Records from before the drift check have neither field: no noise measured, no band.
   std::vector<CalibrationRecord> old = node_of_two_records();
   nlohmann::json f = split(0, a, 0, 0).fields;
